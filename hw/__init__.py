@@ -1,0 +1,23 @@
+"""mkernel.hw: the GPU backend (persistent kernels, symmetric buffers, command ring, host proxy).
+
+Installed as ``mkernel.hw`` from the top-level ``hw/`` folder. The runtime and kernels are built in
+issues 5 and 6; until then :class:`HwBackend` reports why it cannot run, and the CLI turns that into
+a clear error instead of a launch.
+"""
+from __future__ import annotations
+
+from mkernel.cluster import Cluster
+from mkernel.errors import BackendUnavailable
+from mkernel.ir import Schedule
+
+__all__ = ["HwBackend"]
+
+
+class HwBackend:
+    name = "hw"
+
+    def supports(self, schedule: Schedule, cluster: Cluster) -> str | None:
+        return "the hw backend's runtime and kernels are not built yet (issues 5 and 6); use --backend sim"
+
+    def run(self, schedule: Schedule, cluster: Cluster, **_kwargs):
+        raise BackendUnavailable(self.supports(schedule, cluster))

@@ -1,0 +1,21 @@
+"""mkernel: fused multi-GPU, multi-node compute+communication kernels.
+
+An op is declared once as a :class:`Schedule` (see :mod:`mkernel.ir`) by its builder
+(:mod:`mkernel.builders`), checked by :func:`validate`, and executed by a backend: ``sim`` (SimPy)
+or ``hw`` (GPUs). Importing this package needs only numpy: no torch, SimPy or GPU.
+"""
+from .cluster import Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
+from .errors import (BackendUnavailable, DeadlockError, InputError, MkernelError, ProblemError,
+                     ScenarioError, ScheduleError)
+from .ir import Buffer, BufferKind, Launch, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Task, Wait
+from .problems import KERNELS, Workload
+from .runner import run
+from .scenario import Scenario, load_scenario
+from .validate import validate
+
+__all__ = [
+    "BackendUnavailable", "Buffer", "BufferKind", "Cluster", "DeadlockError", "GpuSpec", "InputError",
+    "KERNELS", "Launch", "MkernelError", "NicSpec", "NvlinkSpec", "Op", "ProblemError", "ProxySpec",
+    "Region", "Role", "Scenario", "ScenarioError", "Schedule", "ScheduleBuilder", "ScheduleError",
+    "Signal", "Task", "Wait", "Workload", "load_scenario", "run", "validate",
+]

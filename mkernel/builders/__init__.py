@@ -1,0 +1,22 @@
+"""One builder module per fused op; this registry finds them by kernel id.
+
+A builder module provides ``check(workload, cluster)``, ``build`` (the fused schedule),
+``build_baseline`` (the unfused schedule in the same IR), ``flops_per_gpu`` and ``make_inputs``.
+Its numpy oracle lives in :mod:`mkernel.reference` under the same kernel id.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..errors import InputError
+from ..problems import BUILT_KERNELS, KERNELS
+
+
+def get(kernel: str) -> ModuleType:
+    """The builder module of ``kernel``; a clear error for unknown or not-yet-built kernels."""
+    if kernel not in KERNELS:
+        raise InputError(f"unknown kernel {kernel!r}; allowed: {', '.join(KERNELS)}")
+    if kernel not in BUILT_KERNELS:
+        raise InputError(f"kernel {kernel!r} is not built yet; built kernels: {', '.join(BUILT_KERNELS)}")
+    return importlib.import_module(f"{__name__}.{kernel}")

@@ -1,0 +1,57 @@
+"""Tile grids, row splits and chunking, written once for every builder.
+
+Shapes that do not divide the tile size get smaller edge tiles; nothing is padded or refused.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """Output tile ``index`` covering rows ``[row0, row1)`` and columns ``[col0, col1)``."""
+
+    index: int
+    row0: int
+    row1: int
+    col0: int
+    col1: int
+
+    @property
+    def rows(self) -> int:
+        return self.row1 - self.row0
+
+    @property
+    def cols(self) -> int:
+        return self.col1 - self.col0
+
+
+def tile_grid(m: int, n: int, tile_m: int, tile_n: int) -> list[Tile]:
+    """Row-major tiles of an ``m x n`` matrix; the last row and column of tiles may be smaller."""
+    tiles = []
+    for r0 in range(0, m, tile_m):
+        for c0 in range(0, n, tile_n):
+            tiles.append(Tile(len(tiles), r0, min(m, r0 + tile_m), c0, min(n, c0 + tile_n)))
+    return tiles
+
+
+def split_rows(row0: int, row1: int, parts: int) -> list[tuple[int, int]]:
+    """Split ``[row0, row1)`` into ``parts`` contiguous near-equal ranges (the first ones larger)."""
+    total = row1 - row0
+    base, extra = divmod(total, parts)
+    out, at = [], row0
+    for i in range(parts):
+        size = base + (1 if i < extra else 0)
+        out.append((at, at + size))
+        at += size
+    return out
+
+
+def chunk_rows(row0: int, row1: int, rows_per_chunk: int) -> list[tuple[int, int]]:
+    """Cut ``[row0, row1)`` into chunks of at most ``rows_per_chunk`` rows (none if empty)."""
+    return [(r, min(row1, r + rows_per_chunk)) for r in range(row0, row1, rows_per_chunk)]
+
+
+def batches(items: list, size: int) -> list[list]:
+    """Consecutive groups of ``size`` items (the last may be shorter)."""
+    return [items[i:i + size] for i in range(0, len(items), size)]

@@ -1,0 +1,274 @@
+"""GEMM + AllReduce (row-parallel tensor parallelism), fused and unfused.
+
+Unfused equivalent, on every rank r of the world::
+
+    C_r = A_r @ B_r                    # A_r: m x k, B_r: k x n (k is the per-rank K_local)
+    out_r = all_reduce(C_r, sum)       # every rank ends with sum_r A_r @ B_r, m x n
+
+Fused schedule (design §6). Output tiles are dealt round-robin to the G local ranks of each node;
+the rail peers of a node share one owner pattern::
+
+    compute  | tile t -> P (own partial) ........ signal contrib[t] on its owner
+    intra    | owner: wait contrib[t] = G, pull G partials over NVLink, sum -> PART slot
+    send     | owner: wait chunk of `chunk_tiles` sums ready, put it to each rail peer (one message)
+    recv     | owner: wait the chunk from all N-1 nodes, add -> out tile, signal final[t]
+    intra    | owner: wait final[t], push the out tile to the G-1 local peers (unicast stores)
+    compute  | every rank: last task waits until all out tiles written into it have landed
+
+The intra queue interleaves the broadcasts ``BCAST_LAG`` chunks behind the reductions, so the
+intra SMs keep reducing while the network round trip is in flight. Every wait targets a task
+earlier in its own queue or a queue with no waits back, so no SM budget deadlocks.
+
+Baseline ("gemm+nccl_hier_ar"): one GEMM launch on all SMs, then one NCCL-style launch doing a
+hierarchical all-reduce: ring reduce-scatter in the node, ring all-reduce (reduce-scatter and
+all-gather) among rail peers on each rank's 1/G, ring all-gather in the node.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ProblemError
+from ..ir import BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..problems import Workload
+from . import _collectives as coll
+from ._tiling import batches, split_rows, tile_grid
+
+BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
+DEFAULT_INTRA_SMS = 16  # ~ NVLink port / one SM's copy rate (450 / 30 GB/s)
+DEFAULT_SEND_SMS = 2
+DEFAULT_RECV_SMS = 8
+
+
+def check(w: Workload, c: Cluster) -> None:
+    """Refuse shapes this op cannot split, with the reason."""
+    for name in ("m", "n", "k", "tile_m", "tile_n", "chunk_tiles"):
+        if getattr(w, name) < 1:
+            raise ProblemError(f"gemm_ar needs {name} >= 1, got {getattr(w, name)}")
+    if w.m < c.world:
+        raise ProblemError(f"gemm_ar splits the m rows over the {c.world} ranks in its baseline, so m "
+                           f"must be >= {c.world}, got {w.m}")
+    roles = _roles(w, c)
+    if roles[Role.COMPUTE] < 1:
+        raise ProblemError(f"gemm_ar leaves no compute SMs: communication roles take {c.gpu.sms - roles[Role.COMPUTE]}"
+                           f" of {c.gpu.sms}")
+
+
+def flops_per_gpu(w: Workload, c: Cluster) -> float:
+    return 2.0 * w.m * w.n * w.k
+
+
+def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
+    g, nodes = c.gpus_per_node, c.nodes
+    want = {Role.INTRA: DEFAULT_INTRA_SMS if g > 1 else 0,
+            Role.SEND: DEFAULT_SEND_SMS if nodes > 1 else 0,
+            Role.RECV: DEFAULT_RECV_SMS if nodes > 1 else 0}
+    for role in want:
+        override = w.sm_override(role)
+        if override is not None:
+            want[role] = override
+    comm = sum(want.values())
+    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - comm
+    return want
+
+
+def _inputs(sb: ScheduleBuilder, w: Workload) -> None:
+    sb.buffer("A", w.m, w.k, w.dtype, BufferKind.INPUT)
+    sb.buffer("B", w.k, w.n, w.dtype, BufferKind.INPUT)
+
+
+def build(w: Workload, c: Cluster) -> Schedule:
+    """The fused schedule."""
+    check(w, c)
+    g, nodes = c.gpus_per_node, c.nodes
+    tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
+    slots = math.ceil(len(tiles) / g)
+    sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms)
+    _inputs(sb, w)
+    if g > 1:
+        sb.buffer("P", w.m, w.n, w.dtype)
+    if nodes > 1:
+        sb.buffer("PART", slots * w.tile_m, w.tile_n, w.dtype)
+        sb.buffer("RECV", nodes * slots * w.tile_m, w.tile_n, w.dtype)
+    sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
+    sb.launch("fused", _roles(w, c))
+
+    def tile_reg(buf: str, rank: int, t) -> Region:
+        return Region(buf, rank, t.row0, t.row1, t.col0, t.col1)
+
+    def slot_reg(buf: str, rank: int, t, section: int = 0) -> Region:
+        r0 = (section * slots + t.index // g) * w.tile_m
+        return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
+
+    def chunk_of(t) -> int:
+        return (t.index // g) // w.chunk_tiles
+
+    def out_done(rank: int) -> Signal:
+        return Signal(rank, "out_done")
+
+    for rank in range(c.world):  # compute: slot-major, own tile first within each slot
+        node, local = c.node_of(rank), c.local_of(rank)
+        for slot in range(slots):
+            for d in range(g):
+                idx = slot * g + (local + d) % g
+                if idx >= len(tiles):
+                    continue
+                t = tiles[idx]
+                owner = c.rank(node, t.index % g)
+                if g > 1:
+                    dst, sig = tile_reg("P", rank, t), (Signal(owner, "contrib", t.index),)
+                elif nodes > 1:
+                    dst, sig = slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", chunk_of(t)),)
+                else:
+                    dst, sig = tile_reg("OUT", rank, t), (out_done(rank),)
+                sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
+                       reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
+                       label=f"tile {t.index}")
+
+    for rank in range(c.world):
+        node, local = c.node_of(rank), c.local_of(rank)
+        owned = [t for t in tiles if t.index % g == local]
+        chunks = batches(owned, w.chunk_tiles)
+        peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
+        if g > 1:
+            _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done)
+        if nodes > 1:
+            others = [(node + d) % nodes for d in range(1, nodes)]
+            for ci, chunk in enumerate(chunks):
+                ready = Wait(Signal(rank, "chunk_ready", ci), len(chunk))
+                for m in others:
+                    peer = c.rank(m, local)
+                    sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=ci,
+                           reads=tuple(slot_reg("PART", rank, t) for t in chunk),
+                           writes=tuple(slot_reg("RECV", peer, t, node) for t in chunk),
+                           signals=(Signal(peer, "arrived", ci),), label=f"chunk {ci} to node {m}")
+            for ci, chunk in enumerate(chunks):
+                for t in chunk:
+                    sig = (Signal(rank, "final", t.index),) if g > 1 else ()
+                    sb.add(rank, Role.RECV, Op.REDUCE, waits=(Wait(Signal(rank, "arrived", ci), nodes - 1),),
+                           reads=(slot_reg("PART", rank, t),) + tuple(slot_reg("RECV", rank, t, m) for m in others),
+                           writes=(tile_reg("OUT", rank, t),), signals=sig + (out_done(rank),),
+                           label=f"tile {t.index} add remote")
+    _drain(sb, c, out_done)
+    return sb.build(flops_per_gpu(w, c))
+
+
+def _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done) -> None:
+    """Reductions of the owner's tiles, with each chunk's broadcast BCAST_LAG chunks later."""
+    g = len(peers)
+    lag = BCAST_LAG if nodes > 1 else 0
+
+    def bcast(chunk) -> None:
+        for t in chunk:
+            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", t.index), 1),),
+                   reads=tuple(tile_reg("OUT", rank, t) for _ in peers[1:]),
+                   writes=tuple(tile_reg("OUT", p, t) for p in peers[1:]),
+                   signals=tuple(out_done(p) for p in peers[1:]), label=f"tile {t.index} bcast")
+
+    for ci, chunk in enumerate(chunks):
+        for t in chunk:
+            if nodes > 1:
+                dst, sig = slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", ci),)
+            else:
+                dst, sig = tile_reg("OUT", rank, t), (Signal(rank, "final", t.index), out_done(rank))
+            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", t.index), g),),
+                   reads=tuple(tile_reg("P", p, t) for p in peers), writes=(dst,), signals=sig,
+                   label=f"tile {t.index} reduce")
+        if ci >= lag:
+            bcast(chunks[ci - lag])
+    for chunk in chunks[max(0, len(chunks) - lag):]:
+        bcast(chunk)
+
+
+def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
+    """Each rank's kernel ends only when every write into its output has landed."""
+    for rank in range(c.world):
+        sig = out_done(rank)
+        sb.add(rank, Role.COMPUTE, Op.NOP, waits=(Wait(sig, sb.bumped(sig)),), label="drain")
+
+
+def build_baseline(w: Workload, c: Cluster) -> Schedule:
+    """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch."""
+    check(w, c)
+    g, nodes = c.gpus_per_node, c.nodes
+    sb = ScheduleBuilder("gemm_ar", "gemm+nccl_hier_ar", c.world, g, c.gpu.sms)
+    _inputs(sb, w)
+    for name in ("P", "IN1", "IN2", "STAGE"):
+        sb.buffer(name, w.m, w.n, w.dtype)
+    sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
+    sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
+    gemm_dst = "OUT" if c.world == 1 else "P"
+    for rank in range(c.world):
+        for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
+            sb.add(rank, Role.COMPUTE, Op.GEMM, label=f"tile {t.index}",
+                   reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
+                   writes=(Region(gemm_dst, rank, t.row0, t.row1, t.col0, t.col1),))
+    if c.world > 1:
+        _hierarchical_all_reduce(sb, w, c)
+    return sb.build(flops_per_gpu(w, c))
+
+
+def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> None:
+    """Ring reduce-scatter in the node, ring all-reduce over the rail, ring all-gather in the node.
+
+    Rows are dealt to ``baseline_channels`` lanes (NCCL channels), each an independent ring; a
+    lane's next phase starts when that lane's previous phase has finished on the rank.
+    """
+    g, nodes = c.gpus_per_node, c.nodes
+    ch = w.baseline_channels
+    sb.launch("allreduce", {Role.INTRA: ch if g > 1 else 0, Role.SEND: max(1, ch // 4) if nodes > 1 else 0,
+                            Role.RECV: max(1, ch // 4) if nodes > 1 else 0})
+    item = sb.buffers[-1].itemsize
+    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.n * item))
+    slices = [s for s in split_rows(0, w.m, min(ch, w.m // c.world)) if s[1] > s[0]]
+    lanes = [split_rows(r0, r1, g) for r0, r1 in slices]  # lanes[lane][local] = rows local owns
+
+    def sig(name: str):
+        return lambda r, lane: (Signal(r, name, lane),)
+
+    def wait_all(name: str, ranks):
+        counts = {(r, lane): sb.bumped(Signal(r, name, lane)) for r in ranks for lane in range(len(lanes))}
+        return lambda r, lane: (Wait(Signal(r, name, lane), counts[(r, lane)]),)
+
+    def both(*fns):
+        return lambda r, lane: sum((f(r, lane) for f in fns), ())
+
+    def out_done(r: int, _lane: int = 0) -> tuple:
+        return (Signal(r, "out_done"),)
+
+    if g > 1:  # 1. reduce-scatter inside each node: rank `local` ends with block `local` of each lane
+        for node in range(nodes):
+            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, f"n{node}")
+            target = "IN1" if nodes > 1 else "OUT"
+            coll.reduce_scatter(sb, ring, src="P", inbuf="IN1", stage="STAGE",
+                                dest=lambda r, r0, r1, target=target: Region(target, r, r0, r1, 0, w.n),
+                                done=sig("l1_done") if nodes > 1 else both(sig("block_done"), out_done))
+    if nodes > 1:  # 2. all-reduce of each owned block among rail peers (ring RS + ring AG)
+        for local in range(g):
+            rail = c.rail(local)
+            ring = coll.Ring(rail, [split_rows(*blocks[local], nodes) for blocks in lanes], w.n,
+                             rows_per_chunk, True, f"rail{local}")
+            coll.reduce_scatter(sb, ring, src="IN1" if g > 1 else "P", inbuf="IN2", stage="STAGE",
+                                dest=lambda r, r0, r1: Region("OUT", r, r0, r1, 0, w.n),
+                                ready=wait_all("l1_done", rail) if g > 1 else coll.none,
+                                done=both(sig("l2_done"), sig("block_done"), out_done))
+            coll.all_gather(sb, ring, buf="OUT", ready=wait_all("l2_done", rail),
+                            arrived_extra=both(sig("block_done"), out_done))
+    if g > 1:  # 3. all-gather inside each node
+        for node in range(nodes):
+            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, f"n{node}")
+            coll.all_gather(sb, ring, buf="OUT", ready=wait_all("block_done", ring.ranks), arrived_extra=out_done)
+    role = Role.INTRA if g > 1 else Role.RECV
+    for rank in range(c.world):
+        done = Signal(rank, "out_done")
+        sb.add(rank, role, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+
+
+def make_inputs(w: Workload, c: Cluster, rng: np.random.Generator) -> dict[str, list[np.ndarray]]:
+    """Fresh random A_r and B_r for every rank (scaled so sums stay O(1))."""
+    scale = 1.0 / math.sqrt(w.k * c.world)
+    return {"A": [rng.standard_normal((w.m, w.k), dtype=np.float32) for _ in range(c.world)],
+            "B": [(rng.standard_normal((w.k, w.n), dtype=np.float32) * scale).astype(np.float32)
+                  for _ in range(c.world)]}

@@ -1,0 +1,105 @@
+"""The ``mkernel`` command. Subcommands only parse, call the public API, and print.
+
+Exit codes: 0 success, 1 a failed check (wrong output, an invalid schedule, a deadlock),
+2 bad input (scenario, flags, an unavailable backend). Errors are one sentence on stderr; ``--debug``
+adds the traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from .errors import InputError, MkernelError
+from .problems import KERNELS
+from .result import check_result
+from .scenario import Scenario, check, load_scenario
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mkernel", description="Fused multi-GPU compute+communication kernels.")
+    sub = p.add_subparsers(dest="command", required=True)
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument("scenario", nargs="?", help="a scenario TOML file or bundled name (default: default)")
+    shared.add_argument("--kernel", choices=KERNELS)
+    shared.add_argument("--nodes", type=int)
+    shared.add_argument("--gpus-per-node", type=int)
+    shared.add_argument("--transport", choices=("ib_rc", "efa_srd"))
+    shared.add_argument("--m", type=int)
+    shared.add_argument("--n", type=int)
+    shared.add_argument("--k", type=int)
+    shared.add_argument("--tokens", type=int, help="moe_dispatch_gemm: total tokens")
+    shared.add_argument("--seq", type=int, help="ring_attention: sequence per GPU")
+    shared.add_argument("--debug", action="store_true", help="show tracebacks")
+    run = sub.add_parser("run", parents=[shared], help="run fused op and baseline, print the result")
+    run.add_argument("--backend", choices=("sim", "hw"), default="sim")
+    run.add_argument("--data", action="store_true", help="run on real numbers and check against the numpy reference")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--json", type=Path, help="write the result JSON here")
+    run.add_argument("--trace", type=Path, help="write a Chrome/Perfetto trace of the fused run here")
+    sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
+    return p
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario file with command-line overrides applied and re-checked."""
+    sc = load_scenario(args.scenario)
+    for flag in ("tokens", "seq"):
+        if getattr(args, flag) is not None:
+            raise InputError(f"--{flag} applies to {'moe_dispatch_gemm' if flag == 'tokens' else 'ring_attention'},"
+                             " which is not built yet")
+    cluster = {k: v for k, v in (("nodes", args.nodes), ("gpus_per_node", args.gpus_per_node),
+                                 ("transport", args.transport)) if v is not None}
+    for key, value in cluster.items():
+        if isinstance(value, int) and value < 1:
+            raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")
+    workload = {k: v for k, v in (("kernel", args.kernel), ("m", args.m), ("n", args.n), ("k", args.k))
+                if v is not None}
+    if not cluster and not workload:
+        return sc
+    sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, **cluster),
+                             workload=dataclasses.replace(sc.workload, **workload))
+    check(sc, "command line")
+    return sc
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .runner import run
+    from .report import print_result
+
+    sc = scenario_from_args(args)
+    result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None)
+    problems = check_result(result)
+    if problems:
+        raise AssertionError("result does not match its schema: " + "; ".join(problems))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    if args.trace:
+        from .trace import write_chrome_trace
+
+        write_chrome_trace(stats.spans or [], args.trace)
+    print_result(result)
+    return 1 if result["correct"] is False else 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .report import print_schedule
+    from .runner import build
+
+    fused, baseline = build(scenario_from_args(args))
+    print_schedule(fused)
+    print_schedule(baseline)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"run": _run, "show": _show}[args.command](args)
+    except MkernelError as exc:
+        if args.debug:
+            raise
+        print(f"mkernel: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, InputError) or type(exc).__name__ == "BackendUnavailable" else 1

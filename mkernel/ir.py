@@ -1,0 +1,226 @@
+"""The schedule IR: what a fused op does, as data that every backend executes.
+
+A :class:`Schedule` is a set of symmetric :class:`Buffer` s (one array per rank), one or more
+:class:`Launch` es (stream-ordered kernels, each with an SM budget per :class:`Role`), and a flat
+tuple of :class:`Task` s. A task is one unit of one role's work on one rank. The tasks of one
+(rank, launch, role) form a queue in tuple order: the role's SMs take them in that order, like the
+blocks of a persistent kernel walking a task table.
+
+Synchronisation is explicit. A task :class:`Wait` s until a :class:`Signal` on its own rank reaches a
+count, and bumps the signals it names by one when its writes are visible (for a network put, when
+the data has landed at the remote rank). Signals are epoch-stamped in every backend: a value
+counts only if it was written in the current call's epoch, so no flag is zeroed between calls.
+
+Everything here is a frozen dataclass of ints, strings, enums and tuples, so schedules can be
+hashed, compared, and serialized. Derived views are plain functions.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+
+IR_VERSION = 1
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+class Role(str, Enum):
+    """What a block of a persistent kernel does. The host proxy is not an SM role."""
+
+    COMPUTE = "compute"
+    INTRA = "intra"  # NVLink peer loads/stores inside the node
+    SEND = "send"  # writes network commands for the proxy
+    RECV = "recv"  # polls arrival flags, finishes received chunks
+
+
+class Op(str, Enum):
+    """The kinds of task. Operands are regions; see :class:`Task` for each op's arity."""
+
+    GEMM = "gemm"  # writes[0] (+)= reads[0] @ reads[1]
+    COPY = "copy"  # writes[i] (+)= reads[i]   (NVLink or local)
+    REDUCE = "reduce"  # writes[0] (+)= sum(reads)
+    PUT = "put"  # writes[i] = reads[i] on a rank of another node: one network message
+    NOP = "nop"  # only waits and signals (e.g. a kernel's final drain)
+
+
+class BufferKind(str, Enum):
+    INPUT = "input"  # filled by the caller; never written by tasks
+    SCRATCH = "scratch"  # staging and partial results
+    OUTPUT = "output"  # the op's result; every element written a known number of times
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A symmetric 2-D array: one ``rows x cols`` array of ``dtype`` on every rank."""
+
+    name: str
+    rows: int
+    cols: int
+    dtype: str = "bf16"
+    kind: BufferKind = BufferKind.SCRATCH
+    writes_per_element: int = 1  # checked for OUTPUT buffers: plain writes + accumulations
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """Rows ``[row0, row1)`` and columns ``[col0, col1)`` of one rank's copy of a buffer."""
+
+    buffer: str
+    rank: int
+    row0: int
+    row1: int
+    col0: int
+    col1: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.row1 - self.row0, self.col1 - self.col0)
+
+    @property
+    def size(self) -> int:
+        return (self.row1 - self.row0) * (self.col1 - self.col0)
+
+    def on(self, rank: int, buffer: str | None = None) -> "Region":
+        """The same rectangle on another rank (and optionally in another buffer)."""
+        return Region(buffer or self.buffer, rank, self.row0, self.row1, self.col0, self.col1)
+
+    def __str__(self) -> str:
+        return f"{self.buffer}@{self.rank}[{self.row0}:{self.row1},{self.col0}:{self.col1}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """A counter in one rank's memory, named by ``name`` and an integer ``index``."""
+
+    rank: int
+    name: str
+    index: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.name}[{self.index}]@{self.rank}"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Block until ``signal`` has been bumped ``count`` times in the current epoch."""
+
+    signal: Signal
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One unit of work of one role on one rank.
+
+    Op arity: GEMM reads (A, B) and writes (C,); COPY and PUT read and write equal-length tuples of
+    equal-shaped regions, pairwise; REDUCE reads n >= 1 regions and writes one; NOP touches nothing.
+    ``accumulate`` makes the write an add into the destination. ``chunk`` names the network chunk a
+    PUT carries (-1 elsewhere).
+    """
+
+    id: int
+    rank: int
+    role: Role
+    op: Op
+    reads: tuple[Region, ...] = ()
+    writes: tuple[Region, ...] = ()
+    accumulate: bool = False
+    waits: tuple[Wait, ...] = ()
+    signals: tuple[Signal, ...] = ()
+    launch: int = 0
+    chunk: int = -1
+    label: str = ""
+
+    def describe(self) -> str:
+        """A short name for error messages: id, op, rank, role and label."""
+        tag = f" '{self.label}'" if self.label else ""
+        return f"task {self.id} ({self.op.value}{tag}, rank {self.rank}, role {self.role.value})"
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One kernel launch. ``sms`` gives each role's SM budget on every rank; launches run in order."""
+
+    name: str
+    sms: tuple[tuple[Role, int], ...]
+
+    def budget(self, role: Role) -> int:
+        return dict(self.sms).get(role, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A whole op on a whole cluster. Build one with :class:`ScheduleBuilder`."""
+
+    version: int
+    kernel: str
+    variant: str  # "fused" or a baseline name
+    world: int
+    gpus_per_node: int
+    num_sms: int
+    buffers: tuple[Buffer, ...]
+    launches: tuple[Launch, ...]
+    tasks: tuple[Task, ...]
+    flops_per_gpu: float = 0.0  # useful FLOPs one GPU performs (the TFLOPS metric's numerator)
+
+    def buffer(self, name: str) -> Buffer:
+        for buf in self.buffers:
+            if buf.name == name:
+                return buf
+        raise KeyError(f"schedule {self.kernel}/{self.variant} has no buffer {name!r}")
+
+    def queue(self, rank: int, launch: int, role: Role) -> list[Task]:
+        """The ordered tasks of one role of one launch on one rank."""
+        return [t for t in self.tasks if t.rank == rank and t.launch == launch and t.role == role]
+
+    def validate(self) -> None:
+        """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return."""
+        from .validate import validate
+
+        validate(self)
+
+
+@dataclass
+class ScheduleBuilder:
+    """Mutable helper that builders use to collect buffers and tasks, then freeze a Schedule."""
+
+    kernel: str
+    variant: str
+    world: int
+    gpus_per_node: int
+    num_sms: int
+    buffers: list[Buffer] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+    tasks: list[Task] = field(default_factory=list)
+    bumps: Counter = field(default_factory=Counter)
+
+    def buffer(self, name: str, rows: int, cols: int, dtype: str = "bf16",
+               kind: BufferKind = BufferKind.SCRATCH, writes_per_element: int = 1) -> str:
+        self.buffers.append(Buffer(name, rows, cols, dtype, kind, writes_per_element))
+        return name
+
+    def launch(self, name: str, sms: dict[Role, int]) -> int:
+        """Open a new launch; later tasks belong to it. Returns its index."""
+        self.launches.append(Launch(name, tuple((r, n) for r, n in sms.items() if n > 0)))
+        return len(self.launches) - 1
+
+    def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
+            waits=(), signals=(), chunk: int = -1, label: str = "") -> Task:
+        task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
+                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label)
+        self.tasks.append(task)
+        self.bumps.update(task.signals)
+        return task
+
+    def bumped(self, signal: Signal) -> int:
+        """How many tasks added so far bump ``signal``: the count a complete wait on it expects."""
+        return self.bumps[signal]
+
+    def build(self, flops_per_gpu: float) -> Schedule:
+        return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,
+                        self.num_sms, tuple(self.buffers), tuple(self.launches), tuple(self.tasks),
+                        flops_per_gpu)

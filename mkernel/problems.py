@@ -1,0 +1,34 @@
+"""What to compute: the op and its shape, independent of the machine.
+
+A :class:`Workload` is what a scenario's ``[workload]`` table, the CLI flags and the Python API all
+turn into. Per-kernel meaning of the shape fields is stated in each builder's docstring; for
+``gemm_ar`` and ``gemm_rs``, ``k`` is the reduction dimension *per rank* (K_local in the paper).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir import Role
+
+KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
+BUILT_KERNELS = ("gemm_ar",)  # the others arrive with issue 4; asking for them is a clear error
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One op on one shape, with the schedule knobs that change its tiling and SM split."""
+
+    kernel: str = "gemm_ar"
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    dtype: str = "bf16"
+    tile_m: int = 128  # Triton persistent GEMM's best tile on the H200 (h200-facts.md)
+    tile_n: int = 256
+    chunk_tiles: int = 4  # tiles per network chunk; 4 x 128x256 bf16 = 256 KiB (design §6)
+    sms: tuple[tuple[Role, int], ...] = ()  # per-role SM overrides; unset roles get builder defaults
+    baseline_channels: int = 16  # SMs an NCCL-style collective uses (its channel count)
+    baseline_chunk_kib: int = 128  # bytes one ring step moves per chunk in the baseline (NCCL slice)
+
+    def sm_override(self, role: Role) -> int | None:
+        return dict(self.sms).get(role)

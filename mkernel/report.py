@@ -1,0 +1,91 @@
+"""Human-readable output: the run table and the schedule summary (rich), plus static byte counts."""
+from __future__ import annotations
+
+from collections import Counter
+
+from .ir import Op, Role, Schedule
+
+COMMAND_BYTES = 48  # one GPU -> host command record
+
+
+def static_bytes(s: Schedule) -> dict[str, list[float]]:
+    """Bytes each rank sends per tier, counted from the schedule alone (no backend).
+
+    NVLink: peer regions read by a task (the peer sends) and written by a task (the task's rank
+    sends). Network: every PUT's payload. Host: one command record per PUT.
+    """
+    size = {b.name: b.itemsize for b in s.buffers}
+    out = {"nvlink": [0.0] * s.world, "network": [0.0] * s.world, "host": [0.0] * s.world}
+    for t in s.tasks:
+        if t.op is Op.PUT:
+            out["network"][t.rank] += sum(r.size * size[r.buffer] for r in t.reads)
+            out["host"][t.rank] += COMMAND_BYTES
+        elif t.op in (Op.COPY, Op.REDUCE):
+            for r in t.reads:
+                if r.rank != t.rank:
+                    out["nvlink"][r.rank] += r.size * size[r.buffer]
+            for r in t.writes:
+                if r.rank != t.rank:
+                    out["nvlink"][t.rank] += r.size * size[r.buffer]
+    return out
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.3f} GB" if x >= 1e7 else f"{x / 1e6:.3f} MB"
+
+
+def print_result(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{result['kernel']} on {result['scenario']} ({result['backend']})", show_header=False)
+    cl = result["cluster"]
+    shape = result["shape"]
+    table.add_row("cluster", f"{cl['nodes']} x {cl['gpus_per_node']} GPUs, {cl['transport']}")
+    table.add_row("shape", f"m={shape['m']} n={shape['n']} k={shape['k']} {result['dtype']}")
+    table.add_row("fused time", f"{result['time_s'] * 1e6:.1f} us")
+    base = result["baseline"]
+    if base:
+        table.add_row(f"baseline time ({base['name']})", f"{base['time_s'] * 1e6:.1f} us")
+        table.add_row("speedup", f"{result['speedup']:.3f}x")
+        table.add_row("TFLOPS per GPU", f"{result['tflops_per_gpu']:.1f} (baseline {base['tflops_per_gpu']:.1f})")
+    else:
+        table.add_row("TFLOPS per GPU", f"{result['tflops_per_gpu']:.1f}")
+    for tier in ("nvlink", "network", "host"):
+        table.add_row(f"{tier} bytes per GPU (max)", _gb(result["bytes_per_gpu"][tier]))
+    table.add_row("SMs per role", ", ".join(f"{k} {v}" for k, v in result["roles"].items() if v))
+    if result["correct"] is not None:
+        table.add_row("correct", f"{result['correct']} (rel. error {result['error']:.2e})")
+    if result["events"] is not None:
+        table.add_row("simulated events / wall", f"{result['events']} / {result['wall_s']:.2f} s")
+    if result["note"]:
+        table.add_row("note", result["note"])
+    Console().print(table)
+
+
+def print_schedule(s: Schedule) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    roles = Table(title=f"{s.kernel} / {s.variant}: {s.world} ranks, {len(s.tasks)} tasks")
+    for col in ("launch", "role", "SMs", "tasks per rank (max)", "ops"):
+        roles.add_column(col)
+    for li, launch in enumerate(s.launches):
+        for role, sms in launch.sms:
+            mine = [t for t in s.tasks if t.launch == li and t.role == role]
+            per_rank = Counter(t.rank for t in mine)
+            ops = Counter(t.op.value for t in mine)
+            roles.add_row(launch.name, role.value, str(sms), str(max(per_rank.values(), default=0)),
+                          ", ".join(f"{k} {v}" for k, v in ops.items()))
+    console.print(roles)
+    tiles = sum(1 for t in s.tasks if t.op is Op.GEMM and t.rank == 0)
+    chunks = sum(1 for t in s.tasks if t.op is Op.PUT and t.rank == 0)
+    per = static_bytes(s)
+    summary = Table(show_header=False)
+    summary.add_row("GEMM tiles on rank 0", str(tiles))
+    summary.add_row("network messages sent by rank 0", str(chunks))
+    for tier, values in per.items():
+        summary.add_row(f"{tier} bytes sent per GPU (max)", _gb(max(values)))
+    summary.add_row("roles", ", ".join(r.value for r in Role))
+    console.print(summary)

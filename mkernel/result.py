@@ -1,0 +1,53 @@
+"""The result JSON that every backend's run produces (documented in docs/result-schema.md).
+
+:func:`check_result` is the executable form of that document: tests run it on every backend's
+output, and the CLI runs it before writing ``--json``.
+"""
+from __future__ import annotations
+
+RESULT_VERSION = 1
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+
+# key -> allowed Python types of its value
+TOP_LEVEL = {
+    "version": (int,), "kernel": (str,), "variant": (str,), "backend": (str,), "scenario": (str,),
+    "shape": (dict,), "dtype": (str,), "cluster": (dict,), "time_s": _NUM, "tflops_per_gpu": _NUM,
+    "baseline": (dict, type(None)), "speedup": _OPT_NUM, "bytes": (dict,), "bytes_per_gpu": (dict,),
+    "roles": (dict,), "correct": (bool, type(None)), "error": _OPT_NUM, "hazards": (list,),
+    "seed": (int,), "wall_s": _NUM, "events": (int, type(None)), "note": (str,),
+}
+CLUSTER = {"nodes": (int,), "gpus_per_node": (int,), "transport": (str,)}
+BASELINE = {"name": (str,), "time_s": _NUM, "tflops_per_gpu": _NUM, "correct": (bool, type(None)),
+            "error": _OPT_NUM, "bytes": (dict,)}
+TIERS = ("nvlink", "network", "host")
+ROLES = ("compute", "intra", "send", "recv")
+
+
+def _check_keys(obj: dict, spec: dict, where: str) -> list[str]:
+    problems = [f"{where}: missing key {k!r}" for k in spec if k not in obj]
+    problems += [f"{where}: unexpected key {k!r}" for k in obj if k not in spec]
+    problems += [f"{where}.{k}: {type(obj[k]).__name__} is not one of {[t.__name__ for t in spec[k]]}"
+                 for k in spec if k in obj and (not isinstance(obj[k], spec[k])
+                                                or (isinstance(obj[k], bool) and bool not in spec[k]))]
+    return problems
+
+
+def check_result(result: dict) -> list[str]:
+    """Every way ``result`` departs from the schema; an empty list means it conforms."""
+    problems = _check_keys(result, TOP_LEVEL, "result")
+    if problems:
+        return problems
+    problems += _check_keys(result["cluster"], CLUSTER, "result.cluster")
+    problems += _check_keys(result["bytes"], dict.fromkeys(TIERS, _NUM), "result.bytes")
+    problems += _check_keys(result["bytes_per_gpu"], dict.fromkeys(TIERS, _NUM), "result.bytes_per_gpu")
+    problems += _check_keys(result["roles"], dict.fromkeys(ROLES, (int,)), "result.roles")
+    if result["baseline"] is not None:
+        problems += _check_keys(result["baseline"], BASELINE, "result.baseline")
+    if (result["baseline"] is None) != (result["speedup"] is None):
+        problems.append("result: speedup must be given exactly when a baseline is")
+    if result["time_s"] <= 0:
+        problems.append("result.time_s must be > 0")
+    if result["correct"] is None and result["error"] is not None:
+        problems.append("result: error is given only when the output was checked")
+    return problems

@@ -1,0 +1,93 @@
+"""The public entry point: build an op's fused and baseline schedules, validate, run, report.
+
+``run(scenario)`` is what the CLI and the Python API call. It returns the result dict of
+docs/result-schema.md (checked by :func:`mkernel.result.check_result`) and the fused run's
+:class:`RunStats` (for traces).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import builders, reference
+from .backend import RunStats, get_backend
+from .errors import BackendUnavailable
+from .ir import Role, Schedule
+from .result import RESULT_VERSION
+from .scenario import Scenario
+
+# Data mode computes in float32 with sums over world * k terms; a correct schedule lands near
+# 1e-7 relative error, a dropped or doubled contribution near 1e-1.
+DATA_RTOL = 1e-5
+
+
+def build(scenario: Scenario) -> tuple[Schedule, Schedule]:
+    """The fused schedule and its unfused baseline, both validated."""
+    module = builders.get(scenario.workload.kernel)
+    fused = module.build(scenario.workload, scenario.cluster)
+    baseline = module.build_baseline(scenario.workload, scenario.cluster)
+    fused.validate()
+    baseline.validate()
+    return fused, baseline
+
+
+def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: int = 0,
+        trace: bool = False) -> tuple[dict, RunStats]:
+    """Run fused and baseline on one backend; with ``data``, check both against the oracle."""
+    w, c = scenario.workload, scenario.cluster
+    fused, baseline = build(scenario)
+    engine = get_backend(backend)
+    reason = engine.supports(fused, c)
+    if reason:
+        raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
+    inputs = expected = None
+    if data:
+        inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
+        expected = getattr(reference, w.kernel)(inputs)
+    stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace)
+    fused_err = _error(stats, expected)
+    base = engine.run(baseline, c, inputs=inputs, seed=seed)
+    base_err = _error(base, expected)
+    flops = fused.flops_per_gpu
+    launch = fused.launches[0]
+    result = {
+        "version": RESULT_VERSION,
+        "kernel": w.kernel,
+        "variant": fused.variant,
+        "backend": backend,
+        "scenario": scenario.name,
+        "shape": {"m": w.m, "n": w.n, "k": w.k, "tile_m": w.tile_m, "tile_n": w.tile_n,
+                  "chunk_tiles": w.chunk_tiles},
+        "dtype": w.dtype,
+        "cluster": {"nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "transport": c.transport},
+        "time_s": stats.time_s,
+        "tflops_per_gpu": flops / stats.time_s / 1e12,
+        "baseline": {"name": baseline.variant, "time_s": base.time_s, "tflops_per_gpu": flops / base.time_s / 1e12,
+                     "correct": _ok(base_err), "error": base_err, "bytes": base.bytes_total},
+        "speedup": base.time_s / stats.time_s,
+        "bytes": stats.bytes_total,
+        "bytes_per_gpu": stats.bytes_per_gpu,
+        "roles": {role.value: launch.budget(role) for role in Role},
+        "correct": None if expected is None else bool(_ok(fused_err) and _ok(base_err)),
+        "error": fused_err,
+        "hazards": list(stats.hazards),
+        "seed": seed,
+        "wall_s": stats.wall_s + base.wall_s,
+        "events": None if stats.events is None else stats.events + (base.events or 0),
+        "note": "" if backend != "sim" else "simulated times; model parameters in the scenario file",
+    }
+    return result, stats
+
+
+def _error(stats: RunStats, expected: dict | None) -> float | None:
+    """The worst relative error over every output buffer and rank (inf for an unwritten element)."""
+    if expected is None:
+        return None
+    worst = 0.0
+    for name, refs in expected.items():
+        for out, ref in zip(stats.outputs[name], refs):
+            worst = max(worst, reference.relative_error(out, ref))
+    return worst
+
+
+def _ok(err: float | None) -> bool | None:
+    return None if err is None else err <= DATA_RTOL

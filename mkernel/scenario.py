@@ -1,0 +1,179 @@
+"""Scenario files: a cluster plus a workload, in TOML.
+
+Layout (every table and key is optional unless marked *required*; defaults are the dataclass
+defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
+
+    name = "paper-ib-2x8"              # defaults to the file's stem
+    description = "..."
+    [cluster]          nodes*, gpus_per_node*, transport, launch_us
+    [cluster.gpu]      name, sms, matmul_tflops, hbm_gb_per_s, memory_gib
+    [cluster.nvlink]   bw_gb_per_s, latency_us, sm_copy_gb_per_s
+    [cluster.nic]      count, gbit_per_s, latency_us, per_message_us
+    [cluster.proxy]    gpu_enqueue_us, poll_us, per_command_us, batch, queue_depth
+    [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles,
+                       baseline_channels, baseline_chunk_kib
+    [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
+
+Every problem is reported as one :class:`ScenarioError` naming the file, the dotted key and what
+is allowed: unknown keys, missing keys, wrong types, impossible values, and shapes the op cannot
+split across the cluster.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .cluster import TRANSPORTS, Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
+from .errors import InputError, ScenarioError
+from .ir import DTYPE_BYTES, Role
+from .problems import KERNELS, Workload
+
+DEFAULT_SCENARIO = "default"
+CHOICES = {"transport": TRANSPORTS, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS}
+SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k")}
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A named cluster and workload, and the file it came from (None if built in code)."""
+
+    name: str
+    cluster: Cluster
+    workload: Workload
+    path: str | None = None
+    description: str = ""
+
+
+def bundled_scenarios() -> list[str]:
+    """Names of the scenario files shipped with mkernel."""
+    return sorted(p.name[:-5] for p in resources.files("mkernel.scenarios").iterdir() if p.name.endswith(".toml"))
+
+
+def resolve(spec: str | None) -> Path:
+    """A scenario argument as a path: an existing file, or the name of a bundled scenario."""
+    spec = spec or DEFAULT_SCENARIO
+    path = Path(spec)
+    if path.is_file():
+        return path
+    bundled = resources.files("mkernel.scenarios") / f"{spec.removesuffix('.toml')}.toml"
+    if bundled.is_file():
+        return Path(str(bundled))
+    raise InputError(f"scenario {spec!r} is neither a file nor a bundled scenario "
+                     f"({', '.join(bundled_scenarios())})")
+
+
+def load_scenario(spec: str | None = None) -> Scenario:
+    """Read and check a scenario file (a path or a bundled name; None = the default scenario)."""
+    path = resolve(spec)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    return parse(raw, str(path))
+
+
+def parse(raw: dict, where: str) -> Scenario:
+    """Build a Scenario from a parsed TOML table; ``where`` names the source in errors."""
+    _known(raw, {"name", "description", "cluster", "workload"}, "", where)
+    cl = _table(raw, "cluster", where, required=True)
+    specs = {}
+    for key, cls in (("gpu", GpuSpec), ("nvlink", NvlinkSpec), ("nic", NicSpec), ("proxy", ProxySpec)):
+        specs[key] = cls(**_fields(cls, _table(cl, key, where, prefix="cluster."), f"cluster.{key}.", where))
+    top = {k: v for k, v in cl.items() if k not in specs}
+    cluster_args = _fields(Cluster, top, "cluster.", where, skip={"name", *specs},
+                           required={"nodes", "gpus_per_node"})
+    name = _typed(raw.get("name", Path(where).stem), str, "name", where)
+    cluster = Cluster(name=name, **cluster_args, **specs)
+
+    wl = _table(raw, "workload", where, required=True)
+    sms_raw = _table(wl, "sms", where, prefix="workload.")
+    _known(sms_raw, {r.value for r in Role}, "workload.sms.", where)
+    sms = tuple((Role(k), _count(v, f"workload.sms.{k}", where, minimum=0)) for k, v in sms_raw.items())
+    wl_args = _fields(Workload, {k: v for k, v in wl.items() if k != "sms"}, "workload.", where,
+                      skip={"sms"}, required={"kernel"})
+    for key in SHAPE_KEYS.get(wl_args["kernel"], ()):
+        if key not in wl_args:
+            raise ScenarioError(f"{where}: missing key 'workload.{key}' (an integer >= 1)")
+    workload = Workload(**wl_args, sms=sms)
+    scenario = Scenario(name, cluster, workload, where, _typed(raw.get("description", ""), str, "description", where))
+    check(scenario, where)
+    return scenario
+
+
+def check(scenario: Scenario, where: str) -> None:
+    """Ask the op's builder whether it can split this shape over this cluster."""
+    from . import builders
+
+    try:
+        builders.get(scenario.workload.kernel).check(scenario.workload, scenario.cluster)
+    except InputError as exc:
+        raise ScenarioError(f"{where}: workload cannot run on this cluster: {exc}") from None
+
+
+# -- the little schema language: dataclass fields are the allowed keys, annotations the types --
+def _known(table: dict, allowed: set[str], prefix: str, where: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise ScenarioError(f"{where}: unknown key '{prefix}{key}'; allowed here: {', '.join(sorted(allowed))}")
+
+
+def _table(parent: dict, key: str, where: str, prefix: str = "", required: bool = False) -> dict:
+    if key not in parent:
+        if required:
+            raise ScenarioError(f"{where}: missing table [{prefix}{key}]")
+        return {}
+    if not isinstance(parent[key], dict):
+        raise ScenarioError(f"{where}: key '{prefix}{key}' must be a table, got {type(parent[key]).__name__}")
+    return parent[key]
+
+
+def _fields(cls, table: dict, prefix: str, where: str, skip: set[str] = frozenset(),
+            required: set[str] = frozenset()) -> dict:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)} - set(skip)
+    _known(table, names, prefix, where)
+    for key in required:
+        if key not in table:
+            raise ScenarioError(f"{where}: missing key '{prefix}{key}'")
+    out = {}
+    for key, value in table.items():
+        full = prefix + key
+        kind = hints[key]
+        if kind is int:
+            out[key] = _count(value, full, where)
+        elif kind is float:
+            out[key] = _number(value, full, where)
+        else:
+            out[key] = _typed(value, str, full, where)
+            if key in CHOICES and value not in CHOICES[key]:
+                raise ScenarioError(f"{where}: key '{full}' is {value!r}; allowed: {', '.join(CHOICES[key])}")
+    return out
+
+
+def _typed(value, kind: type, key: str, where: str):
+    if not isinstance(value, kind):
+        raise ScenarioError(f"{where}: key '{key}' must be a {kind.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _count(value, key: str, where: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScenarioError(f"{where}: key '{key}' must be an integer >= {minimum}, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ScenarioError(f"{where}: key '{key}' must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def _number(value, key: str, where: str) -> float:
+    """Latencies and costs (``*_us``) may be 0; rates and sizes must be positive."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ScenarioError(f"{where}: key '{key}' must be a number, got {type(value).__name__} {value!r}")
+    zero_ok = key.endswith("_us")
+    if value < 0 or (value == 0 and not zero_ok) or value != value or value in (float("inf"), float("-inf")):
+        allowed = "a finite number >= 0" if zero_ok else "a finite number > 0"
+        raise ScenarioError(f"{where}: key '{key}' must be {allowed}, got {value}")
+    return float(value)

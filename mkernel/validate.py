@@ -1,0 +1,211 @@
+"""Static checks of a Schedule, run before any backend touches it.
+
+Each rule raises :class:`ScheduleError` naming the task (or buffer) and the rule broken:
+
+- operand arity and shapes per op; regions inside their buffer and rank range;
+- a task whose role has no SMs in its launch;
+- locality: waits poll the task's own rank; GEMMs touch only local memory; NVLink ops stay in the
+  node; a PUT reads locally and writes to another node;
+- no task writes an INPUT buffer;
+- a wait that nothing signals, or a count its signal can never reach;
+- a dependency cycle (signal edges plus launch order on each rank);
+- an OUTPUT element not written exactly ``writes_per_element`` times.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from .errors import ScheduleError
+from .ir import BufferKind, Op, Region, Schedule, Task
+
+
+def validate(s: Schedule) -> None:
+    """Check every rule; raise on the first broken one."""
+    buffers = {b.name: b for b in s.buffers}
+    if len(buffers) != len(s.buffers):
+        raise ScheduleError(f"schedule {s.kernel}/{s.variant}: duplicate buffer names")
+    for launch in s.launches:
+        total = sum(n for _, n in launch.sms)
+        if total > s.num_sms:
+            raise ScheduleError(f"launch '{launch.name}' asks for {total} SMs, the GPU has {s.num_sms}")
+    for i, task in enumerate(s.tasks):
+        if task.id != i:
+            raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
+        _check_task(s, task, buffers)
+    _check_signals(s)
+    _check_cycles(s)
+    _check_outputs(s, buffers)
+
+
+def _fail(task: Task, rule: str) -> None:
+    raise ScheduleError(f"{task.describe()}: {rule}")
+
+
+def _check_task(s: Schedule, task: Task, buffers: dict) -> None:
+    if not 0 <= task.rank < s.world:
+        _fail(task, f"rank outside 0..{s.world - 1}")
+    if not 0 <= task.launch < len(s.launches):
+        _fail(task, f"launch {task.launch} does not exist")
+    launch = s.launches[task.launch]
+    if launch.budget(task.role) <= 0:
+        _fail(task, f"role {task.role.value} has no SMs in launch '{launch.name}'")
+    for region in task.reads + task.writes:
+        _check_region(s, task, region, buffers)
+    for region in task.writes:
+        if buffers[region.buffer].kind is BufferKind.INPUT:
+            _fail(task, f"writes input buffer {region}")
+    _check_arity(task)
+    _check_locality(s, task)
+    for wait in task.waits:
+        if wait.signal.rank != task.rank:
+            _fail(task, f"waits on {wait.signal}, which lives on another rank; waits poll local memory")
+        if wait.count < 1:
+            _fail(task, f"waits on {wait.signal} for count {wait.count}; counts start at 1")
+
+
+def _check_region(s: Schedule, task: Task, r: Region, buffers: dict) -> None:
+    buf = buffers.get(r.buffer)
+    if buf is None:
+        _fail(task, f"touches unknown buffer {r.buffer!r}")
+    if not 0 <= r.rank < s.world:
+        _fail(task, f"region {r} names a rank outside 0..{s.world - 1}")
+    if not (0 <= r.row0 < r.row1 <= buf.rows and 0 <= r.col0 < r.col1 <= buf.cols):
+        _fail(task, f"region {r} is empty or outside buffer {buf.name} ({buf.rows}x{buf.cols})")
+
+
+def _check_arity(task: Task) -> None:
+    reads, writes = task.reads, task.writes
+    if task.op is Op.GEMM:
+        if len(reads) != 2 or len(writes) != 1:
+            _fail(task, "a gemm reads (A, B) and writes (C,)")
+        (m, k), (k2, n), (m2, n2) = reads[0].shape, reads[1].shape, writes[0].shape
+        if k != k2 or (m, n) != (m2, n2):
+            _fail(task, f"gemm shapes do not chain: {m}x{k} @ {k2}x{n} -> {m2}x{n2}")
+    elif task.op in (Op.COPY, Op.PUT):
+        if not reads or len(reads) != len(writes):
+            _fail(task, f"a {task.op.value} pairs n >= 1 reads with n writes")
+        for src, dst in zip(reads, writes):
+            if src.shape != dst.shape:
+                _fail(task, f"{task.op.value} {src} -> {dst} changes shape")
+    elif task.op is Op.REDUCE:
+        if not reads or len(writes) != 1:
+            _fail(task, "a reduce reads n >= 1 regions and writes one")
+        if any(r.shape != writes[0].shape for r in reads):
+            _fail(task, f"reduce operands differ in shape from {writes[0]}")
+    elif reads or writes:
+        _fail(task, "a nop touches no memory")
+
+
+def _check_locality(s: Schedule, task: Task) -> None:
+    node = task.rank // s.gpus_per_node
+    regions = task.reads + task.writes
+    if task.op is Op.GEMM and any(r.rank != task.rank for r in regions):
+        _fail(task, "a gemm reads and writes only its own rank's memory")
+    if task.op in (Op.COPY, Op.REDUCE) and any(r.rank // s.gpus_per_node != node for r in regions):
+        _fail(task, "peer loads and stores reach only ranks of the same node")
+    if task.op is Op.PUT:
+        if any(r.rank != task.rank for r in task.reads):
+            _fail(task, "a put sends only its own rank's memory")
+        if any(w.rank // s.gpus_per_node == node for w in task.writes):
+            _fail(task, "a put writes to a rank of another node")
+        if len({w.rank for w in task.writes}) != 1:
+            _fail(task, "a put is one message to one destination rank")
+    if any(sig.rank != task.rank for sig in task.signals) and task.op is not Op.PUT:
+        for sig in task.signals:
+            if sig.rank // s.gpus_per_node != node:
+                _fail(task, f"signals {sig} across nodes; only a put's arrival may do that")
+
+
+def _check_signals(s: Schedule) -> None:
+    bumps = Counter(sig for task in s.tasks for sig in task.signals)
+    for task in s.tasks:
+        for wait in task.waits:
+            have = bumps[wait.signal]
+            if have == 0:
+                _fail(task, f"waits on {wait.signal}, which no task signals")
+            if have < wait.count:
+                _fail(task, f"waits for {wait.signal} >= {wait.count}, but only {have} tasks bump it")
+
+
+def _check_cycles(s: Schedule) -> None:
+    """Kahn's algorithm over signal edges and per-rank launch order; name one cycle if any.
+
+    Launch order is expressed through one barrier node per (rank, launch > 0), so the graph stays
+    linear in the number of tasks.
+    """
+    n = len(s.tasks)
+    signalers: dict = defaultdict(list)
+    for task in s.tasks:
+        for sig in task.signals:
+            signalers[sig].append(task.id)
+    barrier: dict = {}  # (rank, launch) -> node id of the barrier before that launch
+    for task in s.tasks:
+        if task.launch > 0 and (task.rank, task.launch) not in barrier:
+            barrier[(task.rank, task.launch)] = n + len(barrier)
+    preds: list[list[int]] = [[] for _ in range(n + len(barrier))]
+    for task in s.tasks:
+        for wait in task.waits:
+            preds[task.id].extend(signalers[wait.signal])
+        if task.launch > 0:
+            preds[task.id].append(barrier[(task.rank, task.launch)])
+        after = barrier.get((task.rank, task.launch + 1))
+        if after is not None:
+            preds[after].append(task.id)
+    succs: list[list[int]] = [[] for _ in preds]
+    indegree = [len(ps) for ps in preds]
+    for node, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(node)
+    ready = [t for t, d in enumerate(indegree) if d == 0]
+    seen = 0
+    while ready:
+        t = ready.pop()
+        seen += 1
+        for nxt in succs[t]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                ready.append(nxt)
+    if seen == len(preds):
+        return
+    stuck = {t for t, d in enumerate(indegree) if d > 0}
+    path, at = [], next(t for t in stuck if t < n)
+    while at not in path:  # walk predecessors inside the stuck set until one repeats
+        path.append(at)
+        at = next(p for p in preds[at] if p in stuck)
+    cycle = [t for t in path[path.index(at):][::-1] if t < n]
+    names = " -> ".join(s.tasks[t].describe() for t in cycle + [cycle[0]])
+    raise ScheduleError(f"dependency cycle: {names}")
+
+
+def _check_outputs(s: Schedule, buffers: dict) -> None:
+    """Each OUTPUT element on each rank must be written ``writes_per_element`` times."""
+    writes: dict = defaultdict(list)
+    for task in s.tasks:
+        for region in task.writes:
+            if buffers[region.buffer].kind is BufferKind.OUTPUT:
+                writes[(region.buffer, region.rank)].append((region, task))
+    for buf in (b for b in s.buffers if b.kind is BufferKind.OUTPUT):
+        for rank in range(s.world):
+            _check_coverage(buf, rank, writes[(buf.name, rank)])
+
+
+def _check_coverage(buf, rank: int, items: list) -> None:
+    # Compress coordinates to the distinct region edges, so the count grid is about the tile grid.
+    rows = np.unique([0, buf.rows] + [e for r, _ in items for e in (r.row0, r.row1)])
+    cols = np.unique([0, buf.cols] + [e for r, _ in items for e in (r.col0, r.col1)])
+    count = np.zeros((len(rows) - 1, len(cols) - 1), dtype=np.int64)
+    for region, _ in items:
+        r0, r1 = np.searchsorted(rows, [region.row0, region.row1])
+        c0, c1 = np.searchsorted(cols, [region.col0, region.col1])
+        count[r0:r1, c0:c1] += 1
+    bad = np.argwhere(count != buf.writes_per_element)
+    if len(bad) == 0:
+        return
+    i, j = bad[0]
+    row, col = int(rows[i]), int(cols[j])
+    by = [t.id for r, t in items if r.row0 <= row < r.row1 and r.col0 <= col < r.col1]
+    raise ScheduleError(
+        f"output {buf.name} on rank {rank}: element ({row}, {col}) is written {count[i, j]} times, "
+        f"expected {buf.writes_per_element}" + (f" (by tasks {by})" if by else " (by no task)"))

@@ -1,0 +1,52 @@
+"""Pure cost functions of the simulator: microseconds and bytes from a task's operands and specs.
+
+- A GEMM tile runs on one SM: ``max(flops / per-SM matmul rate, HBM bytes / per-SM HBM share)``,
+  where HBM bytes are the output plus the ``l2_operand_miss`` share of the operand reads.
+- A communication task runs on one SM: its NVLink transfers share ``sm_copy_gb_per_s`` and its
+  local HBM bytes stream at ``sm_stream_gb_per_s``.
+"""
+from __future__ import annotations
+
+from mkernel.cluster import Cluster
+from mkernel.ir import Op, Region, Task
+
+
+def bytes_per_us(gb_per_s: float) -> float:
+    """GB/s (1e9 bytes per second) in bytes per microsecond."""
+    return gb_per_s * 1e3
+
+
+def nbytes(r: Region, itemsize: dict[str, int]) -> float:
+    return float(r.size * itemsize[r.buffer])
+
+
+def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
+    a, b = task.reads
+    out = task.writes[0]
+    (m, k), (_, n) = a.shape, b.shape
+    flops = 2.0 * m * n * k
+    # Operand panels are shared by neighbouring tiles and mostly served from L2; the output is not.
+    operands = (nbytes(a, itemsize) + nbytes(b, itemsize)) * c.gpu.l2_operand_miss
+    moved = operands + nbytes(out, itemsize) * (2 if task.accumulate else 1)
+    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms
+    sm_hbm = bytes_per_us(c.gpu.hbm_gb_per_s) / c.gpu.sms
+    return max(flops / sm_flops_per_us, moved / sm_hbm)
+
+
+def local_bytes(task: Task, itemsize: dict[str, int]) -> float:
+    """Bytes a COPY/REDUCE moves through its own rank's HBM (local reads, local writes)."""
+    total = sum(nbytes(r, itemsize) for r in task.reads + task.writes if r.rank == task.rank)
+    if task.accumulate:
+        total += sum(nbytes(r, itemsize) for r in task.writes if r.rank == task.rank)
+    return total
+
+
+def remote_transfers(task: Task, itemsize: dict[str, int]) -> list[tuple[int, int, float]]:
+    """(source rank, destination rank, bytes) for each NVLink transfer of a COPY/REDUCE.
+
+    Reads of a peer's region are pulls (peer -> task's rank); writes to a peer are pushes.
+    """
+    assert task.op in (Op.COPY, Op.REDUCE), f"{task.describe()} is not an NVLink op"
+    out = [(r.rank, task.rank, nbytes(r, itemsize)) for r in task.reads if r.rank != task.rank]
+    out += [(task.rank, r.rank, nbytes(r, itemsize)) for r in task.writes if r.rank != task.rank]
+    return out

@@ -1,0 +1,65 @@
+"""Data mode: the tasks of a schedule applied to real numpy arrays, in simulated-time order.
+
+Every array starts poisoned with NaN except the inputs, so an element nothing wrote shows up in
+the comparison with the oracle. Arrays are float32 whatever the schedule's dtype: data mode checks
+the schedule's dataflow, not bf16 rounding (the hw backend checks that).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mkernel.errors import InputError
+from mkernel.ir import Op, Region, Schedule, Task
+
+
+class DataStore:
+    """One float32 array per (buffer, rank), allocated when first touched."""
+
+    def __init__(self, schedule: Schedule, inputs: dict[str, list[np.ndarray]]) -> None:
+        self.schedule = schedule
+        self.arrays: dict[tuple[str, int], np.ndarray] = {}
+        for name, per_rank in inputs.items():
+            buf = schedule.buffer(name)
+            if len(per_rank) != schedule.world:
+                raise InputError(f"input {name}: {len(per_rank)} arrays for {schedule.world} ranks")
+            for rank, array in enumerate(per_rank):
+                if array.shape != (buf.rows, buf.cols):
+                    raise InputError(f"input {name} on rank {rank}: shape {array.shape}, "
+                                     f"expected {(buf.rows, buf.cols)}")
+                self.arrays[(name, rank)] = np.asarray(array, dtype=np.float32)
+
+    def view(self, r: Region) -> np.ndarray:
+        key = (r.buffer, r.rank)
+        if key not in self.arrays:
+            buf = self.schedule.buffer(r.buffer)
+            self.arrays[key] = np.full((buf.rows, buf.cols), np.nan, dtype=np.float32)
+        return self.arrays[key][r.row0:r.row1, r.col0:r.col1]
+
+    def snapshot(self, task: Task) -> list[np.ndarray]:
+        """Copies of what a PUT reads, taken when the NIC reads them."""
+        return [self.view(r).copy() for r in task.reads]
+
+    def apply(self, task: Task, sources: list[np.ndarray] | None = None) -> None:
+        """Perform the task's effect on the arrays (``sources`` replace the reads for a PUT)."""
+        if task.op is Op.NOP:
+            return
+        reads = sources if sources is not None else [self.view(r) for r in task.reads]
+        if task.op is Op.GEMM:
+            results = [reads[0] @ reads[1]]
+        elif task.op is Op.REDUCE:
+            total = reads[0].copy()
+            for extra in reads[1:]:
+                total += extra
+            results = [total]
+        else:  # COPY, PUT: pairwise
+            results = [src.copy() for src in reads]
+        for region, value in zip(task.writes, results):
+            dst = self.view(region)
+            if task.accumulate:
+                dst += value
+            else:
+                dst[...] = value
+
+    def output(self, name: str) -> list[np.ndarray]:
+        buf = self.schedule.buffer(name)
+        return [self.view(Region(name, rank, 0, buf.rows, 0, buf.cols)) for rank in range(self.schedule.world)]

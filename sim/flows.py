@@ -1,0 +1,113 @@
+"""Bandwidth sharing between concurrent transfers (flow-level, not packet-level).
+
+A :class:`Link` is one direction of one port (an NVLink egress, a NIC ingress, ...) with a capacity
+in bytes per microsecond. A flow crosses one or more links and may carry its own cap (what the SM
+moving it can drive). Its rate is ``min(cap, min over its links of capacity / flows on that link)``:
+every link is shared equally among the flows crossing it, and a flow runs at its tightest share.
+
+This is the bottleneck fair share without redistribution of the leftover of capped flows: an
+approximation of max-min fairness that can only under-estimate rates. It is local: when a flow
+starts or ends, only the flows on its own links are re-rated.
+
+Cost: a re-rate is arithmetic only. Finish times sit in one heap with lazy deletion, and a single
+SimPy timeout is armed for the earliest, so the event count grows with the number of flows, not
+with flows x re-rates.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+
+import simpy
+
+EPS_US = 1e-9
+
+
+class Link:
+    """One direction of one port."""
+
+    __slots__ = ("name", "capacity", "flows", "bytes")
+
+    def __init__(self, name: str, bytes_per_us: float) -> None:
+        self.name = name
+        self.capacity = bytes_per_us
+        self.flows: set[Flow] = set()
+        self.bytes = 0.0  # carried so far
+
+
+class Flow:
+    __slots__ = ("links", "cap", "remaining", "rate", "stamp", "token", "done")
+
+    def __init__(self, links: tuple[Link, ...], nbytes: float, cap: float, done: simpy.Event, now: float) -> None:
+        self.links = links
+        self.cap = cap
+        self.remaining = float(nbytes)
+        self.rate = 0.0
+        self.stamp = now
+        self.token = 0
+        self.done = done
+
+
+class FlowNet:
+    """Starts flows and fires each one's ``done`` event when its last byte has crossed."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.heap: list[tuple[float, int, int, Flow]] = []  # (finish, seq, token, flow)
+        self.seq = 0
+        self.armed = math.inf
+
+    def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
+        """Move ``nbytes`` across ``links``; the returned event fires on completion."""
+        done = self.env.event()
+        for link in links:
+            link.bytes += nbytes
+        if nbytes <= 0:
+            done.succeed()
+            return done
+        flow = Flow(links, nbytes, cap, done, self.env.now)
+        for link in links:
+            link.flows.add(flow)
+        self._rerate({f for link in links for f in link.flows})
+        self._arm()
+        return done
+
+    def _rerate(self, flows: set[Flow]) -> None:
+        now = self.env.now
+        for flow in flows:
+            rate = min(flow.cap, min(link.capacity / len(link.flows) for link in flow.links))
+            if rate == flow.rate:
+                continue  # its finish time, and its heap entry, still hold
+            flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow.stamp))
+            flow.stamp = now
+            flow.rate = rate
+            flow.token += 1
+            self.seq += 1
+            heapq.heappush(self.heap, (now + flow.remaining / rate, self.seq, flow.token, flow))
+
+    def _arm(self) -> None:
+        while self.heap and self.heap[0][3].token != self.heap[0][2]:
+            heapq.heappop(self.heap)  # drop entries superseded by a re-rate
+        if self.heap and self.heap[0][0] < self.armed:
+            at = self.armed = self.heap[0][0]
+            wake = self.env.timeout(max(0.0, at - self.env.now))
+            wake.callbacks.append(lambda _ev, at=at: self._wake(at))
+
+    def _wake(self, at: float) -> None:
+        if at != self.armed:
+            return  # an earlier wake-up was armed after this one
+        self.armed = math.inf
+        touched: set[Flow] = set()
+        finished = []
+        while self.heap and self.heap[0][0] <= self.env.now + EPS_US:
+            _, _, token, flow = heapq.heappop(self.heap)
+            if token != flow.token or flow.done.triggered:
+                continue
+            finished.append(flow)
+            for link in flow.links:
+                link.flows.discard(flow)
+        for flow in finished:
+            flow.done.succeed()
+            touched.update(f for link in flow.links for f in link.flows)
+        self._rerate(touched)
+        self._arm()
