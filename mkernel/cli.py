@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from .errors import InputError, MkernelError
+from .errors import BackendUnavailable, InputError, MkernelError
 from .problems import KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
@@ -102,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"mkernel: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, InputError) or type(exc).__name__ == "BackendUnavailable" else 1
+        return 2 if isinstance(exc, (InputError, BackendUnavailable)) else 1

@@ -163,7 +163,7 @@ class Model:
             return
         if self.data is not None:
             self.data.apply(task)
-        self._signal(task)
+        self._signal(task, paid_latency=task.op is not Op.GEMM and self._touches_peer(task))
 
     def _nvlink_task(self, task: Task):
         transfers = cost.remote_transfers(task, self.itemsize)
@@ -181,8 +181,7 @@ class Model:
         px, nic = self.c.proxy, self.c.nic
         with self.proxy[task.rank].request() as req:
             yield req
-            tick = math.ceil(self.env.now / px.poll_us) * px.poll_us
-            yield self.env.timeout(tick - self.env.now + px.per_command_us)
+            yield self.env.timeout(self._next_poll() - self.env.now + px.per_command_us)
         self.commands += 1
         nbytes = sum(cost.nbytes(r, self.itemsize) for r in task.reads)
         dst = task.writes[0].rank
@@ -197,17 +196,27 @@ class Model:
             # and the receiving proxy sets the flag once it sees the receive completion.
             with self.proxy[dst].request() as req:
                 yield req
-                tick = math.ceil(self.env.now / px.poll_us) * px.poll_us
-                yield self.env.timeout(tick - self.env.now + px.per_command_us)
+                yield self.env.timeout(self._next_poll() - self.env.now + px.per_command_us)
             self.host_bytes[dst] += COMMAND_BYTES
         for sig in task.signals:
             self.board.bump(sig)
 
-    def _signal(self, task: Task) -> None:
+    def _next_poll(self) -> float:
+        """When a proxy polling every ``poll_us`` next looks at its ring (now, if it never sleeps)."""
+        poll = self.c.proxy.poll_us
+        return self.env.now if poll <= 0 else math.ceil(self.env.now / poll - 1e-9) * poll
+
+    @staticmethod
+    def _touches_peer(task: Task) -> bool:
+        return any(r.rank != task.rank for r in task.reads + task.writes)
+
+    def _signal(self, task: Task, paid_latency: bool) -> None:
+        """Bump the task's signals. A flag store to a peer lands one NVLink latency after it is
+        issued, unless the task already waited that latency for its own peer stores to land."""
         for sig in task.signals:
-            if sig.rank == task.rank:
+            if sig.rank == task.rank or paid_latency:
                 self.board.bump(sig)
-            else:  # a flag store to a peer becomes visible after the NVLink latency
+            else:
                 delay = self.env.timeout(self.c.nvlink.latency_us)
                 delay.callbacks.append(lambda _ev, sig=sig: self.board.bump(sig))
 

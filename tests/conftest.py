@@ -1,0 +1,29 @@
+"""Shared fixtures: small clusters and a tiny hand-built schedule that tests mutate."""
+from __future__ import annotations
+
+import pytest
+
+from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait
+
+
+def tiny_schedule(rows: int = 4, cols: int = 4):
+    """Two ranks in one node: each copies its input to its output, then a NOP waits for that copy."""
+    sb = ScheduleBuilder("tiny", "fused", world=2, gpus_per_node=2, num_sms=4)
+    sb.buffer("X", rows, cols, kind=BufferKind.INPUT)
+    sb.buffer("OUT", rows, cols, kind=BufferKind.OUTPUT)
+    sb.launch("k", {Role.COMPUTE: 2, Role.INTRA: 1})
+    for r in range(2):
+        sb.add(r, Role.COMPUTE, Op.COPY, reads=(Region("X", r, 0, rows, 0, cols),),
+               writes=(Region("OUT", r, 0, rows, 0, cols),), signals=(Signal(r, "done"),), label="copy")
+        sb.add(r, Role.INTRA, Op.NOP, waits=(Wait(Signal(r, "done"), 1),), label="drain")
+    return sb.build(0.0)
+
+
+@pytest.fixture
+def tiny():
+    return tiny_schedule()
+
+
+@pytest.fixture
+def cluster_2x2():
+    return Cluster("2x2", nodes=2, gpus_per_node=2)

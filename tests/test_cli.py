@@ -1,0 +1,95 @@
+"""The mkernel command: exit codes 0/1/2, schema-valid JSON, traces, and import hygiene."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mkernel import reference
+from mkernel.cli import main
+from mkernel.result import check_result
+
+SMALL = ["--nodes", "2", "--gpus-per-node", "2", "--m", "256", "--n", "512", "--k", "64"]
+
+
+def test_run_writes_a_schema_valid_result(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", *SMALL, "--data", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert check_result(result) == []
+    assert result["correct"] is True and result["baseline"]["correct"] is True
+    assert result["speedup"] == pytest.approx(result["baseline"]["time_s"] / result["time_s"])
+    assert result["cluster"] == {"nodes": 2, "gpus_per_node": 2, "transport": "ib_rc"}
+    assert "speedup" in capsys.readouterr().out
+
+
+def test_run_without_data_leaves_correct_unchecked(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["run", "paper-efa-2x8", "--m", "512", "--n", "512", "--k", "32", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert check_result(result) == [] and result["correct"] is None and result["error"] is None
+    assert result["cluster"]["transport"] == "efa_srd"
+
+
+def test_failed_check_exits_1(monkeypatch, capsys):
+    real = reference.gemm_ar
+    monkeypatch.setattr(reference, "gemm_ar", lambda inputs: {"OUT": [o + 1.0 for o in real(inputs)["OUT"]]})
+    assert main(["run", *SMALL, "--data"]) == 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "/nonexistent.toml"], "neither a file nor a bundled scenario"),
+    (["run", "--nodes", "0"], "--nodes must be >= 1"),
+    (["run", "--m", "3"], "command line: workload cannot run on this cluster"),
+    (["run", "--kernel", "ring_attention"], "not built yet"),
+    (["run", "--tokens", "8192"], "--tokens applies to moe_dispatch_gemm"),
+    (["run", *SMALL, "--backend", "hw"], "hw backend"),
+])
+def test_bad_input_exits_2_with_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_argparse_errors_exit_2():
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--transport", "tcp"])
+    assert exc.value.code == 2
+
+
+def test_bad_scenario_file_exits_2(tmp_path, capsys):
+    path = tmp_path / "bad.toml"
+    path.write_text("[cluster]\nnodes = -1\ngpus_per_node = 1\n[workload]\nkernel = 'gemm_ar'\nm = 1\nn = 1\nk = 1\n")
+    assert main(["run", str(path)]) == 2
+    assert f"{path}: key 'cluster.nodes' must be an integer >= 1, got -1" in capsys.readouterr().err
+
+
+def test_trace_names_every_track(tmp_path):
+    trace = tmp_path / "t.json"
+    assert main(["run", *SMALL, "--trace", str(trace)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    named = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
+    assert spans and {(e["pid"], e["tid"]) for e in spans} <= named
+    assert {e["pid"] for e in spans} == {e["pid"] for e in events if e["name"] == "process_name"}
+
+
+def test_show_prints_the_schedule(capsys):
+    assert main(["show", "paper-ib-2x8", "--m", "1024", "--n", "1024", "--k", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "gemm_ar / fused" in out and "gemm+nccl_hier_ar" in out and "network bytes" in out
+
+
+def test_import_needs_no_simpy_torch_or_gpu():
+    code = ("import sys, mkernel; mkernel.load_scenario('default'); "
+            "bad = [m for m in ('simpy', 'torch', 'triton', 'cupy', 'pyverbs', 'rich') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "mkernel", "run", *SMALL], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

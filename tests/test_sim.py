@@ -1,0 +1,100 @@
+"""The first simulator: closed-form transfer times, fair sharing, determinism, deadlock reports."""
+from __future__ import annotations
+
+import pytest
+
+from mkernel import (BufferKind, Cluster, DeadlockError, NicSpec, NvlinkSpec, Op, ProxySpec, Region, Role,
+                     ScheduleBuilder, Signal, Wait, Workload)
+from mkernel.builders import gemm_ar
+from mkernel.cluster import GpuSpec
+from mkernel.sim import SimBackend
+
+ROWS, COLS = 1024, 4096  # 8 MiB of bf16
+
+
+def transfer_schedule(nodes: int, copies: int = 1):
+    """Rank 0 sends ROWS x COLS bf16 to rank 1: ``copies`` NVLink pushes, or one network put."""
+    gpus = 2 if nodes == 1 else 1
+    sb = ScheduleBuilder("xfer", "fused", world=2, gpus_per_node=gpus, num_sms=132)
+    sb.buffer("X", ROWS, COLS, kind=BufferKind.INPUT)
+    sb.buffer("Y", ROWS, COLS)
+    role = Role.INTRA if nodes == 1 else Role.SEND
+    sb.launch("k", {role: max(copies, 1), Role.RECV: 1})
+    rows = ROWS // copies
+    for i in range(copies):
+        region = (i * rows, (i + 1) * rows, 0, COLS)
+        sb.add(0, role, Op.COPY if nodes == 1 else Op.PUT, reads=(Region("X", 0, *region),),
+               writes=(Region("Y", 1, *region),), signals=(Signal(1, "got"),))
+    sb.add(1, Role.RECV, Op.NOP, waits=(Wait(Signal(1, "got"), copies),))
+    return sb.build(0.0)
+
+
+def fast_sm_cluster(nodes: int, gpus: int) -> Cluster:
+    """A cluster whose SMs never limit a transfer, so links alone set the time."""
+    return Cluster("t", nodes, gpus, gpu=GpuSpec(sm_stream_gb_per_s=1e6),
+                   nvlink=NvlinkSpec(bw_gb_per_s=450.0, latency_us=1.5, sm_copy_gb_per_s=1e6),
+                   nic=NicSpec(count=2, gbit_per_s=200.0, latency_us=3.0, per_message_us=0.0),
+                   proxy=ProxySpec(gpu_enqueue_us=0.0, poll_us=0.0, per_command_us=0.0))
+
+
+def test_uncontended_nvlink_transfer_is_latency_plus_bytes_over_bandwidth():
+    c = fast_sm_cluster(1, 2)
+    t = SimBackend().run(transfer_schedule(1), c).time_s
+    expected = 1.5e-6 + ROWS * COLS * 2 / 450e9
+    assert abs(t - expected) / expected < 0.01
+
+
+def test_uncontended_network_transfer_is_latency_plus_bytes_over_bandwidth():
+    c = fast_sm_cluster(2, 1)
+    t = SimBackend().run(transfer_schedule(2), c).time_s
+    expected = 3e-6 + ROWS * COLS * 2 / 50e9  # 2 x 200 Gb/s
+    assert abs(t - expected) / expected < 0.01
+
+
+def test_one_sm_caps_an_nvlink_copy():
+    c = Cluster("t", 1, 2, gpu=GpuSpec(sm_stream_gb_per_s=1e6), nvlink=NvlinkSpec(latency_us=0.0, sm_copy_gb_per_s=30.0))
+    t = SimBackend().run(transfer_schedule(1), c).time_s
+    assert t == pytest.approx(ROWS * COLS * 2 / 30e9, rel=1e-6)
+
+
+def test_concurrent_flows_share_the_port():
+    """Eight pushes at once through one 450 GB/s port take as long as one push of all the bytes."""
+    c = fast_sm_cluster(1, 2)
+    t = SimBackend().run(transfer_schedule(1, copies=8), c).time_s
+    expected = 1.5e-6 + ROWS * COLS * 2 / 450e9
+    assert abs(t - expected) / expected < 0.01
+
+
+def test_same_seed_same_trace():
+    c = Cluster("t", 2, 2)
+    s = gemm_ar.build(Workload(m=512, n=512, k=64), c)
+    a = SimBackend().run(s, c, trace=True)
+    b = SimBackend().run(s, c, trace=True)
+    assert a.spans == b.spans and a.events == b.events and a.time_s == b.time_s
+    assert len(a.spans) == len(s.tasks)
+
+
+def test_deadlock_is_reported_not_hung():
+    """With one SM, a task that waits for the task queued behind it can never run; validate() cannot
+    see that (the dependency graph has no cycle), the simulator must."""
+    sb = ScheduleBuilder("dl", "fused", world=1, gpus_per_node=1, num_sms=4)
+    sb.buffer("X", 4, 4, kind=BufferKind.INPUT)
+    sb.buffer("Y", 4, 4)
+    sb.launch("k", {Role.INTRA: 1})
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "later"), 1),), label="first")
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 4, 0, 4),), writes=(Region("Y", 0, 0, 4, 0, 4),),
+           signals=(Signal(0, "later"),), label="second")
+    s = sb.build(0.0)
+    s.validate()
+    with pytest.raises(DeadlockError, match=r"rank 0 role intra task 0 \(nop 'first'.*waits for later\[0\]@0 >= 1, has 0"):
+        SimBackend().run(s, Cluster("t", 1, 1))
+
+
+def test_efa_srd_flag_costs_a_receiving_proxy_hop():
+    ib = fast_sm_cluster(2, 1)
+    efa = Cluster("t", 2, 1, transport="efa_srd", gpu=ib.gpu, nvlink=ib.nvlink, nic=ib.nic,
+                  proxy=ProxySpec(gpu_enqueue_us=0.0, poll_us=0.0, per_command_us=0.7))
+    s = transfer_schedule(2)
+    t_ib = SimBackend().run(s, ib).time_s
+    t_efa = SimBackend().run(s, efa).time_s
+    assert t_efa == pytest.approx(t_ib + 2 * 0.7e-6, rel=1e-9)  # sender's post + receiver's flag
