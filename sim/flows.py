@@ -31,7 +31,7 @@ class Link:
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
         self.capacity = bytes_per_us
-        self.flows: set[Flow] = set()
+        self.flows: dict[Flow, None] = {}  # insertion-ordered, so runs are reproducible
         self.bytes = 0.0  # carried so far
 
 
@@ -67,12 +67,12 @@ class FlowNet:
             return done
         flow = Flow(links, nbytes, cap, done, self.env.now)
         for link in links:
-            link.flows.add(flow)
-        self._rerate({f for link in links for f in link.flows})
+            link.flows[flow] = None
+        self._rerate(_flows_on(links))
         self._arm()
         return done
 
-    def _rerate(self, flows: set[Flow]) -> None:
+    def _rerate(self, flows: dict[Flow, None]) -> None:
         now = self.env.now
         for flow in flows:
             rate = min(flow.cap, min(link.capacity / len(link.flows) for link in flow.links))
@@ -97,7 +97,7 @@ class FlowNet:
         if at != self.armed:
             return  # an earlier wake-up was armed after this one
         self.armed = math.inf
-        touched: set[Flow] = set()
+        touched: dict[Flow, None] = {}
         finished = []
         while self.heap and self.heap[0][0] <= self.env.now + EPS_US:
             _, _, token, flow = heapq.heappop(self.heap)
@@ -105,9 +105,17 @@ class FlowNet:
                 continue
             finished.append(flow)
             for link in flow.links:
-                link.flows.discard(flow)
+                del link.flows[flow]
         for flow in finished:
             flow.done.succeed()
-            touched.update(f for link in flow.links for f in link.flows)
+            touched.update(_flows_on(flow.links))
         self._rerate(touched)
         self._arm()
+
+
+def _flows_on(links) -> dict[Flow, None]:
+    """The flows crossing any of ``links``, in a deterministic order (no hash-order iteration)."""
+    out: dict[Flow, None] = {}
+    for link in links:
+        out.update(link.flows)
+    return out

@@ -98,3 +98,18 @@ def test_efa_srd_flag_costs_a_receiving_proxy_hop():
     t_ib = SimBackend().run(s, ib).time_s
     t_efa = SimBackend().run(s, efa).time_s
     assert t_efa == pytest.approx(t_ib + 2 * 0.7e-6, rel=1e-9)  # sender's post + receiver's flag
+
+
+def test_same_trace_across_processes():
+    """No iteration over hash-ordered containers: two interpreters with different hash seeds agree."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import hashlib; from mkernel import Cluster, Workload; from mkernel.builders import gemm_ar; "
+            "from mkernel.sim import SimBackend; c = Cluster('t', 2, 4); "
+            "s = gemm_ar.build(Workload(m=1024, n=1024, k=64), c); st = SimBackend().run(s, c, trace=True); "
+            "print(st.events, hashlib.sha256(repr(st.spans).encode()).hexdigest())")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(outs) == 1, outs
