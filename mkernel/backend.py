@@ -32,6 +32,7 @@ class RunStats:
     outputs: dict[str, list[np.ndarray]] | None = None  # data mode only
     spans: list[tuple] | None = None  # (rank, role, slot, name, start_us, end_us), when traced
     hazards: tuple[dict, ...] = field(default_factory=tuple)
+    metrics: dict = field(default_factory=dict)  # backend-specific counters (proxy, breakdown)
 
 
 class Backend(Protocol):

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TRANSPORTS = ("ib_rc", "efa_srd")
+TRANSPORTS = ("ib_rc", "efa_srd", "ibgda")
+# How a receiver learns that a chunk has landed ("auto" picks the safe one for the transport):
+#   flag  - the sender posts a flag write after the data (safe on ib_rc and ibgda, which deliver in
+#           order; on efa_srd the flag may overtake the data: a protocol bug kept for studies)
+#   imm   - write-with-immediate; the receiving proxy sets the flag on the receive completion
+#   fence - the sender's proxy waits until every write to that peer has completed, then posts the flag
+NOTIFY_MODES = ("auto", "flag", "imm", "fence")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,16 +30,22 @@ class GpuSpec:
     hbm_gb_per_s: float = 4260.0  # measured: device-to-device copy, bytes read + written
     sm_stream_gb_per_s: float = 100.0  # estimate: local HBM traffic one communication SM can drive
     l2_operand_miss: float = 0.1  # estimate: share of a GEMM tile's A/B reads that miss L2 and reach HBM
+    full_tile_elems: int = 128 * 256  # tiles this large or larger reach the full per-SM matmul rate
     memory_gib: float = 139.0
 
 
 @dataclass(frozen=True, slots=True)
 class NvlinkSpec:
-    """The NVLink/NVSwitch port of one GPU: bandwidth per direction, and what one SM can drive."""
+    """The NVLink/NVSwitch port of one GPU: bandwidth per direction, and what one SM can drive.
+
+    A transfer of b bytes costs as if it were ``b + half_efficiency_bytes``: at that size a message
+    reaches half the link rate (a standard latency-bandwidth efficiency curve).
+    """
 
     bw_gb_per_s: float = 450.0  # H200 NVLink 4, per direction
     latency_us: float = 1.0  # estimate: peer store visible at the peer
     sm_copy_gb_per_s: float = 30.0  # estimate: one SM's peer copy rate; ~16 SMs saturate a port
+    half_efficiency_bytes: float = 4096.0  # estimate: message size at half efficiency
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +56,8 @@ class NicSpec:
     gbit_per_s: float = 400.0
     latency_us: float = 2.0  # estimate: RDMA write, one switch hop
     per_message_us: float = 0.5  # estimate: NIC work per work request
+    srd_jitter_us: float = 2.0  # efa_srd only: mean of the exponential extra delay of each message
+    ibgda_post_us: float = 1.5  # ibgda only: system-scope fence + doorbell written by the GPU itself
 
     @property
     def gb_per_s(self) -> float:
@@ -57,9 +71,12 @@ class ProxySpec:
 
     gpu_enqueue_us: float = 0.5  # a send block writes a 48-byte command to pinned host memory
     poll_us: float = 0.5  # the proxy polls the ring at this interval
-    per_command_us: float = 0.3  # host cost to post one command
-    batch: int = 8  # commands per submission (used by the full proxy model)
-    queue_depth: int = 1024  # ring entries (credits)
+    per_command_us: float = 0.3  # host cost to build one work request
+    doorbell_us: float = 0.2  # host cost to submit one batch to the NIC
+    batch: int = 8  # at most this many commands of one connection per submission
+    batch_window_us: float = 1.0  # how long the proxy waits for a partial batch to fill
+    queue_depth: int = 1024  # ring entries: the credits a GPU can hold outstanding
+    max_outstanding: int = 64  # RDMA writes in flight per proxy before it waits for completions
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +87,7 @@ class Cluster:
     nodes: int
     gpus_per_node: int
     transport: str = "ib_rc"
+    notify: str = "auto"
     gpu: GpuSpec = field(default_factory=GpuSpec)
     nvlink: NvlinkSpec = field(default_factory=NvlinkSpec)
     nic: NicSpec = field(default_factory=NicSpec)
@@ -81,6 +99,15 @@ class Cluster:
             raise ValueError(f"cluster needs nodes >= 1 and gpus_per_node >= 1, got {self.nodes}x{self.gpus_per_node}")
         if self.transport not in TRANSPORTS:
             raise ValueError(f"transport {self.transport!r} is not one of {TRANSPORTS}")
+        if self.notify not in NOTIFY_MODES:
+            raise ValueError(f"notify {self.notify!r} is not one of {NOTIFY_MODES}")
+
+    @property
+    def notify_mode(self) -> str:
+        """The arrival notification actually used: "auto" resolved for the transport."""
+        if self.notify != "auto":
+            return self.notify
+        return "imm" if self.transport == "efa_srd" else "flag"
 
     @property
     def world(self) -> int:

@@ -27,7 +27,7 @@ class SimBackend:
             seed: int = 0, trace: bool = False, epoch: int = 1) -> RunStats:
         wall = time.perf_counter()
         data = DataStore(schedule, inputs) if inputs is not None else None
-        model = Model(schedule, cluster, data, epoch, trace)
+        model = Model(schedule, cluster, data, epoch=epoch, seed=seed, trace=trace)
         model.run()
         tiers = {"nvlink": model.nvlink_bytes(), "network": model.net_bytes, "host": model.host_bytes}
         outputs = None
@@ -42,4 +42,20 @@ class SimBackend:
             events=model.env.events,
             outputs=outputs,
             spans=model.spans,
+            hazards=tuple(model.tracker.hazards),
+            metrics=_metrics(model),
         )
+
+
+def _metrics(model: Model) -> dict:
+    """Proxy counters and the time breakdown of the slowest rank (microseconds)."""
+    slow = max(range(model.s.world), key=lambda r: model.finish[r])
+    total = model.finish[slow]
+    links = model.all_links()
+    util = max((l.busy_bytes / (l.capacity * total) for _, l in links), default=0.0) if total > 0 else 0.0
+    return {**model.net.metrics,
+            "breakdown_us": {"total": total, "compute": model.compute_busy[slow],
+                             "exposed_communication": total - model.compute_busy[slow],
+                             "proxy_queueing": model.net.metrics["ring_wait_us"],
+                             "fence_wait": model.net.metrics["fence_wait_us"]},
+            "max_link_utilization": util}

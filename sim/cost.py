@@ -1,11 +1,14 @@
 """Pure cost functions of the simulator: microseconds and bytes from a task's operands and specs.
 
-- A GEMM tile runs on one SM: ``max(flops / per-SM matmul rate, HBM bytes / per-SM HBM share)``,
-  where HBM bytes are the output plus the ``l2_operand_miss`` share of the operand reads.
+- A GEMM tile runs on one SM: ``max(flops / (per-SM matmul rate x efficiency(tile)), HBM bytes /
+  per-SM HBM share)``, where HBM bytes are the output plus the ``l2_operand_miss`` share of the
+  operand reads. HBM is split statically by SM: each SM owns ``hbm_gb_per_s / sms``.
 - A communication task runs on one SM: its NVLink transfers share ``sm_copy_gb_per_s`` and its
   local HBM bytes stream at ``sm_stream_gb_per_s``.
 """
 from __future__ import annotations
+
+import math
 
 from mkernel.cluster import Cluster
 from mkernel.ir import Op, Region, Task
@@ -28,9 +31,18 @@ def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
     # Operand panels are shared by neighbouring tiles and mostly served from L2; the output is not.
     operands = (nbytes(a, itemsize) + nbytes(b, itemsize)) * c.gpu.l2_operand_miss
     moved = operands + nbytes(out, itemsize) * (2 if task.accumulate else 1)
-    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms
+    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * tile_efficiency(m * n, c)
     sm_hbm = bytes_per_us(c.gpu.hbm_gb_per_s) / c.gpu.sms
     return max(flops / sm_flops_per_us, moved / sm_hbm)
+
+
+def tile_efficiency(elems: int, c: Cluster) -> float:
+    """Share of the per-SM matmul rate a tile of ``elems`` outputs reaches.
+
+    Smaller tiles reuse each loaded operand less: at a quarter of ``full_tile_elems`` an SM runs at
+    half rate (efficiency = sqrt(elems / full), at most 1).
+    """
+    return min(1.0, math.sqrt(elems / c.gpu.full_tile_elems))
 
 
 def local_bytes(task: Task, itemsize: dict[str, int]) -> float:

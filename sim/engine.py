@@ -4,25 +4,23 @@ Each rank runs its launches in stream order. In a launch, each role gets as many
 as it has SMs; the workers of one role take that role's tasks in queue order, wait for the task's
 signals, then spend the task's cost:
 
-- GEMM: :func:`cost.gemm_us` on the SM.
+- GEMM: :func:`cost.gemm_us` on the SM (a roofline with a tile-size efficiency).
 - COPY/REDUCE: the SM streams its local bytes at ``sm_stream_gb_per_s`` while it drives one flow
   per peer region over the NVLink ports (source egress, destination ingress), capped together by
-  what one SM can copy over NVLink (``sm_copy_gb_per_s``).
-- PUT: the SM writes a command for the host proxy and moves on. The proxy (one per rank) picks it
-  up at its next poll, spends its per-command cost, and the NIC sends the message after its
-  per-message cost and latency over the NIC links of both ends. On ``ib_rc`` the flag write follows
-  the data on the same connection, so the signal is bumped when the data has landed. On ``efa_srd``
-  the receiving proxy sets the flag after the receive completion (its poll and per-command cost).
+  what one SM can copy over NVLink (``sm_copy_gb_per_s``); then the NVLink latency.
+- PUT: handed to :class:`~mkernel.sim.network.Network` (ring, proxy, NIC, transport).
 
-Signals are epoch-stamped counters. A signal on another rank is bumped after the NVLink latency.
-If the event queue drains while workers still wait, :class:`DeadlockError` lists every waiter.
+Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
+it starts; its writes count as arrived when it ends (a PUT's when the data lands).
+
+Signals are epoch-stamped counters. A flag stored to a peer lands one NVLink latency after it is
+issued, unless the task already waited that latency for its own peer stores. If the event queue
+drains while workers still wait, :class:`DeadlockError` lists every waiter.
 """
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-
-import simpy
 
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
@@ -31,81 +29,37 @@ from mkernel.ir import Op, Role, Schedule, Signal, Task
 from . import cost
 from .data import DataStore
 from .flows import FlowNet, Link
-
-COMMAND_BYTES = 48  # one command record in the GPU -> host ring
-
-
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events = 0
-
-    def step(self) -> None:
-        self.events += 1
-        super().step()
-
-
-class SignalBoard:
-    """Epoch-stamped counters: a value counts only if written in the current epoch."""
-
-    def __init__(self, env: simpy.Environment, epoch: int) -> None:
-        self.env = env
-        self.epoch = epoch
-        self.values: dict[Signal, tuple[int, int]] = {}
-        self.waiters: dict[Signal, list[tuple[int, simpy.Event]]] = defaultdict(list)
-
-    def count(self, sig: Signal) -> int:
-        epoch, value = self.values.get(sig, (-1, 0))
-        return value if epoch == self.epoch else 0
-
-    def bump(self, sig: Signal) -> None:
-        value = self.count(sig) + 1
-        self.values[sig] = (self.epoch, value)
-        waiting = self.waiters.get(sig)
-        if waiting:
-            still = []
-            for need, event in waiting:
-                if need <= value:
-                    event.succeed()
-                else:
-                    still.append((need, event))
-            self.waiters[sig] = still
-
-    def wait(self, sig: Signal, need: int) -> simpy.Event | None:
-        """An event that fires when ``sig`` reaches ``need``; None if it already has."""
-        if self.count(sig) >= need:
-            return None
-        event = self.env.event()
-        self.waiters[sig].append((need, event))
-        return event
+from .hazards import ArrivalTracker
+from .network import Network
+from .signals import CountingEnvironment, SignalBoard
 
 
 class Model:
-    """Everything one simulated run owns: the environment, ports, proxies, signals and metrics."""
+    """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
-    def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, epoch: int, trace: bool) -> None:
+    def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
+                 trace: bool = False) -> None:
         self.s, self.c, self.data = s, c, data
         self.env = CountingEnvironment()
-        self.flows = FlowNet(self.env)
+        self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch)
+        self.tracker = ArrivalTracker(s)
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         nv = cost.bytes_per_us(c.nvlink.bw_gb_per_s)
-        nic = cost.bytes_per_us(c.nic.gb_per_s)
-        self.nv_out = [Link(f"nvlink.out{r}", nv) for r in range(s.world)]
-        self.nv_in = [Link(f"nvlink.in{r}", nv) for r in range(s.world)]
-        self.nic_out = [Link(f"nic.out{r}", nic) for r in range(s.world)]
-        self.nic_in = [Link(f"nic.in{r}", nic) for r in range(s.world)]
-        self.proxy = [simpy.Resource(self.env, capacity=1) for _ in range(s.world)]
+        self.nv_out = [Link("nvlink.out", nv) for _ in range(s.world)]
+        self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
+        self.net = Network(self, seed)
         self.sm_copy = cost.bytes_per_us(c.nvlink.sm_copy_gb_per_s)
         self.sm_stream = cost.bytes_per_us(c.gpu.sm_stream_gb_per_s)
         self.finish = [math.nan] * s.world
         self.net_bytes = [0.0] * s.world
         self.host_bytes = [0.0] * s.world
-        self.commands = 0
-        self.blocked: dict[int, tuple[Task, Signal, int]] = {}
+        self.compute_busy = [0.0] * s.world  # union of time with at least one compute task running
+        self._computing = [0] * s.world
+        self._compute_since = [0.0] * s.world
+        self.blocked: dict = {}
         self.spans: list[tuple] | None = [] if trace else None
+        self.proxy_spans: list[tuple] = []
         queues: dict = defaultdict(list)
         for task in s.tasks:
             queues[(task.rank, task.launch, task.role)].append(task)
@@ -145,25 +99,42 @@ class Model:
                     yield event
                     del self.blocked[key]
             start = self.env.now
+            if role is Role.COMPUTE:
+                self._compute_edge(rank, +1)
             yield from self._execute(task)
+            if role is Role.COMPUTE:
+                self._compute_edge(rank, -1)
             if self.spans is not None:
                 self.spans.append((rank, role.value, slot, task.label or task.op.value, start, self.env.now))
 
+    def _compute_edge(self, rank: int, step: int) -> None:
+        if step > 0 and self._computing[rank] == 0:
+            self._compute_since[rank] = self.env.now
+        self._computing[rank] += step
+        if step < 0 and self._computing[rank] == 0:
+            self.compute_busy[rank] += self.env.now - self._compute_since[rank]
+
     # -- task effects --------------------------------------------------------------------------
     def _execute(self, task: Task):
+        if task.op is Op.PUT:
+            sources = self.data.snapshot(task) if self.data is not None else None
+            yield from self.net.send(task, sources)
+            return
+        self.tracker.check_reads(task, self.env.now)
         if task.op is Op.GEMM:
             yield self.env.timeout(cost.gemm_us(task, self.itemsize, self.c))
         elif task.op in (Op.COPY, Op.REDUCE):
             yield from self._nvlink_task(task)
-        elif task.op is Op.PUT:
-            yield self.env.timeout(self.c.proxy.gpu_enqueue_us)
-            self.host_bytes[task.rank] += COMMAND_BYTES
-            sources = self.data.snapshot(task) if self.data is not None else None
-            self.env.process(self._network(task, sources))
-            return
+        self.tracker.landed_writes(task)
         if self.data is not None:
             self.data.apply(task)
-        self._signal(task, paid_latency=task.op is not Op.GEMM and self._touches_peer(task))
+        paid = task.op in (Op.COPY, Op.REDUCE) and any(r.rank != task.rank for r in task.reads + task.writes)
+        for sig in task.signals:
+            if sig.rank == task.rank or paid:
+                self.board.bump(sig)
+            else:  # a flag store to a peer lands one NVLink latency after it is issued
+                delay = self.env.timeout(self.c.nvlink.latency_us)
+                delay.callbacks.append(lambda _ev, sig=sig: self.board.bump(sig))
 
     def _nvlink_task(self, task: Task):
         transfers = cost.remote_transfers(task, self.itemsize)
@@ -172,54 +143,23 @@ class Model:
             yield self.env.timeout(local_us)
             return
         cap = self.sm_copy / len(transfers)
-        events = [self.flows.transfer(b, (self.nv_out[src], self.nv_in[dst]), cap) for src, dst, b in transfers]
+        half = self.c.nvlink.half_efficiency_bytes
+        events = [self.flows.transfer(b + half, (self.nv_out[src], self.nv_in[dst]), cap, counted=b)
+                  for src, dst, b in transfers]
         yield self.env.all_of(events + [self.env.timeout(local_us)])
         yield self.env.timeout(self.c.nvlink.latency_us)
 
-    def _network(self, task: Task, sources):
-        """The proxy posts the command; the NIC carries the message; the flag follows the data."""
-        px, nic = self.c.proxy, self.c.nic
-        with self.proxy[task.rank].request() as req:
-            yield req
-            yield self.env.timeout(self._next_poll() - self.env.now + px.per_command_us)
-        self.commands += 1
-        nbytes = sum(cost.nbytes(r, self.itemsize) for r in task.reads)
-        dst = task.writes[0].rank
-        self.net_bytes[task.rank] += nbytes
-        yield self.env.timeout(nic.per_message_us)
-        yield self.flows.transfer(nbytes, (self.nic_out[task.rank], self.nic_in[dst]))
-        yield self.env.timeout(nic.latency_us)
-        if self.data is not None:
-            self.data.apply(task, sources)
-        if self.c.transport == "efa_srd":
-            # SRD does not order a flag write behind its data: the data goes as write-with-immediate
-            # and the receiving proxy sets the flag once it sees the receive completion.
-            with self.proxy[dst].request() as req:
-                yield req
-                yield self.env.timeout(self._next_poll() - self.env.now + px.per_command_us)
-            self.host_bytes[dst] += COMMAND_BYTES
-        for sig in task.signals:
+    def bump_all(self, signals: tuple[Signal, ...]) -> None:
+        for sig in signals:
             self.board.bump(sig)
-
-    def _next_poll(self) -> float:
-        """When a proxy polling every ``poll_us`` next looks at its ring (now, if it never sleeps)."""
-        poll = self.c.proxy.poll_us
-        return self.env.now if poll <= 0 else math.ceil(self.env.now / poll - 1e-9) * poll
-
-    @staticmethod
-    def _touches_peer(task: Task) -> bool:
-        return any(r.rank != task.rank for r in task.reads + task.writes)
-
-    def _signal(self, task: Task, paid_latency: bool) -> None:
-        """Bump the task's signals. A flag store to a peer lands one NVLink latency after it is
-        issued, unless the task already waited that latency for its own peer stores to land."""
-        for sig in task.signals:
-            if sig.rank == task.rank or paid_latency:
-                self.board.bump(sig)
-            else:
-                delay = self.env.timeout(self.c.nvlink.latency_us)
-                delay.callbacks.append(lambda _ev, sig=sig: self.board.bump(sig))
 
     # -- metrics -------------------------------------------------------------------------------
     def nvlink_bytes(self) -> list[float]:
         return [link.bytes for link in self.nv_out]
+
+    def all_links(self) -> list[tuple[int, Link]]:
+        """(rank, link) for every modelled link."""
+        out = [(r, l) for r, l in enumerate(self.nv_out)] + [(r, l) for r, l in enumerate(self.nv_in)]
+        for per, links in ((self.net.nic_out, "out"), (self.net.nic_in, "in")):
+            out += [(r, l) for r, ls in enumerate(per) for l in ls]
+        return out

@@ -24,15 +24,17 @@ EPS_US = 1e-9
 
 
 class Link:
-    """One direction of one port."""
+    """One direction of one port. ``samples`` records (time, total rate) when tracing."""
 
-    __slots__ = ("name", "capacity", "flows", "bytes")
+    __slots__ = ("name", "capacity", "flows", "bytes", "busy_bytes", "samples")
 
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
         self.capacity = bytes_per_us
         self.flows: dict[Flow, None] = {}  # insertion-ordered, so runs are reproducible
-        self.bytes = 0.0  # carried so far
+        self.bytes = 0.0  # payload carried so far
+        self.busy_bytes = 0.0  # payload plus per-message overhead: what occupies the link
+        self.samples: list[tuple[float, float]] | None = None
 
 
 class Flow:
@@ -51,17 +53,24 @@ class Flow:
 class FlowNet:
     """Starts flows and fires each one's ``done`` event when its last byte has crossed."""
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: simpy.Environment, record: bool = False) -> None:
         self.env = env
+        self.record = record
         self.heap: list[tuple[float, int, int, Flow]] = []  # (finish, seq, token, flow)
         self.seq = 0
         self.armed = math.inf
 
-    def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
-        """Move ``nbytes`` across ``links``; the returned event fires on completion."""
+    def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf,
+                 counted: float | None = None) -> simpy.Event:
+        """Move ``nbytes`` across ``links``; the returned event fires on completion.
+
+        ``counted`` is the payload to account (default ``nbytes``) when ``nbytes`` includes a
+        per-message overhead that occupies the link but carries no data.
+        """
         done = self.env.event()
         for link in links:
-            link.bytes += nbytes
+            link.bytes += nbytes if counted is None else counted
+            link.busy_bytes += nbytes
         if nbytes <= 0:
             done.succeed()
             return done
@@ -84,6 +93,11 @@ class FlowNet:
             flow.token += 1
             self.seq += 1
             heapq.heappush(self.heap, (now + flow.remaining / rate, self.seq, flow.token, flow))
+        if self.record:
+            for link in {id(l): l for f in flows for l in f.links}.values():
+                if link.samples is None:
+                    link.samples = []
+                link.samples.append((now, sum(f.rate for f in link.flows)))
 
     def _arm(self) -> None:
         while self.heap and self.heap[0][3].token != self.heap[0][2]:
@@ -110,6 +124,11 @@ class FlowNet:
             flow.done.succeed()
             touched.update(_flows_on(flow.links))
         self._rerate(touched)
+        if self.record:
+            for flow in finished:
+                for link in flow.links:
+                    if not link.flows:
+                        link.samples.append((self.env.now, 0.0))
         self._arm()
 
 

@@ -1,6 +1,8 @@
 """The first simulator: closed-form transfer times, fair sharing, determinism, deadlock reports."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mkernel import (BufferKind, Cluster, DeadlockError, NicSpec, NvlinkSpec, Op, ProxySpec, Region, Role,
@@ -32,9 +34,10 @@ def transfer_schedule(nodes: int, copies: int = 1):
 def fast_sm_cluster(nodes: int, gpus: int) -> Cluster:
     """A cluster whose SMs never limit a transfer, so links alone set the time."""
     return Cluster("t", nodes, gpus, gpu=GpuSpec(sm_stream_gb_per_s=1e6),
-                   nvlink=NvlinkSpec(bw_gb_per_s=450.0, latency_us=1.5, sm_copy_gb_per_s=1e6),
+                   nvlink=NvlinkSpec(bw_gb_per_s=450.0, latency_us=1.5, sm_copy_gb_per_s=1e6, half_efficiency_bytes=0.0),
                    nic=NicSpec(count=2, gbit_per_s=200.0, latency_us=3.0, per_message_us=0.0),
-                   proxy=ProxySpec(gpu_enqueue_us=0.0, poll_us=0.0, per_command_us=0.0))
+                   proxy=ProxySpec(gpu_enqueue_us=0.0, poll_us=0.0, per_command_us=0.0, doorbell_us=0.0,
+                                   batch_window_us=0.0))
 
 
 def test_uncontended_nvlink_transfer_is_latency_plus_bytes_over_bandwidth():
@@ -47,12 +50,21 @@ def test_uncontended_nvlink_transfer_is_latency_plus_bytes_over_bandwidth():
 def test_uncontended_network_transfer_is_latency_plus_bytes_over_bandwidth():
     c = fast_sm_cluster(2, 1)
     t = SimBackend().run(transfer_schedule(2), c).time_s
-    expected = 3e-6 + ROWS * COLS * 2 / 50e9  # 2 x 200 Gb/s
+    expected = 3e-6 + ROWS * COLS * 2 / 25e9  # one message rides one 200 Gb/s NIC
+    assert abs(t - expected) / expected < 0.01
+
+
+def test_messages_stripe_over_the_nics_of_a_gpu():
+    """Two half-size messages use both 200 Gb/s NICs: together they take what one 400 Gb/s link would."""
+    c = fast_sm_cluster(2, 1)
+    t = SimBackend().run(transfer_schedule(2, copies=2), c).time_s
+    expected = 3e-6 + ROWS * COLS * 2 / 50e9
     assert abs(t - expected) / expected < 0.01
 
 
 def test_one_sm_caps_an_nvlink_copy():
-    c = Cluster("t", 1, 2, gpu=GpuSpec(sm_stream_gb_per_s=1e6), nvlink=NvlinkSpec(latency_us=0.0, sm_copy_gb_per_s=30.0))
+    c = Cluster("t", 1, 2, gpu=GpuSpec(sm_stream_gb_per_s=1e6),
+                nvlink=NvlinkSpec(latency_us=0.0, sm_copy_gb_per_s=30.0, half_efficiency_bytes=0.0))
     t = SimBackend().run(transfer_schedule(1), c).time_s
     assert t == pytest.approx(ROWS * COLS * 2 / 30e9, rel=1e-6)
 
@@ -92,8 +104,9 @@ def test_deadlock_is_reported_not_hung():
 
 def test_efa_srd_flag_costs_a_receiving_proxy_hop():
     ib = fast_sm_cluster(2, 1)
-    efa = Cluster("t", 2, 1, transport="efa_srd", gpu=ib.gpu, nvlink=ib.nvlink, nic=ib.nic,
-                  proxy=ProxySpec(gpu_enqueue_us=0.0, poll_us=0.0, per_command_us=0.7))
+    efa = Cluster("t", 2, 1, transport="efa_srd", gpu=ib.gpu, nvlink=ib.nvlink,
+                  nic=dataclasses.replace(ib.nic, srd_jitter_us=0.0),
+                  proxy=dataclasses.replace(ib.proxy, per_command_us=0.7))
     s = transfer_schedule(2)
     t_ib = SimBackend().run(s, ib).time_s
     t_efa = SimBackend().run(s, efa).time_s
