@@ -30,7 +30,8 @@ class RunStats:
     wall_s: float
     events: int | None = None
     outputs: dict[str, list[np.ndarray]] | None = None  # data mode only
-    spans: list[tuple] | None = None  # (rank, role, slot, name, start_us, end_us), when traced
+    spans: list[tuple] | None = None  # (rank, track, slot, name, start_us, end_us), when traced
+    counters: list[tuple] | None = None  # (rank, track, [(time_us, value)]), when traced
     hazards: tuple[dict, ...] = field(default_factory=tuple)
     metrics: dict = field(default_factory=dict)  # backend-specific counters (proxy, breakdown)
 

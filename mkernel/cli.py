@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from .cluster import NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
 from .problems import KERNELS
 from .result import check_result
@@ -26,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--kernel", choices=KERNELS)
     shared.add_argument("--nodes", type=int)
     shared.add_argument("--gpus-per-node", type=int)
-    shared.add_argument("--transport", choices=("ib_rc", "efa_srd"))
+    shared.add_argument("--transport", choices=TRANSPORTS)
+    shared.add_argument("--notify", choices=NOTIFY_MODES, help="how a receiver learns a chunk landed")
     shared.add_argument("--m", type=int)
     shared.add_argument("--n", type=int)
     shared.add_argument("--k", type=int)
@@ -51,7 +53,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             raise InputError(f"--{flag} applies to {'moe_dispatch_gemm' if flag == 'tokens' else 'ring_attention'},"
                              " which is not built yet")
     cluster = {k: v for k, v in (("nodes", args.nodes), ("gpus_per_node", args.gpus_per_node),
-                                 ("transport", args.transport)) if v is not None}
+                                 ("transport", args.transport), ("notify", args.notify)) if v is not None}
     for key, value in cluster.items():
         if isinstance(value, int) and value < 1:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")
@@ -79,7 +81,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.trace:
         from .trace import write_chrome_trace
 
-        write_chrome_trace(stats.spans or [], args.trace)
+        write_chrome_trace(stats.spans or [], stats.counters or [], args.trace)
     print_result(result)
     return 1 if result["correct"] is False else 0
 

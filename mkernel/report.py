@@ -54,8 +54,18 @@ def print_result(result: dict) -> None:
     for tier in ("nvlink", "network", "host"):
         table.add_row(f"{tier} bytes per GPU (max)", _gb(result["bytes_per_gpu"][tier]))
     table.add_row("SMs per role", ", ".join(f"{k} {v}" for k, v in result["roles"].items() if v))
+    bd = result["breakdown"]
+    if bd:
+        table.add_row("breakdown (slowest rank)", f"compute {bd['compute']:.1f} us, exposed comm "
+                      f"{bd['exposed_communication']:.1f} us, proxy queueing {bd['proxy_queueing']:.1f} us, "
+                      f"fence wait {bd['fence_wait']:.1f} us")
+    if result["hazards"]:
+        h = result["hazards"][0]
+        table.add_row("hazards", f"{len(result['hazards'])}; first: rank {h['rank']} {h['label']} read "
+                      f"{h['region']} at {h['time_us']} us before chunk {h['chunk']} landed")
     if result["correct"] is not None:
-        table.add_row("correct", f"{result['correct']} (rel. error {result['error']:.2e})")
+        detail = f" (rel. error {result['error']:.2e})" if result["error"] is not None else " (hazards)"
+        table.add_row("correct", f"{result['correct']}{detail}")
     if result["events"] is not None:
         table.add_row("simulated events / wall", f"{result['events']} / {result['wall_s']:.2f} s")
     if result["note"]:

@@ -18,6 +18,8 @@ from .scenario import Scenario
 # Data mode computes in float32 with sums over world * k terms; a correct schedule lands near
 # 1e-7 relative error, a dropped or doubled contribution near 1e-1.
 DATA_RTOL = 1e-5
+PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fence_wait_us", "ring_wait_us",
+              "credit_wait_us")
 
 
 def build(scenario: Scenario) -> tuple[Schedule, Schedule]:
@@ -67,15 +69,26 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "bytes": stats.bytes_total,
         "bytes_per_gpu": stats.bytes_per_gpu,
         "roles": {role.value: launch.budget(role) for role in Role},
-        "correct": None if expected is None else bool(_ok(fused_err) and _ok(base_err)),
+        "correct": _correct(stats, base, fused_err, base_err),
         "error": fused_err,
         "hazards": list(stats.hazards),
+        "breakdown": stats.metrics.get("breakdown_us"),
+        "proxy": {k: stats.metrics[k] for k in PROXY_KEYS} if stats.metrics else None,
         "seed": seed,
         "wall_s": stats.wall_s + base.wall_s,
         "events": None if stats.events is None else stats.events + (base.events or 0),
         "note": "" if backend != "sim" else "simulated times; model parameters in the scenario file",
     }
     return result, stats
+
+
+def _correct(fused: RunStats, base: RunStats, fused_err: float | None, base_err: float | None) -> bool | None:
+    """False on any hazard or mismatch; True only if outputs were checked and match; else None."""
+    if fused.hazards or base.hazards:
+        return False
+    if fused_err is None:
+        return None
+    return bool(_ok(fused_err) and _ok(base_err))
 
 
 def _error(stats: RunStats, expected: dict | None) -> float | None:

@@ -5,11 +5,13 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
 
     name = "paper-ib-2x8"              # defaults to the file's stem
     description = "..."
-    [cluster]          nodes*, gpus_per_node*, transport, launch_us
-    [cluster.gpu]      name, sms, matmul_tflops, hbm_gb_per_s, memory_gib
-    [cluster.nvlink]   bw_gb_per_s, latency_us, sm_copy_gb_per_s
-    [cluster.nic]      count, gbit_per_s, latency_us, per_message_us
-    [cluster.proxy]    gpu_enqueue_us, poll_us, per_command_us, batch, queue_depth
+    [cluster]          nodes*, gpus_per_node*, transport, notify, launch_us
+    [cluster.gpu]      name, sms, matmul_tflops, hbm_gb_per_s, sm_stream_gb_per_s, l2_operand_miss,
+                       full_tile_elems, memory_gib
+    [cluster.nvlink]   bw_gb_per_s, latency_us, sm_copy_gb_per_s, half_efficiency_bytes
+    [cluster.nic]      count, gbit_per_s, latency_us, per_message_us, srd_jitter_us, ibgda_post_us
+    [cluster.proxy]    gpu_enqueue_us, poll_us, per_command_us, doorbell_us, batch, batch_window_us,
+                       queue_depth, max_outstanding
     [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles,
                        baseline_channels, baseline_chunk_kib
     [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
@@ -27,13 +29,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .cluster import TRANSPORTS, Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
+from .cluster import NOTIFY_MODES, TRANSPORTS, Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
 from .problems import KERNELS, Workload
 
 DEFAULT_SCENARIO = "default"
-CHOICES = {"transport": TRANSPORTS, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS}
+CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k")}
 
 

@@ -24,10 +24,12 @@ class SimBackend:
         return None
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
-            seed: int = 0, trace: bool = False, epoch: int = 1) -> RunStats:
+            seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0) -> RunStats:
+        """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
+        scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings."""
         wall = time.perf_counter()
         data = DataStore(schedule, inputs) if inputs is not None else None
-        model = Model(schedule, cluster, data, epoch=epoch, seed=seed, trace=trace)
+        model = Model(schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress)
         model.run()
         tiers = {"nvlink": model.nvlink_bytes(), "network": model.net_bytes, "host": model.host_bytes}
         outputs = None
@@ -41,14 +43,34 @@ class SimBackend:
             wall_s=time.perf_counter() - wall,
             events=model.env.events,
             outputs=outputs,
-            spans=model.spans,
+            spans=_spans(model),
+            counters=_counters(model),
             hazards=tuple(model.tracker.hazards),
             metrics=_metrics(model),
         )
 
 
+def _spans(model: Model) -> list[tuple] | None:
+    if model.spans is None:
+        return None
+    proxy = [(rank, "proxy", 0, f"post {n} commands", start, end) for rank, start, end, n in model.proxy_spans]
+    return model.spans + proxy
+
+
+def _counters(model: Model) -> list[tuple] | None:
+    """Each link's total rate over time, in GB/s, for the links that carried anything."""
+    if model.spans is None:
+        return None
+    return [(rank, link.name, [(t, rate / 1e3) for t, rate in link.samples])
+            for rank, link in model.all_links() if link.samples]
+
+
 def _metrics(model: Model) -> dict:
-    """Proxy counters and the time breakdown of the slowest rank (microseconds)."""
+    """Proxy counters (summed over ranks) and the time breakdown of the slowest rank (us).
+
+    compute + exposed_communication = total; proxy_queueing (time its ring held a command the proxy
+    had not taken) and fence_wait (time its proxy sat in fences) overlap with both.
+    """
     slow = max(range(model.s.world), key=lambda r: model.finish[r])
     total = model.finish[slow]
     links = model.all_links()
@@ -56,6 +78,6 @@ def _metrics(model: Model) -> dict:
     return {**model.net.metrics,
             "breakdown_us": {"total": total, "compute": model.compute_busy[slow],
                              "exposed_communication": total - model.compute_busy[slow],
-                             "proxy_queueing": model.net.metrics["ring_wait_us"],
-                             "fence_wait": model.net.metrics["fence_wait_us"]},
+                             "proxy_queueing": model.net.rings[slow].nonempty_us,
+                             "fence_wait": model.net.fence_wait[slow]},
             "max_link_utilization": util}

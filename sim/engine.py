@@ -13,6 +13,9 @@ signals, then spend the task's cost:
 Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
 it starts; its writes count as arrived when it ends (a PUT's when the data lands).
 
+``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
+seeded random factor, so races that a bug allows get a chance to show.
+
 Signals are epoch-stamped counters. A flag stored to a peer lands one NVLink latency after it is
 issued, unless the task already waited that latency for its own peer stores. If the event queue
 drains while workers still wait, :class:`DeadlockError` lists every waiter.
@@ -20,6 +23,7 @@ drains while workers still wait, :class:`DeadlockError` lists every waiter.
 from __future__ import annotations
 
 import math
+import random
 from collections import defaultdict
 
 from mkernel.cluster import Cluster
@@ -38,13 +42,15 @@ class Model:
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
-                 trace: bool = False) -> None:
+                 trace: bool = False, stress: float = 0.0) -> None:
         self.s, self.c, self.data = s, c, data
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch)
         self.tracker = ArrivalTracker(s)
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
+        self.stress = stress
+        self.stress_rng = random.Random(seed ^ 0x5EED)
         nv = cost.bytes_per_us(c.nvlink.bw_gb_per_s)
         self.nv_out = [Link("nvlink.out", nv) for _ in range(s.world)]
         self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
@@ -88,6 +94,7 @@ class Model:
                     workers.append(self.env.process(self._worker(rank, role, slot, shared)))
             yield self.env.all_of(workers)
         self.finish[rank] = self.env.now
+        self.tracker.check_outputs_landed(rank, self.env.now)
 
     def _worker(self, rank: int, role: Role, slot: int, queue):
         key = (rank, role, slot, id(queue))
@@ -98,6 +105,8 @@ class Model:
                     self.blocked[key] = (task, wait.signal, wait.count)
                     yield event
                     del self.blocked[key]
+            if self.stress > 0:
+                yield self.env.timeout(self._stretch(1.0))  # a stressed SM starts up to 1+stress us late
             start = self.env.now
             if role is Role.COMPUTE:
                 self._compute_edge(rank, +1)
@@ -122,7 +131,7 @@ class Model:
             return
         self.tracker.check_reads(task, self.env.now)
         if task.op is Op.GEMM:
-            yield self.env.timeout(cost.gemm_us(task, self.itemsize, self.c))
+            yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c)))
         elif task.op in (Op.COPY, Op.REDUCE):
             yield from self._nvlink_task(task)
         self.tracker.landed_writes(task)
@@ -147,7 +156,13 @@ class Model:
         events = [self.flows.transfer(b + half, (self.nv_out[src], self.nv_in[dst]), cap, counted=b)
                   for src, dst, b in transfers]
         yield self.env.all_of(events + [self.env.timeout(local_us)])
-        yield self.env.timeout(self.c.nvlink.latency_us)
+        yield self.env.timeout(self._stretch(self.c.nvlink.latency_us))
+
+    def _stretch(self, us: float) -> float:
+        """Under stress, a duration scaled by a seeded factor in [1/(1+stress), 1+stress]."""
+        if self.stress <= 0:
+            return us
+        return us * (1.0 + self.stress) ** self.stress_rng.uniform(-1.0, 1.0)
 
     def bump_all(self, signals: tuple[Signal, ...]) -> None:
         for sig in signals:

@@ -8,7 +8,8 @@ the consumer overtook its data, or a wait is missing or counts too few.
 
 Arrivals are counted on a compressed grid per (buffer, rank): its cells are bounded by the edges of
 every region the schedule uses there, so a cell is never split by a task and the grid is about
-the size of the tile grid. The rule assumes each buffer is single-assignment within an epoch
+the size of the tile grid. When a rank's last launch ends, its OUTPUT buffers must have received
+every write too, since the caller reads them next. The rule assumes each buffer is single-assignment within an epoch
 (plus in-place updates), which every builder keeps.
 """
 from __future__ import annotations
@@ -80,6 +81,17 @@ class ArrivalTracker:
             have = self.arrived[key][sl]
             if (have < need).any():
                 self.hazards.append(self._describe(task, r, now_us))
+
+    def check_outputs_landed(self, rank: int, now_us: float) -> None:
+        """When a rank's kernel ends, the caller reads its outputs: every write must have landed."""
+        for b in self.schedule.buffers:
+            key = (b.name, rank)
+            if b.kind is BufferKind.OUTPUT and key in self.arrived and (self.arrived[key] < self.expected[key]).any():
+                pending = [t for t in self.writers[key] if t not in self.landed]
+                self.hazards.append({"rank": rank, "task": -1, "label": "kernel end", "role": "caller",
+                                     "region": f"{b.name}@{rank}", "chunk": next(
+                                         (self.schedule.tasks[t].chunk for t in pending if self.schedule.tasks[t].chunk >= 0), -1),
+                                     "pending_writers": pending[:4], "time_us": round(now_us, 6)})
 
     def _describe(self, task: Task, r: Region, now_us: float) -> dict:
         pending = [self.schedule.tasks[t] for t in self.writers[(r.buffer, r.rank)] if t not in self.landed

@@ -49,12 +49,16 @@ class Ring:
         self.env = env
         self.depth = depth
         self.items: deque = deque()
+        self.nonempty_us = 0.0  # time with at least one command waiting for the proxy
+        self._since = 0.0
         self.blocked: deque = deque()  # (event, item) of puts waiting for a credit
         self.reader: simpy.Event | None = None
 
     def put(self, item) -> simpy.Event | None:
         """Append ``item``; returns an event to wait on when the ring is full, else None."""
         if len(self.items) < self.depth:
+            if not self.items:
+                self._since = self.env.now
             self.items.append(item)
             if self.reader is not None and not self.reader.triggered:
                 self.reader.succeed()
@@ -82,6 +86,8 @@ class Ring:
             event, item = self.blocked.popleft()
             self.items.append(item)
             event.succeed()
+        if taken and not self.items:
+            self.nonempty_us += self.env.now - self._since
         return taken
 
 
@@ -104,7 +110,8 @@ class Network:
         self.rng = random.Random(seed)
         self.sent = 0
         self.metrics = {"commands": 0, "batches": 0, "doorbells": 0, "fences": 0, "proxy_busy_us": 0.0,
-                        "fence_wait_us": 0.0, "ring_wait_us": 0.0, "credit_wait_us": 0.0}
+                        "fence_wait_us": 0.0, "ring_wait_us": 0.0, "credit_wait_us": 0.0}  # summed over ranks
+        self.fence_wait = [0.0] * world  # per rank: the proxy is blocked in fences
 
     # -- the send SM's side ----------------------------------------------------------------------
     def send(self, task: Task, sources):
@@ -165,6 +172,7 @@ class Network:
                 yield self._drain_event((rank, dst))
             self.metrics["fences"] += 1
             self.metrics["fence_wait_us"] += self.env.now - start
+            self.fence_wait[rank] += self.env.now - start
             yield self.env.timeout(px.per_command_us + px.doorbell_us)
             for task, _sources, _queued in batch:
                 self.env.process(self._flag_message(task))
@@ -193,7 +201,7 @@ class Network:
         i = seq % nic.count
         yield self.env.timeout(nic.per_message_us)
         yield m.flows.transfer(nbytes, (self.nic_out[src][i], self.nic_in[dst][i]))
-        yield self.env.timeout(self._wire_delay())
+        yield self.env.timeout(m._stretch(self._wire_delay()))
         m.tracker.landed_writes(task)
         if m.data is not None:
             m.data.apply(task, sources)
