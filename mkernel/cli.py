@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", type=Path, help="write the result JSON here")
     run.add_argument("--trace", type=Path, help="write a Chrome/Perfetto trace of the fused run here")
     sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
+    sub.add_parser("explore", parents=[shared],
+                   help="try every network delivery order of a small case (<= 2 x 2 GPUs, <= 8 messages in flight)")
     return p
 
 
@@ -96,10 +98,27 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explore(args: argparse.Namespace) -> int:
+    from .runner import build
+    from .sim.explore import explore
+
+    sc = scenario_from_args(args)
+    status = 0
+    for schedule in build(sc):
+        found = explore(schedule, sc.cluster)
+        verdict = "every delivery order is safe" if found.ok else f"BROKEN: {found.failure}"
+        print(f"{schedule.kernel}/{schedule.variant} on {sc.cluster.nodes}x{sc.cluster.gpus_per_node} "
+              f"{sc.cluster.transport} (notify {sc.cluster.notify_mode}): {found.states} states; {verdict}")
+        for step, delivery in enumerate(found.counterexample, 1):
+            print(f"  {step}. {delivery}")
+        status = status or (0 if found.ok else 1)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "show": _show}[args.command](args)
+        return {"run": _run, "show": _show, "explore": _explore}[args.command](args)
     except MkernelError as exc:
         if args.debug:
             raise

@@ -47,6 +47,14 @@ class ArrivalTracker:
                 self.writers[key].append(task.id)
         self.hazards: list[dict] = []
 
+    def fresh(self) -> "ArrivalTracker":
+        """A tracker for a new run of the same schedule: same grids and expectations, no arrivals."""
+        clone = object.__new__(ArrivalTracker)
+        clone.__dict__.update(self.__dict__)
+        clone.arrived = {key: np.zeros_like(a) for key, a in self.arrived.items()}
+        clone.landed, clone.hazards = set(), []
+        return clone
+
     def cells(self, r: Region) -> tuple:
         hit = self._cells.get(r)
         if hit is None:
