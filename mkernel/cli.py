@@ -103,15 +103,22 @@ def _explore(args: argparse.Namespace) -> int:
     from .sim.explore import explore
 
     sc = scenario_from_args(args)
-    status = 0
+    status, explored = 0, 0
     for schedule in build(sc):
-        found = explore(schedule, sc.cluster)
+        try:
+            found = explore(schedule, sc.cluster)
+        except InputError as exc:
+            print(f"{schedule.kernel}/{schedule.variant}: not explored: {exc}")
+            continue
+        explored += 1
         verdict = "every delivery order is safe" if found.ok else f"BROKEN: {found.failure}"
         print(f"{schedule.kernel}/{schedule.variant} on {sc.cluster.nodes}x{sc.cluster.gpus_per_node} "
               f"{sc.cluster.transport} (notify {sc.cluster.notify_mode}): {found.states} states; {verdict}")
         for step, delivery in enumerate(found.counterexample, 1):
             print(f"  {step}. {delivery}")
         status = status or (0 if found.ok else 1)
+    if not explored:
+        raise InputError("no schedule of this case is small enough for exhaustive mode")
     return status
 
 
