@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--json", type=Path, help="write the result JSON here")
     run.add_argument("--trace", type=Path, help="write a Chrome/Perfetto trace of the fused run here")
+    run.add_argument("--collapse", action="store_true",
+                     help="sim: simulate one node when all nodes are alike (exact times, no hazard checks)")
     sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
     sub.add_parser("explore", parents=[shared],
                    help="try every network delivery order of a small case (<= 2 x 2 GPUs, <= 8 messages in flight)")
@@ -74,7 +76,8 @@ def _run(args: argparse.Namespace) -> int:
     from .report import print_result
 
     sc = scenario_from_args(args)
-    result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None)
+    result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None,
+                        collapse=args.collapse)
     problems = check_result(result)
     if problems:
         raise AssertionError("result does not match its schema: " + "; ".join(problems))

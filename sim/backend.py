@@ -9,6 +9,8 @@ from mkernel.backend import RunStats
 from mkernel.cluster import Cluster
 from mkernel.ir import BufferKind, Schedule
 
+from .collapse import collapse as fold
+from .collapse import is_node_symmetric
 from .data import DataStore
 from .engine import Model
 
@@ -24,20 +26,31 @@ class SimBackend:
         return None
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
-            seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0) -> RunStats:
+            seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
+            collapse: bool = False) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
-        scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings."""
+        scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
+
+        ``collapse`` simulates node 0 only when the schedule is node-symmetric (see
+        :mod:`mkernel.sim.collapse`): exact times, no data, no hazard tracking. It is ignored for
+        data runs and for schedules that are not symmetric.
+        """
         wall = time.perf_counter()
+        folded = collapse and inputs is None and is_node_symmetric(schedule)
+        run_schedule = fold(schedule) if folded else schedule
         data = DataStore(schedule, inputs) if inputs is not None else None
-        model = Model(schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress)
+        model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
+                      track_hazards=not folded)
         model.run()
-        tiers = {"nvlink": model.nvlink_bytes(), "network": model.net_bytes, "host": model.host_bytes}
+        copies = schedule.world // run_schedule.world  # each simulated rank stands for this many
+        tiers = {k: v * copies for k, v in
+                 (("nvlink", model.nvlink_bytes()), ("network", model.net_bytes), ("host", model.host_bytes))}
         outputs = None
         if data is not None:
             outputs = {b.name: data.output(b.name) for b in schedule.buffers if b.kind is BufferKind.OUTPUT}
         return RunStats(
             time_s=max(model.finish) * 1e-6,
-            per_rank_s=tuple(t * 1e-6 for t in model.finish),
+            per_rank_s=tuple(model.finish[r % run_schedule.world] * 1e-6 for r in range(schedule.world)),
             bytes_total={k: float(sum(v)) for k, v in tiers.items()},
             bytes_per_gpu={k: float(max(v)) for k, v in tiers.items()},
             wall_s=time.perf_counter() - wall,
@@ -46,7 +59,7 @@ class SimBackend:
             spans=_spans(model),
             counters=_counters(model),
             hazards=tuple(model.tracker.hazards),
-            metrics=_metrics(model),
+            metrics={**_metrics(model), "collapsed": folded},
         )
 
 

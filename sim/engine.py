@@ -33,7 +33,7 @@ from mkernel.ir import Op, Role, Schedule, Signal, Task
 from . import cost
 from .data import DataStore
 from .flows import FlowNet, Link
-from .hazards import ArrivalTracker
+from .hazards import ArrivalTracker, NullTracker
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard
 
@@ -42,12 +42,12 @@ class Model:
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
-                 trace: bool = False, stress: float = 0.0) -> None:
+                 trace: bool = False, stress: float = 0.0, track_hazards: bool = True) -> None:
         self.s, self.c, self.data = s, c, data
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch)
-        self.tracker = ArrivalTracker(s)
+        self.tracker = ArrivalTracker(s) if track_hazards else NullTracker()
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)

@@ -83,8 +83,15 @@ class FlowNet:
 
     def _rerate(self, flows: dict[Flow, None]) -> None:
         now = self.env.now
+        shares: dict[Link, float] = {}
         for flow in flows:
-            rate = min(flow.cap, min(link.capacity / len(link.flows) for link in flow.links))
+            rate = flow.cap
+            for link in flow.links:
+                share = shares.get(link)
+                if share is None:
+                    share = shares[link] = link.capacity / len(link.flows)
+                if share < rate:
+                    rate = share
             if rate == flow.rate:
                 continue  # its finish time, and its heap entry, still hold
             flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow.stamp))
@@ -94,7 +101,7 @@ class FlowNet:
             self.seq += 1
             heapq.heappush(self.heap, (now + flow.remaining / rate, self.seq, flow.token, flow))
         if self.record:
-            for link in {id(l): l for f in flows for l in f.links}.values():
+            for link in shares:
                 if link.samples is None:
                     link.samples = []
                 link.samples.append((now, sum(f.rate for f in link.flows)))

@@ -199,8 +199,9 @@ class Network:
         nbytes = sum(cost.nbytes(r, m.itemsize) for r in task.reads)
         m.net_bytes[src] += nbytes
         i = seq % nic.count
+        home = dst % len(self.nic_in)  # a collapsed run folds other nodes onto the simulated one
         yield self.env.timeout(nic.per_message_us)
-        yield m.flows.transfer(nbytes, (self.nic_out[src][i], self.nic_in[dst][i]))
+        yield m.flows.transfer(nbytes, (self.nic_out[src][i], self.nic_in[home][i]))
         yield self.env.timeout(m._stretch(self._wire_delay()))
         m.tracker.landed_writes(task)
         if m.data is not None:
@@ -211,10 +212,10 @@ class Network:
         if mode == "flag" and self.c.transport != "efa_srd":
             m.bump_all(task.signals)  # same connection, in order: visible with the data
         elif mode == "imm":
-            with self.host[dst].request() as req:  # the receiving proxy sets the flag
+            with self.host[home].request() as req:  # the receiving proxy sets the flag
                 yield req
                 yield self.env.timeout(self._next_poll() - self.env.now + self.c.proxy.per_command_us)
-            m.host_bytes[dst] += COMMAND_BYTES
+            m.host_bytes[home] += COMMAND_BYTES
             m.bump_all(task.signals)
 
     def _flag_message(self, task: Task):
