@@ -146,16 +146,19 @@ class Model:
                 delay.callbacks.append(lambda _ev, sig=sig: self.board.bump(sig))
 
     def _nvlink_task(self, task: Task):
+        """Local bytes stream while one weighted flow carries every peer transfer of the task."""
         transfers = cost.remote_transfers(task, self.itemsize)
         local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
         if not transfers:
             yield self.env.timeout(local_us)
             return
-        cap = self.sm_copy / len(transfers)
         half = self.c.nvlink.half_efficiency_bytes
-        events = [self.flows.transfer(b + half, (self.nv_out[src], self.nv_in[dst]), cap, counted=b)
-                  for src, dst, b in transfers]
-        yield self.env.all_of(events + [self.env.timeout(local_us)])
+        legs = []
+        for src, dst, b in transfers:
+            legs += [(self.nv_out[src], b, b + half), (self.nv_in[dst], b, b + half)]
+        size = sum(b + half for _, _, b in transfers)
+        moved = self.flows.transfer_legs(size, legs, self.sm_copy)
+        yield self.env.all_of([moved, self.env.timeout(local_us)])
         yield self.env.timeout(self._stretch(self.c.nvlink.latency_us))
 
     def _stretch(self, us: float) -> float:

@@ -1,9 +1,12 @@
 """Bandwidth sharing between concurrent transfers (flow-level, not packet-level).
 
 A :class:`Link` is one direction of one port (an NVLink egress, a NIC ingress, ...) with a capacity
-in bytes per microsecond. A flow crosses one or more links and may carry its own cap (what the SM
-moving it can drive). Its rate is ``min(cap, min over its links of capacity / flows on that link)``:
-every link is shared equally among the flows crossing it, and a flow runs at its tightest share.
+in bytes per microsecond. A flow moves ``size`` bytes and crosses one or more links, each with a
+weight: the share of the flow's bytes that crosses that link (a reduce that pulls equal tiles from
+7 peers is one flow, weight 1 on its own ingress and 1/7 on each peer's egress). A flow may carry
+its own cap (what the SM moving it can drive). Its rate is ``min(cap, min over its links of
+capacity / total weight on that link)``: every link is shared equally per unit of weight, and a
+flow runs at its tightest share.
 
 This is the bottleneck fair share without redistribution of the leftover of capped flows: an
 approximation of max-min fairness that can only under-estimate rates. It is local: when a flow
@@ -26,12 +29,13 @@ EPS_US = 1e-9
 class Link:
     """One direction of one port. ``samples`` records (time, total rate) when tracing."""
 
-    __slots__ = ("name", "capacity", "flows", "bytes", "busy_bytes", "samples")
+    __slots__ = ("name", "capacity", "flows", "weight", "bytes", "busy_bytes", "samples")
 
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
         self.capacity = bytes_per_us
-        self.flows: dict[Flow, None] = {}  # insertion-ordered, so runs are reproducible
+        self.flows: dict[Flow, float] = {}  # flow -> weight; insertion-ordered, so runs are reproducible
+        self.weight = 0.0
         self.bytes = 0.0  # payload carried so far
         self.busy_bytes = 0.0  # payload plus per-message overhead: what occupies the link
         self.samples: list[tuple[float, float]] | None = None
@@ -60,24 +64,27 @@ class FlowNet:
         self.seq = 0
         self.armed = math.inf
 
-    def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf,
-                 counted: float | None = None) -> simpy.Event:
-        """Move ``nbytes`` across ``links``; the returned event fires on completion.
+    def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
+        """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
+        return self.transfer_legs(nbytes, [(link, nbytes, nbytes) for link in links], cap)
 
-        ``counted`` is the payload to account (default ``nbytes``) when ``nbytes`` includes a
-        per-message overhead that occupies the link but carries no data.
-        """
+    def transfer_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf) -> simpy.Event:
+        """One flow of ``size`` bytes; each leg ``(link, payload, busy)`` puts ``busy`` bytes of link
+        time (payload plus per-message overhead) and ``payload`` bytes of data on its link."""
         done = self.env.event()
-        for link in links:
-            link.bytes += nbytes if counted is None else counted
-            link.busy_bytes += nbytes
-        if nbytes <= 0:
+        weights: dict[Link, float] = {}
+        for link, payload, busy in legs:
+            link.bytes += payload
+            link.busy_bytes += busy
+            weights[link] = weights.get(link, 0.0) + busy / size if size > 0 else 0.0
+        if size <= 0:
             done.succeed()
             return done
-        flow = Flow(links, nbytes, cap, done, self.env.now)
-        for link in links:
-            link.flows[flow] = None
-        self._rerate(_flows_on(links))
+        flow = Flow(tuple(weights), size, cap, done, self.env.now)
+        for link, w in weights.items():
+            link.flows[flow] = w
+            link.weight += w
+        self._rerate(_flows_on(flow.links))
         self._arm()
         return done
 
@@ -89,7 +96,7 @@ class FlowNet:
             for link in flow.links:
                 share = shares.get(link)
                 if share is None:
-                    share = shares[link] = link.capacity / len(link.flows)
+                    share = shares[link] = link.capacity / link.weight
                 if share < rate:
                     rate = share
             if rate == flow.rate:
@@ -104,7 +111,7 @@ class FlowNet:
             for link in shares:
                 if link.samples is None:
                     link.samples = []
-                link.samples.append((now, sum(f.rate for f in link.flows)))
+                link.samples.append((now, sum(f.rate * w for f, w in link.flows.items())))
 
     def _arm(self) -> None:
         while self.heap and self.heap[0][3].token != self.heap[0][2]:
@@ -126,7 +133,9 @@ class FlowNet:
                 continue
             finished.append(flow)
             for link in flow.links:
-                del link.flows[flow]
+                link.weight -= link.flows.pop(flow)
+                if not link.flows:
+                    link.weight = 0.0  # no drift from float sums
         for flow in finished:
             flow.done.succeed()
             touched.update(_flows_on(flow.links))

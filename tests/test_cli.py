@@ -67,13 +67,18 @@ def test_bad_scenario_file_exits_2(tmp_path, capsys):
 
 
 def test_trace_names_every_track(tmp_path):
+    """`mkernel run paper-efa-2x8 --trace t.json`: role, proxy, NVLink and NIC tracks, all named."""
     trace = tmp_path / "t.json"
-    assert main(["run", *SMALL, "--trace", str(trace)]) == 0
+    assert main(["run", "paper-efa-2x8", "--m", "512", "--n", "1024", "--k", "64", "--trace", str(trace)]) == 0
     events = json.loads(trace.read_text())["traceEvents"]
     spans = [e for e in events if e["ph"] == "X"]
-    named = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
-    assert spans and {(e["pid"], e["tid"]) for e in spans} <= named
-    assert {e["pid"] for e in spans} == {e["pid"] for e in events if e["name"] == "process_name"}
+    named = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert spans and {(e["pid"], e["tid"]) for e in spans} <= set(named)
+    assert {e["pid"] for e in spans} == {e["pid"] for e in events if e["name"] == "process_name"} == set(range(16))
+    tracks = {name.split(" ")[0] for name in named.values()}
+    assert {"compute", "intra", "send", "recv", "proxy"} <= tracks
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert {"nvlink.out GB/s", "nvlink.in GB/s", "nic0.out GB/s", "nic1.in GB/s"} <= counters
 
 
 def test_show_prints_the_schedule(capsys):
