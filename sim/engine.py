@@ -1,8 +1,9 @@
 """The SimPy model of one schedule on one cluster.
 
-Each rank runs its launches in stream order. In a launch, each role gets as many worker processes
-as it has SMs; the workers of one role take that role's tasks in queue order, wait for the task's
-signals, then spend the task's cost:
+Each rank runs its launches in stream order. In a launch, every SM is a process that serves one
+role of a :class:`~mkernel.sim.sms.RolePool` at a time, taking that role's tasks in queue order;
+it waits for the task's signals, then spends the task's cost. An optional controller may move SMs
+between roles at task boundaries. Costs:
 
 - GEMM: :func:`cost.gemm_us` on the SM (a roofline with a tile-size efficiency).
 - COPY/REDUCE: the SM streams its local bytes at ``sm_stream_gb_per_s`` while it drives one flow
@@ -36,13 +37,15 @@ from .flows import FlowNet, Link
 from .hazards import ArrivalTracker, NullTracker
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard
+from .sms import RolePool
 
 
 class Model:
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
-                 trace: bool = False, stress: float = 0.0, track_hazards: bool = True) -> None:
+                 trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
+                 controller=None) -> None:
         self.s, self.c, self.data = s, c, data
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
@@ -64,6 +67,8 @@ class Model:
         self._computing = [0] * s.world
         self._compute_since = [0.0] * s.world
         self.blocked: dict = {}
+        self.controller = controller  # called as controller(rank, pool, now_us) at task boundaries
+        self.pools: dict[int, RolePool] = {}
         self.spans: list[tuple] | None = [] if trace else None
         self.proxy_spans: list[tuple] = []
         queues: dict = defaultdict(list)
@@ -86,19 +91,23 @@ class Model:
         for li, launch in enumerate(self.s.launches):
             if li > 0:
                 yield self.env.timeout(self.c.launch_us)
-            workers = []
-            for role, sms in launch.sms:
-                queue = self.queues.get((rank, li, role), [])
-                shared = iter(queue)
-                for slot in range(min(sms, len(queue))):
-                    workers.append(self.env.process(self._worker(rank, role, slot, shared)))
+            queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
+            pool = RolePool(dict(launch.sms), queues)
+            self.pools[rank] = pool
+            workers = [self.env.process(self._sm(rank, slot, role, pool))
+                       for slot, role in enumerate(pool.initial_roles())]
             yield self.env.all_of(workers)
         self.finish[rank] = self.env.now
         self.tracker.check_outputs_landed(rank, self.env.now)
 
-    def _worker(self, rank: int, role: Role, slot: int, queue):
-        key = (rank, role, slot, id(queue))
-        for task in queue:
+    def _sm(self, rank: int, slot: int, role: Role, pool: RolePool):
+        """One SM: take tasks of its role; at each task boundary follow the pool's targets."""
+        key = (rank, slot)
+        while True:
+            picked = pool.next_task(role)
+            if picked is None:
+                return
+            role, task = picked
             for wait in task.waits:
                 event = self.board.wait(wait.signal, wait.count)
                 if event is not None:
@@ -115,6 +124,9 @@ class Model:
                 self._compute_edge(rank, -1)
             if self.spans is not None:
                 self.spans.append((rank, role.value, slot, task.label or task.op.value, start, self.env.now))
+            pool.active[role] -= 1
+            if self.controller is not None:
+                self.controller(rank, pool, self.env.now)
 
     def _compute_edge(self, rank: int, step: int) -> None:
         if step > 0 and self._computing[rank] == 0:

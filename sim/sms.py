@@ -1,0 +1,57 @@
+"""SM role pools: the SMs of one launch on one rank, as tokens a controller can move between roles.
+
+Each SM starts in a role (budgets give the initial split, like block-index ranges in a persistent
+kernel) and takes that role's tasks in queue order. At every task boundary it checks the pool:
+if its role has more SMs than its target, or no tasks left, it moves to a role that is under its
+target and still has tasks, or retires. With targets equal to the static budgets nothing ever
+moves, so a static schedule runs exactly as declared.
+
+A controller (issue 7) calls :meth:`RolePool.retarget`; the SMs follow at their next boundary.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mkernel.ir import Role, Task
+
+
+class RolePool:
+    """Targets, active counts and task queues of the roles of one launch on one rank."""
+
+    def __init__(self, budgets: dict[Role, int], queues: dict[Role, list[Task]]) -> None:
+        self.target = dict(budgets)
+        self.active = dict.fromkeys(budgets, 0)
+        self._queues: dict[Role, Iterator[Task]] = {role: iter(queues.get(role, [])) for role in budgets}
+        self._next: dict[Role, Task | None] = {role: next(self._queues[role], None) for role in budgets}
+
+    def initial_roles(self) -> list[Role]:
+        """One role per SM: each role's budget, in declaration order."""
+        return [role for role, n in self.target.items() for _ in range(n)]
+
+    def has_work(self, role: Role) -> bool:
+        return self._next[role] is not None
+
+    def retarget(self, targets: dict[Role, int]) -> None:
+        """Change the SMs each role should have; SMs move at their next task boundary."""
+        for role, n in targets.items():
+            if role not in self.target:
+                raise ValueError(f"role {role.value} is not part of this launch")
+            self.target[role] = n
+
+    def next_task(self, role: Role) -> tuple[Role, Task] | None:
+        """The role this SM should serve now and its next task, or None to retire the SM.
+
+        The caller has released ``role`` (its active count) before asking.
+        """
+        if self.has_work(role) and self.active[role] < self.target[role]:
+            return role, self._take(role)
+        for other in self.target:
+            if self.has_work(other) and self.active[other] < self.target[other]:
+                return other, self._take(other)
+        return None
+
+    def _take(self, role: Role) -> Task:
+        task = self._next[role]
+        self._next[role] = next(self._queues[role], None)
+        self.active[role] += 1
+        return task
