@@ -131,5 +131,3 @@ class Cluster:
         """The ranks with local index ``local`` on every node, in node order."""
         return [self.rank(node, local) for node in range(self.nodes)]
 
-    def same_node(self, a: int, b: int) -> bool:
-        return self.node_of(a) == self.node_of(b)

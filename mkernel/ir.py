@@ -22,6 +22,7 @@ from enum import Enum
 
 IR_VERSION = 1
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+COMMAND_BYTES = 48  # one command record in the GPU -> host ring (design §5)
 
 
 class Role(str, Enum):
@@ -83,10 +84,6 @@ class Region:
     @property
     def size(self) -> int:
         return (self.row1 - self.row0) * (self.col1 - self.col0)
-
-    def on(self, rank: int, buffer: str | None = None) -> "Region":
-        """The same rectangle on another rank (and optionally in another buffer)."""
-        return Region(buffer or self.buffer, rank, self.row0, self.row1, self.col0, self.col1)
 
     def __str__(self) -> str:
         return f"{self.buffer}@{self.rank}[{self.row0}:{self.row1},{self.col0}:{self.col1}]"
@@ -173,9 +170,12 @@ class Schedule:
                 return buf
         raise KeyError(f"schedule {self.kernel}/{self.variant} has no buffer {name!r}")
 
-    def queue(self, rank: int, launch: int, role: Role) -> list[Task]:
-        """The ordered tasks of one role of one launch on one rank."""
-        return [t for t in self.tasks if t.rank == rank and t.launch == launch and t.role == role]
+    def queues(self) -> dict[tuple[int, int, Role], list[Task]]:
+        """Every (rank, launch, role) queue, each in task order."""
+        out: dict[tuple[int, int, Role], list[Task]] = {}
+        for t in self.tasks:
+            out.setdefault((t.rank, t.launch, t.role), []).append(t)
+        return out
 
     def validate(self) -> None:
         """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return."""

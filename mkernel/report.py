@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .ir import Op, Role, Schedule
-
-COMMAND_BYTES = 48  # one GPU -> host command record
+from .ir import COMMAND_BYTES, Op, Role, Schedule
 
 
 def static_bytes(s: Schedule) -> dict[str, list[float]]:

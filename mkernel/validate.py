@@ -112,10 +112,9 @@ def _check_locality(s: Schedule, task: Task) -> None:
             _fail(task, "a put writes to a rank of another node")
         if len({w.rank for w in task.writes}) != 1:
             _fail(task, "a put is one message to one destination rank")
-    if any(sig.rank != task.rank for sig in task.signals) and task.op is not Op.PUT:
-        for sig in task.signals:
-            if sig.rank // s.gpus_per_node != node:
-                _fail(task, f"signals {sig} across nodes; only a put's arrival may do that")
+    for sig in task.signals:
+        if task.op is not Op.PUT and sig.rank // s.gpus_per_node != node:
+            _fail(task, f"signals {sig} across nodes; only a put's arrival may do that")
 
 
 def _check_signals(s: Schedule) -> None:

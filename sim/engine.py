@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import defaultdict
 
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
@@ -71,10 +70,7 @@ class Model:
         self.pools: dict[int, RolePool] = {}
         self.spans: list[tuple] | None = [] if trace else None
         self.proxy_spans: list[tuple] = []
-        queues: dict = defaultdict(list)
-        for task in s.tasks:
-            queues[(task.rank, task.launch, task.role)].append(task)
-        self.queues = queues
+        self.queues = s.queues()
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> None:

@@ -63,12 +63,9 @@ class _Run:
         self.msgs: list[_Msg] = []
         self.in_flight: dict[int, _Msg] = {}
         self.failure = ""
-        queues: dict = defaultdict(list)
-        for t in s.tasks:
-            queues[(t.rank, t.launch, t.role)].append(t)
-        self.queues = queues
-        self.pos = dict.fromkeys(queues, 0)
-        self.taken: dict = {key: [] for key in queues}
+        self.queues = s.queues()
+        self.pos = dict.fromkeys(self.queues, 0)
+        self.taken: dict = {key: [] for key in self.queues}
         self.left = defaultdict(int)  # (rank, launch) -> tasks not done
         for t in s.tasks:
             self.left[(t.rank, t.launch)] += 1
@@ -142,7 +139,7 @@ class _Run:
                     self.counts[sig] += 1
             elif self.mode == "fence" and not any(m.src == msg.src and m.dst == msg.dst and m.kind == "data"
                                                    for m in self.in_flight.values()):
-                for other in [t for t in self._fenced(msg.src, msg.dst)]:
+                for other in self._fenced(msg.src, msg.dst):
                     self._post(self.s.tasks[other], "flag")
         self.settle()
 

@@ -34,12 +34,10 @@ from collections import deque
 
 import simpy
 
-from mkernel.ir import Task
+from mkernel.ir import COMMAND_BYTES, Task
 
 from . import cost
 from .flows import Link
-
-COMMAND_BYTES = 48  # one command record in the GPU -> host ring
 
 
 class Ring:

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import Workload
 from . import _collectives as coll
 from ._tiling import batches, split_rows, tile_grid
@@ -192,8 +192,7 @@ def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
 def build_baseline(w: Workload, c: Cluster) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch."""
     check(w, c)
-    g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("gemm_ar", "gemm+nccl_hier_ar", c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("gemm_ar", "gemm+nccl_hier_ar", c.world, c.gpus_per_node, c.gpu.sms)
     _inputs(sb, w)
     for name in ("P", "IN1", "IN2", "STAGE"):
         sb.buffer(name, w.m, w.n, w.dtype)
@@ -220,8 +219,7 @@ def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> No
     ch = w.baseline_channels
     sb.launch("allreduce", {Role.INTRA: ch if g > 1 else 0, Role.SEND: max(1, ch // 4) if nodes > 1 else 0,
                             Role.RECV: max(1, ch // 4) if nodes > 1 else 0})
-    item = sb.buffers[-1].itemsize
-    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.n * item))
+    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.n * DTYPE_BYTES[w.dtype]))
     slices = [s for s in split_rows(0, w.m, min(ch, w.m // c.world)) if s[1] > s[0]]
     lanes = [split_rows(r0, r1, g) for r0, r1 in slices]  # lanes[lane][local] = rows local owns
 
