@@ -1,0 +1,45 @@
+/* The narrow interface between the host proxy and a transport.
+ *
+ * The proxy validates every command and resolves it to absolute addresses before a transport sees
+ * it, so a transport never checks bounds and never touches memory the proxy did not approve.
+ * post() receives up to MK_MAX_BATCH ops for one destination rank; progress() moves posted work on and
+ * returns how many ops are still in flight (or -1 with `err` filled).
+ */
+#ifndef MK_TRANSPORT_H
+#define MK_TRANSPORT_H
+#include <stdint.h>
+
+typedef struct mk_op {
+  uint64_t src, dst, bytes; /* absolute addresses, valid in this process; bytes 0 for SIGNAL */
+  uint64_t flag;            /* absolute address of the destination's arrival flag (uint64) */
+  uint64_t epoch;           /* value the flag is set to, after the data */
+  uint32_t chunk, dst_rank;
+} mk_op;
+
+typedef struct mk_transport_opts {
+  uint64_t seed;          /* seeded reordering */
+  int unordered;          /* 0: RC order per connection; 1: SRD (data may complete in any order) */
+  double gbytes_per_s;    /* shaping: 0 = as fast as the copy engine */
+  uint64_t latency_ns;    /* shaping: added before each op is released */
+  int device;             /* CUDA device ordinal (cuda loopback) */
+  int streams;            /* copy streams (cuda loopback); >1 with unordered lets ops overtake */
+  int flag_early;         /* fake only: a planted bug, flags race their data (proves the checker) */
+} mk_transport_opts;
+
+typedef struct mk_transport mk_transport;
+struct mk_transport {
+  const char *name;
+  int (*attach)(mk_transport *t);  /* called on the proxy thread before the first post */
+  int (*post)(mk_transport *t, const mk_op *ops, int n);
+  int (*progress)(mk_transport *t);
+  int (*drain)(mk_transport *t, uint64_t timeout_ns);
+  void (*destroy)(mk_transport *t);
+  char err[256];
+};
+
+mk_transport *mk_fake_transport(const mk_transport_opts *o, char *err, int errlen);
+mk_transport *mk_cuda_transport(const mk_transport_opts *o, char *err, int errlen);
+
+uint64_t mk_now_ns(void);
+uint64_t mk_rand(uint64_t *state); /* splitmix64 */
+#endif

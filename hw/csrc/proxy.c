@@ -1,0 +1,377 @@
+/* The host proxy: a native thread that drains the GPU->host command ring and drives a transport.
+ *
+ * Why native: a Python thread shares the GIL with the user's training loop and stalls for
+ * milliseconds; this thread never touches Python, so the GIL cannot starve it.
+ *
+ * Loop: read committed records in ring order (acquire on `seq`), validate each one against the
+ * registered buffers before anything is posted, queue it on its destination's batch, hand credits
+ * back (release on `tail`), post full batches at once and partial ones when the polling window
+ * expires, then let the transport progress. A bad command stops the proxy: it is never posted, the
+ * error is kept for the caller and `abort` tells device waiters to give up.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mk_ring.h"
+#include "mk_transport.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() __asm__ __volatile__("" ::: "memory")
+#endif
+
+uint64_t mk_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t mk_rand(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* What the caller registers: this rank's send buffer and, per destination rank, the receive buffer
+ * and arrival flags as addresses valid in this process (peer-mapped memory on one host). */
+typedef struct mk_proxy_cfg {
+  int32_t rank, nranks;
+  uint64_t capacity;   /* ring slots */
+  uint32_t max_batch;  /* 1..MK_MAX_BATCH */
+  uint32_t n_flags;    /* arrival flags per rank */
+  uint64_t window_ns;  /* a partial batch waits at most this long */
+  uint64_t src_base, src_bytes;
+  const uint64_t *dst_base, *dst_bytes, *flag_base; /* nranks entries each */
+} mk_proxy_cfg;
+
+typedef struct mk_proxy_error {
+  int32_t code, rank;
+  uint64_t slot;
+  uint32_t dst_rank, chunk;
+  uint64_t epoch;
+  char msg[256];
+} mk_proxy_error;
+
+typedef struct mk_proxy_stats {
+  uint64_t commands, batches, bytes, full_batches, polls_idle;
+} mk_proxy_stats;
+
+typedef struct pending {
+  mk_op ops[MK_MAX_BATCH];
+  int n;
+  int listed; /* in mk_proxy.active */
+  uint64_t first_ns;
+} pending;
+
+typedef struct mk_proxy {
+  mk_proxy_cfg cfg;
+  uint64_t *dst_base, *dst_bytes, *flag_base;
+  mk_cmd *ring;
+  mk_ring_ctl *ctl;
+  mk_transport *tr;
+  pending *pend;  /* one per destination rank */
+  int *active;    /* ranks with a non-empty batch */
+  int n_active;
+  pthread_t thread;
+  int started;
+  volatile int stop;
+  volatile int done;
+  mk_proxy_error error;
+  mk_proxy_stats stats;
+} mk_proxy;
+
+static const char *cmd_name(uint16_t t) { return t == MK_CMD_PUT ? "PUT" : t == MK_CMD_SIGNAL ? "SIGNAL" : "?"; }
+
+static void set_error(mk_proxy *p, int code, uint64_t slot, const mk_cmd *c, const char *fmt, ...) {
+  if (p->error.code) return;
+  p->error.code = code;
+  p->error.rank = p->cfg.rank;
+  p->error.slot = slot;
+  if (c) {
+    p->error.dst_rank = c->dst_rank;
+    p->error.chunk = c->chunk;
+    p->error.epoch = c->epoch;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->error.msg, sizeof p->error.msg, fmt, ap);
+  va_end(ap);
+  __atomic_store_n(&p->ctl->abort, (uint64_t)code, __ATOMIC_RELEASE);
+}
+
+/* Check one command against the registered buffers and resolve it to addresses; MK_OK or a code. */
+static int validate(mk_proxy *p, uint64_t slot, const mk_cmd *c, mk_op *op) {
+  const mk_proxy_cfg *g = &p->cfg;
+  if (c->type != MK_CMD_PUT && c->type != MK_CMD_SIGNAL) {
+    set_error(p, MK_ERR_TYPE, slot, c, "type %u is not PUT (1) or SIGNAL (2)", c->type);
+    return MK_ERR_TYPE;
+  }
+  if (c->dst_rank >= (uint32_t)g->nranks) {
+    set_error(p, MK_ERR_DST_RANK, slot, c, "%s dst_rank %u is not in [0, %d)", cmd_name(c->type), c->dst_rank,
+              g->nranks);
+    return MK_ERR_DST_RANK;
+  }
+  if (c->chunk >= g->n_flags) {
+    set_error(p, MK_ERR_CHUNK, slot, c, "%s chunk %u is not in [0, %u)", cmd_name(c->type), c->chunk, g->n_flags);
+    return MK_ERR_CHUNK;
+  }
+  memset(op, 0, sizeof *op);
+  if (c->type == MK_CMD_PUT) {
+    uint64_t b = c->bytes;
+    if (b == 0) {
+      set_error(p, MK_ERR_BYTES, slot, c, "PUT bytes is 0; a PUT moves at least one byte");
+      return MK_ERR_BYTES;
+    }
+    if (c->src_off > g->src_bytes || b > g->src_bytes - c->src_off) {
+      set_error(p, MK_ERR_SRC_RANGE, slot, c, "PUT src_off %llu + bytes %llu exceeds the %llu-byte send buffer",
+                (unsigned long long)c->src_off, (unsigned long long)b, (unsigned long long)g->src_bytes);
+      return MK_ERR_SRC_RANGE;
+    }
+    uint64_t cap = p->dst_bytes[c->dst_rank];
+    if (c->dst_off > cap || b > cap - c->dst_off) {
+      set_error(p, MK_ERR_DST_RANGE, slot, c,
+                "PUT dst_off %llu + bytes %llu exceeds rank %u's %llu-byte receive buffer",
+                (unsigned long long)c->dst_off, (unsigned long long)b, c->dst_rank, (unsigned long long)cap);
+      return MK_ERR_DST_RANGE;
+    }
+    op->src = g->src_base + c->src_off;
+    op->dst = p->dst_base[c->dst_rank] + c->dst_off;
+    op->bytes = b;
+  }
+  op->flag = p->flag_base[c->dst_rank] + 8ull * c->chunk;
+  op->epoch = c->epoch;
+  op->chunk = c->chunk;
+  op->dst_rank = c->dst_rank;
+  return MK_OK;
+}
+
+static int flush(mk_proxy *p, int rank) {
+  pending *q = &p->pend[rank];
+  if (q->n == 0) return 0;
+  if (p->tr->post(p->tr, q->ops, q->n) != 0) {
+    set_error(p, MK_ERR_TRANSPORT, 0, NULL, "transport %s failed to post to rank %d: %s", p->tr->name, rank,
+              p->tr->err);
+    return -1;
+  }
+  p->stats.batches++;
+  if (q->n == (int)p->cfg.max_batch) p->stats.full_batches++;
+  q->n = 0;
+  return 0;
+}
+
+static int flush_expired(mk_proxy *p, int all) {
+  uint64_t now = all ? 0 : mk_now_ns();
+  for (int i = 0; i < p->n_active;) {
+    int r = p->active[i];
+    pending *q = &p->pend[r];
+    if (q->n && (all || now - q->first_ns >= p->cfg.window_ns)) {
+      if (flush(p, r)) return -1;
+    }
+    if (q->n == 0) {
+      q->listed = 0;
+      p->active[i] = p->active[--p->n_active];
+    } else {
+      i++;
+    }
+  }
+  return 0;
+}
+
+static void *proxy_main(void *arg) {
+  mk_proxy *p = (mk_proxy *)arg;
+  if (p->tr->attach && p->tr->attach(p->tr)) {
+    set_error(p, MK_ERR_TRANSPORT, 0, NULL, "transport %s failed to start: %s", p->tr->name, p->tr->err);
+    p->done = 1;
+    return NULL;
+  }
+  uint64_t next = __atomic_load_n(&p->ctl->tail, __ATOMIC_ACQUIRE);
+  const uint64_t cap = p->cfg.capacity;
+  for (;;) {
+    int got = 0;
+    while (got < 64) {
+      mk_cmd *rec = &p->ring[next % cap];
+      if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != (uint32_t)(next + 1)) break;
+      mk_cmd c = *rec;
+      mk_op op;
+      if (validate(p, next, &c, &op) != MK_OK) goto fail;
+      pending *q = &p->pend[c.dst_rank];
+      if (q->n == 0) q->first_ns = mk_now_ns();
+      if (!q->listed) {
+        q->listed = 1;
+        p->active[p->n_active++] = c.dst_rank;
+      }
+      q->ops[q->n++] = op;
+      p->stats.commands++;
+      p->stats.bytes += op.bytes;
+      next++;
+      got++;
+      if (q->n == (int)p->cfg.max_batch && flush(p, c.dst_rank)) goto fail;
+    }
+    if (got) __atomic_store_n(&p->ctl->tail, next, __ATOMIC_RELEASE);
+    else p->stats.polls_idle++;
+    /* An idle ring posts what is pending at once; a busy one holds a partial batch up to the window. */
+    if (flush_expired(p, got == 0)) goto fail;
+    int inflight = p->tr->progress(p->tr);
+    if (inflight < 0) {
+      set_error(p, MK_ERR_TRANSPORT, next, NULL, "transport %s failed: %s", p->tr->name, p->tr->err);
+      goto fail;
+    }
+    if (p->stop && got == 0 && p->n_active == 0 && inflight == 0) break;
+    if (__atomic_load_n(&p->ctl->abort, __ATOMIC_ACQUIRE)) {
+      set_error(p, MK_ERR_ABORTED, next, NULL, "aborted by a producer or waiter (code %llu)",
+                (unsigned long long)p->ctl->abort);
+      goto fail;
+    }
+    if (!got) CPU_RELAX();
+  }
+  p->done = 1;
+  return NULL;
+fail:
+  /* Valid commands queued before the bad one still go out: nothing approved is lost. */
+  flush_expired(p, 1);
+  p->done = 1;
+  return NULL;
+}
+
+mk_proxy *mk_proxy_create(const mk_proxy_cfg *cfg, mk_cmd *ring, mk_ring_ctl *ctl, const char *transport,
+                          const mk_transport_opts *topts, char *err, int errlen) {
+  if (cfg->nranks < 1 || cfg->nranks > MK_MAX_RANKS || cfg->rank < 0 || cfg->rank >= cfg->nranks) {
+    snprintf(err, errlen, "rank %d / nranks %d: nranks must be in [1, %d] and rank in [0, nranks)", cfg->rank,
+             cfg->nranks, MK_MAX_RANKS);
+    return NULL;
+  }
+  if (cfg->max_batch < 1 || cfg->max_batch > MK_MAX_BATCH || cfg->capacity < 1 || cfg->n_flags < 1) {
+    snprintf(err, errlen, "max_batch %u must be in [1, %d]; capacity %llu and n_flags %u must be >= 1",
+             cfg->max_batch, MK_MAX_BATCH, (unsigned long long)cfg->capacity, cfg->n_flags);
+    return NULL;
+  }
+  mk_transport *tr = NULL;
+  if (strcmp(transport, "fake") == 0) tr = mk_fake_transport(topts, err, errlen);
+  else if (strcmp(transport, "cuda") == 0) tr = mk_cuda_transport(topts, err, errlen);
+  else snprintf(err, errlen, "native transport %s is not one of: fake, cuda", transport);
+  if (!tr) return NULL;
+  mk_proxy *p = calloc(1, sizeof *p);
+  int n = cfg->nranks;
+  p->cfg = *cfg;
+  p->dst_base = malloc(n * sizeof(uint64_t));
+  p->dst_bytes = malloc(n * sizeof(uint64_t));
+  p->flag_base = malloc(n * sizeof(uint64_t));
+  memcpy(p->dst_base, cfg->dst_base, n * sizeof(uint64_t));
+  memcpy(p->dst_bytes, cfg->dst_bytes, n * sizeof(uint64_t));
+  memcpy(p->flag_base, cfg->flag_base, n * sizeof(uint64_t));
+  p->cfg.dst_base = p->cfg.dst_bytes = p->cfg.flag_base = NULL;
+  p->pend = calloc(n, sizeof(pending));
+  p->active = calloc(n, sizeof(int));
+  p->ring = ring;
+  p->ctl = ctl;
+  p->tr = tr;
+  return p;
+}
+
+int mk_proxy_start(mk_proxy *p) {
+  if (p->started) return 0;
+  if (pthread_create(&p->thread, NULL, proxy_main, p)) return -1;
+  p->started = 1;
+  return 0;
+}
+
+/* Ask the thread to finish what is committed, wait for it (bounded), then drain the transport. */
+int mk_proxy_stop(mk_proxy *p, uint64_t timeout_ns) {
+  if (!p->started) return 0;
+  p->stop = 1;
+  uint64_t deadline = mk_now_ns() + timeout_ns;
+  while (!p->done) {
+    if (mk_now_ns() > deadline) {
+      set_error(p, MK_ERR_TIMEOUT, 0, NULL, "proxy of rank %d did not drain within %.3f s (ring not empty?)",
+                p->cfg.rank, timeout_ns / 1e9);
+      return MK_ERR_TIMEOUT;  /* the thread still runs; abort makes it leave */
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  pthread_join(p->thread, NULL);
+  p->started = 0;
+  if (p->tr->drain && p->tr->drain(p->tr, timeout_ns)) {
+    set_error(p, MK_ERR_TRANSPORT, 0, NULL, "transport %s failed to drain: %s", p->tr->name, p->tr->err);
+    return MK_ERR_TRANSPORT;
+  }
+  return p->error.code;
+}
+
+int mk_proxy_running(mk_proxy *p) { return p->started && !p->done; }
+void mk_proxy_get_error(mk_proxy *p, mk_proxy_error *e) { *e = p->error; }
+void mk_proxy_get_stats(mk_proxy *p, mk_proxy_stats *s) { *s = p->stats; }
+mk_transport *mk_proxy_transport(mk_proxy *p) { return p->tr; }
+
+void mk_proxy_destroy(mk_proxy *p) {
+  if (!p) return;
+  if (p->started) {
+    __atomic_store_n(&p->ctl->abort, (uint64_t)MK_ERR_ABORTED, __ATOMIC_RELEASE);
+    mk_proxy_stop(p, 5000000000ull);
+  }
+  p->tr->destroy(p->tr);
+  free(p->dst_base);
+  free(p->dst_bytes);
+  free(p->flag_base);
+  free(p->pend);
+  free(p->active);
+  free(p);
+}
+
+/* A host-side producer with the device's protocol, for CPU tests and the CPU benchmark. Returns MK_OK,
+ * MK_ERR_TIMEOUT (no credit in time; *slot_out names the slot) or MK_ERR_ABORTED. */
+int mk_host_push(mk_cmd *ring, mk_ring_ctl *ctl, uint64_t cap, uint64_t *head, const mk_cmd *c,
+                 uint64_t timeout_ns, uint64_t *slot_out) {
+  if (__atomic_load_n(&ctl->abort, __ATOMIC_ACQUIRE)) return MK_ERR_ABORTED;
+  uint64_t slot = __atomic_fetch_add(head, 1, __ATOMIC_RELAXED);
+  if (slot_out) *slot_out = slot;
+  uint64_t deadline = 0;
+  while (slot - __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE) >= cap) {
+    if (__atomic_load_n(&ctl->abort, __ATOMIC_ACQUIRE)) return MK_ERR_ABORTED;
+    uint64_t now = mk_now_ns();
+    if (!deadline) deadline = now + timeout_ns;
+    else if (now > deadline) return MK_ERR_TIMEOUT;
+    CPU_RELAX();
+  }
+  mk_cmd *rec = &ring[slot % cap];
+  memcpy((char *)rec + 4, (const char *)c + 4, MK_CMD_BYTES - 4);
+  rec->timestamp = mk_now_ns();
+  __atomic_store_n(&rec->seq, (uint32_t)(slot + 1), __ATOMIC_RELEASE);
+  return MK_OK;
+}
+
+/* Push n PUTs of `bytes` each, chunk i % n_chunks at offset chunk*bytes: the throughput driver. */
+int mk_host_produce(mk_cmd *ring, mk_ring_ctl *ctl, uint64_t cap, uint64_t *head, uint32_t dst_rank,
+                    uint64_t n, uint32_t n_chunks, uint32_t bytes, uint64_t epoch, uint64_t timeout_ns) {
+  mk_cmd c = {0};
+  c.type = MK_CMD_PUT;
+  c.dst_rank = (uint16_t)dst_rank;
+  c.bytes = bytes;
+  c.epoch = epoch;
+  for (uint64_t i = 0; i < n; i++) {
+    c.chunk = (uint32_t)(i % n_chunks);
+    c.src_off = c.dst_off = (uint64_t)c.chunk * bytes;
+    int rc = mk_host_push(ring, ctl, cap, head, &c, timeout_ns, NULL);
+    if (rc) return rc;
+  }
+  return MK_OK;
+}
+
+/* Field offsets of mk_cmd and mk_ring_ctl, so a test can check hw/ring.py mirrors this header. */
+#include <stddef.h>
+void mk_layout(uint64_t *out) {
+  const uint64_t v[] = {offsetof(mk_cmd, seq),     offsetof(mk_cmd, type),      offsetof(mk_cmd, dst_rank),
+                        offsetof(mk_cmd, chunk),   offsetof(mk_cmd, bytes),     offsetof(mk_cmd, src_off),
+                        offsetof(mk_cmd, dst_off), offsetof(mk_cmd, epoch),     offsetof(mk_cmd, timestamp),
+                        sizeof(mk_cmd),            offsetof(mk_ring_ctl, tail), offsetof(mk_ring_ctl, abort),
+                        sizeof(mk_ring_ctl)};
+  memcpy(out, v, sizeof v);
+}

@@ -1,0 +1,233 @@
+/* The loopback transport: ranks on one host that the cluster declares as different nodes.
+ *
+ * The proxy moves each chunk with the copy engine (cuMemcpyDtoDAsync into the peer-mapped receive
+ * buffer) and then sets the arrival flag with a stream write-value on the same stream, so the flag
+ * can never be visible before its data. Adjacent chunks of one batch are coalesced into one copy and
+ * a batch's flags go out in one cuStreamBatchMemOp: two driver calls per batch, not two per command.
+ *
+ * Shaping mimics a NIC: each op is released no earlier than `latency_ns` after it was posted and
+ * after the link has serialised the bytes before it at `gbytes_per_s`. With `unordered` (SRD) and
+ * several streams, ops go to streams at random (seeded), so chunks overtake one another while each
+ * flag still follows its own data.
+ *
+ * The driver is opened with dlopen, so this file compiles and the library loads on machines with
+ * CUDA's headers but no GPU driver; choosing this transport there fails with a clear error.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mk_ring.h"
+#include "mk_transport.h"
+
+#ifdef MK_HAVE_CUDA
+#include <cuda.h>
+
+#define MAX_STREAMS 8
+
+typedef struct cuda_api {
+  CUresult (*Init)(unsigned);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*StreamDestroy)(CUstream);
+  CUresult (*StreamQuery)(CUstream);
+  CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*StreamBatchMemOp)(CUstream, unsigned, CUstreamBatchMemOpParams *, unsigned);
+  CUresult (*GetErrorString)(CUresult, const char **);
+} cuda_api;
+
+typedef struct delayed {
+  mk_op op;
+  uint64_t release_ns;
+} delayed;
+
+typedef struct cuda_tr {
+  mk_transport base;
+  mk_transport_opts o;
+  cuda_api api;
+  void *lib;
+  CUcontext ctx;
+  CUstream streams[MAX_STREAMS];
+  int nstreams;
+  uint64_t rng, link_free_ns;
+  delayed *q; /* shaped ops not yet released, kept sorted by release time */
+  size_t n, cap;
+} cuda_tr;
+
+static int check(cuda_tr *t, CUresult r, const char *what) {
+  if (r == CUDA_SUCCESS) return 0;
+  const char *s = "unknown error";
+  if (t->api.GetErrorString) t->api.GetErrorString(r, &s);
+  snprintf(t->base.err, sizeof t->base.err, "%s failed: %s (%d)", what, s, (int)r);
+  return -1;
+}
+
+static int cuda_attach(mk_transport *b) {
+  cuda_tr *t = (cuda_tr *)b;
+  CUdevice dev;
+  if (check(t, t->api.Init(0), "cuInit")) return -1;
+  if (check(t, t->api.DeviceGet(&dev, t->o.device), "cuDeviceGet")) return -1;
+  if (check(t, t->api.PrimaryCtxRetain(&t->ctx, dev), "cuDevicePrimaryCtxRetain")) return -1;
+  if (check(t, t->api.CtxSetCurrent(t->ctx), "cuCtxSetCurrent")) return -1;
+  for (int i = 0; i < t->nstreams; i++)
+    if (check(t, t->api.StreamCreate(&t->streams[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate")) return -1;
+  return 0;
+}
+
+/* Copy, then flag, for ops that share one stream: coalesce contiguous copies, batch the flags. */
+static int submit(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
+  CUstreamBatchMemOpParams flags[MK_MAX_BATCH];
+  int i = 0;
+  while (i < n) {
+    int j = i + 1;
+    uint64_t bytes = ops[i].bytes;
+    while (j < n && ops[j].bytes && ops[j].src == ops[i].src + bytes && ops[j].dst == ops[i].dst + bytes) {
+      bytes += ops[j].bytes;
+      j++;
+    }
+    if (bytes && check(t, t->api.MemcpyDtoDAsync(ops[i].dst, ops[i].src, bytes, s), "cuMemcpyDtoDAsync"))
+      return -1;
+    i = j;
+  }
+  for (i = 0; i < n; i++) {
+    memset(&flags[i], 0, sizeof flags[i]);
+    flags[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    flags[i].writeValue.address = ops[i].flag;
+    flags[i].writeValue.value64 = ops[i].epoch;
+    flags[i].writeValue.flags = 0; /* default: a memory barrier first, so the data is visible */
+  }
+  return check(t, t->api.StreamBatchMemOp(s, (unsigned)n, flags, 0), "cuStreamBatchMemOp");
+}
+
+static int submit_spread(cuda_tr *t, const mk_op *ops, int n) {
+  if (t->nstreams == 1) return submit(t, ops, n, t->streams[0]);
+  for (int i = 0; i < n; i++)
+    if (submit(t, &ops[i], 1, t->streams[mk_rand(&t->rng) % t->nstreams])) return -1;
+  return 0;
+}
+
+static int shaped(const cuda_tr *t) { return t->o.gbytes_per_s > 0 || t->o.latency_ns > 0; }
+
+static int cuda_post(mk_transport *b, const mk_op *ops, int n) {
+  cuda_tr *t = (cuda_tr *)b;
+  if (!shaped(t)) return submit_spread(t, ops, n);
+  uint64_t now = mk_now_ns();
+  for (int i = 0; i < n; i++) {
+    uint64_t start = t->link_free_ns > now ? t->link_free_ns : now;
+    uint64_t wire = t->o.gbytes_per_s > 0 ? (uint64_t)(ops[i].bytes / t->o.gbytes_per_s) : 0;
+    t->link_free_ns = start + wire;
+    uint64_t rel = t->link_free_ns + t->o.latency_ns;
+    if (t->o.unordered && t->o.latency_ns) rel += mk_rand(&t->rng) % (t->o.latency_ns / 2 + 1);
+    if (t->n == t->cap) {
+      t->cap = t->cap ? 2 * t->cap : 256;
+      t->q = realloc(t->q, t->cap * sizeof(delayed));
+    }
+    size_t k = t->n++;
+    while (k > 0 && t->q[k - 1].release_ns > rel) {
+      t->q[k] = t->q[k - 1];
+      k--;
+    }
+    t->q[k].op = ops[i];
+    t->q[k].release_ns = rel;
+  }
+  return 0;
+}
+
+static int cuda_progress(mk_transport *b) {
+  cuda_tr *t = (cuda_tr *)b;
+  if (!t->n) return 0;
+  uint64_t now = mk_now_ns();
+  size_t k = 0;
+  mk_op batch[MK_MAX_BATCH];
+  while (k < t->n && t->q[k].release_ns <= now) {
+    int m = 0;
+    while (k < t->n && m < MK_MAX_BATCH && t->q[k].release_ns <= now) batch[m++] = t->q[k++].op;
+    if (submit_spread(t, batch, m)) return -1;
+  }
+  memmove(t->q, t->q + k, (t->n - k) * sizeof(delayed));
+  t->n -= k;
+  return (int)t->n;
+}
+
+static int cuda_drain(mk_transport *b, uint64_t timeout_ns) {
+  cuda_tr *t = (cuda_tr *)b;
+  if (!t->ctx) return 0;
+  if (check(t, t->api.CtxSetCurrent(t->ctx), "cuCtxSetCurrent")) return -1;
+  uint64_t deadline = mk_now_ns() + timeout_ns;
+  while (cuda_progress(b) > 0)
+    if (mk_now_ns() > deadline) return snprintf(t->base.err, sizeof t->base.err, "shaped ops not released"), -1;
+  for (int i = 0; i < t->nstreams; i++) {
+    CUresult r;
+    while ((r = t->api.StreamQuery(t->streams[i])) == CUDA_ERROR_NOT_READY) {
+      if (mk_now_ns() > deadline) {
+        snprintf(t->base.err, sizeof t->base.err, "copy stream %d still busy after %.3f s", i, timeout_ns / 1e9);
+        return -1;
+      }
+    }
+    if (check(t, r, "cuStreamQuery")) return -1;
+  }
+  return 0;
+}
+
+static void cuda_destroy(mk_transport *b) {
+  cuda_tr *t = (cuda_tr *)b;
+  if (t->ctx) {
+    t->api.CtxSetCurrent(t->ctx);
+    for (int i = 0; i < t->nstreams; i++)
+      if (t->streams[i]) t->api.StreamDestroy(t->streams[i]);
+  }
+  if (t->lib) dlclose(t->lib);
+  free(t->q);
+  free(t);
+}
+
+#define LOAD(field, sym)                                                                           \
+  if (!(*(void **)&t->api.field = dlsym(t->lib, sym))) {                                           \
+    snprintf(err, errlen, "the CUDA driver (libcuda.so.1) lacks %s; it is too old for mkernel", sym); \
+    cuda_destroy(&t->base);                                                                        \
+    return NULL;                                                                                   \
+  }
+
+mk_transport *mk_cuda_transport(const mk_transport_opts *o, char *err, int errlen) {
+  cuda_tr *t = calloc(1, sizeof *t);
+  t->o = *o;
+  t->rng = o->seed;
+  t->nstreams = o->streams < 1 ? 1 : o->streams > MAX_STREAMS ? MAX_STREAMS : o->streams;
+  if (!o->unordered) t->nstreams = 1; /* RC order: one queue */
+  t->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!t->lib) {
+    snprintf(err, errlen, "the loopback transport needs the CUDA driver, and libcuda.so.1 could not be loaded: %s",
+             dlerror());
+    free(t);
+    return NULL;
+  }
+  LOAD(Init, "cuInit");
+  LOAD(DeviceGet, "cuDeviceGet");
+  LOAD(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  LOAD(CtxSetCurrent, "cuCtxSetCurrent");
+  LOAD(StreamCreate, "cuStreamCreate");
+  LOAD(StreamDestroy, "cuStreamDestroy_v2");
+  LOAD(StreamQuery, "cuStreamQuery");
+  LOAD(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  LOAD(StreamBatchMemOp, "cuStreamBatchMemOp_v2");
+  LOAD(GetErrorString, "cuGetErrorString");
+  t->base.name = "cuda";
+  t->base.attach = cuda_attach;
+  t->base.post = cuda_post;
+  t->base.progress = cuda_progress;
+  t->base.drain = cuda_drain;
+  t->base.destroy = cuda_destroy;
+  return &t->base;
+}
+
+#else /* built without CUDA headers */
+
+mk_transport *mk_cuda_transport(const mk_transport_opts *o, char *err, int errlen) {
+  (void)o;
+  snprintf(err, errlen, "the loopback transport was built without CUDA headers (cuda.h not found at build time)");
+  return NULL;
+}
+#endif

@@ -1,0 +1,94 @@
+"""The command ring's record layout and control words, mirrored from ``csrc/mk_ring.h``.
+
+One 48-byte record per command. Python uses this module to encode and decode records (tests, tools)
+and to describe the C structures the proxy takes; a test checks the two definitions agree field by
+field, so the layout lives in the header and is only mirrored here.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from mkernel.ir import COMMAND_BYTES
+
+PUT, SIGNAL = 1, 2
+MAX_BATCH = 8
+MAX_RANKS = 1024
+
+CMD_DTYPE = np.dtype([
+    ("seq", "<u4"), ("type", "<u2"), ("dst_rank", "<u2"), ("chunk", "<u4"), ("bytes", "<u4"),
+    ("src_off", "<u8"), ("dst_off", "<u8"), ("epoch", "<u8"), ("timestamp", "<u8"),
+])
+assert CMD_DTYPE.itemsize == COMMAND_BYTES == 48
+
+# mk_ring_ctl: tail (credits) and abort, one cache line each.
+CTL_WORDS = 16
+CTL_TAIL, CTL_ABORT = 0, 8
+
+ERRORS = {
+    0: "ok", 1: "bad command type", 2: "destination rank out of range", 3: "zero-byte PUT",
+    4: "source range outside the send buffer", 5: "destination range outside the receive buffer",
+    6: "chunk outside the arrival flags", 7: "transport failure", 8: "timeout", 9: "aborted",
+}
+ERR_TIMEOUT, ERR_ABORTED = 8, 9
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ring record's payload (``seq`` is the ring's business, not the caller's)."""
+
+    type: int
+    dst_rank: int
+    chunk: int
+    bytes: int
+    src_off: int
+    dst_off: int
+    epoch: int
+    timestamp: int = 0
+
+
+def encode(cmd: Command, seq: int) -> bytes:
+    """The 48 bytes a producer writes for ``cmd`` in ring slot ``seq - 1``."""
+    rec = np.zeros((), CMD_DTYPE)
+    rec["seq"] = seq
+    for name in Command.__dataclass_fields__:
+        rec[name] = getattr(cmd, name)
+    return rec.tobytes()
+
+
+def decode(raw: bytes) -> tuple[int, Command]:
+    """(seq, command) from 48 bytes."""
+    rec = np.frombuffer(raw, CMD_DTYPE, count=1)[0]
+    return int(rec["seq"]), Command(**{n: int(rec[n]) for n in Command.__dataclass_fields__})
+
+
+class ProxyConfig(ctypes.Structure):
+    _fields_ = [
+        ("rank", ctypes.c_int32), ("nranks", ctypes.c_int32), ("capacity", ctypes.c_uint64),
+        ("max_batch", ctypes.c_uint32), ("n_flags", ctypes.c_uint32), ("window_ns", ctypes.c_uint64),
+        ("src_base", ctypes.c_uint64), ("src_bytes", ctypes.c_uint64),
+        ("dst_base", ctypes.POINTER(ctypes.c_uint64)), ("dst_bytes", ctypes.POINTER(ctypes.c_uint64)),
+        ("flag_base", ctypes.POINTER(ctypes.c_uint64)),
+    ]
+
+
+class TransportOptions(ctypes.Structure):
+    _fields_ = [
+        ("seed", ctypes.c_uint64), ("unordered", ctypes.c_int), ("gbytes_per_s", ctypes.c_double),
+        ("latency_ns", ctypes.c_uint64), ("device", ctypes.c_int), ("streams", ctypes.c_int),
+        ("flag_early", ctypes.c_int),
+    ]
+
+
+class ProxyError(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_int32), ("rank", ctypes.c_int32), ("slot", ctypes.c_uint64),
+        ("dst_rank", ctypes.c_uint32), ("chunk", ctypes.c_uint32), ("epoch", ctypes.c_uint64),
+        ("msg", ctypes.c_char * 256),
+    ]
+
+
+class ProxyStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("commands", "batches", "bytes", "full_batches", "polls_idle")]

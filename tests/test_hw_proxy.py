@@ -1,0 +1,249 @@
+"""The command ring and the native proxy on the CPU: encode/decode, ordering, credits, rejection.
+
+The proxy here is the same native library the GPU path uses; only the producer (a host function with
+the device's protocol) and the transport (a fake over host memory with RC or seeded SRD order) differ.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mkernel.hw import native, ring
+from mkernel.hw.proxy import HostRing, Proxy, ProxyError, Regions
+
+CHUNK = 64  # bytes per chunk in these tests
+
+
+class Mesh:
+    """Host buffers for `nranks` destinations: a random send buffer, receive buffers, arrival flags."""
+
+    def __init__(self, nranks: int, n_flags: int, seed: int):
+        rng = np.random.default_rng(seed)
+        self.nranks, self.n_flags = nranks, n_flags
+        self.src = rng.integers(0, 256, n_flags * CHUNK, dtype=np.uint8)
+        self.dst = [rng.integers(0, 256, n_flags * CHUNK, dtype=np.uint8) for _ in range(nranks)]  # poisoned
+        self.flags = [np.zeros(n_flags, np.uint64) for _ in range(nranks)]
+        self.regions = Regions((self.src.ctypes.data, self.src.nbytes),
+                               tuple((d.ctypes.data, d.nbytes) for d in self.dst),
+                               tuple(f.ctypes.data for f in self.flags), n_flags)
+
+    def proxy(self, host_ring: HostRing, **kw) -> Proxy:
+        return Proxy(rank=0, nranks=self.nranks, ring_ptr=host_ring.ring_ptr, ctl_ptr=host_ring.ctl_ptr,
+                     capacity=host_ring.capacity, regions=self.regions, **kw)
+
+    def put(self, dst: int, chunk: int, epoch: int) -> ring.Command:
+        return ring.Command(ring.PUT, dst, chunk, CHUNK, chunk * CHUNK, chunk * CHUNK, epoch)
+
+
+# -- the record layout ------------------------------------------------------------------------------
+
+def test_python_mirror_matches_the_c_header():
+    out = (ctypes.c_uint64 * 13)()
+    native.load().mk_layout(out)
+    names = ["seq", "type", "dst_rank", "chunk", "bytes", "src_off", "dst_off", "epoch", "timestamp"]
+    assert [int(x) for x in out[:9]] == [ring.CMD_DTYPE.fields[n][1] for n in names]
+    assert int(out[9]) == ring.CMD_DTYPE.itemsize == 48
+    assert (int(out[10]), int(out[11]), int(out[12])) == (ring.CTL_TAIL * 8, ring.CTL_ABORT * 8, ring.CTL_WORDS * 8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seq=st.integers(0, 2**32 - 1), type=st.integers(0, 2**16 - 1), dst=st.integers(0, 2**16 - 1),
+       chunk=st.integers(0, 2**32 - 1), nbytes=st.integers(0, 2**32 - 1), src=st.integers(0, 2**64 - 1),
+       dst_off=st.integers(0, 2**64 - 1), epoch=st.integers(0, 2**64 - 1), ts=st.integers(0, 2**64 - 1))
+def test_encode_decode_round_trip(seq, type, dst, chunk, nbytes, src, dst_off, epoch, ts):
+    cmd = ring.Command(type, dst, chunk, nbytes, src, dst_off, epoch, ts)
+    raw = ring.encode(cmd, seq)
+    assert len(raw) == 48
+    assert ring.decode(raw) == (seq, cmd)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cmds=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 15), st.integers(1, 2**40)), min_size=1,
+                     max_size=40))
+def test_what_python_encodes_the_proxy_executes(cmds):
+    """Through the real ring and proxy: each PUT lands at its dst_off and sets its flag to its epoch."""
+    mesh = Mesh(4, 16, seed=len(cmds))
+    hr = HostRing(64)
+    with mesh.proxy(hr, seed=1) as p:
+        for dst, chunk, epoch in cmds:
+            hr.push(mesh.put(dst, chunk, epoch))
+    last = {(d, c): e for d, c, e in cmds}
+    for (d, c), e in last.items():
+        assert mesh.flags[d][c] == e
+        assert (mesh.dst[d][c * CHUNK:(c + 1) * CHUNK] == mesh.src[c * CHUNK:(c + 1) * CHUNK]).all()
+    assert p.stats()["commands"] == len(cmds)
+
+
+# -- ordering: never a flag before its data -----------------------------------------------------------
+
+def flag_before_data(log: np.ndarray) -> list[tuple[int, int]]:
+    """(dst_rank, chunk) whose flag was written while its data had not landed yet (one op per chunk)."""
+    landed, bad = set(), []
+    for is_flag, chunk, dst in log.tolist():
+        if is_flag and (dst, chunk) not in landed:
+            bad.append((dst, chunk))
+        elif not is_flag:
+            landed.add((dst, chunk))
+    return bad
+
+
+def run_all(mesh: Mesh, **kw) -> Proxy:
+    """Fill the ring with one PUT per (rank, chunk), then start the proxy so many ops are in flight."""
+    hr = HostRing(mesh.nranks * mesh.n_flags)
+    for c in range(mesh.n_flags):
+        for d in range(mesh.nranks):
+            hr.push(mesh.put(d, c, epoch=5))
+    with mesh.proxy(hr, **kw) as p:
+        pass
+    return p
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
+def test_no_flag_before_its_data(unordered, seed):
+    mesh = Mesh(4, 32, seed)
+    p = run_all(mesh, unordered=unordered, seed=seed)
+    log = p.fake_log()
+    assert len(log) == 2 * 4 * 32
+    assert flag_before_data(log) == []
+    for d in range(4):
+        assert (mesh.dst[d] == mesh.src).all()
+        assert (mesh.flags[d] == 5).all()
+
+
+def test_srd_really_reorders_and_rc_keeps_order():
+    """The fake transport must reorder under SRD (else the test above proves nothing) and not under RC."""
+    def data_order(log):
+        return [(d, c) for f, c, d in log.tolist() if not f]
+    posted = [(d, c) for c in range(32) for d in range(4)]
+    rc = data_order(run_all(Mesh(4, 32, 0), unordered=False, seed=3).fake_log())
+    srd = data_order(run_all(Mesh(4, 32, 0), unordered=True, seed=3).fake_log())
+    for d in range(4):  # RC: per destination, posting order
+        assert [x for x in rc if x[0] == d] == [x for x in posted if x[0] == d]
+    assert srd != posted and sorted(srd) == sorted(posted)
+
+
+def test_checker_catches_a_planted_flag_race():
+    """With the flag as a separate unordered write (a naive SRD design) some flag beats its data."""
+    caught = [flag_before_data(run_all(Mesh(4, 32, s), unordered=True, seed=s, flag_early=True).fake_log())
+              for s in range(4)]
+    assert any(caught)
+
+
+# -- credits ------------------------------------------------------------------------------------------
+
+def test_full_ring_blocks_the_producer_boundedly_and_names_the_slot():
+    mesh = Mesh(2, 8, 0)
+    hr = HostRing(4)
+    p = mesh.proxy(hr)
+    for c in range(4):  # proxy not running: 4 credits, then none
+        hr.push(mesh.put(1, c, 1))
+    t0 = time.perf_counter()
+    with pytest.raises(ProxyError, match=r"no credit for ring slot 4 within 0.05 s .*epoch 1, chunk 4"):
+        hr.push(mesh.put(1, 4, 1), timeout_s=0.05)
+    assert time.perf_counter() - t0 < 1.0
+    p.close()
+
+
+def test_blocked_producer_proceeds_once_credits_return():
+    mesh = Mesh(2, 64, 0)
+    hr = HostRing(4)
+    done = threading.Event()
+
+    def producer():  # ctypes releases the GIL while the C producer waits for credits
+        for c in range(64):
+            hr.push(mesh.put(c % 2, c, 3), timeout_s=5.0)
+        done.set()
+
+    th = threading.Thread(target=producer)
+    th.start()
+    time.sleep(0.05)
+    assert not done.is_set() and int(hr.head[0]) == 5  # 4 written, the 5th waits for a credit
+    with mesh.proxy(hr, seed=2):
+        th.join(10)
+    assert done.is_set()
+    for c in range(64):
+        assert mesh.flags[c % 2][c] == 3
+        assert (mesh.dst[c % 2][c * CHUNK:(c + 1) * CHUNK] == mesh.src[c * CHUNK:(c + 1) * CHUNK]).all()
+
+
+# -- malformed commands ---------------------------------------------------------------------------------
+
+BAD = {
+    "type": (ring.Command(7, 1, 0, CHUNK, 0, 0, 9), "bad command type.*type 7"),
+    "dst_rank": (ring.Command(ring.PUT, 2, 0, CHUNK, 0, 0, 9), "destination rank out of range.*dst_rank 2"),
+    "bytes": (ring.Command(ring.PUT, 1, 0, 0, 0, 0, 9), "zero-byte PUT"),
+    "src_range": (ring.Command(ring.PUT, 1, 0, CHUNK, 8 * CHUNK - 1, 0, 9), "source range.*512-byte send"),
+    "dst_range": (ring.Command(ring.PUT, 1, 0, CHUNK, 0, 2**64 - 8, 9), "destination range.*rank 1's 512-byte"),
+    "chunk": (ring.Command(ring.PUT, 1, 8, CHUNK, 0, 0, 9), "chunk outside.*chunk 8 is not in"),
+    "signal_chunk": (ring.Command(ring.SIGNAL, 0, 99, 0, 0, 0, 9), "chunk outside"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_malformed_command_is_rejected_with_no_write(case):
+    bad, pattern = BAD[case]
+    mesh = Mesh(2, 8, 1)
+    before = [d.copy() for d in mesh.dst]
+    hr = HostRing(16)
+    good = [mesh.put(0, 3, 4), mesh.put(1, 5, 4)]
+    for cmd in good + [bad]:
+        hr.push(cmd)
+    p = mesh.proxy(hr).start()
+    with pytest.raises(ProxyError, match=pattern) as err:
+        p.stop()
+    assert "proxy rank 0: " in str(err.value) and "at ring slot 2 (dst_rank" in str(err.value)
+    assert "epoch 9" in str(err.value)
+    # the valid commands before it landed; nothing else changed
+    expect = [b.copy() for b in before]
+    expect[0][3 * CHUNK:4 * CHUNK] = mesh.src[3 * CHUNK:4 * CHUNK]
+    expect[1][5 * CHUNK:6 * CHUNK] = mesh.src[5 * CHUNK:6 * CHUNK]
+    for d in range(2):
+        assert (mesh.dst[d] == expect[d]).all()
+    assert [f.tolist() for f in mesh.flags] == [[0, 0, 0, 4, 0, 0, 0, 0], [0, 0, 0, 0, 0, 4, 0, 0]]
+    assert int(hr.ctl[ring.CTL_ABORT]) != 0  # device waiters see the abort
+    with pytest.raises(ProxyError, match="proxy aborted"):
+        hr.push(mesh.put(0, 0, 4))
+    p.close()
+
+
+# -- batching -------------------------------------------------------------------------------------------
+
+def test_full_batches_of_eight_per_connection():
+    mesh = Mesh(2, 32, 0)
+    hr = HostRing(64)
+    for c in range(32):
+        for d in range(2):
+            hr.push(mesh.put(d, c, 1))
+    with mesh.proxy(hr, window_us=1e6) as p:
+        pass
+    s = p.stats()
+    assert s["commands"] == 64 and s["batches"] == 8 and s["full_batches"] == 8
+
+
+def test_partial_batch_goes_out_within_the_window():
+    mesh = Mesh(2, 8, 0)
+    hr = HostRing(8)
+    with mesh.proxy(hr, window_us=200.0) as p:
+        for c in range(3):
+            hr.push(mesh.put(1, c, 2))
+        deadline = time.perf_counter() + 1.0
+        while mesh.flags[1][2] != 2 and time.perf_counter() < deadline:
+            time.sleep(1e-4)
+        assert mesh.flags[1][2] == 2
+    assert p.stats()["full_batches"] == 0
+
+
+def test_bad_config_is_one_clear_error():
+    mesh = Mesh(2, 8, 0)
+    hr = HostRing(8)
+    with pytest.raises(ProxyError, match=r"max_batch 9 must be in \[1, 8\]"):
+        mesh.proxy(hr, max_batch=9)
+    with pytest.raises(ProxyError, match="native transport carrier-pigeon is not one of"):
+        mesh.proxy(hr, transport="carrier-pigeon")
