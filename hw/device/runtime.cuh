@@ -1,0 +1,152 @@
+// Device half of the hw runtime: bounded flag waits, epochs, and the producer side of the command ring.
+//
+// Every wait is bounded by %globaltimer and gives up early when the proxy aborts; a failed wait records
+// one error (the first wins) naming the rank, the role, what was waited on (flag or ring slot), its
+// index, the epoch, and the values seen and expected. The host reads it after the stream finishes.
+#pragma once
+#include "mk_ring.h"
+
+enum mk_role { MK_ROLE_COMPUTE = 0, MK_ROLE_INTRA = 1, MK_ROLE_SEND = 2, MK_ROLE_RECV = 3 };
+enum mk_what { MK_WHAT_FLAG = 0, MK_WHAT_RING_SLOT = 1 };
+
+struct mk_dev_err {
+  int code, rank, role, what;
+  unsigned long long index, epoch, observed, expected;
+};
+
+struct mk_wait_ctx {  // what a role needs to wait boundedly and to say why it stopped
+  const mk_ring_ctl *ctl;  // may be null (no proxy)
+  mk_dev_err *err;
+  unsigned long long timeout_ns;
+  int rank, role;
+};
+
+__device__ __forceinline__ unsigned long long mk_clock_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ unsigned long long mk_ld_acquire(const volatile unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void mk_st_release(volatile unsigned long long *p, unsigned long long v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void mk_st_release_u32(volatile unsigned int *p, unsigned int v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ bool mk_aborted(const mk_wait_ctx &w) {
+  return w.ctl && mk_ld_acquire((const volatile unsigned long long *)&w.ctl->abort) != 0;
+}
+
+__device__ inline void mk_record_error(const mk_wait_ctx &w, int code, int what, unsigned long long index,
+                                       unsigned long long epoch, unsigned long long observed,
+                                       unsigned long long expected) {
+  if (atomicCAS(&w.err->code, 0, code) != 0) return;  // the first error wins
+  w.err->rank = w.rank;
+  w.err->role = w.role;
+  w.err->what = what;
+  w.err->index = index;
+  w.err->epoch = epoch;
+  w.err->observed = observed;
+  w.err->expected = expected;
+  __threadfence_system();
+}
+
+// Spin until *flag >= target (flags only grow: epochs and monotonic counters, so nothing is zeroed
+// between calls). Returns 0, or MK_ERR_TIMEOUT / MK_ERR_ABORTED after recording why.
+__device__ inline int mk_wait_ge(const mk_wait_ctx &w, const unsigned long long *flag, unsigned long long target,
+                                 unsigned long long index, unsigned long long epoch) {
+  unsigned long long v = mk_ld_acquire(flag);
+  if (v >= target) return 0;
+  const unsigned long long start = mk_clock_ns();
+  for (unsigned it = 1;; it++) {
+    v = mk_ld_acquire(flag);
+    if (v >= target) return 0;
+    if ((it & 255) == 0) {
+      if (mk_aborted(w)) {
+        mk_record_error(w, MK_ERR_ABORTED, MK_WHAT_FLAG, index, epoch, v, target);
+        return MK_ERR_ABORTED;
+      }
+      if (mk_clock_ns() - start > w.timeout_ns) {
+        mk_record_error(w, MK_ERR_TIMEOUT, MK_WHAT_FLAG, index, epoch, v, target);
+        return MK_ERR_TIMEOUT;
+      }
+    }
+  }
+}
+
+// Epochs: a launch reads its epoch as the stored value + 1 and the last block to finish stores it.
+// Every block reads before any block can be last, so all blocks agree, and the next launch on the
+// stream sees the new value: no host synchronisation, so a call can be captured in a CUDA graph.
+struct mk_epoch {
+  unsigned long long *value;  // device memory, starts at 0
+  unsigned int *done;         // device memory, blocks finished in the current launch
+};
+
+__device__ __forceinline__ unsigned long long mk_epoch_begin(const mk_epoch &e) {
+  return *((volatile unsigned long long *)e.value) + 1;
+}
+
+__device__ inline void mk_epoch_end(const mk_epoch &e, unsigned long long epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(e.done, 1u) == gridDim.x - 1) {
+      *e.done = 0;
+      *((volatile unsigned long long *)e.value) = epoch;
+      __threadfence();
+    }
+  }
+}
+
+// The command ring, producer side. One thread calls this. The slot is claimed with an atomic on a
+// device counter; the thread waits (boundedly) for a credit, writes the body, and commits the
+// header with a system-scope release store, which orders the body and every earlier write of this
+// thread (the chunk's data, after a __syncthreads) before the proxy can see the record.
+struct mk_ring {
+  mk_cmd *records;            // host-mapped pinned memory
+  mk_ring_ctl *ctl;           // host-mapped pinned memory
+  unsigned long long *head;   // device memory
+  unsigned long long capacity;
+};
+
+__device__ inline int mk_ring_push(const mk_ring &r, const mk_wait_ctx &w, unsigned short type,
+                                   unsigned short dst_rank, unsigned int chunk, unsigned int bytes,
+                                   unsigned long long src_off, unsigned long long dst_off,
+                                   unsigned long long epoch) {
+  if (mk_aborted(w)) {
+    mk_record_error(w, MK_ERR_ABORTED, MK_WHAT_RING_SLOT, 0, epoch, 0, 0);
+    return MK_ERR_ABORTED;
+  }
+  const unsigned long long slot = atomicAdd(r.head, 1ull);
+  const volatile unsigned long long *tail = (const volatile unsigned long long *)&r.ctl->tail;
+  unsigned long long t = mk_ld_acquire(tail);
+  if (slot - t >= r.capacity) {
+    const unsigned long long start = mk_clock_ns();
+    for (unsigned it = 1; slot - (t = mk_ld_acquire(tail)) >= r.capacity; it++) {
+      if ((it & 63) == 0 && (mk_aborted(w) || mk_clock_ns() - start > w.timeout_ns)) {
+        mk_record_error(w, mk_aborted(w) ? MK_ERR_ABORTED : MK_ERR_TIMEOUT, MK_WHAT_RING_SLOT, slot, epoch, t,
+                        slot - r.capacity + 1);
+        return MK_ERR_TIMEOUT;
+      }
+    }
+  }
+  volatile mk_cmd *rec = r.records + slot % r.capacity;
+  rec->type = type;
+  rec->dst_rank = dst_rank;
+  rec->chunk = chunk;
+  rec->bytes = bytes;
+  rec->src_off = src_off;
+  rec->dst_off = dst_off;
+  rec->epoch = epoch;
+  rec->timestamp = mk_clock_ns();
+  mk_st_release_u32(&rec->seq, (unsigned int)(slot + 1));
+  return 0;
+}

@@ -1,0 +1,217 @@
+"""GPU checks and measurements of the hw runtime (kernels in device/selftest.cu).
+
+Each function runs on the GPU at hand and returns a dict of what it measured; the GPU tests assert
+on those dicts, ``tools/bench_proxy.py`` tabulates them, and ``exchange_rank`` runs inside every rank
+of an emulated cluster (see :mod:`mkernel.hw.emulate`).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import ring
+from .emulate import RankInfo, launch
+from .proxy import Proxy, ProxyError, Regions
+from .runtime import DeviceRing, Epoch, ErrorBlock
+from .transports import Shaping, resolve
+
+U64, I32, U32 = np.uint64, np.int32, np.uint32
+
+
+def _kernel(name: str):
+    from . import kernels
+
+    return kernels.module("selftest").get_function(name)
+
+
+def _run(name: str, grid: int, block: int, args: tuple) -> None:
+    """Launch on torch's current stream, so stream order with torch work holds."""
+    import cupy
+    import torch
+
+    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+        _kernel(name)((grid,), (block,), args)
+
+
+def _busy_until(event, busy: bool) -> int:
+    """Keep the Python main thread busy (holding the GIL) until ``event`` completes; return loop count."""
+    n = 0
+    while not event.query():
+        if busy:
+            sum(i * i for i in range(2000))  # pure-Python work: the GIL stays taken
+        n += 1
+    return n
+
+
+def check_epochs(n_epochs: int = 70_000, n_chunks: int = 4, chunk_words: int = 1024, delay_ns: int = 1000,
+                 timeout_s: float = 2.0) -> dict:
+    """``n_epochs`` launches of a producer/consumer pair that never zero their flags."""
+    import torch
+
+    dev = torch.device("cuda")
+    flags = torch.zeros(n_chunks, dtype=torch.int64, device=dev)
+    data = torch.randint(0, 2**31, (n_chunks * chunk_words,), dtype=torch.int32, device=dev)  # poison
+    mism = torch.zeros(1, dtype=torch.int32, device=dev)
+    epoch, err = Epoch(dev), ErrorBlock(dev)
+    args = (U64(flags.data_ptr()), U64(data.data_ptr()), I32(n_chunks), I32(chunk_words), *epoch.kernel_args(),
+            U64(mism.data_ptr()), err.ptr, U64(int(timeout_s * 1e9)), U64(delay_ns))
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n_epochs):
+        _run("mk_test_epochs", 2, 256, args)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    failure = err.read()
+    return {"epochs": n_epochs, "final_epoch": epoch.current(), "mismatches": int(mism.item()),
+            "flags": flags.tolist(), "error": str(failure) if failure else None, "us_per_epoch": wall / n_epochs * 1e6}
+
+
+def check_timeout(timeout_s: float = 0.002) -> dict:
+    """A wait nothing satisfies must stop after ``timeout_s`` and name rank, role, flag and epoch;
+    with the proxy's abort word set, it must stop early as aborted."""
+    import torch
+
+    dev = torch.device("cuda")
+    flags = torch.zeros(8, dtype=torch.int64, device=dev)
+    ctl = torch.zeros(ring.CTL_WORDS, dtype=torch.int64, pin_memory=True)
+    out = {}
+    for case in ("timeout", "abort"):
+        err = ErrorBlock(dev)
+        ctl[ring.CTL_ABORT] = 0 if case == "timeout" else ring.ERR_ABORTED
+        t0 = time.perf_counter()
+        _run("mk_test_timeout", 1, 32, (U64(flags.data_ptr()), I32(5), U64(42), I32(3), I32(3), err.ptr,
+                                         U64(int(timeout_s * 1e9) if case == "timeout" else 10**10),
+                                         U64(ctl.data_ptr())))
+        torch.cuda.synchronize()
+        out[case] = {"error": str(err.read()), "failure": err.read(), "wall_s": time.perf_counter() - t0}
+    return out
+
+
+class LocalPair:
+    """Rank 0 sending to rank 1 in one process: rank 1's receive buffer and flags are plain device
+    memory. The ring, the proxy and the loopback transport are the real ones."""
+
+    def __init__(self, n_flags: int, buf_bytes: int, capacity: int = 1024, shaping: Shaping | None = None,
+                 window_us: float = 2.0, timeout_s: float = 5.0):
+        import torch
+
+        dev = torch.device("cuda")
+        self.send = torch.zeros(buf_bytes // 4, dtype=torch.int32, device=dev)
+        self.recv = torch.zeros(buf_bytes // 4, dtype=torch.int32, device=dev)
+        self.flags = torch.zeros(n_flags, dtype=torch.int64, device=dev)
+        self.ring, self.epoch, self.err = DeviceRing(capacity, dev), Epoch(dev), ErrorBlock(dev)
+        self.timeout_ns = U64(int(timeout_s * 1e9))
+        native, opts = resolve("loopback", shaping)
+        regions = Regions((self.send.data_ptr(), buf_bytes), ((0, 0), (self.recv.data_ptr(), buf_bytes)),
+                          (0, self.flags.data_ptr()), n_flags)
+        self.proxy = Proxy(rank=0, nranks=2, ring_ptr=self.ring.ring_ptr, ctl_ptr=self.ring.ctl_ptr,
+                           capacity=capacity, regions=regions, transport=native, window_us=window_us,
+                           device=dev.index or 0, **opts).start()
+
+    def close(self) -> dict:
+        """Stop the proxy; its counters, plus 'error' with the proxy's error message or None."""
+        try:
+            self.proxy.stop()
+            error = None
+        except ProxyError as exc:
+            error = str(exc)
+        stats = {**self.proxy.stats(), "error": error}
+        self.proxy.close()
+        return stats
+
+
+def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False) -> dict:
+    """Enqueue -> proxy -> copy + flag -> flag seen on the GPU, one command at a time."""
+    import torch
+
+    pair = LocalPair(n_flags=1, buf_bytes=max(nbytes, 256))
+    lat = torch.zeros(n, dtype=torch.int64, device="cuda")
+    done = torch.cuda.Event()
+    _run("mk_test_roundtrip", 1, 32, (*pair.ring.kernel_args(), U64(pair.flags.data_ptr()), I32(1), I32(n),
+                                       U32(nbytes), U64(0), U64(lat.data_ptr()), pair.err.ptr, pair.timeout_ns))
+    done.record()
+    loops = _busy_until(done, busy_main)
+    torch.cuda.synchronize()
+    stats = pair.close()
+    failure = pair.err.read()
+    us = lat.cpu().numpy() / 1e3
+    ok = us[us > 0]
+    return {"n": n, "bytes": nbytes, "busy_main": busy_main, "main_loops": loops, "completed": int(ok.size),
+            "p50_us": float(np.percentile(ok, 50)) if ok.size else None,
+            "p99_us": float(np.percentile(ok, 99)) if ok.size else None,
+            "max_us": float(ok.max()) if ok.size else None, "error": str(failure) if failure else None,
+            "proxy": stats}
+
+
+def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 64, epochs: int = 3,
+           busy_main: bool = False, shaping: Shaping | None = None, capacity: int = 4096) -> dict:
+    """Many device producers at once: commands per second through ring + proxy + loopback, and the
+    data and flags checked after every epoch (receive buffer poisoned before each)."""
+    import torch
+
+    n_chunks = n_blocks * chunks_per_block
+    pair = LocalPair(n_flags=n_chunks, buf_bytes=n_chunks * chunk_bytes, capacity=capacity, shaping=shaping)
+    times = torch.zeros(2, dtype=torch.int64, device="cuda")
+    rates, bad, loops = [], 0, 0
+    for e in range(1, epochs + 1):
+        pair.recv.fill_(-1)
+        times[0], times[1] = 2**63 - 1, 0
+        done = torch.cuda.Event()
+        _run("mk_test_stream", n_blocks, 256, (*pair.ring.kernel_args(), U64(pair.send.data_ptr()),
+                                                U64(pair.flags.data_ptr()), I32(1), I32(chunks_per_block),
+                                                U32(chunk_bytes), *pair.epoch.kernel_args(), U64(times.data_ptr()),
+                                                pair.err.ptr, pair.timeout_ns))
+        done.record()
+        loops += _busy_until(done, busy_main)
+        torch.cuda.synchronize()
+        t = times.tolist()
+        rates.append(n_chunks / ((t[1] - t[0]) / 1e9))
+        bad += int((pair.recv != pair.send).sum().item()) + int((pair.flags != e).sum().item())
+    stats = pair.close()
+    failure = pair.err.read()
+    return {"commands": n_chunks * epochs, "chunk_bytes": chunk_bytes, "busy_main": busy_main,
+            "cmds_per_s": float(np.median(rates)), "mismatches": bad, "final_epoch": pair.epoch.current(),
+            "error": str(failure) if failure else None, "proxy": stats, "main_loops": loops}
+
+
+def exchange_rank(info: RankInfo, nodes: int, gpn: int, shard_bytes: int, chunk_bytes: int, epochs: int,
+                  shaping: Shaping | None) -> dict:
+    """One rank of the emulated-cluster exchange (runs inside a rank process)."""
+    import torch
+    import torch.distributed as dist
+
+    from .context import Context
+
+    world = nodes * gpn
+    n_chunks = shard_bytes // chunk_bytes
+    with Context(None, gpus_per_node=gpn, send_bytes=shard_bytes, recv_bytes=world * shard_bytes,
+                 n_flags=world * n_chunks, transport="loopback", shaping=shaping) as ctx:
+        mism = torch.zeros(1, dtype=torch.int32, device=ctx.device)
+        grid = max(1, min(n_chunks, info.sm_budget))
+        t0 = time.perf_counter()
+        for _ in range(epochs):
+            _run("mk_test_exchange", grid, 256, (
+                I32(info.rank), I32(nodes), I32(gpn), U64(ctx.buffer.data_ptr() + ctx.layout.send_off),
+                U64(ctx.recv_ptrs.data_ptr()), U64(ctx.flag_ptrs.data_ptr()), U32(shard_bytes), U32(chunk_bytes),
+                *ctx.ring.kernel_args(), *ctx.epoch.kernel_args(), U64(mism.data_ptr()), ctx.errors.ptr,
+                U64(ctx.timeout_ns)))
+            torch.cuda.synchronize()
+            dist.barrier()  # send areas are rewritten next epoch only after every rank has its data
+        wall = time.perf_counter() - t0
+        failure = ctx.errors.read()
+        ctx.proxy.check()
+        stats = ctx.proxy.stats()
+        return {"rank": info.rank, "node": ctx.node, "epochs": epochs, "final_epoch": ctx.epoch.current(),
+                "mismatches": int(mism.item()), "error": str(failure) if failure else None, "proxy": stats,
+                "sm_budget": info.sm_budget, "grid": grid, "wall_s": wall,
+                "multicast_ptr": int(ctx.handle.multicast_ptr)}
+
+
+def check_exchange(nodes: int = 2, gpn: int = 2, shard_bytes: int = 1 << 20, chunk_bytes: int = 64 << 10,
+                   epochs: int = 20, shaping: Shaping | None = None) -> list[dict]:
+    """The exchange on an emulated ``nodes`` x ``gpn`` cluster on the GPUs at hand."""
+    from . import kernels, native
+
+    kernels.build("selftest"), native.build()  # once here, not racing in every rank
+    return launch(exchange_rank, nodes * gpn, args=(nodes, gpn, shard_bytes, chunk_bytes, epochs, shaping))
