@@ -121,11 +121,11 @@ class LocalPair:
         return stats
 
 
-def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False) -> dict:
+def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_bytes: int | None = None) -> dict:
     """Enqueue -> proxy -> copy + flag -> flag seen on the GPU, one command at a time."""
     import torch
 
-    pair = LocalPair(n_flags=1, buf_bytes=max(nbytes, 256))
+    pair = LocalPair(n_flags=1, buf_bytes=buf_bytes or max(nbytes, 256))
     lat = torch.zeros(n, dtype=torch.int64, device="cuda")
     done = torch.cuda.Event()
     _run("mk_test_roundtrip", 1, 32, (*pair.ring.kernel_args(), U64(pair.flags.data_ptr()), I32(1), I32(n),

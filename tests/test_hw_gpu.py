@@ -46,7 +46,7 @@ def test_ring_and_proxy_end_to_end(shaped):
 def test_bad_device_command_reaches_the_caller_and_releases_the_waiter():
     from mkernel.hw import selftest
 
-    r = selftest.roundtrip(n=4, nbytes=1 << 20)  # larger than the registered 256-byte buffers
+    r = selftest.roundtrip(n=4, nbytes=1 << 20, buf_bytes=256)  # larger than the registered buffers
     assert r["completed"] == 0
     assert "rank 0, send role: aborted waiting on flag 0" in r["error"]
     assert "source range outside the send buffer at ring slot 0" in r["proxy"]["error"]
