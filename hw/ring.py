@@ -91,4 +91,5 @@ class ProxyError(ctypes.Structure):
 
 
 class ProxyStats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in ("commands", "batches", "bytes", "full_batches", "polls_idle")]
+    _fields_ = [(n, ctypes.c_uint64) for n in ("commands", "batches", "bytes", "full_batches", "polls_idle",
+                                               "transport_ns", "driver_calls")]

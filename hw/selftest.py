@@ -121,15 +121,17 @@ class LocalPair:
         return stats
 
 
-def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_bytes: int | None = None) -> dict:
-    """Enqueue -> proxy -> copy + flag -> flag seen on the GPU, one command at a time."""
+def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_bytes: int | None = None,
+              signal_only: bool = False) -> dict:
+    """Enqueue -> proxy -> copy + flag -> flag seen on the GPU, one command at a time. With
+    ``signal_only`` the commands are SIGNALs: the proxy's path without the copy engine."""
     import torch
 
     pair = LocalPair(n_flags=1, buf_bytes=buf_bytes or max(nbytes, 256))
     lat = torch.zeros(n, dtype=torch.int64, device="cuda")
     done = torch.cuda.Event()
     _run("mk_test_roundtrip", 1, 32, (*pair.ring.kernel_args(), U64(pair.flags.data_ptr()), I32(1), I32(n),
-                                       U32(nbytes), U64(0), U64(lat.data_ptr()), pair.err.ptr, pair.timeout_ns))
+                                       I32(ring.SIGNAL if signal_only else ring.PUT), U32(nbytes), U64(0), U64(lat.data_ptr()), pair.err.ptr, pair.timeout_ns))
     done.record()
     loops = _busy_until(done, busy_main)
     torch.cuda.synchronize()
@@ -137,7 +139,7 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
     failure = pair.err.read()
     us = lat.cpu().numpy() / 1e3
     ok = us[us > 0]
-    return {"n": n, "bytes": nbytes, "busy_main": busy_main, "main_loops": loops, "completed": int(ok.size),
+    return {"n": n, "bytes": nbytes, "busy_main": busy_main, "signal_only": signal_only, "main_loops": loops, "completed": int(ok.size),
             "p50_us": float(np.percentile(ok, 50)) if ok.size else None,
             "p99_us": float(np.percentile(ok, 99)) if ok.size else None,
             "max_us": float(ok.max()) if ok.size else None, "error": str(failure) if failure else None,
@@ -145,21 +147,24 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
 
 
 def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 64, epochs: int = 3,
-           busy_main: bool = False, shaping: Shaping | None = None, capacity: int = 4096) -> dict:
+           busy_main: bool = False, shaping: Shaping | None = None, capacity: int = 4096,
+           signal_only: bool = False) -> dict:
     """Many device producers at once: commands per second through ring + proxy + loopback, and the
     data and flags checked after every epoch (receive buffer poisoned before each)."""
     import torch
 
     n_chunks = n_blocks * chunks_per_block
     pair = LocalPair(n_flags=n_chunks, buf_bytes=n_chunks * chunk_bytes, capacity=capacity, shaping=shaping)
-    times = torch.zeros(2, dtype=torch.int64, device="cuda")
-    rates, bad, loops = [], 0, 0
+    times = torch.zeros(4, dtype=torch.int64, device="cuda")
+    rates, bad, loops, push_s, wait_s = [], 0, 0, 0.0, 0.0
     for e in range(1, epochs + 1):
         pair.recv.fill_(-1)
-        times[0], times[1] = 2**63 - 1, 0
+        times.zero_()
+        times[0] = 2**63 - 1
         done = torch.cuda.Event()
         _run("mk_test_stream", n_blocks, 256, (*pair.ring.kernel_args(), U64(pair.send.data_ptr()),
-                                                U64(pair.flags.data_ptr()), I32(1), I32(chunks_per_block),
+                                                U64(pair.flags.data_ptr()), I32(1),
+                                                I32(ring.SIGNAL if signal_only else ring.PUT), I32(chunks_per_block),
                                                 U32(chunk_bytes), *pair.epoch.kernel_args(), U64(times.data_ptr()),
                                                 pair.err.ptr, pair.timeout_ns))
         done.record()
@@ -167,10 +172,14 @@ def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 6
         torch.cuda.synchronize()
         t = times.tolist()
         rates.append(n_chunks / ((t[1] - t[0]) / 1e9))
-        bad += int((pair.recv != pair.send).sum().item()) + int((pair.flags != e).sum().item())
+        push_s, wait_s = push_s + t[2] / 1e9 / n_blocks, wait_s + t[3] / 1e9 / n_blocks
+        if not signal_only:
+            bad += int((pair.recv != pair.send).sum().item())
+        bad += int((pair.flags != e).sum().item())
     stats = pair.close()
     failure = pair.err.read()
     return {"commands": n_chunks * epochs, "chunk_bytes": chunk_bytes, "busy_main": busy_main,
+            "signal_only": signal_only, "push_s_per_block": push_s / epochs, "wait_s_per_block": wait_s / epochs,
             "cmds_per_s": float(np.median(rates)), "mismatches": bad, "final_epoch": pair.epoch.current(),
             "error": str(failure) if failure else None, "proxy": stats, "main_loops": loops}
 

@@ -29,17 +29,24 @@ def main() -> None:
 
     selftest.roundtrip(n=500)  # warm-up: build, load, first launches
     rows, raw = [], {}
-    for busy in (False, True):
-        r = selftest.roundtrip(n=args.iters, busy_main=busy)
-        raw[f"roundtrip_busy={busy}"] = r
-        rows.append((f"round trip, main {'busy' if busy else 'idle'}", f"p50 {r['p50_us']:.2f} us",
-                     f"p99 {r['p99_us']:.2f} us", f"max {r['max_us']:.1f} us"))
-    for busy in (False, True):
-        s = selftest.stream(n_blocks=64, chunks_per_block=256, chunk_bytes=64, epochs=5, busy_main=busy)
-        raw[f"stream_busy={busy}"] = s
-        p = s["proxy"]
-        rows.append((f"throughput, main {'busy' if busy else 'idle'}", f"{s['cmds_per_s'] / 1e3:.0f}k cmd/s",
-                     f"{p['commands'] / max(p['batches'], 1):.2f} cmd/batch", f"mismatches {s['mismatches']}"))
+    for signal_only in (False, True):
+        for busy in (False, True):
+            r = selftest.roundtrip(n=args.iters, busy_main=busy, signal_only=signal_only)
+            raw[f"roundtrip_{'signal' if signal_only else 'put64'}_busy={busy}"] = r
+            p = r["proxy"]
+            rows.append((f"round trip {'SIGNAL' if signal_only else 'PUT 64B'}, main {'busy' if busy else 'idle'}",
+                         f"p50 {r['p50_us']:.2f} us", f"p99 {r['p99_us']:.2f} us",
+                         f"{p['transport_ns'] / max(p['batches'], 1) / 1e3:.2f} us/post"))
+    for signal_only in (False, True):
+        for busy in (False, True):
+            s = selftest.stream(n_blocks=64, chunks_per_block=256, chunk_bytes=64, epochs=3, busy_main=busy,
+                                signal_only=signal_only)
+            raw[f"stream_{'signal' if signal_only else 'put64'}_busy={busy}"] = s
+            p = s["proxy"]
+            rows.append((f"throughput {'SIGNAL' if signal_only else 'PUT 64B'}, main {'busy' if busy else 'idle'}",
+                         f"{s['cmds_per_s'] / 1e3:.0f}k cmd/s", f"{p['commands'] / max(p['batches'], 1):.2f} cmd/batch",
+                         f"push {s['push_s_per_block'] * 1e3:.1f} ms wait {s['wait_s_per_block'] * 1e3:.1f} ms "
+                         f"tr {p['transport_ns'] / 1e9:.2f} s bad {s['mismatches']}"))
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip() or None}

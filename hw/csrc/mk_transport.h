@@ -34,6 +34,7 @@ struct mk_transport {
   int (*progress)(mk_transport *t);
   int (*drain)(mk_transport *t, uint64_t timeout_ns);
   void (*destroy)(mk_transport *t);
+  uint64_t driver_calls; /* copies and memory-op submissions issued (cuda), for the stats */
   char err[256];
 };
 

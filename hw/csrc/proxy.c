@@ -62,6 +62,8 @@ typedef struct mk_proxy_error {
 
 typedef struct mk_proxy_stats {
   uint64_t commands, batches, bytes, full_batches, polls_idle;
+  uint64_t transport_ns; /* time inside the transport's post and progress */
+  uint64_t driver_calls;
 } mk_proxy_stats;
 
 typedef struct pending {
@@ -156,7 +158,10 @@ static int validate(mk_proxy *p, uint64_t slot, const mk_cmd *c, mk_op *op) {
 static int flush(mk_proxy *p, int rank) {
   pending *q = &p->pend[rank];
   if (q->n == 0) return 0;
-  if (p->tr->post(p->tr, q->ops, q->n) != 0) {
+  uint64_t t0 = mk_now_ns();
+  int rc = p->tr->post(p->tr, q->ops, q->n);
+  p->stats.transport_ns += mk_now_ns() - t0;
+  if (rc != 0) {
     set_error(p, MK_ERR_TRANSPORT, 0, NULL, "transport %s failed to post to rank %d: %s", p->tr->name, rank,
               p->tr->err);
     return -1;
@@ -219,7 +224,9 @@ static void *proxy_main(void *arg) {
     else p->stats.polls_idle++;
     /* An idle ring posts what is pending at once; a busy one holds a partial batch up to the window. */
     if (flush_expired(p, got == 0)) goto fail;
+    uint64_t t0 = mk_now_ns();
     int inflight = p->tr->progress(p->tr);
+    p->stats.transport_ns += mk_now_ns() - t0;
     if (inflight < 0) {
       set_error(p, MK_ERR_TRANSPORT, next, NULL, "transport %s failed: %s", p->tr->name, p->tr->err);
       goto fail;
@@ -308,7 +315,10 @@ int mk_proxy_stop(mk_proxy *p, uint64_t timeout_ns) {
 
 int mk_proxy_running(mk_proxy *p) { return p->started && !p->done; }
 void mk_proxy_get_error(mk_proxy *p, mk_proxy_error *e) { *e = p->error; }
-void mk_proxy_get_stats(mk_proxy *p, mk_proxy_stats *s) { *s = p->stats; }
+void mk_proxy_get_stats(mk_proxy *p, mk_proxy_stats *s) {
+  *s = p->stats;
+  s->driver_calls = p->tr->driver_calls;
+}
 mk_transport *mk_proxy_transport(mk_proxy *p) { return p->tr; }
 
 void mk_proxy_destroy(mk_proxy *p) {

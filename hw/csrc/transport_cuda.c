@@ -88,8 +88,10 @@ static int submit(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
       bytes += ops[j].bytes;
       j++;
     }
-    if (bytes && check(t, t->api.MemcpyDtoDAsync(ops[i].dst, ops[i].src, bytes, s), "cuMemcpyDtoDAsync"))
-      return -1;
+    if (bytes) {
+      t->base.driver_calls++;
+      if (check(t, t->api.MemcpyDtoDAsync(ops[i].dst, ops[i].src, bytes, s), "cuMemcpyDtoDAsync")) return -1;
+    }
     i = j;
   }
   for (i = 0; i < n; i++) {
@@ -99,6 +101,7 @@ static int submit(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
     flags[i].writeValue.value64 = ops[i].epoch;
     flags[i].writeValue.flags = 0; /* default: a memory barrier first, so the data is visible */
   }
+  t->base.driver_calls++;
   return check(t, t->api.StreamBatchMemOp(s, (unsigned)n, flags, 0), "cuStreamBatchMemOp");
 }
 

@@ -78,7 +78,7 @@ extern "C" __global__ void mk_test_timeout(const unsigned long long *flags, int 
 // repeat. lat_ns[i] is enqueue -> flag visible on the GPU, the proxy's whole round trip.
 extern "C" __global__ void mk_test_roundtrip(mk_cmd *records, mk_ring_ctl *ctl, unsigned long long *head,
                                              unsigned long long capacity, const unsigned long long *dst_flags,
-                                             int dst_rank, int n_iters, unsigned int bytes,
+                                             int dst_rank, int n_iters, int type, unsigned int bytes,
                                              unsigned long long base_value, unsigned long long *lat_ns,
                                              mk_dev_err *err, unsigned long long timeout_ns) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -87,7 +87,7 @@ extern "C" __global__ void mk_test_roundtrip(mk_cmd *records, mk_ring_ctl *ctl, 
   for (int i = 0; i < n_iters; i++) {
     const unsigned long long v = base_value + i + 1;
     const unsigned long long t0 = mk_clock_ns();
-    if (mk_ring_push(r, w, MK_CMD_PUT, dst_rank, 0, bytes, 0, 0, v)) return;
+    if (mk_ring_push(r, w, type, dst_rank, 0, bytes, 0, 0, v)) return;
     if (mk_wait_ge(w, &dst_flags[0], v, 0, v)) return;
     lat_ns[i] = mk_clock_ns() - t0;
   }
@@ -95,10 +95,12 @@ extern "C" __global__ void mk_test_roundtrip(mk_cmd *records, mk_ring_ctl *ctl, 
 
 // Many producers: block b fills its chunks of the send buffer for this epoch, pushes one PUT per
 // chunk (chunk id = flag index), then waits for all of its chunks' flags on the destination. The
-// host checks the destination's data afterwards. times[0..1] = first push, last flag seen.
+// host checks the destination's data afterwards. times: first push, last flag seen, and the sums
+// over blocks of time spent pushing and time spent waiting for flags.
 extern "C" __global__ void mk_test_stream(mk_cmd *records, mk_ring_ctl *ctl, unsigned long long *head,
                                           unsigned long long capacity, unsigned int *send,
-                                          const unsigned long long *dst_flags, int dst_rank, int chunks_per_block,
+                                          const unsigned long long *dst_flags, int dst_rank, int type,
+                                          int chunks_per_block,
                                           unsigned int chunk_bytes, unsigned long long *epoch_value,
                                           unsigned int *epoch_done, unsigned long long *times, mk_dev_err *err,
                                           unsigned long long timeout_ns) {
@@ -112,14 +114,19 @@ extern "C" __global__ void mk_test_stream(mk_cmd *records, mk_ring_ctl *ctl, uns
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();
-    atomicMin(&times[0], mk_clock_ns());
+    const unsigned long long t0 = mk_clock_ns();
+    atomicMin(&times[0], t0);
     for (int c = first; c < first + chunks_per_block; c++)
-      if (mk_ring_push(r, w, MK_CMD_PUT, dst_rank, c, chunk_bytes, (unsigned long long)c * chunk_bytes,
+      if (mk_ring_push(r, w, type, dst_rank, c, chunk_bytes, (unsigned long long)c * chunk_bytes,
                        (unsigned long long)c * chunk_bytes, e))
         break;
+    const unsigned long long t1 = mk_clock_ns();
     for (int c = first; c < first + chunks_per_block; c++)
       if (mk_wait_ge(w, &dst_flags[c], e, c, e)) break;
-    atomicMax(&times[1], mk_clock_ns());
+    const unsigned long long t2 = mk_clock_ns();
+    atomicMax(&times[1], t2);
+    atomicAdd(&times[2], t1 - t0);
+    atomicAdd(&times[3], t2 - t1);
   }
   mk_epoch_end(ep, e);
 }
