@@ -106,17 +106,41 @@ __device__ inline void mk_epoch_end(const mk_epoch &e, unsigned long long epoch)
   }
 }
 
+struct mk_ring {
+  mk_cmd *records;            // host-mapped pinned memory
+  mk_ring_ctl *ctl;           // host-mapped pinned memory
+  unsigned long long *head;   // device memory: head[0] claims slots, head[1] caches the last tail seen
+  unsigned long long capacity;
+};
+
+// Producers read the proxy's tail across PCIe only when the cached copy says the ring is full, and
+// back off between reads: many SMs polling host memory slow down the whole system-scope path.
+__device__ inline int mk_ring_credit(const mk_ring &r, const mk_wait_ctx &w, unsigned long long slot,
+                                     unsigned long long epoch) {
+  unsigned long long *cached = r.head + 1;
+  if (slot - *(volatile unsigned long long *)cached < r.capacity) return 0;
+  const volatile unsigned long long *tail = (const volatile unsigned long long *)&r.ctl->tail;
+  const unsigned long long start = mk_clock_ns();
+  unsigned ns = 64;
+  for (;;) {
+    const unsigned long long t = mk_ld_acquire(tail);
+    atomicMax(cached, t);
+    if (slot - t < r.capacity) return 0;
+    const bool aborted = mk_aborted(w);
+    if (aborted || mk_clock_ns() - start > w.timeout_ns) {
+      const int code = aborted ? MK_ERR_ABORTED : MK_ERR_TIMEOUT;
+      mk_record_error(w, code, MK_WHAT_RING_SLOT, slot, epoch, t, slot - r.capacity + 1);
+      return code;
+    }
+    __nanosleep(ns);
+    ns = ns < 1024 ? 2 * ns : ns;
+  }
+}
+
 // The command ring, producer side. One thread calls this. The slot is claimed with an atomic on a
 // device counter; the thread waits (boundedly) for a credit, writes the body, and commits the
 // header with a system-scope release store, which orders the body and every earlier write of this
 // thread (the chunk's data, after a __syncthreads) before the proxy can see the record.
-struct mk_ring {
-  mk_cmd *records;            // host-mapped pinned memory
-  mk_ring_ctl *ctl;           // host-mapped pinned memory
-  unsigned long long *head;   // device memory
-  unsigned long long capacity;
-};
-
 __device__ inline int mk_ring_push(const mk_ring &r, const mk_wait_ctx &w, unsigned short type,
                                    unsigned short dst_rank, unsigned int chunk, unsigned int bytes,
                                    unsigned long long src_off, unsigned long long dst_off,
@@ -126,18 +150,7 @@ __device__ inline int mk_ring_push(const mk_ring &r, const mk_wait_ctx &w, unsig
     return MK_ERR_ABORTED;
   }
   const unsigned long long slot = atomicAdd(r.head, 1ull);
-  const volatile unsigned long long *tail = (const volatile unsigned long long *)&r.ctl->tail;
-  unsigned long long t = mk_ld_acquire(tail);
-  if (slot - t >= r.capacity) {
-    const unsigned long long start = mk_clock_ns();
-    for (unsigned it = 1; slot - (t = mk_ld_acquire(tail)) >= r.capacity; it++) {
-      if ((it & 63) == 0 && (mk_aborted(w) || mk_clock_ns() - start > w.timeout_ns)) {
-        mk_record_error(w, mk_aborted(w) ? MK_ERR_ABORTED : MK_ERR_TIMEOUT, MK_WHAT_RING_SLOT, slot, epoch, t,
-                        slot - r.capacity + 1);
-        return MK_ERR_TIMEOUT;
-      }
-    }
-  }
+  if (int rc = mk_ring_credit(r, w, slot, epoch)) return rc;
   volatile mk_cmd *rec = r.records + slot % r.capacity;
   rec->type = type;
   rec->dst_rank = dst_rank;
