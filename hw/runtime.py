@@ -35,7 +35,7 @@ class DeviceRing:
         self.capacity = capacity
         self.records = torch.zeros(capacity * ring.CMD_DTYPE.itemsize, dtype=torch.uint8, pin_memory=True)
         self.ctl = torch.zeros(ring.CTL_WORDS, dtype=torch.int64, pin_memory=True)
-        self.head = torch.zeros(2, dtype=torch.int64, device=device)  # claim counter, cached tail
+        self.head = torch.zeros(3, dtype=torch.int64, device=device)  # claims, cached tail, poller lock
 
     @property
     def ring_ptr(self) -> int:

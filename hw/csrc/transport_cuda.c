@@ -35,6 +35,8 @@ typedef struct cuda_api {
   CUresult (*StreamDestroy)(CUstream);
   CUresult (*StreamQuery)(CUstream);
   CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemcpyBatchAsync)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *, size_t *,
+                               size_t, CUstream); /* CUDA 13 ABI (_v2); NULL on older drivers */
   CUresult (*StreamBatchMemOp)(CUstream, unsigned, CUstreamBatchMemOpParams *, unsigned);
   CUresult (*GetErrorString)(CUresult, const char **);
 } cuda_api;
@@ -77,11 +79,12 @@ static int cuda_attach(mk_transport *b) {
   return 0;
 }
 
-/* Copy, then flag, for ops that share one stream: coalesce contiguous copies, batch the flags. */
-static int submit(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
-  CUstreamBatchMemOpParams flags[MK_MAX_BATCH];
-  int i = 0;
-  while (i < n) {
+/* Issue the copies of one batch: contiguous chunks merged, then one batched driver call (or one
+ * call per copy where the driver has no cuMemcpyBatchAsync). */
+static int copy_batch(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
+  CUdeviceptr dst[MK_MAX_BATCH], src[MK_MAX_BATCH];
+  size_t size[MK_MAX_BATCH], m = 0;
+  for (int i = 0; i < n;) {
     int j = i + 1;
     uint64_t bytes = ops[i].bytes;
     while (j < n && ops[j].bytes && ops[j].src == ops[i].src + bytes && ops[j].dst == ops[i].dst + bytes) {
@@ -89,12 +92,35 @@ static int submit(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
       j++;
     }
     if (bytes) {
-      t->base.driver_calls++;
-      if (check(t, t->api.MemcpyDtoDAsync(ops[i].dst, ops[i].src, bytes, s), "cuMemcpyDtoDAsync")) return -1;
+      dst[m] = ops[i].dst;
+      src[m] = ops[i].src;
+      size[m++] = bytes;
     }
     i = j;
   }
-  for (i = 0; i < n; i++) {
+  if (m == 0) return 0;
+  if (m > 1 && t->api.MemcpyBatchAsync) {
+    CUmemcpyAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    attr.srcLocHint.type = attr.dstLocHint.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    attr.srcLocHint.id = attr.dstLocHint.id = t->o.device;
+    size_t idx = 0;
+    t->base.driver_calls++;
+    return check(t, t->api.MemcpyBatchAsync(dst, src, size, m, &attr, &idx, 1, s), "cuMemcpyBatchAsync");
+  }
+  for (size_t k = 0; k < m; k++) {
+    t->base.driver_calls++;
+    if (check(t, t->api.MemcpyDtoDAsync(dst[k], src[k], size[k], s), "cuMemcpyDtoDAsync")) return -1;
+  }
+  return 0;
+}
+
+/* Copy, then flag, for ops that share one stream: the batch's copies, then its flags in one call. */
+static int submit(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
+  CUstreamBatchMemOpParams flags[MK_MAX_BATCH];
+  if (copy_batch(t, ops, n, s)) return -1;
+  for (int i = 0; i < n; i++) {
     memset(&flags[i], 0, sizeof flags[i]);
     flags[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
     flags[i].writeValue.address = ops[i].flag;
@@ -217,6 +243,7 @@ mk_transport *mk_cuda_transport(const mk_transport_opts *o, char *err, int errle
   LOAD(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
   LOAD(StreamBatchMemOp, "cuStreamBatchMemOp_v2");
   LOAD(GetErrorString, "cuGetErrorString");
+  *(void **)&t->api.MemcpyBatchAsync = dlsym(t->lib, "cuMemcpyBatchAsync_v2"); /* optional */
   t->base.name = "cuda";
   t->base.attach = cuda_attach;
   t->base.post = cuda_post;
