@@ -90,19 +90,25 @@ def check_timeout(timeout_s: float = 0.002) -> dict:
 
 class LocalPair:
     """Rank 0 sending to rank 1 in one process: rank 1's receive buffer and flags are plain device
-    memory. The ring, the proxy and the loopback transport are the real ones."""
+    memory. The ring, the proxy and the loopback transport are the real ones.
+
+    With ``host_flags`` the flags live in pinned host memory and the proxy thread sets them itself
+    (the in-process host transport, SIGNAL commands only): the proxy's own path with no CUDA driver
+    call, as when it returns send completions or credits to the GPU.
+    """
 
     def __init__(self, n_flags: int, buf_bytes: int, capacity: int = 1024, shaping: Shaping | None = None,
-                 window_us: float = 2.0, timeout_s: float = 5.0):
+                 window_us: float = 2.0, timeout_s: float = 5.0, host_flags: bool = False):
         import torch
 
         dev = torch.device("cuda")
         self.send = torch.zeros(buf_bytes // 4, dtype=torch.int32, device=dev)
         self.recv = torch.zeros(buf_bytes // 4, dtype=torch.int32, device=dev)
-        self.flags = torch.zeros(n_flags, dtype=torch.int64, device=dev)
+        self.flags = (torch.zeros(n_flags, dtype=torch.int64, pin_memory=True) if host_flags
+                      else torch.zeros(n_flags, dtype=torch.int64, device=dev))
         self.ring, self.epoch, self.err = DeviceRing(capacity, dev), Epoch(dev), ErrorBlock(dev)
         self.timeout_ns = U64(int(timeout_s * 1e9))
-        native, opts = resolve("loopback", shaping)
+        native, opts = resolve("fake" if host_flags else "loopback", shaping)
         regions = Regions((self.send.data_ptr(), buf_bytes), ((0, 0), (self.recv.data_ptr(), buf_bytes)),
                           (0, self.flags.data_ptr()), n_flags)
         self.proxy = Proxy(rank=0, nranks=2, ring_ptr=self.ring.ring_ptr, ctl_ptr=self.ring.ctl_ptr,
@@ -122,12 +128,13 @@ class LocalPair:
 
 
 def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_bytes: int | None = None,
-              signal_only: bool = False) -> dict:
+              signal_only: bool = False, host_flags: bool = False) -> dict:
     """Enqueue -> proxy -> copy + flag -> flag seen on the GPU, one command at a time. With
-    ``signal_only`` the commands are SIGNALs: the proxy's path without the copy engine."""
+    ``signal_only`` the commands are SIGNALs (no copy engine); with ``host_flags`` also no driver call."""
     import torch
 
-    pair = LocalPair(n_flags=1, buf_bytes=buf_bytes or max(nbytes, 256))
+    signal_only = signal_only or host_flags
+    pair = LocalPair(n_flags=1, buf_bytes=buf_bytes or max(nbytes, 256), host_flags=host_flags)
     lat = torch.zeros(n, dtype=torch.int64, device="cuda")
     done = torch.cuda.Event()
     _run("mk_test_roundtrip", 1, 32, (*pair.ring.kernel_args(), U64(pair.flags.data_ptr()), I32(1), I32(n),
@@ -139,7 +146,7 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
     failure = pair.err.read()
     us = lat.cpu().numpy() / 1e3
     ok = us[us > 0]
-    return {"n": n, "bytes": nbytes, "busy_main": busy_main, "signal_only": signal_only, "main_loops": loops, "completed": int(ok.size),
+    return {"n": n, "bytes": nbytes, "busy_main": busy_main, "signal_only": signal_only, "host_flags": host_flags, "main_loops": loops, "completed": int(ok.size),
             "p50_us": float(np.percentile(ok, 50)) if ok.size else None,
             "p99_us": float(np.percentile(ok, 99)) if ok.size else None,
             "max_us": float(ok.max()) if ok.size else None, "error": str(failure) if failure else None,
@@ -148,13 +155,15 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
 
 def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 64, epochs: int = 3,
            busy_main: bool = False, shaping: Shaping | None = None, capacity: int = 4096,
-           signal_only: bool = False) -> dict:
+           signal_only: bool = False, host_flags: bool = False) -> dict:
     """Many device producers at once: commands per second through ring + proxy + loopback, and the
     data and flags checked after every epoch (receive buffer poisoned before each)."""
     import torch
 
     n_chunks = n_blocks * chunks_per_block
-    pair = LocalPair(n_flags=n_chunks, buf_bytes=n_chunks * chunk_bytes, capacity=capacity, shaping=shaping)
+    signal_only = signal_only or host_flags
+    pair = LocalPair(n_flags=n_chunks, buf_bytes=n_chunks * chunk_bytes, capacity=capacity, shaping=shaping,
+                     host_flags=host_flags)
     times = torch.zeros(4, dtype=torch.int64, device="cuda")
     rates, bad, loops, push_s, wait_s = [], 0, 0, 0.0, 0.0
     for e in range(1, epochs + 1):
@@ -179,7 +188,7 @@ def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 6
     stats = pair.close()
     failure = pair.err.read()
     return {"commands": n_chunks * epochs, "chunk_bytes": chunk_bytes, "busy_main": busy_main,
-            "signal_only": signal_only, "push_s_per_block": push_s / epochs, "wait_s_per_block": wait_s / epochs,
+            "signal_only": signal_only, "host_flags": host_flags, "push_s_per_block": push_s / epochs, "wait_s_per_block": wait_s / epochs,
             "cmds_per_s": float(np.median(rates)), "mismatches": bad, "final_epoch": pair.epoch.current(),
             "error": str(failure) if failure else None, "proxy": stats, "main_loops": loops}
 
