@@ -10,7 +10,22 @@ from mkernel.cluster import Cluster
 from mkernel.errors import BackendUnavailable
 from mkernel.ir import Schedule
 
-__all__ = ["HwBackend"]
+__all__ = ["HwBackend", "unavailable"]
+
+
+def unavailable() -> str | None:
+    """Why the hw backend cannot run on this machine (no torch, no CuPy, no GPU), or None."""
+    try:
+        import torch
+    except ImportError:
+        return "the hw backend needs torch (pip install 'mkernel[hw]' on a machine with an NVIDIA GPU)"
+    if not torch.cuda.is_available():
+        return "the hw backend needs a CUDA GPU, and none is visible on this machine"
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return "the hw backend needs CuPy to load its device kernels (pip install 'mkernel[hw]')"
+    return None
 
 
 class HwBackend:

@@ -195,6 +195,38 @@ def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 6
             "error": str(failure) if failure else None, "proxy": stats, "main_loops": loops}
 
 
+def check_graph(replays: int = 200, n_blocks: int = 8, chunks_per_block: int = 16, chunk_bytes: int = 1024) -> dict:
+    """Capture one ring+proxy call in a CUDA graph after a warm-up call, replay it: epochs advance
+    in-kernel and the host never synchronises, so every replay is a fresh call."""
+    import torch
+
+    n_chunks = n_blocks * chunks_per_block
+    pair = LocalPair(n_flags=n_chunks, buf_bytes=n_chunks * chunk_bytes)
+    times = torch.zeros(4, dtype=torch.int64, device="cuda")
+    args = (*pair.ring.kernel_args(), U64(pair.send.data_ptr()), U64(pair.flags.data_ptr()), I32(1), I32(ring.PUT),
+            I32(chunks_per_block), U32(chunk_bytes), *pair.epoch.kernel_args(), U64(times.data_ptr()), pair.err.ptr,
+            pair.timeout_ns)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        _run("mk_test_stream", n_blocks, 256, args)  # warm-up call: epoch 1
+        stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            _run("mk_test_stream", n_blocks, 256, args)
+        pair.recv.fill_(-1)
+        t0 = time.perf_counter()
+        for _ in range(replays):
+            graph.replay()
+        stream.synchronize()
+        wall = time.perf_counter() - t0
+    stats = pair.close()
+    failure = pair.err.read()
+    return {"replays": replays, "final_epoch": pair.epoch.current(),
+            "flags_ok": bool((pair.flags == 1 + replays).all().item()),
+            "data_ok": bool((pair.recv == pair.send).all().item()), "error": str(failure) if failure else None,
+            "proxy": stats, "us_per_replay": wall / replays * 1e6}
+
+
 def exchange_rank(info: RankInfo, nodes: int, gpn: int, shard_bytes: int, chunk_bytes: int, epochs: int,
                   shaping: Shaping | None) -> dict:
     """One rank of the emulated-cluster exchange (runs inside a rank process)."""
@@ -235,3 +267,26 @@ def check_exchange(nodes: int = 2, gpn: int = 2, shard_bytes: int = 1 << 20, chu
 
     kernels.build("selftest"), native.build()  # once here, not racing in every rank
     return launch(exchange_rank, nodes * gpn, args=(nodes, gpn, shard_bytes, chunk_bytes, epochs, shaping))
+
+
+def summary(nodes: int = 2, gpn: int = 2, shaped: bool = False) -> list[tuple[str, bool, str]]:
+    """Every runtime check on the GPUs at hand, as (check, passed, detail) rows for ``mkernel selftest``.
+    The exchange runs first, before this process touches CUDA (MPS starts cleanly then)."""
+    shaping = Shaping(gbytes_per_s=50.0, latency_us=5.0, unordered=True, seed=1) if shaped else None
+    rows = []
+    ex = check_exchange(nodes, gpn, shard_bytes=1 << 18, chunk_bytes=16 << 10, epochs=100, shaping=shaping)
+    bad = [r for r in ex if r["error"] or r["mismatches"] or r["final_epoch"] != 100]
+    rows.append((f"exchange on {nodes}x{gpn} ranks, 100 epochs", not bad,
+                 f"{sum(r['proxy']['commands'] for r in ex)} ring commands; "
+                 + ("; ".join(str(r["error"] or f"rank {r['rank']}: {r['mismatches']} bad words") for r in bad)
+                    or "every chunk checked")))
+    ep = check_epochs(n_epochs=70_000)
+    rows.append(("70000 epochs without zeroing flags", ep["error"] is None and ep["mismatches"] == 0
+                 and ep["final_epoch"] == 70_000, f"{ep['us_per_epoch']:.1f} us per call; {ep['error'] or 'clean'}"))
+    g = check_graph(replays=200)
+    rows.append(("ring call replayed from a CUDA graph", g["error"] is None and g["flags_ok"] and g["data_ok"],
+                 f"{g['us_per_replay']:.1f} us per replay; final epoch {g['final_epoch']}"))
+    t = check_timeout()
+    rows.append(("bounded wait times out and names its flag", t["timeout"]["failure"] is not None,
+                 t["timeout"]["error"]))
+    return rows

@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
     sub.add_parser("explore", parents=[shared],
                    help="try every network delivery order of a small case (<= 2 x 2 GPUs, <= 8 messages in flight)")
+    st = sub.add_parser("selftest", help="check the hw runtime on the GPUs at hand (emulating nodes when ranks "
+                                         "outnumber GPUs)")
+    st.add_argument("--nodes", type=int, default=2)
+    st.add_argument("--gpus-per-node", type=int, default=2)
+    st.add_argument("--shaped", action="store_true", help="shape the loopback like a 50 GB/s SRD NIC")
+    st.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -125,10 +131,27 @@ def _explore(args: argparse.Namespace) -> int:
     return status
 
 
+def _selftest(args: argparse.Namespace) -> int:
+    if args.nodes < 1 or args.gpus_per_node < 1:
+        raise InputError(f"--nodes {args.nodes} and --gpus-per-node {args.gpus_per_node} must be >= 1")
+    from mkernel import hw
+
+    reason = hw.unavailable()
+    if reason:
+        raise BackendUnavailable(reason)
+    from mkernel.hw import emulate, selftest
+
+    rows = selftest.summary(args.nodes, args.gpus_per_node, args.shaped)
+    for name, ok, detail in rows:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
+    print(f"note: {emulate.EMULATION_NOTE}")
+    return 0 if all(ok for _, ok, _ in rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "show": _show, "explore": _explore}[args.command](args)
+        return {"run": _run, "show": _show, "explore": _explore, "selftest": _selftest}[args.command](args)
     except MkernelError as exc:
         if args.debug:
             raise

@@ -29,24 +29,13 @@ def cluster_2x2():
     return Cluster("2x2", nodes=2, gpus_per_node=2)
 
 
-def _gpu_missing() -> str | None:
-    """Why GPU tests cannot run here, or None when they can."""
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed (GPU tests need mkernel[hw] on a machine with an NVIDIA GPU)"
-    if not torch.cuda.is_available():
-        return "no CUDA GPU is visible on this machine"
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        return "cupy is not installed (it loads the device kernels)"
-    return None
-
-
 def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if "gpu" in item.keywords]
-    reason = _gpu_missing() if gpu_items else None
+    reason = None
+    if gpu_items:
+        from mkernel.hw import unavailable
+
+        reason = unavailable()
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=reason))

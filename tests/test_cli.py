@@ -107,3 +107,18 @@ def test_issue_acceptance_run_on_the_paper_testbed(tmp_path):
     assert main(["run", scenario, "--m", "4096", "--n", "4096", "--k", "256", "--data", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["correct"] is True and result["error"] < 1e-5 and result["speedup"] > 0
+
+
+def test_selftest_without_a_gpu_says_what_is_missing(capsys):
+    from mkernel.hw import unavailable
+
+    reason = unavailable()
+    if reason is None:
+        pytest.skip("this machine can run the hw backend")
+    assert main(["selftest"]) == 2
+    assert capsys.readouterr().err.strip() == f"mkernel: {reason}"
+
+
+def test_selftest_rejects_impossible_cluster(capsys):
+    assert main(["selftest", "--nodes", "0"]) == 2
+    assert "--nodes 0 and --gpus-per-node 2 must be >= 1" in capsys.readouterr().err

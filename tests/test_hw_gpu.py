@@ -29,6 +29,15 @@ def test_bounded_wait_names_rank_role_flag_and_epoch():
     assert a.code == 9 and r["abort"]["wall_s"] < 5  # gave up on abort, long before its 10 s timeout
 
 
+def test_ring_call_captured_in_a_cuda_graph_replays_as_fresh_calls():
+    from mkernel.hw import selftest
+
+    r = selftest.check_graph(replays=200)
+    assert r["error"] is None and r["proxy"]["error"] is None
+    assert r["final_epoch"] == 201 and r["flags_ok"] and r["data_ok"]
+    assert r["proxy"]["commands"] == 128 * 201
+
+
 @pytest.mark.parametrize("shaped", [False, True], ids=["rc", "srd-shaped"])
 def test_ring_and_proxy_end_to_end(shaped):
     from mkernel.hw import selftest
