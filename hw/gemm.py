@@ -1,0 +1,122 @@
+"""The compute role: a persistent, TMA-fed bf16 GEMM with fp32 accumulation, written in Triton.
+
+Each program owns SMs' worth of output tiles (a strided walk over the tile grid, grouped along M for
+L2 reuse). Before a tile it may wait, boundedly, until a ready flag for the tile's row block reaches
+the call's epoch: that is how a fused op's compute role consumes inputs that communication delivers
+(AllGather+GEMM, MoE) without a host synchronisation. A wait that runs out records rank, role, flag
+and epoch in the device error block (layout in device/runtime.cuh) and the tile is computed anyway,
+so the kernel always finishes and the host check reports the failure.
+
+Edge tiles need no special code: TMA loads out of bounds read zeros and TMA stores are clipped.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+ROLE_COMPUTE = tl.constexpr(0)
+ERR_TIMEOUT = tl.constexpr(8)
+CONFIG = dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3)  # best on the H200 (h200-facts.md)
+
+
+@triton.jit
+def _ld_acquire(ptr):
+    return tl.inline_asm_elementwise("ld.acquire.gpu.global.b64 $0, [$1];", "=l,l", [ptr], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _clock_ns():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _wait_ge(flag_ptr, target, index, timeout_ns, err32_ptr, err64_ptr, rank):
+    """Spin until *flag_ptr >= target or timeout_ns passes; on timeout record the first error."""
+    v = _ld_acquire(flag_ptr)
+    if v < target:
+        start = _clock_ns()
+        while (v < target) & (_clock_ns() - start < timeout_ns):
+            v = _ld_acquire(flag_ptr)
+        if v < target:
+            if tl.atomic_cas(err32_ptr, 0, ERR_TIMEOUT) == 0:
+                tl.store(err32_ptr + 1, rank)
+                tl.store(err32_ptr + 2, ROLE_COMPUTE)
+                tl.store(err32_ptr + 3, 0)  # waiting on a flag
+                tl.store(err64_ptr + 2, index)
+                tl.store(err64_ptr + 3, target)
+                tl.store(err64_ptr + 4, v)
+                tl.store(err64_ptr + 5, target)
+
+
+@triton.jit
+def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, flags_ptr, epoch, timeout_ns, err32_ptr, err64_ptr, rank,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                NUM_PROGRAMS: tl.constexpr, WAIT: tl.constexpr):
+    """C[M, N] = A[M, K] @ B[K, N]; with WAIT, tile (m, n) first waits for flags[m] >= epoch."""
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    per_group = GROUP_M * tiles_n
+    for tile in tl.range(pid, tiles_m * tiles_n, NUM_PROGRAMS, flatten=not WAIT):
+        group = tile // per_group
+        first_m = group * GROUP_M
+        group_m = min(tiles_m - first_m, GROUP_M)
+        tm = first_m + (tile % group_m)
+        tn = (tile % per_group) // group_m
+        if WAIT:
+            _wait_ge(flags_ptr + tm, epoch, tm, timeout_ns, err32_ptr, err64_ptr, rank)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kt in range(k_tiles):
+            a = a_desc.load([tm * BM, kt * BK])
+            b = b_desc.load([kt * BK, tn * BN])
+            acc = tl.dot(a, b, acc)
+        c_desc.store([tm * BM, tn * BN], acc.to(tl.bfloat16))
+
+
+def signature(wait: bool) -> tuple[dict, dict]:
+    """(signature, constexprs) for compiling gemm_kernel without a GPU (CI's compile check)."""
+    c = CONFIG
+    sig = {"a_desc": f"tensordesc<bf16[{c['BM']}, {c['BK']}]>", "b_desc": f"tensordesc<bf16[{c['BK']}, {c['BN']}]>",
+           "c_desc": f"tensordesc<bf16[{c['BM']}, {c['BN']}]>", "M": "i32", "N": "i32", "K": "i32",
+           "flags_ptr": "*i64", "epoch": "i64", "timeout_ns": "i64", "err32_ptr": "*i32", "err64_ptr": "*i64",
+           "rank": "i32"}
+    const = {"BM": c["BM"], "BN": c["BN"], "BK": c["BK"], "GROUP_M": c["GROUP_M"], "NUM_PROGRAMS": 132,
+             "WAIT": wait}
+    return sig, const
+
+
+def gemm(a, b, out=None, *, flags=None, epoch: int = 0, errors=None, rank: int = 0, timeout_s: float = 5.0,
+         num_programs: int | None = None):
+    """out = a @ b (bf16, fp32 accumulation) on ``num_programs`` persistent programs (default: all SMs).
+
+    With ``flags`` (int64, one per BM-row block of ``a``), each tile waits until its row block's flag
+    reaches ``epoch``; ``errors`` is the device ErrorBlock a timed-out wait writes into.
+    """
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = a.shape
+    K2, N = b.shape
+    if K2 != K or a.dtype != torch.bfloat16 or b.dtype != torch.bfloat16:
+        raise ValueError(f"gemm needs bf16 A[M, K] and B[K, N]; got {tuple(a.shape)} {a.dtype} and "
+                         f"{tuple(b.shape)} {b.dtype}")
+    if K % 8 or N % 8 or not (a.is_contiguous() and b.is_contiguous()):
+        raise ValueError(f"gemm needs contiguous A and B with K ({K}) and N ({N}) multiples of 8: TMA rows must "
+                         f"be 16-byte aligned")
+    out = torch.empty((M, N), dtype=torch.bfloat16, device=a.device) if out is None else out
+    c = CONFIG
+    programs = num_programs or torch.cuda.get_device_properties(a.device).multi_processor_count
+    programs = min(programs, triton.cdiv(M, c["BM"]) * triton.cdiv(N, c["BN"]))
+    wait = flags is not None
+    if wait and flags.numel() < triton.cdiv(M, c["BM"]):
+        raise ValueError(f"flags has {flags.numel()} entries; {triton.cdiv(M, c['BM'])} row blocks need one each")
+    dummy = torch.zeros(8, dtype=torch.int64, device=a.device) if errors is None else errors.words
+    gemm_kernel[(programs,)](
+        TensorDescriptor.from_tensor(a, [c["BM"], c["BK"]]), TensorDescriptor.from_tensor(b, [c["BK"], c["BN"]]),
+        TensorDescriptor.from_tensor(out, [c["BM"], c["BN"]]), M, N, K,
+        flags if wait else dummy, epoch, int(timeout_s * 1e9), dummy.view(torch.int32), dummy, rank,
+        BM=c["BM"], BN=c["BN"], BK=c["BK"], GROUP_M=c["GROUP_M"], NUM_PROGRAMS=programs, WAIT=wait,
+        num_warps=c["num_warps"], num_stages=c["num_stages"])
+    return out

@@ -1,0 +1,79 @@
+"""The compute role's GEMM: compile check for sm_90a (CI, no GPU) and correctness on a GPU."""
+from __future__ import annotations
+
+import pytest
+
+triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]' pins 3.6.0)")
+
+
+@pytest.mark.parametrize("wait", [False, True], ids=["plain", "flag-waits"])
+def test_gemm_compiles_for_sm90_with_wgmma_and_tma(wait):
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from mkernel.hw import gemm
+
+    sig, const = gemm.signature(wait)
+    k = triton.compile(ASTSource(fn=gemm.gemm_kernel, signature=sig, constexprs=const),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+    ptx = k.asm["ptx"]
+    assert ".target sm_90a" in ptx
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    assert ("ld.acquire.gpu" in ptx) == wait
+    assert len(k.asm["cubin"]) > 10_000
+
+
+SHAPES = [(256, 256, 256), (1001, 264, 520), (8191, 1000, 776), (128, 8, 8), (300, 4096, 2048)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gemm_matches_fp32_reference(shape):
+    import torch
+
+    from mkernel.hw import gemm
+
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(M * 7 + N)
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16, generator=g)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)  # poisoned
+    gemm.gemm(a, b, out)
+    ref = a.float() @ b.float()
+    assert not out.isnan().any()
+    assert ((out.float() - ref).norm() / ref.norm()).item() <= 1e-2
+
+
+@pytest.mark.gpu
+def test_gemm_waits_on_flags_and_a_missing_flag_names_itself():
+    import torch
+
+    from mkernel.hw import gemm
+    from mkernel.hw.runtime import ErrorBlock
+
+    M, N, K = 512, 512, 256
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
+    flags = torch.tensor([3, 2, 3, 3], dtype=torch.int64, device="cuda")  # row block 1 is one epoch behind
+    err = ErrorBlock(torch.device("cuda"))
+    out = gemm.gemm(a, b, flags=flags, epoch=3, errors=err, rank=5, timeout_s=0.01)
+    failure = err.read()
+    assert (failure.code, failure.rank, failure.role, failure.what, failure.index, failure.epoch,
+            failure.observed) == (8, 5, "compute", "flag", 1, 3, 2)
+    assert ((out.float() - a.float() @ b.float()).norm() / (a.float() @ b.float()).norm()).item() <= 1e-2
+    flags[1] = 3
+    err.clear()
+    gemm.gemm(a, b, out, flags=flags, epoch=3, errors=err)
+    assert err.read() is None
+
+
+@pytest.mark.gpu
+def test_gemm_refuses_unaligned_rows_before_launch():
+    import torch
+
+    from mkernel.hw import gemm
+
+    a = torch.randn(64, 777, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(777, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"K \(777\) and N \(64\) multiples of 8"):
+        gemm.gemm(a, b)

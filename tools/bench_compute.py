@@ -1,0 +1,77 @@
+"""The compute role alone on one GPU, against torch.matmul (cuBLAS) in the same process.
+
+For each shape: torch.matmul, our persistent TMA GEMM on all SMs, and the same GEMM waiting on a
+ready flag per tile row block with every flag already set (the cost of the waits themselves).
+Shapes: 8192^3 and the per-GPU GEMMs of the reference grid (mkernel-design.md section 8, world 16).
+Targets (issue 6): >= 95% of torch.matmul TFLOPS; flag waits cost <= 3%.
+
+    python tools/bench_compute.py --out compute.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+SHAPES = {  # name: (M, N, K) of C[M, N] = A[M, K] @ B[K, N]
+    "square 8192": (8192, 8192, 8192),
+    "ag_gemm M=8192": (8192, 512, 8192),
+    "ag_gemm M=16384": (16384, 1024, 16384),
+    "ag_gemm M=32768": (32768, 2048, 32768),
+    "gemm_rs/ar M=8192": (8192, 8192, 512),
+    "gemm_rs/ar M=16384": (16384, 16384, 1024),
+    "gemm_rs/ar M=32768": (32768, 32768, 2048),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--commit", default=None)
+    ap.add_argument("--shapes", nargs="*", default=list(SHAPES), help="names from SHAPES")
+    args = ap.parse_args()
+    import torch
+    from triton.testing import do_bench
+
+    from mkernel.hw import gemm, safety
+
+    safety.apply_no_multicast()
+    rows, raw = [], {}
+    for name in args.shapes:
+        M, N, K = SHAPES[name]
+        torch.manual_seed(0)
+        a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        flags = torch.ones(triton_cdiv(M, gemm.CONFIG["BM"]), dtype=torch.int64, device="cuda")
+        gemm.gemm(a, b, out)
+        ref = torch.matmul(a, b)
+        rel = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+        flops = 2 * M * N * K
+        t_torch = do_bench(lambda: torch.matmul(a, b), warmup=50, rep=300)
+        t_ours = do_bench(lambda: gemm.gemm(a, b, out), warmup=50, rep=300)
+        t_wait = do_bench(lambda: gemm.gemm(a, b, out, flags=flags, epoch=1), warmup=50, rep=300)
+        tf = {k: flops / (t * 1e-3) / 1e12 for k, t in (("torch", t_torch), ("ours", t_ours), ("wait", t_wait))}
+        raw[name] = {"shape": [M, N, K], "ms": [t_torch, t_ours, t_wait], "tflops": tf, "rel_err_vs_cublas": rel,
+                     "nan": bool(out.isnan().any().item())}
+        rows.append((name, f"{tf['torch']:.0f}", f"{tf['ours']:.0f}", f"{tf['ours'] / tf['torch']:.3f}",
+                     f"{tf['wait']:.0f}", f"{1 - tf['wait'] / tf['ours']:+.3f}", f"{rel:.1e}"))
+        del a, b, out, ref
+        torch.cuda.empty_cache()
+    meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(), "commit": args.commit,
+            "config": gemm.CONFIG}
+    if args.out:
+        args.out.write_text(json.dumps({"meta": meta, "results": raw}, indent=1))
+    print(f"# compute role vs torch.matmul on {meta['gpu']} ({meta['date']}), bf16 TFLOP/s")
+    head = ("shape", "torch", "ours", "ours/torch", "ours+waits", "wait cost", "rel err")
+    for row in (head, *rows):
+        print(" | ".join(f"{c:<20}" if i == 0 else f"{c:>10}" for i, c in enumerate(row)))
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+if __name__ == "__main__":
+    main()
