@@ -11,12 +11,42 @@ Edge tiles need no special code: TMA loads out of bounds read zeros and TMA stor
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import triton
 import triton.language as tl
 
 ROLE_COMPUTE = tl.constexpr(0)
 ERR_TIMEOUT = tl.constexpr(8)
-CONFIG = dict(BM=128, BN=256, BK=64, GROUP_M=8, num_warps=8, num_stages=3)  # best on the H200 (h200-facts.md)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One GEMM configuration. ``flatten`` lets Triton pipeline across tiles (overlapping a tile's
+    epilogue with the next tile's loads), which pays off when K is short."""
+
+    BM: int = 128
+    BN: int = 256
+    BK: int = 64
+    GROUP_M: int = 8
+    num_warps: int = 8
+    num_stages: int = 3
+    flatten: bool = False
+
+
+CONFIGS = (Config(), Config(BN=128, num_stages=4))
+
+
+def choose(M: int, N: int, K: int, sms: int) -> Config:
+    """The configuration for a shape: big tiles unless they leave too many SMs idle in the last
+    wave, and flattening for short K."""
+    def wave_efficiency(c: Config) -> float:
+        tiles = triton.cdiv(M, c.BM) * triton.cdiv(N, c.BN)
+        return tiles / (triton.cdiv(tiles, sms) * sms)
+
+    big, small = CONFIGS
+    best = big if wave_efficiency(big) >= 0.85 or wave_efficiency(big) >= wave_efficiency(small) else small
+    return Config(**{**asdict(best), "flatten": triton.cdiv(K, best.BK) <= 16})
 
 
 @triton.jit
@@ -52,14 +82,14 @@ def _wait_ge(flag_ptr, target, index, timeout_ns, err32_ptr, err64_ptr, rank):
 @triton.jit
 def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, flags_ptr, epoch, timeout_ns, err32_ptr, err64_ptr, rank,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                NUM_PROGRAMS: tl.constexpr, WAIT: tl.constexpr):
+                NUM_PROGRAMS: tl.constexpr, WAIT: tl.constexpr, FLATTEN: tl.constexpr):
     """C[M, N] = A[M, K] @ B[K, N]; with WAIT, tile (m, n) first waits for flags[m] >= epoch."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BM)
     tiles_n = tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
     per_group = GROUP_M * tiles_n
-    for tile in tl.range(pid, tiles_m * tiles_n, NUM_PROGRAMS, flatten=not WAIT):
+    for tile in tl.range(pid, tiles_m * tiles_n, NUM_PROGRAMS, flatten=FLATTEN):
         group = tile // per_group
         first_m = group * GROUP_M
         group_m = min(tiles_m - first_m, GROUP_M)
@@ -75,20 +105,19 @@ def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, flags_ptr, epoch, timeout_ns, e
         c_desc.store([tm * BM, tn * BN], acc.to(tl.bfloat16))
 
 
-def signature(wait: bool) -> tuple[dict, dict]:
+def signature(c: Config, wait: bool) -> tuple[dict, dict]:
     """(signature, constexprs) for compiling gemm_kernel without a GPU (CI's compile check)."""
-    c = CONFIG
-    sig = {"a_desc": f"tensordesc<bf16[{c['BM']}, {c['BK']}]>", "b_desc": f"tensordesc<bf16[{c['BK']}, {c['BN']}]>",
-           "c_desc": f"tensordesc<bf16[{c['BM']}, {c['BN']}]>", "M": "i32", "N": "i32", "K": "i32",
+    sig = {"a_desc": f"tensordesc<bf16[{c.BM}, {c.BK}]>", "b_desc": f"tensordesc<bf16[{c.BK}, {c.BN}]>",
+           "c_desc": f"tensordesc<bf16[{c.BM}, {c.BN}]>", "M": "i32", "N": "i32", "K": "i32",
            "flags_ptr": "*i64", "epoch": "i64", "timeout_ns": "i64", "err32_ptr": "*i32", "err64_ptr": "*i64",
            "rank": "i32"}
-    const = {"BM": c["BM"], "BN": c["BN"], "BK": c["BK"], "GROUP_M": c["GROUP_M"], "NUM_PROGRAMS": 132,
-             "WAIT": wait}
+    const = {"BM": c.BM, "BN": c.BN, "BK": c.BK, "GROUP_M": c.GROUP_M, "NUM_PROGRAMS": 132, "WAIT": wait,
+             "FLATTEN": c.flatten}
     return sig, const
 
 
 def gemm(a, b, out=None, *, flags=None, epoch: int = 0, errors=None, rank: int = 0, timeout_s: float = 5.0,
-         num_programs: int | None = None):
+         num_programs: int | None = None, config: Config | None = None):
     """out = a @ b (bf16, fp32 accumulation) on ``num_programs`` persistent programs (default: all SMs).
 
     With ``flags`` (int64, one per BM-row block of ``a``), each tile waits until its row block's flag
@@ -106,17 +135,17 @@ def gemm(a, b, out=None, *, flags=None, epoch: int = 0, errors=None, rank: int =
         raise ValueError(f"gemm needs contiguous A and B with K ({K}) and N ({N}) multiples of 8: TMA rows must "
                          f"be 16-byte aligned")
     out = torch.empty((M, N), dtype=torch.bfloat16, device=a.device) if out is None else out
-    c = CONFIG
-    programs = num_programs or torch.cuda.get_device_properties(a.device).multi_processor_count
-    programs = min(programs, triton.cdiv(M, c["BM"]) * triton.cdiv(N, c["BN"]))
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    c = config or choose(M, N, K, num_programs or sms)
+    programs = min(num_programs or sms, triton.cdiv(M, c.BM) * triton.cdiv(N, c.BN))
     wait = flags is not None
-    if wait and flags.numel() < triton.cdiv(M, c["BM"]):
-        raise ValueError(f"flags has {flags.numel()} entries; {triton.cdiv(M, c['BM'])} row blocks need one each")
+    if wait and flags.numel() < triton.cdiv(M, c.BM):
+        raise ValueError(f"flags has {flags.numel()} entries; {triton.cdiv(M, c.BM)} row blocks need one each")
     dummy = torch.zeros(8, dtype=torch.int64, device=a.device) if errors is None else errors.words
     gemm_kernel[(programs,)](
-        TensorDescriptor.from_tensor(a, [c["BM"], c["BK"]]), TensorDescriptor.from_tensor(b, [c["BK"], c["BN"]]),
-        TensorDescriptor.from_tensor(out, [c["BM"], c["BN"]]), M, N, K,
+        TensorDescriptor.from_tensor(a, [c.BM, c.BK]), TensorDescriptor.from_tensor(b, [c.BK, c.BN]),
+        TensorDescriptor.from_tensor(out, [c.BM, c.BN]), M, N, K,
         flags if wait else dummy, epoch, int(timeout_s * 1e9), dummy.view(torch.int32), dummy, rank,
-        BM=c["BM"], BN=c["BN"], BK=c["BK"], GROUP_M=c["GROUP_M"], NUM_PROGRAMS=programs, WAIT=wait,
-        num_warps=c["num_warps"], num_stages=c["num_stages"])
+        BM=c.BM, BN=c.BN, BK=c.BK, GROUP_M=c.GROUP_M, NUM_PROGRAMS=programs, WAIT=wait, FLATTEN=c.flatten,
+        num_warps=c.num_warps, num_stages=c.num_stages)
     return out

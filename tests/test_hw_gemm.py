@@ -6,21 +6,35 @@ import pytest
 triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]' pins 3.6.0)")
 
 
+@pytest.mark.parametrize("flatten", [False, True], ids=["loop", "flattened"])
+@pytest.mark.parametrize("config", [0, 1], ids=["128x256", "128x128"])
 @pytest.mark.parametrize("wait", [False, True], ids=["plain", "flag-waits"])
-def test_gemm_compiles_for_sm90_with_wgmma_and_tma(wait):
+def test_gemm_compiles_for_sm90_with_wgmma_and_tma(wait, config, flatten):
+    from dataclasses import replace
+
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from mkernel.hw import gemm
 
-    sig, const = gemm.signature(wait)
+    c = replace(gemm.CONFIGS[config], flatten=flatten)
+    sig, const = gemm.signature(c, wait)
     k = triton.compile(ASTSource(fn=gemm.gemm_kernel, signature=sig, constexprs=const),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": c.num_warps,
+                                                                  "num_stages": c.num_stages})
     ptx = k.asm["ptx"]
     assert ".target sm_90a" in ptx
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
     assert ("ld.acquire.gpu" in ptx) == wait
     assert len(k.asm["cubin"]) > 10_000
+
+
+def test_config_choice_avoids_idle_sms_and_flattens_short_k():
+    from mkernel.hw import gemm
+
+    assert gemm.choose(8192, 8192, 8192, 132) == gemm.CONFIGS[0]  # 2048 tiles: big tiles, long K
+    assert gemm.choose(4096, 2304, 4096, 132).BN == 128  # 288 big tiles fill 3 waves to 73%; small ones 87%
+    assert gemm.choose(8192, 8192, 512, 132).flatten  # 8 k-tiles
 
 
 SHAPES = [(256, 256, 256), (1001, 264, 520), (8191, 1000, 776), (128, 8, 8), (300, 4096, 2048)]

@@ -10,6 +10,7 @@ Targets (issue 6): >= 95% of torch.matmul TFLOPS; flag waits cost <= 3%.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -46,27 +47,39 @@ def main() -> None:
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         flags = torch.ones(triton_cdiv(M, gemm.CONFIG["BM"]), dtype=torch.int64, device="cuda")
         gemm.gemm(a, b, out)
-        ref = torch.matmul(a, b)
-        rel = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+        ref = a.float() @ b.float()
+        rel = ((out.float() - ref).norm() / ref.norm()).item()
+        nan = bool(out.isnan().any().item())
+        del ref
         flops = 2 * M * N * K
+        tflops = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731
+        chosen = gemm.choose(M, N, K, torch.cuda.get_device_properties(0).multi_processor_count)
         t_torch = do_bench(lambda: torch.matmul(a, b), warmup=50, rep=300)
-        t_ours = do_bench(lambda: gemm.gemm(a, b, out), warmup=50, rep=300)
-        t_wait = do_bench(lambda: gemm.gemm(a, b, out, flags=flags, epoch=1), warmup=50, rep=300)
-        tf = {k: flops / (t * 1e-3) / 1e12 for k, t in (("torch", t_torch), ("ours", t_ours), ("wait", t_wait))}
-        raw[name] = {"shape": [M, N, K], "ms": [t_torch, t_ours, t_wait], "tflops": tf, "rel_err_vs_cublas": rel,
-                     "nan": bool(out.isnan().any().item())}
+        t_ours = do_bench(lambda: gemm.gemm(a, b, out, config=chosen), warmup=50, rep=300)
+        t_wait = do_bench(lambda: gemm.gemm(a, b, out, flags=flags, epoch=1, config=chosen), warmup=50, rep=300)
+        variants = {}
+        for base in gemm.CONFIGS:
+            for flat in (False, True):
+                c = dataclasses.replace(base, flatten=flat)
+                variants[f"{c.BM}x{c.BN}{' flat' if flat else ''}"] = tflops(
+                    do_bench(lambda: gemm.gemm(a, b, out, config=c), warmup=25, rep=150))
+        best = max(variants, key=variants.get)
+        tf = {"torch": tflops(t_torch), "ours": tflops(t_ours), "wait": tflops(t_wait)}
+        raw[name] = {"shape": [M, N, K], "ms": [t_torch, t_ours, t_wait], "tflops": tf, "variants": variants,
+                     "chosen": dataclasses.asdict(chosen), "rel_err_vs_fp32": rel, "nan": nan}
         rows.append((name, f"{tf['torch']:.0f}", f"{tf['ours']:.0f}", f"{tf['ours'] / tf['torch']:.3f}",
-                     f"{tf['wait']:.0f}", f"{1 - tf['wait'] / tf['ours']:+.3f}", f"{rel:.1e}"))
-        del a, b, out, ref
+                     f"{tf['wait']:.0f}", f"{1 - tf['wait'] / tf['ours']:+.3f}", f"{best} {variants[best]:.0f}",
+                     f"{rel:.1e}"))
+        del a, b, out
         torch.cuda.empty_cache()
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(), "commit": args.commit,
-            "config": gemm.CONFIG}
+            "configs": [dataclasses.asdict(c) for c in gemm.CONFIGS]}
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "results": raw}, indent=1))
     print(f"# compute role vs torch.matmul on {meta['gpu']} ({meta['date']}), bf16 TFLOP/s")
-    head = ("shape", "torch", "ours", "ours/torch", "ours+waits", "wait cost", "rel err")
+    head = ("shape", "torch", "ours", "ours/torch", "ours+waits", "wait cost", "best variant", "rel err")
     for row in (head, *rows):
-        print(" | ".join(f"{c:<20}" if i == 0 else f"{c:>10}" for i, c in enumerate(row)))
+        print(" | ".join(f"{c:<20}" if i == 0 else f"{c:>10}" if i != 6 else f"{c:>18}" for i, c in enumerate(row)))
 
 
 def triton_cdiv(a: int, b: int) -> int:
