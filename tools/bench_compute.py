@@ -45,7 +45,7 @@ def main() -> None:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        flags = torch.ones(triton_cdiv(M, gemm.CONFIG["BM"]), dtype=torch.int64, device="cuda")
+        flags = torch.ones(triton_cdiv(M, min(c.BM for c in gemm.CONFIGS)), dtype=torch.int64, device="cuda")
         gemm.gemm(a, b, out)
         ref = a.float() @ b.float()
         rel = ((out.float() - ref).norm() / ref.norm()).item()
