@@ -46,7 +46,7 @@ def choose(M: int, N: int, K: int, sms: int) -> Config:
 
     big, small = CONFIGS
     best = big if wave_efficiency(big) >= 0.85 or wave_efficiency(big) >= wave_efficiency(small) else small
-    return Config(**{**asdict(best), "flatten": triton.cdiv(K, best.BK) <= 16})
+    return Config(**{**asdict(best), "flatten": triton.cdiv(K, best.BK) <= 32})
 
 
 @triton.jit
