@@ -247,3 +247,13 @@ def test_bad_config_is_one_clear_error():
         mesh.proxy(hr, max_batch=9)
     with pytest.raises(ProxyError, match="native transport carrier-pigeon is not one of"):
         mesh.proxy(hr, transport="carrier-pigeon")
+
+
+def test_stop_right_after_a_push_loses_nothing():
+    """stop() races the last commit: the proxy must see every command committed before stop()."""
+    mesh = Mesh(2, 4, 0)
+    for i in range(300):
+        hr = HostRing(4)
+        with mesh.proxy(hr):
+            hr.push(mesh.put(1, i % 4, i + 1))
+        assert mesh.flags[1][i % 4] == i + 1, f"iteration {i}: the command pushed before stop() was dropped"

@@ -84,7 +84,7 @@ typedef struct mk_proxy {
   int n_active;
   pthread_t thread;
   int started;
-  volatile int stop;
+  int stop;
   volatile int done;
   mk_proxy_error error;
   mk_proxy_stats stats;
@@ -200,6 +200,9 @@ static void *proxy_main(void *arg) {
   uint64_t next = __atomic_load_n(&p->ctl->tail, __ATOMIC_ACQUIRE);
   const uint64_t cap = p->cfg.capacity;
   for (;;) {
+    /* Read `stop` before polling: a command committed before stop() was called is then seen by the
+     * poll below, so the thread never leaves with it still in the ring. */
+    const int stopping = __atomic_load_n(&p->stop, __ATOMIC_ACQUIRE);
     int got = 0;
     while (got < 64) {
       mk_cmd *rec = &p->ring[next % cap];
@@ -229,7 +232,7 @@ static void *proxy_main(void *arg) {
       set_error(p, MK_ERR_TRANSPORT, next, NULL, "transport %s failed: %s", p->tr->name, p->tr->err);
       goto fail;
     }
-    if (p->stop && got == 0 && p->n_active == 0 && inflight == 0) break;
+    if (stopping && got == 0 && p->n_active == 0 && inflight == 0) break;
     if (__atomic_load_n(&p->ctl->abort, __ATOMIC_ACQUIRE)) {
       set_error(p, MK_ERR_ABORTED, next, NULL, "aborted by a producer or waiter (code %llu)",
                 (unsigned long long)p->ctl->abort);
@@ -291,7 +294,7 @@ int mk_proxy_start(mk_proxy *p) {
 /* Ask the thread to finish what is committed, wait for it (bounded), then drain the transport. */
 int mk_proxy_stop(mk_proxy *p, uint64_t timeout_ns) {
   if (!p->started) return 0;
-  p->stop = 1;
+  __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
   uint64_t deadline = mk_now_ns() + timeout_ns;
   while (!p->done) {
     if (mk_now_ns() > deadline) {
