@@ -9,7 +9,8 @@ Each rule raises :class:`ScheduleError` naming the task (or buffer) and the rule
 - no task writes an INPUT buffer;
 - a wait that nothing signals, or a count its signal can never reach;
 - a dependency cycle (signal edges plus launch order on each rank);
-- an OUTPUT element not written exactly ``writes_per_element`` times.
+- an OUTPUT element not written exactly ``writes_per_element`` times;
+- a race: two conflicting accesses that no chain of waits orders (see :mod:`mkernel.races`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Region, Schedule, Task
+from .races import check_races
 
 
 def validate(s: Schedule) -> None:
@@ -37,6 +39,7 @@ def validate(s: Schedule) -> None:
     _check_signals(s)
     _check_cycles(s)
     _check_outputs(s, buffers)
+    check_races(s)
 
 
 def _fail(task: Task, rule: str) -> None:

@@ -107,3 +107,32 @@ def test_gemm_shapes_must_chain(tiny):
                     reads=(Region("X", 0, 0, 4, 0, 4), Region("W", 0, 0, 3, 0, 4)))
     with pytest.raises(ScheduleError, match="gemm shapes do not chain"):
         bad.validate()
+
+
+def _reader(s, waits):
+    """The schedule plus a rank-0 intra task copying OUT@0 into a scratch buffer S."""
+    task = dataclasses.replace(s.tasks[0], id=len(s.tasks), role=Role.INTRA, op=Op.COPY, label="reader",
+                               reads=(Region("OUT", 0, 0, 4, 0, 4),), writes=(Region("S", 0, 0, 4, 0, 4),),
+                               waits=waits, signals=())
+    return dataclasses.replace(s, buffers=s.buffers + (Buffer("S", 4, 4),), tasks=s.tasks + (task,))
+
+
+def test_a_read_no_wait_orders_after_its_write_is_a_race(tiny):
+    with pytest.raises(ScheduleError, match=r"race: task 0 \(copy 'copy', rank 0, role compute\) and task 4 "
+                                            r"\(copy 'reader'.* read and write overlapping memory \(OUT@0"):
+        _reader(tiny, waits=()).validate()
+
+
+def test_the_same_read_after_a_wait_on_the_writer_is_fine(tiny):
+    _reader(tiny, waits=(Wait(Signal(0, "done"), 1),)).validate()
+
+
+def test_gemm_ar_recv_without_waiting_for_its_own_sums_is_a_race():
+    """The bug this rule found: the remote add read this node's partial sums without waiting for them."""
+    from mkernel import Cluster, Workload
+    from mkernel.builders import gemm_ar
+
+    s = gemm_ar.build(Workload(m=256, n=512, k=32), Cluster("t", 2, 2))
+    tasks = [dataclasses.replace(t, waits=t.waits[:1]) if t.role is Role.RECV else t for t in s.tasks]
+    with pytest.raises(ScheduleError, match=r"race: .*(reduce 'tile \d+ reduce'|add remote).*PART@"):
+        dataclasses.replace(s, tasks=tuple(tasks)).validate()

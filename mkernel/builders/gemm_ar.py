@@ -11,7 +11,7 @@ the rail peers of a node share one owner pattern::
     compute  | tile t -> P (own partial) ........ signal contrib[t] on its owner
     intra    | owner: wait contrib[t] = G, pull G partials over NVLink, sum -> PART slot
     send     | owner: wait chunk of `chunk_tiles` sums ready, put it to each rail peer (one message)
-    recv     | owner: wait the chunk from all N-1 nodes, add -> out tile, signal final[t]
+    recv     | owner: wait the chunk from all N-1 nodes and its own sums, add -> out tile, signal final[t]
     intra    | owner: wait final[t], push the out tile to the G-1 local peers (unicast stores)
     compute  | every rank: last task waits until all out tiles written into it have landed
 
@@ -145,9 +145,11 @@ def build(w: Workload, c: Cluster) -> Schedule:
                            writes=tuple(slot_reg("RECV", peer, t, node) for t in chunk),
                            signals=(Signal(peer, "arrived", ci),), label=f"chunk {ci} to node {m}")
             for ci, chunk in enumerate(chunks):
+                # the other nodes' sums have landed, and so has this node's own sum of the chunk
+                waits = (Wait(Signal(rank, "arrived", ci), nodes - 1), Wait(Signal(rank, "chunk_ready", ci), len(chunk)))
                 for t in chunk:
                     sig = (Signal(rank, "final", t.index),) if g > 1 else ()
-                    sb.add(rank, Role.RECV, Op.REDUCE, waits=(Wait(Signal(rank, "arrived", ci), nodes - 1),),
+                    sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
                            reads=(slot_reg("PART", rank, t),) + tuple(slot_reg("RECV", rank, t, m) for m in others),
                            writes=(tile_reg("OUT", rank, t),), signals=sig + (out_done(rank),),
                            label=f"tile {t.index} add remote")

@@ -1,0 +1,124 @@
+"""The race rule of ``validate()``: every two conflicting memory accesses are ordered.
+
+Why: a missing wait rarely shows in a simulation, because the model's timing happens to run the
+writer first; on GPUs that drift it corrupts data. A static check catches it on any timing.
+
+Happens-before edges:
+- a wait for count ``c`` on a signal comes after the first ``c`` tasks, in task order, that bump it
+  (builders count bumps with ``ScheduleBuilder.bumped``, so a wait's count names exactly those);
+- on each rank, every task of launch ``L`` comes before every task of launch ``L + 1`` (stream order).
+Queue order is not an edge: a role's SMs run the tasks of its queue concurrently.
+
+Conflicts: a write and a read, or two writes, of overlapping regions of one buffer on one rank, by
+different tasks. Two accumulating writes commute and do not conflict.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .errors import ScheduleError
+from .ir import Schedule
+
+MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes
+
+
+def happens_before_graph(s: Schedule) -> list[list[int]]:
+    """Predecessors of every task, plus one barrier node per (rank, launch > 0) after the tasks."""
+    n = len(s.tasks)
+    signalers: dict = defaultdict(list)
+    for task in s.tasks:
+        for sig in task.signals:
+            signalers[sig].append(task.id)
+    barrier: dict = {}
+    for task in s.tasks:
+        if task.launch > 0 and (task.rank, task.launch) not in barrier:
+            barrier[(task.rank, task.launch)] = n + len(barrier)
+    preds: list[list[int]] = [[] for _ in range(n + len(barrier))]
+    for task in s.tasks:
+        for wait in task.waits:
+            preds[task.id].extend(signalers[wait.signal][:wait.count])
+        if task.launch > 0:
+            preds[task.id].append(barrier[(task.rank, task.launch)])
+        after = barrier.get((task.rank, task.launch + 1))
+        if after is not None:
+            preds[after].append(task.id)
+    return preds
+
+
+def _topological_positions(preds: list[list[int]]) -> list[int]:
+    succs: list[list[int]] = [[] for _ in preds]
+    indegree = [len(p) for p in preds]
+    for node, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(node)
+    ready = [t for t, d in enumerate(indegree) if d == 0]
+    pos = [0] * len(preds)
+    at = 0
+    while ready:
+        t = ready.pop()
+        pos[t], at = at, at + 1
+        for nxt in succs[t]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                ready.append(nxt)
+    return pos
+
+
+def _ordered(a: int, b: int, preds: list[list[int]], pos: list[int]) -> bool:
+    """Whether a chain of edges leads from task ``a`` to task ``b`` (needs pos[a] < pos[b])."""
+    stack, seen = [b], {b}
+    while stack:
+        for p in preds[stack.pop()]:
+            if p == a:
+                return True
+            if p not in seen and pos[p] > pos[a]:
+                seen.add(p)
+                stack.append(p)
+    return False
+
+
+def _conflicts(s: Schedule):
+    """Yield (task_a, task_b, region_a, region_b, kind) for every conflicting access pair."""
+    groups: dict = defaultdict(list)
+    for task in s.tasks:
+        for r in task.reads:
+            groups[(r.buffer, r.rank)].append((r.row0, r.row1, r.col0, r.col1, task, r, False))
+        for r in task.writes:
+            groups[(r.buffer, r.rank)].append((r.row0, r.row1, r.col0, r.col1, task, r, True))
+    for accesses in groups.values():
+        if not any(a[6] for a in accesses):
+            continue
+        accesses.sort(key=lambda a: a[0])
+        active: list = []
+        for acc in accesses:
+            row0, _, col0, col1, task, _, write = acc
+            active = [a for a in active if a[1] > row0]
+            for other in active:
+                if other[4] is task or not (write or other[6]):
+                    continue
+                if other[2] >= col1 or col0 >= other[3]:
+                    continue
+                if write and other[6] and task.accumulate and other[4].accumulate:
+                    continue
+                yield other[4], task, other[5], acc[5], "both write" if write and other[6] else "read and write"
+            active.append(acc)
+
+
+def check_races(s: Schedule) -> None:
+    """Raise ScheduleError naming two unordered conflicting tasks, if any (schedules of at most
+    MAX_TASKS tasks; cycles must already have been ruled out)."""
+    if len(s.tasks) > MAX_TASKS:
+        return
+    preds = happens_before_graph(s)
+    pos = _topological_positions(preds)
+    checked: set = set()
+    for a, b, ra, rb, kind in _conflicts(s):
+        first, second = (a, b) if pos[a.id] < pos[b.id] else (b, a)
+        key = (first.id, second.id)
+        if key in checked:
+            continue
+        checked.add(key)
+        if not _ordered(first.id, second.id, preds, pos):
+            (a, ra), (b, rb) = sorted([(a, ra), (b, rb)], key=lambda x: x[0].id)
+            raise ScheduleError(f"race: {a.describe()} and {b.describe()} {kind} overlapping memory ({ra} / {rb}) "
+                                f"with no chain of waits ordering them")
