@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
-BUILT_KERNELS = ("gemm_ar",)  # the others arrive with issue 4; asking for them is a clear error
+BUILT_KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar")  # the others arrive with issue 4; asking for them is a clear error
 
 
 @dataclass(frozen=True, slots=True)

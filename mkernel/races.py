@@ -4,13 +4,14 @@ Why: a missing wait rarely shows in a simulation, because the model's timing hap
 writer first; on GPUs that drift it corrupts data. A static check catches it on any timing.
 
 Happens-before edges:
-- a wait for count ``c`` on a signal comes after the first ``c`` tasks, in task order, that bump it
-  (builders count bumps with ``ScheduleBuilder.bumped``, so a wait's count names exactly those);
+- a wait for every bump of a signal comes after every task that bumps it. A wait for fewer bumps
+  orders nothing: any ``c`` of the bumpers may be the ones that satisfied it, in any timing;
 - on each rank, every task of launch ``L`` comes before every task of launch ``L + 1`` (stream order).
 Queue order is not an edge: a role's SMs run the tasks of its queue concurrently.
 
 Conflicts: a write and a read, or two writes, of overlapping regions of one buffer on one rank, by
-different tasks. Two accumulating writes commute and do not conflict.
+different tasks. Two accumulating writes commute and do not conflict. And a write into a rank's
+output by another rank must be waited for by some task of that rank, or the kernel may end first.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def happens_before_graph(s: Schedule) -> list[list[int]]:
     preds: list[list[int]] = [[] for _ in range(n + len(barrier))]
     for task in s.tasks:
         for wait in task.waits:
-            preds[task.id].extend(signalers[wait.signal][:wait.count])
+            if wait.count == len(signalers[wait.signal]):
+                preds[task.id].extend(signalers[wait.signal])
         if task.launch > 0:
             preds[task.id].append(barrier[(task.rank, task.launch)])
         after = barrier.get((task.rank, task.launch + 1))
@@ -77,6 +79,35 @@ def _ordered(a: int, b: int, preds: list[list[int]], pos: list[int]) -> bool:
     return False
 
 
+def _check_outputs_land(s: Schedule, preds: list[list[int]]) -> None:
+    """A write into rank r's output by another rank must come before some task of rank r: else r's
+    kernel can finish, and its caller read the output, before the write lands."""
+    from .ir import BufferKind
+
+    outputs = {b.name for b in s.buffers if b.kind is BufferKind.OUTPUT}
+    succs: list[list[int]] = [[] for _ in preds]
+    for node, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(node)
+    n = len(s.tasks)
+    for task in s.tasks:
+        for r in task.writes:
+            if r.buffer not in outputs or r.rank == task.rank:
+                continue
+            stack, seen, found = [task.id], {task.id}, False
+            while stack and not found:
+                for nxt in succs[stack.pop()]:
+                    if nxt < n and s.tasks[nxt].rank == r.rank:
+                        found = True
+                        break
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        stack.append(nxt)
+            if not found:
+                raise ScheduleError(f"race: {task.describe()} writes {r}, and no task of rank {r.rank} waits for "
+                                    f"it, so that rank's kernel may end before the write lands")
+
+
 def _conflicts(s: Schedule):
     """Yield (task_a, task_b, region_a, region_b, kind) for every conflicting access pair."""
     groups: dict = defaultdict(list)
@@ -105,12 +136,14 @@ def _conflicts(s: Schedule):
 
 
 def check_races(s: Schedule) -> None:
-    """Raise ScheduleError naming two unordered conflicting tasks, if any (schedules of at most
-    MAX_TASKS tasks; cycles must already have been ruled out)."""
+    """Raise ScheduleError naming two unordered conflicting tasks, or a remote write into an output
+    that its rank's kernel may end before, if any (schedules of at most MAX_TASKS tasks; cycles must
+    already have been ruled out)."""
     if len(s.tasks) > MAX_TASKS:
         return
     preds = happens_before_graph(s)
     pos = _topological_positions(preds)
+    _check_outputs_land(s, preds)
     checked: set = set()
     for a, b, ra, rb, kind in _conflicts(s):
         first, second = (a, b) if pos[a.id] < pos[b.id] else (b, a)

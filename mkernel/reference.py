@@ -14,6 +14,20 @@ def gemm_ar(inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
     return {"OUT": [total] * len(inputs["A"])}
 
 
+def ag_gemm(inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
+    """Rank r ends with concat_q(A_q) @ B_r."""
+    a = np.concatenate([x.astype(np.float64) for x in inputs["A"]])
+    return {"OUT": [a @ b.astype(np.float64) for b in inputs["B"]]}
+
+
+def gemm_rs(inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
+    """Rank q ends with rows [q*R, (q+1)*R) of sum_r A_r @ B_r, R = m / world."""
+    world = len(inputs["A"])
+    total = gemm_ar(inputs)["OUT"][0]
+    rows = total.shape[0] // world
+    return {"OUT": [total[q * rows:(q + 1) * rows] for q in range(world)]}
+
+
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
     """||out - ref|| / ||ref|| in float64; inf if ``out`` holds a NaN (an unwritten element)."""
     if np.isnan(out).any():

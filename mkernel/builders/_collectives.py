@@ -45,11 +45,11 @@ class Ring:
         return out
 
 
-WaitsFor = Callable[[int, int], tuple[Wait, ...]]  # (rank, lane) -> waits
+WaitsFor = Callable[[int, int, int], tuple[Wait, ...]]  # (rank, lane, block) -> waits
 SignalsFor = Callable[[int, int], tuple[Signal, ...]]  # (rank, lane) -> signals
 
 
-def none(_rank: int, _lane: int) -> tuple:
+def none(*_args) -> tuple:
     """No extra waits or signals."""
     return ()
 
@@ -59,8 +59,9 @@ def reduce_scatter(sb: ScheduleBuilder, ring: Ring, *, src: str, inbuf: str, sta
                    done: SignalsFor = none) -> None:
     """Sum ``src`` over the ring; block b's sum lands in ``dest(ranks[b], row0, row1)``.
 
-    ``ready(rank, lane)`` are waits that must hold before ``src`` of that lane may be read on that
-    rank; ``done(rank, lane)`` are extra signals bumped on the owner by each final reduce.
+    ``ready(rank, lane, block)`` are waits that must hold before ``src`` rows of that lane's block
+    may be read on that rank; ``done(rank, lane)`` are extra signals bumped on the owner by each
+    final reduce.
     """
     g = len(ring.ranks)
     if g < 2:
@@ -77,7 +78,7 @@ def reduce_scatter(sb: ScheduleBuilder, ring: Ring, *, src: str, inbuf: str, sta
         def arrived(at: int) -> Signal:
             return Signal(at, f"{ring.tag}.rs", gc)
 
-        waits = ready(rank, lane) + ((Wait(arrived(rank), 1),) if h > 0 else ())
+        waits = ready(rank, lane, b) + ((Wait(arrived(rank), 1),) if h > 0 else ())
         label = f"{ring.tag} rs chunk {gc} hop {h}"
         if h == g - 1:
             sb.add(rank, reducer, Op.REDUCE, reads=(reg(src, rank), reg(inbuf, rank)),
@@ -116,7 +117,7 @@ def all_gather(sb: ScheduleBuilder, ring: Ring, *, buf: str, ready: WaitsFor = n
                arrived_extra: SignalsFor = none) -> None:
     """Copy block b of ``buf`` from ``ranks[b]`` to every ring rank, forwarding along the ring.
 
-    ``ready(owner, lane)`` must hold before the owner's block may be read;
+    ``ready(owner, lane, block)`` must hold before the owner's block may be read;
     ``arrived_extra(rank, lane)`` are signals bumped on each receiver when a chunk lands there.
     """
     g = len(ring.ranks)
@@ -127,7 +128,7 @@ def all_gather(sb: ScheduleBuilder, ring: Ring, *, buf: str, ready: WaitsFor = n
     for gc, lane, b, r0, r1, h in _wavefront(ring, g - 1):
         path = [ring.ranks[(b + i) % g] for i in range(g)]
         rank, nxt = path[h], path[h + 1]
-        waits = ready(rank, lane) if h == 0 else (Wait(Signal(rank, f"{ring.tag}.ag", gc), 1),)
+        waits = ready(rank, lane, b) if h == 0 else (Wait(Signal(rank, f"{ring.tag}.ag", gc), 1),)
         sb.add(rank, role, op, reads=(Region(buf, rank, r0, r1, 0, ring.cols),),
                writes=(Region(buf, nxt, r0, r1, 0, ring.cols),), waits=waits,
                signals=(Signal(nxt, f"{ring.tag}.ag", gc),) + arrived_extra(nxt, lane),

@@ -230,7 +230,7 @@ def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> No
 
     def wait_all(name: str, ranks):
         counts = {(r, lane): sb.bumped(Signal(r, name, lane)) for r in ranks for lane in range(len(lanes))}
-        return lambda r, lane: (Wait(Signal(r, name, lane), counts[(r, lane)]),)
+        return lambda r, lane, _block=0: (Wait(Signal(r, name, lane), counts[(r, lane)]),)
 
     def both(*fns):
         return lambda r, lane: sum((f(r, lane) for f in fns), ())

@@ -1,0 +1,190 @@
+"""AllGather + GEMM (column-parallel tensor parallelism), fused and unfused.
+
+Unfused equivalent, on every rank r of the world (S = m / world rows per shard)::
+
+    A = all_gather(A_r)                  # A_r: S x k, the gathered A: m x k (shard q at rows q*S)
+    out_r = A @ B_r                      # B_r: k x n (this rank's column block), out_r: m x n
+
+Fused schedule (design §6)::
+
+    send    | at launch: put the local shard, in chunks of CHUNK_ROWS rows, once to each other node
+            | (to the rail peer there)
+    intra   | store the local shard into every node peer; then forward each shard that arrives
+            | from another node to the node peers (unicast peer stores, no multicast), one task
+            | per chunk and peer so the role's SMs share the work
+    compute | tiles in input-availability order: the local shard (read in place), the node's
+            | shards, then the remote shards, each tile waiting for the chunks it reads
+
+Compute tiles never cross a shard, so a tile waits only for chunks of one shard. Every wait is on
+a task that no compute or intra task waits behind, so no SM budget deadlocks.
+
+Baseline ("nccl_hier_ag+gemm"): an NCCL-style hierarchical all-gather (a ring all-gather among rail
+peers, then a ring all-gather in the node) in one launch, then the GEMM on all SMs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ProblemError
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..problems import Workload
+from . import _collectives as coll
+from ._tiling import chunk_rows, split_rows, tile_grid
+
+CHUNK_ROWS = 128  # rows of A per network chunk (design §6)
+DEFAULT_INTRA_SMS = 16
+DEFAULT_SEND_SMS = 2
+
+
+def check(w: Workload, c: Cluster) -> None:
+    """Refuse shapes this op cannot split, with the reason."""
+    for name in ("m", "n", "k", "tile_m", "tile_n"):
+        if getattr(w, name) < 1:
+            raise ProblemError(f"ag_gemm needs {name} >= 1, got {getattr(w, name)}")
+    if w.m % c.world:
+        raise ProblemError(f"ag_gemm gathers one m / world row shard from each of the {c.world} ranks, so m must "
+                           f"be a multiple of {c.world}, got {w.m}")
+    if _roles(w, c)[Role.COMPUTE] < 1:
+        raise ProblemError(f"ag_gemm leaves no compute SMs of {c.gpu.sms}")
+
+
+def flops_per_gpu(w: Workload, c: Cluster) -> float:
+    return 2.0 * w.m * w.n * w.k
+
+
+def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
+    want = {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
+            Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0}
+    for role in want:
+        if w.sm_override(role) is not None:
+            want[role] = w.sm_override(role)
+    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - sum(want.values())
+    return want
+
+
+def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
+    shard = w.m // c.world
+    sb.buffer("A", shard, w.k, w.dtype, BufferKind.INPUT)
+    sb.buffer("B", w.k, w.n, w.dtype, BufferKind.INPUT)
+    sb.buffer("AG", w.m, w.k, w.dtype)  # the gathered A (the own shard is read in place from A)
+    sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
+    return shard
+
+
+def _source_order(c: Cluster, rank: int) -> list[int]:
+    """Shards in the order they become available on ``rank``: own, node peers, then other nodes
+    (nearest first), each node's rail peer first since it arrives over the network directly."""
+    node, local = c.node_of(rank), c.local_of(rank)
+    g = c.gpus_per_node
+    return [c.rank((node + dn) % c.nodes, (local + dl) % g) for dn in range(c.nodes) for dl in range(g)]
+
+
+def build(w: Workload, c: Cluster) -> Schedule:
+    """The fused schedule."""
+    check(w, c)
+    g, nodes = c.gpus_per_node, c.nodes
+    sb = ScheduleBuilder("ag_gemm", "fused", c.world, g, c.gpu.sms)
+    S = _inputs(sb, w, c)
+    chunks = chunk_rows(0, S, CHUNK_ROWS)
+    sb.launch("fused", _roles(w, c))
+
+    def rows(buf: str, rank: int, q: int, r0: int, r1: int) -> Region:
+        """Rows [r0, r1) of shard q in ``buf`` on ``rank`` (A holds only the own shard)."""
+        base = 0 if buf == "A" else q * S
+        return Region(buf, rank, base + r0, base + r1, 0, w.k)
+
+    def landed(rank: int, q: int, ci: int) -> Signal:
+        return Signal(rank, "landed", q * len(chunks) + ci)
+
+    for rank in range(c.world):
+        node, local = c.node_of(rank), c.local_of(rank)
+        peers = [c.rank(node, (local + d) % g) for d in range(1, g)]
+        if nodes > 1:  # the own shard to each other node's rail peer, first thing
+            for dn in range(1, nodes):
+                dst = c.rank((node + dn) % nodes, local)
+                for ci, (r0, r1) in enumerate(chunks):
+                    sb.add(rank, Role.SEND, Op.PUT, reads=(rows("A", rank, rank, r0, r1),),
+                           writes=(rows("AG", dst, rank, r0, r1),), signals=(landed(dst, rank, ci),), chunk=ci,
+                           label=f"shard {rank} chunk {ci} to node {(node + dn) % nodes}")
+        if g > 1:  # one task per (chunk, peer), so the intra SMs share a broadcast
+            sources = [(rank, ())] + [  # the own shard, then what rail peers send, nearest node first
+                (c.rank((node + dn) % nodes, local), True) for dn in range(1, nodes)]
+            for q, forwarded in sources:
+                for ci, (r0, r1) in enumerate(chunks):
+                    waits = (Wait(landed(rank, q, ci), 1),) if forwarded else ()
+                    for p in peers:
+                        sb.add(rank, Role.INTRA, Op.COPY, waits=waits,
+                               reads=(rows("A" if q == rank else "AG", rank, q, r0, r1),),
+                               writes=(rows("AG", p, q, r0, r1),), signals=(landed(p, q, ci),),
+                               label=f"shard {q} chunk {ci} to rank {p}")
+        for q in _source_order(c, rank):  # compute, in input-availability order
+            for t in tile_grid(S, w.n, w.tile_m, w.tile_n):
+                waits = () if q == rank else tuple(
+                    Wait(landed(rank, q, ci), 1) for ci, (r0, r1) in enumerate(chunks) if r0 < t.row1 and t.row0 < r1)
+                src = rows("A" if q == rank else "AG", rank, q, t.row0, t.row1)
+                sb.add(rank, Role.COMPUTE, Op.GEMM, waits=waits, label=f"shard {q} tile {t.index}",
+                       reads=(src, Region("B", rank, 0, w.k, t.col0, t.col1)),
+                       writes=(Region("OUT", rank, q * S + t.row0, q * S + t.row1, t.col0, t.col1),))
+    return sb.build(flops_per_gpu(w, c))
+
+
+def build_baseline(w: Workload, c: Cluster) -> Schedule:
+    """An NCCL-style hierarchical all-gather in one launch, then the GEMM on all SMs."""
+    check(w, c)
+    g, nodes = c.gpus_per_node, c.nodes
+    sb = ScheduleBuilder("ag_gemm", "nccl_hier_ag+gemm", c.world, g, c.gpu.sms)
+    S = _inputs(sb, w, c)
+    ch = w.baseline_channels
+    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
+    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
+    parts = max(1, min(S, ch // nodes if g > 1 else ch))
+
+    def shard(q: int) -> list[tuple[int, int]]:
+        return split_rows(q * S, (q + 1) * S, parts)
+
+    for rank in range(c.world):  # the own shard into the gathered buffer
+        sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("A", rank, 0, S, 0, w.k),),
+               writes=(Region("AG", rank, rank * S, (rank + 1) * S, 0, w.k),), signals=(Signal(rank, "own"),),
+               label="own shard")
+    own = lambda r, *_: (Wait(Signal(r, "own"), 1),)  # noqa: E731
+    if nodes > 1:  # rail peers gather each other's shards
+        for local in range(g):
+            lanes = [[shard(c.rank(m, local))[p] for m in range(nodes)] for p in range(parts)]
+            ring = coll.Ring(c.rail(local), lanes, w.k, rows_per_chunk, True, f"rail{local}")
+            coll.all_gather(sb, ring, buf="AG", ready=own,
+                            arrived_extra=lambda r, lane: (Signal(r, "rail", lane), Signal(r, "in_done")))
+    if g > 1:  # each node gathers its ranks' collections
+        counts = {(r, p): sb.bumped(Signal(r, "rail", p)) for r in range(c.world) for p in range(parts)}
+
+        def ready(r: int, lane: int, _block: int) -> tuple:  # lane m * parts + p: rows of node m, part p
+            m, p = divmod(lane, parts)
+            if m == c.node_of(r):  # the own shard
+                return own(r, lane)
+            return (Wait(Signal(r, "rail", p), counts[(r, p)]),)  # rows that came over rail lane p
+
+        for node in range(nodes):
+            lanes = [[shard(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
+            ring = coll.Ring(c.node_ranks(node), lanes, w.k, rows_per_chunk, False, f"n{node}")
+            coll.all_gather(sb, ring, buf="AG", ready=ready, arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
+    for rank in range(c.world):  # the collective ends on a rank when everything sent to it has landed
+        done = Signal(rank, "in_done")
+        if sb.bumped(done):
+            sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+    sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
+    for rank in range(c.world):
+        for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
+            sb.add(rank, Role.COMPUTE, Op.GEMM, label=f"tile {t.index}", writes=(Region("OUT", rank, t.row0, t.row1,
+                                                                                       t.col0, t.col1),),
+                   reads=(Region("AG", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
+    return sb.build(flops_per_gpu(w, c))
+
+
+def make_inputs(w: Workload, c: Cluster, rng: np.random.Generator) -> dict[str, list[np.ndarray]]:
+    """Fresh random shards A_r and column blocks B_r (scaled so outputs stay O(1))."""
+    scale = 1.0 / math.sqrt(w.k)
+    return {"A": [rng.standard_normal((w.m // c.world, w.k), dtype=np.float32) for _ in range(c.world)],
+            "B": [(rng.standard_normal((w.k, w.n), dtype=np.float32) * scale).astype(np.float32)
+                  for _ in range(c.world)]}

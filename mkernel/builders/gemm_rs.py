@@ -1,0 +1,215 @@
+"""GEMM + ReduceScatter (row-parallel tensor parallelism), fused and unfused.
+
+Unfused equivalent, on every rank r of the world (``k`` is the per-rank K_local)::
+
+    C_r = A_r @ B_r                          # A_r: m x k, B_r: k x n
+    out_r = reduce_scatter(C_r, sum)[r]      # rank r ends with rows [r*R, (r+1)*R) of sum_r C_r, R = m / world
+
+Fused schedule (design §6). Rank (node n, local l) is the *node owner* of every output block whose
+final owner has local index l: it reduces its node's partials of those blocks, sends each remote
+block's node sum to that block's owner (its rail peer in the other node), and adds the other nodes'
+sums of its own block::
+
+    compute | every tile of every block -> P, remote nodes' blocks first; signal contrib on the node owner
+    intra   | node owner: wait contrib = G, pull the G partials over NVLink, sum -> SEND (remote block)
+            |             or PART (own block; OUT directly on one node)
+    send    | node owner: wait a chunk of `chunk_tiles` sums, put it to the block's owner (one message)
+    recv    | owner: wait the chunk from all N-1 nodes and its own node's sums, add -> OUT
+
+With G = 1 the compute role writes SEND and PART itself. Every wait targets work that is earlier
+in its queue or in a queue with no waits back, so no SM budget deadlocks.
+
+Baseline ("gemm+nccl_hier_rs"): one GEMM launch on all SMs, then an NCCL-style hierarchical
+reduce-scatter: a ring reduce-scatter in the node (rank l ends with its node's sum of every block
+owned by local l), then a ring reduce-scatter among rail peers.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ProblemError
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..problems import Workload
+from . import _collectives as coll
+from ._tiling import batches, split_rows, tile_grid
+
+DEFAULT_INTRA_SMS = 16
+DEFAULT_SEND_SMS = 2
+DEFAULT_RECV_SMS = 8
+
+
+def check(w: Workload, c: Cluster) -> None:
+    """Refuse shapes this op cannot split, with the reason."""
+    for name in ("m", "n", "k", "tile_m", "tile_n", "chunk_tiles"):
+        if getattr(w, name) < 1:
+            raise ProblemError(f"gemm_rs needs {name} >= 1, got {getattr(w, name)}")
+    if w.m % c.world:
+        raise ProblemError(f"gemm_rs gives every one of the {c.world} ranks m / world rows, so m must be a "
+                           f"multiple of {c.world}, got {w.m}")
+    if _roles(w, c)[Role.COMPUTE] < 1:
+        raise ProblemError(f"gemm_rs leaves no compute SMs of {c.gpu.sms}")
+
+
+def flops_per_gpu(w: Workload, c: Cluster) -> float:
+    return 2.0 * w.m * w.n * w.k
+
+
+def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
+    want = {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
+            Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0,
+            Role.RECV: DEFAULT_RECV_SMS if c.nodes > 1 else 0}
+    for role in want:
+        if w.sm_override(role) is not None:
+            want[role] = w.sm_override(role)
+    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - sum(want.values())
+    return want
+
+
+def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
+    sb.buffer("A", w.m, w.k, w.dtype, BufferKind.INPUT)
+    sb.buffer("B", w.k, w.n, w.dtype, BufferKind.INPUT)
+    rows = w.m // c.world
+    sb.buffer("OUT", rows, w.n, w.dtype, BufferKind.OUTPUT)
+    return rows
+
+
+def build(w: Workload, c: Cluster) -> Schedule:
+    """The fused schedule."""
+    check(w, c)
+    g, nodes = c.gpus_per_node, c.nodes
+    sb = ScheduleBuilder("gemm_rs", "fused", c.world, g, c.gpu.sms)
+    R = _inputs(sb, w, c)
+    tiles = tile_grid(R, w.n, w.tile_m, w.tile_n)  # the tiles of one block, block-local rows
+    chunks = batches(tiles, w.chunk_tiles)
+    chunk_of = {t.index: ci for ci, ch in enumerate(chunks) for t in ch}
+    if g > 1:
+        sb.buffer("P", w.m, w.n, w.dtype)
+    if nodes > 1:
+        sb.buffer("SEND", nodes * R, w.n, w.dtype)  # section m: this node's sum of block (m, l)
+        sb.buffer("PART", R, w.n, w.dtype)  # this node's sum of the own block
+        sb.buffer("RECV", nodes * R, w.n, w.dtype)  # section m: node m's sum of the own block
+    sb.launch("fused", _roles(w, c))
+
+    def reg(buf: str, rank: int, t, row0: int = 0) -> Region:
+        return Region(buf, rank, row0 + t.row0, row0 + t.row1, t.col0, t.col1)
+
+    def target(rank: int, q: int, t) -> tuple[Region, tuple[Signal, ...]]:
+        """Where the node owner ``rank`` puts its node's sum of tile t of block q, and what it signals."""
+        m = c.node_of(q)
+        if m != c.node_of(rank):
+            return reg("SEND", rank, t, m * R), (Signal(rank, "chunk_ready", m * len(chunks) + chunk_of[t.index]),)
+        if nodes > 1:
+            return reg("PART", rank, t), (Signal(rank, "own_ready", chunk_of[t.index]),)
+        return reg("OUT", rank, t), ()
+
+    for rank in range(c.world):  # compute: remote nodes' blocks first, then this node's
+        node, local = c.node_of(rank), c.local_of(rank)
+        order = [c.rank((node + dn) % nodes, (local + dl) % g) for dn in (*range(1, nodes), 0) for dl in range(g)]
+        for q in order:
+            owner = c.rank(node, c.local_of(q))
+            for t in tiles:
+                a = Region("A", rank, q * R + t.row0, q * R + t.row1, 0, w.k)
+                b = Region("B", rank, 0, w.k, t.col0, t.col1)
+                if g > 1:
+                    dst, sig = reg("P", rank, t, q * R), (Signal(owner, "contrib", q * len(tiles) + t.index),)
+                else:
+                    dst, sig = target(rank, q, t)
+                sb.add(rank, Role.COMPUTE, Op.GEMM, reads=(a, b), writes=(dst,), signals=sig,
+                       label=f"block {q} tile {t.index}")
+
+    for rank in range(c.world):
+        node, local = c.node_of(rank), c.local_of(rank)
+        peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
+        blocks = [c.rank((node + dn) % nodes, local) for dn in (*range(1, nodes), 0)]  # own block last
+        if g > 1:
+            for q in blocks:
+                for t in tiles:
+                    dst, sig = target(rank, q, t)
+                    sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", q * len(tiles) + t.index), g),),
+                           reads=tuple(reg("P", p, t, q * R) for p in peers), writes=(dst,), signals=sig,
+                           label=f"block {q} tile {t.index} reduce")
+        if nodes > 1:
+            for q in blocks[:-1]:
+                m = c.node_of(q)
+                for ci, chunk in enumerate(chunks):
+                    sb.add(rank, Role.SEND, Op.PUT, chunk=ci,
+                           waits=(Wait(Signal(rank, "chunk_ready", m * len(chunks) + ci), len(chunk)),),
+                           reads=tuple(reg("SEND", rank, t, m * R) for t in chunk),
+                           writes=tuple(reg("RECV", q, t, node * R) for t in chunk),
+                           signals=(Signal(q, "arrived", ci),), label=f"chunk {ci} to rank {q}")
+            others = [m for m in range(nodes) if m != node]
+            for ci, chunk in enumerate(chunks):
+                waits = (Wait(Signal(rank, "arrived", ci), nodes - 1), Wait(Signal(rank, "own_ready", ci), len(chunk)))
+                for t in chunk:
+                    sb.add(rank, Role.RECV, Op.REDUCE, waits=waits, writes=(reg("OUT", rank, t),),
+                           reads=(reg("PART", rank, t),) + tuple(reg("RECV", rank, t, m * R) for m in others),
+                           label=f"tile {t.index} add remote")
+    return sb.build(flops_per_gpu(w, c))  # every output write is the owner's own: no drain needed
+
+
+def build_baseline(w: Workload, c: Cluster) -> Schedule:
+    """GEMM on all SMs, then an NCCL-style hierarchical reduce-scatter in a second launch."""
+    check(w, c)
+    g, nodes = c.gpus_per_node, c.nodes
+    sb = ScheduleBuilder("gemm_rs", "gemm+nccl_hier_rs", c.world, g, c.gpu.sms)
+    R = _inputs(sb, w, c)
+    for name in ("P", "IN1", "IN2", "STAGE", "NODE"):
+        sb.buffer(name, w.m, w.n, w.dtype)
+    sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
+    for rank in range(c.world):
+        for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
+            dst = Region("P", rank, t.row0, t.row1, t.col0, t.col1)
+            if c.world == 1:
+                dst = Region("OUT", rank, t.row0, t.row1, t.col0, t.col1)
+            sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), label=f"tile {t.index}",
+                   reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
+    if c.world == 1:
+        return sb.build(flops_per_gpu(w, c))
+    ch = w.baseline_channels
+    sb.launch("reducescatter", {Role.INTRA: ch if g > 1 else 0, Role.SEND: max(1, ch // 4) if nodes > 1 else 0,
+                                Role.RECV: max(1, ch // 4) if nodes > 1 else 0})
+    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.n * DTYPE_BYTES[w.dtype]))
+    parts = max(1, min(R, ch // nodes if g > 1 else ch))
+
+    def block(q: int) -> list[tuple[int, int]]:  # block q's rows, cut for the channels
+        return split_rows(q * R, (q + 1) * R, parts)
+
+    def out(rank: int, r0: int, r1: int) -> Region:
+        return Region("OUT", rank, r0 - rank * R, r1 - rank * R, 0, w.n)
+
+    if g > 1:  # in each node, local l ends with the node sum of every block (m, l)
+        for node in range(nodes):
+            lanes = [[block(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
+            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, f"n{node}")
+            if nodes == 1:
+                coll.reduce_scatter(sb, ring, src="P", inbuf="IN1", stage="STAGE", dest=out)
+            else:
+                coll.reduce_scatter(sb, ring, src="P", inbuf="IN1", stage="STAGE",
+                                    dest=lambda r, r0, r1: Region("NODE", r, r0, r1, 0, w.n),
+                                    done=lambda r, lane: (Signal(r, "node_done", lane),))
+    if nodes > 1:  # among rail peers: node m ends with the total of block (m, l)
+        for local in range(g):
+            rail = c.rail(local)
+            lanes = [[block(c.rank(m, local))[p] for m in range(nodes)] for p in range(parts)]
+            ring = coll.Ring(rail, lanes, w.n, rows_per_chunk, True, f"rail{local}")
+            if g > 1:
+                counts = {}
+                for r in rail:
+                    for lane in range(nodes * parts):
+                        counts[(r, lane)] = sb.bumped(Signal(r, "node_done", lane))
+                def ready(r: int, p: int, m: int) -> tuple:  # block (m, local) part p: node-ring lane m*parts+p
+                    return (Wait(Signal(r, "node_done", m * parts + p), counts[(r, m * parts + p)]),)
+            coll.reduce_scatter(sb, ring, src="NODE" if g > 1 else "P", inbuf="IN2", stage="STAGE", dest=out,
+                                ready=ready if g > 1 else coll.none)
+    return sb.build(flops_per_gpu(w, c))  # each block's last reduce runs on its owner: no drain needed
+
+
+def make_inputs(w: Workload, c: Cluster, rng: np.random.Generator) -> dict[str, list[np.ndarray]]:
+    """Fresh random A_r and B_r for every rank (scaled so sums stay O(1))."""
+    scale = 1.0 / math.sqrt(w.k * c.world)
+    return {"A": [rng.standard_normal((w.m, w.k), dtype=np.float32) for _ in range(c.world)],
+            "B": [(rng.standard_normal((w.k, w.n), dtype=np.float32) * scale).astype(np.float32)
+                  for _ in range(c.world)]}
