@@ -39,7 +39,7 @@ def ring_schedule(nodes: int, kind: str):
                             dest=lambda r, r0, r1: Region("OUT", r, r0, r1, 0, COLS),
                             done=lambda r, lane: (Signal(r, "rs_done"),) + got(r, lane))
     if kind in ("all_gather", "all_reduce"):
-        ready = coll.none if kind == "all_gather" else (lambda r, lane: (Wait(Signal(r, "rs_done"), 1),))
+        ready = coll.none if kind == "all_gather" else (lambda r, lane, _block: (Wait(Signal(r, "rs_done"), 1),))
         coll.all_gather(sb, ring, buf="OUT", ready=ready, arrived_extra=got)
     for rank in range(nodes):  # the collective ends on a rank when all it receives has landed
         sb.add(rank, Role.RECV, Op.NOP, waits=(Wait(Signal(rank, "got"), sb.bumped(Signal(rank, "got"))),))
