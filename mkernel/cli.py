@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .cluster import NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
-from .problems import KERNELS
+from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
 
@@ -58,10 +58,12 @@ def _parser() -> argparse.ArgumentParser:
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """The scenario file with command-line overrides applied and re-checked."""
     sc = load_scenario(args.scenario)
-    for flag in ("tokens", "seq"):
-        if getattr(args, flag) is not None:
-            raise InputError(f"--{flag} applies to {'moe_dispatch_gemm' if flag == 'tokens' else 'ring_attention'},"
-                             " which is not built yet")
+    if args.tokens is not None:
+        raise InputError("--tokens applies to moe_dispatch_gemm, which is not built yet")
+    if args.seq is not None and (args.kernel or sc.workload.kernel) != "ring_attention":
+        raise InputError("--seq applies to --kernel ring_attention (it sets m, the sequence per GPU)")
+    if args.seq is not None:
+        args.m = args.seq
     cluster = {k: v for k, v in (("nodes", args.nodes), ("gpus_per_node", args.gpus_per_node),
                                  ("transport", args.transport), ("notify", args.notify)) if v is not None}
     for key, value in cluster.items():
@@ -69,6 +71,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")
     workload = {k: v for k, v in (("kernel", args.kernel), ("m", args.m), ("n", args.n), ("k", args.k))
                 if v is not None}
+    if args.kernel and args.kernel != sc.workload.kernel:  # another op: its own default shape, then the flags
+        workload = {**DEFAULT_SHAPES[args.kernel], **workload}
     if not cluster and not workload:
         return sc
     sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, **cluster),

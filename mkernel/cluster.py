@@ -28,6 +28,7 @@ class GpuSpec:
     sms: int = 132
     matmul_tflops: float = 798.0  # measured: torch.matmul bf16 8192^3 on the lent H200
     hbm_gb_per_s: float = 4260.0  # measured: device-to-device copy, bytes read + written
+    attention_efficiency: float = 0.65  # estimate: flash attention's share of the matmul rate (softmax in between)
     sm_stream_gb_per_s: float = 100.0  # estimate: local HBM traffic one communication SM can drive
     l2_operand_miss: float = 0.1  # estimate: share of a GEMM tile's A/B reads that miss L2 and reach HBM
     full_tile_elems: int = 128 * 256  # tiles this large or larger reach the full per-SM matmul rate

@@ -41,6 +41,8 @@ class Op(str, Enum):
     COPY = "copy"  # writes[i] (+)= reads[i]   (NVLink or local)
     REDUCE = "reduce"  # writes[0] (+)= sum(reads)
     PUT = "put"  # writes[i] = reads[i] on a rank of another node: one network message
+    ATTN = "attn"  # (acc, stats) merge= softmax(q k^T / sqrt(d)) v over reads (q, k, v): online softmax
+    NORM = "norm"  # (out, lse) = (acc / l, m + log l) from reads (acc, stats): finishes an attention tile
     NOP = "nop"  # only waits and signals (e.g. a kernel's final drain)
 
 

@@ -2,7 +2,8 @@
 
 A :class:`Workload` is what a scenario's ``[workload]`` table, the CLI flags and the Python API all
 turn into. Per-kernel meaning of the shape fields is stated in each builder's docstring; for
-``gemm_ar`` and ``gemm_rs``, ``k`` is the reduction dimension *per rank* (K_local in the paper).
+``gemm_ar`` and ``gemm_rs``, ``k`` is the reduction dimension *per rank* (K_local in the paper); for
+``ring_attention``, ``m`` is the sequence per GPU, ``n`` batch x heads and ``k`` the head dimension.
 """
 from __future__ import annotations
 
@@ -11,7 +12,20 @@ from dataclasses import dataclass
 from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
-BUILT_KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar")  # the others arrive with issue 4; asking for them is a clear error
+BUILT_KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention")  # the others arrive with issue 4; asking for them is a clear error
+
+
+MAX_TASKS = 3_000_000  # a schedule this large would not fit in memory; builders refuse to declare it
+
+# The shape a kernel gets when the CLI switches to it and gives none: the smallest of the reference
+# grid (mkernel-design.md section 8) at world 16.
+DEFAULT_SHAPES = {
+    "ag_gemm": dict(m=4096, n=256, k=4096),
+    "gemm_rs": dict(m=2048, n=2048, k=128),
+    "gemm_ar": dict(m=2048, n=2048, k=128),
+    "ring_attention": dict(m=768, n=64, k=128, tile_m=256),
+    "moe_dispatch_gemm": dict(m=8192, n=2048, k=7168),
+}
 
 
 @dataclass(frozen=True, slots=True)

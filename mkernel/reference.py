@@ -1,11 +1,21 @@
 """numpy oracles, one per kernel id, computed in float64.
 
 Each takes the per-rank inputs (``{buffer: [array per rank]}``) and returns the expected per-rank
-outputs (``{buffer: [array per rank]}``). Tests and the ``--data`` mode compare against these.
+outputs (``{buffer: [array per rank]}``). Tests and the ``--data`` mode compare against these,
+through :func:`expected`, which passes each oracle the shape fields it needs.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .problems import Workload
+
+
+def expected(w: Workload, inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
+    """The oracle of ``w.kernel`` on ``inputs``."""
+    if w.kernel == "ring_attention":
+        return ring_attention(inputs, heads=w.n)
+    return globals()[w.kernel](inputs)
 
 
 def gemm_ar(inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
@@ -26,6 +36,29 @@ def gemm_rs(inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
     total = gemm_ar(inputs)["OUT"][0]
     rows = total.shape[0] // world
     return {"OUT": [total[q * rows:(q + 1) * rows] for q in range(world)]}
+
+
+def ring_attention(inputs: dict[str, list[np.ndarray]], heads: int) -> dict[str, list[np.ndarray]]:
+    """Rank r ends with softmax(Q_r K^T / sqrt(D)) V and its log-sum-exp, per head, where K and V
+    concatenate every rank's slice of that head (rows head * S + s of each rank's BH*S x D arrays)."""
+    world = len(inputs["Q"])
+    S = inputs["Q"][0].shape[0] // heads
+
+    def per_head(x: np.ndarray) -> np.ndarray:  # BH*S x D -> BH x S x D
+        return x.astype(np.float64).reshape(heads, S, -1)
+
+    k = np.concatenate([per_head(x) for x in inputs["K"]], axis=1)
+    v = np.concatenate([per_head(x) for x in inputs["V"]], axis=1)
+    outs, lses = [], []
+    for r in range(world):
+        q = per_head(inputs["Q"][r])
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[2])
+        m = s.max(axis=2, keepdims=True)
+        p = np.exp(s - m)
+        l = p.sum(axis=2, keepdims=True)
+        outs.append(((p @ v) / l).reshape(heads * S, -1))
+        lses.append((m + np.log(l)).reshape(heads * S, 1))
+    return {"OUT": outs, "LSE": lses}
 
 
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:

@@ -92,6 +92,18 @@ def _check_arity(task: Task) -> None:
         for src, dst in zip(reads, writes):
             if src.shape != dst.shape:
                 _fail(task, f"{task.op.value} {src} -> {dst} changes shape")
+    elif task.op is Op.ATTN:
+        if len(reads) != 3 or len(writes) != 2:
+            _fail(task, "an attn reads (q, k, v) and writes (acc, stats)")
+        (q, d), (kr, d2), (vr, d3), acc, stats = (r.shape for r in reads + writes)
+        if not (d == d2 == d3 and kr == vr and acc == (q, d) and stats == (q, 2)):
+            _fail(task, f"attn shapes do not fit: q {q}x{d}, k {kr}x{d2}, v {vr}x{d3} -> acc {acc}, stats {stats}")
+    elif task.op is Op.NORM:
+        if len(reads) != 2 or len(writes) != 2:
+            _fail(task, "a norm reads (acc, stats) and writes (out, lse)")
+        (q, d), stats, out, lse = (r.shape for r in reads + writes)
+        if not (stats == (q, 2) and out == (q, d) and lse == (q, 1)):
+            _fail(task, f"norm shapes do not fit: acc {q}x{d}, stats {stats} -> out {out}, lse {lse}")
     elif task.op is Op.REDUCE:
         if not reads or len(writes) != 1:
             _fail(task, "a reduce reads n >= 1 regions and writes one")
@@ -104,8 +116,8 @@ def _check_arity(task: Task) -> None:
 def _check_locality(s: Schedule, task: Task) -> None:
     node = task.rank // s.gpus_per_node
     regions = task.reads + task.writes
-    if task.op is Op.GEMM and any(r.rank != task.rank for r in regions):
-        _fail(task, "a gemm reads and writes only its own rank's memory")
+    if task.op in (Op.GEMM, Op.ATTN, Op.NORM) and any(r.rank != task.rank for r in regions):
+        _fail(task, f"a {task.op.value} reads and writes only its own rank's memory")
     if task.op in (Op.COPY, Op.REDUCE) and any(r.rank // s.gpus_per_node != node for r in regions):
         _fail(task, "peer loads and stores reach only ranks of the same node")
     if task.op is Op.PUT:

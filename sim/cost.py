@@ -36,6 +36,16 @@ def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
     return max(flops / sm_flops_per_us, moved / sm_hbm)
 
 
+def attn_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
+    """An attention tile on one SM: 4 q k d flops at ``attention_efficiency`` of the matmul rate
+    (softmax work between the two matmuls), or its operand traffic, whichever is longer."""
+    q, k, v = task.reads
+    flops = 4.0 * q.shape[0] * k.shape[0] * q.shape[1]
+    moved = sum(nbytes(r, itemsize) for r in task.reads) + 2 * sum(nbytes(r, itemsize) for r in task.writes)
+    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * c.gpu.attention_efficiency
+    return max(flops / sm_flops_per_us, moved / (bytes_per_us(c.gpu.hbm_gb_per_s) / c.gpu.sms))
+
+
 def tile_efficiency(elems: int, c: Cluster) -> float:
     """Share of the per-SM matmul rate a tile of ``elems`` outputs reaches.
 

@@ -44,7 +44,13 @@ class DataStore:
         if task.op is Op.NOP:
             return
         reads = sources if sources is not None else [self.view(r) for r in task.reads]
-        if task.op is Op.GEMM:
+        if task.op is Op.ATTN:
+            self._attention(task, *reads)
+            return
+        if task.op is Op.NORM:
+            acc, stats = reads
+            results = [acc / stats[:, 1:2], stats[:, 0:1] + np.log(stats[:, 1:2])]
+        elif task.op is Op.GEMM:
             results = [reads[0] @ reads[1]]
         elif task.op is Op.REDUCE:
             total = reads[0].copy()
@@ -59,6 +65,26 @@ class DataStore:
                 dst += value
             else:
                 dst[...] = value
+
+    def _attention(self, task: Task, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        """Merge one block of keys into the tile's online-softmax state (order-free, like a sum).
+
+        The state (acc, stats = [running max m, running sum l]) starts poisoned; the first merge
+        into an untouched row takes the block's values as they are.
+        """
+        s = (q.astype(np.float64) @ k.T.astype(np.float64)) / np.sqrt(q.shape[1])
+        m = s.max(axis=1)
+        p = np.exp(s - m[:, None])
+        l, o = p.sum(axis=1), p @ v.astype(np.float64)
+        acc, stats = self.view(task.writes[0]), self.view(task.writes[1])
+        fresh = np.isnan(stats[:, 0])
+        m_old = np.where(fresh, -np.inf, stats[:, 0])
+        l_old = np.where(fresh, 0.0, stats[:, 1])
+        acc_old = np.where(fresh[:, None], 0.0, acc)
+        m_new = np.maximum(m_old, m)
+        a, b = np.exp(m_old - m_new), np.exp(m - m_new)
+        acc[...] = acc_old * a[:, None] + o * b[:, None]
+        stats[:, 0], stats[:, 1] = m_new, l_old * a + l * b
 
     def output(self, name: str) -> list[np.ndarray]:
         buf = self.schedule.buffer(name)

@@ -140,6 +140,10 @@ class Model:
         self.tracker.check_reads(task, self.env.now)
         if task.op is Op.GEMM:
             yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c)))
+        elif task.op is Op.ATTN:
+            yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c)))
+        elif task.op is Op.NORM:
+            yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream)
         elif task.op in (Op.COPY, Op.REDUCE):
             yield from self._nvlink_task(task)
         self.tracker.landed_writes(task)

@@ -43,7 +43,8 @@ def test_failed_check_exits_1(monkeypatch, capsys):
     (["run", "/nonexistent.toml"], "neither a file nor a bundled scenario"),
     (["run", "--nodes", "0"], "--nodes must be >= 1"),
     (["run", "--m", "3"], "command line: workload cannot run on this cluster"),
-    (["run", "--kernel", "ring_attention"], "not built yet"),
+    (["run", "--kernel", "moe_dispatch_gemm"], "not built yet"),
+    (["run", "--kernel", "ring_attention", "--n", "8192"], "would declare 6,684,672 tasks"),
     (["run", "--tokens", "8192"], "--tokens applies to moe_dispatch_gemm"),
     (["run", *SMALL, "--backend", "hw"], "hw backend"),
 ])

@@ -1,0 +1,205 @@
+"""Ring Attention (sequence parallelism), non-causal, fused and unfused.
+
+Shape fields: ``m`` is the sequence per GPU (S), ``n`` the batch x heads count (BH), ``k`` the head
+dimension (D, a multiple of 16). Every rank holds Q_r, K_r, V_r as BH*S x D (row bh*S + s).
+
+Unfused equivalent, on every rank r::
+
+    K, V = all_gather(K_r), all_gather(V_r)                  # every rank's KV slice
+    out_r, lse_r = attention(Q_r, K, V)                     # softmax(Q K^T / sqrt(D)) V per head
+
+Fused schedule (design §6)::
+
+    send    | at launch: put the local KV slice, one message per head, once to each other node
+            | (to the rail peer there)
+    intra   | a ring in the node: pass each slice to the next GPU over NVLink, per head; a slice
+            | enters the node at its own rank, or at the rail peer that received it, and visits
+            | every GPU of the node
+    compute | attention tiles (tile_m query rows x one head x one slice), merged into an
+            | online-softmax state (order-free), slices in arrival order; then one normalisation
+            | per tile writes out and lse
+
+Causal attention is not declared yet (it needs masked tiles and a zigzag split).
+
+Baseline ("nccl_hier_ag_kv+attn"): an NCCL-style hierarchical all-gather of K and V in one launch,
+then the attention tiles on all SMs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ProblemError
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..problems import MAX_TASKS, Workload
+from . import _collectives as coll
+from ._tiling import split_rows
+
+DEFAULT_INTRA_SMS = 8
+DEFAULT_SEND_SMS = 2
+
+
+def check(w: Workload, c: Cluster) -> None:
+    """Refuse shapes this op cannot split, with the reason."""
+    for name, what in (("m", "sequence per GPU"), ("n", "batch x heads"), ("k", "head dimension"),
+                       ("tile_m", "query rows per tile")):
+        if getattr(w, name) < 1:
+            raise ProblemError(f"ring_attention needs {name} ({what}) >= 1, got {getattr(w, name)}")
+    if w.k % 16:
+        raise ProblemError(f"ring_attention needs a head dimension (k) that is a multiple of 16, got {w.k}")
+    if _roles(w, c)[Role.COMPUTE] < 1:
+        raise ProblemError(f"ring_attention leaves no compute SMs of {c.gpu.sms}")
+    tasks = c.world * w.n * (c.world + 1) * math.ceil(w.m / w.tile_m)
+    if tasks > MAX_TASKS:
+        raise ProblemError(f"ring_attention with {w.n} heads, sequence {w.m} and tile_m {w.tile_m} on {c.world} GPUs "
+                           f"would declare {tasks:,} tasks (at most {MAX_TASKS:,}); raise tile_m or lower n")
+
+
+def flops_per_gpu(w: Workload, c: Cluster) -> float:
+    """4 * BH * S_total^2 * D / world with S_total = world * S."""
+    return 4.0 * w.n * c.world * w.m * w.m * w.k
+
+
+def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
+    want = {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
+            Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0}
+    for role in want:
+        if w.sm_override(role) is not None:
+            want[role] = w.sm_override(role)
+    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - sum(want.values())
+    return want
+
+
+def _buffers(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
+    rows = w.n * w.m
+    for name in ("Q", "K", "V"):
+        sb.buffer(name, rows, w.k, w.dtype, BufferKind.INPUT)
+    sb.buffer("KA", c.world * rows, w.k, w.dtype)  # slot q: rank q's K slice
+    sb.buffer("VA", c.world * rows, w.k, w.dtype)
+    sb.buffer("ACC", rows, w.k, "fp32")  # online-softmax state: unnormalised output,
+    sb.buffer("STATS", rows, 2, "fp32")  # and (running max, running sum) per row
+    sb.buffer("OUT", rows, w.k, w.dtype, BufferKind.OUTPUT)
+    sb.buffer("LSE", rows, 1, "fp32", BufferKind.OUTPUT)
+    return rows
+
+
+def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources, waits_for) -> None:
+    """The compute queue of ``rank``: attention tiles over ``sources`` in order, then the norms."""
+    S, rows = w.m, w.n * w.m
+    tiles = [(t0, min(S, t0 + w.tile_m)) for t0 in range(0, S, w.tile_m)]
+    for q in sources:
+        local = q == rank  # the own slice is read in place
+        for bh in range(w.n):
+            kv = bh * S + (0 if local else q * rows)
+            k = Region("K" if local else "KA", rank, kv, kv + S, 0, w.k)
+            v = Region("V" if local else "VA", rank, kv, kv + S, 0, w.k)
+            for ti, (t0, t1) in enumerate(tiles):
+                r0, r1 = bh * S + t0, bh * S + t1
+                sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits_for(rank, q, bh),
+                       reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
+                       writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
+                       signals=(Signal(rank, "attn", bh * len(tiles) + ti),), label=f"slice {q} head {bh} tile {ti}")
+    for bh in range(w.n):
+        for ti, (t0, t1) in enumerate(tiles):
+            r0, r1 = bh * S + t0, bh * S + t1
+            sb.add(rank, Role.COMPUTE, Op.NORM, waits=(Wait(Signal(rank, "attn", bh * len(tiles) + ti), c.world),),
+                   reads=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
+                   writes=(Region("OUT", rank, r0, r1, 0, w.k), Region("LSE", rank, r0, r1, 0, 1)),
+                   label=f"head {bh} tile {ti} norm")
+
+
+def build(w: Workload, c: Cluster) -> Schedule:
+    """The fused schedule."""
+    check(w, c)
+    g, nodes, S = c.gpus_per_node, c.nodes, w.m
+    sb = ScheduleBuilder("ring_attention", "fused", c.world, g, c.gpu.sms)
+    rows = _buffers(sb, w, c)
+    sb.launch("fused", _roles(w, c))
+
+    def slice_regions(rank: int, q: int, bh: int, own: bool) -> tuple[Region, Region]:
+        r0 = bh * S + (0 if own else q * rows)
+        return Region("K" if own else "KA", rank, r0, r0 + S, 0, w.k), Region("V" if own else "VA", rank, r0, r0 + S, 0, w.k)
+
+    def landed(rank: int, q: int, bh: int) -> Signal:
+        return Signal(rank, "landed", q * w.n + bh)
+
+    for rank in range(c.world):
+        node, local = c.node_of(rank), c.local_of(rank)
+        # (slice, hops it has travelled in this node's ring when it reaches this rank), arrival order
+        sources = [(c.rank((node + dn) % nodes, (local - h) % g), h) for dn in range(nodes) for h in range(g)]
+        if nodes > 1:  # the own slice to each other node's rail peer, first thing
+            for dn in range(1, nodes):
+                dst = c.rank((node + dn) % nodes, local)
+                for bh in range(w.n):
+                    sb.add(rank, Role.SEND, Op.PUT, chunk=bh, reads=slice_regions(rank, rank, bh, True),
+                           writes=slice_regions(dst, rank, bh, False), signals=(landed(dst, rank, bh),),
+                           label=f"slice {rank} head {bh} to node {(node + dn) % nodes}")
+        if g > 1:  # the node ring: forward every slice that has not yet visited the whole node
+            nxt = c.rank(node, (local + 1) % g)
+            for q, h in sources:
+                if h == g - 1:
+                    continue
+                for bh in range(w.n):
+                    own = q == rank
+                    sb.add(rank, Role.INTRA, Op.COPY, waits=() if own else (Wait(landed(rank, q, bh), 1),),
+                           reads=slice_regions(rank, q, bh, own), writes=slice_regions(nxt, q, bh, False),
+                           signals=(landed(nxt, q, bh),), label=f"slice {q} head {bh} to rank {nxt}")
+        _attention(sb, w, c, rank, [q for q, _ in sources],
+                   lambda r, q, bh: () if q == r else (Wait(landed(r, q, bh), 1),))
+    return sb.build(flops_per_gpu(w, c))
+
+
+def build_baseline(w: Workload, c: Cluster) -> Schedule:
+    """A hierarchical all-gather of K and V in one launch, then every attention tile on all SMs."""
+    check(w, c)
+    g, nodes = c.gpus_per_node, c.nodes
+    sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms)
+    rows = _buffers(sb, w, c)
+    ch = w.baseline_channels
+    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
+    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
+    parts = max(1, min(rows, ch // nodes if g > 1 else ch))
+
+    def slot(q: int) -> list[tuple[int, int]]:
+        return split_rows(q * rows, (q + 1) * rows, parts)
+
+    for rank in range(c.world):  # the own slice into the gathered buffers
+        sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("K", rank, 0, rows, 0, w.k), Region("V", rank, 0, rows, 0, w.k)),
+               writes=(Region("KA", rank, rank * rows, (rank + 1) * rows, 0, w.k),
+                       Region("VA", rank, rank * rows, (rank + 1) * rows, 0, w.k)),
+               signals=(Signal(rank, "own"),), label="own slice")
+    own = lambda r, *_: (Wait(Signal(r, "own"), 1),)  # noqa: E731
+    for buf in ("KA", "VA"):
+        if nodes > 1:
+            for local in range(g):
+                lanes = [[slot(c.rank(m, local))[p] for m in range(nodes)] for p in range(parts)]
+                ring = coll.Ring(c.rail(local), lanes, w.k, rows_per_chunk, True, f"{buf}rail{local}")
+                coll.all_gather(sb, ring, buf=buf, ready=own,
+                                arrived_extra=lambda r, lane, b=buf: (Signal(r, f"{b}rail", lane), Signal(r, "in_done")))
+        if g > 1:
+            counts = {(r, p): sb.bumped(Signal(r, f"{buf}rail", p)) for r in range(c.world) for p in range(parts)}
+
+            def ready(r: int, lane: int, _block: int, buf=buf, counts=counts) -> tuple:
+                m, p = divmod(lane, parts)
+                return own(r) if m == c.node_of(r) else (Wait(Signal(r, f"{buf}rail", p), counts[(r, p)]),)
+
+            for node in range(nodes):
+                lanes = [[slot(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
+                ring = coll.Ring(c.node_ranks(node), lanes, w.k, rows_per_chunk, False, f"{buf}n{node}")
+                coll.all_gather(sb, ring, buf=buf, ready=ready, arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
+    for rank in range(c.world):
+        done = Signal(rank, "in_done")
+        if sb.bumped(done):
+            sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+    sb.launch("attention", {Role.COMPUTE: c.gpu.sms})
+    for rank in range(c.world):
+        _attention(sb, w, c, rank, list(range(c.world)), lambda r, q, bh: ())
+    return sb.build(flops_per_gpu(w, c))
+
+
+def make_inputs(w: Workload, c: Cluster, rng: np.random.Generator) -> dict[str, list[np.ndarray]]:
+    """Fresh random Q, K, V slices for every rank."""
+    shape = (w.n * w.m, w.k)
+    return {name: [rng.standard_normal(shape, dtype=np.float32) for _ in range(c.world)] for name in ("Q", "K", "V")}
