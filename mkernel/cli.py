@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
     sub.add_parser("explore", parents=[shared],
                    help="try every network delivery order of a small case (<= 2 x 2 GPUs, <= 8 messages in flight)")
+    sw = sub.add_parser("sweep", help="run the reference grid (design section 8) on the sim backend, resumably")
+    sw.add_argument("--out", type=Path, default=Path("sweep-results"), help="folder for results.jsonl/csv and the plot")
+    sw.add_argument("--testbeds", nargs="*", default=None, help="scenario names (default: both paper testbeds)")
+    sw.add_argument("--kernels", nargs="*", choices=KERNELS, default=None)
+    sw.add_argument("--sizes", type=int, default=None, help="only the first N sizes of each op")
+    sw.add_argument("--debug", action="store_true", help="show tracebacks")
     st = sub.add_parser("selftest", help="check the hw runtime on the GPUs at hand (emulating nodes when ranks "
                                          "outnumber GPUs)")
     st.add_argument("--nodes", type=int, default=2)
@@ -135,6 +141,33 @@ def _explore(args: argparse.Namespace) -> int:
     return status
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from . import sweep
+    from .problems import BUILT_KERNELS
+
+    points = sweep.reference_grid(testbeds=args.testbeds or sweep.TESTBEDS, kernels=args.kernels or KERNELS)
+    if args.sizes is not None:
+        keep = {}
+        for p in points:
+            keep.setdefault((p.testbed, p.kernel), []).append(p)
+        points = [p for group in keep.values() for p in group[:args.sizes]]
+    skipped = sorted({p.kernel for p in points if p.kernel not in BUILT_KERNELS})
+    for p in points:  # every point's scenario is checked before the first run
+        if p.kernel not in skipped:
+            sweep.scenario_of(p)
+    with Progress() as bar:
+        task = bar.add_task("sweep", total=len(points) - sum(p.kernel in skipped for p in points))
+        rows = sweep.run_grid(points, args.out, progress=lambda p: bar.update(task, advance=1, description=p.key))
+    print(f"{len(rows)} points in {sweep.write_table(rows, args.out)}")
+    figure = sweep.plot(rows, args.out)
+    print(f"plot: {figure}" if figure else "plot skipped: matplotlib is not installed (pip install 'mkernel[dev]')")
+    if skipped:
+        print(f"not built yet, skipped: {', '.join(skipped)}")
+    return 0
+
+
 def _selftest(args: argparse.Namespace) -> int:
     if args.nodes < 1 or args.gpus_per_node < 1:
         raise InputError(f"--nodes {args.nodes} and --gpus-per-node {args.gpus_per_node} must be >= 1")
@@ -155,7 +188,8 @@ def _selftest(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "show": _show, "explore": _explore, "selftest": _selftest}[args.command](args)
+        commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "selftest": _selftest}
+        return commands[args.command](args)
     except MkernelError as exc:
         if args.debug:
             raise
