@@ -23,8 +23,12 @@ from .ir import Schedule
 MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes
 
 
-def happens_before_graph(s: Schedule) -> list[list[int]]:
-    """Predecessors of every task, plus one barrier node per (rank, launch > 0) after the tasks."""
+def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list[int]]:
+    """Predecessors of every task, plus one barrier node per (rank, launch > 0) after the tasks.
+
+    With ``every_signaler`` a wait depends on every bumper of its signal, whatever its count: the
+    conservative graph in which validate looks for dependency cycles.
+    """
     n = len(s.tasks)
     signalers: dict = defaultdict(list)
     for task in s.tasks:
@@ -37,7 +41,7 @@ def happens_before_graph(s: Schedule) -> list[list[int]]:
     preds: list[list[int]] = [[] for _ in range(n + len(barrier))]
     for task in s.tasks:
         for wait in task.waits:
-            if wait.count == len(signalers[wait.signal]):
+            if every_signaler or wait.count == len(signalers[wait.signal]):
                 preds[task.id].extend(signalers[wait.signal])
         if task.launch > 0:
             preds[task.id].append(barrier[(task.rank, task.launch)])

@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Region, Schedule, Task
-from .races import check_races
+from .races import check_races, happens_before_graph
 
 
 def validate(s: Schedule) -> None:
@@ -150,23 +150,7 @@ def _check_cycles(s: Schedule) -> None:
     linear in the number of tasks.
     """
     n = len(s.tasks)
-    signalers: dict = defaultdict(list)
-    for task in s.tasks:
-        for sig in task.signals:
-            signalers[sig].append(task.id)
-    barrier: dict = {}  # (rank, launch) -> node id of the barrier before that launch
-    for task in s.tasks:
-        if task.launch > 0 and (task.rank, task.launch) not in barrier:
-            barrier[(task.rank, task.launch)] = n + len(barrier)
-    preds: list[list[int]] = [[] for _ in range(n + len(barrier))]
-    for task in s.tasks:
-        for wait in task.waits:
-            preds[task.id].extend(signalers[wait.signal])
-        if task.launch > 0:
-            preds[task.id].append(barrier[(task.rank, task.launch)])
-        after = barrier.get((task.rank, task.launch + 1))
-        if after is not None:
-            preds[after].append(task.id)
+    preds = happens_before_graph(s, every_signaler=True)
     succs: list[list[int]] = [[] for _ in preds]
     indegree = [len(ps) for ps in preds]
     for node, ps in enumerate(preds):

@@ -133,3 +133,60 @@ def all_gather(sb: ScheduleBuilder, ring: Ring, *, buf: str, ready: WaitsFor = n
                writes=(Region(buf, nxt, r0, r1, 0, ring.cols),), waits=waits,
                signals=(Signal(nxt, f"{ring.tag}.ag", gc),) + arrived_extra(nxt, lane),
                chunk=gc if ring.network else -1, label=f"{ring.tag} ag chunk {gc} hop {h}")
+
+
+def hierarchical_all_gather(sb: ScheduleBuilder, c, *, buffers: tuple[str, ...], slot_rows: int, cols: int,
+                            parts: int, rows_per_chunk: int, own: Signal | Callable[[int], Signal]) -> None:
+    """NCCL's hierarchical all-gather of per-rank slots: a ring among rail peers, then a ring in the
+    node, for each buffer; then each rank drains until everything sent to it has landed.
+
+    Rank q's slot is rows ``[q * slot_rows, (q + 1) * slot_rows)`` of every buffer; ``own(rank)`` is
+    the signal (bumped once) that the rank's own slot is in place. Each slot is cut in ``parts``
+    row ranges, one lane each (NCCL's channels).
+    """
+    from ._tiling import split_rows
+
+    g, nodes = c.gpus_per_node, c.nodes
+    own_of = own if callable(own) else (lambda _r: own)
+
+    def slot(q: int) -> list[tuple[int, int]]:
+        return split_rows(q * slot_rows, (q + 1) * slot_rows, parts)
+
+    def own_ready(r: int, *_):
+        return (Wait(own_of(r), 1),)
+
+    for buf in buffers:
+        if nodes > 1:  # rail peers gather each other's slots
+            for local in range(g):
+                lanes = [[slot(c.rank(m, local))[p] for m in range(nodes)] for p in range(parts)]
+                all_gather(sb, Ring(c.rail(local), lanes, cols, rows_per_chunk, True, f"{buf}rail{local}"), buf=buf,
+                           ready=own_ready,
+                           arrived_extra=lambda r, lane, b=buf: (Signal(r, f"{b}rail", lane), Signal(r, "in_done")))
+        if g > 1:  # each node gathers its ranks' collections
+            counts = {(r, p): sb.bumped(Signal(r, f"{buf}rail", p)) for r in range(c.world) for p in range(parts)}
+
+            def ready(r: int, lane: int, _block: int, buf=buf, counts=counts) -> tuple:
+                m, p = divmod(lane, parts)  # lane m * parts + p: rows of node m's slot, part p
+                if m == c.node_of(r):
+                    return own_ready(r)
+                return (Wait(Signal(r, f"{buf}rail", p), counts[(r, p)]),)  # rows that came over rail lane p
+
+            for node in range(nodes):
+                lanes = [[slot(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
+                all_gather(sb, Ring(c.node_ranks(node), lanes, cols, rows_per_chunk, False, f"{buf}n{node}"),
+                           buf=buf, ready=ready, arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
+    for rank in range(c.world):  # the collective ends on a rank when everything sent to it has landed
+        done = Signal(rank, "in_done")
+        if sb.bumped(done):
+            sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+
+
+def role_budget(w, c, defaults: dict[Role, int]) -> dict[Role, int]:
+    """SMs per role: the builder's defaults for the communication roles, the workload's overrides,
+    and every SM left to compute (unless compute is overridden too)."""
+    want = dict(defaults)
+    for role in want:
+        if w.sm_override(role) is not None:
+            want[role] = w.sm_override(role)
+    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - sum(want.values())
+    return want

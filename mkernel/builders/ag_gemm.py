@@ -32,7 +32,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import Workload
 from . import _collectives as coll
-from ._tiling import chunk_rows, split_rows, tile_grid
+from ._tiling import chunk_rows, tile_grid
 
 CHUNK_ROWS = 128  # rows of A per network chunk (design §6)
 DEFAULT_INTRA_SMS = 16
@@ -56,13 +56,8 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 
 
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
-    want = {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
-            Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0}
-    for role in want:
-        if w.sm_override(role) is not None:
-            want[role] = w.sm_override(role)
-    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - sum(want.values())
-    return want
+    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
+                                   Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0})
 
 
 def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
@@ -142,37 +137,12 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
     rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
     parts = max(1, min(S, ch // nodes if g > 1 else ch))
 
-    def shard(q: int) -> list[tuple[int, int]]:
-        return split_rows(q * S, (q + 1) * S, parts)
-
     for rank in range(c.world):  # the own shard into the gathered buffer
         sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("A", rank, 0, S, 0, w.k),),
                writes=(Region("AG", rank, rank * S, (rank + 1) * S, 0, w.k),), signals=(Signal(rank, "own"),),
                label="own shard")
-    own = lambda r, *_: (Wait(Signal(r, "own"), 1),)  # noqa: E731
-    if nodes > 1:  # rail peers gather each other's shards
-        for local in range(g):
-            lanes = [[shard(c.rank(m, local))[p] for m in range(nodes)] for p in range(parts)]
-            ring = coll.Ring(c.rail(local), lanes, w.k, rows_per_chunk, True, f"rail{local}")
-            coll.all_gather(sb, ring, buf="AG", ready=own,
-                            arrived_extra=lambda r, lane: (Signal(r, "rail", lane), Signal(r, "in_done")))
-    if g > 1:  # each node gathers its ranks' collections
-        counts = {(r, p): sb.bumped(Signal(r, "rail", p)) for r in range(c.world) for p in range(parts)}
-
-        def ready(r: int, lane: int, _block: int) -> tuple:  # lane m * parts + p: rows of node m, part p
-            m, p = divmod(lane, parts)
-            if m == c.node_of(r):  # the own shard
-                return own(r, lane)
-            return (Wait(Signal(r, "rail", p), counts[(r, p)]),)  # rows that came over rail lane p
-
-        for node in range(nodes):
-            lanes = [[shard(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
-            ring = coll.Ring(c.node_ranks(node), lanes, w.k, rows_per_chunk, False, f"n{node}")
-            coll.all_gather(sb, ring, buf="AG", ready=ready, arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
-    for rank in range(c.world):  # the collective ends on a rank when everything sent to it has landed
-        done = Signal(rank, "in_done")
-        if sb.bumped(done):
-            sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+    coll.hierarchical_all_gather(sb, c, buffers=("AG",), slot_rows=S, cols=w.k, parts=parts,
+                                 rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     for rank in range(c.world):
         for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):

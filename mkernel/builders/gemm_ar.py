@@ -61,17 +61,9 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 
 
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
-    g, nodes = c.gpus_per_node, c.nodes
-    want = {Role.INTRA: DEFAULT_INTRA_SMS if g > 1 else 0,
-            Role.SEND: DEFAULT_SEND_SMS if nodes > 1 else 0,
-            Role.RECV: DEFAULT_RECV_SMS if nodes > 1 else 0}
-    for role in want:
-        override = w.sm_override(role)
-        if override is not None:
-            want[role] = override
-    comm = sum(want.values())
-    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - comm
-    return want
+    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
+                                   Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0,
+                                   Role.RECV: DEFAULT_RECV_SMS if c.nodes > 1 else 0})
 
 
 def _inputs(sb: ScheduleBuilder, w: Workload) -> None:

@@ -58,14 +58,9 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 
 
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
-    want = {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
-            Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0,
-            Role.RECV: DEFAULT_RECV_SMS if c.nodes > 1 else 0}
-    for role in want:
-        if w.sm_override(role) is not None:
-            want[role] = w.sm_override(role)
-    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - sum(want.values())
-    return want
+    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
+                                   Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0,
+                                   Role.RECV: DEFAULT_RECV_SMS if c.nodes > 1 else 0})
 
 
 def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:

@@ -35,7 +35,6 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import MAX_TASKS, Workload
 from . import _collectives as coll
-from ._tiling import split_rows
 
 DEFAULT_INTRA_SMS = 8
 DEFAULT_SEND_SMS = 2
@@ -63,13 +62,8 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 
 
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
-    want = {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
-            Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0}
-    for role in want:
-        if w.sm_override(role) is not None:
-            want[role] = w.sm_override(role)
-    want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - sum(want.values())
-    return want
+    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
+                                   Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0})
 
 
 def _buffers(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
@@ -162,37 +156,13 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
     rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
     parts = max(1, min(rows, ch // nodes if g > 1 else ch))
 
-    def slot(q: int) -> list[tuple[int, int]]:
-        return split_rows(q * rows, (q + 1) * rows, parts)
-
     for rank in range(c.world):  # the own slice into the gathered buffers
         sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("K", rank, 0, rows, 0, w.k), Region("V", rank, 0, rows, 0, w.k)),
                writes=(Region("KA", rank, rank * rows, (rank + 1) * rows, 0, w.k),
                        Region("VA", rank, rank * rows, (rank + 1) * rows, 0, w.k)),
                signals=(Signal(rank, "own"),), label="own slice")
-    own = lambda r, *_: (Wait(Signal(r, "own"), 1),)  # noqa: E731
-    for buf in ("KA", "VA"):
-        if nodes > 1:
-            for local in range(g):
-                lanes = [[slot(c.rank(m, local))[p] for m in range(nodes)] for p in range(parts)]
-                ring = coll.Ring(c.rail(local), lanes, w.k, rows_per_chunk, True, f"{buf}rail{local}")
-                coll.all_gather(sb, ring, buf=buf, ready=own,
-                                arrived_extra=lambda r, lane, b=buf: (Signal(r, f"{b}rail", lane), Signal(r, "in_done")))
-        if g > 1:
-            counts = {(r, p): sb.bumped(Signal(r, f"{buf}rail", p)) for r in range(c.world) for p in range(parts)}
-
-            def ready(r: int, lane: int, _block: int, buf=buf, counts=counts) -> tuple:
-                m, p = divmod(lane, parts)
-                return own(r) if m == c.node_of(r) else (Wait(Signal(r, f"{buf}rail", p), counts[(r, p)]),)
-
-            for node in range(nodes):
-                lanes = [[slot(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
-                ring = coll.Ring(c.node_ranks(node), lanes, w.k, rows_per_chunk, False, f"{buf}n{node}")
-                coll.all_gather(sb, ring, buf=buf, ready=ready, arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
-    for rank in range(c.world):
-        done = Signal(rank, "in_done")
-        if sb.bumped(done):
-            sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+    coll.hierarchical_all_gather(sb, c, buffers=("KA", "VA"), slot_rows=rows, cols=w.k, parts=parts,
+                                 rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
     sb.launch("attention", {Role.COMPUTE: c.gpu.sms})
     for rank in range(c.world):
         _attention(sb, w, c, rank, list(range(c.world)), lambda r, q, bh: ())
