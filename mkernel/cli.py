@@ -34,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--k", type=int)
     shared.add_argument("--tokens", type=int, help="moe_dispatch_gemm: total tokens")
     shared.add_argument("--seq", type=int, help="ring_attention: sequence per GPU")
+    shared.add_argument("--causal", action="store_true", help="ring_attention: causal, zigzag-balanced")
     shared.add_argument("--debug", action="store_true", help="show tracebacks")
     run = sub.add_parser("run", parents=[shared], help="run fused op and baseline, print the result")
     run.add_argument("--backend", choices=("sim", "hw"), default="sim")
@@ -75,8 +76,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     for key, value in cluster.items():
         if isinstance(value, int) and value < 1:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")
-    workload = {k: v for k, v in (("kernel", args.kernel), ("m", args.m), ("n", args.n), ("k", args.k))
-                if v is not None}
+    workload = {k: v for k, v in (("kernel", args.kernel), ("m", args.m), ("n", args.n), ("k", args.k),
+                                  ("causal", 1 if args.causal else None)) if v is not None}
     if args.kernel and args.kernel != sc.workload.kernel:  # another op: its own default shape, then the flags
         workload = {**DEFAULT_SHAPES[args.kernel], **workload}
     if not cluster and not workload:

@@ -117,8 +117,10 @@ class Task:
 
     Op arity: GEMM reads (A, B) and writes (C,); COPY and PUT read and write equal-length tuples of
     equal-shaped regions, pairwise; REDUCE reads n >= 1 regions and writes one; NOP touches nothing.
+    ATTN reads (q, k, v) and writes (acc, stats); NORM reads (acc, stats) and writes (out, lse).
     ``accumulate`` makes the write an add into the destination. ``chunk`` names the network chunk a
-    PUT carries (-1 elsewhere).
+    PUT carries (-1 elsewhere). ``mask`` is an ATTN's causal mask: the global positions of its first
+    query and first key row (key j is visible to query i when k0 + j <= q0 + i), or () for none.
     """
 
     id: int
@@ -133,6 +135,7 @@ class Task:
     launch: int = 0
     chunk: int = -1
     label: str = ""
+    mask: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """A short name for error messages: id, op, rank, role and label."""
@@ -211,9 +214,9 @@ class ScheduleBuilder:
         return len(self.launches) - 1
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
-            waits=(), signals=(), chunk: int = -1, label: str = "") -> Task:
+            waits=(), signals=(), chunk: int = -1, label: str = "", mask: tuple[int, ...] = ()) -> Task:
         task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
-                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label)
+                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask))
         self.tasks.append(task)
         self.bumps.update(task.signals)
         return task

@@ -43,6 +43,7 @@ class Workload:
     sms: tuple[tuple[Role, int], ...] = ()  # per-role SM overrides; unset roles get builder defaults
     baseline_channels: int = 16  # SMs an NCCL-style collective uses (its channel count)
     baseline_chunk_kib: int = 128  # bytes one ring step moves per chunk in the baseline (NCCL slice)
+    causal: int = 0  # ring_attention: 1 for causal attention (zigzag split of the sequence)
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)

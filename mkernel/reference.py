@@ -14,7 +14,7 @@ from .problems import Workload
 def expected(w: Workload, inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
     """The oracle of ``w.kernel`` on ``inputs``."""
     if w.kernel == "ring_attention":
-        return ring_attention(inputs, heads=w.n)
+        return ring_attention(inputs, heads=w.n, causal=bool(w.causal))
     return globals()[w.kernel](inputs)
 
 
@@ -38,11 +38,22 @@ def gemm_rs(inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
     return {"OUT": [total[q * rows:(q + 1) * rows] for q in range(world)]}
 
 
-def ring_attention(inputs: dict[str, list[np.ndarray]], heads: int) -> dict[str, list[np.ndarray]]:
+def ring_attention(inputs: dict[str, list[np.ndarray]], heads: int, causal: bool = False) -> dict[str, list[np.ndarray]]:
     """Rank r ends with softmax(Q_r K^T / sqrt(D)) V and its log-sum-exp, per head, where K and V
-    concatenate every rank's slice of that head (rows head * S + s of each rank's BH*S x D arrays)."""
+    concatenate every rank's slice of that head (rows head * S + s of each rank's BH*S x D arrays).
+
+    Causal: rank r's rows hold the zigzag chunks r and 2 * world - 1 - r of the global sequence
+    (S / 2 rows each), and a key is visible to a query at the same or a later global position.
+    """
     world = len(inputs["Q"])
     S = inputs["Q"][0].shape[0] // heads
+    half = S // 2
+
+    def positions(r: int) -> np.ndarray:
+        s = np.arange(S)
+        return np.where(s < half, r * half + s, (2 * world - 1 - r) * half + s - half)
+
+    keys = np.concatenate([positions(r) for r in range(world)])
 
     def per_head(x: np.ndarray) -> np.ndarray:  # BH*S x D -> BH x S x D
         return x.astype(np.float64).reshape(heads, S, -1)
@@ -53,6 +64,8 @@ def ring_attention(inputs: dict[str, list[np.ndarray]], heads: int) -> dict[str,
     for r in range(world):
         q = per_head(inputs["Q"][r])
         s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[2])
+        if causal:
+            s = np.where(keys[None, None, :] > positions(r)[None, :, None], -np.inf, s)
         m = s.max(axis=2, keepdims=True)
         p = np.exp(s - m)
         l = p.sum(axis=2, keepdims=True)

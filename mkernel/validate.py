@@ -98,6 +98,8 @@ def _check_arity(task: Task) -> None:
         (q, d), (kr, d2), (vr, d3), acc, stats = (r.shape for r in reads + writes)
         if not (d == d2 == d3 and kr == vr and acc == (q, d) and stats == (q, 2)):
             _fail(task, f"attn shapes do not fit: q {q}x{d}, k {kr}x{d2}, v {vr}x{d3} -> acc {acc}, stats {stats}")
+        if task.mask and (len(task.mask) != 2 or task.mask[1] > task.mask[0]):
+            _fail(task, f"attn mask {task.mask} must be (q0, k0) with k0 <= q0, so every query sees a key")
     elif task.op is Op.NORM:
         if len(reads) != 2 or len(writes) != 2:
             _fail(task, "a norm reads (acc, stats) and writes (out, lse)")

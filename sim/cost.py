@@ -40,7 +40,7 @@ def attn_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
     """An attention tile on one SM: 4 q k d flops at ``attention_efficiency`` of the matmul rate
     (softmax work between the two matmuls), or its operand traffic, whichever is longer."""
     q, k, v = task.reads
-    flops = 4.0 * q.shape[0] * k.shape[0] * q.shape[1]
+    flops = 4.0 * q.shape[0] * k.shape[0] * q.shape[1] * (0.5 if task.mask else 1.0)  # a causal diagonal block
     moved = sum(nbytes(r, itemsize) for r in task.reads) + 2 * sum(nbytes(r, itemsize) for r in task.writes)
     sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * c.gpu.attention_efficiency
     return max(flops / sm_flops_per_us, moved / (bytes_per_us(c.gpu.hbm_gb_per_s) / c.gpu.sms))

@@ -73,6 +73,10 @@ class DataStore:
         into an untouched row takes the block's values as they are.
         """
         s = (q.astype(np.float64) @ k.T.astype(np.float64)) / np.sqrt(q.shape[1])
+        if task.mask:
+            q0, k0 = task.mask
+            hidden = (k0 + np.arange(k.shape[0]))[None, :] > (q0 + np.arange(q.shape[0]))[:, None]
+            s = np.where(hidden, -np.inf, s)  # every row keeps its own position visible
         m = s.max(axis=1)
         p = np.exp(s - m[:, None])
         l, o = p.sum(axis=1), p @ v.astype(np.float64)

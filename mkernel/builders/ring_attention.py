@@ -1,4 +1,4 @@
-"""Ring Attention (sequence parallelism), non-causal, fused and unfused.
+"""Ring Attention (sequence parallelism), non-causal or causal, fused and unfused.
 
 Shape fields: ``m`` is the sequence per GPU (S), ``n`` the batch x heads count (BH), ``k`` the head
 dimension (D, a multiple of 16). Every rank holds Q_r, K_r, V_r as BH*S x D (row bh*S + s).
@@ -19,7 +19,10 @@ Fused schedule (design §6)::
             | online-softmax state (order-free), slices in arrival order; then one normalisation
             | per tile writes out and lse
 
-Causal attention is not declared yet (it needs masked tiles and a zigzag split).
+Causal (``causal = 1``) balances the work with a zigzag split: the global sequence is cut into
+2 * world chunks and rank r holds chunks r and 2 * world - 1 - r, so every rank computes the same
+number of visible (query, key) pairs. Tiles whose keys all follow their queries are skipped; the
+diagonal ones are masked (``Task.mask``).
 
 Baseline ("nccl_hier_ag_kv+attn"): an NCCL-style hierarchical all-gather of K and V in one launch,
 then the attention tiles on all SMs.
@@ -48,6 +51,11 @@ def check(w: Workload, c: Cluster) -> None:
             raise ProblemError(f"ring_attention needs {name} ({what}) >= 1, got {getattr(w, name)}")
     if w.k % 16:
         raise ProblemError(f"ring_attention needs a head dimension (k) that is a multiple of 16, got {w.k}")
+    if w.causal not in (0, 1):
+        raise ProblemError(f"ring_attention's causal is 0 or 1, got {w.causal}")
+    if w.causal and w.m % 2:
+        raise ProblemError(f"causal ring_attention splits each rank's sequence in two zigzag halves, so the "
+                           f"sequence per GPU (m) must be even, got {w.m}")
     if _roles(w, c)[Role.COMPUTE] < 1:
         raise ProblemError(f"ring_attention leaves no compute SMs of {c.gpu.sms}")
     tasks = c.world * w.n * (c.world + 1) * math.ceil(w.m / w.tile_m)
@@ -57,8 +65,8 @@ def check(w: Workload, c: Cluster) -> None:
 
 
 def flops_per_gpu(w: Workload, c: Cluster) -> float:
-    """4 * BH * S_total^2 * D / world with S_total = world * S."""
-    return 4.0 * w.n * c.world * w.m * w.m * w.k
+    """4 * BH * S_total^2 * D / world with S_total = world * S; half of it under a causal mask."""
+    return 4.0 * w.n * c.world * w.m * w.m * w.k * (0.5 if w.causal else 1.0)
 
 
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
@@ -79,26 +87,50 @@ def _buffers(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
     return rows
 
 
+def zigzag_position(rank: int, s: int, w: Workload, world: int) -> int:
+    """Global sequence position of local row ``s`` (within a head) of ``rank``: causal attention
+    splits the sequence into 2 * world chunks and gives rank r chunks r and 2 * world - 1 - r, so
+    every rank has as much work under the mask (zigzag)."""
+    half = w.m // 2
+    chunk = rank if s < half else 2 * world - 1 - rank
+    return chunk * half + s % half
+
+
 def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources, waits_for) -> None:
-    """The compute queue of ``rank``: attention tiles over ``sources`` in order, then the norms."""
+    """The compute queue of ``rank``: attention tiles over ``sources`` in order, then the norms.
+
+    Causal: query tiles and key slices are cut at the zigzag halves; a (query half, key half) pair
+    whose keys all lie after the queries is skipped, the diagonal pair is masked, the rest are full.
+    """
     S, rows = w.m, w.n * w.m
-    tiles = [(t0, min(S, t0 + w.tile_m)) for t0 in range(0, S, w.tile_m)]
+    spans = [(0, S // 2), (S // 2, S)] if w.causal else [(0, S)]
+    tiles = [(t0, min(h1, t0 + w.tile_m)) for h0, h1 in spans for t0 in range(h0, h1, w.tile_m)]
     for q in sources:
         local = q == rank  # the own slice is read in place
         for bh in range(w.n):
-            kv = bh * S + (0 if local else q * rows)
-            k = Region("K" if local else "KA", rank, kv, kv + S, 0, w.k)
-            v = Region("V" if local else "VA", rank, kv, kv + S, 0, w.k)
-            for ti, (t0, t1) in enumerate(tiles):
-                r0, r1 = bh * S + t0, bh * S + t1
-                sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits_for(rank, q, bh),
-                       reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
-                       writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
-                       signals=(Signal(rank, "attn", bh * len(tiles) + ti),), label=f"slice {q} head {bh} tile {ti}")
+            for k0, k1 in spans:
+                kv = bh * S + (0 if local else q * rows)
+                k = Region("K" if local else "KA", rank, kv + k0, kv + k1, 0, w.k)
+                v = Region("V" if local else "VA", rank, kv + k0, kv + k1, 0, w.k)
+                for ti, (t0, t1) in enumerate(tiles):
+                    mask = ()
+                    if w.causal:
+                        qpos, kpos = zigzag_position(rank, t0, w, c.world), zigzag_position(q, k0, w, c.world)
+                        if kpos > qpos + (t1 - t0) - 1:
+                            continue  # every key after every query of the tile
+                        if kpos + (k1 - k0) - 1 > qpos:
+                            mask = (qpos, kpos)
+                    r0, r1 = bh * S + t0, bh * S + t1
+                    sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits_for(rank, q, bh), mask=mask,
+                           reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
+                           writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
+                           signals=(Signal(rank, "attn", bh * len(tiles) + ti),),
+                           label=f"slice {q} head {bh} keys {k0} tile {ti}")
     for bh in range(w.n):
         for ti, (t0, t1) in enumerate(tiles):
             r0, r1 = bh * S + t0, bh * S + t1
-            sb.add(rank, Role.COMPUTE, Op.NORM, waits=(Wait(Signal(rank, "attn", bh * len(tiles) + ti), c.world),),
+            done = Signal(rank, "attn", bh * len(tiles) + ti)
+            sb.add(rank, Role.COMPUTE, Op.NORM, waits=(Wait(done, sb.bumped(done)),),
                    reads=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
                    writes=(Region("OUT", rank, r0, r1, 0, w.k), Region("LSE", rank, r0, r1, 0, 1)),
                    label=f"head {bh} tile {ti} norm")
