@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from mkernel.errors import InputError
 
 from . import transports
@@ -107,10 +105,6 @@ class Context:
     def send(self):
         lay = self.layout
         return self.buffer[lay.send_off: lay.send_off + lay.send_bytes]
-
-    def wait_args(self) -> tuple:
-        """(epoch value, epoch done, error block, timeout) as the device kernels take them."""
-        return (*self.epoch.kernel_args(), self.errors.ptr, np.uint64(self.timeout_ns))
 
     def check(self) -> None:
         """Synchronise, then raise the first proxy or device-wait error, naming rank, role, flag, epoch."""

@@ -244,7 +244,7 @@ def exchange_rank(info: RankInfo, nodes: int, gpn: int, shard_bytes: int, chunk_
         t0 = time.perf_counter()
         for _ in range(epochs):
             _run("mk_test_exchange", grid, 256, (
-                I32(info.rank), I32(nodes), I32(gpn), U64(ctx.buffer.data_ptr() + ctx.layout.send_off),
+                I32(info.rank), I32(nodes), I32(gpn), U64(ctx.send.data_ptr()),
                 U64(ctx.recv_ptrs.data_ptr()), U64(ctx.flag_ptrs.data_ptr()), U32(shard_bytes), U32(chunk_bytes),
                 *ctx.ring.kernel_args(), *ctx.epoch.kernel_args(), U64(mism.data_ptr()), ctx.errors.ptr,
                 U64(ctx.timeout_ns)))
