@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
-BUILT_KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention")  # the others arrive with issue 4; asking for them is a clear error
+BUILT_KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention")  # MoE arrives with issue 4; asking is a clear error
+FORWARDS = ("direct", "ring")  # how ag_gemm's shards reach nodes beyond the first neighbour
 
 
 MAX_TASKS = 3_000_000  # a schedule this large would not fit in memory; builders refuse to declare it
@@ -44,6 +45,7 @@ class Workload:
     baseline_channels: int = 16  # SMs an NCCL-style collective uses (its channel count)
     baseline_chunk_kib: int = 128  # bytes one ring step moves per chunk in the baseline (NCCL slice)
     causal: int = 0  # ring_attention: 1 for causal attention (zigzag split of the sequence)
+    forward: str = "direct"  # ag_gemm beyond two nodes: "direct" (one put per node) or "ring" (relay)
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)

@@ -12,7 +12,7 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
     [cluster.nic]      count, gbit_per_s, latency_us, per_message_us, srd_jitter_us, ibgda_post_us
     [cluster.proxy]    gpu_enqueue_us, poll_us, per_command_us, doorbell_us, batch, batch_window_us,
                        queue_depth, max_outstanding
-    [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles,
+    [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles, causal, forward,
                        baseline_channels, baseline_chunk_kib
     [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
 
@@ -32,11 +32,13 @@ from pathlib import Path
 from .cluster import NOTIFY_MODES, TRANSPORTS, Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
-from .problems import KERNELS, Workload
+from .problems import FORWARDS, KERNELS, Workload
 
 DEFAULT_SCENARIO = "default"
-CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS}
-SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k")}
+CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
+           "forward": FORWARDS}
+SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),
+              "ring_attention": ("m", "n", "k")}
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,3 +95,18 @@ def test_fused_beats_baseline_on_a_communication_heavy_shape(module):
     kernel = module.__name__.rsplit(".", 1)[1]
     w = Workload(kernel=kernel, m=4096, n=4096 if kernel == "gemm_rs" else 256, k=256 if kernel == "gemm_rs" else 4096)
     assert SimBackend().run(module.build(w, c), c).time_s < SimBackend().run(module.build_baseline(w, c), c).time_s
+
+
+@pytest.mark.parametrize("nodes,gpus", [(3, 2), (4, 4)])
+def test_ag_gemm_ring_forwarding_matches_numpy_and_sends_the_same_bytes(nodes, gpus):
+    """Relaying shards node to node moves, per GPU, the same (nodes - 1) shards as direct sends."""
+    c = Cluster("t", nodes, gpus, transport="efa_srd")
+    w = Workload(kernel="ag_gemm", m=150 * c.world, n=264, k=40, forward="ring")
+    s = ag_gemm.build(w, c)
+    s.validate()
+    inputs = ag_gemm.make_inputs(w, c, np.random.default_rng(5))
+    out = SimBackend().run(s, c, inputs=inputs).outputs["OUT"]
+    for o, e in zip(out, reference.expected(w, inputs)["OUT"]):
+        assert reference.relative_error(o, e) <= DATA_RTOL
+    sent, _ = _network_bytes(s, c.world)
+    assert sent == [(nodes - 1) * 150 * w.k * 2] * c.world

@@ -8,7 +8,8 @@ Unfused equivalent, on every rank r of the world (S = m / world rows per shard):
 Fused schedule (design §6)::
 
     send    | at launch: put the local shard, in chunks of CHUNK_ROWS rows, once to each other node
-            | (to the rail peer there)
+            | (to the rail peer there); or, with ``forward = "ring"``, to the next node only, relaying
+            | what the previous node's rail peer sends (nodes - 1 hops)
     intra   | store the local shard into every node peer; then forward each shard that arrives
             | from another node to the node peers (unicast peer stores, no multicast), one task
             | per chunk and peer so the role's SMs share the work
@@ -97,7 +98,16 @@ def build(w: Workload, c: Cluster) -> Schedule:
     for rank in range(c.world):
         node, local = c.node_of(rank), c.local_of(rank)
         peers = [c.rank(node, (local + d) % g) for d in range(1, g)]
-        if nodes > 1:  # the own shard to each other node's rail peer, first thing
+        if nodes > 1 and w.forward == "ring":  # own shard to the next node; relay what the previous sends
+            nxt = c.rank((node + 1) % nodes, local)
+            for hop in range(nodes - 1):
+                q = c.rank((node - hop) % nodes, local)  # the shard this rank relays at this hop
+                for ci, (r0, r1) in enumerate(chunks):
+                    sb.add(rank, Role.SEND, Op.PUT, chunk=ci, waits=(Wait(landed(rank, q, ci), 1),) if hop else (),
+                           reads=(rows("A" if hop == 0 else "AG", rank, q, r0, r1),),
+                           writes=(rows("AG", nxt, q, r0, r1),), signals=(landed(nxt, q, ci),),
+                           label=f"shard {q} chunk {ci} to node {(node + 1) % nodes}")
+        elif nodes > 1:  # the own shard to each other node's rail peer, first thing
             for dn in range(1, nodes):
                 dst = c.rank((node + dn) % nodes, local)
                 for ci, (r0, r1) in enumerate(chunks):
