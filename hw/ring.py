@@ -14,8 +14,7 @@ import numpy as np
 from mkernel.ir import COMMAND_BYTES
 
 PUT, SIGNAL = 1, 2
-MAX_BATCH = 8
-MAX_RANKS = 1024
+MAX_BATCH = 8  # commands per connection per post (MK_MAX_BATCH)
 
 CMD_DTYPE = np.dtype([
     ("seq", "<u4"), ("type", "<u2"), ("dst_rank", "<u2"), ("chunk", "<u4"), ("bytes", "<u4"),

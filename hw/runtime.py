@@ -50,10 +50,6 @@ class DeviceRing:
         return (np.uint64(self.ring_ptr), np.uint64(self.ctl_ptr), np.uint64(self.head.data_ptr()),
                 np.uint64(self.capacity))
 
-    def decoded(self) -> np.ndarray:
-        """The raw records as a structured array (for tests and post-mortems)."""
-        return self.records.numpy().view(ring.CMD_DTYPE)
-
 
 class Epoch:
     """A device epoch counter and its finished-blocks counter (runtime.cuh: mk_epoch)."""
