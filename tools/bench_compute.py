@@ -31,9 +31,11 @@ SHAPES = {  # name: (M, N, K) of C[M, N] = A[M, K] @ B[K, N]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--commit", default=None)
+    ap.add_argument("--commit", default=None, help="the commit measured (default: the .commit file)")
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES), help="names from SHAPES")
     args = ap.parse_args()
+    if args.commit is None and Path(".commit").is_file():  # written by the caller: a device copy has no history
+        args.commit = Path(".commit").read_text().strip()
     import torch
     from triton.testing import do_bench_cudagraph
 

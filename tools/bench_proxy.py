@@ -30,8 +30,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="write every measurement as JSON here")
     ap.add_argument("--iters", type=int, default=20_000, help="round trips per case")
-    ap.add_argument("--commit", default=None, help="the commit measured (a device copy may lack git history)")
+    ap.add_argument("--commit", default=None, help="the commit measured (default: the .commit file, see tools/gpu_check.sh)")
     args = ap.parse_args()
+    if args.commit is None and Path(".commit").is_file():  # written by the caller: a device copy has no history
+        args.commit = Path(".commit").read_text().strip()
     from mkernel.hw import safety, selftest
 
     safety.apply_no_multicast()
