@@ -78,7 +78,6 @@ def main() -> None:
         rows.append((name, f"{tf['torch']:.0f}", f"{tf['ours']:.0f}", f"{tf['ours'] / tf['torch']:.3f}",
                      f"{tf['wait']:.0f}", f"{1 - tf['wait'] / tf['ours']:+.3f}", f"{best} {variants[best]:.0f}",
                      f"{rel:.1e}"))
-        del a, b, out
         torch.cuda.empty_cache()
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(), "commit": args.commit,
             "configs": [dataclasses.asdict(c) for c in gemm.CONFIGS]}
