@@ -69,3 +69,18 @@ def test_explore_command(capsys, tmp_path):
     assert main(argv + ["--notify", "flag"]) == 1
     out = capsys.readouterr().out
     assert "every delivery order is safe" in out and "BROKEN: hazard" in out and "1. flag of task" in out
+
+
+@pytest.mark.parametrize("nodes,gpus", [(2, 1), (2, 2)])
+@pytest.mark.parametrize("kernel,shape", [
+    ("ag_gemm", dict(m=512, n=256, k=32)),
+    ("gemm_rs", dict(m=512, n=256, k=32, chunk_tiles=2)),
+    ("ring_attention", dict(m=32, n=1, k=16, tile_m=16, causal=1)),
+])
+def test_every_op_is_safe_in_every_srd_delivery_order(kernel, shape, nodes, gpus):
+    from mkernel.builders import get
+
+    c = Cluster("t", nodes, gpus, transport="efa_srd")
+    found = explore(get(kernel).build(Workload(kernel=kernel, **shape), c), c)
+    assert found.ok, found.failure
+    assert found.states > 1  # several orders were really tried
