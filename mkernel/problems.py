@@ -49,3 +49,11 @@ class Workload:
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)
+
+    def require_positive(self, *names: str) -> None:
+        """Refuse, naming the op and the field, any of ``names`` below 1."""
+        from .errors import ProblemError
+
+        for name in names:
+            if getattr(self, name) < 1:
+                raise ProblemError(f"{self.kernel} needs {name} >= 1, got {getattr(self, name)}")

@@ -42,9 +42,7 @@ DEFAULT_SEND_SMS = 2
 
 def check(w: Workload, c: Cluster) -> None:
     """Refuse shapes this op cannot split, with the reason."""
-    for name in ("m", "n", "k", "tile_m", "tile_n"):
-        if getattr(w, name) < 1:
-            raise ProblemError(f"ag_gemm needs {name} >= 1, got {getattr(w, name)}")
+    w.require_positive("m", "n", "k", "tile_m", "tile_n")
     if w.m % c.world:
         raise ProblemError(f"ag_gemm gathers one m / world row shard from each of the {c.world} ranks, so m must "
                            f"be a multiple of {c.world}, got {w.m}")

@@ -44,9 +44,7 @@ DEFAULT_RECV_SMS = 8
 
 def check(w: Workload, c: Cluster) -> None:
     """Refuse shapes this op cannot split, with the reason."""
-    for name in ("m", "n", "k", "tile_m", "tile_n", "chunk_tiles"):
-        if getattr(w, name) < 1:
-            raise ProblemError(f"gemm_ar needs {name} >= 1, got {getattr(w, name)}")
+    w.require_positive("m", "n", "k", "tile_m", "tile_n", "chunk_tiles")
     if w.m < c.world:
         raise ProblemError(f"gemm_ar splits the m rows over the {c.world} ranks in its baseline, so m "
                            f"must be >= {c.world}, got {w.m}")
