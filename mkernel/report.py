@@ -87,13 +87,13 @@ def print_schedule(s: Schedule) -> None:
             roles.add_row(launch.name, role.value, str(sms), str(max(per_rank.values(), default=0)),
                           ", ".join(f"{k} {v}" for k, v in ops.items()))
     console.print(roles)
-    tiles = sum(1 for t in s.tasks if t.op is Op.GEMM and t.rank == 0)
+    tiles = sum(1 for t in s.tasks if t.op in (Op.GEMM, Op.ATTN) and t.rank == 0)
     chunks = sum(1 for t in s.tasks if t.op is Op.PUT and t.rank == 0)
     per = static_bytes(s)
     summary = Table(show_header=False)
-    summary.add_row("GEMM tiles on rank 0", str(tiles))
+    summary.add_row("compute tiles on rank 0 (gemm, attn)", str(tiles))
     summary.add_row("network messages sent by rank 0", str(chunks))
     for tier, values in per.items():
         summary.add_row(f"{tier} bytes sent per GPU (max)", _gb(max(values)))
-    summary.add_row("roles", ", ".join(r.value for r in Role))
+    summary.add_row("roles with SMs", ", ".join(r.value for r in Role if any(ln.budget(r) for ln in s.launches)))
     console.print(summary)
