@@ -83,7 +83,7 @@ class Proxy:
     def __init__(self, *, rank: int, nranks: int, ring_ptr: int, ctl_ptr: int, capacity: int, regions: Regions,
                  transport: str = "fake", max_batch: int = ring.MAX_BATCH, window_us: float = 2.0,
                  seed: int = 0, unordered: bool = False, gbytes_per_s: float = 0.0, latency_us: float = 0.0,
-                 device: int = 0, streams: int = 1, flag_early: bool = False):
+                 device: int = 0, streams: int = 1, flag_early: bool = False, cpu: int = -1):
         if len(regions.dst) != nranks or len(regions.flags) != nranks:
             raise ValueError(f"regions name {len(regions.dst)} receive buffers and {len(regions.flags)} flag "
                              f"arrays; nranks is {nranks}")
@@ -91,7 +91,7 @@ class Proxy:
         u64s = lambda xs: (ctypes.c_uint64 * nranks)(*xs)  # noqa: E731
         self._keep = (u64s(b for b, _ in regions.dst), u64s(n for _, n in regions.dst), u64s(regions.flags))
         cfg = ring.ProxyConfig(rank, nranks, capacity, max_batch, regions.n_flags, int(window_us * 1000),
-                               regions.src[0], regions.src[1], *self._keep)
+                               regions.src[0], regions.src[1], *self._keep, cpu)
         opts = ring.TransportOptions(seed, int(unordered), gbytes_per_s, int(latency_us * 1000), device, streams,
                                      int(flag_early))
         err = ctypes.create_string_buffer(256)

@@ -69,7 +69,7 @@ class ProxyConfig(ctypes.Structure):
         ("max_batch", ctypes.c_uint32), ("n_flags", ctypes.c_uint32), ("window_ns", ctypes.c_uint64),
         ("src_base", ctypes.c_uint64), ("src_bytes", ctypes.c_uint64),
         ("dst_base", ctypes.POINTER(ctypes.c_uint64)), ("dst_bytes", ctypes.POINTER(ctypes.c_uint64)),
-        ("flag_base", ctypes.POINTER(ctypes.c_uint64)),
+        ("flag_base", ctypes.POINTER(ctypes.c_uint64)), ("cpu", ctypes.c_int32),
     ]
 
 

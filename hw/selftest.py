@@ -98,7 +98,7 @@ class LocalPair:
     """
 
     def __init__(self, n_flags: int, buf_bytes: int, capacity: int = 1024, shaping: Shaping | None = None,
-                 window_us: float = 2.0, timeout_s: float = 5.0, host_flags: bool = False):
+                 window_us: float = 2.0, timeout_s: float = 5.0, host_flags: bool = False, cpu: int = -1):
         import torch
 
         dev = torch.device("cuda")
@@ -113,7 +113,7 @@ class LocalPair:
                           (0, self.flags.data_ptr()), n_flags)
         self.proxy = Proxy(rank=0, nranks=2, ring_ptr=self.ring.ring_ptr, ctl_ptr=self.ring.ctl_ptr,
                            capacity=capacity, regions=regions, transport=native, window_us=window_us,
-                           device=dev.index or 0, **opts).start()
+                           device=dev.index or 0, cpu=cpu, **opts).start()
 
     def close(self) -> dict:
         """Stop the proxy; its counters, plus 'error' with the proxy's error message or None."""
@@ -128,13 +128,14 @@ class LocalPair:
 
 
 def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_bytes: int | None = None,
-              signal_only: bool = False, host_flags: bool = False) -> dict:
+              signal_only: bool = False, host_flags: bool = False, cpu: int = -1) -> dict:
     """Enqueue -> proxy -> copy + flag -> flag seen on the GPU, one command at a time. With
-    ``signal_only`` the commands are SIGNALs (no copy engine); with ``host_flags`` also no driver call."""
+    ``signal_only`` the commands are SIGNALs (no copy engine); with ``host_flags`` also no driver
+    call; ``cpu`` pins the proxy thread."""
     import torch
 
     signal_only = signal_only or host_flags
-    pair = LocalPair(n_flags=1, buf_bytes=buf_bytes or max(nbytes, 256), host_flags=host_flags)
+    pair = LocalPair(n_flags=1, buf_bytes=buf_bytes or max(nbytes, 256), host_flags=host_flags, cpu=cpu)
     lat = torch.zeros(n, dtype=torch.int64, device="cuda")
     done = torch.cuda.Event()
     _run("mk_test_roundtrip", 1, 32, (*pair.ring.kernel_args(), U64(pair.flags.data_ptr()), I32(1), I32(n),
@@ -146,7 +147,8 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
     failure = pair.err.read()
     us = lat.cpu().numpy() / 1e3
     ok = us[us > 0]
-    return {"n": n, "bytes": nbytes, "busy_main": busy_main, "signal_only": signal_only, "host_flags": host_flags, "main_loops": loops, "completed": int(ok.size),
+    return {"n": n, "bytes": nbytes, "busy_main": busy_main, "signal_only": signal_only, "host_flags": host_flags,
+            "cpu": cpu, "main_loops": loops, "completed": int(ok.size),
             "p50_us": float(np.percentile(ok, 50)) if ok.size else None,
             "p99_us": float(np.percentile(ok, 99)) if ok.size else None,
             "p999_us": float(np.percentile(ok, 99.9)) if ok.size else None,

@@ -257,3 +257,17 @@ def test_stop_right_after_a_push_loses_nothing():
         with mesh.proxy(hr):
             hr.push(mesh.put(1, i % 4, i + 1))
         assert mesh.flags[1][i % 4] == i + 1, f"iteration {i}: the command pushed before stop() was dropped"
+
+
+def test_proxy_thread_can_be_pinned_and_a_bad_cpu_is_an_error():
+    import os
+
+    mesh = Mesh(2, 4, 0)
+    hr = HostRing(4)
+    with mesh.proxy(hr, cpu=max(os.sched_getaffinity(0))):
+        hr.push(mesh.put(1, 2, 7))
+    assert mesh.flags[1][2] == 7
+    p = mesh.proxy(HostRing(4), cpu=4095).start()
+    with pytest.raises(ProxyError, match="cannot pin the proxy thread to CPU 4095"):
+        p.stop(timeout_s=1.0)
+    p.close()

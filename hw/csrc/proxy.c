@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@ typedef struct mk_proxy_cfg {
   uint64_t window_ns;  /* a partial batch waits at most this long */
   uint64_t src_base, src_bytes;
   const uint64_t *dst_base, *dst_bytes, *flag_base; /* nranks entries each */
+  int32_t cpu;         /* pin the proxy thread to this CPU; -1: leave it to the scheduler */
 } mk_proxy_cfg;
 
 typedef struct mk_proxy_error {
@@ -192,6 +194,16 @@ static int flush_expired(mk_proxy *p, int all) {
 
 static void *proxy_main(void *arg) {
   mk_proxy *p = (mk_proxy *)arg;
+  if (p->cfg.cpu >= 0) { /* a pinned poller is not migrated or time-shared with other threads */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(p->cfg.cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set)) {
+      set_error(p, MK_ERR_TRANSPORT, 0, NULL, "cannot pin the proxy thread to CPU %d", p->cfg.cpu);
+      p->done = 1;
+      return NULL;
+    }
+  }
   if (p->tr->attach && p->tr->attach(p->tr)) {
     set_error(p, MK_ERR_TRANSPORT, 0, NULL, "transport %s failed to start: %s", p->tr->name, p->tr->err);
     p->done = 1;
