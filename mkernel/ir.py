@@ -40,6 +40,7 @@ class Op(str, Enum):
     GEMM = "gemm"  # writes[0] (+)= reads[0] @ reads[1]
     COPY = "copy"  # writes[i] (+)= reads[i]   (NVLink or local)
     REDUCE = "reduce"  # writes[0] (+)= sum(reads)
+    GATHER = "gather"  # writes[0][i] = reads[0][index[i]]: rows picked by a data-dependent list (MoE)
     PUT = "put"  # writes[i] = reads[i] on a rank of another node: one network message
     ATTN = "attn"  # (acc, stats) merge= softmax(q k^T / sqrt(d)) v over reads (q, k, v): online softmax
     NORM = "norm"  # (out, lse) = (acc / l, m + log l) from reads (acc, stats): finishes an attention tile
@@ -121,6 +122,7 @@ class Task:
     ``accumulate`` makes the write an add into the destination. ``chunk`` names the network chunk a
     PUT carries (-1 elsewhere). ``mask`` is an ATTN's causal mask: the global positions of its first
     query and first key row (key j is visible to query i when k0 + j <= q0 + i), or () for none.
+    ``index`` is a GATHER's row list: row i of writes[0] is row index[i] of reads[0].
     """
 
     id: int
@@ -136,6 +138,7 @@ class Task:
     chunk: int = -1
     label: str = ""
     mask: tuple[int, ...] = ()
+    index: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """A short name for error messages: id, op, rank, role and label."""
@@ -214,9 +217,10 @@ class ScheduleBuilder:
         return len(self.launches) - 1
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
-            waits=(), signals=(), chunk: int = -1, label: str = "", mask: tuple[int, ...] = ()) -> Task:
+            waits=(), signals=(), chunk: int = -1, label: str = "", mask: tuple[int, ...] = (),
+            index: tuple[int, ...] = ()) -> Task:
         task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
-                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask))
+                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index))
         self.tasks.append(task)
         self.bumps.update(task.signals)
         return task

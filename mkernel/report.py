@@ -18,10 +18,11 @@ def static_bytes(s: Schedule) -> dict[str, list[float]]:
         if t.op is Op.PUT:
             out["network"][t.rank] += sum(r.size * size[r.buffer] for r in t.reads)
             out["host"][t.rank] += COMMAND_BYTES
-        elif t.op in (Op.COPY, Op.REDUCE):
+        elif t.op in (Op.COPY, Op.REDUCE, Op.GATHER):
             for r in t.reads:
-                if r.rank != t.rank:
-                    out["nvlink"][r.rank] += r.size * size[r.buffer]
+                if r.rank != t.rank:  # a gather moves only its indexed rows
+                    rows = len(t.index) if t.op is Op.GATHER else r.shape[0]
+                    out["nvlink"][r.rank] += rows * r.shape[1] * size[r.buffer]
             for r in t.writes:
                 if r.rank != t.rank:
                     out["nvlink"][t.rank] += r.size * size[r.buffer]

@@ -106,6 +106,15 @@ def _check_arity(task: Task) -> None:
         (q, d), stats, out, lse = (r.shape for r in reads + writes)
         if not (stats == (q, 2) and out == (q, d) and lse == (q, 1)):
             _fail(task, f"norm shapes do not fit: acc {q}x{d}, stats {stats} -> out {out}, lse {lse}")
+    elif task.op is Op.GATHER:
+        if len(reads) != 1 or len(writes) != 1:
+            _fail(task, "a gather reads one region and writes one")
+        (src_rows, src_cols), (dst_rows, dst_cols) = reads[0].shape, writes[0].shape
+        if src_cols != dst_cols or len(task.index) != dst_rows:
+            _fail(task, f"gather of {len(task.index)} rows from {src_rows}x{src_cols} into {dst_rows}x{dst_cols}: "
+                        f"columns must match and the index must name one row per written row")
+        if any(not 0 <= i < src_rows for i in task.index):
+            _fail(task, f"gather index names a row outside 0..{src_rows - 1}")
     elif task.op is Op.REDUCE:
         if not reads or len(writes) != 1:
             _fail(task, "a reduce reads n >= 1 regions and writes one")
@@ -120,7 +129,7 @@ def _check_locality(s: Schedule, task: Task) -> None:
     regions = task.reads + task.writes
     if task.op in (Op.GEMM, Op.ATTN, Op.NORM) and any(r.rank != task.rank for r in regions):
         _fail(task, f"a {task.op.value} reads and writes only its own rank's memory")
-    if task.op in (Op.COPY, Op.REDUCE) and any(r.rank // s.gpus_per_node != node for r in regions):
+    if task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and any(r.rank // s.gpus_per_node != node for r in regions):
         _fail(task, "peer loads and stores reach only ranks of the same node")
     if task.op is Op.PUT:
         if any(r.rank != task.rank for r in task.reads):

@@ -55,9 +55,17 @@ def tile_efficiency(elems: int, c: Cluster) -> float:
     return min(1.0, math.sqrt(elems / c.gpu.full_tile_elems))
 
 
+def _read_bytes(task: Task, r: Region, itemsize: dict[str, int]) -> float:
+    """A gather reads only its indexed rows of the (possibly larger) region it names."""
+    if task.op is Op.GATHER:
+        return float(len(task.index) * r.shape[1] * itemsize[r.buffer])
+    return nbytes(r, itemsize)
+
+
 def local_bytes(task: Task, itemsize: dict[str, int]) -> float:
-    """Bytes a COPY/REDUCE moves through its own rank's HBM (local reads, local writes)."""
-    total = sum(nbytes(r, itemsize) for r in task.reads + task.writes if r.rank == task.rank)
+    """Bytes a COPY/REDUCE/GATHER moves through its own rank's HBM (local reads, local writes)."""
+    total = sum(_read_bytes(task, r, itemsize) for r in task.reads if r.rank == task.rank)
+    total += sum(nbytes(r, itemsize) for r in task.writes if r.rank == task.rank)
     if task.accumulate:
         total += sum(nbytes(r, itemsize) for r in task.writes if r.rank == task.rank)
     return total
@@ -68,7 +76,7 @@ def remote_transfers(task: Task, itemsize: dict[str, int]) -> list[tuple[int, in
 
     Reads of a peer's region are pulls (peer -> task's rank); writes to a peer are pushes.
     """
-    assert task.op in (Op.COPY, Op.REDUCE), f"{task.describe()} is not an NVLink op"
-    out = [(r.rank, task.rank, nbytes(r, itemsize)) for r in task.reads if r.rank != task.rank]
+    assert task.op in (Op.COPY, Op.REDUCE, Op.GATHER), f"{task.describe()} is not an NVLink op"
+    out = [(r.rank, task.rank, _read_bytes(task, r, itemsize)) for r in task.reads if r.rank != task.rank]
     out += [(task.rank, r.rank, nbytes(r, itemsize)) for r in task.writes if r.rank != task.rank]
     return out

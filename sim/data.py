@@ -52,6 +52,8 @@ class DataStore:
             results = [acc / stats[:, 1:2], stats[:, 0:1] + np.log(stats[:, 1:2])]
         elif task.op is Op.GEMM:
             results = [reads[0] @ reads[1]]
+        elif task.op is Op.GATHER:
+            results = [reads[0][list(task.index)]]
         elif task.op is Op.REDUCE:
             total = reads[0].copy()
             for extra in reads[1:]:

@@ -6,7 +6,7 @@ it waits for the task's signals, then spends the task's cost. An optional contro
 between roles at task boundaries. Costs:
 
 - GEMM: :func:`cost.gemm_us` on the SM (a roofline with a tile-size efficiency).
-- COPY/REDUCE: the SM streams its local bytes at ``sm_stream_gb_per_s`` while it drives one flow
+- COPY/REDUCE/GATHER: the SM streams its local bytes at ``sm_stream_gb_per_s`` while it drives one flow
   per peer region over the NVLink ports (source egress, destination ingress), capped together by
   what one SM can copy over NVLink (``sm_copy_gb_per_s``); then the NVLink latency.
 - PUT: handed to :class:`~mkernel.sim.network.Network` (ring, proxy, NIC, transport).
@@ -144,12 +144,12 @@ class Model:
             yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c)))
         elif task.op is Op.NORM:
             yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream)
-        elif task.op in (Op.COPY, Op.REDUCE):
+        elif task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
             yield from self._nvlink_task(task)
         self.tracker.landed_writes(task)
         if self.data is not None:
             self.data.apply(task)
-        paid = task.op in (Op.COPY, Op.REDUCE) and any(r.rank != task.rank for r in task.reads + task.writes)
+        paid = task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and any(r.rank != task.rank for r in task.reads + task.writes)
         for sig in task.signals:
             if sig.rank == task.rank or paid:
                 self.board.bump(sig)
