@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
-BUILT_KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention")  # MoE arrives with issue 4; asking is a clear error
+BUILT_KERNELS = KERNELS
 FORWARDS = ("direct", "ring")  # how ag_gemm's shards reach nodes beyond the first neighbour
+ROUTINGS = ("uniform", "zipf")
 
 
 MAX_TASKS = 3_000_000  # a schedule this large would not fit in memory; builders refuse to declare it
@@ -46,6 +47,10 @@ class Workload:
     baseline_chunk_kib: int = 128  # bytes one ring step moves per chunk in the baseline (NCCL slice)
     causal: int = 0  # ring_attention: 1 for causal attention (zigzag split of the sequence)
     forward: str = "direct"  # ag_gemm beyond two nodes: "direct" (one put per node) or "ring" (relay)
+    experts: int = 256  # moe_dispatch_gemm: experts in all, experts / world per GPU
+    topk: int = 8  # moe_dispatch_gemm: experts per token
+    routing: str = "uniform"  # moe_dispatch_gemm: "uniform" or "zipf" (skewed popularity)
+    routing_seed: int = 0
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)

@@ -11,10 +11,12 @@ import numpy as np
 from .problems import Workload
 
 
-def expected(w: Workload, inputs: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
-    """The oracle of ``w.kernel`` on ``inputs``."""
+def expected(w: Workload, inputs: dict[str, list[np.ndarray]], gpus_per_node: int = 1) -> dict[str, list[np.ndarray]]:
+    """The oracle of ``w.kernel`` on ``inputs`` (MoE's output layout also needs the node size)."""
     if w.kernel == "ring_attention":
         return ring_attention(inputs, heads=w.n, causal=bool(w.causal))
+    if w.kernel == "moe_dispatch_gemm":
+        return moe_dispatch_gemm(inputs, w, gpus_per_node)
     return globals()[w.kernel](inputs)
 
 
@@ -72,6 +74,23 @@ def ring_attention(inputs: dict[str, list[np.ndarray]], heads: int, causal: bool
         outs.append(((p @ v) / l).reshape(heads * S, -1))
         lses.append((m + np.log(l)).reshape(heads * S, 1))
     return {"OUT": outs, "LSE": lses}
+
+
+def moe_dispatch_gemm(inputs: dict[str, list[np.ndarray]], w: Workload, gpus_per_node: int) -> dict[str, list[np.ndarray]]:
+    """Rank d ends with, for each of its experts j and each source rank's tokens routed to j (in the
+    layout of :mod:`mkernel.routing`), X_source[tokens] @ W_d[j]; zero rows after its last pair."""
+    from .routing import layout
+
+    world = len(inputs["X"])
+    segments, rows = layout(w, world // gpus_per_node, gpus_per_node)
+    out = []
+    for d in range(world):
+        y = np.zeros((max(rows, 1), w.n))
+        for s in segments[d]:
+            weights = inputs["W"][d][s.expert * w.k:(s.expert + 1) * w.k].astype(np.float64)
+            y[s.row0:s.row0 + len(s.tokens)] = inputs["X"][s.source][list(s.tokens)].astype(np.float64) @ weights
+        out.append(y)
+    return {"Y": out}
 
 
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:

@@ -48,7 +48,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     inputs = expected = None
     if data:
         inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
-        expected = reference.expected(w, inputs)
+        expected = reference.expected(w, inputs, c.gpus_per_node)
     fold = {"collapse": collapse and not data and not trace} if backend == "sim" else {}
     stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
     fused_err = _error(stats, expected)

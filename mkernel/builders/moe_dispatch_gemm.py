@@ -1,0 +1,232 @@
+"""MoE Dispatch + grouped GEMM (expert parallelism), fused and unfused.
+
+Shape fields: ``m`` is the total tokens T (T / world per rank), ``k`` the hidden size H, ``n`` the
+expert width I; ``experts`` (experts / world per GPU), ``topk``, ``routing`` (uniform or zipf) and
+``routing_seed`` pick the seeded routing (:mod:`mkernel.routing`, which also fixes the expert-input
+layout). Inputs per rank: X (tokens x H), W (local experts x H rows, I columns), Z (one zero row).
+Output per rank: Y, one row per (token, local expert) pair in layout order, zero rows after them up
+to the largest rank's count (the buffers are symmetric).
+
+Unfused equivalent::
+
+    XE_d = all_to_all(X_r rows routed to d's experts)       # tokens reach their experts' GPUs
+    Y_d[expert j rows] = XE_d[expert j rows] @ W_d[j]       # grouped GEMM
+
+Fused schedule (design §6)::
+
+    intra   | node destinations: gather each (local expert, source) segment straight into the
+            | destination's expert input over NVLink
+    send    | other nodes: gather the tokens routed to that node once (each token once per node, not
+            | once per expert or GPU), put them in chunks of CHUNK_BYTES to the rail peer there
+    intra   | rail peer: gather what arrived into its node's expert inputs
+    compute | the grouped GEMM in input-availability order: tiles whose rows came from this rank's
+            | own tokens first, then the node's, then other nodes'
+
+The reference code broadcasts every token to every node; here only tokens routed off-node cross
+the network, once per destination node.
+
+Baseline ("nccl_a2a+grouped_gemm"): an all-to-all that sends each token once per destination GPU
+(over the network to GPUs of other nodes), then the grouped GEMM on all SMs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import ProblemError
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..problems import Workload
+from ..routing import layout
+from . import _collectives as coll
+from ._tiling import chunk_rows
+
+CHUNK_BYTES = 512 * 1024  # network chunk (design §6)
+DEFAULT_INTRA_SMS = 16
+DEFAULT_SEND_SMS = 4
+
+
+def check(w: Workload, c: Cluster) -> None:
+    w.require_positive("m", "n", "k", "tile_m", "tile_n", "experts", "topk")
+    if w.m % c.world or w.experts % c.world:
+        raise ProblemError(f"moe_dispatch_gemm gives every one of the {c.world} ranks m / world tokens and "
+                           f"experts / world experts, so both must be multiples of {c.world}; got m={w.m}, "
+                           f"experts={w.experts}")
+    if w.topk > w.experts:
+        raise ProblemError(f"moe_dispatch_gemm routes each token to topk={w.topk} distinct experts, more than "
+                           f"the {w.experts} experts")
+    if _roles(w, c)[Role.COMPUTE] < 1:
+        raise ProblemError(f"moe_dispatch_gemm leaves no compute SMs of {c.gpu.sms}")
+
+
+def flops_per_gpu(w: Workload, c: Cluster) -> float:
+    """2 * T * topk * H * I / world."""
+    return 2.0 * w.m * w.topk * w.k * w.n / c.world
+
+
+def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
+    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 or c.nodes > 1 else 1,
+                                   Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0})
+
+
+def _buffers(sb: ScheduleBuilder, w: Workload, c: Cluster, rows: int, staging: int) -> None:
+    per = w.m // c.world
+    sb.buffer("X", per, w.k, w.dtype, BufferKind.INPUT)
+    sb.buffer("W", (w.experts // c.world) * w.k, w.n, w.dtype, BufferKind.INPUT)
+    sb.buffer("Z", 1, w.n, w.dtype, BufferKind.INPUT)
+    sb.buffer("XE", max(rows, 1), w.k, w.dtype)
+    sb.buffer("Y", max(rows, 1), w.n, w.dtype, BufferKind.OUTPUT)
+    if staging:
+        sb.buffer("SEND", staging, w.k, w.dtype)
+        sb.buffer("RECV", staging, w.k, w.dtype)
+
+
+def _gemm(sb, w: Workload, c: Cluster, d: int, segs, rows: int, waits_for) -> None:
+    """The grouped GEMM of rank d: per expert, tile_m x tile_n tiles over its rows, ordered by the
+    latest source each tile needs; then zero rows after d's last row."""
+    order = {r: i for i, r in enumerate(sorted({s.source for s in segs}, key=lambda r: _distance(c, d, r)))}
+    tiles = []
+    for j in sorted({s.expert for s in segs}):
+        mine = [s for s in segs if s.expert == j]
+        r0, r1 = mine[0].row0, mine[-1].row0 + len(mine[-1].tokens)
+        for t0 in range(r0, r1, w.tile_m):
+            t1 = min(r1, t0 + w.tile_m)
+            need = [s for s in mine if s.row0 < t1 and t0 < s.row0 + len(s.tokens)]
+            for c0 in range(0, w.n, w.tile_n):
+                tiles.append((max(order[s.source] for s in need), j, t0, t1, c0, need))
+    for _, j, t0, t1, c0, need in sorted(tiles, key=lambda t: t[0]):
+        c1 = min(w.n, c0 + w.tile_n)
+        sb.add(d, Role.COMPUTE, Op.GEMM, waits=waits_for(need), label=f"expert {j} rows {t0} cols {c0}",
+               reads=(Region("XE", d, t0, t1, 0, w.k), Region("W", d, j * w.k, (j + 1) * w.k, c0, c1)),
+               writes=(Region("Y", d, t0, t1, c0, c1),))
+    used = sum(len(s.tokens) for s in segs)
+    if used < rows:  # zero rows up to the symmetric size
+        sb.add(d, Role.COMPUTE, Op.GATHER, reads=(Region("Z", d, 0, 1, 0, w.n),),
+               writes=(Region("Y", d, used, rows, 0, w.n),), index=(0,) * (rows - used), label="zero tail")
+
+
+def _distance(c: Cluster, d: int, r: int) -> tuple[int, int]:
+    """Own tokens first, then the node's, then other nodes' nearest first."""
+    return ((c.node_of(r) - c.node_of(d)) % c.nodes, (c.local_of(r) - c.local_of(d)) % c.gpus_per_node)
+
+
+def build(w: Workload, c: Cluster) -> Schedule:
+    """The fused schedule."""
+    check(w, c)
+    g = c.gpus_per_node
+    segments, rows = layout(w, c.nodes, g)
+    # unique tokens of source r routed to any expert in node m (each sent once to that node)
+    unique = {(r, m): sorted({t for d in c.node_ranks(m) for s in segments[d] if s.source == r for t in s.tokens})
+              for r in range(c.world) for m in range(c.nodes) if m != c.node_of(r)}
+    per_node = max((len(v) for v in unique.values()), default=0)
+    sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms)
+    _buffers(sb, w, c, rows, c.nodes * per_node)
+    sb.launch("fused", _roles(w, c))
+    chunk = max(1, CHUNK_BYTES // (w.k * DTYPE_BYTES[w.dtype]))
+
+    def seg_signal(s) -> Signal:
+        return Signal(s.dest, "segment", s.expert * c.world + s.source)
+
+    for r in range(c.world):
+        node = c.node_of(r)
+        for d in c.node_ranks(node):  # node destinations: straight into their expert inputs
+            for s in (s for s in segments[d] if s.source == r):
+                sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
+                       writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),), index=s.tokens,
+                       signals=(seg_signal(s),), label=f"tokens to rank {d} expert {s.expert}")
+        for dn in range(1, c.nodes):  # other nodes: once per node, to the rail peer
+            m = (node + dn) % c.nodes
+            toks, peer = unique[(r, m)], c.rank(m, c.local_of(r))
+            if not toks:
+                continue
+            base = m * per_node
+            staged = Signal(r, "staged", m)
+            sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
+                   writes=(Region("SEND", r, base, base + len(toks), 0, w.k),), index=tuple(toks),
+                   signals=(staged,), label=f"tokens for node {m}")
+            for ci, (r0, r1) in enumerate(chunk_rows(0, len(toks), chunk)):
+                dst = node * per_node
+                sb.add(r, Role.SEND, Op.PUT, chunk=ci, waits=(Wait(staged, 1),),
+                       reads=(Region("SEND", r, base + r0, base + r1, 0, w.k),),
+                       writes=(Region("RECV", peer, dst + r0, dst + r1, 0, w.k),),
+                       signals=(Signal(peer, "arrived", r),), label=f"tokens of rank {r} chunk {ci} to node {m}")
+    for p in range(c.world):  # rail peers fan out what arrived from other nodes
+        for dn in range(1, c.nodes):
+            r = c.rank((c.node_of(p) + dn) % c.nodes, c.local_of(p))
+            toks = unique[(r, c.node_of(p))]
+            if not toks:
+                continue
+            where = {t: i for i, t in enumerate(toks)}
+            base = c.node_of(r) * per_node
+            got = Wait(Signal(p, "arrived", r), len(chunk_rows(0, len(toks), chunk)))
+            for d in c.node_ranks(c.node_of(p)):
+                for s in (s for s in segments[d] if s.source == r):
+                    sb.add(p, Role.INTRA, Op.GATHER, waits=(got,),
+                           reads=(Region("RECV", p, base, base + len(toks), 0, w.k),),
+                           writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),),
+                           index=tuple(where[t] for t in s.tokens), signals=(seg_signal(s),),
+                           label=f"tokens of rank {r} to rank {d} expert {s.expert}")
+    for d in range(c.world):
+        _gemm(sb, w, c, d, segments[d], rows, lambda need: tuple(Wait(seg_signal(s), 1) for s in need))
+    return sb.build(flops_per_gpu(w, c))
+
+
+def build_baseline(w: Workload, c: Cluster) -> Schedule:
+    """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs."""
+    check(w, c)
+    segments, rows = layout(w, c.nodes, c.gpus_per_node)
+    per_dest = {(r, d): sorted({t for s in segments[d] if s.source == r for t in s.tokens})
+                for r in range(c.world) for d in range(c.world) if c.node_of(d) != c.node_of(r)}
+    slot = max((len(v) for v in per_dest.values()), default=0)
+    sb = ScheduleBuilder("moe_dispatch_gemm", "nccl_a2a+grouped_gemm", c.world, c.gpus_per_node, c.gpu.sms)
+    _buffers(sb, w, c, rows, c.world * slot)
+    ch = w.baseline_channels
+    sb.launch("alltoall", {Role.INTRA: ch, Role.SEND: max(1, ch // 4) if c.nodes > 1 else 0})
+    tokens = w.m // c.world
+    for r in range(c.world):
+        for d in range(c.world):
+            if c.node_of(d) == c.node_of(r):
+                for s in (s for s in segments[d] if s.source == r):
+                    sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, tokens, 0, w.k),),
+                           writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),), index=s.tokens,
+                           signals=(Signal(d, "in_done"),), label=f"a2a to rank {d} expert {s.expert}")
+            elif per_dest[(r, d)]:
+                toks = per_dest[(r, d)]
+                staged = Signal(r, "staged", d)
+                sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, tokens, 0, w.k),),
+                       writes=(Region("SEND", r, d * slot, d * slot + len(toks), 0, w.k),), index=tuple(toks),
+                       signals=(staged,), label=f"a2a stage for rank {d}")
+                sb.add(r, Role.SEND, Op.PUT, chunk=d, waits=(Wait(staged, 1),),
+                       reads=(Region("SEND", r, d * slot, d * slot + len(toks), 0, w.k),),
+                       writes=(Region("RECV", d, r * slot, r * slot + len(toks), 0, w.k),),
+                       signals=(Signal(d, "arrived", r),), label=f"a2a to rank {d}")
+    for d in range(c.world):  # unpack what other nodes sent into the expert inputs
+        for r in range(c.world):
+            toks = per_dest.get((r, d))
+            if not toks:
+                continue
+            where = {t: i for i, t in enumerate(toks)}
+            for s in (s for s in segments[d] if s.source == r):
+                sb.add(d, Role.INTRA, Op.GATHER, waits=(Wait(Signal(d, "arrived", r), 1),),
+                       reads=(Region("RECV", d, r * slot, r * slot + len(toks), 0, w.k),),
+                       writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),),
+                       index=tuple(where[t] for t in s.tokens), signals=(Signal(d, "in_done"),),
+                       label=f"a2a unpack from rank {r} expert {s.expert}")
+    for d in range(c.world):
+        done = Signal(d, "in_done")
+        if sb.bumped(done):
+            sb.add(d, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+    sb.launch("grouped_gemm", {Role.COMPUTE: c.gpu.sms})
+    for d in range(c.world):
+        _gemm(sb, w, c, d, segments[d], rows, lambda need: ())
+    return sb.build(flops_per_gpu(w, c))
+
+
+def make_inputs(w: Workload, c: Cluster, rng: np.random.Generator) -> dict[str, list[np.ndarray]]:
+    """Fresh random tokens and expert weights for every rank (scaled so outputs stay O(1))."""
+    per_gpu = w.experts // c.world
+    return {"X": [rng.standard_normal((w.m // c.world, w.k), dtype=np.float32) for _ in range(c.world)],
+            "W": [(rng.standard_normal((per_gpu * w.k, w.n), dtype=np.float32) / math.sqrt(w.k)).astype(np.float32)
+                  for _ in range(c.world)],
+            "Z": [np.zeros((1, w.n), dtype=np.float32) for _ in range(c.world)]}
