@@ -65,8 +65,10 @@ def _parser() -> argparse.ArgumentParser:
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """The scenario file with command-line overrides applied and re-checked."""
     sc = load_scenario(args.scenario)
+    if args.tokens is not None and (args.kernel or sc.workload.kernel) != "moe_dispatch_gemm":
+        raise InputError("--tokens applies to --kernel moe_dispatch_gemm (it sets m, the total tokens)")
     if args.tokens is not None:
-        raise InputError("--tokens applies to moe_dispatch_gemm, which is not built yet")
+        args.m = args.tokens
     if args.seq is not None and (args.kernel or sc.workload.kernel) != "ring_attention":
         raise InputError("--seq applies to --kernel ring_attention (it sets m, the sequence per GPU)")
     if args.seq is not None:

@@ -43,9 +43,9 @@ def test_failed_check_exits_1(monkeypatch, capsys):
     (["run", "/nonexistent.toml"], "neither a file nor a bundled scenario"),
     (["run", "--nodes", "0"], "--nodes must be >= 1"),
     (["run", "--m", "3"], "command line: workload cannot run on this cluster"),
-    (["run", "--kernel", "moe_dispatch_gemm"], "not built yet"),
+    (["run", "--kernel", "moe_dispatch_gemm", "--tokens", "1001"], "multiples of 16; got m=1001"),
+    (["run", "--tokens", "1024"], "--tokens applies to --kernel moe_dispatch_gemm"),
     (["run", "--kernel", "ring_attention", "--n", "8192"], "would declare 6,684,672 tasks"),
-    (["run", "--tokens", "8192"], "--tokens applies to moe_dispatch_gemm"),
     (["run", *SMALL, "--backend", "hw"], "hw backend"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, message, capsys):

@@ -28,6 +28,7 @@ SHAPES = {  # small, with edge tiles, several chunks
     "gemm_rs": dict(m=520, n=300, k=24, chunk_tiles=2, baseline_chunk_kib=8),
     "ag_gemm": dict(m=4 * 150, n=264, k=40, baseline_chunk_kib=4),
     "ring_attention": dict(m=40, n=3, k=32, tile_m=16, baseline_chunk_kib=2),
+    "moe_dispatch_gemm": dict(m=192, n=40, k=32, experts=16, topk=3, tile_m=16, tile_n=32, routing="zipf"),
 }
 
 
@@ -67,7 +68,7 @@ def test_every_weakened_dependency_is_caught(kernel, variant):
     schedule = (module.build if variant == "fused" else module.build_baseline)(w, CLUSTER)
     schedule.validate()
     inputs = module.make_inputs(w, CLUSTER, np.random.default_rng(7))
-    expected = reference.expected(w, inputs)
+    expected = reference.expected(w, inputs, CLUSTER.gpus_per_node)
     every = list(mutants(schedule))
     assert every, "a schedule with no waits cannot be mutated"
     sample = every if len(every) <= MAX_MUTANTS else random.Random(kernel + variant).sample(every, MAX_MUTANTS)
