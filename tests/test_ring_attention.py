@@ -93,3 +93,20 @@ def test_zigzag_gives_every_rank_the_same_causal_work():
 def test_causal_needs_an_even_sequence():
     with pytest.raises(ProblemError, match="must be even, got 33"):
         ra.check(Workload(kernel="ring_attention", m=33, n=2, k=32, causal=1), Cluster("t", 1, 2))
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+@pytest.mark.parametrize("nodes,gpus", [(1, 4), (2, 2)])
+def test_ring_moves_kv_in_128_row_tiles(nodes, gpus, causal):
+    """288 rows per slice: three ring steps per head (128, 128, 32 rows), each awaited on its own."""
+    c = Cluster("t", nodes, gpus)
+    w = Workload(kernel="ring_attention", m=288, n=1, k=16, tile_m=96, causal=causal)
+    s = ra.build(w, c)
+    s.validate()
+    ring = [t for t in s.tasks if t.op is Op.COPY and t.rank == 0]
+    assert ring and {t.reads[0].shape[0] for t in ring} == {128, 32}
+    inputs = ra.make_inputs(w, c, np.random.default_rng(9))
+    stats = SimBackend().run(s, c, inputs=inputs)
+    for name, refs in reference.expected(w, inputs).items():
+        for o, e in zip(stats.outputs[name], refs):
+            assert reference.relative_error(o, e) <= DATA_RTOL

@@ -12,7 +12,7 @@ Fused schedule (design §6)::
 
     send    | at launch: put the local KV slice, one message per head, once to each other node
             | (to the rail peer there)
-    intra   | a ring in the node: pass each slice to the next GPU over NVLink, per head; a slice
+    intra   | a ring in the node: pass each slice to the next GPU over NVLink, in KV_TILE-row tiles; a slice
             | enters the node at its own rank, or at the rail peer that received it, and visits
             | every GPU of the node
     compute | attention tiles (tile_m query rows x one head x one slice), merged into an
@@ -39,6 +39,7 @@ from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBu
 from ..problems import MAX_TASKS, Workload
 from . import _collectives as coll
 
+KV_TILE = 128  # rows of K and V per NVLink ring step (design §6)
 DEFAULT_INTRA_SMS = 8
 DEFAULT_SEND_SMS = 2
 
@@ -144,12 +145,26 @@ def build(w: Workload, c: Cluster) -> Schedule:
     rows = _buffers(sb, w, c)
     sb.launch("fused", _roles(w, c))
 
-    def slice_regions(rank: int, q: int, bh: int, own: bool) -> tuple[Region, Region]:
+    def slice_regions(rank: int, q: int, bh: int, own: bool, k0: int = 0, k1: int = S) -> tuple[Region, Region]:
         r0 = bh * S + (0 if own else q * rows)
-        return Region("K" if own else "KA", rank, r0, r0 + S, 0, w.k), Region("V" if own else "VA", rank, r0, r0 + S, 0, w.k)
+        return (Region("K" if own else "KA", rank, r0 + k0, r0 + k1, 0, w.k),
+                Region("V" if own else "VA", rank, r0 + k0, r0 + k1, 0, w.k))
 
-    def landed(rank: int, q: int, bh: int) -> Signal:
+    kv_tiles = [(k0, min(S, k0 + KV_TILE)) for k0 in range(0, S, KV_TILE)]
+
+    def landed(rank: int, q: int, bh: int) -> Signal:  # a head's slice, put whole by the rail peer
         return Signal(rank, "landed", q * w.n + bh)
+
+    def ringed(rank: int, q: int, bh: int, t: int) -> Signal:  # one KV tile, stored by the ring neighbour
+        return Signal(rank, "ringed", (q * w.n + bh) * len(kv_tiles) + t)
+
+    def arrived(r: int, q: int, bh: int, t: int | None = None) -> tuple[Wait, ...]:
+        """What makes slice q (head bh; one KV tile, or all of them) present on rank r."""
+        if q == r:
+            return ()
+        if c.local_of(r) == c.local_of(q):  # entered the node at r, over the network
+            return (Wait(landed(r, q, bh), 1),)
+        return tuple(Wait(ringed(r, q, bh, i), 1) for i in (range(len(kv_tiles)) if t is None else (t,)))
 
     for rank in range(c.world):
         node, local = c.node_of(rank), c.local_of(rank)
@@ -162,18 +177,18 @@ def build(w: Workload, c: Cluster) -> Schedule:
                     sb.add(rank, Role.SEND, Op.PUT, chunk=bh, reads=slice_regions(rank, rank, bh, True),
                            writes=slice_regions(dst, rank, bh, False), signals=(landed(dst, rank, bh),),
                            label=f"slice {rank} head {bh} to node {(node + dn) % nodes}")
-        if g > 1:  # the node ring: forward every slice that has not yet visited the whole node
+        if g > 1:  # the node ring, in KV tiles: forward every slice that has not yet visited the whole node
             nxt = c.rank(node, (local + 1) % g)
             for q, h in sources:
                 if h == g - 1:
                     continue
                 for bh in range(w.n):
-                    own = q == rank
-                    sb.add(rank, Role.INTRA, Op.COPY, waits=() if own else (Wait(landed(rank, q, bh), 1),),
-                           reads=slice_regions(rank, q, bh, own), writes=slice_regions(nxt, q, bh, False),
-                           signals=(landed(nxt, q, bh),), label=f"slice {q} head {bh} to rank {nxt}")
-        _attention(sb, w, c, rank, [q for q, _ in sources],
-                   lambda r, q, bh: () if q == r else (Wait(landed(r, q, bh), 1),))
+                    for t, (k0, k1) in enumerate(kv_tiles):
+                        sb.add(rank, Role.INTRA, Op.COPY, waits=arrived(rank, q, bh, t),
+                               reads=slice_regions(rank, q, bh, q == rank, k0, k1),
+                               writes=slice_regions(nxt, q, bh, False, k0, k1), signals=(ringed(nxt, q, bh, t),),
+                               label=f"slice {q} head {bh} kv {k0} to rank {nxt}")
+        _attention(sb, w, c, rank, [q for q, _ in sources], lambda r, q, bh: arrived(r, q, bh))
     return sb.build(flops_per_gpu(w, c))
 
 
