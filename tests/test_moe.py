@@ -69,12 +69,30 @@ def test_the_grouped_gemm_starts_on_local_tokens():
     """GEMM tiles are queued by the farthest source they wait for: own tokens, then node, then remote."""
     c = Cluster("t", 2, 2)
     s = moe.build(dataclasses.replace(shape(c.world, "uniform"), tile_m=4), c)  # tiles inside one source
+    source_of = {}  # the source rank of the tokens behind each dispatch signal
+    for t in s.tasks:
+        if t.op is Op.GATHER and t.writes[0].buffer == "XE":
+            src = t.rank if t.label.startswith("tokens to") else int(t.label.split()[3])
+            source_of.update({sig: src for sig in t.signals})
 
     def distance(source: int) -> tuple[int, int]:
         return ((c.node_of(source) - c.node_of(0)) % c.nodes, (c.local_of(source) - c.local_of(0)) % c.gpus_per_node)
 
-    keys = [max(distance(w.signal.index % c.world) for w in t.waits) for t in s.tasks if t.rank == 0 and t.op is Op.GEMM]
+    keys = [max(distance(source_of[w.signal]) for w in t.waits) for t in s.tasks if t.rank == 0 and t.op is Op.GEMM]
     assert keys == sorted(keys) and keys[0] == (0, 0) and keys[-1][0] == 1
+
+
+def test_dispatch_moves_at_most_16_tokens_per_gather():
+    c = Cluster("t", 2, 2)
+    w = Workload(kernel="moe_dispatch_gemm", m=96 * c.world, n=40, k=32, experts=2 * c.world, topk=2)
+    s = moe.build(w, c)
+    s.validate()
+    sizes = [t.writes[0].shape[0] for t in s.tasks if t.op is Op.GATHER and t.writes[0].buffer == "XE"]
+    assert max(sizes) == 16 and min(sizes) < 16  # segments of more than 16 tokens were split
+    inputs = moe.make_inputs(w, c, np.random.default_rng(4))
+    out = SimBackend().run(s, c, inputs=inputs).outputs["Y"]
+    for o, e in zip(out, reference.expected(w, inputs, 2)["Y"]):
+        assert reference.relative_error(o, e) <= DATA_RTOL
 
 
 def test_shapes_that_do_not_split_are_refused():

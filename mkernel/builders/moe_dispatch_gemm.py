@@ -15,10 +15,10 @@ Unfused equivalent::
 Fused schedule (design §6)::
 
     intra   | node destinations: gather each (local expert, source) segment straight into the
-            | destination's expert input over NVLink
+            | destination's expert input over NVLink, TOKEN_BLOCK tokens per gather
     send    | other nodes: gather the tokens routed to that node once (each token once per node, not
             | once per expert or GPU), put them in chunks of CHUNK_BYTES to the rail peer there
-    intra   | rail peer: gather what arrived into its node's expert inputs
+    intra   | rail peer: gather what arrived into its node's expert inputs, TOKEN_BLOCK tokens at a time
     compute | the grouped GEMM in input-availability order: tiles whose rows came from this rank's
             | own tokens first, then the node's, then other nodes'
 
@@ -43,6 +43,7 @@ from . import _collectives as coll
 from ._tiling import chunk_rows
 
 CHUNK_BYTES = 512 * 1024  # network chunk (design §6)
+TOKEN_BLOCK = 16  # tokens per dispatch unit (design §6): each gather moves at most this many
 DEFAULT_INTRA_SMS = 16
 DEFAULT_SEND_SMS = 4
 
@@ -97,13 +98,18 @@ def _gemm(sb, w: Workload, c: Cluster, d: int, segs, rows: int, waits_for) -> No
                 tiles.append((max(order[s.source] for s in need), j, t0, t1, c0, need))
     for _, j, t0, t1, c0, need in sorted(tiles, key=lambda t: t[0]):
         c1 = min(w.n, c0 + w.tile_n)
-        sb.add(d, Role.COMPUTE, Op.GEMM, waits=waits_for(need), label=f"expert {j} rows {t0} cols {c0}",
+        sb.add(d, Role.COMPUTE, Op.GEMM, waits=waits_for(need, t0, t1), label=f"expert {j} rows {t0} cols {c0}",
                reads=(Region("XE", d, t0, t1, 0, w.k), Region("W", d, j * w.k, (j + 1) * w.k, c0, c1)),
                writes=(Region("Y", d, t0, t1, c0, c1),))
     used = sum(len(s.tokens) for s in segs)
     if used < rows:  # zero rows up to the symmetric size
         sb.add(d, Role.COMPUTE, Op.GATHER, reads=(Region("Z", d, 0, 1, 0, w.n),),
                writes=(Region("Y", d, used, rows, 0, w.n),), index=(0,) * (rows - used), label="zero tail")
+
+
+def _blocks(s) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(block no, first row, tokens) of a segment's TOKEN_BLOCK-token dispatch units."""
+    return [(b, s.row0 + i, s.tokens[i:i + TOKEN_BLOCK]) for b, i in enumerate(range(0, len(s.tokens), TOKEN_BLOCK))]
 
 
 def _distance(c: Cluster, d: int, r: int) -> tuple[int, int]:
@@ -125,16 +131,23 @@ def build(w: Workload, c: Cluster) -> Schedule:
     sb.launch("fused", _roles(w, c))
     chunk = max(1, CHUNK_BYTES // (w.k * DTYPE_BYTES[w.dtype]))
 
-    def seg_signal(s) -> Signal:
-        return Signal(s.dest, "segment", s.expert * c.world + s.source)
+    most = max((len(_blocks(s)) for segs in segments for s in segs), default=1)
+
+    def block_signal(s, b: int) -> Signal:
+        return Signal(s.dest, "block", (s.expert * c.world + s.source) * most + b)
+
+    def blocks_in(need, t0: int, t1: int) -> tuple[Wait, ...]:
+        return tuple(Wait(block_signal(s, b), 1) for s in need for b, row, toks in _blocks(s)
+                     if row < t1 and t0 < row + len(toks))
 
     for r in range(c.world):
         node = c.node_of(r)
         for d in c.node_ranks(node):  # node destinations: straight into their expert inputs
             for s in (s for s in segments[d] if s.source == r):
-                sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
-                       writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),), index=s.tokens,
-                       signals=(seg_signal(s),), label=f"tokens to rank {d} expert {s.expert}")
+                for b, row, toks in _blocks(s):
+                    sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
+                           writes=(Region("XE", d, row, row + len(toks), 0, w.k),), index=toks,
+                           signals=(block_signal(s, b),), label=f"tokens to rank {d} expert {s.expert} block {b}")
         for dn in range(1, c.nodes):  # other nodes: once per node, to the rail peer
             m = (node + dn) % c.nodes
             toks, peer = unique[(r, m)], c.rank(m, c.local_of(r))
@@ -162,13 +175,14 @@ def build(w: Workload, c: Cluster) -> Schedule:
             got = Wait(Signal(p, "arrived", r), len(chunk_rows(0, len(toks), chunk)))
             for d in c.node_ranks(c.node_of(p)):
                 for s in (s for s in segments[d] if s.source == r):
-                    sb.add(p, Role.INTRA, Op.GATHER, waits=(got,),
-                           reads=(Region("RECV", p, base, base + len(toks), 0, w.k),),
-                           writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),),
-                           index=tuple(where[t] for t in s.tokens), signals=(seg_signal(s),),
-                           label=f"tokens of rank {r} to rank {d} expert {s.expert}")
+                    for b, row, part in _blocks(s):
+                        sb.add(p, Role.INTRA, Op.GATHER, waits=(got,),
+                               reads=(Region("RECV", p, base, base + len(toks), 0, w.k),),
+                               writes=(Region("XE", d, row, row + len(part), 0, w.k),),
+                               index=tuple(where[t] for t in part), signals=(block_signal(s, b),),
+                               label=f"tokens of rank {r} to rank {d} expert {s.expert} block {b}")
     for d in range(c.world):
-        _gemm(sb, w, c, d, segments[d], rows, lambda need: tuple(Wait(seg_signal(s), 1) for s in need))
+        _gemm(sb, w, c, d, segments[d], rows, blocks_in)
     return sb.build(flops_per_gpu(w, c))
 
 
@@ -219,7 +233,7 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
             sb.add(d, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
     sb.launch("grouped_gemm", {Role.COMPUTE: c.gpu.sms})
     for d in range(c.world):
-        _gemm(sb, w, c, d, segments[d], rows, lambda need: ())
+        _gemm(sb, w, c, d, segments[d], rows, lambda need, t0, t1: ())
     return sb.build(flops_per_gpu(w, c))
 
 
