@@ -15,6 +15,7 @@ KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm
 BUILT_KERNELS = KERNELS
 FORWARDS = ("direct", "ring")  # how ag_gemm's shards reach nodes beyond the first neighbour
 ROUTINGS = ("uniform", "zipf")
+BASELINES = ("hierarchical", "ring")
 
 
 MAX_TASKS = 3_000_000  # a schedule this large would not fit in memory; builders refuse to declare it
@@ -51,6 +52,7 @@ class Workload:
     topk: int = 8  # moe_dispatch_gemm: experts per token
     routing: str = "uniform"  # moe_dispatch_gemm: "uniform" or "zipf" (skewed popularity)
     routing_seed: int = 0
+    baseline: str = "hierarchical"  # the GEMM ops' NCCL-style collective: "hierarchical" or one flat "ring"
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)

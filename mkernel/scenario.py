@@ -32,11 +32,11 @@ from pathlib import Path
 from .cluster import NOTIFY_MODES, TRANSPORTS, Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
-from .problems import FORWARDS, KERNELS, ROUTINGS, Workload
+from .problems import BASELINES, FORWARDS, KERNELS, ROUTINGS, Workload
 
 DEFAULT_SCENARIO = "default"
 CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
-           "forward": FORWARDS, "routing": ROUTINGS}
+           "forward": FORWARDS, "routing": ROUTINGS, "baseline": BASELINES}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),
               "ring_attention": ("m", "n", "k")}
 

@@ -60,11 +60,14 @@ def caught(schedule, inputs, expected: dict) -> bool:
                for name, refs in expected.items() for o, e in zip(stats.outputs[name], refs))
 
 
-@pytest.mark.parametrize("variant", ["fused", "baseline"])
-@pytest.mark.parametrize("kernel", BUILT_KERNELS)
+CASES = [(k, v) for k in BUILT_KERNELS for v in ("fused", "baseline")] + [
+    (k, "ring baseline") for k in ("ag_gemm", "gemm_rs", "gemm_ar")]
+
+
+@pytest.mark.parametrize("kernel,variant", CASES)
 def test_every_weakened_dependency_is_caught(kernel, variant):
     module = get(kernel)
-    w = Workload(kernel=kernel, **SHAPES[kernel])
+    w = Workload(kernel=kernel, baseline="ring" if variant == "ring baseline" else "hierarchical", **SHAPES[kernel])
     schedule = (module.build if variant == "fused" else module.build_baseline)(w, CLUSTER)
     schedule.validate()
     inputs = module.make_inputs(w, CLUSTER, np.random.default_rng(7))

@@ -110,3 +110,27 @@ def test_ag_gemm_ring_forwarding_matches_numpy_and_sends_the_same_bytes(nodes, g
         assert reference.relative_error(o, e) <= DATA_RTOL
     sent, _ = _network_bytes(s, c.world)
     assert sent == [(nodes - 1) * 150 * w.k * 2] * c.world
+
+
+RING_SHAPES = {"gemm_ar": lambda world: dict(m=300, n=520, k=24, chunk_tiles=2, baseline_chunk_kib=8),
+               "gemm_rs": lambda world: dict(m=40 * world, n=300, k=24, baseline_chunk_kib=8),
+               "ag_gemm": lambda world: dict(m=150 * world, n=264, k=40, baseline_chunk_kib=4)}
+
+
+@pytest.mark.parametrize("transport", ["ib_rc", "efa_srd"])
+@pytest.mark.parametrize("nodes,gpus", TOPOLOGIES)
+@pytest.mark.parametrize("kernel", sorted(RING_SHAPES))
+def test_flat_ring_baselines_match_numpy(kernel, nodes, gpus, transport):
+    """NCCL's flat ring over every rank (NVLink hops in a node, one network hop out of each node)."""
+    from mkernel.builders import get
+
+    c = Cluster("t", nodes, gpus, transport=transport)
+    w = Workload(kernel=kernel, baseline="ring", **RING_SHAPES[kernel](c.world))
+    module = get(kernel)
+    s = module.build_baseline(w, c)
+    s.validate()
+    assert "ring" in s.variant
+    inputs = module.make_inputs(w, c, np.random.default_rng(nodes + gpus))
+    out = SimBackend().run(s, c, inputs=inputs).outputs["OUT"]
+    for o, e in zip(out, reference.expected(w, inputs, gpus)["OUT"]):
+        assert reference.relative_error(o, e) <= DATA_RTOL

@@ -31,6 +31,13 @@ class Ring:
     rows_per_chunk: int
     network: bool  # True: ranks are rail peers on different nodes
     tag: str  # names this ring's signals
+    gpus_per_node: int = 0  # > 0: a flat ring; each hop's tier follows whether it leaves the node
+
+    def crosses(self, a: int, b: int) -> bool:
+        """Whether the hop from rank a to rank b goes over the network."""
+        if self.gpus_per_node:
+            return a // self.gpus_per_node != b // self.gpus_per_node
+        return self.network
 
     def chunks(self) -> list[tuple[int, int, int, int, int]]:
         """(lane, chunk_no, block, row0, row1), chunk index first, then lane, then block."""
@@ -66,11 +73,12 @@ def reduce_scatter(sb: ScheduleBuilder, ring: Ring, *, src: str, inbuf: str, sta
     g = len(ring.ranks)
     if g < 2:
         return
-    mover = Role.SEND if ring.network else Role.INTRA
-    reducer = Role.RECV if ring.network else Role.INTRA
     for gc, lane, b, r0, r1, h in _wavefront(ring, g):
         path = [ring.ranks[(b + 1 + i) % g] for i in range(g)]
         rank = path[h]
+        net_in = h > 0 and ring.crosses(path[h - 1], rank)
+        net_out = h < g - 1 and ring.crosses(rank, path[h + 1])
+        reducer = Role.RECV if net_in else Role.INTRA
 
         def reg(buf: str, at: int) -> Region:
             return Region(buf, at, r0, r1, 0, ring.cols)
@@ -83,21 +91,21 @@ def reduce_scatter(sb: ScheduleBuilder, ring: Ring, *, src: str, inbuf: str, sta
         if h == g - 1:
             sb.add(rank, reducer, Op.REDUCE, reads=(reg(src, rank), reg(inbuf, rank)),
                    writes=(dest(rank, r0, r1),), waits=waits, signals=done(rank, lane), label=label)
-        elif h == 0 or not ring.network:
+        elif h == 0 or not net_out:
             sources = (reg(src, rank),) if h == 0 else (reg(src, rank), reg(inbuf, rank))
             target = reg(inbuf, path[h + 1])
-            if ring.network:
-                sb.add(rank, mover, Op.PUT, reads=sources, writes=(target,), waits=waits,
+            if net_out:
+                sb.add(rank, Role.SEND, Op.PUT, reads=sources, writes=(target,), waits=waits,
                        signals=(arrived(path[h + 1]),), chunk=gc, label=label)
             else:
                 op = Op.COPY if h == 0 else Op.REDUCE
-                sb.add(rank, mover, op, reads=sources, writes=(target,), waits=waits,
+                sb.add(rank, Role.INTRA, op, reads=sources, writes=(target,), waits=waits,
                        signals=(arrived(path[h + 1]),), label=label)
         else:
             staged = Signal(rank, f"{ring.tag}.stage", gc)
             sb.add(rank, reducer, Op.REDUCE, reads=(reg(src, rank), reg(inbuf, rank)),
                    writes=(reg(stage, rank),), waits=waits, signals=(staged,), label=label)
-            sb.add(rank, mover, Op.PUT, reads=(reg(stage, rank),), writes=(reg(inbuf, path[h + 1]),),
+            sb.add(rank, Role.SEND, Op.PUT, reads=(reg(stage, rank),), writes=(reg(inbuf, path[h + 1]),),
                    waits=(Wait(staged, 1),), signals=(arrived(path[h + 1]),), chunk=gc, label=label)
 
 
@@ -123,16 +131,16 @@ def all_gather(sb: ScheduleBuilder, ring: Ring, *, buf: str, ready: WaitsFor = n
     g = len(ring.ranks)
     if g < 2:
         return
-    role = Role.SEND if ring.network else Role.INTRA
-    op = Op.PUT if ring.network else Op.COPY
     for gc, lane, b, r0, r1, h in _wavefront(ring, g - 1):
         path = [ring.ranks[(b + i) % g] for i in range(g)]
         rank, nxt = path[h], path[h + 1]
+        net = ring.crosses(rank, nxt)
         waits = ready(rank, lane, b) if h == 0 else (Wait(Signal(rank, f"{ring.tag}.ag", gc), 1),)
-        sb.add(rank, role, op, reads=(Region(buf, rank, r0, r1, 0, ring.cols),),
+        sb.add(rank, Role.SEND if net else Role.INTRA, Op.PUT if net else Op.COPY,
+               reads=(Region(buf, rank, r0, r1, 0, ring.cols),),
                writes=(Region(buf, nxt, r0, r1, 0, ring.cols),), waits=waits,
                signals=(Signal(nxt, f"{ring.tag}.ag", gc),) + arrived_extra(nxt, lane),
-               chunk=gc if ring.network else -1, label=f"{ring.tag} ag chunk {gc} hop {h}")
+               chunk=gc if net else -1, label=f"{ring.tag} ag chunk {gc} hop {h}")
 
 
 def hierarchical_all_gather(sb: ScheduleBuilder, c, *, buffers: tuple[str, ...], slot_rows: int, cols: int,
@@ -190,3 +198,18 @@ def role_budget(w, c, defaults: dict[Role, int]) -> dict[Role, int]:
             want[role] = w.sm_override(role)
     want[Role.COMPUTE] = w.sm_override(Role.COMPUTE) or c.gpu.sms - sum(want.values())
     return want
+
+
+def flat_ring(c, w, blocks: list[list[tuple[int, int]]], cols: int, tag: str = "ring") -> Ring:
+    """One ring over every rank in rank order (NCCL's flat ring): hops inside a node go over NVLink,
+    the hop out of each node over the network. ``blocks[lane][q]``: the rows rank q owns in the end."""
+    from ..ir import DTYPE_BYTES
+
+    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (cols * DTYPE_BYTES[w.dtype]))
+    return Ring(list(range(c.world)), blocks, cols, rows_per_chunk, False, tag, gpus_per_node=c.gpus_per_node)
+
+
+def flat_ring_launch(sb: ScheduleBuilder, c, w, name: str) -> None:
+    ch = w.baseline_channels
+    net = max(1, ch // 4) if c.nodes > 1 else 0
+    sb.launch(name, {Role.INTRA: ch, Role.SEND: net, Role.RECV: net})

@@ -33,7 +33,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import Workload
 from . import _collectives as coll
-from ._tiling import chunk_rows, tile_grid
+from ._tiling import chunk_rows, split_rows, tile_grid
 
 CHUNK_ROWS = 128  # rows of A per network chunk (design §6)
 DEFAULT_INTRA_SMS = 16
@@ -138,7 +138,8 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
     """An NCCL-style hierarchical all-gather in one launch, then the GEMM on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("ag_gemm", "nccl_hier_ag+gemm", c.world, g, c.gpu.sms)
+    name = "nccl_ring_ag+gemm" if w.baseline == "ring" else "nccl_hier_ag+gemm"
+    sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms)
     S = _inputs(sb, w, c)
     ch = w.baseline_channels
     sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
@@ -149,8 +150,17 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
         sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("A", rank, 0, S, 0, w.k),),
                writes=(Region("AG", rank, rank * S, (rank + 1) * S, 0, w.k),), signals=(Signal(rank, "own"),),
                label="own shard")
-    coll.hierarchical_all_gather(sb, c, buffers=("AG",), slot_rows=S, cols=w.k, parts=parts,
-                                 rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
+    if w.baseline == "ring":  # NCCL's flat ring over every rank
+        blocks = [[split_rows(q * S, (q + 1) * S, parts)[p] for q in range(c.world)] for p in range(parts)]
+        coll.all_gather(sb, coll.flat_ring(c, w, blocks, w.k), buf="AG", ready=lambda r, *_: (Wait(Signal(r, "own"), 1),),
+                        arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
+        for rank in range(c.world):
+            done = Signal(rank, "in_done")
+            if sb.bumped(done):
+                sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+    else:
+        coll.hierarchical_all_gather(sb, c, buffers=("AG",), slot_rows=S, cols=w.k, parts=parts,
+                                     rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     for rank in range(c.world):
         for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):

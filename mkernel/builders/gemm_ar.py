@@ -184,7 +184,8 @@ def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
 def build_baseline(w: Workload, c: Cluster) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch."""
     check(w, c)
-    sb = ScheduleBuilder("gemm_ar", "gemm+nccl_hier_ar", c.world, c.gpus_per_node, c.gpu.sms)
+    name = "gemm+nccl_ring_ar" if w.baseline == "ring" else "gemm+nccl_hier_ar"
+    sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms)
     _inputs(sb, w)
     for name in ("P", "IN1", "IN2", "STAGE"):
         sb.buffer(name, w.m, w.n, w.dtype)
@@ -197,8 +198,24 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
                    writes=(Region(gemm_dst, rank, t.row0, t.row1, t.col0, t.col1),))
     if c.world > 1:
-        _hierarchical_all_reduce(sb, w, c)
+        (_ring_all_reduce if w.baseline == "ring" else _hierarchical_all_reduce)(sb, w, c)
     return sb.build(flops_per_gpu(w, c))
+
+
+def _ring_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> None:
+    """NCCL's flat ring all-reduce over every rank: a ring reduce-scatter, then a ring all-gather."""
+    coll.flat_ring_launch(sb, c, w, "allreduce")
+    slices = [s for s in split_rows(0, w.m, min(w.baseline_channels, w.m // c.world)) if s[1] > s[0]]
+    ring = coll.flat_ring(c, w, [split_rows(r0, r1, c.world) for r0, r1 in slices], w.n)
+    coll.reduce_scatter(sb, ring, src="P", inbuf="IN1", stage="STAGE",
+                        dest=lambda r, r0, r1: Region("OUT", r, r0, r1, 0, w.n),
+                        done=lambda r, lane: (Signal(r, "rs_done", lane), Signal(r, "out_done")))
+    counts = {(r, lane): sb.bumped(Signal(r, "rs_done", lane)) for r in range(c.world) for lane in range(len(slices))}
+    coll.all_gather(sb, ring, buf="OUT", ready=lambda r, lane, _b: (Wait(Signal(r, "rs_done", lane), counts[(r, lane)]),),
+                    arrived_extra=lambda r, lane: (Signal(r, "out_done"),))
+    for rank in range(c.world):
+        done = Signal(rank, "out_done")
+        sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
 
 
 def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> None:

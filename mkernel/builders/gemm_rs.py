@@ -147,7 +147,8 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical reduce-scatter in a second launch."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("gemm_rs", "gemm+nccl_hier_rs", c.world, g, c.gpu.sms)
+    name = "gemm+nccl_ring_rs" if w.baseline == "ring" else "gemm+nccl_hier_rs"
+    sb = ScheduleBuilder("gemm_rs", name, c.world, g, c.gpu.sms)
     R = _inputs(sb, w, c)
     for name in ("P", "IN1", "IN2", "STAGE", "NODE"):
         sb.buffer(name, w.m, w.n, w.dtype)
@@ -160,6 +161,13 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
             sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), label=f"tile {t.index}",
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
     if c.world == 1:
+        return sb.build(flops_per_gpu(w, c))
+    if w.baseline == "ring":  # NCCL's flat ring over every rank
+        coll.flat_ring_launch(sb, c, w, "reducescatter")
+        parts = max(1, min(R, w.baseline_channels))
+        blocks = [[split_rows(q * R, (q + 1) * R, parts)[p] for q in range(c.world)] for p in range(parts)]
+        coll.reduce_scatter(sb, coll.flat_ring(c, w, blocks, w.n), src="P", inbuf="IN1", stage="STAGE",
+                            dest=lambda rank, r0, r1: Region("OUT", rank, r0 - rank * R, r1 - rank * R, 0, w.n))
         return sb.build(flops_per_gpu(w, c))
     ch = w.baseline_channels
     sb.launch("reducescatter", {Role.INTRA: ch if g > 1 else 0, Role.SEND: max(1, ch // 4) if nodes > 1 else 0,
