@@ -2,7 +2,7 @@
 
 NVLink multicast is forbidden on our shared machines (it can take a host's GPUs down for a day), so
 every process mkernel starts, and every process that builds a hw context, sets these before CUDA,
-NCCL or NVSHMEM initialise. The hw runtime never calls cuMulticastCreate and asserts that symmetric
+NCCL or NVSHMEM initialise. The hw runtime never creates a multicast object and asserts that symmetric
 memory handed out no multicast pointer.
 """
 from __future__ import annotations
