@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
-BUILT_KERNELS = KERNELS
 FORWARDS = ("direct", "ring")  # how ag_gemm's shards reach nodes beyond the first neighbour
 ROUTINGS = ("uniform", "zipf")
 BASELINES = ("hierarchical", "ring")

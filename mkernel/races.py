@@ -51,23 +51,23 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list
     return preds
 
 
-def _topological_positions(preds: list[list[int]]) -> list[int]:
+def topological_order(preds: list[list[int]]) -> list[int]:
+    """Nodes in an order that respects every edge (Kahn); nodes on or behind a cycle are left out."""
     succs: list[list[int]] = [[] for _ in preds]
     indegree = [len(p) for p in preds]
     for node, ps in enumerate(preds):
         for p in ps:
             succs[p].append(node)
     ready = [t for t, d in enumerate(indegree) if d == 0]
-    pos = [0] * len(preds)
-    at = 0
+    order = []
     while ready:
         t = ready.pop()
-        pos[t], at = at, at + 1
+        order.append(t)
         for nxt in succs[t]:
             indegree[nxt] -= 1
             if indegree[nxt] == 0:
                 ready.append(nxt)
-    return pos
+    return order
 
 
 def _ordered(a: int, b: int, preds: list[list[int]], pos: list[int]) -> bool:
@@ -146,7 +146,9 @@ def check_races(s: Schedule) -> None:
     if len(s.tasks) > MAX_TASKS:
         return
     preds = happens_before_graph(s)
-    pos = _topological_positions(preds)
+    pos = [0] * len(preds)
+    for at, node in enumerate(topological_order(preds)):
+        pos[node] = at
     _check_outputs_land(s, preds)
     checked: set = set()
     for a, b, ra, rb, kind in _conflicts(s):

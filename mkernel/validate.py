@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Region, Schedule, Task
-from .races import check_races, happens_before_graph
+from .races import check_races, happens_before_graph, topological_order
 
 
 def validate(s: Schedule) -> None:
@@ -162,23 +162,10 @@ def _check_cycles(s: Schedule) -> None:
     """
     n = len(s.tasks)
     preds = happens_before_graph(s, every_signaler=True)
-    succs: list[list[int]] = [[] for _ in preds]
-    indegree = [len(ps) for ps in preds]
-    for node, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(node)
-    ready = [t for t, d in enumerate(indegree) if d == 0]
-    seen = 0
-    while ready:
-        t = ready.pop()
-        seen += 1
-        for nxt in succs[t]:
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                ready.append(nxt)
-    if seen == len(preds):
+    order = topological_order(preds)
+    if len(order) == len(preds):
         return
-    stuck = {t for t, d in enumerate(indegree) if d > 0}
+    stuck = set(range(len(preds))) - set(order)
     path, at = [], next(t for t in stuck if t < n)
     while at not in path:  # walk predecessors inside the stuck set until one repeats
         path.append(at)

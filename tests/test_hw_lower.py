@@ -55,23 +55,10 @@ def test_epoch_targets_over_three_calls_never_pass_on_stale_bumps(fused):
     """Replay three calls on running counters that are never reset, each call in a dependency order
     of the schedule: every wait's target is reached by the time its task runs, and was not yet
     reached by the bumps of earlier calls."""
-    from mkernel.races import happens_before_graph
+    from mkernel.races import happens_before_graph, topological_order
 
     tables = lower.lower(fused)
-    preds = happens_before_graph(fused)
-    order, indeg = [], [len(p) for p in preds]
-    succs = [[] for _ in preds]
-    for node, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(node)
-    ready = [n for n, d in enumerate(indeg) if d == 0]
-    while ready:
-        n = ready.pop()
-        order.append(n)
-        for m in succs[n]:
-            indeg[m] -= 1
-            if indeg[m] == 0:
-                ready.append(m)
+    order = topological_order(happens_before_graph(fused))
     slot_of = lower.slots(fused)
     counters = [np.zeros(len(low.slot_bumps), dtype=np.int64) for low in tables]
     for epoch in (1, 2, 3):

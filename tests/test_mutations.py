@@ -17,7 +17,7 @@ import pytest
 from mkernel import Cluster, Workload, reference
 from mkernel.builders import get
 from mkernel.errors import DeadlockError, ScheduleError
-from mkernel.problems import BUILT_KERNELS
+from mkernel.problems import KERNELS
 from mkernel.runner import DATA_RTOL
 from mkernel.sim import SimBackend
 
@@ -60,7 +60,7 @@ def caught(schedule, inputs, expected: dict) -> bool:
                for name, refs in expected.items() for o, e in zip(stats.outputs[name], refs))
 
 
-CASES = [(k, v) for k in BUILT_KERNELS for v in ("fused", "baseline")] + [
+CASES = [(k, v) for k in KERNELS for v in ("fused", "baseline")] + [
     (k, "ring baseline") for k in ("ag_gemm", "gemm_rs", "gemm_ar")]
 
 

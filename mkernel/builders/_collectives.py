@@ -183,10 +183,15 @@ def hierarchical_all_gather(sb: ScheduleBuilder, c, *, buffers: tuple[str, ...],
                 lanes = [[slot(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
                 all_gather(sb, Ring(c.node_ranks(node), lanes, cols, rows_per_chunk, False, f"{buf}n{node}"),
                            buf=buf, ready=ready, arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
-    for rank in range(c.world):  # the collective ends on a rank when everything sent to it has landed
-        done = Signal(rank, "in_done")
+    drain(sb, c.world, "in_done")
+
+
+def drain(sb: ScheduleBuilder, world: int, name: str, role: Role = Role.INTRA) -> None:
+    """On each rank, a task that ends the launch only when every bump of ``name`` there has landed."""
+    for rank in range(world):
+        done = Signal(rank, name)
         if sb.bumped(done):
-            sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+            sb.add(rank, role, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
 
 
 def role_budget(w, c, defaults: dict[Role, int]) -> dict[Role, int]:

@@ -154,10 +154,7 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
         blocks = [[split_rows(q * S, (q + 1) * S, parts)[p] for q in range(c.world)] for p in range(parts)]
         coll.all_gather(sb, coll.flat_ring(c, w, blocks, w.k), buf="AG", ready=lambda r, *_: (Wait(Signal(r, "own"), 1),),
                         arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
-        for rank in range(c.world):
-            done = Signal(rank, "in_done")
-            if sb.bumped(done):
-                sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+        coll.drain(sb, c.world, "in_done")
     else:
         coll.hierarchical_all_gather(sb, c, buffers=("AG",), slot_rows=S, cols=w.k, parts=parts,
                                      rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))

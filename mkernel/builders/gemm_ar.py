@@ -213,9 +213,7 @@ def _ring_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> None:
     counts = {(r, lane): sb.bumped(Signal(r, "rs_done", lane)) for r in range(c.world) for lane in range(len(slices))}
     coll.all_gather(sb, ring, buf="OUT", ready=lambda r, lane, _b: (Wait(Signal(r, "rs_done", lane), counts[(r, lane)]),),
                     arrived_extra=lambda r, lane: (Signal(r, "out_done"),))
-    for rank in range(c.world):
-        done = Signal(rank, "out_done")
-        sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+    coll.drain(sb, c.world, "out_done")
 
 
 def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> None:

@@ -227,10 +227,7 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
                        writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),),
                        index=tuple(where[t] for t in s.tokens), signals=(Signal(d, "in_done"),),
                        label=f"a2a unpack from rank {r} expert {s.expert}")
-    for d in range(c.world):
-        done = Signal(d, "in_done")
-        if sb.bumped(done):
-            sb.add(d, Role.INTRA, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
+    coll.drain(sb, c.world, "in_done")
     sb.launch("grouped_gemm", {Role.COMPUTE: c.gpu.sms})
     for d in range(c.world):
         _gemm(sb, w, c, d, segments[d], rows, lambda need, t0, t1: ())
