@@ -38,6 +38,7 @@ class RoleTable:
     regions: np.ndarray  # int64 [*, len(REGION_FIELDS)]
     waits: np.ndarray  # int64 [*, 2]: slot, count
     signals: np.ndarray  # int64 [*, 2]: target rank, slot on that rank
+    task_ids: np.ndarray  # int64 [n]: the schedule task of each row (masks, gather lists, error messages)
 
 
 @dataclass(frozen=True)
@@ -115,4 +116,5 @@ def _table(queue, buffer_id: dict[str, int], slot_of: dict[Signal, int]) -> Role
     def arr(rows, width):
         return np.asarray(rows, dtype=np.int64).reshape(-1, width)
 
-    return RoleTable(arr(tasks, len(TASK_FIELDS)), arr(regions, len(REGION_FIELDS)), arr(waits, 2), arr(signals, 2))
+    return RoleTable(arr(tasks, len(TASK_FIELDS)), arr(regions, len(REGION_FIELDS)), arr(waits, 2), arr(signals, 2),
+                     np.asarray([t.id for t in queue], dtype=np.int64))

@@ -62,12 +62,16 @@ def test_ag_gemm_sends_each_shard_once_per_node(nodes, gpus):
 
 
 @pytest.mark.parametrize("nodes,gpus", [(2, 2), (2, 8), (3, 2), (4, 4)])
-def test_gemm_rs_sends_each_remote_block_sum_once(nodes, gpus):
+@pytest.mark.parametrize("n", [512, 520])
+def test_gemm_rs_sends_each_remote_block_sum_once(nodes, gpus, n):
     """Closed form: each GPU sends its node's sum of each remote owner's m/world x n block once:
-    (nodes - 1) * (m / world) * n * 2 bytes sent, and as many received."""
+    (nodes - 1) * (m / world) * n * 2 bytes sent, and as many received. Messages carry whole
+    tile slots (tile-major staging, one contiguous message per chunk), so a ragged edge (n = 520:
+    tiles of 256, 256 and 8 columns) is sent padded to the slot width."""
     c = Cluster("t", nodes, gpus)
-    w = Workload(kernel="gemm_rs", m=64 * c.world, n=520, k=32)
-    closed_form = (nodes - 1) * (w.m // c.world) * w.n * 2
+    w = Workload(kernel="gemm_rs", m=64 * c.world, n=n, k=32)
+    slots = -(-n // w.tile_n) * w.tile_n  # columns sent per row of a block, padding included
+    closed_form = (nodes - 1) * (w.m // c.world) * slots * 2
     sent, received = _network_bytes(gemm_rs.build(w, c), c.world)
     assert sent == [closed_form] * c.world and received == [closed_form] * c.world
     assert SimBackend().run(gemm_rs.build(w, c), c).bytes_per_gpu["network"] == closed_form

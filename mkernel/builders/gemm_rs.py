@@ -16,6 +16,9 @@ sums of its own block::
     send    | node owner: wait a chunk of `chunk_tiles` sums, put it to the block's owner (one message)
     recv    | owner: wait the chunk from all N-1 nodes and its own node's sums, add -> OUT
 
+SEND and RECV are tile-major: each tile has its own slot of tile_m x tile_n (edge tiles use part
+of it), so a chunk of consecutive tiles is one contiguous range of memory and goes out as one
+network message (RDMA writes are contiguous); a put moves whole slots, padding included.
 With G = 1 the compute role writes SEND and PART itself. Every wait targets work that is earlier
 in its queue or in a queue with no waits back, so no SM budget deadlocks.
 
@@ -78,22 +81,35 @@ def build(w: Workload, c: Cluster) -> Schedule:
     tiles = tile_grid(R, w.n, w.tile_m, w.tile_n)  # the tiles of one block, block-local rows
     chunks = batches(tiles, w.chunk_tiles)
     chunk_of = {t.index: ci for ci, ch in enumerate(chunks) for t in ch}
+    slot_rows, width = min(w.tile_m, R), min(w.tile_n, w.n)
     if g > 1:
         sb.buffer("P", w.m, w.n, w.dtype)
     if nodes > 1:
-        sb.buffer("SEND", nodes * R, w.n, w.dtype)  # section m: this node's sum of block (m, l)
+        # section m of SEND: this node's sums of block (m, l); section m of RECV: node m's sums of the
+        # own block; one slot of slot_rows x width per tile
+        sb.buffer("SEND", nodes * len(tiles) * slot_rows, width, w.dtype)
         sb.buffer("PART", R, w.n, w.dtype)  # this node's sum of the own block
-        sb.buffer("RECV", nodes * R, w.n, w.dtype)  # section m: node m's sum of the own block
+        sb.buffer("RECV", nodes * len(tiles) * slot_rows, width, w.dtype)
     sb.launch("fused", _roles(w, c))
 
     def reg(buf: str, rank: int, t, row0: int = 0) -> Region:
         return Region(buf, rank, row0 + t.row0, row0 + t.row1, t.col0, t.col1)
 
+    def slot(buf: str, rank: int, m: int, t) -> Region:
+        """Tile t of section m in the tile-major SEND or RECV."""
+        r0 = (m * len(tiles) + t.index) * slot_rows
+        return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
+
+    def slots(buf: str, rank: int, m: int, chunk) -> Region:
+        """The whole slots of a chunk of consecutive tiles: one contiguous message."""
+        r0 = (m * len(tiles) + chunk[0].index) * slot_rows
+        return Region(buf, rank, r0, r0 + len(chunk) * slot_rows, 0, width)
+
     def target(rank: int, q: int, t) -> tuple[Region, tuple[Signal, ...]]:
         """Where the node owner ``rank`` puts its node's sum of tile t of block q, and what it signals."""
         m = c.node_of(q)
         if m != c.node_of(rank):
-            return reg("SEND", rank, t, m * R), (Signal(rank, "chunk_ready", m * len(chunks) + chunk_of[t.index]),)
+            return slot("SEND", rank, m, t), (Signal(rank, "chunk_ready", m * len(chunks) + chunk_of[t.index]),)
         if nodes > 1:
             return reg("PART", rank, t), (Signal(rank, "own_ready", chunk_of[t.index]),)
         return reg("OUT", rank, t), ()
@@ -130,15 +146,14 @@ def build(w: Workload, c: Cluster) -> Schedule:
                 for ci, chunk in enumerate(chunks):
                     sb.add(rank, Role.SEND, Op.PUT, chunk=ci,
                            waits=(Wait(Signal(rank, "chunk_ready", m * len(chunks) + ci), len(chunk)),),
-                           reads=tuple(reg("SEND", rank, t, m * R) for t in chunk),
-                           writes=tuple(reg("RECV", q, t, node * R) for t in chunk),
+                           reads=(slots("SEND", rank, m, chunk),), writes=(slots("RECV", q, node, chunk),),
                            signals=(Signal(q, "arrived", ci),), label=f"chunk {ci} to rank {q}")
             others = [m for m in range(nodes) if m != node]
             for ci, chunk in enumerate(chunks):
                 waits = (Wait(Signal(rank, "arrived", ci), nodes - 1), Wait(Signal(rank, "own_ready", ci), len(chunk)))
                 for t in chunk:
                     sb.add(rank, Role.RECV, Op.REDUCE, waits=waits, writes=(reg("OUT", rank, t),),
-                           reads=(reg("PART", rank, t),) + tuple(reg("RECV", rank, t, m * R) for m in others),
+                           reads=(reg("PART", rank, t),) + tuple(slot("RECV", rank, m, t) for m in others),
                            label=f"tile {t.index} add remote")
     return sb.build(flops_per_gpu(w, c))  # every output write is the owner's own: no drain needed
 

@@ -1,0 +1,220 @@
+"""A rank's plan: the lowered role tables packed into the flat int64 arrays the fused kernel walks.
+
+:mod:`lower` keeps the schedule's vocabulary (buffer ids, regions, slots). A plan adds what the
+device needs and nothing the device could get wrong:
+
+- **placement**: a buffer that some task touches on another rank, or that a network put reads or
+  writes, lives in the symmetric heap at the same offset on every rank; every other buffer is
+  *bound*: the caller's tensor (inputs), a fresh tensor (outputs) or plan-owned scratch, given to
+  the kernel per call through the ``bases`` table;
+- **commands**: each put becomes its ring commands, with heap offsets precomputed. A one-pair put
+  is one PUT that sets the arrival flag; a put of several pairs sends data-only PUTs (their flag is
+  the sink slot nobody waits on) and then one SIGNAL, which the proxy orders after them, so the
+  flag never overtakes data on an unordered transport;
+- **waits** carry the slot's bumps per call, so the kernel computes epoch targets itself;
+- **locks**: attention tiles that merge into the same accumulator hold its lock (the IR treats the
+  merge as order-free, the hardware needs it atomic), and the lock's stamp says whether the state
+  is from this call.
+
+Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
+with a :class:`~mkernel.errors.ScheduleError` before any launch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mkernel.errors import ScheduleError
+from mkernel.ir import Op, Schedule, Task
+
+from . import ring
+from .lower import OPS, ROLES, Lowered, lower
+
+ALIGN = 256
+# Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows
+# or ring commands), causal mask q0, k0, has_mask, lock, schedule task id, spare.
+TASK_WIDTH = 16
+REGION_WIDTH = 8  # bases slot, row0, col0, rows, cols, ld, buffer, rank
+COMMAND_WIDTH = 8  # type, dst rank, flag slot, bytes, src off, dst off, spare, spare
+OP_CODE = {op: OPS.index(op) for op in Op}
+KERNEL_DTYPES = {Op.GEMM: ("bf16", "bf16", "bf16"), Op.COPY: None, Op.REDUCE: None, Op.GATHER: None,
+                 Op.ATTN: ("bf16", "bf16", "bf16", "fp32", "fp32"), Op.NORM: ("fp32", "fp32", "bf16", "fp32")}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where every buffer lives: heap offsets (same on every rank) or bound per call."""
+
+    heap: dict[str, int]  # buffer -> byte offset in the symmetric heap
+    heap_bytes: int
+    bound: tuple[str, ...]  # buffers given per call (inputs, outputs, plan-owned scratch)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One rank's fused kernel: role grid, tables, and the slot bookkeeping."""
+
+    rank: int
+    world: int
+    gpus_per_node: int
+    blocks: tuple[int, int, int, int]  # blocks per role, in ROLES order (compute, intra, send, recv)
+    role_tasks: tuple[int, int, int, int]  # tasks per role queue
+    tasks: np.ndarray  # int64 [n, TASK_WIDTH], role queues one after the other
+    regions: np.ndarray  # int64 [*, REGION_WIDTH]
+    waits: np.ndarray  # int64 [*, 3]: slot, count, bumps per call
+    signals: np.ndarray  # int64 [*, 2]: rank, slot
+    aux: np.ndarray  # int64 [*, COMMAND_WIDTH]: gather rows (column 0) or ring commands
+    n_flags: int  # slots per rank, the sink slot included (the same on every rank)
+    sink: int  # a slot nobody waits on: where data-only PUTs set their flag
+    n_locks: int
+    placement: Placement
+    buffers: tuple[str, ...]  # buffer id -> name
+    slot_names: tuple  # slot -> Signal (for error messages)
+    gemm_operands: tuple[str, str] | None  # the A and B buffers of this rank's GEMM tiles
+    lowered: Lowered
+
+    @property
+    def grid(self) -> int:
+        return sum(self.blocks)
+
+
+def placement(s: Schedule) -> Placement:
+    """Heap offsets of the shared buffers; the rest are bound."""
+    shared = set()
+    for t in s.tasks:
+        for r in t.reads + t.writes:
+            if r.rank != t.rank or t.op is Op.PUT:
+                shared.add(r.buffer)
+    heap, off = {}, 0
+    for b in s.buffers:
+        if b.name in shared:
+            heap[b.name] = off
+            off += -(-b.rows * b.cols * b.itemsize // ALIGN) * ALIGN
+    return Placement(heap, off, tuple(b.name for b in s.buffers if b.name not in shared))
+
+
+def build(s: Schedule, rank: int | None = None) -> list[Plan]:
+    """Plans of every rank (or of ``rank`` only, as a one-element list)."""
+    s.validate()
+    lowered = lower(s)
+    place = placement(s)
+    n_flags = max(len(low.slot_bumps) for low in lowered) + 1
+    ranks = range(s.world) if rank is None else (rank,)
+    return [_plan(s, lowered, place, r, n_flags) for r in ranks]
+
+
+def _fail(s: Schedule, task: Task, why: str) -> ScheduleError:
+    return ScheduleError(f"{s.kernel}/{s.variant}: {task.describe()}: {why}; the hw backend cannot run it")
+
+
+def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int) -> Plan:
+    low = lowered[rank]
+    buffers = {b.name: b for b in s.buffers}
+    bid = {name: i for i, name in enumerate(low.buffers)}
+    tasks, regions, waits, signals, aux = [], [], [], [], []
+    locks: dict[tuple[str, int], int] = {}
+    gemm_ab: tuple[str, str] | None = None
+    counts = []
+    for role in ROLES:
+        table = low.roles.get(role)
+        counts.append(0 if table is None else len(table.tasks))
+        if table is None:
+            continue
+        for row, tid in zip(table.tasks, table.task_ids):
+            task = s.tasks[int(tid)]
+            _check(s, task, buffers)
+            r0 = len(regions)
+            for reg in task.reads + task.writes:
+                b = buffers[reg.buffer]
+                regions.append((bid[reg.buffer] * s.world + reg.rank, reg.row0, reg.col0, reg.row1 - reg.row0,
+                                reg.col1 - reg.col0, b.cols, bid[reg.buffer], reg.rank))
+            w0 = len(waits)
+            for slot, count in low.roles[role].waits[row[5]:row[6]]:
+                waits.append((slot, count, low.slot_bumps[slot]))
+            s0 = len(signals)
+            if task.op is not Op.PUT:  # a put's arrival flag travels in its last command
+                signals.extend(tuple(x) for x in low.roles[role].signals[row[7]:row[8]])
+            a0 = len(aux)
+            if task.op is Op.GATHER:
+                aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)
+            elif task.op is Op.PUT:
+                aux.extend(_commands(s, task, place, lowered, n_flags - 1))
+            lock = -1
+            if task.op is Op.ATTN:
+                acc = task.writes[0]
+                lock = locks.setdefault((acc.buffer, acc.row0), len(locks))
+            if task.op is Op.GEMM:
+                ab = (task.reads[0].buffer, task.reads[1].buffer)
+                if gemm_ab not in (None, ab):
+                    raise _fail(s, task, f"its operands {ab} differ from the other GEMM tiles' {gemm_ab}; the "
+                                         f"compute role holds one TMA descriptor per operand")
+                gemm_ab = ab
+            q0, k0 = task.mask if task.mask else (0, 0)
+            tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
+                          a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, 0))
+    launch = s.launches[0]
+    blocks = tuple(launch.budget(r) for r in ROLES)
+    for role, n, nb in zip(ROLES, counts, blocks):
+        if n and nb < 1:
+            raise ScheduleError(f"{s.kernel}/{s.variant}: rank {rank} has {n} {role.value} tasks and no "
+                                f"{role.value} SMs")
+
+    def arr(rows, width):
+        return np.asarray(rows, dtype=np.int64).reshape(-1, width)
+
+    return Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), arr(tasks, TASK_WIDTH),
+                arr(regions, REGION_WIDTH), arr(waits, 3), arr(signals, 2), arr(aux, COMMAND_WIDTH), n_flags,
+                n_flags - 1, len(locks), place, low.buffers, low.slot_names, gemm_ab, low)
+
+
+def _check(s: Schedule, task: Task, buffers: dict) -> None:
+    """The rules the kernel's op code relies on."""
+    dtypes = KERNEL_DTYPES.get(task.op)
+    regions = task.reads + task.writes
+    if dtypes is None and task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
+        dtypes = ("bf16",) * len(regions)
+    if dtypes is not None:
+        have = tuple(buffers[r.buffer].dtype for r in regions)
+        if have != dtypes:
+            raise _fail(s, task, f"its operands are {have}; the kernel's {task.op.value} takes {dtypes}")
+    if task.accumulate and task.op is not Op.ATTN:
+        raise _fail(s, task, "it accumulates into its destination; only attention merges are atomic on hw")
+    if task.op is Op.GEMM:
+        a, b = task.reads
+        if a.col1 != buffers[a.buffer].cols:
+            raise _fail(s, task, f"its K range ends at column {a.col1} of {a.buffer}, not at the buffer's edge "
+                                 f"({buffers[a.buffer].cols}); TMA zero-fills only past the edge")
+        for name in (a.buffer, b.buffer):
+            if buffers[name].cols % 8:
+                raise _fail(s, task, f"{name} has {buffers[name].cols} columns; TMA needs rows that are a "
+                                     f"multiple of 16 bytes (8 bf16 columns)")
+    if task.op is Op.PUT:
+        for r in regions:
+            if r.col0 != 0 or r.col1 != buffers[r.buffer].cols:
+                raise _fail(s, task, f"{r} is not whole rows; a network message moves one contiguous range")
+
+
+def _commands(s: Schedule, task: Task, place: Placement, lowered: list[Lowered], sink: int) -> list[tuple]:
+    """Ring commands of one put: data-only PUTs, then the flag (PUT of the last pair, or SIGNAL)."""
+    if len(task.signals) != 1:
+        raise _fail(s, task, f"it bumps {len(task.signals)} signals; a network message sets one arrival flag")
+    sig = task.signals[0]
+    dst = task.writes[0].rank
+    low = lowered[dst]
+    slot = low.slot_names.index(sig)
+    if low.slot_bumps[slot] != 1:
+        raise _fail(s, task, f"its arrival flag {sig} is bumped {low.slot_bumps[slot]} times per call; the proxy "
+                             f"sets a network flag to the epoch, so one message must own it")
+    buffers = {b.name: b for b in s.buffers}
+    out = []
+    pairs = list(zip(task.reads, task.writes))
+    for i, (src, dstr) in enumerate(pairs):
+        b = buffers[src.buffer]
+        row_bytes = b.cols * b.itemsize
+        flag = slot if len(pairs) == 1 else sink
+        out.append((ring.PUT, dst, flag, src.size * b.itemsize, place.heap[src.buffer] + src.row0 * row_bytes,
+                    place.heap[dstr.buffer] + dstr.row0 * buffers[dstr.buffer].cols * b.itemsize, 0, 0))
+    if len(pairs) > 1:
+        out.append((ring.SIGNAL, dst, slot, 0, 0, 0, 0, 0))
+    return out
