@@ -80,14 +80,18 @@ class Context:
         self.ring = DeviceRing(ring_capacity, self.device)
         self.epoch = Epoch(self.device)
         self.errors = ErrorBlock(self.device)
-        regions = Regions(src=(base[self.rank] + self.layout.send_off, send_bytes),
+        # with no separate send area the receive area is one heap that a rank also sends from
+        src = (self.layout.send_off, send_bytes) if send_bytes else (self.layout.recv_off, recv_bytes)
+        regions = Regions(src=(base[self.rank] + src[0], src[1]),
                           dst=tuple((b + self.layout.recv_off, recv_bytes) for b in base),
                           flags=tuple(base), n_flags=n_flags)
         torch.cuda.synchronize()
         dist.barrier(pg)  # every rank's buffer is zeroed before any proxy or peer writes into it
-        self.proxy = Proxy(rank=self.rank, nranks=self.world, ring_ptr=self.ring.ring_ptr, ctl_ptr=self.ring.ctl_ptr,
-                           capacity=ring_capacity, regions=regions, transport=native_name, window_us=window_us,
-                           device=self.device.index, **opts).start()
+        self.proxy = None
+        if self.nodes > 1:  # one node: peers are reached with peer stores only, no proxy to run
+            self.proxy = Proxy(rank=self.rank, nranks=self.world, ring_ptr=self.ring.ring_ptr,
+                               ctl_ptr=self.ring.ctl_ptr, capacity=ring_capacity, regions=regions,
+                               transport=native_name, window_us=window_us, device=self.device.index, **opts).start()
 
     # views of this rank's own symmetric buffer
     @property
@@ -111,7 +115,8 @@ class Context:
         import torch
 
         torch.cuda.synchronize(self.device)
-        self.proxy.check()
+        if self.proxy is not None:
+            self.proxy.check()
         self.errors.check()
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ ALIGN = 256
 # Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows
 # or ring commands), causal mask q0, k0, has_mask, lock, schedule task id, spare.
 TASK_WIDTH = 16
-REGION_WIDTH = 8  # bases slot, row0, col0, rows, cols, ld, buffer, rank
+REGION_WIDTH = 8  # bases slot, row0, col0, rows, cols, ld (buffer columns), buffer rows, buffer id
 COMMAND_WIDTH = 8  # type, dst rank, flag slot, bytes, src off, dst off, spare, spare
 OP_CODE = {op: OPS.index(op) for op in Op}
 KERNEL_DTYPES = {Op.GEMM: ("bf16", "bf16", "bf16"), Op.COPY: None, Op.REDUCE: None, Op.GATHER: None,
@@ -65,18 +65,37 @@ class Plan:
     waits: np.ndarray  # int64 [*, 3]: slot, count, bumps per call
     signals: np.ndarray  # int64 [*, 2]: rank, slot
     aux: np.ndarray  # int64 [*, COMMAND_WIDTH]: gather rows (column 0) or ring commands
-    n_flags: int  # slots per rank, the sink slot included (the same on every rank)
+    n_flags: int  # slots per rank, barrier and sink slots included (the same on every rank)
     sink: int  # a slot nobody waits on: where data-only PUTs set their flag
     n_locks: int
     placement: Placement
     buffers: tuple[str, ...]  # buffer id -> name
     slot_names: tuple  # slot -> Signal (for error messages)
-    gemm_operands: tuple[str, str] | None  # the A and B buffers of this rank's GEMM tiles
     lowered: Lowered
 
     @property
     def grid(self) -> int:
         return sum(self.blocks)
+
+    @property
+    def arrive0(self) -> int:
+        """Flag ``arrive0 + p`` holds the last call rank p entered (the start barrier)."""
+        return self.n_flags - 2 - 2 * self.world
+
+    @property
+    def exit0(self) -> int:
+        """Flag ``exit0 + p`` holds the last call rank p finished (guards overwriting shared inputs)."""
+        return self.n_flags - 2 - self.world
+
+    @property
+    def go(self) -> int:
+        """Set by block 0 once every peer has entered the call; the other blocks wait for it."""
+        return self.n_flags - 2
+
+    @property
+    def ops(self) -> frozenset[str]:
+        """The op kinds this rank's kernel runs: its compile-time op set."""
+        return frozenset(OPS[int(op)].value for op in self.tasks[:, 0])
 
 
 def placement(s: Schedule) -> Placement:
@@ -99,22 +118,59 @@ def build(s: Schedule, rank: int | None = None) -> list[Plan]:
     s.validate()
     lowered = lower(s)
     place = placement(s)
-    n_flags = max(len(low.slot_bumps) for low in lowered) + 1
+    net = _network_flags(s, lowered)
+    # then per rank: an arrival and an exit flag per peer (the call barriers), the go flag, the sink
+    n_flags = max(len(low.slot_bumps) + len(net.extra.get(r, ())) for r, low in enumerate(lowered)) + 2 * s.world + 2
     ranks = range(s.world) if rank is None else (rank,)
-    return [_plan(s, lowered, place, r, n_flags) for r in ranks]
+    return [_plan(s, lowered, place, r, n_flags, net) for r in ranks]
+
+
+@dataclass(frozen=True)
+class _NetFlags:
+    """Arrival flags of network messages. The proxy *sets* a flag to the epoch (RDMA has no portable
+    remote add: EFA lacks atomics), so a signal that k puts bump becomes k flags, one per put, and a
+    wait for all k bumps becomes k waits."""
+
+    flag_of: dict[int, int]  # put task id -> flag slot on its destination
+    split: dict[tuple[int, int], tuple[int, ...]]  # (rank, slot) -> the flags it became
+    extra: dict[int, list[int]]  # rank -> flag slots added after the lowered ones
+
+
+def _network_flags(s: Schedule, lowered: list[Lowered]) -> _NetFlags:
+    by_slot: dict[tuple[int, int], list[Task]] = {}
+    for t in s.tasks:
+        if t.op is Op.PUT:
+            if len(t.signals) != 1:
+                raise _fail(s, t, f"it bumps {len(t.signals)} signals; a network message sets one arrival flag")
+            sig = t.signals[0]
+            by_slot.setdefault((sig.rank, lowered[sig.rank].slot_names.index(sig)), []).append(t)
+    flag_of, split, extra = {}, {}, {}
+    for (rank, slot), puts in by_slot.items():
+        if lowered[rank].slot_bumps[slot] != len(puts):
+            raise _fail(s, puts[0], f"its arrival flag {puts[0].signals[0]} is also bumped by peer or local tasks; "
+                                    f"a network flag belongs to network messages only")
+        if len(puts) == 1:
+            flag_of[puts[0].id] = slot
+            continue
+        added = extra.setdefault(rank, [])
+        first = len(lowered[rank].slot_bumps) + len(added)
+        subs = tuple(range(first, first + len(puts)))
+        added.extend(subs)
+        split[(rank, slot)] = subs
+        flag_of.update({t.id: f for t, f in zip(puts, subs)})
+    return _NetFlags(flag_of, split, extra)
 
 
 def _fail(s: Schedule, task: Task, why: str) -> ScheduleError:
     return ScheduleError(f"{s.kernel}/{s.variant}: {task.describe()}: {why}; the hw backend cannot run it")
 
 
-def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int) -> Plan:
+def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int, net: _NetFlags) -> Plan:
     low = lowered[rank]
     buffers = {b.name: b for b in s.buffers}
     bid = {name: i for i, name in enumerate(low.buffers)}
     tasks, regions, waits, signals, aux = [], [], [], [], []
     locks: dict[tuple[str, int], int] = {}
-    gemm_ab: tuple[str, str] | None = None
     counts = []
     for role in ROLES:
         table = low.roles.get(role)
@@ -128,10 +184,17 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
             for reg in task.reads + task.writes:
                 b = buffers[reg.buffer]
                 regions.append((bid[reg.buffer] * s.world + reg.rank, reg.row0, reg.col0, reg.row1 - reg.row0,
-                                reg.col1 - reg.col0, b.cols, bid[reg.buffer], reg.rank))
+                                reg.col1 - reg.col0, b.cols, b.rows, bid[reg.buffer]))
             w0 = len(waits)
             for slot, count in low.roles[role].waits[row[5]:row[6]]:
-                waits.append((slot, count, low.slot_bumps[slot]))
+                subs = net.split.get((rank, int(slot)))
+                if subs is None:
+                    waits.append((slot, count, low.slot_bumps[slot]))
+                elif count == len(subs):
+                    waits.extend((f, 1, 1) for f in subs)
+                else:
+                    raise _fail(s, task, f"it waits for {count} of the {len(subs)} network messages that bump "
+                                         f"{low.slot_names[slot]}; on hw it can wait for all of them only")
             s0 = len(signals)
             if task.op is not Op.PUT:  # a put's arrival flag travels in its last command
                 signals.extend(tuple(x) for x in low.roles[role].signals[row[7]:row[8]])
@@ -139,17 +202,11 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
             if task.op is Op.GATHER:
                 aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)
             elif task.op is Op.PUT:
-                aux.extend(_commands(s, task, place, lowered, n_flags - 1))
+                aux.extend(_commands(s, task, place, net.flag_of[task.id], n_flags - 1))
             lock = -1
             if task.op is Op.ATTN:
                 acc = task.writes[0]
                 lock = locks.setdefault((acc.buffer, acc.row0), len(locks))
-            if task.op is Op.GEMM:
-                ab = (task.reads[0].buffer, task.reads[1].buffer)
-                if gemm_ab not in (None, ab):
-                    raise _fail(s, task, f"its operands {ab} differ from the other GEMM tiles' {gemm_ab}; the "
-                                         f"compute role holds one TMA descriptor per operand")
-                gemm_ab = ab
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
                           a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, 0))
@@ -165,7 +222,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
 
     return Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), arr(tasks, TASK_WIDTH),
                 arr(regions, REGION_WIDTH), arr(waits, 3), arr(signals, 2), arr(aux, COMMAND_WIDTH), n_flags,
-                n_flags - 1, len(locks), place, low.buffers, low.slot_names, gemm_ab, low)
+                n_flags - 1, len(locks), place, low.buffers, low.slot_names, low)
 
 
 def _check(s: Schedule, task: Task, buffers: dict) -> None:
@@ -189,27 +246,26 @@ def _check(s: Schedule, task: Task, buffers: dict) -> None:
             if buffers[name].cols % 8:
                 raise _fail(s, task, f"{name} has {buffers[name].cols} columns; TMA needs rows that are a "
                                      f"multiple of 16 bytes (8 bf16 columns)")
+    if task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
+        for r in regions:
+            if r.col0 % 8 or buffers[r.buffer].cols % 8:
+                raise _fail(s, task, f"{r} starts at column {r.col0} of a {buffers[r.buffer].cols}-column buffer; "
+                                     f"peer copies move 16-byte vectors, so both must be multiples of 8")
     if task.op is Op.PUT:
+        if sum(r.size * buffers[r.buffer].itemsize for r in task.reads) >= 2**32:
+            raise _fail(s, task, "it moves 4 GiB or more; a ring command carries a 32-bit byte count")
         for r in regions:
             if r.col0 != 0 or r.col1 != buffers[r.buffer].cols:
                 raise _fail(s, task, f"{r} is not whole rows; a network message moves one contiguous range")
 
 
-def _commands(s: Schedule, task: Task, place: Placement, lowered: list[Lowered], sink: int) -> list[tuple]:
+def _commands(s: Schedule, task: Task, place: Placement, slot: int, sink: int) -> list[tuple]:
     """Ring commands of one put: data-only PUTs, then the flag (PUT of the last pair, or SIGNAL)."""
-    if len(task.signals) != 1:
-        raise _fail(s, task, f"it bumps {len(task.signals)} signals; a network message sets one arrival flag")
-    sig = task.signals[0]
     dst = task.writes[0].rank
-    low = lowered[dst]
-    slot = low.slot_names.index(sig)
-    if low.slot_bumps[slot] != 1:
-        raise _fail(s, task, f"its arrival flag {sig} is bumped {low.slot_bumps[slot]} times per call; the proxy "
-                             f"sets a network flag to the epoch, so one message must own it")
     buffers = {b.name: b for b in s.buffers}
     out = []
     pairs = list(zip(task.reads, task.writes))
-    for i, (src, dstr) in enumerate(pairs):
+    for src, dstr in pairs:
         b = buffers[src.buffer]
         row_bytes = b.cols * b.itemsize
         flag = slot if len(pairs) == 1 else sink

@@ -92,6 +92,12 @@ def build(w: Workload, c: Cluster) -> Schedule:
         r0 = (section * slots + t.index // g) * w.tile_m
         return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
 
+    def chunk_reg(buf: str, rank: int, chunk, section: int = 0) -> Region:
+        """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
+        of ragged edge tiles included."""
+        r0 = (section * slots + chunk[0].index // g) * w.tile_m
+        return Region(buf, rank, r0, r0 + len(chunk) * w.tile_m, 0, w.tile_n)
+
     def chunk_of(t) -> int:
         return (t.index // g) // w.chunk_tiles
 
@@ -131,8 +137,7 @@ def build(w: Workload, c: Cluster) -> Schedule:
                 for m in others:
                     peer = c.rank(m, local)
                     sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=ci,
-                           reads=tuple(slot_reg("PART", rank, t) for t in chunk),
-                           writes=tuple(slot_reg("RECV", peer, t, node) for t in chunk),
+                           reads=(chunk_reg("PART", rank, chunk),), writes=(chunk_reg("RECV", peer, chunk, node),),
                            signals=(Signal(peer, "arrived", ci),), label=f"chunk {ci} to node {m}")
             for ci, chunk in enumerate(chunks):
                 # the other nodes' sums have landed, and so has this node's own sum of the chunk

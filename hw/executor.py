@@ -1,0 +1,177 @@
+"""Run a fused schedule on this rank's GPU: the plan's tables on the device, the heap, the launch.
+
+:class:`Executor` is built once per (schedule, rank) and called many times. A call:
+
+1. waits (a one-block kernel) until every peer finished the previous call, when this rank stages
+   inputs into the symmetric heap, so nothing a peer may still be reading is overwritten;
+2. stages the inputs that peers read into the heap (one copy each; inputs only this rank reads are
+   used in place);
+3. launches the fused kernel (:mod:`fused`), which starts with a barrier across the ranks and
+   tells peers when it is done;
+4. returns the outputs: fresh tensors for bound outputs, copies of heap outputs.
+
+Everything is enqueued on the current stream; nothing synchronises the host. :meth:`check`
+synchronises and raises the first device, proxy or wait error, naming rank, role, flag, epoch and
+the schedule task.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mkernel.errors import InputError
+from mkernel.ir import BufferKind, Schedule
+
+from . import fused
+from .plan import Plan, build
+from .runtime import ErrorBlock
+
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _allocator(size: int, alignment: int, stream):
+    """Global scratch for the TMA descriptors the kernel builds on the device."""
+    import torch
+
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+class Executor:
+    """One rank's fused op, sized once. ``ctx`` is a :class:`~mkernel.hw.context.Context` whose heap
+    (receive area) holds at least the plan's shared buffers and whose flags number at least the
+    plan's; :meth:`context_sizes` says how big."""
+
+    def __init__(self, schedule: Schedule, ctx, *, timeout_s: float = 5.0):
+        import torch
+        import triton
+
+        self.schedule = schedule
+        self.plan: Plan = build(schedule, ctx.rank)[0]
+        self.ctx = ctx
+        p = self.plan
+        if ctx.layout.recv_bytes < p.placement.heap_bytes or ctx.layout.n_flags < p.n_flags:
+            raise InputError(f"context too small for {schedule.kernel}: heap {ctx.layout.recv_bytes} B and "
+                             f"{ctx.layout.n_flags} flags; the plan needs {p.placement.heap_bytes} B and "
+                             f"{p.n_flags} flags")
+        if ctx.world != schedule.world or ctx.gpus_per_node != schedule.gpus_per_node:
+            raise InputError(f"context is {ctx.world} ranks x {ctx.gpus_per_node} per node; the schedule is "
+                             f"{schedule.world} x {schedule.gpus_per_node}")
+        dev = ctx.device
+        self.device = dev
+
+        def t(a):
+            a = a if a.size else np.zeros((1, max(1, a.shape[1] if a.ndim == 2 else 1)), np.int64)
+            return torch.from_numpy(np.ascontiguousarray(a)).to(dev)
+
+        self.tables = [t(p.tasks), t(p.regions), t(p.waits), t(p.signals), t(p.aux)]
+        self.claims = torch.zeros(4, dtype=torch.int64, device=dev)
+        self.epoch = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.done = torch.zeros(1, dtype=torch.int32, device=dev)
+        self.locks = torch.zeros(max(1, 2 * p.n_locks), dtype=torch.int64, device=dev)
+        self.errors = ErrorBlock(dev)
+        self.timeout_ns = int(timeout_s * 1e9)
+        self.buffers = {b.name: b for b in schedule.buffers}
+        # heap buffers: a view of this rank's copy, and every rank's address in the bases table
+        heap = ctx.recv
+        self.heap_views = {}
+        bases = np.zeros(len(p.buffers) * p.world, dtype=np.int64)
+        recv_ptrs = ctx.recv_ptrs.cpu().numpy()
+        for bid, name in enumerate(p.buffers):
+            if name in p.placement.heap:
+                off, b = p.placement.heap[name], self.buffers[name]
+                nbytes = b.rows * b.cols * b.itemsize
+                self.heap_views[name] = heap[off:off + nbytes].view(getattr(torch, TORCH_DTYPES[b.dtype])).view(
+                    b.rows, b.cols)
+                bases[bid * p.world: (bid + 1) * p.world] = recv_ptrs + off
+        self.static_bases = bases
+        # plan-owned scratch that no peer touches: allocated once
+        self.scratch = {name: torch.empty(self.buffers[name].rows, self.buffers[name].cols,
+                                          dtype=getattr(torch, TORCH_DTYPES[self.buffers[name].dtype]), device=dev)
+                        for name in p.placement.bound if self.buffers[name].kind is BufferKind.SCRATCH}
+        self.inputs = tuple(b.name for b in schedule.buffers if b.kind is BufferKind.INPUT)
+        self.outputs = tuple(b.name for b in schedule.buffers if b.kind is BufferKind.OUTPUT)
+        self.stage = tuple(n for n in self.inputs if n in p.placement.heap)
+        ops = p.ops | ({"put"} if ctx.nodes > 1 else set())
+        head_dim = next((self.buffers[n].cols for n in ("Q",) if n in self.buffers), 64)
+        self.sm_scale = 1.0 / math.sqrt(head_dim)
+        self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1)
+        triton.set_allocator(_allocator)
+
+    @staticmethod
+    def context_sizes(schedule: Schedule) -> dict:
+        """Heap bytes and flag count a Context needs for ``schedule`` (every rank alike)."""
+        p = build(schedule, 0)[0]
+        return {"recv_bytes": max(256, p.placement.heap_bytes), "n_flags": p.n_flags}
+
+    def __call__(self, inputs: dict, out: dict | None = None, *, poison: bool = False) -> dict:
+        """Run one call. ``inputs``: buffer name -> this rank's tensor (the buffer's shape and dtype,
+        contiguous, on this GPU). Returns buffer name -> output tensor. ``poison`` fills every
+        output with NaN first (tests: an element the kernel does not write shows up)."""
+        import torch
+
+        p, b = self.plan, self.buffers
+        for name in self.inputs:
+            x = inputs.get(name)
+            want = (b[name].rows, b[name].cols)
+            dt = getattr(torch, TORCH_DTYPES[b[name].dtype])
+            if x is None or tuple(x.shape) != want or x.dtype != dt or x.device != self.device \
+                    or not x.is_contiguous():
+                got = "nothing" if x is None else f"{tuple(x.shape)} {x.dtype} on {x.device}" + (
+                    "" if x.is_contiguous() else ", not contiguous")
+                raise InputError(f"{self.schedule.kernel} input {name}: expected a contiguous {want} {dt} tensor "
+                                 f"on {self.device}, got {got}")
+        out = dict(out or {})
+        bound = {}
+        for name in p.placement.bound:
+            buf = b[name]
+            if buf.kind is BufferKind.INPUT:
+                bound[name] = inputs[name]
+            elif buf.kind is BufferKind.OUTPUT:
+                bound[name] = out.setdefault(name, torch.empty(buf.rows, buf.cols, device=self.device,
+                                                               dtype=getattr(torch, TORCH_DTYPES[buf.dtype])))
+            else:
+                bound[name] = self.scratch[name]
+        bases = self.static_bases.copy()
+        for bid, name in enumerate(p.buffers):
+            if name in bound:
+                bases[bid * p.world + p.rank] = bound[name].data_ptr()
+        bases_dev = torch.from_numpy(bases).to(self.device, non_blocking=False)
+        err = self.errors.words
+        heap_outputs = [n for n in self.outputs if n in self.heap_views]
+        if self.stage or (poison and heap_outputs):
+            fused.enter_kernel[(1,)](self.ctx.flag_ptrs, self.epoch, p.rank, p.world, p.exit0, self.timeout_ns,
+                                     err.view(torch.int32), err, self.ctx.ring.ctl_ptr)
+            for name in self.stage:
+                self.heap_views[name].copy_(inputs[name])
+        if poison:
+            for name in self.outputs:
+                (self.heap_views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
+        ring = self.ctx.ring
+        n, nb = p.role_tasks, p.blocks
+        fused.fused_kernel[(p.grid,)](
+            *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
+            ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32), err,
+            p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
+            *n, *nb, **self.meta, num_warps=fused.NUM_WARPS, num_stages=fused.NUM_STAGES)
+        for name in self.outputs:
+            if name in self.heap_views:
+                out[name] = self.heap_views[name].clone()
+        return out
+
+    def check(self) -> None:
+        """Synchronise; raise the first proxy or device error, naming the schedule task and its flag."""
+        import torch
+
+        torch.cuda.synchronize(self.device)
+        if self.ctx.proxy is not None:
+            self.ctx.proxy.check()
+        failure = self.errors.read()
+        if failure is not None:
+            from .runtime import DeviceWaitError
+
+            task = int(self.errors.words[6].item())
+            what = self.schedule.tasks[task].describe() if 0 <= task < len(self.schedule.tasks) else "the call barrier"
+            slot = failure.index
+            name = self.plan.slot_names[slot] if failure.what == "flag" and slot < len(self.plan.slot_names) else None
+            raise DeviceWaitError(f"{failure} in {what}" + (f" (signal {name})" if name else ""))
