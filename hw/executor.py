@@ -10,7 +10,9 @@
    tells peers when it is done;
 4. returns the outputs: fresh tensors for bound outputs, copies of heap outputs.
 
-Everything is enqueued on the current stream; nothing synchronises the host. :meth:`check`
+Everything is enqueued on the current stream; nothing synchronises the host. Two calls never
+overlap on the GPU (they share flags, claim counters and the epoch): a call on another stream than
+the last one first waits for the last one's event. :meth:`check`
 synchronises and raises the first device, proxy or wait error, naming rank, role, flag, epoch and
 the schedule task.
 """
@@ -97,6 +99,7 @@ class Executor:
         self.sm_scale = 1.0 / math.sqrt(head_dim)
         self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1)
         self._bases_cache: dict[tuple[int, ...], object] = {}
+        self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
         triton.set_allocator(_allocator)
 
     @staticmethod
@@ -135,6 +138,10 @@ class Executor:
                 bound[name] = self.scratch[name]
         bases_dev = self._bases(tuple(bound[name].data_ptr() if name in bound else 0 for name in p.buffers))
         err = self.errors.words
+        stream = torch.cuda.current_stream(self.device)
+        capturing = torch.cuda.is_current_stream_capturing()
+        if self._last is not None and self._last[0] != stream and not capturing:
+            stream.wait_event(self._last[1])  # calls stay ordered when the caller switches streams
         heap_outputs = [n for n in self.outputs if n in self.heap_views]
         if self.stage or (poison and heap_outputs):
             fused.enter_kernel[(1,)](self.ctx.flag_ptrs, self.epoch, p.rank, p.world, p.exit0, self.timeout_ns,
@@ -154,6 +161,10 @@ class Executor:
         for name in self.outputs:
             if name in self.heap_views:
                 out[name] = self.heap_views[name].clone()
+        if not capturing:
+            done = torch.cuda.Event()
+            done.record(stream)
+            self._last = (stream, done)
         return out
 
     def _bases(self, ptrs: tuple[int, ...]):
