@@ -123,13 +123,13 @@ def bench_attention(rows: list) -> None:
 def _grouped_gemm_only(s):
     """The MoE schedule's expert GEMM tiles alone, with the expert inputs (XE) given: the compute
     role's grouped GEMM without the dispatch it waits for."""
-    from mkernel.ir import BufferKind, Op
+    from mkernel.ir import BufferKind, Launch, Op, Role
 
     tasks = [dataclasses.replace(t, waits=(), signals=()) for t in s.tasks if t.op is Op.GEMM]
     tasks = tuple(dataclasses.replace(t, id=i) for i, t in enumerate(tasks))
     bufs = tuple(dataclasses.replace(b, kind=BufferKind.INPUT) if b.name == "XE" else b for b in s.buffers
                  if b.name in ("XE", "W", "Y"))
-    return dataclasses.replace(s, tasks=tasks, buffers=bufs)
+    return dataclasses.replace(s, tasks=tasks, buffers=bufs, launches=(Launch("grouped", ((Role.COMPUTE, s.num_sms),)),))
 
 
 def bench_moe(rows: list) -> None:
