@@ -97,7 +97,9 @@ class Executor:
         ops = p.ops | ({"put"} if ctx.nodes > 1 else set())
         head_dim = next((self.buffers[n].cols for n in ("Q",) if n in self.buffers), 64)
         self.sm_scale = 1.0 / math.sqrt(head_dim)
-        self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1)
+        self.gemm_ab = p.gemm_operands
+        self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1, host_desc=self.gemm_ab is not None)
+        self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
         self._bases_cache: dict[tuple[int, ...], object] = {}
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
         triton.set_allocator(_allocator)
@@ -155,7 +157,7 @@ class Executor:
         n, nb = p.role_tasks, p.blocks
         fused.fused_kernel[(p.grid,)](
             *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
-            ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32), err,
+            *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32), err,
             p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
             *n, *nb, **self.meta, num_warps=fused.NUM_WARPS, num_stages=fused.NUM_STAGES)
         for name in self.outputs:
@@ -166,6 +168,15 @@ class Executor:
             done.record(stream)
             self._last = (stream, done)
         return out
+
+    def _descriptors(self, bound: dict) -> tuple:
+        """Host TMA descriptors of the GEMM operands (or stand-ins when the kernel builds its own)."""
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        m = self.meta
+        a, b = (self._dummy, self._dummy) if self.gemm_ab is None else (
+            bound.get(n, self.heap_views.get(n)) for n in self.gemm_ab)
+        return (TensorDescriptor.from_tensor(a, [m["BM"], m["BK"]]), TensorDescriptor.from_tensor(b, [m["BK"], m["BN"]]))
 
     def _bases(self, ptrs: tuple[int, ...]):
         """The device table of buffer addresses for these bound pointers. Cached: calls that reuse

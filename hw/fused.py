@@ -122,15 +122,24 @@ def _region(regions, i):
 
 
 @triton.jit
-def _gemm(regions, bases, r0, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """writes[0] = reads[0] @ reads[1] in BM x BN sub-tiles; TMA descriptors made on the device."""
+def _gemm(regions, bases, r0, a_host, b_host, HOST_DESC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+          BK: tl.constexpr):
+    """writes[0] = reads[0] @ reads[1] in BM x BN sub-tiles. TMA descriptors come from the host when
+    every GEMM tile of the rank reads the same two buffers (kernel parameters: nothing to build or
+    fence per tile), else the kernel builds them per tile from the address table."""
     a_s, a_r0, a_c0, a_rows, a_cols, a_ld, a_brows = _region(regions, r0)
     b_s, b_r0, b_c0, b_rows, b_cols, b_ld, b_brows = _region(regions, r0 + 1)
     c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + 2)
-    a_desc = tl.make_tensor_descriptor(_ptr(tl.load(bases + a_s), tl.bfloat16), shape=[a_brows.to(tl.int32), a_ld.to(tl.int32)],
-                                       strides=[a_ld, 1], block_shape=[BM, BK])
-    b_desc = tl.make_tensor_descriptor(_ptr(tl.load(bases + b_s), tl.bfloat16), shape=[b_brows.to(tl.int32), b_ld.to(tl.int32)],
-                                       strides=[b_ld, 1], block_shape=[BK, BN])
+    if HOST_DESC:
+        a_desc = a_host
+        b_desc = b_host
+    else:
+        a_desc = tl.make_tensor_descriptor(_ptr(tl.load(bases + a_s), tl.bfloat16),
+                                           shape=[a_brows.to(tl.int32), a_ld.to(tl.int32)], strides=[a_ld, 1],
+                                           block_shape=[BM, BK])
+        b_desc = tl.make_tensor_descriptor(_ptr(tl.load(bases + b_s), tl.bfloat16),
+                                           shape=[b_brows.to(tl.int32), b_ld.to(tl.int32)], strides=[b_ld, 1],
+                                           block_shape=[BK, BN])
     c = _ptr(tl.load(bases + c_s), tl.bfloat16)
     tiles_n = tl.cdiv(c_cols, BN)
     for sub in range(tl.cdiv(c_rows, BM) * tiles_n):
@@ -264,6 +273,7 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
     ap = _ptr(tl.load(bases + a_s), tl.float32)
     tp = _ptr(tl.load(bases + t_s), tl.float32)
     d = tl.arange(0, D)
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e)
     # the lock serialises merges into this accumulator; its stamp says whether the state is this call's
     lk = locks + 2 * lock
     free = epoch - epoch  # int64 zero: the lock word's type
@@ -287,16 +297,17 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
             mn = rn < k_rows
             k = tl.load(kp + (k_r0 + rn[:, None]).to(tl.int64) * k_ld + k_c0 + d[None, :], mask=mn[:, None], other=0.0)
             v = tl.load(vp + (v_r0 + rn[:, None]).to(tl.int64) * v_ld + v_c0 + d[None, :], mask=mn[:, None], other=0.0)
-            s = tl.dot(q, tl.trans(k)) * sm_scale
+            s = tl.dot(q, tl.trans(k)) * qk_scale  # log2 units: exp2 below
             visible = mn[None, :] & ((masked == 0) | ((k0 + rn)[None, :] <= (q0 + rm)[:, None]))
             s = tl.where(visible, s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            alpha = tl.exp(m_i - m_safe)
-            p = tl.exp(s - m_safe[:, None])
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(s - m_safe[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
             acc = acc * alpha[:, None] + tl.dot(p.to(tl.bfloat16), v)
             m_i = m_new
+        m_i = m_i * 0.6931471805599453  # back to natural-log units for the stored state
         a_ptr = ap + (a_r0 + rm[:, None]).to(tl.int64) * a_ld + a_c0 + d[None, :]
         t_ptr = tp + (t_r0 + rm).to(tl.int64) * t_ld
         if not fresh:
@@ -343,10 +354,10 @@ def _norm(regions, bases, r0, D: tl.constexpr, BQ: tl.constexpr):
 
 
 @triton.jit
-def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims, epoch_ptr, done_ptr, locks,
-                 records, ctl, head, capacity, err32, err64, rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
+def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims, epoch_ptr, done_ptr, locks, a_host,
+                 b_host, records, ctl, head, capacity, err32, err64, rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
                  n0, n1, n2, n3, b0, b1, b2, b3,
-                 BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+                 BARRIER: tl.constexpr, HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
                  HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
                  D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
@@ -383,7 +394,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
         if HAS_GEMM:
             if op == GEMM:
                 _fence_async()
-                _gemm(regions, bases, r0, BM, BN, BK)
+                _gemm(regions, bases, r0, a_host, b_host, HOST_DESC, BM, BN, BK)
         if HAS_COPY:
             if op == COPY:
                 _copy(regions, bases, r0, nreads, CR, CC)
@@ -410,10 +421,14 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
         s1 = tl.load(row + 7)
         if s1 > s0:
             tl.debug_barrier()
-            _fence_sys()
             for s in range(s0, s1):
-                peer = tl.load(flag_bases + tl.load(signals + 2 * s))
-                tl.atomic_add(_ptr(peer + 8 * tl.load(signals + 2 * s + 1), tl.int64), 1, sem="release", scope="sys")
+                target = tl.load(signals + 2 * s)
+                flag = _ptr(tl.load(flag_bases + target) + 8 * tl.load(signals + 2 * s + 1), tl.int64)
+                if target == rank:  # this GPU only: a gpu-scope release is enough and far cheaper
+                    tl.atomic_add(flag, 1, sem="release", scope="gpu")
+                else:
+                    _fence_sys()
+                    tl.atomic_add(flag, 1, sem="release", scope="sys")
         i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu") - claim_base
     # the epoch: the last block to finish stores it for the next launch on this stream
     tl.debug_barrier()
@@ -439,21 +454,21 @@ def enter_kernel(flag_bases, epoch_ptr, rank, world, exit0, timeout_ns, err32, e
 
 def signature(ops: frozenset[str], head_dim: int = 64) -> tuple[dict, dict]:
     """(signature, constexprs) for compiling without a GPU (CI), for a kernel holding ``ops``."""
-    ptrs = ("tasks", "regions", "waits", "signals", "aux", "bases", "flag_bases", "claims", "epoch_ptr")
-    sig = {n: "*i64" for n in ptrs}
-    sig.update({"done_ptr": "*i32", "locks": "*i64", "records": "i64", "ctl": "i64", "head": "*i64",
-                "capacity": "i64", "err32": "*i32", "err64": "*i64", "timeout_ns": "i64", "sm_scale": "fp32"})
-    sig.update({n: "i32" for n in ("rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0",
-                                   "b1", "b2", "b3")})
-    return sig, constexprs(ops, head_dim, barrier=True)
+    const = constexprs(ops, head_dim, barrier=True, host_desc="gather" not in ops)
+    types = {"a_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
+             "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
+             "ctl": "i64", "capacity": "i64", "err32": "*i32", "timeout_ns": "i64", "sm_scale": "fp32"}
+    ints = {"rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3"}
+    sig = {n: types.get(n, "i32" if n in ints else "*i64") for n in fused_kernel.arg_names if n not in const}
+    return sig, const
 
 
-def constexprs(ops: frozenset[str], head_dim: int, barrier: bool) -> dict:
+def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, host_desc: bool) -> dict:
     """The compile-time switches of the kernel for one op set."""
-    return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
+    return {"BARRIER": barrier, "HOST_DESC": host_desc, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
             "BM": 128, "BN": 256 if "attn" not in ops else 128, "BK": 64, "CR": 16, "CC": 256,
-            "D": head_dim, "BQ": 128 if head_dim <= 64 else 64, "BKV": 64}
+            "D": head_dim, "BQ": 128, "BKV": 128 if head_dim <= 64 else 64}
 
 
 NUM_WARPS, NUM_STAGES = 8, 3

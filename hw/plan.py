@@ -93,6 +93,17 @@ class Plan:
         return self.n_flags - 2
 
     @property
+    def gemm_operands(self) -> tuple[str, str] | None:
+        """The (A, B) buffers of this rank's GEMM tiles when every tile reads the same two (the
+        kernel then takes host-built TMA descriptors), else None."""
+        gemm = self.tasks[self.tasks[:, 0] == OP_CODE[Op.GEMM]]
+        pairs = {(int(self.regions[r, 7]), int(self.regions[r + 1, 7])) for r in gemm[:, 2]}
+        if len(pairs) != 1:
+            return None
+        a, b = pairs.pop()
+        return self.buffers[a], self.buffers[b]
+
+    @property
     def ops(self) -> frozenset[str]:
         """The op kinds this rank's kernel runs: its compile-time op set."""
         return frozenset(OPS[int(op)].value for op in self.tasks[:, 0])
