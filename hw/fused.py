@@ -141,6 +141,8 @@ def _gemm(regions, bases, r0, a_host, b_host, HOST_DESC: tl.constexpr, BM: tl.co
                                            shape=[b_brows.to(tl.int32), b_ld.to(tl.int32)], strides=[b_ld, 1],
                                            block_shape=[BK, BN])
     c = _ptr(tl.load(bases + c_s), tl.bfloat16)
+    c_ld = tl.multiple_of(c_ld, 8)  # the plan checks it: lets the epilogue store 16-byte vectors
+    c_c0 = tl.multiple_of(c_c0, 8)
     tiles_n = tl.cdiv(c_cols, BN)
     for sub in range(tl.cdiv(c_rows, BM) * tiles_n):
         sm = sub // tiles_n
@@ -267,6 +269,10 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
     v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + 2)
     a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + 3)
     t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + 4)
+    q_ld, k_ld, v_ld, a_ld = tl.multiple_of(q_ld, 8), tl.multiple_of(k_ld, 8), tl.multiple_of(v_ld, 8), \
+        tl.multiple_of(a_ld, 8)  # the plan checks these: 16-byte vector loads and stores
+    q_c0, k_c0, v_c0, a_c0 = tl.multiple_of(q_c0, 8), tl.multiple_of(k_c0, 8), tl.multiple_of(v_c0, 8), \
+        tl.multiple_of(a_c0, 8)
     qp = _ptr(tl.load(bases + q_s), tl.bfloat16)
     kp = _ptr(tl.load(bases + k_s), tl.bfloat16)
     vp = _ptr(tl.load(bases + v_s), tl.bfloat16)
@@ -337,6 +343,8 @@ def _norm(regions, bases, r0, D: tl.constexpr, BQ: tl.constexpr):
     t_s, t_r0, _c1, _r1, _c2, t_ld, _ = _region(regions, r0 + 1)
     o_s, o_r0, o_c0, _r2, _c3, o_ld, _ = _region(regions, r0 + 2)
     e_s, e_r0, _c4, _r3, _c5, e_ld, _ = _region(regions, r0 + 3)
+    a_ld, o_ld, a_c0, o_c0 = tl.multiple_of(a_ld, 8), tl.multiple_of(o_ld, 8), tl.multiple_of(a_c0, 8), \
+        tl.multiple_of(o_c0, 8)
     ap = _ptr(tl.load(bases + a_s), tl.float32)
     tp = _ptr(tl.load(bases + t_s), tl.float32)
     op = _ptr(tl.load(bases + o_s), tl.bfloat16)

@@ -257,11 +257,14 @@ def _check(s: Schedule, task: Task, buffers: dict) -> None:
             if buffers[name].cols % 8:
                 raise _fail(s, task, f"{name} has {buffers[name].cols} columns; TMA needs rows that are a "
                                      f"multiple of 16 bytes (8 bf16 columns)")
-    if task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
-        for r in regions:
+    # regions the kernel moves in 16-byte vectors (attention stats and lse are per-row scalars)
+    vectors = {Op.COPY: regions, Op.REDUCE: regions, Op.GATHER: regions, Op.GEMM: task.writes,
+               Op.ATTN: regions[:4], Op.NORM: regions[0::2]}.get(task.op, ())
+    if vectors:
+        for r in vectors:
             if r.col0 % 8 or buffers[r.buffer].cols % 8:
                 raise _fail(s, task, f"{r} starts at column {r.col0} of a {buffers[r.buffer].cols}-column buffer; "
-                                     f"peer copies move 16-byte vectors, so both must be multiples of 8")
+                                     f"the kernel moves 16-byte vectors, so both must be multiples of 8")
     if task.op is Op.PUT:
         if sum(r.size * buffers[r.buffer].itemsize for r in task.reads) >= 2**32:
             raise _fail(s, task, "it moves 4 GiB or more; a ring command carries a 32-bit byte count")
