@@ -72,8 +72,28 @@ def _st_release64(addr, value):
 
 
 @triton.jit
-def _ptr(addr, dtype: tl.constexpr):
-    return tl.multiple_of(addr, 16).to(tl.pointer_type(dtype))
+def _m8(x, n: tl.constexpr):
+    """``x`` (a row stride or column offset the plan checked) as a multiple of ``n``: an int32, since
+    Triton keeps divisibility hints on 32-bit scalars only (16-byte vectors follow from them)."""
+    return tl.multiple_of(x.to(tl.int32), n)
+
+
+@triton.jit
+def _raw(addr, dtype: tl.constexpr):
+    """A pointer from an address, for scalar accesses (ring records, flags)."""
+    return addr.to(tl.pointer_type(dtype))
+
+
+@triton.jit
+def _buf(bases, slot, dtype: tl.constexpr, ELEM: tl.constexpr):
+    """The typed base pointer of buffer slot ``slot``, written as the ``bases`` argument plus an
+    element offset. Why not an int-to-pointer cast: Triton knows nothing of the alignment of a cast
+    address and falls back to 2-byte accesses; a kernel argument is 16-byte aligned and every buffer
+    base is (the plan's heap offsets, the executor's checks), so the offset is a multiple of
+    16 / ELEM and loads and stores become 16-byte vectors (and cp.async in pipelined loops)."""
+    anchor = bases.to(tl.pointer_type(dtype), bitcast=True)
+    off = (tl.load(bases + slot) - bases.to(tl.int64)) // ELEM
+    return anchor + tl.multiple_of(off, 16 // ELEM)
 
 
 @triton.jit
@@ -134,15 +154,14 @@ def _gemm(regions, bases, r0, a_host, b_host, HOST_DESC: tl.constexpr, BM: tl.co
         a_desc = a_host
         b_desc = b_host
     else:
-        a_desc = tl.make_tensor_descriptor(_ptr(tl.load(bases + a_s), tl.bfloat16),
+        a_desc = tl.make_tensor_descriptor(_buf(bases, a_s, tl.bfloat16, 2),
                                            shape=[a_brows.to(tl.int32), a_ld.to(tl.int32)], strides=[a_ld, 1],
                                            block_shape=[BM, BK])
-        b_desc = tl.make_tensor_descriptor(_ptr(tl.load(bases + b_s), tl.bfloat16),
+        b_desc = tl.make_tensor_descriptor(_buf(bases, b_s, tl.bfloat16, 2),
                                            shape=[b_brows.to(tl.int32), b_ld.to(tl.int32)], strides=[b_ld, 1],
                                            block_shape=[BK, BN])
-    c = _ptr(tl.load(bases + c_s), tl.bfloat16)
-    c_ld = tl.multiple_of(c_ld, 8)  # the plan checks it: lets the epilogue store 16-byte vectors
-    c_c0 = tl.multiple_of(c_c0, 8)
+    c = _buf(bases, c_s, tl.bfloat16, 2)
+    c_ld, c_c0, c_cols = _m8(c_ld, 8), _m8(c_c0, 8), _m8(c_cols, 8)  # the plan checks: 16-byte stores
     tiles_n = tl.cdiv(c_cols, BN)
     for sub in range(tl.cdiv(c_rows, BM) * tiles_n):
         sm = sub // tiles_n
@@ -160,6 +179,7 @@ def _gemm(regions, bases, r0, a_host, b_host, HOST_DESC: tl.constexpr, BM: tl.co
 
 @triton.jit
 def _tile_offsets(t, rows, cols, CR: tl.constexpr, CC: tl.constexpr):
+    cols = _m8(cols, 8)  # whole 16-byte vectors (the plan checks), so the column mask is too
     tiles_c = tl.cdiv(cols, CC)
     rr = (t // tiles_c) * CR + tl.arange(0, CR)
     cc = (t % tiles_c) * CC + tl.arange(0, CC)
@@ -173,10 +193,9 @@ def _copy(regions, bases, r0, nreads, CR: tl.constexpr, CC: tl.constexpr):
     for p in range(nreads):
         s_s, s_r0, s_c0, rows, cols, s_ld, _ = _region(regions, r0 + p)
         d_s, d_r0, d_c0, _r, _c, d_ld, _ = _region(regions, r0 + nreads + p)
-        src = _ptr(tl.load(bases + s_s), tl.bfloat16)
-        dst = _ptr(tl.load(bases + d_s), tl.bfloat16)
-        s_ld = tl.multiple_of(s_ld, 8)
-        d_ld = tl.multiple_of(d_ld, 8)
+        src = _buf(bases, s_s, tl.bfloat16, 2)
+        dst = _buf(bases, d_s, tl.bfloat16, 2)
+        s_ld, d_ld, s_c0, d_c0 = _m8(s_ld, 8), _m8(d_ld, 8), _m8(s_c0, 8), _m8(d_c0, 8)
         for t in range(tl.cdiv(rows, CR) * tl.cdiv(cols, CC)):
             rr, cc, m = _tile_offsets(t, rows, cols, CR, CC)
             x = tl.load(src + (s_r0 + rr[:, None]).to(tl.int64) * s_ld + s_c0 + cc[None, :], mask=m)
@@ -187,15 +206,15 @@ def _copy(regions, bases, r0, nreads, CR: tl.constexpr, CC: tl.constexpr):
 def _reduce(regions, bases, r0, nreads, CR: tl.constexpr, CC: tl.constexpr):
     """writes[0] = sum(reads), summed in fp32."""
     d_s, d_r0, d_c0, rows, cols, d_ld, _ = _region(regions, r0 + nreads)
-    dst = _ptr(tl.load(bases + d_s), tl.bfloat16)
-    d_ld = tl.multiple_of(d_ld, 8)
+    dst = _buf(bases, d_s, tl.bfloat16, 2)
+    d_ld, d_c0 = _m8(d_ld, 8), _m8(d_c0, 8)
     for t in range(tl.cdiv(rows, CR) * tl.cdiv(cols, CC)):
         rr, cc, m = _tile_offsets(t, rows, cols, CR, CC)
         acc = tl.zeros((CR, CC), dtype=tl.float32)
         for p in range(nreads):
             s_s, s_r0, s_c0, _r, _c, s_ld, _ = _region(regions, r0 + p)
-            src = _ptr(tl.load(bases + s_s), tl.bfloat16)
-            s_ld = tl.multiple_of(s_ld, 8)
+            src = _buf(bases, s_s, tl.bfloat16, 2)
+            s_ld, s_c0 = _m8(s_ld, 8), _m8(s_c0, 8)
             acc += tl.load(src + (s_r0 + rr[:, None]).to(tl.int64) * s_ld + s_c0 + cc[None, :], mask=m).to(tl.float32)
         tl.store(dst + (d_r0 + rr[:, None]).to(tl.int64) * d_ld + d_c0 + cc[None, :], acc.to(tl.bfloat16), mask=m)
 
@@ -205,10 +224,9 @@ def _gather(regions, bases, aux, r0, a0, a1, CR: tl.constexpr, CC: tl.constexpr)
     """Row i of writes[0] = row aux[a0 + i] of reads[0]."""
     s_s, s_r0, s_c0, _r, _c, s_ld, _ = _region(regions, r0)
     d_s, d_r0, d_c0, _r2, cols, d_ld, _ = _region(regions, r0 + 1)
-    src = _ptr(tl.load(bases + s_s), tl.bfloat16)
-    dst = _ptr(tl.load(bases + d_s), tl.bfloat16)
-    s_ld = tl.multiple_of(s_ld, 8)
-    d_ld = tl.multiple_of(d_ld, 8)
+    src = _buf(bases, s_s, tl.bfloat16, 2)
+    dst = _buf(bases, d_s, tl.bfloat16, 2)
+    s_ld, d_ld, s_c0, d_c0 = _m8(s_ld, 8), _m8(d_ld, 8), _m8(s_c0, 8), _m8(d_c0, 8)
     rows = a1 - a0
     for t in range(tl.cdiv(rows, CR) * tl.cdiv(cols, CC)):
         rr, cc, m = _tile_offsets(t, rows, cols, CR, CC)
@@ -236,12 +254,12 @@ def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, h
                 going = False
     if slot - tail < capacity:
         rec = records + (slot % capacity) * 48
-        tl.store(_ptr(rec, tl.int32) + 1, (kind | (dst_rank << 16)).to(tl.int32))
-        tl.store((rec + 8).to(tl.pointer_type(tl.int64)), flag | (nbytes << 32))
-        tl.store(_ptr(rec + 16, tl.int64), src_off)
-        tl.store((rec + 24).to(tl.pointer_type(tl.int64)), dst_off)
-        tl.store(_ptr(rec + 32, tl.int64), epoch)
-        tl.store((rec + 40).to(tl.pointer_type(tl.int64)), _clock())
+        tl.store(_raw(rec, tl.int32) + 1, (kind | (dst_rank << 16)).to(tl.int32))
+        tl.store(_raw(rec + 8, tl.int64), flag | (nbytes << 32))
+        tl.store(_raw(rec + 16, tl.int64), src_off)
+        tl.store(_raw(rec + 24, tl.int64), dst_off)
+        tl.store(_raw(rec + 32, tl.int64), epoch)
+        tl.store(_raw(rec + 40, tl.int64), _clock())
         tl.debug_barrier()
         _st_release32(rec, (slot + 1).to(tl.int32))
 
@@ -269,15 +287,15 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
     v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + 2)
     a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + 3)
     t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + 4)
-    q_ld, k_ld, v_ld, a_ld = tl.multiple_of(q_ld, 8), tl.multiple_of(k_ld, 8), tl.multiple_of(v_ld, 8), \
-        tl.multiple_of(a_ld, 8)  # the plan checks these: 16-byte vector loads and stores
-    q_c0, k_c0, v_c0, a_c0 = tl.multiple_of(q_c0, 8), tl.multiple_of(k_c0, 8), tl.multiple_of(v_c0, 8), \
-        tl.multiple_of(a_c0, 8)
-    qp = _ptr(tl.load(bases + q_s), tl.bfloat16)
-    kp = _ptr(tl.load(bases + k_s), tl.bfloat16)
-    vp = _ptr(tl.load(bases + v_s), tl.bfloat16)
-    ap = _ptr(tl.load(bases + a_s), tl.float32)
-    tp = _ptr(tl.load(bases + t_s), tl.float32)
+    q_ld, k_ld, v_ld, a_ld = _m8(q_ld, 8), _m8(k_ld, 8), _m8(v_ld, 8), \
+        _m8(a_ld, 8)  # the plan checks these: 16-byte vector loads and stores
+    q_c0, k_c0, v_c0, a_c0 = _m8(q_c0, 8), _m8(k_c0, 8), _m8(v_c0, 8), \
+        _m8(a_c0, 8)
+    qp = _buf(bases, q_s, tl.bfloat16, 2)
+    kp = _buf(bases, k_s, tl.bfloat16, 2)
+    vp = _buf(bases, v_s, tl.bfloat16, 2)
+    ap = _buf(bases, a_s, tl.float32, 4)
+    tp = _buf(bases, t_s, tl.float32, 4)
     d = tl.arange(0, D)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e)
     # the lock serialises merges into this accumulator; its stamp says whether the state is this call's
@@ -343,12 +361,12 @@ def _norm(regions, bases, r0, D: tl.constexpr, BQ: tl.constexpr):
     t_s, t_r0, _c1, _r1, _c2, t_ld, _ = _region(regions, r0 + 1)
     o_s, o_r0, o_c0, _r2, _c3, o_ld, _ = _region(regions, r0 + 2)
     e_s, e_r0, _c4, _r3, _c5, e_ld, _ = _region(regions, r0 + 3)
-    a_ld, o_ld, a_c0, o_c0 = tl.multiple_of(a_ld, 8), tl.multiple_of(o_ld, 8), tl.multiple_of(a_c0, 8), \
-        tl.multiple_of(o_c0, 8)
-    ap = _ptr(tl.load(bases + a_s), tl.float32)
-    tp = _ptr(tl.load(bases + t_s), tl.float32)
-    op = _ptr(tl.load(bases + o_s), tl.bfloat16)
-    ep = _ptr(tl.load(bases + e_s), tl.float32)
+    a_ld, o_ld, a_c0, o_c0 = _m8(a_ld, 8), _m8(o_ld, 8), _m8(a_c0, 8), \
+        _m8(o_c0, 8)
+    ap = _buf(bases, a_s, tl.float32, 4)
+    tp = _buf(bases, t_s, tl.float32, 4)
+    op = _buf(bases, o_s, tl.bfloat16, 2)
+    ep = _buf(bases, e_s, tl.float32, 4)
     d = tl.arange(0, D)
     for qb in range(tl.cdiv(rows, BQ)):
         rm = qb * BQ + tl.arange(0, BQ)
@@ -431,7 +449,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
             tl.debug_barrier()
             for s in range(s0, s1):
                 target = tl.load(signals + 2 * s)
-                flag = _ptr(tl.load(flag_bases + target) + 8 * tl.load(signals + 2 * s + 1), tl.int64)
+                flag = _raw(tl.load(flag_bases + target) + 8 * tl.load(signals + 2 * s + 1), tl.int64)
                 if target == rank:  # this GPU only: a gpu-scope release is enough and far cheaper
                     tl.atomic_add(flag, 1, sem="release", scope="gpu")
                 else:

@@ -262,9 +262,9 @@ def _check(s: Schedule, task: Task, buffers: dict) -> None:
                Op.ATTN: regions[:4], Op.NORM: regions[0::2]}.get(task.op, ())
     if vectors:
         for r in vectors:
-            if r.col0 % 8 or buffers[r.buffer].cols % 8:
-                raise _fail(s, task, f"{r} starts at column {r.col0} of a {buffers[r.buffer].cols}-column buffer; "
-                                     f"the kernel moves 16-byte vectors, so both must be multiples of 8")
+            if r.col0 % 8 or (r.col1 - r.col0) % 8 or buffers[r.buffer].cols % 8:
+                raise _fail(s, task, f"{r} (columns {r.col0}:{r.col1} of a {buffers[r.buffer].cols}-column buffer) "
+                                     f"is not in 8-column units; the kernel moves 16-byte vectors")
     if task.op is Op.PUT:
         if sum(r.size * buffers[r.buffer].itemsize for r in task.reads) >= 2**32:
             raise _fail(s, task, "it moves 4 GiB or more; a ring command carries a 32-bit byte count")
