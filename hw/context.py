@@ -58,6 +58,10 @@ class Context:
         import torch.distributed as dist
         import torch.distributed._symmetric_memory as symm_mem
 
+        if isinstance(group, str):
+            from torch.distributed.distributed_c10d import _resolve_process_group
+
+            group = _resolve_process_group(group)
         pg = dist.group.WORLD if group is None else group
         self.rank, self.world = dist.get_rank(pg), dist.get_world_size(pg)
         if gpus_per_node < 1 or self.world % gpus_per_node:

@@ -71,3 +71,52 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
                 "grid": op.plan.grid, "blocks": op.plan.blocks, "sm_budget": info.sm_budget,
                 "ok": all(e <= TOLERANCE for e in errors.values()) and not any(unwritten.values()),
                 "time_s": float(np.median(times)) if times else None, "times_s": times}
+
+
+def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3) -> dict:
+    """The PyTorch ops against their fallbacks on odd shapes, fresh inputs per call; and, at world 1,
+    ``torch.compile(fullgraph=True)`` tracing every op through its fake implementation."""
+    import torch
+
+    from . import api
+
+    world = info.world
+    g = torch.Generator(device="cuda").manual_seed(seed * 1000 + info.rank)
+
+    def rnd(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def rel(x, y):
+        return ((x.float() - y.float()).norm() / y.float().norm()).item()
+
+    errors: dict[str, float] = {}
+    nan = 0
+    for _ in range(calls):
+        a, b = rnd(300, 72), rnd(72, 520)
+        cases = {"gemm_ar": (api.gemm_ar(a, b, gpus_per_node=gpus_per_node), api.fallback_gemm_ar(a, b))}
+        a = rnd(80 * world, 72)
+        cases["gemm_rs"] = (api.gemm_rs(a, b, gpus_per_node=gpus_per_node), api.fallback_gemm_rs(a, b))
+        a, b2 = rnd(100, 40), rnd(40, 264)
+        cases["ag_gemm"] = (api.ag_gemm(a, b2, gpus_per_node=gpus_per_node), api.fallback_ag_gemm(a, b2))
+        q, k, v = (rnd(2, 3, 200, 64) for _ in range(3))
+        for causal in (False, True):
+            out, lse = api.ring_attention(q, k, v, causal=causal, gpus_per_node=gpus_per_node)
+            ref, ref_lse = api.fallback_ring_attention(q, k, v, causal=causal)
+            cases[f"ring_attention{'_causal' if causal else ''}"] = (out, ref)
+            cases[f"ring_attention{'_causal' if causal else ''}_lse"] = (lse, ref_lse)
+        for name, (got, ref) in cases.items():
+            nan += int(got.isnan().sum().item())
+            errors[name] = max(errors.get(name, 0.0), rel(got, ref))
+    traced = None
+    if world == 1:
+        def f(a, b, q):
+            x = api.gemm_ar(a, b) + api.gemm_rs(a, b) + api.ag_gemm(a, b)
+            o, lse = api.ring_attention(q, q, q)
+            return x.float().sum() + o.float().sum() + lse.sum()
+
+        a, b, q = rnd(256, 64), rnd(64, 256), rnd(1, 2, 128, 64)
+        compiled = torch.compile(f, backend="eager", fullgraph=True)
+        traced = rel(compiled(a, b, q).reshape(1), f(a, b, q).reshape(1))
+    api.close()
+    return {"rank": info.rank, "errors": errors, "nan": nan, "traced_rel_err": traced,
+            "ok": nan == 0 and all(e <= TOLERANCE for e in errors.values())}

@@ -2,7 +2,8 @@
 
 An op is declared once as a :class:`Schedule` (see :mod:`mkernel.ir`) by its builder
 (:mod:`mkernel.builders`), checked by :func:`validate`, and executed by a backend: ``sim`` (SimPy)
-or ``hw`` (GPUs). Importing this package needs only numpy: no torch, SimPy or GPU.
+or ``hw`` (GPUs). Importing this package needs only numpy: no torch, SimPy or GPU; the PyTorch
+ops (``mkernel.gemm_ar``, ``gemm_rs``, ``ag_gemm``, ``ring_attention``) load torch when first used.
 """
 from .cluster import Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import (BackendUnavailable, DeadlockError, InputError, MkernelError, ProblemError,
@@ -19,3 +20,15 @@ __all__ = [
     "Region", "Role", "Scenario", "ScenarioError", "Schedule", "ScheduleBuilder", "ScheduleError",
     "Signal", "Task", "Wait", "Workload", "load_scenario", "run", "validate",
 ]
+
+
+TORCH_OPS = ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention")
+
+
+def __getattr__(name: str):
+    """The PyTorch ops, imported on first use (see :mod:`mkernel.hw.api`)."""
+    if name in TORCH_OPS:
+        from .hw import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'mkernel' has no attribute {name!r}")
