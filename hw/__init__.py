@@ -1,12 +1,16 @@
 """mkernel.hw: the GPU backend (persistent kernels, symmetric buffers, command ring, host proxy).
 
-Installed as ``mkernel.hw`` from the top-level ``hw/`` folder. The runtime (issue 5: ring, proxy,
-transports, context, emulated cluster), the compute role (``gemm``) and lowering (``lower``) are
-built; the fused op kernels (issue 6) are not, so :class:`HwBackend` still reports why it cannot run
-a schedule, and the CLI turns that into a clear error instead of a launch.
+Installed as ``mkernel.hw`` from the top-level ``hw/`` folder. :class:`HwBackend` runs a fused
+schedule as one persistent kernel per rank (:mod:`fused`, walking the rank's :mod:`plan`), on the
+GPUs at hand, emulating nodes (several ranks per GPU under MPS) when ranks outnumber GPUs. The
+baseline variant of an op runs as its torch fallback (collectives + matmul, :mod:`api`).
 """
 from __future__ import annotations
 
+import dataclasses
+import time
+
+from mkernel.backend import RunStats
 from mkernel.cluster import Cluster
 from mkernel.errors import BackendUnavailable
 from mkernel.ir import Schedule
@@ -15,7 +19,7 @@ __all__ = ["HwBackend", "unavailable"]
 
 
 def unavailable() -> str | None:
-    """Why the hw backend cannot run on this machine (no torch, no CuPy, no GPU), or None."""
+    """Why the hw backend cannot run on this machine (no torch, no Triton, no GPU), or None."""
     try:
         import torch
     except ImportError:
@@ -23,18 +27,61 @@ def unavailable() -> str | None:
     if not torch.cuda.is_available():
         return "the hw backend needs a CUDA GPU, and none is visible on this machine"
     try:
-        import cupy  # noqa: F401
+        import triton  # noqa: F401 - the fused kernel is Triton
     except ImportError:
-        return "the hw backend needs CuPy to load its device kernels (pip install 'mkernel[hw]')"
+        return "the hw backend needs Triton (pip install 'mkernel[hw]')"
     return None
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 class HwBackend:
     name = "hw"
+    rtol = 1e-2  # bf16 in and out, fp32 accumulation: ||out - ref|| / ||ref||
+
+    def cluster_for(self, cluster: Cluster) -> Cluster:
+        """The cluster as this machine runs it: when ranks outnumber GPUs, each rank's SM budget
+        is its share of one GPU, and schedules are built for that budget (persistent grids must
+        all be resident at once)."""
+        if unavailable():
+            return cluster  # supports() says why it cannot run here
+        per_gpu = -(-cluster.world // max(1, _gpus()))
+        if per_gpu == 1:
+            return cluster
+        return dataclasses.replace(cluster, gpu=dataclasses.replace(cluster.gpu, sms=cluster.gpu.sms // per_gpu))
 
     def supports(self, schedule: Schedule, cluster: Cluster) -> str | None:
-        return ("the hw backend's fused op kernels are not built yet (issue 6; its runtime is: `mkernel selftest` "
-                "checks it on this machine's GPUs); use --backend sim")
+        return unavailable()
 
-    def run(self, schedule: Schedule, cluster: Cluster, **_kwargs):
-        raise BackendUnavailable(self.supports(schedule, cluster))
+    def run(self, schedule: Schedule, cluster: Cluster, *, inputs=None, seed: int = 0, trace: bool = False,
+            workload=None, timed: int = 10, **_ignored) -> RunStats:
+        """The fused schedule on the GPUs, or (a multi-launch baseline) the op's torch fallback,
+        on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time."""
+        from mkernel.report import static_bytes
+
+        from . import rank
+        from .emulate import EMULATION_NOTE, launch
+
+        reason = unavailable()
+        if reason:
+            raise BackendUnavailable(reason)
+        if inputs is None:
+            raise BackendUnavailable("the hw backend runs on data: pass inputs (the CLI always does)")
+        t0 = time.perf_counter()
+        gpn = cluster.gpus_per_node
+        if len(schedule.launches) == 1:
+            results = launch(rank.schedule_rank, schedule.world, args=(schedule, inputs, gpn, timed))
+        else:
+            results = launch(rank.fallback_rank, schedule.world, args=(workload, inputs, gpn, timed))
+        outputs = {name: [r["outputs"][name] for r in results] for name in results[0]["outputs"]}
+        per_rank = tuple(r["time_s"] for r in results)
+        sent = static_bytes(schedule)
+        emulated = schedule.world > _gpus()
+        return RunStats(time_s=max(per_rank), per_rank_s=per_rank,
+                        bytes_total={k: float(sum(v)) for k, v in sent.items()},
+                        bytes_per_gpu={k: float(max(v)) for k, v in sent.items()}, wall_s=time.perf_counter() - t0,
+                        outputs=outputs, metrics={"note": EMULATION_NOTE if emulated else "measured on the GPUs"})

@@ -225,6 +225,23 @@ def fallback_ring_attention(q, k, v, group=None, *, causal: bool = False):
     return (torch.softmax(s, dim=-1) @ vv).to(q.dtype), lse
 
 
+def fallback_moe(x, w_local, workload: Workload, gpus_per_node: int, group=None):
+    """MoE dispatch + grouped GEMM on torch: every rank's tokens gathered, then this rank's experts
+    over the rows the routing sends them, in the layout of :mod:`mkernel.routing`."""
+    from mkernel.routing import layout
+
+    g = _group(_group_name(group))
+    world, rank = dist.get_world_size(g), dist.get_rank(g)
+    tokens = _all_gather(x, group).view(world, x.shape[0], x.shape[1])
+    segments, rows = layout(workload, world // gpus_per_node, gpus_per_node)
+    y = torch.zeros(max(rows, 1), w_local.shape[1], device=x.device, dtype=torch.float32)
+    k = workload.k
+    for s in segments[rank]:
+        idx = torch.tensor(s.tokens, device=x.device)
+        y[s.row0:s.row0 + len(s.tokens)] = tokens[s.source][idx].float() @ w_local[s.expert * k:(s.expert + 1) * k].float()
+    return y.to(x.dtype)
+
+
 def close() -> None:
     """Free every cached executor's symmetric memory and stop its proxy (collective)."""
     for ctx, _ in _EXECUTORS.values():

@@ -120,3 +120,65 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3) 
     api.close()
     return {"rank": info.rank, "errors": errors, "nan": nan, "traced_rel_err": traced,
             "ok": nan == 0 and all(e <= TOLERANCE for e in errors.values())}
+
+
+def _timed(fn, n: int) -> list[float]:
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(n):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return times
+
+
+def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, timed: int = 10) -> dict:
+    """The fused ``schedule`` on this rank (the hw backend's run): 3 poisoned calls, then timed ones."""
+    import torch
+
+    from .context import Context
+    from .executor import Executor
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    mine = {name: torch.from_numpy(np.ascontiguousarray(a[info.rank])).to(dev).bfloat16() for name, a in inputs.items()}
+    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
+        op = Executor(schedule, ctx)
+        for _ in range(3):
+            outs = op(mine, poison=True)
+        op.check()
+        result = {n: t.float().cpu().numpy() for n, t in outs.items()}
+        times = _timed(lambda: op(mine, outs), timed)
+        op.check()
+    return {"rank": info.rank, "outputs": result, "time_s": float(np.median(times))}
+
+
+def fallback_rank(info: RankInfo, w: Workload, inputs: dict, gpus_per_node: int, timed: int = 10) -> dict:
+    """The op's torch fallback on this rank (the hw backend's baseline)."""
+    import torch
+
+    from . import api
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    mine = {name: torch.from_numpy(np.ascontiguousarray(a[info.rank])).to(dev).bfloat16() for name, a in inputs.items()}
+    if w.kernel == "ring_attention":
+        shape = (1, w.n, w.m, w.k)
+
+        def fn():
+            out, lse = api.fallback_ring_attention(*(mine[n].view(shape) for n in "QKV"), causal=bool(w.causal))
+            return {"OUT": out.reshape(w.n * w.m, w.k), "LSE": lse.reshape(w.n * w.m, 1)}
+    elif w.kernel == "moe_dispatch_gemm":
+        def fn():
+            return {"Y": api.fallback_moe(mine["X"], mine["W"], w, gpus_per_node)}
+    else:
+        ref = getattr(api, f"fallback_{w.kernel}")
+
+        def fn():
+            return {"OUT": ref(mine["A"], mine["B"])}
+    outs = fn()
+    times = _timed(fn, timed)
+    return {"rank": info.rank, "outputs": {n: t.float().cpu().numpy() for n, t in outs.items()},
+            "time_s": float(np.median(times))}

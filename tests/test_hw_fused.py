@@ -142,3 +142,25 @@ def test_emulated_2x2(case):
 @pytest.mark.gpu
 def test_emulated_2x2_hundred_calls_reuse_epochs():
     _assert_ok(_run("gemm_ar", 2, 2, calls=100), 100)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel,shape", [("gemm_rs", ["--m", "640", "--n", "520", "--k", "72"]),
+                                          ("ring_attention", ["--seq", "200", "--n", "2", "--k", "64", "--causal"])])
+def test_cli_run_backend_hw_on_emulated_2x2_prints_a_checked_result(kernel, shape, tmp_path, capsys):
+    """`mkernel run --backend hw` builds for the SMs each emulated rank gets, runs the fused kernel
+    and the torch fallback, and checks both against the oracle (`correct`)."""
+    import json
+
+    from mkernel.cli import main
+    from mkernel.result import check_result
+
+    out = tmp_path / "r.json"
+    assert main(["run", "--backend", "hw", "--kernel", kernel, *shape, "--nodes", "2", "--gpus-per-node", "2",
+                 "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    check_result(result)
+    assert result["backend"] == "hw" and result["correct"] is True, result
+    assert result["error"] <= 1e-2 and result["baseline"]["error"] <= 1e-2
+    assert result["roles"]["compute"] + result["roles"]["intra"] <= 33  # a quarter of the GPU per rank
+    assert "emulated cluster" in result["note"]
