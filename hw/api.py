@@ -47,7 +47,12 @@ def _group(name: str):
 
 
 def _executor(w: Workload, group_name: str, gpus_per_node: int, sms: int) -> Executor:
-    """The cached executor of (op, shape, group, topology), built collectively on first use."""
+    """The cached executor of (op, shape, group, topology), built collectively on first use.
+    Empty or zero arguments mean the defaults: the world group, one node, every SM of the GPU
+    (resolved here, inside the op, where torch.compile does not trace)."""
+    group_name = group_name or _group_name(None)
+    gpus_per_node = gpus_per_node or dist.get_world_size(_group(group_name))
+    sms = sms or _device_sms()
     key = (w, group_name, gpus_per_node, sms)
     hit = _EXECUTORS.get(key)
     if hit is None:
@@ -98,19 +103,19 @@ def _gemm_rs(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: i
 
 @_gemm_rs.register_fake
 def _(a, b, group_name, gpus_per_node, sms):
-    return a.new_empty(a.shape[0] // dist.get_world_size(_group(group_name)), b.shape[1])
+    return a.new_empty(a.shape[0] // dist.get_world_size(_group(group_name or _group_name(None))), b.shape[1])
 
 
 @torch.library.custom_op("mkernel::ag_gemm", mutates_args=())
 def _ag_gemm(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int) -> torch.Tensor:
-    world = dist.get_world_size(_group(group_name))
+    world = dist.get_world_size(_group(group_name or _group_name(None)))
     w = Workload(kernel="ag_gemm", m=a.shape[0] * world, n=b.shape[1], k=a.shape[1])
     return _executor(w, group_name, gpus_per_node, sms)({"A": a, "B": b})["OUT"]
 
 
 @_ag_gemm.register_fake
 def _(a, b, group_name, gpus_per_node, sms):
-    return a.new_empty(a.shape[0] * dist.get_world_size(_group(group_name)), b.shape[1])
+    return a.new_empty(a.shape[0] * dist.get_world_size(_group(group_name or _group_name(None))), b.shape[1])
 
 
 @torch.library.custom_op("mkernel::ring_attention", mutates_args=())
@@ -130,8 +135,10 @@ def _(q, k, v, causal, group_name, gpus_per_node, sms):
 # ---- the Python API ----
 
 def _args(group, gpus_per_node: int | None, sms: int | None) -> tuple[str, int, int]:
-    name = _group_name(group)
-    return name, gpus_per_node or dist.get_world_size(_group(name)), sms or _device_sms()
+    """Op arguments for the group (its name; "" for the world group), the node size and the SMs
+    (0 for the defaults): plain values, so torch.compile traces the wrappers."""
+    name = "" if group is None else group if isinstance(group, str) else group.group_name
+    return name, gpus_per_node or 0, sms or 0
 
 
 def gemm_ar(a: torch.Tensor, b: torch.Tensor, group=None, *, gpus_per_node: int | None = None,
