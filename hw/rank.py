@@ -82,6 +82,7 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3) 
 
     world = info.world
     g = torch.Generator(device="cuda").manual_seed(seed * 1000 + info.rank)
+    kw = {"gpus_per_node": gpus_per_node, "sms": info.sm_budget}  # emulated ranks share the GPU's SMs
 
     def rnd(*shape):
         return torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -93,14 +94,14 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3) 
     nan = 0
     for _ in range(calls):
         a, b = rnd(300, 72), rnd(72, 520)
-        cases = {"gemm_ar": (api.gemm_ar(a, b, gpus_per_node=gpus_per_node), api.fallback_gemm_ar(a, b))}
+        cases = {"gemm_ar": (api.gemm_ar(a, b, **kw), api.fallback_gemm_ar(a, b))}
         a = rnd(80 * world, 72)
-        cases["gemm_rs"] = (api.gemm_rs(a, b, gpus_per_node=gpus_per_node), api.fallback_gemm_rs(a, b))
+        cases["gemm_rs"] = (api.gemm_rs(a, b, **kw), api.fallback_gemm_rs(a, b))
         a, b2 = rnd(100, 40), rnd(40, 264)
-        cases["ag_gemm"] = (api.ag_gemm(a, b2, gpus_per_node=gpus_per_node), api.fallback_ag_gemm(a, b2))
+        cases["ag_gemm"] = (api.ag_gemm(a, b2, **kw), api.fallback_ag_gemm(a, b2))
         q, k, v = (rnd(2, 3, 200, 64) for _ in range(3))
         for causal in (False, True):
-            out, lse = api.ring_attention(q, k, v, causal=causal, gpus_per_node=gpus_per_node)
+            out, lse = api.ring_attention(q, k, v, causal=causal, **kw)
             ref, ref_lse = api.fallback_ring_attention(q, k, v, causal=causal)
             cases[f"ring_attention{'_causal' if causal else ''}"] = (out, ref)
             cases[f"ring_attention{'_causal' if causal else ''}_lse"] = (lse, ref_lse)
