@@ -12,12 +12,15 @@ Layouts follow the torch ops: ``gemm_ar(a [M, K_r], b [K_r, N]) -> [M, N]`` (sum
 ``gemm_rs(a [M, K_r], b [K_r, N]) -> [M / world, N]`` (this rank's rows of the sum);
 ``ag_gemm(a [M / world, K], b [K, N_r]) -> [M, N_r]`` (the gathered rows times the local B);
 ``ring_attention(q, k, v [B, H, S_r, D], causal) -> (out [B, H, S_r, D], lse [B, H, S_r] fp32)``,
-where with ``causal`` rank r holds the zigzag chunks r and 2 * world - 1 - r of the sequence.
+where with ``causal`` rank r holds the zigzag chunks r and 2 * world - 1 - r of the sequence;
+``moe_dispatch_gemm(x [T_r, H], w [E_r * H, I], handle) -> [rows, I]`` with the handle of
+:func:`moe_plan` (one per routing: the layout depends on every rank's routing).
 """
 from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -130,6 +133,89 @@ def _ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
 @_ring_attention.register_fake
 def _(q, k, v, causal, group_name, gpus_per_node, sms):
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+# ---- MoE: the routing is planned once per routing, then reused (DeepEP-style handle) ----
+
+@dataclass(frozen=True)
+class MoeHandle:
+    """One routing of every rank, planned: the executor's cache key and this rank's output rows.
+
+    ``sources[i]`` = (source rank, source-local token, local expert) of output row i, or -1s for
+    the zero rows that pad every rank to the largest row count; ``row_weights[i]`` the routing
+    weight of that (token, expert) pair when weights were given (0 on padding rows)."""
+
+    id: int
+    workload: Workload
+    group_name: str
+    gpus_per_node: int
+    sms: int
+    sources: torch.Tensor  # int64 [rows, 3]
+    row_weights: torch.Tensor | None  # float32 [rows]
+
+    @property
+    def rows(self) -> int:
+        return self.sources.shape[0]
+
+
+_HANDLES: dict[int, MoeHandle] = {}
+
+
+def moe_plan(topk_idx: torch.Tensor, experts: int, hidden: int, width: int, group=None, *,
+             topk_weights: torch.Tensor | None = None, gpus_per_node: int | None = None,
+             sms: int | None = None) -> MoeHandle:
+    """Plan MoE dispatch + grouped GEMM for one routing (collective; reads every rank's routing on
+    the host, so do it once per routing, not per step). ``topk_idx``: this rank's [tokens, topk]
+    expert ids; experts e live on rank e // (experts / world)."""
+    from mkernel.routing import layout
+
+    name, gpn, n_sms = _args(group, gpus_per_node, sms)
+    name = name or _group_name(None)
+    world = dist.get_world_size(_group(name))
+    idx = _all_gather(topk_idx.to(torch.int64).contiguous(), name).view(world, *topk_idx.shape).cpu()
+    w = Workload(kernel="moe_dispatch_gemm", m=topk_idx.shape[0] * world, n=width, k=hidden, experts=experts,
+                 topk=topk_idx.shape[1], routes=tuple(tuple(map(tuple, r.tolist())) for r in idx))
+    gpn = gpn or world
+    segments, rows = layout(w, world // gpn, gpn)
+    rank = dist.get_rank(_group(name))
+    sources = torch.full((max(rows, 1), 3), -1, dtype=torch.int64)
+    for seg in segments[rank]:
+        for i, t in enumerate(seg.tokens):
+            sources[seg.row0 + i] = torch.tensor([seg.source, t, seg.expert])
+    row_weights = None
+    if topk_weights is not None:
+        weights = _all_gather(topk_weights.float().contiguous(), name).view(world, *topk_weights.shape).cpu()
+        row_weights = torch.zeros(sources.shape[0])
+        per_gpu = experts // world
+        for i, (src, tok, j) in enumerate(sources.tolist()):
+            if src >= 0:
+                k = (idx[src, tok] == rank * per_gpu + j).nonzero()[0, 0]
+                row_weights[i] = weights[src, tok, k]
+        row_weights = row_weights.to(topk_idx.device)
+    _executor(w, name, gpn, n_sms)  # plan and set up now (collective), not in the first call
+    handle = MoeHandle(len(_HANDLES), w, name, gpn, n_sms, sources.to(topk_idx.device), row_weights)
+    _HANDLES[handle.id] = handle
+    return handle
+
+
+@torch.library.custom_op("mkernel::moe_dispatch_gemm", mutates_args=())
+def _moe_dispatch_gemm(x: torch.Tensor, w: torch.Tensor, handle: int) -> torch.Tensor:
+    h = _HANDLES[handle]
+    zero = torch.zeros(1, w.shape[1], device=w.device, dtype=w.dtype)
+    return _executor(h.workload, h.group_name, h.gpus_per_node, h.sms)({"X": x, "W": w, "Z": zero})["Y"]
+
+
+@_moe_dispatch_gemm.register_fake
+def _(x, w, handle):
+    return x.new_empty(_HANDLES[handle].rows, w.shape[1])
+
+
+def moe_dispatch_gemm(x: torch.Tensor, w: torch.Tensor, handle: MoeHandle) -> torch.Tensor:
+    """Dispatch this rank's tokens ``x`` [tokens, hidden] to their experts' ranks and run each
+    rank's experts ``w`` [experts / world * hidden, width] (stacked) over the rows they receive:
+    returns [handle.rows, width], row i for the (token, expert) pair ``handle.sources[i]``."""
+    _check("moe_dispatch_gemm", x, w)
+    return torch.ops.mkernel.moe_dispatch_gemm(x, w, handle.id)
 
 
 # ---- the Python API ----

@@ -183,3 +183,30 @@ def fallback_rank(info: RankInfo, w: Workload, inputs: dict, gpus_per_node: int,
     times = _timed(fn, timed)
     return {"rank": info.rank, "outputs": {n: t.float().cpu().numpy() for n, t in outs.items()},
             "time_s": float(np.median(times))}
+
+
+def moe_api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3) -> dict:
+    """The MoE torch op on a given random routing (with weights) against its fallback."""
+    import torch
+
+    from . import api
+
+    experts, topk, tokens, hidden, width = 8, 2, 64, 136, 264
+    g = torch.Generator(device="cuda").manual_seed(seed * 1000 + info.rank)
+    idx = torch.stack([torch.randperm(experts, device="cuda", generator=g)[:topk] for _ in range(tokens)])
+    weights = torch.rand(tokens, topk, device="cuda", generator=g).softmax(-1)
+    h = api.moe_plan(idx, experts, hidden, width, topk_weights=weights, gpus_per_node=gpus_per_node,
+                     sms=info.sm_budget)
+    real = h.sources[:, 0] >= 0
+    errors, nan = [], 0
+    for _ in range(calls):
+        x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
+        w = (torch.randn(experts // info.world * hidden, width, device="cuda", generator=g) / hidden ** 0.5).bfloat16()
+        y = api.moe_dispatch_gemm(x, w, h)
+        ref = api.fallback_moe(x, w, h.workload, gpus_per_node)
+        nan += int(y.isnan().sum().item())
+        errors.append(((y.float() - ref.float()).norm() / ref.float().norm()).item())
+    weights_ok = bool((h.row_weights[real] > 0).all().item() and (h.row_weights[~real] == 0).all().item())
+    api.close()
+    return {"rank": info.rank, "errors": errors, "nan": nan, "rows": h.rows, "weights_ok": weights_ok,
+            "ok": nan == 0 and max(errors) <= TOLERANCE and weights_ok}

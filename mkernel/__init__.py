@@ -3,7 +3,8 @@
 An op is declared once as a :class:`Schedule` (see :mod:`mkernel.ir`) by its builder
 (:mod:`mkernel.builders`), checked by :func:`validate`, and executed by a backend: ``sim`` (SimPy)
 or ``hw`` (GPUs). Importing this package needs only numpy: no torch, SimPy or GPU; the PyTorch
-ops (``mkernel.gemm_ar``, ``gemm_rs``, ``ag_gemm``, ``ring_attention``) load torch when first used.
+ops (``mkernel.gemm_ar``, ``gemm_rs``, ``ag_gemm``, ``ring_attention``, ``moe_plan`` +
+``moe_dispatch_gemm``) load torch when first used.
 """
 from .cluster import Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import (BackendUnavailable, DeadlockError, InputError, MkernelError, ProblemError,
@@ -22,7 +23,7 @@ __all__ = [
 ]
 
 
-TORCH_OPS = ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention")
+TORCH_OPS = ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention", "moe_plan", "moe_dispatch_gemm")
 
 
 def __getattr__(name: str):

@@ -51,6 +51,9 @@ class Workload:
     topk: int = 8  # moe_dispatch_gemm: experts per token
     routing: str = "uniform"  # moe_dispatch_gemm: "uniform" or "zipf" (skewed popularity)
     routing_seed: int = 0
+    # moe_dispatch_gemm: routing given rather than drawn (the torch op's case): per source rank, per
+    # token, its topk expert ids; overrides routing and routing_seed when not empty
+    routes: tuple[tuple[tuple[int, ...], ...], ...] = ()
     baseline: str = "hierarchical"  # the GEMM ops' NCCL-style collective: "hierarchical" or one flat "ring"
 
     def sm_override(self, role: Role) -> int | None:

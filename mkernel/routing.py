@@ -20,7 +20,10 @@ ZIPF_S = 1.2
 
 
 def route(w: Workload, world: int) -> list[np.ndarray]:
-    """Per source rank, a (tokens per rank x topk) array of expert ids."""
+    """Per source rank, a (tokens per rank x topk) array of expert ids: ``w.routes`` when given,
+    else drawn from the seed."""
+    if w.routes:
+        return [np.asarray(r, dtype=np.int64).reshape(-1, w.topk) for r in w.routes]
     rng = np.random.default_rng(w.routing_seed)
     per = w.m // world
     if w.routing == "zipf":

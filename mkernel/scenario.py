@@ -98,7 +98,7 @@ def parse(raw: dict, where: str) -> Scenario:
     _known(sms_raw, {r.value for r in Role}, "workload.sms.", where)
     sms = tuple((Role(k), _count(v, f"workload.sms.{k}", where, minimum=0)) for k, v in sms_raw.items())
     wl_args = _fields(Workload, {k: v for k, v in wl.items() if k != "sms"}, "workload.", where,
-                      skip={"sms"}, required={"kernel"})
+                      skip={"sms", "routes"}, required={"kernel"})  # routes: the torch op only
     for key in SHAPE_KEYS.get(wl_args["kernel"], ()):
         if key not in wl_args:
             raise ScenarioError(f"{where}: missing key 'workload.{key}' (an integer >= 1)")

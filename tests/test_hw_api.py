@@ -29,3 +29,12 @@ def test_ops_match_fallbacks_at_world_1_and_trace_under_torch_compile():
 def test_ops_match_fallbacks_on_emulated_2x2():
     for r in _run(2, 2):
         assert r["ok"], r
+
+
+@pytest.mark.parametrize("nodes,gpn", [(1, 1), (2, 2)], ids=["world1", "emulated-2x2"])
+def test_moe_op_on_a_given_routing_matches_its_fallback(nodes, gpn):
+    from mkernel.hw import rank
+    from mkernel.hw.emulate import launch
+
+    for r in launch(rank.moe_api_rank, nodes * gpn, args=(gpn, 3, 3), timeout_s=600):
+        assert r["ok"], r

@@ -54,6 +54,18 @@ def check(w: Workload, c: Cluster) -> None:
         raise ProblemError(f"moe_dispatch_gemm gives every one of the {c.world} ranks m / world tokens and "
                            f"experts / world experts, so both must be multiples of {c.world}; got m={w.m}, "
                            f"experts={w.experts}")
+    if w.routes:
+        per = w.m // c.world
+        shape_ok = len(w.routes) == c.world and all(len(r) == per and all(len(t) == w.topk for t in r)
+                                                    for r in w.routes)
+        if not shape_ok:
+            raise ProblemError(f"moe_dispatch_gemm's routes must give each of the {c.world} ranks {per} tokens "
+                               f"x topk={w.topk} expert ids")
+        for rank, r in enumerate(w.routes):
+            for token, ids in enumerate(r):
+                if len(set(ids)) != len(ids) or not all(0 <= e < w.experts for e in ids):
+                    raise ProblemError(f"moe_dispatch_gemm: rank {rank} token {token} routes to {list(ids)}; "
+                                       f"each token needs topk distinct experts in [0, {w.experts})")
     if w.topk > w.experts:
         raise ProblemError(f"moe_dispatch_gemm routes each token to topk={w.topk} distinct experts, more than "
                            f"the {w.experts} experts")
