@@ -1,0 +1,152 @@
+"""Device-side synchronisation for the fused kernel (Triton): bounded waits, the error record, the
+GPU->host ring producer, and the call barriers.
+
+Every wait is bounded by ``%globaltimer`` and gives up early once any block has recorded an error
+(``err32[0]``) or the proxy has aborted (the ring's control word); the first error wins and names
+rank, role, what (flag or ring slot), index, epoch, seen, expected and the schedule task: the
+layout :class:`mkernel.hw.runtime.ErrorBlock` reads. Waits are ``ld.acquire.sys``; ring records are
+committed with ``st.release.sys`` after their body (the protocol of ``csrc/mk_ring.h``).
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+C = tl.constexpr
+SIGNAL = C(2)  # ring.SIGNAL
+ERR_TIMEOUT, ERR_ABORTED = C(8), C(9)
+
+
+@triton.jit
+def _asm64(asm: tl.constexpr, constraints: tl.constexpr, args):
+    return tl.inline_asm_elementwise(asm, constraints, args, dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _clock():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _ld_acquire(addr):
+    return _asm64("ld.acquire.sys.global.u64 $0, [$1];", "=l,l", [addr])
+
+
+@triton.jit
+def _fence_sys():
+    tl.inline_asm_elementwise("fence.acq_rel.sys; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _fence_async():
+    tl.inline_asm_elementwise("fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False,
+                              pack=1)
+
+
+@triton.jit
+def _st_release32(addr, value):
+    tl.inline_asm_elementwise("st.release.sys.global.u32 [$1], $2; mov.u32 $0, 0;", "=r,l,r", [addr, value],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _st_release64(addr, value):
+    tl.inline_asm_elementwise("st.release.sys.global.u64 [$1], $2; mov.u32 $0, 0;", "=r,l,l", [addr, value],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _raw(addr, dtype: tl.constexpr):
+    """A pointer from an address, for scalar accesses (ring records, flags)."""
+    return addr.to(tl.pointer_type(dtype))
+
+
+@triton.jit
+def _record(err32, err64, code, rank, role, what, index, epoch, seen, expected, task):
+    """The first error wins; later ones leave it as it is."""
+    if tl.atomic_cas(err32, 0, code) == 0:
+        tl.store(err32 + 1, rank)
+        tl.store(err32 + 2, role)
+        tl.store(err32 + 3, what)
+        tl.store(err64 + 2, index)
+        tl.store(err64 + 3, epoch)
+        tl.store(err64 + 4, seen)
+        tl.store(err64 + 5, expected)
+        tl.store(err64 + 6, task)
+
+
+@triton.jit
+def _wait(addr, target, index, epoch, task, rank, role, timeout_ns, err32, err64, ctl):
+    """Spin until the u64 at ``addr`` reaches ``target``: bounded, and abandoned once anyone failed."""
+    v = _ld_acquire(addr)
+    if v < target:
+        start = _clock()
+        it = 0
+        going = True
+        while going & (v < target):
+            v = _ld_acquire(addr)
+            it += 1
+            if (it % 256) == 0:
+                if tl.load(err32, volatile=True) != 0:
+                    going = False
+                elif (ctl != 0) & ((it % 4096) == 0):
+                    if _ld_acquire(ctl + 64) != 0:
+                        _record(err32, err64, ERR_ABORTED, rank, role, 0, index, epoch, v, target, task)
+                        going = False
+                if going & (_clock() - start > timeout_ns):
+                    _record(err32, err64, ERR_TIMEOUT, rank, role, 0, index, epoch, v, target, task)
+                    going = False
+
+
+@triton.jit
+def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, head, capacity, task, rank, timeout_ns,
+          err32, err64):
+    """One command into the GPU->host ring: claim a slot, wait for its credit, write, commit."""
+    slot = tl.atomic_add(head, 1, sem="relaxed", scope="gpu")
+    tail = _ld_acquire(ctl)
+    if slot - tail >= capacity:
+        start = _clock()
+        going = True
+        while going & (slot - tail >= capacity):
+            tail = _ld_acquire(ctl)
+            if _ld_acquire(ctl + 64) != 0:
+                _record(err32, err64, ERR_ABORTED, rank, 2, 1, slot, epoch, tail, slot - capacity + 1, task)
+                going = False
+            elif _clock() - start > timeout_ns:
+                _record(err32, err64, ERR_TIMEOUT, rank, 2, 1, slot, epoch, tail, slot - capacity + 1, task)
+                going = False
+    if slot - tail < capacity:
+        rec = records + (slot % capacity) * 48
+        tl.store(_raw(rec, tl.int32) + 1, (kind | (dst_rank << 16)).to(tl.int32))
+        tl.store(_raw(rec + 8, tl.int64), flag | (nbytes << 32))
+        tl.store(_raw(rec + 16, tl.int64), src_off)
+        tl.store(_raw(rec + 24, tl.int64), dst_off)
+        tl.store(_raw(rec + 32, tl.int64), epoch)
+        tl.store(_raw(rec + 40, tl.int64), _clock())
+        tl.debug_barrier()
+        _st_release32(rec, (slot + 1).to(tl.int32))
+
+
+@triton.jit
+def _tell_peers(first_slot, flag_bases, epoch, rank, world, gpn, records, ctl, head, capacity, timeout_ns, err32,
+                err64, NETWORK: tl.constexpr):
+    """Set flag ``first_slot + rank`` to the epoch on every peer: a peer store in the node, a ring
+    SIGNAL to other nodes."""
+    for p in range(world):
+        if p != rank:
+            if p // gpn == rank // gpn:
+                _st_release64(tl.load(flag_bases + p) + 8 * (first_slot + rank), epoch)
+            elif NETWORK:
+                _push(SIGNAL, p, first_slot + rank, 0, 0, 0, epoch, records, ctl, head, capacity, -1, rank,
+                      timeout_ns, err32, err64)
+
+
+@triton.jit
+def enter_kernel(flag_bases, epoch_ptr, rank, world, exit0, timeout_ns, err32, err64, ctl):
+    """Before a call stages inputs into the heap: wait until every peer finished the previous call,
+    so nothing a peer may still read is overwritten."""
+    done = tl.load(epoch_ptr, volatile=True)  # the previous call's epoch
+    own = tl.load(flag_bases + rank)
+    for p in range(world):
+        if p != rank:
+            _wait(own + 8 * (exit0 + p), done, exit0 + p, done + 1, -1, rank, 0, timeout_ns, err32, err64, ctl)

@@ -1,0 +1,239 @@
+"""The fused kernel's data ops (Triton): GEMM tiles, copies, reductions, gathers and attention, each
+reading its operands from a rank's plan (region rows) and the per-call address table.
+
+Buffer pointers are the ``bases`` argument plus an element offset (:func:`_buf`), and row strides
+and column offsets are 32-bit multiples of 8 (:func:`_m8`): the plan checks both, and only in this
+form can Triton prove 16-byte alignment and emit vector accesses and cp.async pipelines.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .sync import ERR_TIMEOUT, _clock, _record
+
+C = tl.constexpr
+RW = C(8)  # plan.REGION_WIDTH
+CW = C(8)  # plan.COMMAND_WIDTH (gather rows use column 0)
+
+
+@triton.jit
+def _m8(x, n: tl.constexpr):
+    """``x`` (a row stride or column offset the plan checked) as a multiple of ``n``: an int32, since
+    Triton keeps divisibility hints on 32-bit scalars only (16-byte vectors follow from them)."""
+    return tl.multiple_of(x.to(tl.int32), n)
+
+
+@triton.jit
+def _buf(bases, slot, dtype: tl.constexpr, ELEM: tl.constexpr):
+    """The typed base pointer of buffer slot ``slot``, written as the ``bases`` argument plus an
+    element offset. Why not an int-to-pointer cast: Triton knows nothing of the alignment of a cast
+    address and falls back to 2-byte accesses; a kernel argument is 16-byte aligned and every buffer
+    base is (the plan's heap offsets, the executor's checks), so the offset is a multiple of
+    16 / ELEM and loads and stores become 16-byte vectors (and cp.async in pipelined loops)."""
+    anchor = bases.to(tl.pointer_type(dtype), bitcast=True)
+    off = (tl.load(bases + slot) - bases.to(tl.int64)) // ELEM
+    return anchor + tl.multiple_of(off, 16 // ELEM)
+
+
+@triton.jit
+def _region(regions, i):
+    row = regions + i * RW
+    base_slot = tl.load(row)
+    return base_slot, tl.load(row + 1), tl.load(row + 2), tl.load(row + 3), tl.load(row + 4), tl.load(row + 5), \
+        tl.load(row + 6)
+
+
+@triton.jit
+def _gemm(regions, bases, r0, a_host, b_host, HOST_DESC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+          BK: tl.constexpr):
+    """writes[0] = reads[0] @ reads[1] in BM x BN sub-tiles. TMA descriptors come from the host when
+    every GEMM tile of the rank reads the same two buffers (kernel parameters: nothing to build or
+    fence per tile), else the kernel builds them per tile from the address table."""
+    a_s, a_r0, a_c0, a_rows, a_cols, a_ld, a_brows = _region(regions, r0)
+    b_s, b_r0, b_c0, b_rows, b_cols, b_ld, b_brows = _region(regions, r0 + 1)
+    c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + 2)
+    if HOST_DESC:
+        a_desc = a_host
+        b_desc = b_host
+    else:
+        a_desc = tl.make_tensor_descriptor(_buf(bases, a_s, tl.bfloat16, 2),
+                                           shape=[a_brows.to(tl.int32), a_ld.to(tl.int32)], strides=[a_ld, 1],
+                                           block_shape=[BM, BK])
+        b_desc = tl.make_tensor_descriptor(_buf(bases, b_s, tl.bfloat16, 2),
+                                           shape=[b_brows.to(tl.int32), b_ld.to(tl.int32)], strides=[b_ld, 1],
+                                           block_shape=[BK, BN])
+    c = _buf(bases, c_s, tl.bfloat16, 2)
+    c_ld, c_c0, c_cols = _m8(c_ld, 8), _m8(c_c0, 8), _m8(c_cols, 8)  # the plan checks: 16-byte stores
+    tiles_n = tl.cdiv(c_cols, BN)
+    for sub in range(tl.cdiv(c_rows, BM) * tiles_n):
+        sm = sub // tiles_n
+        sn = sub % tiles_n
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kt in range(tl.cdiv(a_cols, BK)):
+            a = a_desc.load([(a_r0 + sm * BM).to(tl.int32), (a_c0 + kt * BK).to(tl.int32)])
+            b = b_desc.load([(b_r0 + kt * BK).to(tl.int32), (b_c0 + sn * BN).to(tl.int32)])
+            acc = tl.dot(a, b, acc)
+        rm = sm * BM + tl.arange(0, BM)
+        rn = sn * BN + tl.arange(0, BN)
+        dst = c + (c_r0 + rm[:, None]).to(tl.int64) * c_ld + c_c0 + rn[None, :]
+        tl.store(dst, acc.to(tl.bfloat16), mask=(rm[:, None] < c_rows) & (rn[None, :] < c_cols))
+
+
+@triton.jit
+def _tile_offsets(t, rows, cols, CR: tl.constexpr, CC: tl.constexpr):
+    cols = _m8(cols, 8)  # whole 16-byte vectors (the plan checks), so the column mask is too
+    tiles_c = tl.cdiv(cols, CC)
+    rr = (t // tiles_c) * CR + tl.arange(0, CR)
+    cc = (t % tiles_c) * CC + tl.arange(0, CC)
+    cc = tl.max_contiguous(tl.multiple_of(cc, 8), 8)
+    return rr, cc, (rr[:, None] < rows) & (cc[None, :] < cols)
+
+
+@triton.jit
+def _copy(regions, bases, r0, nreads, CR: tl.constexpr, CC: tl.constexpr):
+    """writes[i] = reads[i], pairwise (peer loads or stores where a region is another rank's)."""
+    for p in range(nreads):
+        s_s, s_r0, s_c0, rows, cols, s_ld, _ = _region(regions, r0 + p)
+        d_s, d_r0, d_c0, _r, _c, d_ld, _ = _region(regions, r0 + nreads + p)
+        src = _buf(bases, s_s, tl.bfloat16, 2)
+        dst = _buf(bases, d_s, tl.bfloat16, 2)
+        s_ld, d_ld, s_c0, d_c0 = _m8(s_ld, 8), _m8(d_ld, 8), _m8(s_c0, 8), _m8(d_c0, 8)
+        for t in range(tl.cdiv(rows, CR) * tl.cdiv(cols, CC)):
+            rr, cc, m = _tile_offsets(t, rows, cols, CR, CC)
+            x = tl.load(src + (s_r0 + rr[:, None]).to(tl.int64) * s_ld + s_c0 + cc[None, :], mask=m)
+            tl.store(dst + (d_r0 + rr[:, None]).to(tl.int64) * d_ld + d_c0 + cc[None, :], x, mask=m)
+
+
+@triton.jit
+def _reduce(regions, bases, r0, nreads, CR: tl.constexpr, CC: tl.constexpr):
+    """writes[0] = sum(reads), summed in fp32."""
+    d_s, d_r0, d_c0, rows, cols, d_ld, _ = _region(regions, r0 + nreads)
+    dst = _buf(bases, d_s, tl.bfloat16, 2)
+    d_ld, d_c0 = _m8(d_ld, 8), _m8(d_c0, 8)
+    for t in range(tl.cdiv(rows, CR) * tl.cdiv(cols, CC)):
+        rr, cc, m = _tile_offsets(t, rows, cols, CR, CC)
+        acc = tl.zeros((CR, CC), dtype=tl.float32)
+        for p in range(nreads):
+            s_s, s_r0, s_c0, _r, _c, s_ld, _ = _region(regions, r0 + p)
+            src = _buf(bases, s_s, tl.bfloat16, 2)
+            s_ld, s_c0 = _m8(s_ld, 8), _m8(s_c0, 8)
+            acc += tl.load(src + (s_r0 + rr[:, None]).to(tl.int64) * s_ld + s_c0 + cc[None, :], mask=m).to(tl.float32)
+        tl.store(dst + (d_r0 + rr[:, None]).to(tl.int64) * d_ld + d_c0 + cc[None, :], acc.to(tl.bfloat16), mask=m)
+
+
+@triton.jit
+def _gather(regions, bases, aux, r0, a0, a1, CR: tl.constexpr, CC: tl.constexpr):
+    """Row i of writes[0] = row aux[a0 + i] of reads[0]."""
+    s_s, s_r0, s_c0, _r, _c, s_ld, _ = _region(regions, r0)
+    d_s, d_r0, d_c0, _r2, cols, d_ld, _ = _region(regions, r0 + 1)
+    src = _buf(bases, s_s, tl.bfloat16, 2)
+    dst = _buf(bases, d_s, tl.bfloat16, 2)
+    s_ld, d_ld, s_c0, d_c0 = _m8(s_ld, 8), _m8(d_ld, 8), _m8(s_c0, 8), _m8(d_c0, 8)
+    rows = a1 - a0
+    for t in range(tl.cdiv(rows, CR) * tl.cdiv(cols, CC)):
+        rr, cc, m = _tile_offsets(t, rows, cols, CR, CC)
+        pick = tl.load(aux + (a0 + rr) * CW, mask=rr < rows, other=0)
+        x = tl.load(src + (s_r0 + pick[:, None]) * s_ld + s_c0 + cc[None, :], mask=m)
+        tl.store(dst + (d_r0 + rr[:, None]).to(tl.int64) * d_ld + d_c0 + cc[None, :], x, mask=m)
+
+
+@triton.jit
+def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, timeout_ns, err32, err64, sm_scale,
+          D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+    """Merge softmax(q k^T * scale) v of one key block into the tile's (acc, m, l) under its lock."""
+    q_s, q_r0, q_c0, q_rows, _c, q_ld, _ = _region(regions, r0)
+    k_s, k_r0, k_c0, k_rows, _c2, k_ld, _ = _region(regions, r0 + 1)
+    v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + 2)
+    a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + 3)
+    t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + 4)
+    q_ld, k_ld, v_ld, a_ld = _m8(q_ld, 8), _m8(k_ld, 8), _m8(v_ld, 8), \
+        _m8(a_ld, 8)  # the plan checks these: 16-byte vector loads and stores
+    q_c0, k_c0, v_c0, a_c0 = _m8(q_c0, 8), _m8(k_c0, 8), _m8(v_c0, 8), \
+        _m8(a_c0, 8)
+    qp = _buf(bases, q_s, tl.bfloat16, 2)
+    kp = _buf(bases, k_s, tl.bfloat16, 2)
+    vp = _buf(bases, v_s, tl.bfloat16, 2)
+    ap = _buf(bases, a_s, tl.float32, 4)
+    tp = _buf(bases, t_s, tl.float32, 4)
+    d = tl.arange(0, D)
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e)
+    # the lock serialises merges into this accumulator; its stamp says whether the state is this call's
+    lk = locks + 2 * lock
+    free = epoch - epoch  # int64 zero: the lock word's type
+    start = _clock()
+    owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
+    while (not owned) & (_clock() - start < timeout_ns):
+        owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
+    if not owned:
+        _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock, epoch, 1, 0, task)
+    tl.debug_barrier()
+    fresh = tl.load(lk + 1, volatile=True) < epoch
+    for qb in range(tl.cdiv(q_rows, BQ)):
+        rm = qb * BQ + tl.arange(0, BQ)
+        mm = rm < q_rows
+        q = tl.load(qp + (q_r0 + rm[:, None]).to(tl.int64) * q_ld + q_c0 + d[None, :], mask=mm[:, None], other=0.0)
+        m_i = tl.full((BQ,), float("-inf"), tl.float32)
+        l_i = tl.zeros((BQ,), tl.float32)
+        acc = tl.zeros((BQ, D), tl.float32)
+        for kb in range(tl.cdiv(k_rows, BKV)):
+            rn = kb * BKV + tl.arange(0, BKV)
+            mn = rn < k_rows
+            k = tl.load(kp + (k_r0 + rn[:, None]).to(tl.int64) * k_ld + k_c0 + d[None, :], mask=mn[:, None], other=0.0)
+            v = tl.load(vp + (v_r0 + rn[:, None]).to(tl.int64) * v_ld + v_c0 + d[None, :], mask=mn[:, None], other=0.0)
+            s = tl.dot(q, tl.trans(k)) * qk_scale  # log2 units: exp2 below
+            visible = mn[None, :] & ((masked == 0) | ((k0 + rn)[None, :] <= (q0 + rm)[:, None]))
+            s = tl.where(visible, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(s - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(tl.bfloat16), v)
+            m_i = m_new
+        m_i = m_i * 0.6931471805599453  # back to natural-log units for the stored state
+        a_ptr = ap + (a_r0 + rm[:, None]).to(tl.int64) * a_ld + a_c0 + d[None, :]
+        t_ptr = tp + (t_r0 + rm).to(tl.int64) * t_ld
+        if not fresh:
+            m_o = tl.load(t_ptr, mask=mm, other=float("-inf"))
+            l_o = tl.load(t_ptr + 1, mask=mm, other=0.0)
+            acc_o = tl.load(a_ptr, mask=mm[:, None], other=0.0)
+            m_n = tl.maximum(m_o, m_i)
+            m_s = tl.where(m_n == float("-inf"), 0.0, m_n)
+            fo = tl.exp(m_o - m_s)
+            fi = tl.exp(m_i - m_s)
+            acc = acc_o * fo[:, None] + acc * fi[:, None]
+            l_i = l_o * fo + l_i * fi
+            m_i = m_n
+        tl.store(a_ptr, acc, mask=mm[:, None])
+        tl.store(t_ptr, m_i, mask=mm)
+        tl.store(t_ptr + 1, l_i, mask=mm)
+    tl.debug_barrier()
+    if owned:
+        tl.store(lk + 1, epoch)
+        tl.atomic_xchg(lk, free, sem="release", scope="gpu")
+
+
+@triton.jit
+def _norm(regions, bases, r0, D: tl.constexpr, BQ: tl.constexpr):
+    """(out, lse) = (acc / l, m + log l) of a finished attention tile."""
+    a_s, a_r0, a_c0, rows, _c, a_ld, _ = _region(regions, r0)
+    t_s, t_r0, _c1, _r1, _c2, t_ld, _ = _region(regions, r0 + 1)
+    o_s, o_r0, o_c0, _r2, _c3, o_ld, _ = _region(regions, r0 + 2)
+    e_s, e_r0, _c4, _r3, _c5, e_ld, _ = _region(regions, r0 + 3)
+    a_ld, o_ld, a_c0, o_c0 = _m8(a_ld, 8), _m8(o_ld, 8), _m8(a_c0, 8), \
+        _m8(o_c0, 8)
+    ap = _buf(bases, a_s, tl.float32, 4)
+    tp = _buf(bases, t_s, tl.float32, 4)
+    op = _buf(bases, o_s, tl.bfloat16, 2)
+    ep = _buf(bases, e_s, tl.float32, 4)
+    d = tl.arange(0, D)
+    for qb in range(tl.cdiv(rows, BQ)):
+        rm = qb * BQ + tl.arange(0, BQ)
+        mm = rm < rows
+        acc = tl.load(ap + (a_r0 + rm[:, None]).to(tl.int64) * a_ld + a_c0 + d[None, :], mask=mm[:, None])
+        m = tl.load(tp + (t_r0 + rm).to(tl.int64) * t_ld, mask=mm)
+        l = tl.load(tp + (t_r0 + rm).to(tl.int64) * t_ld + 1, mask=mm, other=1.0)
+        tl.store(op + (o_r0 + rm[:, None]).to(tl.int64) * o_ld + o_c0 + d[None, :], (acc / l[:, None]).to(tl.bfloat16),
+                 mask=mm[:, None])
+        tl.store(ep + (e_r0 + rm).to(tl.int64) * e_ld, m + tl.log(l), mask=mm)
