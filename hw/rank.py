@@ -57,15 +57,8 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
             got = outs[name].float().cpu().numpy().astype(np.float64)
             unwritten[name] = int(np.isnan(got).sum())
             errors[name] = reference.relative_error(got, refs[info.rank])
-        times = []
+        times = _timed(lambda: op(inputs, outs), timed)
         if timed:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            for _ in range(timed):
-                start.record()
-                op(inputs)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) * 1e-3)
             op.check()
         return {"rank": info.rank, "errors": errors, "unwritten": unwritten, "epoch": int(op.epoch.item()),
                 "grid": op.plan.grid, "blocks": op.plan.blocks, "sm_budget": info.sm_budget,
