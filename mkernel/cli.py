@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--json", type=Path, help="write the result JSON here")
     run.add_argument("--trace", type=Path, help="write a Chrome/Perfetto trace of the fused run here")
+    run.add_argument("--faults", help="sim: seeded faults, e.g. 'drop=0.1,delay_us=5,duplicate=0.2,seed=3' "
+                                      "(keys: see mkernel.sim.faults)")
     run.add_argument("--collapse", action="store_true",
                      help="sim: simulate one node when all nodes are alike (exact times, no hazard checks)")
     sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
@@ -95,8 +97,13 @@ def _run(args: argparse.Namespace) -> int:
     from .report import print_result
 
     sc = scenario_from_args(args)
+    faults = None
+    if args.faults:
+        from mkernel.sim.faults import parse
+
+        faults = parse(args.faults)
     result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None,
-                        collapse=args.collapse)
+                        collapse=args.collapse, faults=faults)
     problems = check_result(result)
     if problems:
         raise AssertionError("result does not match its schema: " + "; ".join(problems))

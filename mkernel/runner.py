@@ -35,11 +35,12 @@ def build(scenario: Scenario) -> tuple[Schedule, Schedule]:
 
 
 def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: int = 0,
-        trace: bool = False, collapse: bool = False) -> tuple[dict, RunStats]:
+        trace: bool = False, collapse: bool = False, faults=None) -> tuple[dict, RunStats]:
     """Run fused and baseline on one backend; with ``data``, check both against the oracle.
 
     ``collapse`` (sim only) simulates one node when every node does the same thing: exact times,
-    far fewer events, but no hazard tracking; ignored with ``data`` or ``trace``.
+    far fewer events, but no hazard tracking; ignored with ``data`` or ``trace``. ``faults`` (sim
+    only) injects seeded faults into both runs (:class:`mkernel.sim.faults.Faults`).
     """
     engine = get_backend(backend)
     if hasattr(engine, "cluster_for"):  # hw: schedules sized for the SMs each rank gets here
@@ -49,13 +50,16 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
+    if faults is not None and backend != "sim":
+        raise BackendUnavailable(f"fault injection runs on the sim backend; backend {backend!r} has none here")
     rtol = getattr(engine, "rtol", DATA_RTOL)
     data = data or backend == "hw"  # hw always checks its outputs against the oracle
     inputs = expected = None
     if data:
         inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
         expected = reference.expected(w, inputs, c.gpus_per_node)
-    fold = {"collapse": collapse and not data and not trace} if backend == "sim" else {"workload": w}
+    fold = {"collapse": collapse and not data and not trace, "faults": faults} if backend == "sim" else {
+        "workload": w}
     stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
     fused_err = _error(stats, expected)
     base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold)

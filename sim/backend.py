@@ -13,6 +13,7 @@ from .collapse import collapse as fold
 from .collapse import is_node_symmetric
 from .data import DataStore
 from .engine import Model
+from .faults import Faults
 
 
 class SimBackend:
@@ -27,20 +28,21 @@ class SimBackend:
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
-            collapse: bool = False) -> RunStats:
+            collapse: bool = False, faults: Faults | None = None) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
         ``collapse`` simulates node 0 only when the schedule is node-symmetric (see
         :mod:`mkernel.sim.collapse`): exact times, no data, no hazard tracking. It is ignored for
         data runs and for schedules that are not symmetric.
+        ``faults`` injects seeded faults (:mod:`mkernel.sim.faults`); a faulty run is never collapsed.
         """
         wall = time.perf_counter()
-        folded = collapse and inputs is None and is_node_symmetric(schedule)
+        folded = collapse and inputs is None and not (faults and faults.any) and is_node_symmetric(schedule)
         run_schedule = fold(schedule) if folded else schedule
         data = DataStore(schedule, inputs) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
-                      track_hazards=not folded)
+                      track_hazards=not folded, faults=faults)
         model.run()
         copies = schedule.world // run_schedule.world  # each simulated rank stands for this many
         tiers = {k: v * copies for k, v in
@@ -59,8 +61,17 @@ class SimBackend:
             spans=_spans(model),
             counters=_counters(model),
             hazards=tuple(model.tracker.hazards),
-            metrics={**_metrics(model), "collapsed": folded},
+            metrics={**_metrics(model), "collapsed": folded, "faults": _injected(model)},
         )
+
+
+def _injected(model: Model) -> dict | None:
+    """What the fault injector did (None when no fault was asked for)."""
+    inj = model.inject
+    if not inj.f.any:
+        return None
+    return {"dropped": inj.dropped, "duplicated": inj.duplicated, "reordered": inj.reordered,
+            "lost_to_nic": inj.lost_to_nic}
 
 
 def _spans(model: Model) -> list[tuple] | None:

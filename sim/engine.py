@@ -32,6 +32,7 @@ from mkernel.ir import Op, Role, Schedule, Signal, Task
 
 from . import cost
 from .data import DataStore
+from .faults import Faults, Injector
 from .flows import FlowNet, Link
 from .hazards import ArrivalTracker, NullTracker
 from .network import Network
@@ -44,7 +45,7 @@ class Model:
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
-                 controller=None) -> None:
+                 controller=None, faults: Faults | None = None) -> None:
         self.s, self.c, self.data = s, c, data
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
@@ -53,6 +54,7 @@ class Model:
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)
+        self.inject = Injector(faults)
         nv = cost.bytes_per_us(c.nvlink.bw_gb_per_s)
         self.nv_out = [Link("nvlink.out", nv) for _ in range(s.world)]
         self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
@@ -80,8 +82,10 @@ class Model:
         if self.blocked:
             lines = [f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {need}, "
                      f"has {self.board.count(sig)}" for t, sig, need in self.blocked.values()]
+            injected = self.inject.report()
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
-                                f"{len(lines)} tasks wait on signals nothing will bump:\n  " + "\n  ".join(lines))
+                                f"{len(lines)} tasks wait on signals nothing will bump"
+                                + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(lines))
 
     def _rank(self, rank: int):
         for li, launch in enumerate(self.s.launches):
@@ -138,12 +142,13 @@ class Model:
             yield from self.net.send(task, sources)
             return
         self.tracker.check_reads(task, self.env.now)
+        slow = self.inject.slowdown(task.rank)
         if task.op is Op.GEMM:
-            yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c)))
+            yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c)) * slow)
         elif task.op is Op.ATTN:
-            yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c)))
+            yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow)
         elif task.op is Op.NORM:
-            yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream)
+            yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow)
         elif task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
             yield from self._nvlink_task(task)
         self.tracker.landed_writes(task)
@@ -160,7 +165,7 @@ class Model:
     def _nvlink_task(self, task: Task):
         """Local bytes stream while one weighted flow carries every peer transfer of the task."""
         transfers = cost.remote_transfers(task, self.itemsize)
-        local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
+        local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream * self.inject.slowdown(task.rank)
         if not transfers:
             yield self.env.timeout(local_us)
             return

@@ -140,6 +140,9 @@ class Network:
             if wake is not None:
                 yield wake
             yield self.env.timeout(self._next_poll() - self.env.now)
+            stall = self.m.inject.stall(rank, self.env.now)
+            if stall is not None:  # an injected stall: a finite pause, or for good (ends in a deadlock error)
+                yield self.env.event() if math.isinf(stall) else self.env.timeout(stall)
             first_dst = ring.items[0][0].writes[0].rank
             if sum(1 for it in ring.items if it[0].writes[0].rank == first_dst) < px.batch and px.batch_window_us > 0:
                 yield self.env.timeout(px.batch_window_us)
@@ -181,6 +184,8 @@ class Network:
         self.outstanding[src] += 1
         self.to_peer[(src, dst)] = self.to_peer.get((src, dst), 0) + 1
         self.sent += 1
+        if self.m.inject.drops():
+            return  # lost on the wire: no delivery and no completion
         self.env.process(self._data_message(task, sources, self.sent))
         if self.c.notify_mode == "flag" and self.c.transport == "efa_srd":
             self.env.process(self._flag_message(task))  # posted right behind the data, unordered
@@ -196,14 +201,19 @@ class Network:
         src, dst = task.rank, task.writes[0].rank
         nbytes = sum(cost.nbytes(r, m.itemsize) for r in task.reads)
         m.net_bytes[src] += nbytes
-        i = seq % nic.count
         home = dst % len(self.nic_in)  # a collapsed run folds other nodes onto the simulated one
+        i = m.inject.nic((src, home), seq, nic.count)
+        if i is None:
+            return  # every NIC this message could use is down: lost
         yield self.env.timeout(nic.per_message_us)
         yield m.flows.transfer(nbytes, (self.nic_out[src][i], self.nic_in[home][i]))
-        yield self.env.timeout(m._stretch(self._wire_delay()))
+        yield self.env.timeout(m._stretch(self._wire_delay()) + m.inject.extra_delay())
         m.tracker.landed_writes(task)
         if m.data is not None:
             m.data.apply(task, sources)
+        if m.inject.duplicates():  # delivered again later: the same bytes; a set flag stays set
+            again = self.env.timeout(m.inject.f.reorder_us)
+            again.callbacks.append(lambda _ev: self._deliver_again(task, sources))
         done = self.env.timeout(nic.latency_us)  # the completion travels back to the sender
         done.callbacks.append(lambda _ev: self._completed(src, dst))
         mode = self.c.notify_mode
@@ -217,8 +227,15 @@ class Network:
             m.bump_all(task.signals)
 
     def _flag_message(self, task: Task):
-        yield self.env.timeout(self.c.nic.per_message_us + self._wire_delay())
+        if self.m.inject.drops():
+            return
+        yield self.env.timeout(self.c.nic.per_message_us + self._wire_delay() + self.m.inject.extra_delay())
         self.m.bump_all(task.signals)
+
+    def _deliver_again(self, task: Task, sources) -> None:
+        self.m.tracker.landed_writes(task)
+        if self.m.data is not None:
+            self.m.data.apply(task, sources)
 
     def _completed(self, src: int, dst: int) -> None:
         self.outstanding[src] -= 1
