@@ -82,6 +82,8 @@ def load_scenario(spec: str | None = None) -> Scenario:
 
 def parse(raw: dict, where: str) -> Scenario:
     """Build a Scenario from a parsed TOML table; ``where`` names the source in errors."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where}: a scenario is a table of keys, got {type(raw).__name__}")
     _known(raw, {"name", "description", "cluster", "workload"}, "", where)
     cl = _table(raw, "cluster", where, required=True)
     specs = {}

@@ -80,6 +80,10 @@ def _check_region(s: Schedule, task: Task, r: Region, buffers: dict) -> None:
 
 def _check_arity(task: Task) -> None:
     reads, writes = task.reads, task.writes
+    if task.mask and task.op is not Op.ATTN:
+        _fail(task, f"has a causal mask {task.mask}; only an attn takes one")
+    if task.index and task.op is not Op.GATHER:
+        _fail(task, f"has a gather index of {len(task.index)} rows; only a gather takes one")
     if task.op is Op.GEMM:
         if len(reads) != 2 or len(writes) != 1:
             _fail(task, "a gemm reads (A, B) and writes (C,)")

@@ -1,0 +1,169 @@
+"""Fuzz targets shared by tests/test_fuzz.py (a seeded slice in CI) and tools/fuzz.py (10k+ examples
+per target, recorded in docs/results/). Each target states its invariant: the input is either
+accepted or refused with an :class:`~mkernel.errors.MkernelError`; any other exception is a finding.
+
+- ``scenario``: parsed-TOML tables (known and unknown keys, every TOML value type) -> ``parse``;
+  accepted scenarios of a small size are built, validated and planned for hw too.
+- ``schedule``: one random edit (region bounds, ranks, buffers, counts, signals, ops, masks, gather
+  rows) of a valid small schedule of each op -> ``validate``; a schedule that passes must also be
+  planned by the hw lowering or refused there with a ScheduleError.
+- ``command``: 48 random bytes -> the ring decoder and the native proxy's validation, which must
+  refuse anything outside the registered buffers without writing (see test_hw_proxy).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import strategies as st
+
+from mkernel import Cluster, Workload
+from mkernel.builders import get
+from mkernel.errors import MkernelError
+from mkernel.ir import Op, Signal, Wait
+from mkernel.scenario import parse
+
+# -- scenario tables ------------------------------------------------------------------------------
+
+SCALARS = st.one_of(st.integers(-2**63, 2**63 - 1), st.integers(-3, 70), st.floats(allow_nan=True),
+                    st.booleans(), st.text(max_size=8), st.sampled_from(["gemm_ar", "ring_attention", "ib_rc",
+                                                                          "efa_srd", "zipf", "ring", "H200"]))
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                       st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                      max_leaves=6)
+CLUSTER_KEYS = ["nodes", "gpus_per_node", "transport", "notify", "launch_us", "name", "bogus"]
+SPEC_KEYS = {"gpu": ["sms", "matmul_tflops", "name"], "nvlink": ["bw_gb_per_s", "latency_us"],
+             "nic": ["count", "gbit_per_s", "latency_us"], "proxy": ["batch", "queue_depth", "poll_us"]}
+WORKLOAD_KEYS = ["kernel", "m", "n", "k", "tile_m", "tile_n", "chunk_tiles", "causal", "forward", "experts",
+                 "topk", "routing", "routing_seed", "baseline", "dtype", "routes", "sms", "nonsense"]
+
+
+def _table(keys: list[str], small: st.SearchStrategy) -> st.SearchStrategy:
+    return st.dictionaries(st.sampled_from(keys), st.one_of(small, VALUES), max_size=len(keys))
+
+
+@st.composite
+def scenario_tables(draw) -> dict:
+    small_int = st.integers(1, 8)
+    cluster = draw(_table(CLUSTER_KEYS, small_int))
+    for name, keys in SPEC_KEYS.items():
+        if draw(st.booleans()):
+            cluster[name] = draw(st.one_of(_table(keys, st.integers(1, 300)), VALUES))
+    workload = draw(_table(WORKLOAD_KEYS, st.integers(1, 600)))
+    raw = {"cluster": cluster, "workload": workload}
+    if draw(st.booleans()):
+        raw["name"] = draw(VALUES)
+    if draw(st.integers(0, 9)) == 0:
+        raw = draw(st.one_of(VALUES, st.just(raw)))  # sometimes not even a table
+    return raw
+
+
+def scenario_target(raw) -> str:
+    """Parse; build, validate and plan what is accepted and small. Returns what happened."""
+    from mkernel.hw import plan
+
+    try:
+        sc = parse(raw, "fuzz.toml")
+    except MkernelError:
+        return "refused"
+    w, c = sc.workload, sc.cluster
+    if c.world > 8 or max(w.m, w.n, w.k) > 1024 or w.kernel == "moe_dispatch_gemm" and w.m > 512:
+        return "accepted"
+    try:
+        s = get(w.kernel).build(w, c)
+        s.validate()
+        plan.build(s)
+    except MkernelError:
+        return "accepted, refused later"
+    return "accepted, built and planned"
+
+
+# -- schedule edits -------------------------------------------------------------------------------
+
+SMALL = {"gemm_ar": dict(m=256, n=264, k=40), "gemm_rs": dict(m=512, n=264, k=40),
+         "ag_gemm": dict(m=512, n=136, k=40), "ring_attention": dict(m=64, n=2, k=32, tile_m=32, causal=1),
+         "moe_dispatch_gemm": dict(m=256, n=136, k=72, experts=8, topk=2)}
+_SCHEDULES: dict = {}
+
+
+def small_schedule(kernel: str):
+    if kernel not in _SCHEDULES:
+        _SCHEDULES[kernel] = get(kernel).build(Workload(kernel=kernel, **SMALL[kernel]), Cluster("t", 2, 2))
+    return _SCHEDULES[kernel]
+
+
+EDITS = ("row0", "row1", "col0", "col1", "rank", "buffer", "wait_count", "wait_rank", "signal_rank", "op",
+         "drop_wait", "drop_signal", "mask", "index", "accumulate", "task_rank")
+
+
+@st.composite
+def schedule_edits(draw):
+    kernel = draw(st.sampled_from(sorted(SMALL)))
+    s = small_schedule(kernel)
+    i = draw(st.integers(0, len(s.tasks) - 1))
+    return kernel, i, draw(st.sampled_from(EDITS)), draw(st.integers(-3, 2**31)), draw(st.integers(0, 7))
+
+
+def _edit(t, what: str, value: int, pick: int):
+    regions = t.reads + t.writes
+    if what in ("row0", "row1", "col0", "col1", "rank", "buffer") and regions:
+        j = pick % len(regions)
+        r = regions[j]
+        r = dataclasses.replace(r, buffer=f"X{value % 5}") if what == "buffer" else \
+            dataclasses.replace(r, **{what: value if what != "rank" else value % 9 - 1})
+        regions = regions[:j] + (r,) + regions[j + 1:]
+        return dataclasses.replace(t, reads=regions[:len(t.reads)], writes=regions[len(t.reads):])
+    if what == "wait_count" and t.waits:
+        w = t.waits[pick % len(t.waits)]
+        return dataclasses.replace(t, waits=(dataclasses.replace(w, count=value % 9 - 2),) + t.waits[1:])
+    if what == "wait_rank" and t.waits:
+        w = t.waits[0]
+        return dataclasses.replace(t, waits=(Wait(Signal(value % 6 - 1, w.signal.name, w.signal.index), w.count),))
+    if what == "signal_rank" and t.signals:
+        sig = t.signals[0]
+        return dataclasses.replace(t, signals=(Signal(value % 6 - 1, sig.name, sig.index),) + t.signals[1:])
+    if what == "op":
+        return dataclasses.replace(t, op=list(Op)[value % len(Op)])
+    if what == "drop_wait" and t.waits:
+        return dataclasses.replace(t, waits=t.waits[1:])
+    if what == "drop_signal" and t.signals:
+        return dataclasses.replace(t, signals=t.signals[1:])
+    if what == "mask":
+        return dataclasses.replace(t, mask=tuple(range(value % 4)))
+    if what == "index":
+        return dataclasses.replace(t, index=tuple((value + k) % 300 - 5 for k in range(pick + 1)))
+    if what == "accumulate":
+        return dataclasses.replace(t, accumulate=not t.accumulate)
+    if what == "task_rank":
+        return dataclasses.replace(t, rank=value % 6 - 1)
+    return dataclasses.replace(t, label="unchanged")
+
+
+def schedule_target(edit) -> str:
+    from mkernel.hw import plan
+
+    kernel, i, what, value, pick = edit
+    s = small_schedule(kernel)
+    tasks = list(s.tasks)
+    tasks[i] = _edit(tasks[i], what, value, pick)
+    mutated = dataclasses.replace(s, tasks=tuple(tasks))
+    try:
+        mutated.validate()
+    except MkernelError:
+        return "refused by validate"
+    try:
+        plan.build(mutated)
+    except MkernelError:
+        return "valid, refused by the hw plan"
+    return "valid and planned"
+
+
+# -- ring commands -----------------------------------------------------------------------------
+
+def command_target(raw: bytes) -> str:
+    """Decode 48 bytes; re-encoding the decoded command must give the same bytes."""
+    from mkernel.hw import ring
+
+    seq, cmd = ring.decode(raw)
+    if ring.encode(cmd, seq) != raw:
+        raise AssertionError(f"decode/encode round trip changed {raw.hex()}")
+    return "decoded"
