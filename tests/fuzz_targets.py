@@ -37,23 +37,35 @@ WORKLOAD_KEYS = ["kernel", "m", "n", "k", "tile_m", "tile_n", "chunk_tiles", "ca
                  "topk", "routing", "routing_seed", "baseline", "dtype", "routes", "sms", "nonsense"]
 
 
-def _table(keys: list[str], small: st.SearchStrategy) -> st.SearchStrategy:
-    return st.dictionaries(st.sampled_from(keys), st.one_of(small, VALUES), max_size=len(keys))
-
-
 @st.composite
 def scenario_tables(draw) -> dict:
-    small_int = st.integers(1, 8)
-    cluster = draw(_table(CLUSTER_KEYS, small_int))
-    for name, keys in SPEC_KEYS.items():
-        if draw(st.booleans()):
-            cluster[name] = draw(st.one_of(_table(keys, st.integers(1, 300)), VALUES))
-    workload = draw(_table(WORKLOAD_KEYS, st.integers(1, 600)))
-    raw = {"cluster": cluster, "workload": workload}
-    if draw(st.booleans()):
-        raw["name"] = draw(VALUES)
+    """A valid small scenario, then zero to three edits: a key set to any TOML value, a key
+    removed, an unknown key added; one time in ten, not a table at all."""
     if draw(st.integers(0, 9)) == 0:
-        raw = draw(st.one_of(VALUES, st.just(raw)))  # sometimes not even a table
+        return draw(VALUES)
+    kernel = draw(st.sampled_from(sorted(SMALL)))
+    raw = {"cluster": {"nodes": draw(st.integers(1, 3)), "gpus_per_node": draw(st.integers(1, 4)),
+                       "transport": draw(st.sampled_from(["ib_rc", "efa_srd", "ibgda"]))},
+           "workload": {"kernel": kernel, **{k: v * draw(st.integers(1, 2)) if k in "mnk" else v
+                                             for k, v in SMALL[kernel].items()}}}
+    for _ in range(draw(st.integers(0, 3))):
+        section = draw(st.sampled_from(["cluster", "workload", "top"]))
+        table = raw if section == "top" else raw.get(section)
+        if not isinstance(table, dict):
+            continue  # an earlier edit replaced the section
+        keys = {"cluster": CLUSTER_KEYS + [f"{n}.{k}" for n, ks in SPEC_KEYS.items() for k in ks],
+                "workload": WORKLOAD_KEYS, "top": ["name", "description", "cluster", "workload", "extra"]}[section]
+        key = draw(st.sampled_from(keys))
+        action = draw(st.sampled_from(["set", "set", "delete"]))
+        if "." in key:  # a key of a spec sub-table
+            sub, key = key.split(".")
+            if not isinstance(table.setdefault(sub, {}), dict):
+                continue
+            table = table[sub]
+        if action == "delete":
+            table.pop(key, None)
+        else:
+            table[key] = draw(st.one_of(st.integers(-2, 600), VALUES))
     return raw
 
 
