@@ -203,3 +203,89 @@ def moe_api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int =
     api.close()
     return {"rank": info.rank, "errors": errors, "nan": nan, "rows": h.rows, "weights_ok": weights_ok,
             "ok": nan == 0 and max(errors) <= TOLERANCE and weights_ok}
+
+
+def bad_input_rank(info: RankInfo) -> dict:
+    """Every bad argument the torch ops must refuse before any launch, with the message each gave."""
+    import torch
+
+    from mkernel.errors import InputError
+
+    from . import api
+
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    a, b = torch.randn(64, 32, **bf), torch.randn(32, 64, **bf)
+    q = torch.randn(1, 2, 64, 32, **bf)
+    cases = {
+        "wrong dtype": lambda: api.gemm_ar(a.float(), b),
+        "wrong device": lambda: api.gemm_ar(a.cpu(), b.cpu()),
+        "not contiguous": lambda: api.gemm_ar(a.t().contiguous().t(), b),
+        "inner dims differ": lambda: api.gemm_ar(a, torch.randn(31, 64, **bf)),
+        "rows the group cannot split": lambda: api.gemm_rs(torch.randn(63, 32, **bf), b),
+        "q, k, v shapes differ": lambda: api.ring_attention(q, q[:, :1].contiguous(), q),
+        "head dim not a multiple of 16": lambda: api.ring_attention(*(torch.randn(1, 2, 64, 24, **bf),) * 3),
+        "gpus_per_node does not divide the group": lambda: api.gemm_ar(a, b, gpus_per_node=3),
+    }
+    out = {}
+    for name, call in cases.items():
+        try:
+            call()
+            out[name] = None  # accepted: a defect
+        except InputError as exc:
+            out[name] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the wrong kind of error: reported as such
+            out[name] = f"WRONG KIND {type(exc).__name__}: {exc}"
+    api.close()
+    return out
+
+
+def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, calls: int) -> dict:
+    """``calls`` consecutive calls cycling through the ops of ``cases`` (name -> Workload) on one
+    set of executors, every output checked on the GPU against the oracle; memory, open files and
+    threads sampled before and after (issue 10's long run)."""
+    import os
+    import threading
+
+    import torch
+
+    from .context import Context
+    from .executor import Executor
+
+    c = cluster_for(info, nodes, gpus_per_node)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    ops = []
+    for name, w in cases.items():
+        module = builders.get(w.kernel)
+        schedule = module.build(w, c)
+        arrays = module.make_inputs(w, c, np.random.default_rng(17))
+        ranked = {n: [torch.from_numpy(a).to(dev).bfloat16() for a in per] for n, per in arrays.items()}
+        rounded = {n: [t.float().cpu().numpy() for t in per] for n, per in ranked.items()}
+        expected = {n: torch.from_numpy(refs[info.rank]).to(dev).float()
+                    for n, refs in reference.expected(w, rounded, gpus_per_node).items()}
+        ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule))
+        ops.append((name, ctx, Executor(schedule, ctx), {n: per[info.rank] for n, per in ranked.items()}, expected))
+
+    def sample() -> dict:
+        return {"allocated": torch.cuda.memory_allocated(dev), "fds": len(os.listdir("/proc/self/fd")),
+                "threads": threading.active_count()}
+
+    for _, _, op, inputs, _ in ops:  # warm up: first calls allocate caches
+        op(inputs)
+    torch.cuda.synchronize()
+    before = sample()
+    worst = {name: 0.0 for name, *_ in ops}
+    for i in range(calls):
+        name, _, op, inputs, expected = ops[i % len(ops)]
+        outs = op(inputs, poison=True)
+        err = max(((outs[n].float() - ref).norm() / ref.norm()).item() if not outs[n].isnan().any().item()
+                  else float("inf") for n, ref in expected.items())
+        worst[name] = max(worst[name], err)
+    for _, _, op, _, _ in ops:
+        op.check()
+    after = sample()
+    for _, ctx, *_ in ops:
+        ctx.close()
+    return {"rank": info.rank, "calls": calls, "worst_error": worst, "before": before, "after": after,
+            "epochs": {name: int(op.epoch.item()) for name, _, op, _, _ in ops},
+            "ok": all(e <= TOLERANCE for e in worst.values()) and after["allocated"] <= before["allocated"]
+            and after["fds"] <= before["fds"] and after["threads"] <= before["threads"]}

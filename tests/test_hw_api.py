@@ -38,3 +38,13 @@ def test_moe_op_on_a_given_routing_matches_its_fallback(nodes, gpn):
 
     for r in launch(rank.moe_api_rank, nodes * gpn, args=(gpn, 3, 3), timeout_s=600):
         assert r["ok"], r
+
+
+def test_bad_arguments_are_refused_before_launch_with_one_clear_message():
+    from mkernel.hw import rank
+    from mkernel.hw.emulate import launch
+
+    (out,) = launch(rank.bad_input_rank, 1, timeout_s=300)
+    for case, message in out.items():
+        assert message is not None, f"{case}: accepted"
+        assert not message.startswith("WRONG KIND"), f"{case}: {message}"
