@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# One device call for the fused ops: install offline, then the fused GPU tests (emulated 2x2 first,
-# from a process that has not touched CUDA before MPS starts), logs under $OUT.
+# One device call for the fused ops (about 8 minutes): install offline, then
+#   1. every emulated-cluster GPU test (first: from a process that has not touched CUDA before MPS),
+#   2. the remaining GPU tests at world 1,
+#   3. tools/bench_fused.py (world 1 against torch),
+#   4. tools/long_run.py with LONG_CALLS calls (default 2000) on the emulated 2x2 cluster.
+# Usage: here `git rev-parse --short HEAD > .commit` (carry it); there OUT=/dir tools/fused_check.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 status=0
-timeout ${T_EMU:-280} python3 -m pytest -q -x tests/test_hw_fused.py -k "${K_EMU:-emulated}" 2>&1 | tee "$OUT/fused_emulated.log" | tail -25 || status=1
-timeout ${T_W1:-200} python3 -m pytest -q tests/test_hw_fused.py -k "${K_W1:-world_1}" 2>&1 | tee "$OUT/fused_world1.log" | tail -25 || status=1
+step() { local name=$1 limit=$2; shift 2; echo "== $name"; timeout "$limit" "$@" >"$OUT/$name.log" 2>&1 || status=1; tail -4 "$OUT/$name.log"; }
+step emulated 240 python3 -m pytest -q tests/test_hw_fused.py tests/test_hw_api.py tests/test_hw_gpu.py -k "emulated or 2x2 or cli"
+step world1 180 python3 -m pytest -q tests/test_hw_fused.py tests/test_hw_api.py tests/test_hw_gemm.py -k "not emulated and not 2x2 and not cli"
+step bench 150 python3 tools/bench_fused.py --out "$OUT/bench_fused.json"
+step long_run 240 python3 tools/long_run.py --calls "${LONG_CALLS:-2000}" --out "$OUT/long_run.json"
 exit $status
