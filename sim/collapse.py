@@ -18,22 +18,13 @@ import dataclasses
 from mkernel.ir import Op, Region, Schedule, Signal, Task, Wait
 
 
-def _shift(rank: int, nodes: int, gpus: int, by: int) -> int:
-    node, local = divmod(rank, gpus)
-    return ((node - by) % nodes) * gpus + local
-
-
-def _canon(task: Task, nodes: int, gpus: int, by: int) -> tuple:
-    """A task with ranks shifted by ``by`` nodes and region offsets dropped."""
-    def reg(r: Region) -> tuple:
-        return (r.buffer, _shift(r.rank, nodes, gpus, by), r.shape)
-
-    def sig(s: Signal) -> tuple:
-        return (_shift(s.rank, nodes, gpus, by), s.name, s.index)
-
-    return (task.op, task.role, task.launch, task.accumulate, task.chunk, tuple(map(reg, task.reads)),
-            tuple(map(reg, task.writes)), tuple((sig(w.signal), w.count) for w in task.waits),
-            tuple(map(sig, task.signals)))
+def _canon(task: Task, shift) -> tuple:
+    """A task with ranks renamed by ``shift`` (a list: rank -> rank) and region offsets dropped."""
+    return (task.op, task.role, task.launch, task.accumulate, task.chunk,
+            tuple((r.buffer, shift[r.rank], r.row1 - r.row0, r.col1 - r.col0) for r in task.reads),
+            tuple((r.buffer, shift[r.rank], r.row1 - r.row0, r.col1 - r.col0) for r in task.writes),
+            tuple((shift[w.signal.rank], w.signal.name, w.signal.index, w.count) for w in task.waits),
+            tuple((shift[g.rank], g.name, g.index) for g in task.signals))
 
 
 def is_node_symmetric(s: Schedule) -> bool:
@@ -42,21 +33,23 @@ def is_node_symmetric(s: Schedule) -> bool:
     nodes = s.world // gpus
     if nodes < 2:
         return False
+    # shifts[n][rank]: rank renamed as seen from node n (node m -> node m - n, mod nodes)
+    shifts = [[((r // gpus - n) % nodes) * gpus + r % gpus for r in range(s.world)] for n in range(nodes)]
     per_rank: dict[int, list[tuple]] = {r: [] for r in range(s.world)}
     for t in s.tasks:
-        per_rank[t.rank].append(_canon(t, nodes, gpus, t.rank // gpus))
+        per_rank[t.rank].append(_canon(t, shifts[t.rank // gpus]))
     return all(per_rank[r] == per_rank[r % gpus] for r in range(gpus, s.world))
 
 
 def collapse(s: Schedule) -> Schedule:
-    """Node 0's tasks, with every rank folded onto node 0 (a put then targets its own sender)."""
+    """Node 0's tasks, with every rank folded onto node 0 (a put then targets its own sender).
+
+    Built with the constructors, not ``dataclasses.replace``: collapse exists for the largest
+    schedules, where replace's per-call cost dominated the run."""
     gpus = s.gpus_per_node
 
-    def fold_region(r: Region) -> Region:
-        return dataclasses.replace(r, rank=r.rank % gpus)
-
-    def fold_signal(sig: Signal) -> Signal:
-        return dataclasses.replace(sig, rank=sig.rank % gpus)
+    def fold(r: Region) -> Region:
+        return Region(r.buffer, r.rank % gpus, r.row0, r.row1, r.col0, r.col1)
 
     tasks = []
     for t in s.tasks:
@@ -64,9 +57,10 @@ def collapse(s: Schedule) -> Schedule:
             continue
         # A put keeps its real destination: it names the connection (batches, fences); the network
         # folds it onto the simulated ranks only to pick links and the receiving proxy.
-        writes = t.writes if t.op is Op.PUT else tuple(map(fold_region, t.writes))
-        tasks.append(dataclasses.replace(
-            t, id=len(tasks), reads=tuple(map(fold_region, t.reads)), writes=writes,
-            waits=tuple(Wait(fold_signal(w.signal), w.count) for w in t.waits),
-            signals=tuple(map(fold_signal, t.signals))))
+        writes = t.writes if t.op is Op.PUT else tuple(fold(r) for r in t.writes)
+        tasks.append(Task(len(tasks), t.rank, t.role, t.op, tuple(fold(r) for r in t.reads), writes, t.accumulate,
+                          tuple(Wait(Signal(w.signal.rank % gpus, w.signal.name, w.signal.index), w.count)
+                                for w in t.waits),
+                          tuple(Signal(g.rank % gpus, g.name, g.index) for g in t.signals), t.launch, t.chunk,
+                          t.label, t.mask, t.index))
     return dataclasses.replace(s, world=gpus, tasks=tuple(tasks))

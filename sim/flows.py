@@ -29,13 +29,14 @@ EPS_US = 1e-9
 class Link:
     """One direction of one port. ``samples`` records (time, total rate) when tracing."""
 
-    __slots__ = ("name", "capacity", "flows", "weight", "bytes", "busy_bytes", "samples")
+    __slots__ = ("name", "capacity", "flows", "weight", "share", "bytes", "busy_bytes", "samples")
 
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
         self.capacity = bytes_per_us
         self.flows: dict[Flow, float] = {}  # flow -> weight; insertion-ordered, so runs are reproducible
         self.weight = 0.0
+        self.share = math.inf  # capacity per unit of weight: the rate a weight-1 flow may take here
         self.bytes = 0.0  # payload carried so far
         self.busy_bytes = 0.0  # payload plus per-message overhead: what occupies the link
         self.samples: list[tuple[float, float]] | None = None
@@ -84,21 +85,18 @@ class FlowNet:
         for link, w in weights.items():
             link.flows[flow] = w
             link.weight += w
+            link.share = link.capacity / link.weight if link.weight > 0 else math.inf
         self._rerate(_flows_on(flow.links))
         self._arm()
         return done
 
     def _rerate(self, flows: dict[Flow, None]) -> None:
         now = self.env.now
-        shares: dict[Link, float] = {}
         for flow in flows:
             rate = flow.cap
             for link in flow.links:
-                share = shares.get(link)
-                if share is None:
-                    share = shares[link] = link.capacity / link.weight
-                if share < rate:
-                    rate = share
+                if link.share < rate:
+                    rate = link.share
             if rate == flow.rate:
                 continue  # its finish time, and its heap entry, still hold
             flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow.stamp))
@@ -108,7 +106,7 @@ class FlowNet:
             self.seq += 1
             heapq.heappush(self.heap, (now + flow.remaining / rate, self.seq, flow.token, flow))
         if self.record:
-            for link in shares:
+            for link in dict.fromkeys(link for flow in flows for link in flow.links):
                 if link.samples is None:
                     link.samples = []
                 link.samples.append((now, sum(f.rate * w for f, w in link.flows.items())))
@@ -136,6 +134,7 @@ class FlowNet:
                 link.weight -= link.flows.pop(flow)
                 if not link.flows:
                     link.weight = 0.0  # no drift from float sums
+                link.share = link.capacity / link.weight if link.weight > 0 else math.inf
         for flow in finished:
             flow.done.succeed()
             touched.update(_flows_on(flow.links))

@@ -14,6 +14,7 @@ every write too, since the caller reads them next. The rule assumes each buffer 
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 
 import numpy as np
@@ -33,7 +34,7 @@ class ArrivalTracker:
                     rows, cols = edges[(r.buffer, r.rank)]
                     rows.update((r.row0, r.row1))
                     cols.update((r.col0, r.col1))
-        self.edges = {key: (np.array(sorted(rows)), np.array(sorted(cols))) for key, (rows, cols) in edges.items()}
+        self.edges = {key: (sorted(rows), sorted(cols)) for key, (rows, cols) in edges.items()}
         self.arrived = {key: np.zeros((len(r) - 1, len(c) - 1), np.int32) for key, (r, c) in self.edges.items()}
         self.expected = {key: np.zeros_like(a) for key, a in self.arrived.items()}
         self.writers: dict = defaultdict(list)
@@ -59,10 +60,9 @@ class ArrivalTracker:
         hit = self._cells.get(r)
         if hit is None:
             key = (r.buffer, r.rank)
-            rows, cols = self.edges[key]
-            r0, r1 = np.searchsorted(rows, (r.row0, r.row1))
-            c0, c1 = np.searchsorted(cols, (r.col0, r.col1))
-            hit = self._cells[r] = (key, (slice(r0, r1), slice(c0, c1)))
+            rows, cols = self.edges[key]  # every region edge is a grid edge: exact positions
+            hit = self._cells[r] = (key, (slice(bisect_left(rows, r.row0), bisect_left(rows, r.row1)),
+                                          slice(bisect_left(cols, r.col0), bisect_left(cols, r.col1))))
         return hit
 
     def landed_writes(self, task: Task, regions: tuple[Region, ...] | None = None) -> None:
