@@ -28,7 +28,7 @@ class SimBackend:
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
-            collapse: bool = False, faults: Faults | None = None) -> RunStats:
+            collapse: bool = False, faults: Faults | None = None, controller=None) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
@@ -36,13 +36,14 @@ class SimBackend:
         :mod:`mkernel.sim.collapse`): exact times, no data, no hazard tracking. It is ignored for
         data runs and for schedules that are not symmetric.
         ``faults`` injects seeded faults (:mod:`mkernel.sim.faults`); a faulty run is never collapsed.
+        ``controller`` moves SMs between roles at task boundaries (:mod:`mkernel.controller`).
         """
         wall = time.perf_counter()
         folded = collapse and inputs is None and not (faults and faults.any) and is_node_symmetric(schedule)
         run_schedule = fold(schedule) if folded else schedule
         data = DataStore(schedule, inputs) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
-                      track_hazards=not folded, faults=faults)
+                      track_hazards=not folded, faults=faults, controller=controller)
         model.run()
         copies = schedule.world // run_schedule.world  # each simulated rank stands for this many
         tiers = {k: v * copies for k, v in

@@ -80,3 +80,21 @@ def remote_transfers(task: Task, itemsize: dict[str, int]) -> list[tuple[int, in
     out = [(r.rank, task.rank, _read_bytes(task, r, itemsize)) for r in task.reads if r.rank != task.rank]
     out += [(task.rank, r.rank, nbytes(r, itemsize)) for r in task.writes if r.rank != task.rank]
     return out
+
+
+def sm_work_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
+    """What a task costs the SM that runs it, uncontended: the remaining-work measure of the
+    adaptive SM partition (:mod:`mkernel.controller`)."""
+    if task.op is Op.GEMM:
+        return gemm_us(task, itemsize, c)
+    if task.op is Op.ATTN:
+        return attn_us(task, itemsize, c)
+    if task.op is Op.NORM:
+        return local_bytes(task, itemsize) / bytes_per_us(c.gpu.sm_stream_gb_per_s)
+    if task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
+        remote = sum(b for _, _, b in remote_transfers(task, itemsize))
+        return max(local_bytes(task, itemsize) / bytes_per_us(c.gpu.sm_stream_gb_per_s),
+                   remote / bytes_per_us(c.nvlink.sm_copy_gb_per_s)) + c.nvlink.latency_us
+    if task.op is Op.PUT:
+        return c.proxy.gpu_enqueue_us
+    return 0.0

@@ -92,8 +92,11 @@ class Model:
             if li > 0:
                 yield self.env.timeout(self.c.launch_us)
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
-            pool = RolePool(dict(launch.sms), queues)
+            work = (lambda t: cost.sm_work_us(t, self.itemsize, self.c)) if self.controller else None
+            pool = RolePool(dict(launch.sms), queues, work)
             self.pools[rank] = pool
+            if self.controller is not None:  # the initial split is the controller's too
+                self.controller(rank, pool, self.env.now)
             workers = [self.env.process(self._sm(rank, slot, role, pool))
                        for slot, role in enumerate(pool.initial_roles())]
             yield self.env.all_of(workers)
@@ -112,7 +115,9 @@ class Model:
                 event = self.board.wait(wait.signal, wait.count)
                 if event is not None:
                     self.blocked[key] = (task, wait.signal, wait.count)
+                    pool.blocked[role] += 1
                     yield event
+                    pool.blocked[role] -= 1
                     del self.blocked[key]
             if self.stress > 0:
                 yield self.env.timeout(self._stretch(1.0))  # a stressed SM starts up to 1+stress us late

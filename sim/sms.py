@@ -10,7 +10,7 @@ A controller (issue 7) calls :meth:`RolePool.retarget`; the SMs follow at their 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from mkernel.ir import Role, Task
 
@@ -18,11 +18,16 @@ from mkernel.ir import Role, Task
 class RolePool:
     """Targets, active counts and task queues of the roles of one launch on one rank."""
 
-    def __init__(self, budgets: dict[Role, int], queues: dict[Role, list[Task]]) -> None:
+    def __init__(self, budgets: dict[Role, int], queues: dict[Role, list[Task]],
+                 work: Callable[[Task], float] | None = None) -> None:
         self.target = dict(budgets)
         self.active = dict.fromkeys(budgets, 0)
         self._queues: dict[Role, Iterator[Task]] = {role: iter(queues.get(role, [])) for role in budgets}
         self._next: dict[Role, Task | None] = {role: next(self._queues[role], None) for role in budgets}
+        # remaining work per role (SM-us, for a controller), when a cost estimate is given
+        self._work = work
+        self.remaining = {role: sum(map(work, queues.get(role, []))) if work else 0.0 for role in budgets}
+        self.blocked = dict.fromkeys(budgets, 0)  # SMs of each role waiting on a signal right now
 
     def initial_roles(self) -> list[Role]:
         """One role per SM: each role's budget, in declaration order."""
@@ -54,4 +59,6 @@ class RolePool:
         task = self._next[role]
         self._next[role] = next(self._queues[role], None)
         self.active[role] += 1
+        if self._work is not None:
+            self.remaining[role] -= self._work(task)
         return task
