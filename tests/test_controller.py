@@ -1,0 +1,43 @@
+"""The adaptive SM partition: the policy's arithmetic, and the simulator running it on every op
+with real data (moving SMs between roles must never change a result or deadlock)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mkernel import Cluster, Scenario, Workload, reference
+from mkernel.builders import get
+from mkernel.controller import Balance, sim_controller
+from mkernel.runner import DATA_RTOL
+from mkernel.sim import SimBackend
+
+from test_faults import OPS
+
+
+def test_split_follows_remaining_work_within_floor_and_cap():
+    p = Balance(min_sms=1, hysteresis=0, link_sms=15)
+    assert p.targets(100, compute_us=50.0, intra_us=50.0, current_intra=10) == 30  # half, capped at 2 x link
+    assert p.targets(100, compute_us=90.0, intra_us=10.0, current_intra=10) == 15  # 10 -> the link floor
+    assert p.targets(100, compute_us=0.0, intra_us=10.0, current_intra=10) == 100  # compute done: all to intra
+    assert p.targets(100, compute_us=10.0, intra_us=0.0, current_intra=10) == 0  # intra done: all to compute
+    assert p.targets(100, compute_us=80.0, intra_us=20.0, current_intra=20, blocked_compute=6) == 26
+    assert p.targets(100, compute_us=70.0, intra_us=30.0, current_intra=30, blocked_intra=20) == 15  # floor holds
+    assert p.targets(8, compute_us=50.0, intra_us=50.0, current_intra=4) == 7  # the floor never takes compute's last SM
+
+
+def test_hysteresis_keeps_a_small_change_from_moving_anything():
+    p = Balance(hysteresis=2, link_sms=15)
+    assert p.targets(100, compute_us=80.0, intra_us=20.0, current_intra=19) == 19
+    assert p.targets(100, compute_us=80.0, intra_us=20.0, current_intra=10) == 20
+
+
+@pytest.mark.parametrize("kernel", sorted(OPS))
+def test_adaptive_runs_keep_every_op_correct(kernel):
+    sc = Scenario("adaptive", Cluster("t", 2, 2), Workload(kernel=kernel, **OPS[kernel]))
+    w, c = sc.workload, sc.cluster
+    inputs = get(kernel).make_inputs(w, c, np.random.default_rng(0))
+    stats = SimBackend().run(get(kernel).build(w, c), c, inputs=inputs, controller=sim_controller(Balance()))
+    for name, refs in reference.expected(w, inputs, c.gpus_per_node).items():
+        for out, ref in zip(stats.outputs[name], refs):
+            assert reference.relative_error(out, ref) <= DATA_RTOL
+    assert not stats.hazards
