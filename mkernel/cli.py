@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--json", type=Path, help="write the result JSON here")
     run.add_argument("--trace", type=Path, help="write a Chrome/Perfetto trace of the fused run here")
+    run.add_argument("--splits", type=Path, help="a splits.json from `mkernel sweep --comm-sms`: use its best static "
+                                                 "split for this op and shape")
     run.add_argument("--faults", help="sim: seeded faults, e.g. 'drop=0.1,delay_us=5,duplicate=0.2,seed=3' "
                                       "(keys: see mkernel.sim.faults)")
     run.add_argument("--collapse", action="store_true",
@@ -54,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--testbeds", nargs="*", default=None, help="scenario names (default: both paper testbeds)")
     sw.add_argument("--kernels", nargs="*", choices=KERNELS, default=None)
     sw.add_argument("--sizes", type=int, default=None, help="only the first N sizes of each op")
+    sw.add_argument("--comm-sms", default=None, help="static SM splits instead: e.g. 1,2,4,8,16,32,64 intra SMs per "
+                                                     "point; prints each curve and writes splits.json")
     sw.add_argument("--debug", action="store_true", help="show tracebacks")
     st = sub.add_parser("selftest", help="check the hw runtime on the GPUs at hand (emulating nodes when ranks "
                                          "outnumber GPUs)")
@@ -97,6 +101,10 @@ def _run(args: argparse.Namespace) -> int:
     from .report import print_result
 
     sc = scenario_from_args(args)
+    if args.splits:
+        from .splits import apply
+
+        sc = apply(sc, args.splits)
     faults = None
     if args.faults:
         from mkernel.sim.faults import parse
@@ -163,12 +171,31 @@ def _sweep(args: argparse.Namespace) -> int:
         points = [p for group in keep.values() for p in group[:args.sizes]]
     for p in points:  # every point's scenario is checked before the first run
         sweep.scenario_of(p)
+    if args.comm_sms:
+        return _split_sweep(args, points)
     with Progress() as bar:
         task = bar.add_task("sweep", total=len(points))
         rows = sweep.run_grid(points, args.out, progress=lambda p: bar.update(task, advance=1, description=p.key))
     print(f"{len(rows)} points in {sweep.write_table(rows, args.out)}")
     figure = sweep.plot(rows, args.out)
     print(f"plot: {figure}" if figure else "plot skipped: matplotlib is not installed (pip install 'mkernel[dev]')")
+    return 0
+
+
+def _split_sweep(args: argparse.Namespace, points) -> int:
+    from . import splits, sweep
+
+    try:
+        values = [int(v) for v in args.comm_sms.split(",")]
+    except ValueError:
+        raise InputError(f"--comm-sms {args.comm_sms!r}: a comma-separated list of integers") from None
+    rows = []
+    for p in points:
+        r = splits.curve(sweep.scenario_of(p), values)
+        rows.append(r)
+        print(f"{p.key}: best {r['best']} intra SMs; " + "  ".join(f"{n}:{v:.3f}" for n, v in r["normalised"].items()))
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"table: {splits.write(rows, args.out / 'splits.json')}")
     return 0
 
 

@@ -41,3 +41,26 @@ def test_adaptive_runs_keep_every_op_correct(kernel):
         for out, ref in zip(stats.outputs[name], refs):
             assert reference.relative_error(out, ref) <= DATA_RTOL
     assert not stats.hazards
+
+
+def test_split_sweep_writes_a_table_that_run_then_uses(tmp_path, capsys):
+    import json
+
+    from mkernel.cli import main
+
+    assert main(["sweep", "--kernels", "gemm_rs", "--sizes", "1", "--testbeds", "paper-ib-2x8",
+                 "--comm-sms", "4,16,40", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "paper-ib-2x8/gemm_rs/2048: best" in out
+    table = json.loads((tmp_path / "splits.json").read_text())
+    (key, entry), = table.items()
+    assert key == "paper-ib-2x8/2x8/gemm_rs/2048x2048x128" and min(entry["normalised"].values()) == 1.0
+    entry["best_intra_sms"] = 40  # pretend 40 won: run must take it
+    (tmp_path / "splits.json").write_text(json.dumps(table))
+    assert main(["run", "paper-ib-2x8", "--kernel", "gemm_rs", "--m", "2048", "--n", "2048", "--k", "128",
+                 "--splits", str(tmp_path / "splits.json"), "--json", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["roles"]["intra"] == 40
+    assert main(["run", "paper-ib-2x8", "--m", "4096", "--n", "4096", "--k", "256",  # another shape: no entry
+                 "--splits", str(tmp_path / "splits.json"), "--json", str(tmp_path / "r2.json")]) == 0
+    assert json.loads((tmp_path / "r2.json").read_text())["roles"]["intra"] == 16
+    assert main(["sweep", "--kernels", "gemm_rs", "--sizes", "1", "--comm-sms", "0,4", "--out", str(tmp_path)]) == 2
