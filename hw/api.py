@@ -18,6 +18,7 @@ where with ``causal`` rank r holds the zigzag chunks r and 2 * world - 1 - r of 
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -64,8 +65,6 @@ def _executor(w: Workload, group_name: str, gpus_per_node: int, sms: int) -> Exe
         if gpus_per_node < 1 or world % gpus_per_node:
             raise InputError(f"gpus_per_node={gpus_per_node} must divide the group's {world} ranks")
         base = Cluster("torch", world // gpus_per_node, gpus_per_node)
-        import dataclasses
-
         c = dataclasses.replace(base, gpu=dataclasses.replace(base.gpu, sms=sms))
         schedule = builders.get(w.kernel).build(w, c)
         ctx = Context(group_name, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule))

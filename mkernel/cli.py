@@ -7,6 +7,7 @@ adds the traceback.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import dataclasses
 import json
 import sys
@@ -205,6 +206,8 @@ def _selftest(args: argparse.Namespace) -> int:
     from mkernel import hw
 
     reason = hw.unavailable()
+    if reason is None and importlib.util.find_spec("cupy") is None:  # the self-test kernels are CUDA C++
+        reason = "mkernel selftest loads its CUDA C++ kernels through CuPy (pip install 'mkernel[hw]')"
     if reason:
         raise BackendUnavailable(reason)
     from mkernel.hw import emulate, selftest
