@@ -7,8 +7,8 @@ adds the traceback.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import dataclasses
+import importlib.util
 import json
 import sys
 from pathlib import Path
