@@ -13,8 +13,9 @@ running. Every wait is bounded (``timeout_ns``) and stops early once any block h
 error or the proxy has aborted; the first error names rank, role, slot, epoch, seen and expected,
 and the schedule task (:class:`mkernel.hw.runtime.ErrorBlock`).
 
-Memory order: signals are ``atom.add.release.sys`` after a block barrier and a ``fence.acq_rel.sys``;
-waits are ``ld.acquire.sys``; the compute role adds ``fence.proxy.async`` after a wait, because its
+Memory order: a signal to a peer is ``atom.add.release.sys`` after a block barrier and a
+``fence.acq_rel.sys``; a signal to the own GPU is a gpu-scope release after the barrier (far
+cheaper, and every reader is on this GPU); waits are ``ld.acquire.sys``; the compute role adds ``fence.proxy.async`` after a wait, because its
 TMA loads read through the async proxy what peers wrote through the generic one. Ring records are
 committed with ``st.release.sys`` after the body (runtime.cuh describes the protocol).
 
