@@ -7,7 +7,7 @@ baseline variant of an op runs as its torch fallback (collectives + matmul, :mod
 """
 from __future__ import annotations
 
-import dataclasses
+import importlib.util
 import time
 
 from mkernel.backend import RunStats
@@ -26,9 +26,7 @@ def unavailable() -> str | None:
         return "the hw backend needs torch (pip install 'mkernel[hw]' on a machine with an NVIDIA GPU)"
     if not torch.cuda.is_available():
         return "the hw backend needs a CUDA GPU, and none is visible on this machine"
-    try:
-        import triton  # noqa: F401 - the fused kernel is Triton
-    except ImportError:
+    if importlib.util.find_spec("triton") is None:  # the fused kernel is Triton
         return "the hw backend needs Triton (pip install 'mkernel[hw]')"
     return None
 
@@ -52,7 +50,7 @@ class HwBackend:
         per_gpu = -(-cluster.world // max(1, _gpus()))
         if per_gpu == 1:
             return cluster
-        return dataclasses.replace(cluster, gpu=dataclasses.replace(cluster.gpu, sms=cluster.gpu.sms // per_gpu))
+        return cluster.with_sms(cluster.gpu.sms // per_gpu)
 
     def supports(self, schedule: Schedule, cluster: Cluster) -> str | None:
         return unavailable()

@@ -18,7 +18,6 @@ where with ``causal`` rank r holds the zigzag chunks r and 2 * world - 1 - r of 
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -64,8 +63,7 @@ def _executor(w: Workload, group_name: str, gpus_per_node: int, sms: int) -> Exe
         world = dist.get_world_size(_group(group_name))
         if gpus_per_node < 1 or world % gpus_per_node:
             raise InputError(f"gpus_per_node={gpus_per_node} must divide the group's {world} ranks")
-        base = Cluster("torch", world // gpus_per_node, gpus_per_node)
-        c = dataclasses.replace(base, gpu=dataclasses.replace(base.gpu, sms=sms))
+        c = Cluster("torch", world // gpus_per_node, gpus_per_node).with_sms(sms)
         schedule = builders.get(w.kernel).build(w, c)
         ctx = Context(group_name, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule))
         hit = _EXECUTORS[key] = (ctx, Executor(schedule, ctx))
@@ -339,3 +337,4 @@ def close() -> None:
     for ctx, _ in _EXECUTORS.values():
         ctx.close()
     _EXECUTORS.clear()
+    _HANDLES.clear()

@@ -66,7 +66,6 @@ class Plan:
     signals: np.ndarray  # int64 [*, 2]: rank, slot
     aux: np.ndarray  # int64 [*, COMMAND_WIDTH]: gather rows (column 0) or ring commands
     n_flags: int  # slots per rank, barrier and sink slots included (the same on every rank)
-    sink: int  # a slot nobody waits on: where data-only PUTs set their flag
     n_locks: int
     placement: Placement
     buffers: tuple[str, ...]  # buffer id -> name
@@ -76,6 +75,11 @@ class Plan:
     @property
     def grid(self) -> int:
         return sum(self.blocks)
+
+    @property
+    def sink(self) -> int:
+        """A slot nobody waits on: where data-only PUTs set their flag."""
+        return self.n_flags - 1
 
     @property
     def arrive0(self) -> int:
@@ -213,7 +217,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
             if task.op is Op.GATHER:
                 aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)
             elif task.op is Op.PUT:
-                aux.extend(_commands(s, task, place, net.flag_of[task.id], n_flags - 1))
+                aux.extend(_commands(task, buffers, place, net.flag_of[task.id], n_flags - 1))
             lock = -1
             if task.op is Op.ATTN:
                 acc = task.writes[0]
@@ -233,7 +237,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
 
     return Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), arr(tasks, TASK_WIDTH),
                 arr(regions, REGION_WIDTH), arr(waits, 3), arr(signals, 2), arr(aux, COMMAND_WIDTH), n_flags,
-                n_flags - 1, len(locks), place, low.buffers, low.slot_names, low)
+                len(locks), place, low.buffers, low.slot_names, low)
 
 
 def _check(s: Schedule, task: Task, buffers: dict) -> None:
@@ -273,10 +277,9 @@ def _check(s: Schedule, task: Task, buffers: dict) -> None:
                 raise _fail(s, task, f"{r} is not whole rows; a network message moves one contiguous range")
 
 
-def _commands(s: Schedule, task: Task, place: Placement, slot: int, sink: int) -> list[tuple]:
+def _commands(task: Task, buffers: dict, place: Placement, slot: int, sink: int) -> list[tuple]:
     """Ring commands of one put: data-only PUTs, then the flag (PUT of the last pair, or SIGNAL)."""
     dst = task.writes[0].rank
-    buffers = {b.name: b for b in s.buffers}
     out = []
     pairs = list(zip(task.reads, task.writes))
     for src, dstr in pairs:

@@ -9,8 +9,6 @@ unpoisoned, with CUDA events.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from mkernel import builders, reference
@@ -24,26 +22,29 @@ TOLERANCE = 1e-2  # bf16 inputs and outputs, fp32 accumulation: ||out - ref|| / 
 
 def cluster_for(info: RankInfo, nodes: int, gpus_per_node: int, name: str = "hw") -> Cluster:
     """The cluster the schedule is built for: the rank's SM budget is its GPU's SM count."""
-    base = Cluster(name, nodes, gpus_per_node)
-    return dataclasses.replace(base, gpu=dataclasses.replace(base.gpu, sms=info.sm_budget))
+    return Cluster(name, nodes, gpus_per_node).with_sms(info.sm_budget)
+
+
+def _case(info: RankInfo, w: Workload, c: Cluster, seed: int):
+    """The schedule, this rank's seeded inputs rounded to bf16 on its GPU, and every rank's float64
+    oracle of the rounded inputs (each rank draws all ranks' inputs, so nobody communicates)."""
+    import torch
+
+    module = builders.get(w.kernel)
+    arrays = module.make_inputs(w, c, np.random.default_rng(seed))
+    dev = torch.device("cuda", torch.cuda.current_device())
+    ranked = {name: [torch.from_numpy(a).to(dev).bfloat16() for a in per] for name, per in arrays.items()}
+    rounded = {name: [t.float().cpu().numpy() for t in per] for name, per in ranked.items()}
+    inputs = {name: per[info.rank].contiguous() for name, per in ranked.items()}
+    return module.build(w, c), inputs, reference.expected(w, rounded, c.gpus_per_node)
 
 
 def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: int = 0, calls: int = 3,
              timed: int = 0, timeout_s: float = 5.0, transport: str = "loopback", shaping=None) -> dict:
-    import torch
-
     from .context import Context
     from .executor import Executor
 
-    c = cluster_for(info, nodes, gpus_per_node)
-    module = builders.get(w.kernel)
-    schedule = module.build(w, c)
-    arrays = module.make_inputs(w, c, np.random.default_rng(seed))
-    dev = torch.device("cuda", torch.cuda.current_device())
-    ranked = {name: [torch.from_numpy(a).to(dev).bfloat16() for a in per_rank] for name, per_rank in arrays.items()}
-    rounded = {name: [t.float().cpu().numpy() for t in per_rank] for name, per_rank in ranked.items()}
-    expected = reference.expected(w, rounded, gpus_per_node)
-    inputs = {name: per_rank[info.rank].contiguous() for name, per_rank in ranked.items()}
+    schedule, inputs, expected = _case(info, w, cluster_for(info, nodes, gpus_per_node), seed)
     sizes = Executor.context_sizes(schedule)
     with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=timeout_s, transport=transport,
                  shaping=shaping, **sizes) as ctx:
@@ -261,15 +262,10 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
     dev = torch.device("cuda", torch.cuda.current_device())
     ops = []
     for name, w in cases.items():
-        module = builders.get(w.kernel)
-        schedule = module.build(w, c)
-        arrays = module.make_inputs(w, c, np.random.default_rng(17))
-        ranked = {n: [torch.from_numpy(a).to(dev).bfloat16() for a in per] for n, per in arrays.items()}
-        rounded = {n: [t.float().cpu().numpy() for t in per] for n, per in ranked.items()}
-        expected = {n: torch.from_numpy(refs[info.rank]).to(dev).float()
-                    for n, refs in reference.expected(w, rounded, gpus_per_node).items()}
+        schedule, inputs, refs = _case(info, w, c, 17)
+        expected = {n: torch.from_numpy(r[info.rank]).to(dev).float() for n, r in refs.items()}
         ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule))
-        ops.append((name, ctx, Executor(schedule, ctx), {n: per[info.rank] for n, per in ranked.items()}, expected))
+        ops.append((name, ctx, Executor(schedule, ctx), inputs, expected))
 
     def sample() -> dict:
         return {"allocated": torch.cuda.memory_allocated(dev), "fds": len(os.listdir("/proc/self/fd")),

@@ -9,6 +9,7 @@ Defaults are H200 figures. Where a figure was measured on our machine it says so
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 TRANSPORTS = ("ib_rc", "efa_srd", "ibgda")
@@ -114,6 +115,10 @@ class Cluster:
     def world(self) -> int:
         """Number of ranks."""
         return self.nodes * self.gpus_per_node
+
+    def with_sms(self, sms: int) -> Cluster:
+        """This cluster with ``sms`` SMs per GPU: what a rank may use when ranks share a GPU."""
+        return dataclasses.replace(self, gpu=dataclasses.replace(self.gpu, sms=sms))
 
     def rank(self, node: int, local: int) -> int:
         return node * self.gpus_per_node + local
