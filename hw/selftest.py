@@ -98,7 +98,8 @@ class LocalPair:
     """
 
     def __init__(self, n_flags: int, buf_bytes: int, capacity: int = 1024, shaping: Shaping | None = None,
-                 window_us: float = 2.0, timeout_s: float = 5.0, host_flags: bool = False, cpu: int = -1):
+                 window_us: float = 2.0, timeout_s: float = 5.0, host_flags: bool = False, cpu: int = -1,
+                 max_batch: int = ring.MAX_BATCH):
         import torch
 
         dev = torch.device("cuda")
@@ -113,7 +114,7 @@ class LocalPair:
                           (0, self.flags.data_ptr()), n_flags)
         self.proxy = Proxy(rank=0, nranks=2, ring_ptr=self.ring.ring_ptr, ctl_ptr=self.ring.ctl_ptr,
                            capacity=capacity, regions=regions, transport=native, window_us=window_us,
-                           device=dev.index or 0, cpu=cpu, **opts).start()
+                           device=dev.index or 0, cpu=cpu, max_batch=max_batch, **opts).start()
 
     def close(self) -> dict:
         """Stop the proxy; its counters, plus 'error' with the proxy's error message or None."""
@@ -159,15 +160,16 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
 
 def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 64, epochs: int = 3,
            busy_main: bool = False, shaping: Shaping | None = None, capacity: int = 4096,
-           signal_only: bool = False, host_flags: bool = False) -> dict:
+           signal_only: bool = False, host_flags: bool = False, max_batch: int = ring.MAX_BATCH) -> dict:
     """Many device producers at once: commands per second through ring + proxy + loopback, and the
-    data and flags checked after every epoch (receive buffer poisoned before each)."""
+    data and flags checked after every epoch (receive buffer poisoned before each). ``max_batch``
+    caps the commands the proxy submits per connection at once."""
     import torch
 
     n_chunks = n_blocks * chunks_per_block
     signal_only = signal_only or host_flags
     pair = LocalPair(n_flags=n_chunks, buf_bytes=n_chunks * chunk_bytes, capacity=capacity, shaping=shaping,
-                     host_flags=host_flags)
+                     host_flags=host_flags, max_batch=max_batch)
     times = torch.zeros(4, dtype=torch.int64, device="cuda")
     rates, bad, loops, push_s, wait_s = [], 0, 0, 0.0, 0.0
     for e in range(1, epochs + 1):

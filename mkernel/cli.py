@@ -66,7 +66,134 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--gpus-per-node", type=int, default=2)
     st.add_argument("--shaped", action="store_true", help="shape the loopback like a 50 GB/s SRD NIC")
     st.add_argument("--debug", action="store_true", help="show tracebacks")
+    cal = sub.add_parser("calibrate", help="microbenchmark the GPU at hand and write a hardware profile (TOML)")
+    cal.add_argument("--out", type=Path, default=Path("scenarios/hardware/h200.toml"), help="the profile to write")
+    cal.add_argument("--raw", type=Path, help="also write the raw measurements (JSON; `mkernel validate` reads them)")
+    cal.add_argument("--commit", help="the commit measured (default: git, or the .commit file)")
+    cal.add_argument("--debug", action="store_true", help="show tracebacks")
+    be = sub.add_parser("bench", help="time the fused ops against NCCL, torch async-TP and the matmul ceiling")
+    be.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for bench.json and bench.png")
+    be.add_argument("--kernels", nargs="*", choices=KERNELS, default=None)
+    be.add_argument("--sizes", type=int, default=None, help="only the first N grid sizes of each op")
+    be.add_argument("--emulate", help="NODESxGPUS ranks sharing this host's GPUs under MPS, e.g. 2x2")
+    be.add_argument("--iters", type=int, default=20, help="timed calls per implementation")
+    be.add_argument("--debug", action="store_true", help="show tracebacks")
+    va = sub.add_parser("validate", help="the simulator's error against calibrate and bench measurements")
+    va.add_argument("--calibration", type=Path, required=True, help="raw JSON of `mkernel calibrate --raw`")
+    va.add_argument("--bench", type=Path, nargs="*", default=[], help="bench.json files of `mkernel bench`")
+    va.add_argument("--profile", default="h200", help="the hardware profile the simulator uses (path or bundled name)")
+    va.add_argument("--out", type=Path, help="write the report as JSON here")
+    va.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
+
+
+def _commit(given: str | None) -> str:
+    import subprocess
+
+    if given:
+        return given
+    if Path(".commit").is_file():  # written by the caller where the tree has no git history
+        return Path(".commit").read_text().strip()
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _gpu_ready() -> None:
+    from mkernel import hw
+
+    reason = hw.unavailable()
+    if reason:
+        raise BackendUnavailable(reason)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    _gpu_ready()
+    from mkernel import profile
+    from mkernel.hw import calibrate
+
+    command = "mkernel calibrate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["calibrate"] else "mkernel calibrate"
+    raw = calibrate.run(_commit(args.commit), command.strip(), progress=lambda m: print(m, file=sys.stderr))
+    if args.raw:
+        args.raw.parent.mkdir(parents=True, exist_ok=True)
+        args.raw.write_text(json.dumps(raw, indent=1) + "\n")
+    doc = profile.write(raw, args.out)
+    for table in ("gpu", "proxy", "nic"):
+        for key, value in doc.get(table, {}).items():
+            print(f"{table}.{key} = {value}    # {doc['provenance'][f'{table}.{key}']['bench']}")
+    print(f"profile: {args.out}")
+    return 0
+
+
+def _parse_emulate(spec: str | None) -> tuple[int, int] | None:
+    if spec is None:
+        return None
+    try:
+        nodes, gpn = (int(x) for x in spec.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--emulate {spec!r}: NODESxGPUS, e.g. 2x2") from None
+    if nodes < 1 or gpn < 1:
+        raise InputError(f"--emulate {spec!r}: nodes and GPUs must be >= 1")
+    return nodes, gpn
+
+
+def _bench(args: argparse.Namespace) -> int:
+    emulate = _parse_emulate(args.emulate)
+    if args.sizes is not None and args.sizes < 1 or args.iters < 1:
+        raise InputError("--sizes and --iters must be >= 1")
+    _gpu_ready()
+    from mkernel.hw import bench
+
+    points = bench.grid(args.kernels or KERNELS, args.sizes)
+    result = bench.run(points, emulate=emulate, iters=args.iters)
+    if result is None:  # a rank other than 0 under torchrun
+        return 0
+    result["commit"] = _commit(None)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps(result, indent=1) + "\n")
+    print("\n".join(bench.table(result)))
+    figure = bench.plot(result, args.out / "bench.png")
+    print(f"results: {args.out / 'bench.json'}" + (f", plot: {figure}" if figure else ""))
+    ok = all(x.get("ok", True) for r in result["rows"] for x in r["impls"].values())
+    return 0 if ok else 1
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from mkernel import accuracy
+
+    def read(path: Path) -> dict:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
+
+    raw = read(args.calibration)
+    for key in ("gemm_sms", "proxy"):
+        if key not in raw:
+            raise InputError(f"{args.calibration}: no key {key!r}; pass the --raw output of `mkernel calibrate`")
+    one = accuracy.profile_scenario(args.profile, 1, 1)
+    rows = accuracy.compute_cases(raw, one.cluster) + accuracy.proxy_cases(raw, one.cluster)
+    for path in args.bench:
+        bench_result = read(path)
+        if "rows" not in bench_result or "world" not in bench_result:
+            raise InputError(f"{path}: not a bench.json of `mkernel bench` (needs 'rows' and 'world')")
+        sc = accuracy.profile_scenario(args.profile, bench_result["nodes"], bench_result["gpus_per_node"],
+                                       emulated="emulated" in bench_result["mode"])
+        rows += accuracy.bench_cases(bench_result, sc)
+    report = accuracy.summarise(rows)
+    for r in report["rows"]:
+        print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "
+              f"sim {r['predicted_us']:>10.1f} us  {r['error']:+.1%}")
+    for g, st in {**report["groups"], "overall": report["overall"]}.items():
+        rho = "n/a" if st["spearman"] is None else f"{st['spearman']:.3f}"
+        print(f"{g:<13} {st['configs']:>3} configs  MAPE {st['mape']:.1%}  p90 {st['p90']:.1%}  "
+              f"mean {st['mean_signed']:+.1%}  rank correlation {rho}")
+    print(f"largest error term: {report['dominant_group']}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
@@ -222,7 +349,8 @@ def _selftest(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "selftest": _selftest}
+        commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "selftest": _selftest,
+                    "calibrate": _calibrate, "bench": _bench, "validate": _validate}
         return commands[args.command](args)
     except MkernelError as exc:
         if args.debug:

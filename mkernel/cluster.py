@@ -30,6 +30,10 @@ class GpuSpec:
     matmul_tflops: float = 798.0  # measured: torch.matmul bf16 8192^3 on the lent H200
     hbm_gb_per_s: float = 4260.0  # measured: device-to-device copy, bytes read + written
     attention_efficiency: float = 0.65  # estimate: flash attention's share of the matmul rate (softmax in between)
+    # The fused kernel's own tiles against the library kernels the baselines call (cuBLAS, flash
+    # attention): 1.0 assumes parity; `mkernel calibrate` measures them.
+    fused_gemm_efficiency: float = 1.0
+    fused_attention_efficiency: float = 1.0
     sm_stream_gb_per_s: float = 100.0  # estimate: local HBM traffic one communication SM can drive
     l2_operand_miss: float = 0.1  # estimate: share of a GEMM tile's A/B reads that miss L2 and reach HBM
     full_tile_elems: int = 128 * 256  # tiles this large or larger reach the full per-SM matmul rate
@@ -119,6 +123,17 @@ class Cluster:
     def with_sms(self, sms: int) -> Cluster:
         """This cluster with ``sms`` SMs per GPU: what a rank may use when ranks share a GPU."""
         return dataclasses.replace(self, gpu=dataclasses.replace(self.gpu, sms=sms))
+
+    def for_variant(self, variant: str) -> Cluster:
+        """The rates a schedule of ``variant`` runs at: the fused kernel's GEMM and attention tiles
+        at its measured share of the library kernels' rates; baselines at the library rates."""
+        g = self.gpu
+        if variant != "fused" or (g.fused_gemm_efficiency == 1.0 and g.fused_attention_efficiency == 1.0):
+            return self
+        return dataclasses.replace(self, gpu=dataclasses.replace(
+            g, matmul_tflops=g.matmul_tflops * g.fused_gemm_efficiency, fused_gemm_efficiency=1.0,
+            attention_efficiency=g.attention_efficiency * g.fused_attention_efficiency / g.fused_gemm_efficiency,
+            fused_attention_efficiency=1.0))
 
     def rank(self, node: int, local: int) -> int:
         return node * self.gpus_per_node + local

@@ -5,7 +5,9 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
 
     name = "paper-ib-2x8"              # defaults to the file's stem
     description = "..."
-    [cluster]          nodes*, gpus_per_node*, transport, notify, launch_us
+    [cluster]          nodes*, gpus_per_node*, transport, notify, launch_us,
+                       hardware (a profile from `mkernel calibrate`: a path, or a bundled name
+                       in scenarios/hardware/; its tables are the defaults this file overrides)
     [cluster.gpu]      name, sms, matmul_tflops, hbm_gb_per_s, sm_stream_gb_per_s, l2_operand_miss,
                        full_tile_elems, memory_gib
     [cluster.nvlink]   bw_gb_per_s, latency_us, sm_copy_gb_per_s, half_efficiency_bytes
@@ -37,6 +39,7 @@ from .problems import BASELINES, FORWARDS, KERNELS, ROUTINGS, Workload
 DEFAULT_SCENARIO = "default"
 CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
            "forward": FORWARDS, "routing": ROUTINGS, "baseline": BASELINES}
+SPECS = {"gpu": GpuSpec, "nvlink": NvlinkSpec, "nic": NicSpec, "proxy": ProxySpec}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),
               "ring_attention": ("m", "n", "k")}
 
@@ -86,10 +89,12 @@ def parse(raw: dict, where: str) -> Scenario:
         raise ScenarioError(f"{where}: a scenario is a table of keys, got {type(raw).__name__}")
     _known(raw, {"name", "description", "cluster", "workload"}, "", where)
     cl = _table(raw, "cluster", where, required=True)
+    profile = load_profile(cl["hardware"], where) if "hardware" in cl else {}
     specs = {}
-    for key, cls in (("gpu", GpuSpec), ("nvlink", NvlinkSpec), ("nic", NicSpec), ("proxy", ProxySpec)):
-        specs[key] = cls(**_fields(cls, _table(cl, key, where, prefix="cluster."), f"cluster.{key}.", where))
-    top = {k: v for k, v in cl.items() if k not in specs}
+    for key, cls in SPECS.items():
+        own = _fields(cls, _table(cl, key, where, prefix="cluster."), f"cluster.{key}.", where)
+        specs[key] = cls(**{**profile.get(key, {}), **own})
+    top = {k: v for k, v in cl.items() if k not in specs and k != "hardware"}
     cluster_args = _fields(Cluster, top, "cluster.", where, skip={"name", *specs},
                            required={"nodes", "gpus_per_node"})
     name = _typed(raw.get("name", Path(where).stem), str, "name", where)
@@ -108,6 +113,26 @@ def parse(raw: dict, where: str) -> Scenario:
     scenario = Scenario(name, cluster, workload, where, _typed(raw.get("description", ""), str, "description", where))
     check(scenario, where)
     return scenario
+
+
+def load_profile(spec, where: str) -> dict[str, dict]:
+    """A hardware profile's spec tables, checked: ``spec`` is a path (absolute, relative to the
+    scenario file, or to the working directory) or a bundled name in scenarios/hardware/."""
+    spec = _typed(spec, str, "cluster.hardware", where)
+    here = Path(where).parent / spec
+    bundled = resources.files("mkernel.scenarios") / "hardware" / f"{spec.removesuffix('.toml')}.toml"
+    path = next((Path(str(p)) for p in (here, Path(spec), bundled) if p.is_file()), None)
+    if path is None:
+        names = sorted(p.name[:-5] for p in (resources.files("mkernel.scenarios") / "hardware").iterdir()
+                       if p.name.endswith(".toml"))
+        raise ScenarioError(f"{where}: key 'cluster.hardware' is {spec!r}: no such profile file or bundled "
+                            f"profile ({', '.join(names)})")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    _known(raw, {"name", "description", "extra", "provenance", *SPECS}, "", str(path))
+    return {key: _fields(cls, _table(raw, key, str(path)), f"{key}.", str(path)) for key, cls in SPECS.items()}
 
 
 def check(scenario: Scenario, where: str) -> None:

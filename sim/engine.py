@@ -46,7 +46,8 @@ class Model:
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
                  controller=None, faults: Faults | None = None) -> None:
-        self.s, self.c, self.data = s, c, data
+        self.s, self.c, self.data = s, c.for_variant(s.variant), data
+        c = self.c
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch)

@@ -1,0 +1,157 @@
+"""`mkernel validate`: the simulator's error against what the GPU measured, config by config.
+
+Inputs are the raw measurements of `mkernel calibrate` and the JSON of one or more `mkernel bench`
+runs. For each measured configuration this builds the same schedule, runs it on the sim backend
+with the hardware profile, and compares times. Groups:
+
+- ``compute-role``: our GEMM on 8..132 SMs, 128x128 and 128x256 tiles (calibrate's ``gemm_sms``):
+  a GEMM-only schedule with that tile and compute budget on one GPU;
+- ``proxy``: loopback SIGNAL commands from 64 send blocks at each proxy batch limit: a PUT-only
+  schedule between two one-GPU nodes. In-sample: the proxy terms were fitted on these points, so
+  this group checks that the sim's ring/proxy model reproduces the fitted law, not a prediction;
+- ``world-1`` and ``emulated``: the fused ops of a bench run, on the scenario that describes where
+  they ran (one H200; or ranks sharing it under MPS, each with its SM budget and a share of HBM).
+
+Reported: per-config error (predicted / measured - 1), MAPE, p90 of |error|, Spearman rank
+correlation of predicted against measured times, and the same per group, so the dominant error
+term is visible.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+from .cluster import Cluster
+from .ir import BufferKind, Op, Region, Role, ScheduleBuilder, Signal
+from .problems import Workload
+from .scenario import Scenario
+
+
+def gemm_schedule(m: int, n: int, k: int, bm: int, bn: int, sms: int):
+    """C = A @ B as bm x bn tiles on ``sms`` compute SMs of one GPU (tile order: row-major)."""
+    sb = ScheduleBuilder("gemm", "fused", 1, 1, sms)
+    sb.buffer("A", m, k, kind=BufferKind.INPUT)
+    sb.buffer("B", k, n, kind=BufferKind.INPUT)
+    sb.buffer("C", m, n, kind=BufferKind.OUTPUT)
+    sb.launch("gemm", {Role.COMPUTE: sms})
+    for r0 in range(0, m, bm):
+        for c0 in range(0, n, bn):
+            r1, c1 = min(m, r0 + bm), min(n, c0 + bn)
+            sb.add(0, Role.COMPUTE, Op.GEMM, reads=(Region("A", 0, r0, r1, 0, k), Region("B", 0, 0, k, c0, c1)),
+                   writes=(Region("C", 0, r0, r1, c0, c1),))
+    return sb.build(2.0 * m * n * k)
+
+
+def put_schedule(blocks: int, per_block: int, nbytes: int):
+    """``blocks`` send SMs on rank 0 each putting ``per_block`` messages of ``nbytes`` to rank 1."""
+    cols = max(1, nbytes // 2)
+    n = blocks * per_block
+    sb = ScheduleBuilder("puts", "fused", 2, 1, blocks)
+    sb.buffer("S", n, cols, kind=BufferKind.INPUT)
+    sb.buffer("R", n, cols, kind=BufferKind.SCRATCH)
+    sb.launch("puts", {Role.SEND: blocks})
+    for i in range(n):
+        sb.add(0, Role.SEND, Op.PUT, reads=(Region("S", 0, i, i + 1, 0, cols),),
+               writes=(Region("R", 1, i, i + 1, 0, cols),), signals=(Signal(1, "arrived", i),), chunk=i)
+    return sb.build(0.0)
+
+
+def profile_scenario(profile: str, nodes: int, gpus_per_node: int, emulated: bool = False,
+                     gpus: int = 1) -> Scenario:
+    """The cluster a measurement ran on, from a hardware profile. ``emulated``: the ranks share
+    ``gpus`` GPUs under MPS, so each has its share of SMs and HBM, and a "peer" copy within a node is
+    an HBM-to-HBM copy on the same GPU (the NVLink port becomes that HBM share, one SM copies at the
+    stream rate); the network is the profile's loopback transport."""
+    from .scenario import parse
+
+    raw = {"name": f"{profile}-{nodes}x{gpus_per_node}" + ("-emulated" if emulated else ""),
+           "cluster": {"nodes": nodes, "gpus_per_node": gpus_per_node, "hardware": profile},
+           "workload": {"kernel": "gemm_ar", "m": 1024, "n": 1024, "k": 1024}}
+    sc = parse(raw, f"profile {profile}")
+    if not emulated:
+        return sc
+    c = sc.cluster
+    share = -(-nodes * gpus_per_node // gpus)
+    gpu = dataclasses.replace(c.gpu, sms=c.gpu.sms // share, hbm_gb_per_s=c.gpu.hbm_gb_per_s / share)
+    nvlink = dataclasses.replace(c.nvlink, bw_gb_per_s=gpu.hbm_gb_per_s / 2, sm_copy_gb_per_s=gpu.sm_stream_gb_per_s)
+    return dataclasses.replace(sc, cluster=dataclasses.replace(c, gpu=gpu, nvlink=nvlink))
+
+
+def _sim_us(schedule, cluster: Cluster) -> float:
+    from .sim.backend import SimBackend
+
+    return SimBackend().run(schedule, cluster, collapse=True).time_s * 1e6
+
+
+def compute_cases(raw: dict, cluster: Cluster) -> list[dict]:
+    rows = []
+    for r in raw["gemm_sms"]:
+        s = gemm_schedule(r["m"], r["n"], r["k"], r["bm"], r["bn"], r["sms"])
+        rows.append({"group": "compute-role", "config": f"gemm {r['m']}x{r['n']}x{r['k']} tile {r['bm']}x{r['bn']} "
+                                                        f"on {r['sms']} SMs ({r['waves']} waves)",
+                     "measured_us": r["us"], "predicted_us": _sim_us(s, cluster)})
+    return rows
+
+
+def proxy_cases(raw: dict, cluster: Cluster) -> list[dict]:
+    rows, blocks, per_block = [], 64, 256
+    two = dataclasses.replace(cluster, name="loopback", nodes=2, gpus_per_node=1)
+    for r in raw["proxy"]["batches"]:
+        c = dataclasses.replace(two, proxy=dataclasses.replace(two.proxy, batch=r["batch"]))
+        predicted = _sim_us(put_schedule(blocks, per_block, 64), c)
+        rows.append({"group": "proxy", "config": f"{blocks * per_block} SIGNALs, batch {r['batch']}",
+                     "measured_us": blocks * per_block / r["cmds_per_s"] * 1e6, "predicted_us": predicted})
+    return rows
+
+
+def bench_cases(bench: dict, scenario: Scenario) -> list[dict]:
+    """The fused op of every bench row, simulated on ``scenario`` (nodes and GPUs as the bench ran)."""
+    from . import builders
+
+    group = "world-1" if bench["world"] == 1 else "emulated"
+    rows = []
+    for r in bench["rows"]:
+        shape = dict(r["shape"])
+        if r["kernel"] == "ring_attention":
+            shape["tile_m"] = 128  # the torch op's tile
+        w = Workload(kernel=r["kernel"], **shape)
+        schedule = builders.get(w.kernel).build(w, scenario.cluster)
+        rows.append({"group": group, "config": f"{r['kernel']} size {r['size']} on {bench['mode']}",
+                     "measured_us": r["impls"]["fused"]["s"] * 1e6, "predicted_us": _sim_us(schedule, scenario.cluster)})
+    return rows
+
+
+def _ranks(xs: list[float]) -> list[float]:
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out = [0.0] * len(xs)
+    for rank, i in enumerate(order):
+        out[i] = float(rank)
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    if len(a) < 3:
+        return None
+    ra, rb = _ranks(a), _ranks(b)
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    den = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
+    return num / den if den else None
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Error per row, and MAPE / p90 / rank correlation overall and per group."""
+    for r in rows:
+        r["error"] = r["predicted_us"] / r["measured_us"] - 1.0
+
+    def stats(rs: list[dict]) -> dict:
+        errs = sorted(abs(r["error"]) for r in rs)
+        p90 = errs[min(len(errs) - 1, math.ceil(0.9 * len(errs)) - 1)]
+        return {"configs": len(rs), "mape": statistics.fmean(errs), "p90": p90,
+                "mean_signed": statistics.fmean(r["error"] for r in rs),
+                "spearman": spearman([r["predicted_us"] for r in rs], [r["measured_us"] for r in rs])}
+
+    groups = {g: stats([r for r in rows if r["group"] == g]) for g in dict.fromkeys(r["group"] for r in rows)}
+    worst = max(groups, key=lambda g: groups[g]["mape"] * groups[g]["configs"])
+    return {"overall": stats(rows), "groups": groups, "dominant_group": worst, "rows": rows}

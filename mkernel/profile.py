@@ -1,0 +1,162 @@
+"""Hardware profiles: the simulator's parameters fitted from `mkernel calibrate`'s microbenchmarks.
+
+A profile is a TOML file in ``scenarios/hardware/``. Its ``[gpu]``, ``[nvlink]``, ``[nic]`` and
+``[proxy]`` tables use the scenario keys of :mod:`mkernel.scenario`; a scenario names it with
+``[cluster] hardware = "h200"`` and its own keys override the profile's. Every parameter has a
+``[provenance."table.key"]`` entry: how it was obtained (``measured``, ``datasheet`` or
+``estimate``), by which microbenchmark, and for measured ones the date, GPU, driver, torch version,
+commit and command of the run. ``[extra]`` holds measured figures the model does not use (host copy
+rates), kept so that the profile is the whole record of the run.
+
+Fitting is pure Python over the raw measurements (a dict that :mod:`mkernel.hw.calibrate` produces
+on a GPU), so it is tested without one. What each parameter is fitted from:
+
+- ``gpu.matmul_tflops``: torch.matmul (cuBLAS) bf16 on all SMs, the largest square shape;
+- ``gpu.fused_gemm_efficiency``: our persistent TMA GEMM (the compute role) on the same shape / cuBLAS;
+- ``gpu.full_tile_elems``: the per-SM rate of 128x128 tiles against 128x256 tiles, inverted through
+  the sim's efficiency curve eff = sqrt(elems / full);
+- ``gpu.hbm_gb_per_s``: a large device-to-device copy, bytes read + written;
+- ``gpu.sm_stream_gb_per_s``: a copy kernel on 1-8 blocks, the median rate per block;
+- ``gpu.attention_efficiency``: flash SDPA TFLOPS / ``matmul_tflops``; ``fused_attention_efficiency``:
+  our fused attention at world 1 / flash SDPA;
+- ``proxy.per_command_us`` and ``proxy.doorbell_us``: a least-squares fit of the loopback SIGNAL
+  path's time per command against 1 / batch size (one driver call per batch);
+- ``proxy.gpu_enqueue_us``: the device's time per ring push; ``proxy.poll_us``: half the proxy-only
+  round trip less the per-command cost (the native proxy spins, so this is how long a write to
+  host-mapped memory takes to be seen, each way);
+- ``nic.*``: the loopback transport, i.e. the emulated cluster's "network": bandwidth from large
+  PUTs, per-message cost from 64-byte PUTs, latency from the PUT round trip less the proxy-only one.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+# Where the parameters a single H200 cannot measure come from.
+UNMEASURED = {
+    "nvlink.bw_gb_per_s": ("datasheet", "H200 NVLink 4: 450 GB/s per GPU per direction"),
+    "nvlink.latency_us": ("estimate", "peer store visible at the peer; needs >= 2 GPUs (issue 11)"),
+    "nvlink.sm_copy_gb_per_s": ("estimate", "one SM's peer copy rate; needs >= 2 GPUs (issue 11)"),
+    "nvlink.half_efficiency_bytes": ("estimate", "message size at half the link rate; needs >= 2 GPUs"),
+    "gpu.l2_operand_miss": ("estimate", "share of GEMM operand reads that reach HBM; not separable from "
+                                        "the per-SM rate on one GPU"),
+    "proxy.batch": ("design", "the native proxy's batch limit per connection (hw/csrc/proxy.c)"),
+    "proxy.batch_window_us": ("design", "the proxy's polling window for a partial batch"),
+    "proxy.queue_depth": ("design", "ring entries: the credits a GPU holds"),
+    "proxy.max_outstanding": ("estimate", "RDMA writes in flight per proxy; needs a verbs device"),
+}
+
+
+def fit(raw: dict) -> dict:
+    """The profile (a TOML-shaped dict) of one calibration run's raw measurements."""
+    meta = raw["meta"]
+    tables: dict[str, dict] = {"gpu": {}, "nvlink": {}, "nic": {}, "proxy": {}}
+    provenance: dict[str, dict] = {}
+
+    def put(key: str, value: float, bench: str, digits: int = 4) -> None:
+        table, name = key.split(".")
+        tables[table][name] = round(float(value), digits) if isinstance(value, float) else value
+        provenance[key] = {"how": "measured", "bench": bench, **{k: meta[k] for k in
+                                                                ("date", "gpu", "driver", "torch", "commit", "command")}}
+
+    mm = raw["matmul"]
+    put("gpu.name", meta["gpu_short"], "torch.cuda.get_device_name")
+    put("gpu.sms", int(meta["sms"]), "multi_processor_count")
+    put("gpu.matmul_tflops", mm["cublas_tflops"], f"torch.matmul bf16 {mm['shape']}, all SMs, CUDA-graph median")
+    put("gpu.fused_gemm_efficiency", mm["ours_tflops"] / mm["cublas_tflops"],
+        f"mkernel compute-role GEMM / cuBLAS, bf16 {mm['shape']}, all SMs")
+    eff = tile_rate_ratio(raw["gemm_sms"])
+    if eff is not None:
+        full = 128 * 128 / min(1.0, eff) ** 2
+        put("gpu.full_tile_elems", int(min(max(full, 128 * 128), 4 * 128 * 256)),
+            f"per-SM rate of 128x128 / 128x256 tiles = {eff:.3f}, through eff = sqrt(elems / full)")
+    put("gpu.hbm_gb_per_s", raw["hbm"]["gb_per_s"], f"device-to-device copy of {raw['hbm']['bytes'] >> 20} MiB")
+    per_block = [r["gb_per_s"] / r["programs"] for r in raw["stream"] if r["programs"] <= 8]
+    put("gpu.sm_stream_gb_per_s", statistics.median(per_block), "16-byte vector copy kernel on 1-8 blocks, "
+                                                                "median GB/s per block")
+    at = raw["attention"]
+    put("gpu.attention_efficiency", at["sdpa_tflops"] / mm["cublas_tflops"], f"flash SDPA {at['shape']} / matmul")
+    if at.get("fused_tflops"):
+        put("gpu.fused_attention_efficiency", at["fused_tflops"] / at["sdpa_tflops"],
+            f"mkernel fused attention at world 1 / flash SDPA, {at['shape']}")
+
+    pr = raw["proxy"]
+    per_command, doorbell = batch_fit([(r["batch"], 1e6 / r["cmds_per_s"]) for r in pr["batches"]])
+    bench = "loopback SIGNAL throughput at batch " + ",".join(str(r["batch"]) for r in pr["batches"])
+    put("proxy.per_command_us", per_command, bench + ": us per command = per_command + doorbell / batch")
+    put("proxy.doorbell_us", doorbell, bench + ": us per command = per_command + doorbell / batch")
+    put("proxy.gpu_enqueue_us", pr["push_us"], "device time per ring push (64 producer blocks)")
+    put("proxy.poll_us", max(0.0, (pr["roundtrip_proxy_us"] - per_command) / 2),
+        "(proxy-only round trip p50 - per-command cost) / 2")
+    lb = raw["loopback"]
+    put("nic.count", 1, "the loopback transport: one copy stream per rank")
+    put("nic.gbit_per_s", lb["gb_per_s"] * 8, f"loopback PUTs of {lb['put_bytes'] >> 10} KiB, throughput")
+    put("nic.per_message_us", 1e6 / lb["small_cmds_per_s"], "loopback 64-byte PUT throughput, us per message")
+    put("nic.latency_us", max(0.0, lb["roundtrip_put_us"] - pr["roundtrip_proxy_us"]),
+        "loopback 64-byte PUT round trip p50 - proxy-only round trip p50")
+
+    for key, (how, why) in UNMEASURED.items():
+        provenance.setdefault(key, {"how": how, "bench": why})
+    return {"name": meta.get("name", "h200"),
+            "description": f"Fitted by `{meta['command']}` on {meta['gpu']} ({meta['date']}, commit {meta['commit']}).",
+            **{k: v for k, v in tables.items() if v}, "extra": raw.get("extra", {}), "provenance": provenance}
+
+
+def tile_rate_ratio(rows: list[dict]) -> float | None:
+    """Per-SM throughput of 128x128 tiles over 128x256 tiles, at the largest SM count measured with both."""
+    def rate(r: dict) -> float:  # flops per SM-microsecond, counting only the SMs the waves keep busy
+        return 2.0 * r["m"] * r["n"] * r["k"] / (r["us"] * r["sms"])
+
+    both = {r["sms"] for r in rows if r["bn"] == 128} & {r["sms"] for r in rows if r["bn"] == 256}
+    if not both:
+        return None
+    sms = max(both)
+    pick = {r["bn"]: r for r in rows if r["sms"] == sms and r["bn"] in (128, 256)}
+    return rate(pick[128]) / rate(pick[256])
+
+
+def batch_fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least squares of y = a + b / batch over (batch, y) points; both clamped at >= 0."""
+    xs = [1.0 / b for b, _ in points]
+    ys = [y for _, y in points]
+    if len(set(xs)) < 2:
+        return max(0.0, ys[0]), 0.0
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    slope = max(0.0, slope)
+    return max(0.0, my - slope * mx), slope
+
+
+def to_toml(doc: dict) -> str:
+    """TOML for a profile: top-level scalars, then one table per dict (nested dicts as dotted tables)."""
+    def scalar(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def key(k: str) -> str:
+        return k if k.replace("_", "").replace("-", "").isalnum() else scalar(k)
+
+    lines = [f"{key(k)} = {scalar(v)}" for k, v in doc.items() if not isinstance(v, dict)]
+
+    def table(prefix: str, t: dict) -> None:
+        lines.extend(["", f"[{prefix}]"])
+        lines.extend(f"{key(k)} = {scalar(v)}" for k, v in t.items() if not isinstance(v, dict))
+        for k, v in t.items():
+            if isinstance(v, dict):
+                table(f"{prefix}.{key(k)}", v)
+
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            table(key(k), v)
+    return "\n".join(lines) + "\n"
+
+
+def write(raw: dict, path: Path) -> dict:
+    """Fit ``raw`` and write the profile to ``path``; returns the profile."""
+    doc = fit(raw)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_toml(doc))
+    return doc
