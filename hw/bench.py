@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 
 from mkernel.sweep import reference_grid
 
@@ -74,12 +75,14 @@ def bench_rank(info: RankInfo, points: list, gpus_per_node: int, warmup: int = 3
     nccl = dist.get_backend() == "nccl"
     rows = []
     for kernel, size, shape in points:
+        print(f"bench rank {info.rank}: {kernel} size {size}: setting up", file=sys.stderr, flush=True)
         case = baselines.make(kernel, shape, info, gpus_per_node, nccl)
         row = {"kernel": kernel, "size": size, "shape": shape, "flops_per_gpu": case.flops, "impls": {}}
         for name, fn in case.impls.items():
             if isinstance(fn, str):
                 row["impls"][name] = {"unavailable": fn}
                 continue
+            print(f"bench rank {info.rank}: {kernel} size {size}: {name}", file=sys.stderr, flush=True)
             try:
                 case.poison()
                 out = fn()
