@@ -4,8 +4,10 @@ Each rank of a torch.distributed group (torchrun, or :func:`mkernel.hw.emulate.l
 share GPUs) calls :func:`bench_rank`. For every (op, size) it builds fresh random inputs, checks
 every implementation's output against the fused op's float32 fallback (||out - ref|| / ||ref||),
 then times it: ``warmup`` calls, then ``iters`` calls each between two CUDA events; the median per
-rank, then the slowest rank. The fused op bumps its device epoch on every call, so no epoch is
-reused across timed launches.
+rank, then the slowest rank. The same call is also captured in a CUDA graph and its replays timed
+the same way: eager times include the host's per-call cost, graph times are the GPU's alone. The
+fused op bumps its device epoch on every call and every replay, so no epoch is reused across timed
+launches.
 
 Implementations per op (an unavailable one is recorded with the reason, never silently dropped):
 
@@ -60,6 +62,22 @@ def _time(fn, warmup: int, iters: int) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e-3
 
 
+def _graph_time(fn, iters: int) -> float:
+    """Median seconds of one replay of a CUDA graph holding one call of ``fn``: the GPU time alone,
+    without the host's per-call cost. Each replay of the fused op still bumps its device epoch."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return _time(graph.replay, 2, iters)
+
+
 def _rel(out, ref) -> float:
     return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
 
@@ -88,7 +106,11 @@ def bench_rank(info: RankInfo, points: list, gpus_per_node: int, warmup: int = 3
                 out = fn()
                 err = None if name in case.unchecked else _rel(case.view(out), case.reference)
                 t = _time(fn, warmup, iters)
-                row["impls"][name] = {"s": t, "rel_err": err,
+                try:
+                    graph_s, why = _graph_time(fn, iters), None
+                except Exception as exc:  # noqa: BLE001 - some calls cannot be captured; say which and why
+                    graph_s, why = None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                row["impls"][name] = {"s": t, "graph_s": graph_s, "graph_error": why, "rel_err": err,
                                       "ok": err is None or bool(err <= TOLERANCE and math.isfinite(err))}
             except Exception as exc:  # noqa: BLE001 - a baseline torch refuses here is reported, not fatal
                 if name == "fused":
@@ -114,13 +136,18 @@ def combine(per_rank: list[list[dict]]) -> list[dict]:
                 impls[name] = {"unavailable": next(x["unavailable"] for x in ranks if "unavailable" in x)}
                 continue
             s = max(x["s"] for x in ranks)
+            graphs = [x.get("graph_s") for x in ranks]
+            graph_s = max(graphs) if all(g is not None for g in graphs) else None
             errs = [x["rel_err"] for x in ranks if x["rel_err"] is not None]
-            impls[name] = {"s": s, "tflops_per_gpu": first["flops_per_gpu"] / s / 1e12,
+            impls[name] = {"s": s, "tflops_per_gpu": first["flops_per_gpu"] / s / 1e12, "graph_s": graph_s,
+                           "graph_tflops_per_gpu": first["flops_per_gpu"] / graph_s / 1e12 if graph_s else None,
+                           "graph_error": next((x.get("graph_error") for x in ranks if x.get("graph_error")), None),
                            "rel_err": max(errs) if errs else None, "ok": all(x["ok"] for x in ranks)}
-        fused = impls["fused"]["s"]
+        fused, fused_graph = impls["fused"]["s"], impls["fused"]["graph_s"]
         for name, x in impls.items():
             if "s" in x and name != "fused":
                 x["fused_speedup"] = x["s"] / fused
+                x["graph_fused_speedup"] = x["graph_s"] / fused_graph if x["graph_s"] and fused_graph else None
         out.append({**{k: first[k] for k in ("kernel", "size", "shape", "flops_per_gpu")}, "impls": impls})
     return out
 
@@ -167,13 +194,19 @@ def run(points: list, *, emulate: tuple[int, int] | None = None, warmup: int = 3
 
 def table(result: dict) -> list[str]:
     """One line per (op, size): fused TFLOPS per GPU and each baseline's time over the fused op's."""
-    lines = [f"{'op':<18} {'size':>6} {'fused TF/GPU':>12} {'err':>8}  baselines (their time / fused time)"]
+    def ratio(x: dict) -> str:
+        graph = x.get("graph_fused_speedup")
+        return f"{x['fused_speedup']:.2f}x" + (f" ({graph:.2f}x)" if graph else "")
+
+    lines = [f"{'op':<18} {'size':>6} {'fused TF/GPU':>12} {'graph TF':>8} {'err':>8}  baselines: their time / fused "
+             f"time, eager (CUDA graph)"]
     for r in result["rows"]:
         f = r["impls"]["fused"]
-        others = "  ".join(f"{n} {x['fused_speedup']:.2f}x" if "s" in x else f"{n} n/a"
-                           for n, x in r["impls"].items() if n != "fused")
+        others = "  ".join(f"{n} {ratio(x)}" if "s" in x else f"{n} n/a" for n, x in r["impls"].items() if n != "fused")
         bad = "" if all(x.get("ok", True) for x in r["impls"].values()) else "  WRONG OUTPUT"
-        lines.append(f"{r['kernel']:<18} {r['size']:>6} {f['tflops_per_gpu']:>12.1f} {f['rel_err']:>8.1e}  {others}{bad}")
+        graph = f"{f['graph_tflops_per_gpu']:8.1f}" if f.get("graph_tflops_per_gpu") else f"{'n/a':>8}"
+        lines.append(f"{r['kernel']:<18} {r['size']:>6} {f['tflops_per_gpu']:>12.1f} {graph} {f['rel_err']:>8.1e}  "
+                     f"{others}{bad}")
     return lines
 
 

@@ -177,12 +177,12 @@ def proxy() -> tuple[dict, dict]:
     for batch in PROXY_BATCHES:
         r = selftest.stream(n_blocks=64, chunks_per_block=256, signal_only=True, max_batch=batch)
         batches.append({"batch": batch, "cmds_per_s": r["cmds_per_s"], "error": r["error"]})
-    push = selftest.stream(n_blocks=64, chunks_per_block=256, signal_only=True)
+    push = selftest.stream(n_blocks=1, chunks_per_block=256, signal_only=True)  # one producer: no credit waits
     rt_proxy = selftest.roundtrip(n=5000, host_flags=True)
     rt_put = selftest.roundtrip(n=5000, nbytes=64)
     small = selftest.stream(n_blocks=64, chunks_per_block=64, chunk_bytes=64)
     big = selftest.stream(n_blocks=8, chunks_per_block=16, chunk_bytes=1 << 20, capacity=1024)
-    prox = {"batches": batches, "push_us": push["push_s_per_block"] / 256 * 1e6,
+    prox = {"batches": batches, "push_us": push["push_s_per_block"] / 256 * 1e6, "push_wait_us": push["wait_s_per_block"],
             "roundtrip_proxy_us": rt_proxy["p50_us"], "roundtrip_proxy_p99_us": rt_proxy["p99_us"]}
     loop = {"put_bytes": 1 << 20, "gb_per_s": big["cmds_per_s"] * (1 << 20) / 1e9, "big_mismatches": big["mismatches"],
             "small_cmds_per_s": small["cmds_per_s"], "small_mismatches": small["mismatches"],

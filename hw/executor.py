@@ -192,8 +192,9 @@ class Executor:
                     bases[bid * p.world + p.rank] = ptr
             if len(self._bases_cache) >= 16:
                 self._bases_cache.pop(next(iter(self._bases_cache)))
-            hit = self._bases_cache[ptrs] = torch.from_numpy(bases).to(self.device)
-        return hit
+            host = torch.from_numpy(bases).pin_memory()  # pinned: no host sync, and legal inside graph capture
+            hit = self._bases_cache[ptrs] = (host, host.to(self.device, non_blocking=True))
+        return hit[1]
 
     def check(self) -> None:
         """Synchronise; raise the first proxy or device error, naming the schedule task and its flag."""

@@ -34,6 +34,9 @@ class GpuSpec:
     # attention): 1.0 assumes parity; `mkernel calibrate` measures them.
     fused_gemm_efficiency: float = 1.0
     fused_attention_efficiency: float = 1.0
+    # One SM's matmul rate (TFLOPS) when few SMs compute: clocks and shared HBM/L2 cap the whole GPU
+    # at matmul_tflops, so each of n busy SMs runs at min(this, matmul_tflops / n). 0 = no headroom.
+    sm_matmul_tflops: float = 0.0
     sm_stream_gb_per_s: float = 100.0  # estimate: local HBM traffic one communication SM can drive
     l2_operand_miss: float = 0.1  # estimate: share of a GEMM tile's A/B reads that miss L2 and reach HBM
     full_tile_elems: int = 128 * 256  # tiles this large or larger reach the full per-SM matmul rate
@@ -128,8 +131,11 @@ class Cluster:
         """The rates a schedule of ``variant`` runs at: the fused kernel's GEMM and attention tiles
         at its measured share of the library kernels' rates; baselines at the library rates."""
         g = self.gpu
-        if variant != "fused" or (g.fused_gemm_efficiency == 1.0 and g.fused_attention_efficiency == 1.0):
+        if g.fused_gemm_efficiency == 1.0 and g.fused_attention_efficiency == 1.0:
             return self
+        if variant != "fused":  # sm_matmul_tflops is measured on the fused kernel's GEMM
+            return dataclasses.replace(self, gpu=dataclasses.replace(
+                g, sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency))
         return dataclasses.replace(self, gpu=dataclasses.replace(
             g, matmul_tflops=g.matmul_tflops * g.fused_gemm_efficiency, fused_gemm_efficiency=1.0,
             attention_efficiency=g.attention_efficiency * g.fused_attention_efficiency / g.fused_gemm_efficiency,

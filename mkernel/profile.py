@@ -15,7 +15,10 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
 - ``gpu.fused_gemm_efficiency``: our persistent TMA GEMM (the compute role) on the same shape / cuBLAS;
 - ``gpu.full_tile_elems``: the per-SM rate of 128x128 tiles against 128x256 tiles, inverted through
   the sim's efficiency curve eff = sqrt(elems / full);
-- ``gpu.hbm_gb_per_s``: a large device-to-device copy, bytes read + written;
+- ``gpu.sm_matmul_tflops``: our GEMM's rate per SM on at most half the SMs (power and shared HBM/L2
+  hold the all-SM rate below SMs x this);
+- ``gpu.hbm_gb_per_s``: the faster of a large device-to-device copy (torch) and the copy kernel on
+  every SM, bytes read + written;
 - ``gpu.sm_stream_gb_per_s``: a copy kernel on 1-8 blocks, the median rate per block;
 - ``gpu.attention_efficiency``: flash SDPA TFLOPS / ``matmul_tflops``; ``fused_attention_efficiency``:
   our fused attention at world 1 / flash SDPA;
@@ -70,7 +73,16 @@ def fit(raw: dict) -> dict:
         full = 128 * 128 / min(1.0, eff) ** 2
         put("gpu.full_tile_elems", int(min(max(full, 128 * 128), 4 * 128 * 256)),
             f"per-SM rate of 128x128 / 128x256 tiles = {eff:.3f}, through eff = sqrt(elems / full)")
-    put("gpu.hbm_gb_per_s", raw["hbm"]["gb_per_s"], f"device-to-device copy of {raw['hbm']['bytes'] >> 20} MiB")
+    few = [r for r in raw["gemm_sms"] if r["bn"] == 256 and r["sms"] <= raw["meta"]["sms"] // 2]
+    if few:
+        per_sm = [2.0 * r["bm"] * r["bn"] * r["k"] / (r["us"] / r["waves"]) / 1e6 for r in few]
+        put("gpu.sm_matmul_tflops", statistics.median(per_sm),
+            f"compute-role GEMM, 128x256 tiles on {', '.join(str(r['sms']) for r in few)} SMs: median TFLOPS per "
+            f"SM (tile flops / (time / waves))")
+    every_sm = max((r["gb_per_s"] for r in raw["stream"]), default=0.0)
+    put("gpu.hbm_gb_per_s", max(raw["hbm"]["gb_per_s"], every_sm),
+        f"max of torch device-to-device copy of {raw['hbm']['bytes'] >> 20} MiB "
+        f"({raw['hbm']['gb_per_s']:.0f} GB/s) and the copy kernel on every SM ({every_sm:.0f} GB/s)")
     per_block = [r["gb_per_s"] / r["programs"] for r in raw["stream"] if r["programs"] <= 8]
     put("gpu.sm_stream_gb_per_s", statistics.median(per_block), "16-byte vector copy kernel on 1-8 blocks, "
                                                                 "median GB/s per block")
@@ -85,7 +97,7 @@ def fit(raw: dict) -> dict:
     bench = "loopback SIGNAL throughput at batch " + ",".join(str(r["batch"]) for r in pr["batches"])
     put("proxy.per_command_us", per_command, bench + ": us per command = per_command + doorbell / batch")
     put("proxy.doorbell_us", doorbell, bench + ": us per command = per_command + doorbell / batch")
-    put("proxy.gpu_enqueue_us", pr["push_us"], "device time per ring push (64 producer blocks)")
+    put("proxy.gpu_enqueue_us", pr["push_us"], "device time per ring push (one producer block, 256 commands)")
     put("proxy.poll_us", max(0.0, (pr["roundtrip_proxy_us"] - per_command) / 2),
         "(proxy-only round trip p50 - per-command cost) / 2")
     lb = raw["loopback"]

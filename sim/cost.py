@@ -1,7 +1,8 @@
 """Pure cost functions of the simulator: microseconds and bytes from a task's operands and specs.
 
 - A GEMM tile runs on one SM: ``max(flops / (per-SM matmul rate x efficiency(tile)), HBM bytes /
-  per-SM HBM share)``, where HBM bytes are the output plus the ``l2_operand_miss`` share of the
+  per-SM HBM share)``; the per-SM rate rises above the all-SM share when fewer SMs compute
+  (:func:`sm_speed`), where HBM bytes are the output plus the ``l2_operand_miss`` share of the
   operand reads. HBM is split statically by SM: each SM owns ``hbm_gb_per_s / sms``.
 - A communication task runs on one SM: its NVLink transfers share ``sm_copy_gb_per_s`` and its
   local HBM bytes stream at ``sm_stream_gb_per_s``.
@@ -23,7 +24,17 @@ def nbytes(r: Region, itemsize: dict[str, int]) -> float:
     return float(r.size * itemsize[r.buffer])
 
 
-def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
+def sm_speed(c: Cluster, busy: int) -> float:
+    """How much faster than ``matmul_tflops / sms`` one SM computes while ``busy`` SMs of its GPU
+    compute: min(sm_matmul_tflops, matmul_tflops / busy) over the all-SM share, at least 1."""
+    g = c.gpu
+    if g.sm_matmul_tflops <= 0 or busy <= 0:
+        return 1.0
+    share = g.matmul_tflops / g.sms
+    return max(1.0, min(g.sm_matmul_tflops / share, g.sms / busy))
+
+
+def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster, busy: int = 0) -> float:
     a, b = task.reads
     out = task.writes[0]
     (m, k), (_, n) = a.shape, b.shape
@@ -31,18 +42,18 @@ def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
     # Operand panels are shared by neighbouring tiles and mostly served from L2; the output is not.
     operands = (nbytes(a, itemsize) + nbytes(b, itemsize)) * c.gpu.l2_operand_miss
     moved = operands + nbytes(out, itemsize) * (2 if task.accumulate else 1)
-    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * tile_efficiency(m * n, c)
+    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * tile_efficiency(m * n, c) * sm_speed(c, busy)
     sm_hbm = bytes_per_us(c.gpu.hbm_gb_per_s) / c.gpu.sms
     return max(flops / sm_flops_per_us, moved / sm_hbm)
 
 
-def attn_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
+def attn_us(task: Task, itemsize: dict[str, int], c: Cluster, busy: int = 0) -> float:
     """An attention tile on one SM: 4 q k d flops at ``attention_efficiency`` of the matmul rate
     (softmax work between the two matmuls), or its operand traffic, whichever is longer."""
     q, k, v = task.reads
     flops = 4.0 * q.shape[0] * k.shape[0] * q.shape[1] * (0.5 if task.mask else 1.0)  # a causal diagonal block
     moved = sum(nbytes(r, itemsize) for r in task.reads) + 2 * sum(nbytes(r, itemsize) for r in task.writes)
-    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * c.gpu.attention_efficiency
+    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * c.gpu.attention_efficiency * sm_speed(c, busy)
     return max(flops / sm_flops_per_us, moved / (bytes_per_us(c.gpu.hbm_gb_per_s) / c.gpu.sms))
 
 

@@ -5,7 +5,8 @@ role of a :class:`~mkernel.sim.sms.RolePool` at a time, taking that role's tasks
 it waits for the task's signals, then spends the task's cost. An optional controller may move SMs
 between roles at task boundaries. Costs:
 
-- GEMM: :func:`cost.gemm_us` on the SM (a roofline with a tile-size efficiency).
+- GEMM: :func:`cost.gemm_us` on the SM (a roofline with a tile-size efficiency; faster per SM while
+  fewer of the rank's SMs compute).
 - COPY/REDUCE/GATHER: the SM streams its local bytes at ``sm_stream_gb_per_s`` while it drives one flow
   per peer region over the NVLink ports (source egress, destination ingress), capped together by
   what one SM can copy over NVLink (``sm_copy_gb_per_s``); then the NVLink latency.
@@ -150,9 +151,11 @@ class Model:
         self.tracker.check_reads(task, self.env.now)
         slow = self.inject.slowdown(task.rank)
         if task.op is Op.GEMM:
-            yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c)) * slow)
+            busy = self._computing[task.rank]
+            yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c, busy)) * slow)
         elif task.op is Op.ATTN:
-            yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow)
+            busy = self._computing[task.rank]
+            yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c, busy)) * slow)
         elif task.op is Op.NORM:
             yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow)
         elif task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
