@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     va = sub.add_parser("validate", help="the simulator's error against calibrate and bench measurements")
     va.add_argument("--calibration", type=Path, required=True, help="raw JSON of `mkernel calibrate --raw`")
     va.add_argument("--bench", type=Path, nargs="*", default=[], help="bench.json files of `mkernel bench`")
+    va.add_argument("--runs", type=Path, nargs="*", default=[],
+                    help="result JSONs of `mkernel run --backend hw --json` on an emulated cluster (one GPU)")
     va.add_argument("--profile", default="h200", help="the hardware profile the simulator uses (path or bundled name)")
     va.add_argument("--out", type=Path, help="write the report as JSON here")
     va.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -182,6 +184,14 @@ def _validate(args: argparse.Namespace) -> int:
         sc = accuracy.profile_scenario(args.profile, bench_result["nodes"], bench_result["gpus_per_node"],
                                        emulated="emulated" in bench_result["mode"])
         rows += accuracy.bench_cases(bench_result, sc)
+    runs = [read(path) for path in args.runs]
+    for path, r in zip(args.runs, runs):
+        if r.get("backend") != "hw" or "time_s" not in r:
+            raise InputError(f"{path}: not a result of `mkernel run --backend hw --json`")
+    for nodes, gpn in sorted({(r["cluster"]["nodes"], r["cluster"]["gpus_per_node"]) for r in runs}):
+        sc = accuracy.profile_scenario(args.profile, nodes, gpn, emulated=True)
+        rows += accuracy.run_cases([r for r in runs if (r["cluster"]["nodes"], r["cluster"]["gpus_per_node"]) ==
+                                    (nodes, gpn)], sc)
     report = accuracy.summarise(rows)
     for r in report["rows"]:
         print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "

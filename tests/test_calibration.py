@@ -1,0 +1,199 @@
+"""Issue 8 without a GPU: fitting a profile, loading it into scenarios, the sim terms it sets, the
+validation statistics, the bench's rank combination, and the calibration kernel's compile check.
+
+The raw measurements here are synthetic, built so that each fit has a known answer."""
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from mkernel import accuracy, profile
+from mkernel.cli import main
+from mkernel.errors import ScenarioError
+from mkernel.scenario import load_scenario, parse
+
+DATA = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "cal-2026-11-29"
+
+
+def synthetic_raw(per_command=0.5, doorbell=3.0, sm_tflops=6.0) -> dict:
+    tile = lambda bn: 2.0 * 128 * bn * 4096  # noqa: E731 - flops of one tile
+    return {
+        "meta": {"date": "2026-11-29", "gpu": "NVIDIA H200", "gpu_short": "H200", "sms": 132, "driver": "1",
+                 "torch": "2", "commit": "c0ffee1", "command": "mkernel calibrate --out p.toml"},
+        "matmul": {"shape": "8192x8192x8192", "cublas_tflops": 700.0, "ours_tflops": 630.0},
+        "gemm_sms": [{"m": 4096, "n": 4096, "k": 4096, "bm": 128, "bn": bn, "sms": s, "tiles": t,
+                      "waves": -(-t // s), "us": -(-t // s) * tile(bn) / (sm_tflops * 1e6 * (1.0 if bn == 256 else 0.81))}
+                     for bn, t in ((256, 512), (128, 1024)) for s in (8, 16, 33, 66, 132)],
+        "hbm": {"bytes": 1 << 30, "gb_per_s": 3000.0},
+        "stream": [{"programs": p, "gb_per_s": 50.0 * p} for p in (1, 2, 4, 8, 132)],
+        "attention": {"shape": "S=4096", "sdpa_tflops": 350.0, "fused_tflops": 280.0},
+        "extra": {"h2d_gb_per_s": 55.0, "d2h_gb_per_s": 55.0},
+        "proxy": {"batches": [{"batch": b, "cmds_per_s": 1e6 / (per_command + doorbell / b)} for b in (1, 2, 4, 8)],
+                  "push_us": 1.0, "roundtrip_proxy_us": 3.5},
+        "loopback": {"put_bytes": 1 << 20, "gb_per_s": 40.0, "small_cmds_per_s": 200_000.0, "roundtrip_put_us": 10.5},
+    }
+
+
+def test_fit_recovers_the_terms_the_synthetic_measurements_were_built_from():
+    doc = profile.fit(synthetic_raw(per_command=0.5, doorbell=3.0, sm_tflops=6.0))
+    gpu, prox = doc["gpu"], doc["proxy"]
+    assert gpu["matmul_tflops"] == 700.0 and gpu["fused_gemm_efficiency"] == pytest.approx(0.9)
+    assert gpu["sm_matmul_tflops"] == pytest.approx(6.0, rel=1e-3)
+    assert gpu["full_tile_elems"] == pytest.approx(128 * 128 / 0.81 ** 2, abs=1)  # eff 0.81 = sqrt(16384 / full)
+    assert gpu["hbm_gb_per_s"] == 6600.0  # the copy kernel on every SM beat torch's copy
+    assert gpu["sm_stream_gb_per_s"] == 50.0
+    assert gpu["attention_efficiency"] == pytest.approx(0.5) and gpu["fused_attention_efficiency"] == pytest.approx(0.8)
+    assert prox["per_command_us"] == pytest.approx(0.5, abs=1e-3) and prox["doorbell_us"] == pytest.approx(3.0, abs=1e-3)
+    assert doc["nic"]["gbit_per_s"] == 320.0 and doc["nic"]["latency_us"] == pytest.approx(7.0)
+
+
+def test_every_parameter_has_provenance_and_measured_ones_name_their_run():
+    doc = profile.fit(synthetic_raw())
+    for table in ("gpu", "nic", "proxy"):
+        for key in doc[table]:
+            p = doc["provenance"][f"{table}.{key}"]
+            assert p["how"] == "measured" and p["commit"] == "c0ffee1" and p["command"].startswith("mkernel calibrate")
+            assert {"date", "gpu", "driver", "torch", "bench"} <= set(p)
+    for key in profile.UNMEASURED:
+        assert doc["provenance"][key]["how"] in ("datasheet", "estimate", "design")
+
+
+def test_profile_toml_round_trips_through_tomllib(tmp_path):
+    doc = profile.write(synthetic_raw(), tmp_path / "p.toml")
+    back = tomllib.loads((tmp_path / "p.toml").read_text())
+    assert back["gpu"] == doc["gpu"] and back["provenance"] == doc["provenance"] and back["extra"] == doc["extra"]
+
+
+def test_batch_fit_is_least_squares_and_never_negative():
+    assert profile.batch_fit([(1, 3.5), (2, 2.0), (4, 1.25), (8, 0.875)]) == pytest.approx((0.5, 3.0))
+    assert profile.batch_fit([(1, 1.0), (8, 2.0)])[1] == 0.0  # rising with batch: no negative doorbell
+
+
+def _scenario(tmp_path, cluster_extra: str = "", profile_text: str | None = None):
+    (tmp_path / "p.toml").write_text(profile_text if profile_text is not None else
+                                     profile.to_toml(profile.fit(synthetic_raw())))
+    sc = tmp_path / "s.toml"
+    sc.write_text(f'[cluster]\nnodes = 1\ngpus_per_node = 1\nhardware = "p.toml"\n{cluster_extra}\n'
+                  '[workload]\nkernel = "gemm_ar"\nm = 1024\nn = 1024\nk = 1024\n')
+    return load_scenario(str(sc))
+
+
+def test_a_scenario_takes_the_profile_as_defaults_and_overrides_it(tmp_path):
+    plain = _scenario(tmp_path)
+    assert plain.cluster.gpu.matmul_tflops == 700.0 and plain.cluster.proxy.doorbell_us == pytest.approx(3.0, abs=1e-3)
+    own = _scenario(tmp_path, "[cluster.gpu]\nmatmul_tflops = 500.0\n")
+    assert own.cluster.gpu.matmul_tflops == 500.0 and own.cluster.gpu.sm_matmul_tflops == plain.cluster.gpu.sm_matmul_tflops
+
+
+@pytest.mark.parametrize("text, says", [
+    ('[gpu]\nmatmul_tflops = "fast"\n', "gpu.matmul_tflops"),
+    ('[gpu]\nwarp_speed = 9\n', "unknown key 'gpu.warp_speed'"),
+    ('[colour]\nx = 1\n', "unknown key 'colour'"),
+])
+def test_a_bad_profile_is_refused_naming_its_file_and_key(tmp_path, text, says):
+    with pytest.raises(ScenarioError, match="p.toml") as exc:
+        _scenario(tmp_path, profile_text=text)
+    assert says in str(exc.value)
+
+
+def test_a_missing_profile_names_the_key_and_the_bundled_ones():
+    with pytest.raises(ScenarioError, match=r"cluster.hardware.*h200"):
+        parse({"cluster": {"nodes": 1, "gpus_per_node": 1, "hardware": "no-such"},
+               "workload": {"kernel": "gemm_ar", "m": 64, "n": 64, "k": 64}}, "x.toml")
+
+
+def test_paper_scenarios_use_the_bundled_h200_profile():
+    bundled = tomllib.loads((Path(__file__).resolve().parents[1] / "scenarios" / "hardware" / "h200.toml").read_text())
+    for name in ("paper-ib-2x8", "paper-efa-2x8", "default"):
+        c = load_scenario(name).cluster
+        assert c.gpu.matmul_tflops == bundled["gpu"]["matmul_tflops"]
+        assert c.gpu.sm_matmul_tflops == bundled["gpu"]["sm_matmul_tflops"]
+        assert c.nic.gbit_per_s in (200.0, 400.0)  # their own NICs, not the loopback's
+
+
+def test_fewer_busy_sms_compute_faster_each_and_fused_tiles_run_at_their_measured_share():
+    from mkernel.sim import cost
+
+    c = _cluster(sm=6.0, matmul=660.0)
+    assert cost.sm_speed(c, 132) == 1.0 and cost.sm_speed(c, 8) == pytest.approx(6.0 / 5.0)
+    assert cost.sm_speed(c, 120) == pytest.approx(132 / 120)  # capped by the whole GPU's rate
+    fused = c.for_variant("fused").gpu
+    assert fused.matmul_tflops == pytest.approx(660.0 * 0.9) and fused.fused_gemm_efficiency == 1.0
+
+
+def _cluster(sm: float, matmul: float):
+    import dataclasses
+
+    from mkernel.cluster import Cluster
+
+    c = Cluster("t", 1, 1)
+    return dataclasses.replace(c, gpu=dataclasses.replace(c.gpu, matmul_tflops=matmul, sm_matmul_tflops=sm,
+                                                          fused_gemm_efficiency=0.9))
+
+
+def test_the_gemm_model_shows_wave_quantisation():
+    c = _cluster(sm=0.0, matmul=660.0)
+    t = {s: accuracy._sim_us(accuracy.gemm_schedule(4096, 4096, 4096, 128, 256, s), c) for s in (100, 128, 132)}
+    assert t[100] / t[132] == pytest.approx(6 / 4, rel=0.02)  # 512 tiles: 6 waves against 4
+    assert t[128] == pytest.approx(t[132], rel=0.02)  # 4 waves either way
+
+
+def test_summary_statistics():
+    rows = [{"group": "a", "config": str(i), "measured_us": 100.0, "predicted_us": p}
+            for i, p in enumerate((90.0, 100.0, 110.0, 130.0))]
+    rep = accuracy.summarise(rows)
+    assert rep["overall"]["mape"] == pytest.approx((0.1 + 0 + 0.1 + 0.3) / 4)
+    assert rep["overall"]["p90"] == pytest.approx(0.3)
+    assert accuracy.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert accuracy.spearman([1, 2, 3, 4], [40, 30, 20, 10]) == pytest.approx(-1.0)
+
+
+def test_validate_on_the_committed_h200_measurements(tmp_path, capsys):
+    out = tmp_path / "v.json"
+    runs = [str(DATA / f"{k}.json") for k in ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention")]
+    assert main(["validate", "--calibration", str(DATA / "calibration.json"), "--bench",
+                 str(DATA / "bench-world1.json"), "--runs", *runs, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert set(report["groups"]) == {"compute-role", "proxy", "world-1", "emulated"}
+    assert report["groups"]["compute-role"]["mape"] < 0.10  # the recorded result (docs/results)
+    assert all(math.isfinite(r["error"]) for r in report["rows"])
+    assert "largest error term" in capsys.readouterr().out
+
+
+def test_validate_refuses_files_that_are_not_measurements(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"rows": []}')
+    assert main(["validate", "--calibration", str(bad)]) == 2
+    assert "gemm_sms" in capsys.readouterr().err
+
+
+def test_bench_combines_ranks_by_the_slowest_and_reports_ratios():
+    pytest.importorskip("torch", reason="the bench module imports torch")
+    from mkernel.hw import bench
+
+    def rank(fused, base):
+        return [{"kernel": "gemm_ar", "size": 2048, "shape": {}, "flops_per_gpu": 1e12,
+                 "impls": {"fused": {"s": fused, "graph_s": fused, "rel_err": 1e-3, "ok": True},
+                           "nccl+matmul": {"s": base, "graph_s": base, "rel_err": 1e-3, "ok": True},
+                           "symm_mem": {"unavailable": "why"}}}]
+
+    row = bench.combine([rank(1.0, 3.0), rank(2.0, 3.0)])[0]
+    assert row["impls"]["fused"]["s"] == 2.0 and row["impls"]["fused"]["tflops_per_gpu"] == 0.5
+    assert row["impls"]["nccl+matmul"]["fused_speedup"] == 1.5 and row["impls"]["symm_mem"] == {"unavailable": "why"}
+
+
+def test_calibration_copy_kernel_compiles_for_sm90():
+    triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from mkernel.hw import calibrate
+
+    sig, const = calibrate.COPY_SIGNATURE
+    k = triton.compile(ASTSource(fn=calibrate.copy_kernel, signature=sig, constexprs=const),
+                       target=GPUTarget("cuda", 90, 32))
+    assert ".target sm_90a" in k.asm["ptx"] and len(k.asm["cubin"]) > 1000
