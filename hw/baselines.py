@@ -205,13 +205,13 @@ def _moe(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
         dist.all_to_all_single(recv, x.index_select(0, send_idx_t), recv_counts, send_counts)
         return experts_over(recv.index_select(0, perm_t))
 
-    dispatched = torch.empty(rows, hidden, device="cuda", dtype=torch.bfloat16)
-    dist.all_to_all_single(dispatched, x.index_select(0, send_idx_t), recv_counts, send_counts) if nccl else None
-    if not nccl:  # the ceiling's operand through the host once (gloo), outside the timing
+    # The ceiling's operand, dispatched once outside the timing (through the host on a gloo group).
+    if nccl:
+        dist.all_to_all_single(recv, x.index_select(0, send_idx_t), recv_counts, send_counts)
+        dispatched = recv.index_select(0, perm_t)
+    else:
         tokens = api._all_gather(x, None).view(W, T // W, hidden)
         dispatched = torch.cat([tokens[sg.source][list(sg.tokens)] for sg in segments[rank]])
-    else:
-        dispatched = dispatched.index_select(0, perm_t)
     reference = experts_over(dispatched).clone()
     impls = {"fused": lambda: api.moe_dispatch_gemm(x, w, h), "a2a+matmul": a2a if nccl else NO_NCCL,
              "ceiling": lambda: experts_over(dispatched)}

@@ -30,7 +30,6 @@ import sys
 
 from mkernel.sweep import reference_grid
 
-from . import baselines
 from .emulate import RankInfo
 
 TOLERANCE = 2e-2  # bf16 outputs of fp32-accumulated sums against the float32 fallback
@@ -46,7 +45,7 @@ def grid(kernels, sizes: int | None) -> list[tuple[str, int, dict]]:
     return pts
 
 
-def _time(fn, warmup: int, iters: int) -> float:
+def time_events(fn, warmup: int, iters: int) -> float:
     """Median seconds of ``iters`` calls, each between two CUDA events on the current stream."""
     import torch
 
@@ -75,7 +74,7 @@ def _graph_time(fn, iters: int) -> float:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return _time(graph.replay, 2, iters)
+    return time_events(graph.replay, 2, iters)
 
 
 def _rel(out, ref) -> float:
@@ -87,7 +86,7 @@ def bench_rank(info: RankInfo, points: list, gpus_per_node: int, warmup: int = 3
     import torch
     import torch.distributed as dist
 
-    from . import api
+    from . import api, baselines
 
     torch.manual_seed(1234 + info.rank)
     nccl = dist.get_backend() == "nccl"
@@ -105,7 +104,7 @@ def bench_rank(info: RankInfo, points: list, gpus_per_node: int, warmup: int = 3
                 case.poison()
                 out = fn()
                 err = None if name in case.unchecked else _rel(case.view(out), case.reference)
-                t = _time(fn, warmup, iters)
+                t = time_events(fn, warmup, iters)
                 try:
                     graph_s, why = _graph_time(fn, iters), None
                 except Exception as exc:  # noqa: BLE001 - some calls cannot be captured; say which and why
@@ -187,7 +186,7 @@ def run(points: list, *, emulate: tuple[int, int] | None = None, warmup: int = 3
             return None
         nodes = world // gpn
         mode = f"{nodes}x{gpn} ranks, one GPU each (NCCL)"
-    return {"mode": mode, "world": nodes * gpn, "nodes": nodes, "gpus_per_node": gpn,
+    return {"mode": mode, "emulated": emulate is not None, "world": nodes * gpn, "nodes": nodes, "gpus_per_node": gpn,
             "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "warmup": warmup, "iters": iters,
             "rows": combine(per_rank)}
 

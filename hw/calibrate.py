@@ -26,6 +26,8 @@ import subprocess
 import triton
 import triton.language as tl
 
+from .bench import time_events
+
 GEMM_SHAPE = (4096, 4096, 4096)
 GEMM_SMS = (8, 16, 33, 66, 100, 132)
 STREAM_PROGRAMS = (1, 2, 4, 8, 16, 33, 66, 132)
@@ -52,13 +54,6 @@ def _bench(fn, rep_ms: int = 100) -> float:
     return do_bench_cudagraph(fn, rep=rep_ms) * 1e-3
 
 
-def _events(fn, iters: int = 20) -> float:
-    """Median seconds per call between CUDA events, for calls a CUDA graph cannot capture."""
-    from .bench import _time
-
-    return _time(fn, 3, iters)
-
-
 def _driver() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -72,8 +67,7 @@ def meta(commit: str, command: str) -> dict:
     import torch
 
     props = torch.cuda.get_device_properties(0)
-    short = next((w for w in props.name.split() if w[:1] in "HABGL" and any(ch.isdigit() for ch in w)), props.name)
-    return {"date": datetime.date.today().isoformat(), "gpu": props.name, "gpu_short": short,
+    return {"date": datetime.date.today().isoformat(), "gpu": props.name, "gpu_short": props.name.removeprefix("NVIDIA "),
             "sms": props.multi_processor_count, "driver": _driver(), "torch": torch.__version__,
             "commit": commit, "command": command}
 
@@ -154,7 +148,7 @@ def attention(B: int = 4, H: int = 16, S: int = 4096, D: int = 128) -> dict:
         t_sdpa = _bench(lambda: F.scaled_dot_product_attention(q, k, v))
     out, _ = api.ring_attention(q, k, v)
     err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-    t_ours = _events(lambda: api.ring_attention(q, k, v))  # fresh outputs per call: not graph-capturable
+    t_ours = time_events(lambda: api.ring_attention(q, k, v), 3, 20)  # eager, as the op is called
     return {"shape": f"B={B} H={H} S={S} D={D}", "sdpa_tflops": flops / t_sdpa / 1e12,
             "fused_tflops": flops / t_ours / 1e12, "fused_rel_err": err}
 

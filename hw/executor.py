@@ -100,7 +100,8 @@ class Executor:
         self.gemm_ab = p.gemm_operands
         self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1, host_desc=self.gemm_ab is not None)
         self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
-        self._bases_cache: dict[tuple[int, ...], object] = {}
+        self._bases_cache: dict[tuple[int, ...], tuple] = {}
+        self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
         triton.set_allocator(_allocator)
 
@@ -180,10 +181,11 @@ class Executor:
 
     def _bases(self, ptrs: tuple[int, ...]):
         """The device table of buffer addresses for these bound pointers. Cached: calls that reuse
-        their tensors (training steps, benchmarks, CUDA-graph replays) copy nothing to the GPU."""
+        their tensors (training steps, benchmarks, CUDA-graph replays) copy nothing to the GPU. A table
+        used while a CUDA graph is captured is never evicted: the graph reads it at every replay."""
         import torch
 
-        hit = self._bases_cache.get(ptrs)
+        hit = self._captured.get(ptrs) or self._bases_cache.get(ptrs)
         if hit is None:
             bases = self.static_bases.copy()
             p = self.plan
@@ -194,6 +196,8 @@ class Executor:
                 self._bases_cache.pop(next(iter(self._bases_cache)))
             host = torch.from_numpy(bases).pin_memory()  # pinned: no host sync, and legal inside graph capture
             hit = self._bases_cache[ptrs] = (host, host.to(self.device, non_blocking=True))
+        if torch.cuda.is_current_stream_capturing():
+            self._captured[ptrs] = hit
         return hit[1]
 
     def check(self) -> None:

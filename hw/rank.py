@@ -67,6 +67,40 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
                 "time_s": float(np.median(times)) if times else None, "times_s": times}
 
 
+def graph_rank(info: RankInfo, evictions: int = 24, seed: int = 0) -> dict:
+    """One call captured in a CUDA graph, then ``evictions`` calls with fresh output tensors (more
+    address tables than the executor caches), then the graph replayed into a poisoned output: the
+    replay must still read valid addresses and write the right answer."""
+    import torch
+
+    from .context import Context
+    from .executor import Executor
+
+    w = Workload(kernel="gemm_ar", m=300, n=520, k=72)
+    schedule, inputs, expected = _case(info, w, cluster_for(info, 1, 1), seed)
+    with Context(None, gpus_per_node=1, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
+        op = Executor(schedule, ctx)
+        out = {"OUT": torch.empty(w.m, w.n, dtype=torch.bfloat16, device="cuda")}
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            op(inputs, out)  # warm-up outside the capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            op(inputs, out)
+        others = [op(inputs)["OUT"] for _ in range(evictions)]  # kept alive: every call a new address
+        out["OUT"].fill_(float("nan"))
+        graph.replay()
+        op.check()
+        got = out["OUT"].float().cpu().numpy().astype(np.float64)
+        err = reference.relative_error(got, expected["OUT"][0])
+        other_err = max(reference.relative_error(o.float().cpu().numpy().astype(np.float64), expected["OUT"][0])
+                        for o in others)
+        return {"error": err, "others_error": other_err, "unwritten": int(np.isnan(got).sum()),
+                "epoch": int(op.epoch.item()), "ok": err <= TOLERANCE and other_err <= TOLERANCE}
+
+
 def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3,
              ops: tuple[str, ...] = ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention")) -> dict:
     """The PyTorch ops (``ops`` of them) against their fallbacks on odd shapes, fresh inputs per

@@ -27,7 +27,8 @@ import statistics
 from .cluster import Cluster
 from .ir import BufferKind, Op, Region, Role, ScheduleBuilder, Signal
 from .problems import Workload
-from .scenario import Scenario
+from .errors import InputError
+from .scenario import SPECS, load_profile
 
 
 def gemm_schedule(m: int, n: int, k: int, bm: int, bn: int, sms: int):
@@ -59,25 +60,20 @@ def put_schedule(blocks: int, per_block: int, nbytes: int):
     return sb.build(0.0)
 
 
-def profile_scenario(profile: str, nodes: int, gpus_per_node: int, emulated: bool = False,
-                     gpus: int = 1) -> Scenario:
+def profile_cluster(profile: str, nodes: int, gpus_per_node: int, emulated: bool = False, gpus: int = 1) -> Cluster:
     """The cluster a measurement ran on, from a hardware profile. ``emulated``: the ranks share
     ``gpus`` GPUs under MPS, so each has its share of SMs and HBM, and a "peer" copy within a node is
     an HBM-to-HBM copy on the same GPU (the NVLink port becomes that HBM share, one SM copies at the
     stream rate); the network is the profile's loopback transport."""
-    from .scenario import parse
-
-    raw = {"name": f"{profile}-{nodes}x{gpus_per_node}" + ("-emulated" if emulated else ""),
-           "cluster": {"nodes": nodes, "gpus_per_node": gpus_per_node, "hardware": profile},
-           "workload": {"kernel": "gemm_ar", "m": 1024, "n": 1024, "k": 1024}}
-    sc = parse(raw, f"profile {profile}")
+    tables = load_profile(profile, "mkernel validate --profile")
+    c = Cluster(f"{profile}-{nodes}x{gpus_per_node}", nodes, gpus_per_node,
+                **{key: cls(**tables[key]) for key, cls in SPECS.items()})
     if not emulated:
-        return sc
-    c = sc.cluster
+        return c
     share = -(-nodes * gpus_per_node // gpus)
     gpu = dataclasses.replace(c.gpu, sms=c.gpu.sms // share, hbm_gb_per_s=c.gpu.hbm_gb_per_s / share)
     nvlink = dataclasses.replace(c.nvlink, bw_gb_per_s=gpu.hbm_gb_per_s / 2, sm_copy_gb_per_s=gpu.sm_stream_gb_per_s)
-    return dataclasses.replace(sc, cluster=dataclasses.replace(c, gpu=gpu, nvlink=nvlink))
+    return dataclasses.replace(c, gpu=gpu, nvlink=nvlink)
 
 
 def _sim_us(schedule, cluster: Cluster) -> float:
@@ -107,26 +103,25 @@ def proxy_cases(raw: dict, cluster: Cluster) -> list[dict]:
     return rows
 
 
-def bench_cases(bench: dict, scenario: Scenario) -> list[dict]:
-    """The fused op of every bench row, simulated on ``scenario`` (nodes and GPUs as the bench ran)."""
+def bench_cases(bench: dict, cluster: Cluster) -> list[dict]:
+    """The fused op of every bench row, simulated on ``cluster`` (nodes and GPUs as the bench ran)."""
     from . import builders
 
-    group = "world-1" if bench["world"] == 1 else "emulated"
+    group = "emulated" if bench.get("emulated") else f"world-{bench['world']}"
     rows = []
     for r in bench["rows"]:
         shape = dict(r["shape"])
         if r["kernel"] == "ring_attention":
             shape["tile_m"] = 128  # the torch op's tile
         w = Workload(kernel=r["kernel"], **shape)
-        schedule = builders.get(w.kernel).build(w, scenario.cluster)
         rows.append({"group": group, "config": f"{r['kernel']} size {r['size']} on {bench['mode']}",
                      "measured_us": (r["impls"]["fused"].get("graph_s") or r["impls"]["fused"]["s"]) * 1e6,
-                     "predicted_us": _sim_us(schedule, scenario.cluster)})
+                     "predicted_us": _sim_us(builders.get(w.kernel).build(w, cluster), cluster)})
     return rows
 
 
-def run_cases(results: list[dict], scenario: Scenario) -> list[dict]:
-    """Fused runs of ``mkernel run --backend hw --json`` (result schema), simulated on ``scenario``."""
+def run_cases(results: list[dict], cluster: Cluster) -> list[dict]:
+    """Fused runs of ``mkernel run --backend hw --json`` (result schema), simulated on ``cluster``."""
     from . import builders
 
     rows = []
@@ -134,11 +129,10 @@ def run_cases(results: list[dict], scenario: Scenario) -> list[dict]:
         sh = r["shape"]
         w = Workload(kernel=r["kernel"], m=sh["m"], n=sh["n"], k=sh["k"], tile_m=sh["tile_m"], tile_n=sh["tile_n"],
                      chunk_tiles=sh["chunk_tiles"])
-        schedule = builders.get(w.kernel).build(w, scenario.cluster)
-        cl = r["cluster"]
         rows.append({"group": "emulated", "config": f"{r['kernel']} m={w.m} n={w.n} k={w.k} on emulated "
-                                                    f"{cl['nodes']}x{cl['gpus_per_node']}",
-                     "measured_us": r["time_s"] * 1e6, "predicted_us": _sim_us(schedule, scenario.cluster)})
+                                                    f"{cluster.nodes}x{cluster.gpus_per_node}",
+                     "measured_us": r["time_s"] * 1e6, "predicted_us": _sim_us(builders.get(w.kernel).build(w, cluster),
+                                                                               cluster)})
     return rows
 
 
@@ -175,3 +169,26 @@ def summarise(rows: list[dict]) -> dict:
     groups = {g: stats([r for r in rows if r["group"] == g]) for g in dict.fromkeys(r["group"] for r in rows)}
     worst = max(groups, key=lambda g: groups[g]["mape"] * groups[g]["configs"])
     return {"overall": stats(rows), "groups": groups, "dominant_group": worst, "rows": rows}
+
+
+def validate(profile: str, calibration: tuple[str, dict], benches: list[tuple[str, dict]] = (),
+             runs: list[tuple[str, dict]] = ()) -> dict:
+    """Every case of a calibration run, bench runs and emulated hw runs (each given as (source, data),
+    the source naming it in errors), simulated with ``profile``; the :func:`summarise` report."""
+    where, raw = calibration
+    for key in ("gemm_sms", "proxy"):
+        if key not in raw:
+            raise InputError(f"{where}: no key {key!r}; pass the --raw output of `mkernel calibrate`")
+    one = profile_cluster(profile, 1, 1)
+    rows = compute_cases(raw, one) + proxy_cases(raw, one)
+    for where, bench in benches:
+        if not {"rows", "world", "nodes", "gpus_per_node"} <= set(bench):
+            raise InputError(f"{where}: not a bench.json of `mkernel bench` (needs rows, world, nodes, gpus_per_node)")
+        cluster = profile_cluster(profile, bench["nodes"], bench["gpus_per_node"], emulated=bench.get("emulated", False))
+        rows += bench_cases(bench, cluster)
+    for where, r in runs:
+        if r.get("backend") != "hw" or "time_s" not in r:
+            raise InputError(f"{where}: not a result of `mkernel run --backend hw --json`")
+        cluster = profile_cluster(profile, r["cluster"]["nodes"], r["cluster"]["gpus_per_node"], emulated=True)
+        rows += run_cases([r], cluster)
+    return summarise(rows)

@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     va.add_argument("--calibration", type=Path, required=True, help="raw JSON of `mkernel calibrate --raw`")
     va.add_argument("--bench", type=Path, nargs="*", default=[], help="bench.json files of `mkernel bench`")
     va.add_argument("--runs", type=Path, nargs="*", default=[],
-                    help="result JSONs of `mkernel run --backend hw --json` on an emulated cluster (one GPU)")
+                    help="result JSONs of `mkernel run --backend hw --json` on an emulated cluster (ranks sharing one GPU)")
     va.add_argument("--profile", default="h200", help="the hardware profile the simulator uses (path or bundled name)")
     va.add_argument("--out", type=Path, help="write the report as JSON here")
     va.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -171,28 +171,8 @@ def _validate(args: argparse.Namespace) -> int:
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
 
-    raw = read(args.calibration)
-    for key in ("gemm_sms", "proxy"):
-        if key not in raw:
-            raise InputError(f"{args.calibration}: no key {key!r}; pass the --raw output of `mkernel calibrate`")
-    one = accuracy.profile_scenario(args.profile, 1, 1)
-    rows = accuracy.compute_cases(raw, one.cluster) + accuracy.proxy_cases(raw, one.cluster)
-    for path in args.bench:
-        bench_result = read(path)
-        if "rows" not in bench_result or "world" not in bench_result:
-            raise InputError(f"{path}: not a bench.json of `mkernel bench` (needs 'rows' and 'world')")
-        sc = accuracy.profile_scenario(args.profile, bench_result["nodes"], bench_result["gpus_per_node"],
-                                       emulated="emulated" in bench_result["mode"])
-        rows += accuracy.bench_cases(bench_result, sc)
-    runs = [read(path) for path in args.runs]
-    for path, r in zip(args.runs, runs):
-        if r.get("backend") != "hw" or "time_s" not in r:
-            raise InputError(f"{path}: not a result of `mkernel run --backend hw --json`")
-    for nodes, gpn in sorted({(r["cluster"]["nodes"], r["cluster"]["gpus_per_node"]) for r in runs}):
-        sc = accuracy.profile_scenario(args.profile, nodes, gpn, emulated=True)
-        rows += accuracy.run_cases([r for r in runs if (r["cluster"]["nodes"], r["cluster"]["gpus_per_node"]) ==
-                                    (nodes, gpn)], sc)
-    report = accuracy.summarise(rows)
+    report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)),
+                               [(str(p), read(p)) for p in args.bench], [(str(p), read(p)) for p in args.runs])
     for r in report["rows"]:
         print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "
               f"sim {r['predicted_us']:>10.1f} us  {r['error']:+.1%}")

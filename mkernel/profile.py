@@ -73,7 +73,7 @@ def fit(raw: dict) -> dict:
         full = 128 * 128 / min(1.0, eff) ** 2
         put("gpu.full_tile_elems", int(min(max(full, 128 * 128), 4 * 128 * 256)),
             f"per-SM rate of 128x128 / 128x256 tiles = {eff:.3f}, through eff = sqrt(elems / full)")
-    few = [r for r in raw["gemm_sms"] if r["bn"] == 256 and r["sms"] <= raw["meta"]["sms"] // 2]
+    few = [r for r in raw["gemm_sms"] if r["bn"] == 256 and r["sms"] <= meta["sms"] // 2]
     if few:
         per_sm = [2.0 * r["bm"] * r["bn"] * r["k"] / (r["us"] / r["waves"]) / 1e6 for r in few]
         put("gpu.sm_matmul_tflops", statistics.median(per_sm),

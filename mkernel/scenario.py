@@ -8,8 +8,9 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
     [cluster]          nodes*, gpus_per_node*, transport, notify, launch_us,
                        hardware (a profile from `mkernel calibrate`: a path, or a bundled name
                        in scenarios/hardware/; its tables are the defaults this file overrides)
-    [cluster.gpu]      name, sms, matmul_tflops, hbm_gb_per_s, sm_stream_gb_per_s, l2_operand_miss,
-                       full_tile_elems, memory_gib
+    [cluster.gpu]      name, sms, matmul_tflops, sm_matmul_tflops, hbm_gb_per_s, attention_efficiency,
+                       fused_gemm_efficiency, fused_attention_efficiency, sm_stream_gb_per_s,
+                       l2_operand_miss, full_tile_elems, memory_gib
     [cluster.nvlink]   bw_gb_per_s, latency_us, sm_copy_gb_per_s, half_efficiency_bytes
     [cluster.nic]      count, gbit_per_s, latency_us, per_message_us, srd_jitter_us, ibgda_post_us
     [cluster.proxy]    gpu_enqueue_us, poll_us, per_command_us, doorbell_us, batch, batch_window_us,

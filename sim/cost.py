@@ -1,9 +1,9 @@
 """Pure cost functions of the simulator: microseconds and bytes from a task's operands and specs.
 
 - A GEMM tile runs on one SM: ``max(flops / (per-SM matmul rate x efficiency(tile)), HBM bytes /
-  per-SM HBM share)``; the per-SM rate rises above the all-SM share when fewer SMs compute
-  (:func:`sm_speed`), where HBM bytes are the output plus the ``l2_operand_miss`` share of the
-  operand reads. HBM is split statically by SM: each SM owns ``hbm_gb_per_s / sms``.
+  per-SM HBM share)``, where HBM bytes are the output plus the ``l2_operand_miss`` share of the
+  operand reads. HBM is split statically by SM: each SM owns ``hbm_gb_per_s / sms``. The per-SM
+  matmul rate rises above the all-SM share while fewer SMs compute (:func:`sm_speed`).
 - A communication task runs on one SM: its NVLink transfers share ``sm_copy_gb_per_s`` and its
   local HBM bytes stream at ``sm_stream_gb_per_s``.
 """

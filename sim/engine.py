@@ -150,11 +150,10 @@ class Model:
             return
         self.tracker.check_reads(task, self.env.now)
         slow = self.inject.slowdown(task.rank)
+        busy = self._computing[task.rank]  # compute SMs running now, this one included
         if task.op is Op.GEMM:
-            busy = self._computing[task.rank]
             yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c, busy)) * slow)
         elif task.op is Op.ATTN:
-            busy = self._computing[task.rank]
             yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c, busy)) * slow)
         elif task.op is Op.NORM:
             yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow)

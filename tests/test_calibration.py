@@ -172,8 +172,7 @@ def test_validate_refuses_files_that_are_not_measurements(tmp_path, capsys):
 
 
 def test_bench_combines_ranks_by_the_slowest_and_reports_ratios():
-    pytest.importorskip("torch", reason="the bench module imports torch")
-    from mkernel.hw import bench
+    from mkernel.hw import bench  # torch-free at import: the ranks import torch
 
     def rank(fused, base):
         return [{"kernel": "gemm_ar", "size": 2048, "shape": {}, "flops_per_gpu": 1e12,
@@ -184,6 +183,8 @@ def test_bench_combines_ranks_by_the_slowest_and_reports_ratios():
     row = bench.combine([rank(1.0, 3.0), rank(2.0, 3.0)])[0]
     assert row["impls"]["fused"]["s"] == 2.0 and row["impls"]["fused"]["tflops_per_gpu"] == 0.5
     assert row["impls"]["nccl+matmul"]["fused_speedup"] == 1.5 and row["impls"]["symm_mem"] == {"unavailable": "why"}
+    assert row["impls"]["nccl+matmul"]["graph_fused_speedup"] == 1.5
+    assert bench.table({"rows": [row]})[1].split()[:3] == ["gemm_ar", "2048", "0.5"]
 
 
 def test_calibration_copy_kernel_compiles_for_sm90():

@@ -134,6 +134,16 @@ def test_world_1(case):
 
 
 @pytest.mark.gpu
+def test_a_graph_replay_survives_the_executor_evicting_address_tables():
+    from mkernel.hw import rank
+    from mkernel.hw.emulate import launch
+
+    (r,) = launch(rank.graph_rank, 1, timeout_s=300)
+    assert r["ok"] and r["unwritten"] == 0, r
+    assert r["epoch"] == 1 + 24 + 1  # warm-up, the evicting calls, the replay (capturing runs nothing)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_emulated_2x2(case):
     _assert_ok(_run(case, 2, 2), 3)

@@ -2,17 +2,18 @@
 # One device call for issue 8 on one H200 (about 6 minutes): install offline, then
 #   1. mkernel calibrate (profile + raw measurements),
 #   2. mkernel bench at world 1 (first BENCH_SIZES sizes of the GEMM ops and attention, default 3; MoE's first),
-#   3. mkernel bench on the emulated 2x2 cluster (first EMU_SIZES sizes, default 1), unless EMU_SIZES=0.
+#   3. with EMU_SIZES=N, first: mkernel bench on the emulated 2x2 cluster (first N sizes). Off by default:
+#      the torch ops hang there (the emulated torch-API defect of issue 6); tools/emulated_runs.sh times that cluster.
 # Usage: here `git rev-parse --short HEAD > .commit` (carry it); there OUT=/dir tools/calibrate_check.sh
-# Then here: mkernel validate --calibration OUT/calibration.json --bench OUT/world1/bench.json OUT/emulated/bench.json
+# Then here: mkernel validate --calibration OUT/calibration.json --bench OUT/world1/bench.json --runs ...
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 status=0
 step() { local name=$1 limit=$2; shift 2; echo "== $name"; timeout -s ABRT "$limit" "$@" >"$OUT/$name.log" 2>&1 || status=1; tail -${TAIL:-25} "$OUT/$name.log"; }
-if [ "${EMU_SIZES:-1}" != 0 ]; then  # first: MPS needs a process tree that has not touched CUDA
-  step emulated 170 mkernel bench --emulate 2x2 --sizes "${EMU_SIZES:-1}" --iters 10 --out "$OUT/emulated"
+if [ "${EMU_SIZES:-0}" != 0 ]; then  # first: MPS needs a process tree that has not touched CUDA
+  step emulated 170 mkernel bench --emulate 2x2 --sizes "$EMU_SIZES" --iters 10 --out "$OUT/emulated"
 fi
 step calibrate 170 mkernel calibrate --out "$OUT/h200.toml" --raw "$OUT/calibration.json"
 step world1 200 mkernel bench --kernels ag_gemm gemm_rs gemm_ar ring_attention --sizes "${BENCH_SIZES:-3}" --out "$OUT/world1"
