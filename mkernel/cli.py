@@ -52,14 +52,29 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
     sub.add_parser("explore", parents=[shared],
                    help="try every network delivery order of a small case (<= 2 x 2 GPUs, <= 8 messages in flight)")
-    sw = sub.add_parser("sweep", help="run the reference grid (design section 8) on the sim backend, resumably")
-    sw.add_argument("--out", type=Path, default=Path("sweep-results"), help="folder for results.jsonl/csv and the plot")
-    sw.add_argument("--testbeds", nargs="*", default=None, help="scenario names (default: both paper testbeds)")
+    sw = sub.add_parser("sweep", help="run a grid of sim points (ops x sizes x scenarios x options) on worker "
+                                      "processes, resumably (default: the reference grid, design section 8)")
+    sw.add_argument("--out", type=Path, default=Path("sweep-results"), help="folder for results.jsonl/csv/json and the plot")
+    sw.add_argument("--grid", choices=("reference", "scaling"), default="reference",
+                    help="reference: design section 8 per-GPU shapes; scaling: the scale-out study (docs/scaling.md)")
+    sw.add_argument("--testbeds", "--scenarios", nargs="*", default=None,
+                    help="scenario names, files or globs over bundled names, e.g. 'scaleout/ib-400g-rail-*' "
+                         "(default: both paper testbeds)")
     sw.add_argument("--kernels", nargs="*", choices=KERNELS, default=None)
     sw.add_argument("--sizes", type=int, default=None, help="only the first N sizes of each op")
+    sw.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
+                    help="an option swept over its values (repeatable; the grid takes every combination): a "
+                         "workload key (forward, chunk_tiles, routing, baseline), a cluster key (transport, "
+                         "notify), SPEC.KEY (proxy.batch, nic.gbit_per_s, fabric.oversubscription) or controller")
+    sw.add_argument("--workers", type=int, default=1, help="worker processes (each runs whole points)")
     sw.add_argument("--comm-sms", default=None, help="static SM splits instead: e.g. 1,2,4,8,16,32,64 intra SMs per "
                                                      "point; prints each curve and writes splits.json")
     sw.add_argument("--debug", action="store_true", help="show tracebacks")
+    so = sub.add_parser("scaleout", help="write the scale-out what-if scenarios (2-64 nodes, IB RC / EFA SRD, "
+                                         "400/800 Gb/s, rail / 2:1 spine, GB200-class) as TOML files")
+    so.add_argument("--out", type=Path, default=Path("scenarios/scaleout"), help="the folder to write")
+    so.add_argument("--list", action="store_true", help="only list the scenario names")
+    so.add_argument("--debug", action="store_true", help="show tracebacks")
     st = sub.add_parser("selftest", help="check the hw runtime on the GPUs at hand (emulating nodes when ranks "
                                          "outnumber GPUs)")
     st.add_argument("--nodes", type=int, default=2)
@@ -278,26 +293,63 @@ def _explore(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from rich.progress import Progress
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from . import sweep
-    points = sweep.reference_grid(testbeds=args.testbeds or sweep.TESTBEDS, kernels=args.kernels or KERNELS)
+    from . import study, sweep
+    if args.workers < 1:
+        raise InputError(f"--workers {args.workers}: at least 1")
+    options = sweep.parse_options(args.set)
+    if args.grid == "scaling":
+        points = study.grid(kernels=args.kernels or KERNELS)
+    else:
+        testbeds = _expand_scenarios(args.testbeds) if args.testbeds else sweep.TESTBEDS
+        points = sweep.reference_grid(testbeds=testbeds, kernels=args.kernels or KERNELS)
     if args.sizes is not None:
         keep = {}
         for p in points:
-            keep.setdefault((p.testbed, p.kernel), []).append(p)
+            keep.setdefault((p.testbed, p.kernel, p.options), []).append(p)
         points = [p for group in keep.values() for p in group[:args.sizes]]
-    for p in points:  # every point's scenario is checked before the first run
-        sweep.scenario_of(p)
+    points = [dataclasses.replace(p, options=p.options + extra) for p in points for extra in options]
     if args.comm_sms:
         return _split_sweep(args, points)
-    with Progress() as bar:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    failed = []
+
+    def advance(point, row) -> None:
+        if "error" in row:
+            failed.append(row)
+        bar.update(task, advance=1, description=point.key[:60])
+
+    with Progress(*columns) as bar:
         task = bar.add_task("sweep", total=len(points))
-        rows = sweep.run_grid(points, args.out, progress=lambda p: bar.update(task, advance=1, description=p.key))
+        rows = sweep.run_grid(points, args.out, workers=args.workers, progress=advance)
     print(f"{len(rows)} points in {sweep.write_table(rows, args.out)}")
-    figure = sweep.plot(rows, args.out)
-    print(f"plot: {figure}" if figure else "plot skipped: matplotlib is not installed (pip install 'mkernel[dev]')")
-    return 0
+    if args.grid == "scaling":
+        for figure in study.plots(rows, args.out):
+            print(f"plot: {figure}")
+    else:
+        figure = sweep.plot(rows, args.out)
+        print(f"plot: {figure}" if figure else "plot skipped: matplotlib is not installed (pip install 'mkernel[dev]')")
+    for row in failed:
+        print(f"FAILED {row['key']}: {row['error']}")
+    return 1 if failed else 0
+
+
+def _expand_scenarios(specs: list[str]) -> list[str]:
+    """Scenario arguments with globs matched against the bundled names (an unmatched glob is an error)."""
+    import fnmatch
+
+    from .scenario import bundled_scenarios
+    out = []
+    for spec in specs:
+        if any(ch in spec for ch in "*?["):
+            hits = fnmatch.filter(bundled_scenarios(), spec)
+            if not hits:
+                raise InputError(f"--scenarios {spec!r} matches no bundled scenario")
+            out += hits
+        else:
+            out.append(spec)
+    return out
 
 
 def _split_sweep(args: argparse.Namespace, points) -> int:
@@ -314,6 +366,17 @@ def _split_sweep(args: argparse.Namespace, points) -> int:
         print(f"{p.key}: best {r['best']} intra SMs; " + "  ".join(f"{n}:{v:.3f}" for n, v in r["normalised"].items()))
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"table: {splits.write(rows, args.out / 'splits.json')}")
+    return 0
+
+
+def _scaleout(args: argparse.Namespace) -> int:
+    from . import scaleout
+
+    if args.list:
+        print("\n".join(f"scaleout/{name}" for name in scaleout.scenarios()))
+        return 0
+    paths = scaleout.write(args.out)
+    print(f"{len(paths)} scenarios in {args.out}")
     return 0
 
 
@@ -339,7 +402,7 @@ def _selftest(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "selftest": _selftest,
+        commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "scaleout": _scaleout, "selftest": _selftest,
                     "calibrate": _calibrate, "bench": _bench, "validate": _validate}
         return commands[args.command](args)
     except MkernelError as exc:

@@ -75,6 +75,20 @@ class NicSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class FabricSpec:
+    """The switch fabric between nodes. By default it is non-blocking (a rail-optimised fabric:
+    each rail's leaf reaches every node at full NIC rate). With ``nodes_per_leaf`` > 0, nodes sit in
+    leaf groups of that many; traffic between groups crosses the spine, whose uplinks carry the
+    group's NIC bandwidth divided by ``oversubscription`` (2.0: a 2:1 oversubscribed spine)."""
+
+    nodes_per_leaf: int = 0
+    oversubscription: float = 1.0
+
+    def group_of(self, node: int) -> int:
+        return node // self.nodes_per_leaf if self.nodes_per_leaf else 0
+
+
+@dataclass(frozen=True, slots=True)
 class ProxySpec:
     """The host proxy that turns GPU commands into RDMA work requests."""
 
@@ -101,6 +115,7 @@ class Cluster:
     nvlink: NvlinkSpec = field(default_factory=NvlinkSpec)
     nic: NicSpec = field(default_factory=NicSpec)
     proxy: ProxySpec = field(default_factory=ProxySpec)
+    fabric: FabricSpec = field(default_factory=FabricSpec)
     launch_us: float = 4.0  # estimate: gap between two stream-ordered kernel launches
 
     def __post_init__(self) -> None:
@@ -117,6 +132,15 @@ class Cluster:
         if self.notify != "auto":
             return self.notify
         return "imm" if self.transport == "efa_srd" else "flag"
+
+    @property
+    def fold_nodes(self) -> int:
+        """How many nodes a collapsed run simulates (0: none exact). One, unless the fabric's leaf
+        groups split the nodes: then one whole group, and only when groups are all full."""
+        p = self.fabric.nodes_per_leaf
+        if not p or p >= self.nodes:
+            return 1
+        return p if self.nodes % p == 0 else 0
 
     @property
     def world(self) -> int:
@@ -149,6 +173,11 @@ class Cluster:
 
     def local_of(self, rank: int) -> int:
         return rank % self.gpus_per_node
+
+    def relative(self, rank: int, seen_from: int) -> int:
+        """``rank`` numbered from ``seen_from``'s node: the same on every node, so signal indices
+        built from it keep a schedule node-symmetric (see ScheduleBuilder.node0_only)."""
+        return ((self.node_of(rank) - self.node_of(seen_from)) % self.nodes) * self.gpus_per_node + self.local_of(rank)
 
     def node_ranks(self, node: int) -> list[int]:
         """The ranks of one node, in local order."""

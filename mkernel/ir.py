@@ -171,6 +171,7 @@ class Schedule:
     launches: tuple[Launch, ...]
     tasks: tuple[Task, ...]
     flops_per_gpu: float = 0.0  # useful FLOPs one GPU performs (the TFLOPS metric's numerator)
+    first_nodes: int = 0  # > 0: the tasks of the first nodes only, the rest alike (ScheduleBuilder)
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.buffers:
@@ -185,16 +186,25 @@ class Schedule:
             out.setdefault((t.rank, t.launch, t.role), []).append(t)
         return out
 
-    def validate(self) -> None:
-        """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return."""
+    def validate(self, races: bool = True) -> None:
+        """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return.
+        ``races=False`` skips the race check, the one rule whose cost grows faster than the tasks."""
         from .validate import validate
 
-        validate(self)
+        validate(self, races)
 
 
 @dataclass
 class ScheduleBuilder:
-    """Mutable helper that builders use to collect buffers and tasks, then freeze a Schedule."""
+    """Mutable helper that builders use to collect buffers and tasks, then freeze a Schedule.
+
+    ``first_nodes`` = n > 0 builds the tasks of nodes 0..n-1 alone, for an op whose every node runs
+    the same queues under the node shift (node m -> m - 1; see :mod:`mkernel.sim.collapse`), with n
+    dividing the node count. Builders loop over :meth:`ranks` and :meth:`nodes`, :meth:`add` drops
+    other ranks' tasks, and :meth:`bumped` counts a signal's bumps as the full schedule would: by
+    symmetry, what another node's tasks bump on a built node is what the built nodes' tasks bump on
+    other nodes, so bumps are counted folded onto the built ranks (rank mod n x gpus_per_node).
+    """
 
     kernel: str
     variant: str
@@ -205,6 +215,22 @@ class ScheduleBuilder:
     launches: list[Launch] = field(default_factory=list)
     tasks: list[Task] = field(default_factory=list)
     bumps: Counter = field(default_factory=Counter)
+    first_nodes: int = 0
+
+    def emits(self, rank: int) -> bool:
+        """Whether tasks of ``rank`` are built."""
+        return not self.first_nodes or rank < self.first_nodes * self.gpus_per_node
+
+    def ranks(self) -> range:
+        """The ranks whose tasks are built."""
+        return range(self.first_nodes * self.gpus_per_node if self.first_nodes else self.world)
+
+    def nodes(self) -> range:
+        """The nodes whose tasks are built."""
+        return range(self.first_nodes or self.world // self.gpus_per_node)
+
+    def _key(self, signal: Signal) -> Signal:
+        return Signal(signal.rank % (self.first_nodes * self.gpus_per_node), signal.name, signal.index)
 
     def buffer(self, name: str, rows: int, cols: int, dtype: str = "bf16",
                kind: BufferKind = BufferKind.SCRATCH, writes_per_element: int = 1) -> str:
@@ -218,18 +244,20 @@ class ScheduleBuilder:
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
             waits=(), signals=(), chunk: int = -1, label: str = "", mask: tuple[int, ...] = (),
-            index: tuple[int, ...] = ()) -> Task:
+            index: tuple[int, ...] = ()) -> Task | None:
+        if not self.emits(rank):
+            return None
         task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
                     tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index))
         self.tasks.append(task)
-        self.bumps.update(task.signals)
+        self.bumps.update(map(self._key, task.signals) if self.first_nodes else task.signals)
         return task
 
     def bumped(self, signal: Signal) -> int:
         """How many tasks added so far bump ``signal``: the count a complete wait on it expects."""
-        return self.bumps[signal]
+        return self.bumps[self._key(signal) if self.first_nodes else signal]
 
     def build(self, flops_per_gpu: float) -> Schedule:
         return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,
                         self.num_sms, tuple(self.buffers), tuple(self.launches), tuple(self.tasks),
-                        flops_per_gpu)
+                        flops_per_gpu, self.first_nodes)

@@ -24,43 +24,56 @@ PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fe
               "credit_wait_us")
 
 
-def build(scenario: Scenario) -> tuple[Schedule, Schedule]:
-    """The fused schedule and its unfused baseline, both validated."""
-    module = builders.get(scenario.workload.kernel)
-    fused = module.build(scenario.workload, scenario.cluster)
-    baseline = module.build_baseline(scenario.workload, scenario.cluster)
-    fused.validate()
-    baseline.validate()
+def build(scenario: Scenario, folded: bool = False) -> tuple[Schedule, Schedule]:
+    """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
+    collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
+    (:func:`mkernel.builders.node_symmetric`)."""
+    module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
+    span = c.fold_nodes
+    kw = {"first_nodes": span} if folded and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
+    fused = module.build(w, c, **kw)
+    baseline = module.build_baseline(w, c, **kw)
+    fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
+    baseline.validate(races=not folded)
     return fused, baseline
 
 
 def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: int = 0,
-        trace: bool = False, collapse: bool = False, faults=None) -> tuple[dict, RunStats]:
+        trace: bool = False, collapse: bool = False, faults=None, adaptive: bool = False) -> tuple[dict, RunStats]:
     """Run fused and baseline on one backend; with ``data``, check both against the oracle.
 
     ``collapse`` (sim only) simulates one node when every node does the same thing: exact times,
-    far fewer events, but no hazard tracking; ignored with ``data`` or ``trace``. ``faults`` (sim
-    only) injects seeded faults into both runs (:class:`mkernel.sim.faults.Faults`).
+    far fewer events, but no hazard tracking; ignored with ``data`` or ``trace``. Node-symmetric
+    ops are then built for the simulated nodes alone, so 64 nodes cost about what 2 do, and the
+    static race check (whose cost grows faster than the schedule) is skipped. ``faults`` (sim
+    only) injects seeded faults into both runs (:class:`mkernel.sim.faults.Faults`). ``adaptive`` (sim
+    only) runs the fused op under the adaptive SM partition (:mod:`mkernel.controller`).
     """
     engine = get_backend(backend)
     if hasattr(engine, "cluster_for"):  # hw: schedules sized for the SMs each rank gets here
         scenario = dataclasses.replace(scenario, cluster=engine.cluster_for(scenario.cluster))
     w, c = scenario.workload, scenario.cluster
-    fused, baseline = build(scenario)
+    data = data or backend == "hw"  # hw always checks its outputs against the oracle
+    fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults))
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
     if faults is not None and backend != "sim":
         raise BackendUnavailable(f"fault injection runs on the sim backend; backend {backend!r} has none here")
     rtol = getattr(engine, "rtol", DATA_RTOL)
-    data = data or backend == "hw"  # hw always checks its outputs against the oracle
     inputs = expected = None
     if data:
         inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
         expected = reference.expected(w, inputs, c.gpus_per_node)
     fold = {"collapse": collapse and not data and not trace, "faults": faults} if backend == "sim" else {
         "workload": w}
+    if adaptive:
+        if backend != "sim":
+            raise BackendUnavailable(f"the adaptive SM partition runs on the sim backend here, not {backend!r}")
+        from .controller import Balance, sim_controller
+        fold = {**fold, "controller": sim_controller(Balance())}
     stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
+    fold.pop("controller", None)
     fused_err = _error(stats, expected)
     base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold)
     base_err = _error(base, expected)

@@ -15,6 +15,7 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
     [cluster.nic]      count, gbit_per_s, latency_us, per_message_us, srd_jitter_us, ibgda_post_us
     [cluster.proxy]    gpu_enqueue_us, poll_us, per_command_us, doorbell_us, batch, batch_window_us,
                        queue_depth, max_outstanding
+    [cluster.fabric]   nodes_per_leaf (0: non-blocking), oversubscription (spine, between leaf groups)
     [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles, causal, forward,
                        baseline_channels, baseline_chunk_kib
     [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .cluster import NOTIFY_MODES, TRANSPORTS, Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
+from .cluster import NOTIFY_MODES, TRANSPORTS, Cluster, FabricSpec, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
 from .problems import BASELINES, FORWARDS, KERNELS, ROUTINGS, Workload
@@ -40,7 +41,7 @@ from .problems import BASELINES, FORWARDS, KERNELS, ROUTINGS, Workload
 DEFAULT_SCENARIO = "default"
 CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
            "forward": FORWARDS, "routing": ROUTINGS, "baseline": BASELINES}
-SPECS = {"gpu": GpuSpec, "nvlink": NvlinkSpec, "nic": NicSpec, "proxy": ProxySpec}
+SPECS = {"gpu": GpuSpec, "nvlink": NvlinkSpec, "nic": NicSpec, "proxy": ProxySpec, "fabric": FabricSpec}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),
               "ring_attention": ("m", "n", "k")}
 
@@ -57,8 +58,11 @@ class Scenario:
 
 
 def bundled_scenarios() -> list[str]:
-    """Names of the scenario files shipped with mkernel."""
-    return sorted(p.name[:-5] for p in resources.files("mkernel.scenarios").iterdir() if p.name.endswith(".toml"))
+    """Names of the scenario files shipped with mkernel (``scaleout/...`` for the scale-out set)."""
+    root = resources.files("mkernel.scenarios")
+    names = [p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml")]
+    names += [f"scaleout/{p.name[:-5]}" for p in (root / "scaleout").iterdir() if p.name.endswith(".toml")]
+    return sorted(names)
 
 
 def resolve(spec: str | None) -> Path:
@@ -70,8 +74,9 @@ def resolve(spec: str | None) -> Path:
     bundled = resources.files("mkernel.scenarios") / f"{spec.removesuffix('.toml')}.toml"
     if bundled.is_file():
         return Path(str(bundled))
+    top = [n for n in bundled_scenarios() if "/" not in n]
     raise InputError(f"scenario {spec!r} is neither a file nor a bundled scenario "
-                     f"({', '.join(bundled_scenarios())})")
+                     f"({', '.join(top)}, or scaleout/NAME: see `mkernel scaleout --list`)")
 
 
 def load_scenario(spec: str | None = None) -> Scenario:

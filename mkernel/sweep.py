@@ -1,36 +1,49 @@
-"""``mkernel sweep``: run the reference grid (or any grid), resumably, and tabulate and plot it.
+"""``mkernel sweep``: run a grid of sim points (ops x sizes x clusters x options) across worker
+processes, resumably, and tabulate and plot it.
 
-Each point is one fused-vs-baseline run on the sim backend. Results are appended to
-``results.jsonl`` in the output folder as they finish, so an interrupted sweep resumes where it
-stopped; ``results.csv`` and ``speedup.png`` (one panel per op: speedup and TFLOPS per GPU against
-size) are rewritten at the end.
+A :class:`Point` is one fused-vs-baseline run on the sim backend: a scenario (a bundled name such
+as ``scaleout/ib-400g-rail-16x8``, or a file), an op and its shape, and option overrides (any
+workload, cluster or cluster-spec key: ``transport=efa_srd``, ``proxy.batch=1``,
+``forward=ring``, ``controller=adaptive``). Every point's scenario is built and checked before the
+first run, so a bad grid fails at once with one message. Rows are appended to ``results.jsonl`` in
+the output folder as points finish (by the parent process only), so a killed sweep resumes where it
+stopped; ``results.csv`` and ``results.json`` are rewritten at the end. A point whose run fails (a
+deadlock, say) gets a row with its error instead of numbers, and the sweep goes on.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
 import json
+import typing
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from .problems import KERNELS
-from .scenario import Scenario, check, load_scenario
+from .errors import InputError, MkernelError
+from .problems import KERNELS, Workload
+from .scenario import CHOICES, SPECS, Scenario, check, load_scenario
 
 TESTBEDS = ("paper-ib-2x8", "paper-efa-2x8")
+CONTROLLERS = ("static", "adaptive")  # the sweep-level option ``controller``: the SM split policy
+Option = tuple[str, object]
 
 
 @dataclass(frozen=True)
 class Point:
-    """One grid point: a testbed scenario, an op, and the size swept (the x axis)."""
+    """One grid point: a scenario, an op, the size swept (the x axis), the shape and options."""
 
-    testbed: str
+    testbed: str  # the scenario: a bundled name or a file
     kernel: str
     size: int  # M for the GEMM ops, the sequence per GPU for attention, tokens for MoE
     shape: tuple[tuple[str, int], ...]  # workload overrides
+    options: tuple[Option, ...] = ()
 
     @property
     def key(self) -> str:
-        return f"{self.testbed}/{self.kernel}/{self.size}"
+        opts = ",".join(f"{k}={v}" for k, v in self.options)
+        return f"{self.testbed}/{self.kernel}/{self.size}" + (f"/{opts}" if opts else "")
 
 
 def reference_grid(testbeds=TESTBEDS, kernels=KERNELS, world: int = 16) -> list[Point]:
@@ -56,48 +69,145 @@ def reference_grid(testbeds=TESTBEDS, kernels=KERNELS, world: int = 16) -> list[
             for tb in testbeds for kern in kernels for s in sizes[kern]]
 
 
+def parse_options(specs: list[str]) -> list[tuple[Option, ...]]:
+    """``["proxy.batch=1,8", "transport=ib_rc,efa_srd"]`` -> every combination, as option tuples."""
+    combos: list[tuple[Option, ...]] = [()]
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        if not sep or not key or not values:
+            raise InputError(f"--set {spec!r}: write KEY=VALUE[,VALUE...], e.g. proxy.batch=1,8")
+        combos = [c + ((key, _value(v)),) for c in combos for v in values.split(",")]
+    return combos
+
+
+def _value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def apply_options(sc: Scenario, options: tuple[Option, ...], where: str) -> Scenario:
+    """The scenario with each (key, value) set: a workload key, a cluster key, or ``spec.key``."""
+    w, c = sc.workload, sc.cluster
+    for key, value in options:
+        if key == "controller":
+            if value not in CONTROLLERS:
+                raise InputError(f"{where}: option controller={value!r}; allowed: {', '.join(CONTROLLERS)}")
+            continue
+        spec, _, field = key.rpartition(".")
+        if spec in SPECS:
+            part = getattr(c, spec)
+            c = dataclasses.replace(c, **{spec: dataclasses.replace(part, **{field: _typed(type(part), field, value,
+                                                                                           key, where)})})
+        elif not spec and field in _names(Workload) - {"kernel", "sms", "routes"}:
+            w = dataclasses.replace(w, **{field: _typed(Workload, field, value, key, where)})
+        elif not spec and field in _names(type(c)) - {"name", "nodes", "gpus_per_node", *SPECS}:
+            c = dataclasses.replace(c, **{field: _typed(type(c), field, value, key, where)})
+        else:
+            allowed = sorted((_names(Workload) - {"kernel", "sms", "routes"}) | {"controller", "transport", "notify",
+                                                                                  "launch_us"})
+            raise InputError(f"{where}: unknown option {key!r}; allowed: {', '.join(allowed)}, or SPEC.KEY "
+                             f"with SPEC one of {', '.join(SPECS)}")
+    return dataclasses.replace(sc, cluster=c, workload=w)
+
+
+def _names(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def _typed(cls, field: str, value, key: str, where: str):
+    """``value`` checked against the dataclass field's type and, for named choices, the allowed set."""
+    if field not in _names(cls):
+        raise InputError(f"{where}: unknown option {key!r}; {cls.__name__} keys: {', '.join(sorted(_names(cls)))}")
+    kind = typing.get_type_hints(cls)[field]
+    if kind is float and isinstance(value, int):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InputError(f"{where}: option {key}={value!r} must be {kind.__name__}")
+    if field in CHOICES and value not in CHOICES[field]:
+        raise InputError(f"{where}: option {key}={value!r}; allowed: {', '.join(CHOICES[field])}")
+    return value
+
+
 def scenario_of(point: Point) -> Scenario:
+    """The point's scenario, shape and options applied, checked (a clear error before any run)."""
     sc = load_scenario(point.testbed)
     sc = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, kernel=point.kernel, **dict(point.shape)))
+    sc = apply_options(sc, point.options, f"sweep point {point.key}")
     check(sc, f"sweep point {point.key}")
     return sc
 
 
-def run_grid(points: list[Point], out: Path, progress=None) -> list[dict]:
-    """Run every point not yet in ``out/results.jsonl``; return all rows (old and new)."""
+def run_point(point: Point) -> dict:
+    """One point on the sim backend (collapsed where exact): a flat row of its numbers."""
     from .runner import run
 
+    sc = scenario_of(point)
+    c = sc.cluster
+    row = {"key": point.key, "testbed": point.testbed, "kernel": point.kernel, "size": point.size,
+           **dict(point.shape), "nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "transport": c.transport,
+           "options": ",".join(f"{k}={v}" for k, v in point.options)}
+    try:
+        adaptive = dict(point.options).get("controller") == "adaptive"
+        result, stats = run(sc, backend="sim", collapse=True, adaptive=adaptive)
+    except MkernelError as exc:
+        return {**row, "error": f"{type(exc).__name__}: {exc}"}
+    breakdown, proxy = result["breakdown"] or {}, result["proxy"] or {}
+    return {**row, "fused_us": result["time_s"] * 1e6, "baseline": result["baseline"]["name"],
+            "baseline_us": result["baseline"]["time_s"] * 1e6, "speedup": result["speedup"],
+            "tflops_per_gpu": result["tflops_per_gpu"],
+            "baseline_tflops_per_gpu": result["baseline"]["tflops_per_gpu"],
+            "nvlink_bytes_per_gpu": result["bytes_per_gpu"].get("nvlink", 0.0),
+            "network_bytes_per_gpu": result["bytes_per_gpu"].get("network", 0.0),
+            "host_bytes_per_gpu": result["bytes_per_gpu"].get("host", 0.0),
+            "compute_us": breakdown.get("compute"), "exposed_comm_us": breakdown.get("exposed_communication"),
+            "proxy_busy_us": proxy.get("proxy_busy_us"), "fence_wait_us": proxy.get("fence_wait_us"),
+            "batches": proxy.get("batches"), "commands": proxy.get("commands"),
+            "collapsed": stats.metrics.get("collapsed"), "events": result["events"], "sim_wall_s": result["wall_s"]}
+
+
+def run_grid(points: list[Point], out: Path, workers: int = 1,
+             progress: Callable[[Point, dict], None] | None = None) -> list[dict]:
+    """Run every point not yet in ``out/results.jsonl`` on ``workers`` processes; return all rows."""
+    for p in points:  # every scenario is checked before the first run
+        scenario_of(p)
     out.mkdir(parents=True, exist_ok=True)
     log = out / "results.jsonl"
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
     done = {r["key"] for r in rows}
-    todo = [p for p in points if p.key not in done]
-    for p in todo:
-        result, _ = run(scenario_of(p), backend="sim", collapse=True)
-        row = {"key": p.key, "testbed": p.testbed, "kernel": p.kernel, "size": p.size, **dict(p.shape),
-               "fused_us": result["time_s"] * 1e6, "baseline": result["baseline"]["name"],
-               "baseline_us": result["baseline"]["time_s"] * 1e6, "speedup": result["speedup"],
-               "tflops_per_gpu": result["tflops_per_gpu"], "baseline_tflops_per_gpu": result["baseline"]["tflops_per_gpu"],
-               "network_bytes_per_gpu": result["bytes_per_gpu"].get("network", 0.0),
-               "compute_us": (result["breakdown"] or {}).get("compute"),
-               "exposed_comm_us": (result["breakdown"] or {}).get("exposed_communication"),
-               "sim_wall_s": result["wall_s"]}
+    todo = [p for p in dict.fromkeys(points) if p.key not in done]
+
+    def record(p: Point, row: dict) -> None:
         with log.open("a") as f:
             f.write(json.dumps(row) + "\n")
         rows.append(row)
         if progress is not None:
-            progress(p)
+            progress(p, row)
+
+    if workers <= 1:
+        for p in todo:
+            record(p, run_point(p))
+        return rows
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(run_point, p): p for p in todo}
+        for future in as_completed(futures):
+            record(futures[future], future.result())
     return rows
 
 
 def write_table(rows: list[dict], out: Path) -> Path:
+    """``results.csv`` (one row per point, sorted) and ``results.json`` (the same rows)."""
+    rows = sorted(rows, key=lambda r: (r["testbed"], r["kernel"], r["size"], r.get("options", "")))
     path = out / "results.csv"
     keys = list(dict.fromkeys(k for row in rows for k in row))
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
-        for row in sorted(rows, key=lambda r: (r["testbed"], r["kernel"], r["size"])):
-            writer.writerow(row)
+        writer.writerows(rows)
+    (out / "results.json").write_text(json.dumps(rows, indent=1))
     return path
 
 
@@ -110,19 +220,24 @@ def plot(rows: list[dict], out: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    rows = [r for r in rows if "error" not in r]
     kernels = [k for k in KERNELS if any(r["kernel"] == k for r in rows)]
+    if not kernels:
+        return None
     fig, axes = plt.subplots(1, len(kernels), figsize=(4.2 * len(kernels), 3.6), squeeze=False)
     twins = []
+    series = sorted({(r["testbed"], r.get("options", "")) for r in rows})
     for ax, kernel in zip(axes[0], kernels):
         twin = ax.twinx()
         twins.append(twin)
-        for testbed, style in zip(sorted({r["testbed"] for r in rows}), ("-", "--")):
-            pts = sorted((r for r in rows if r["kernel"] == kernel and r["testbed"] == testbed), key=lambda r: r["size"])
-            xs = [r["size"] for r in pts]
-            ax.plot(xs, [r["speedup"] for r in pts], "o" + style, color="C0", label=f"speedup {testbed}")
-            twin.plot(xs, [r["tflops_per_gpu"] for r in pts], "s" + style, color="C1", label=f"fused TFLOPS {testbed}")
+        for (testbed, opts), style in zip(series, ("-", "--", ":", "-.") * 8):
+            pts = sorted((r for r in rows if r["kernel"] == kernel and (r["testbed"], r.get("options", "")) ==
+                          (testbed, opts)), key=lambda r: r["size"])
+            xs, name = [r["size"] for r in pts], testbed + (f" {opts}" if opts else "")
+            ax.plot(xs, [r["speedup"] for r in pts], "o" + style, color="C0", label=f"speedup {name}")
+            twin.plot(xs, [r["tflops_per_gpu"] for r in pts], "s" + style, color="C1", label=f"fused TFLOPS {name}")
             twin.plot(xs, [r["baseline_tflops_per_gpu"] for r in pts], "x" + style, color="C2",
-                      label=f"baseline TFLOPS {testbed}")
+                      label=f"baseline TFLOPS {name}")
         ax.axhline(1.0, color="grey", lw=0.5)
         ax.set_xscale("log", base=2)
         ax.set_title(kernel)

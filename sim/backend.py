@@ -7,6 +7,7 @@ import numpy as np
 
 from mkernel.backend import RunStats
 from mkernel.cluster import Cluster
+from mkernel.errors import BackendUnavailable
 from mkernel.ir import BufferKind, Schedule
 
 from .collapse import collapse as fold
@@ -34,13 +35,19 @@ class SimBackend:
 
         ``collapse`` simulates node 0 only when the schedule is node-symmetric (see
         :mod:`mkernel.sim.collapse`): exact times, no data, no hazard tracking. It is ignored for
-        data runs and for schedules that are not symmetric.
+        data runs and for schedules that are not symmetric. A schedule built for its first nodes
+        alone (``Schedule.first_nodes``) always runs collapsed.
         ``faults`` injects seeded faults (:mod:`mkernel.sim.faults`); a faulty run is never collapsed.
         ``controller`` moves SMs between roles at task boundaries (:mod:`mkernel.controller`).
         """
         wall = time.perf_counter()
-        folded = collapse and inputs is None and not (faults and faults.any) and is_node_symmetric(schedule)
-        run_schedule = fold(schedule) if folded else schedule
+        if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
+            raise BackendUnavailable(f"{schedule.kernel}/{schedule.variant} was built for its first nodes only; "
+                                     "data and fault runs need the full schedule (build it with first_nodes=0)")
+        span = schedule.first_nodes or cluster.fold_nodes
+        folded = bool(schedule.first_nodes) or (collapse and span > 0 and inputs is None
+                                                and not (faults and faults.any) and is_node_symmetric(schedule))
+        run_schedule = fold(schedule, span) if folded else schedule
         data = DataStore(schedule, inputs) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
                       track_hazards=not folded, faults=faults, controller=controller)

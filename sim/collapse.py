@@ -41,12 +41,15 @@ def is_node_symmetric(s: Schedule) -> bool:
     return all(per_rank[r] == per_rank[r % gpus] for r in range(gpus, s.world))
 
 
-def collapse(s: Schedule) -> Schedule:
-    """Node 0's tasks, with every rank folded onto node 0 (a put then targets its own sender).
+def collapse(s: Schedule, span: int = 1) -> Schedule:
+    """The tasks of the first ``span`` nodes, every rank folded onto them (rank mod span x GPUs).
 
-    Built with the constructors, not ``dataclasses.replace``: collapse exists for the largest
-    schedules, where replace's per-call cost dominated the run."""
-    gpus = s.gpus_per_node
+    ``span`` > 1 serves fabrics that are symmetric only under a shift by a whole leaf group
+    (``Cluster.fold_nodes``): the run simulates one group, and a put to another group lands, as
+    its mirror image, on the same place of the simulated group. Built with the constructors, not
+    ``dataclasses.replace``: collapse exists for the largest schedules, where replace's per-call
+    cost dominated the run."""
+    gpus = s.gpus_per_node * span
 
     def fold(r: Region) -> Region:
         return Region(r.buffer, r.rank % gpus, r.row0, r.row1, r.col0, r.col1)
@@ -63,4 +66,4 @@ def collapse(s: Schedule) -> Schedule:
                                 for w in t.waits),
                           tuple(Signal(g.rank % gpus, g.name, g.index) for g in t.signals), t.launch, t.chunk,
                           t.label, t.mask, t.index))
-    return dataclasses.replace(s, world=gpus, tasks=tuple(tasks))
+    return dataclasses.replace(s, world=gpus, gpus_per_node=s.gpus_per_node, tasks=tuple(tasks), first_nodes=0)

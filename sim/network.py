@@ -12,6 +12,11 @@
 - At most ``max_outstanding`` writes per proxy are in flight; a completion returns one NIC
   latency after delivery.
 - A GPU with ``count`` NICs stripes its messages over them round-robin.
+- With leaf groups (``Cluster.fabric``), a message between groups also crosses its source group's
+  spine uplink and its destination group's downlink, each shared by the group's NICs at
+  1 / ``oversubscription`` of their rate. A collapsed run simulates one whole group
+  (``Cluster.fold_nodes``), so the mirror image of a message it sends out of the group arrives
+  through that group's downlink.
 
 Arrival notification (``Cluster.notify_mode``):
 
@@ -100,6 +105,12 @@ class Network:
         self.nic_out = [[Link(f"nic{i}.out", nic) for i in range(self.c.nic.count)] for _ in range(world)]
         self.nic_in = [[Link(f"nic{i}.in", nic) for i in range(self.c.nic.count)] for _ in range(world)]
         self.rings = [Ring(self.env, self.c.proxy.queue_depth) for _ in range(world)]
+        fab, c = self.c.fabric, self.c
+        self.groups = 1 if not fab.nodes_per_leaf else -(-c.nodes // fab.nodes_per_leaf)
+        group_nodes = min(fab.nodes_per_leaf or c.nodes, c.nodes)  # a collapsed run simulates whole groups
+        spine = nic * c.nic.count * c.gpus_per_node * group_nodes / fab.oversubscription
+        self.spine_up = [Link(f"leaf{i}.up", spine) for i in range(self.groups)]
+        self.spine_down = [Link(f"leaf{i}.down", spine) for i in range(self.groups)]
         self.host = [simpy.Resource(self.env, capacity=1) for _ in range(world)]  # one proxy thread
         self.started = [False] * world
         self.outstanding = [0] * world
@@ -206,7 +217,7 @@ class Network:
         if i is None:
             return  # every NIC this message could use is down: lost
         yield self.env.timeout(nic.per_message_us)
-        yield m.flows.transfer(nbytes, (self.nic_out[src][i], self.nic_in[home][i]))
+        yield m.flows.transfer(nbytes, self._path(src, dst, home, i))
         yield self.env.timeout(m._stretch(self._wire_delay()) + m.inject.extra_delay())
         m.tracker.landed_writes(task)
         if m.data is not None:
@@ -225,6 +236,16 @@ class Network:
                 yield self.env.timeout(self._next_poll() - self.env.now + self.c.proxy.per_command_us)
             m.host_bytes[home] += COMMAND_BYTES
             m.bump_all(task.signals)
+
+    def _path(self, src: int, dst: int, home: int, i: int) -> tuple[Link, ...]:
+        """NIC out, the spine if the message leaves its leaf group, NIC in. ``dst`` is the real
+        destination; in a collapsed run the mirrored arrival uses the simulated group's downlink."""
+        g, fab = self.c.gpus_per_node, self.c.fabric
+        up, down = fab.group_of(src // g), fab.group_of(dst // g)
+        if up == down:
+            return (self.nic_out[src][i], self.nic_in[home][i])
+        down = down if len(self.nic_in) == self.c.world else up
+        return (self.nic_out[src][i], self.spine_up[up], self.spine_down[down], self.nic_in[home][i])
 
     def _flag_message(self, task: Task):
         if self.m.inject.drops():
@@ -256,4 +277,4 @@ class Network:
         return self.env.now if poll <= 0 else math.ceil(self.env.now / poll - 1e-9) * poll
 
     def links(self) -> list[Link]:
-        return [link for per in self.nic_out + self.nic_in for link in per]
+        return [link for per in self.nic_out + self.nic_in for link in per] + self.spine_up + self.spine_down

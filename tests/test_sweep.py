@@ -1,10 +1,16 @@
-"""mkernel sweep: the reference grid's shapes, a small resumable run, its table and plot."""
+"""mkernel sweep: the reference grid's shapes, a small resumable run, its table and plot; options,
+worker processes, failed points, the scale-out scenarios and the study grid."""
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from mkernel import scaleout, study
 from mkernel.cli import main
-from mkernel.sweep import reference_grid
+from mkernel.errors import InputError
+from mkernel.scenario import bundled_scenarios, load_scenario
+from mkernel.sweep import Point, apply_options, parse_options, reference_grid, run_grid, scenario_of
 
 
 def test_reference_grid_is_design_section_8():
@@ -28,5 +34,86 @@ def test_small_sweep_writes_rows_resumes_and_plots(tmp_path, capsys):
     again = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert len(again) == 2 and again[0] == rows[0]  # the finished point was not run again
     header = (tmp_path / "results.csv").read_text().splitlines()[0]
-    assert header.startswith("key,testbed,kernel,size,m,n,k,fused_us")
+    assert header.startswith("key,testbed,kernel,size,m,n,k,nodes,gpus_per_node,transport,options,fused_us")
+    assert len(json.loads((tmp_path / "results.json").read_text())) == 2
     assert (tmp_path / "speedup.png").exists() or "plot skipped" in capsys.readouterr().out
+
+
+def test_options_expand_to_every_combination_and_reach_the_scenario():
+    combos = parse_options(["proxy.batch=1,8", "transport=ib_rc,efa_srd", "fabric.oversubscription=2"])
+    assert len(combos) == 4 and (("proxy.batch", 1), ("transport", "efa_srd"), ("fabric.oversubscription", 2)) in combos
+    sc = apply_options(load_scenario("paper-ib-2x8"), (("proxy.batch", 1), ("forward", "ring"),
+                                                       ("fabric.oversubscription", 2), ("nic.gbit_per_s", 800)), "t")
+    assert sc.cluster.proxy.batch == 1 and sc.workload.forward == "ring"
+    assert sc.cluster.fabric.oversubscription == 2.0 and sc.cluster.nic.gbit_per_s == 800.0
+
+
+@pytest.mark.parametrize("spec,match", [("proxy.batchh=1", "unknown option 'proxy.batchh'"),
+                                        ("colour=red", "unknown option 'colour'"),
+                                        ("transport=carrier_pigeon", "transport"),
+                                        ("proxy.batch=many", "must be int"),
+                                        ("controller=magic", "allowed: static, adaptive")])
+def test_a_bad_option_is_one_clear_error_before_any_run(spec, match, tmp_path):
+    point = Point("paper-ib-2x8", "gemm_ar", 2048, (("m", 2048), ("n", 2048), ("k", 128)), parse_options([spec])[0])
+    with pytest.raises(InputError, match=match):
+        run_grid([point], tmp_path)
+    assert not (tmp_path / "results.jsonl").exists()  # nothing ran
+
+
+def test_workers_give_the_rows_one_process_gives(tmp_path):
+    points = [Point("paper-ib-2x8", "gemm_rs", m, (("m", m), ("n", m), ("k", 128)), opts)
+              for m in (2048, 4096) for opts in parse_options(["proxy.batch=1,8"])]
+    serial = {r["key"]: r for r in run_grid(points, tmp_path / "one")}
+    parallel = {r["key"]: r for r in run_grid(points, tmp_path / "two", workers=2)}
+    assert serial.keys() == parallel.keys() and len(serial) == 4
+    for key, row in serial.items():
+        assert parallel[key]["fused_us"] == row["fused_us"] and parallel[key]["speedup"] == row["speedup"]
+    assert len((tmp_path / "two" / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    from mkernel import runner
+    from mkernel.errors import DeadlockError
+
+    real = runner.run
+
+    def flaky(sc, **kw):
+        if sc.workload.m == 4096:
+            raise DeadlockError("rank 3 role recv waits on arrived[2] (have 0 of 1), epoch 1")
+        return real(sc, **kw)
+
+    monkeypatch.setattr(runner, "run", flaky)
+    points = [Point("paper-ib-2x8", "gemm_ar", m, (("m", m), ("n", m), ("k", 128))) for m in (2048, 4096)]
+    rows = {r["size"]: r for r in run_grid(points, tmp_path)}
+    assert "error" in rows[4096] and "arrived[2]" in rows[4096]["error"] and rows[2048]["speedup"] > 0
+
+
+def test_scaleout_scenarios_are_bundled_load_and_match_the_generator(tmp_path):
+    names = scaleout.scenarios()
+    assert len(names) == 2 * 2 * 2 * 6 + 3
+    assert {f"scaleout/{n}" for n in names} <= set(bundled_scenarios())
+    for path in scaleout.write(tmp_path):  # the committed files are what the generator writes
+        bundled = load_scenario(f"scaleout/{path.stem}")
+        assert bundled.cluster == load_scenario(str(path)).cluster
+    big = load_scenario("scaleout/efa-800g-2to1-64x8").cluster
+    assert (big.nodes, big.transport, big.nic.count * big.nic.gbit_per_s) == (64, "efa_srd", 800.0)
+    assert big.fabric.oversubscription == 2.0 and big.fold_nodes == 4
+    gb = load_scenario("scaleout/gb200-nvl72-800g-4x72").cluster
+    assert gb.gpus_per_node == 72 and gb.nvlink.bw_gb_per_s == 900.0
+
+
+def test_the_study_grid_is_a_thousand_valid_points():
+    grid = study.grid()
+    assert len(grid) >= 1000 and len({p.key for p in grid}) == len(grid)
+    assert max(load_scenario(p.testbed).cluster.nodes for p in grid[-200:]) >= 8
+    for p in grid[::37]:  # a seeded slice: the shapes split over their clusters
+        scenario_of(p)
+
+
+def test_a_small_scaling_slice_runs_and_plots(tmp_path):
+    grid = [p for p in study.grid(kernels=["gemm_rs", "ag_gemm"]) if p.size == study.SIZES[p.kernel][0]
+            and p.testbed.endswith(("-2x8", "-4x8")) and "2to1" not in p.testbed][:24]
+    rows = run_grid(grid, tmp_path, workers=2)
+    assert len(rows) == len(grid) and not [r for r in rows if "error" in r]
+    assert all(r["collapsed"] for r in rows if r["nodes"] > 1)
+    assert {p.name for p in study.plots(rows, tmp_path)} >= {"speedup_vs_gpus.png", "bytes_per_tier.png"}

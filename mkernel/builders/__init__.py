@@ -2,7 +2,8 @@
 
 A builder module provides ``check(workload, cluster)``, ``build`` (the fused schedule),
 ``build_baseline`` (the unfused schedule in the same IR), ``flops_per_gpu`` and ``make_inputs``.
-Its numpy oracle lives in :mod:`mkernel.reference` under the same kernel id.
+Its numpy oracle lives in :mod:`mkernel.reference` under the same kernel id. Builders of
+node-symmetric ops also take ``first_nodes`` (see :class:`mkernel.ir.ScheduleBuilder`).
 """
 from __future__ import annotations
 
@@ -18,3 +19,12 @@ def get(kernel: str) -> ModuleType:
     if kernel not in KERNELS:
         raise InputError(f"unknown kernel {kernel!r}; allowed: {', '.join(KERNELS)}")
     return importlib.import_module(f"{__name__}.{kernel}")
+
+
+def node_symmetric(w, c) -> bool:
+    """Whether ``build(w, c, first_nodes=n)`` is exact: every node runs node 0's queues under the
+    node shift (tests/test_symmetry.py checks it against full builds). MoE routing is per token,
+    and causal attention's zigzag masks depend on the rank, so neither is."""
+    if c.nodes < 2 or w.kernel == "moe_dispatch_gemm":
+        return False
+    return not (w.kernel == "ring_attention" and w.causal)

@@ -11,6 +11,10 @@ stores it straight into the next rank's buffer (NCCL's reduce-copy). Across node
 
 Tasks are emitted in wavefront order (see :func:`_wavefront`): every wait is for a task that
 sits at an earlier step in its own queue, so the rings cannot deadlock whatever the SM budget.
+
+Signals and network chunks are named by what a rank sees of a chunk (lane, chunk number, hop), never
+by absolute ring positions, so every node of a rail or flat ring runs the same queues under the node
+shift, and a build of the first nodes alone (``ScheduleBuilder.first_nodes``) is exact.
 """
 from __future__ import annotations
 
@@ -52,6 +56,11 @@ class Ring:
         return out
 
 
+    def key(self, lane: int, c: int, hop: int) -> int:
+        """The index of a chunk's signals and network chunk at ``hop``: unique on each rank (one
+        block of a lane reaches a rank at each hop) and the same on every node."""
+        return (c * len(self.lanes) + lane) * len(self.ranks) + hop
+
 WaitsFor = Callable[[int, int, int], tuple[Wait, ...]]  # (rank, lane, block) -> waits
 SignalsFor = Callable[[int, int], tuple[Signal, ...]]  # (rank, lane) -> signals
 
@@ -73,7 +82,7 @@ def reduce_scatter(sb: ScheduleBuilder, ring: Ring, *, src: str, inbuf: str, sta
     g = len(ring.ranks)
     if g < 2:
         return
-    for gc, lane, b, r0, r1, h in _wavefront(ring, g):
+    for lane, c, b, r0, r1, h in _wavefront(sb, ring, g, first=1):
         path = [ring.ranks[(b + 1 + i) % g] for i in range(g)]
         rank = path[h]
         net_in = h > 0 and ring.crosses(path[h - 1], rank)
@@ -83,11 +92,11 @@ def reduce_scatter(sb: ScheduleBuilder, ring: Ring, *, src: str, inbuf: str, sta
         def reg(buf: str, at: int) -> Region:
             return Region(buf, at, r0, r1, 0, ring.cols)
 
-        def arrived(at: int) -> Signal:
-            return Signal(at, f"{ring.tag}.rs", gc)
+        def arrived(at: int, hop: int) -> Signal:
+            return Signal(at, f"{ring.tag}.rs", ring.key(lane, c, hop))
 
-        waits = ready(rank, lane, b) + ((Wait(arrived(rank), 1),) if h > 0 else ())
-        label = f"{ring.tag} rs chunk {gc} hop {h}"
+        waits = ready(rank, lane, b) + ((Wait(arrived(rank, h), 1),) if h > 0 else ())
+        label = f"{ring.tag} rs lane {lane} chunk {c} block {b} hop {h}"
         if h == g - 1:
             sb.add(rank, reducer, Op.REDUCE, reads=(reg(src, rank), reg(inbuf, rank)),
                    writes=(dest(rank, r0, r1),), waits=waits, signals=done(rank, lane), label=label)
@@ -96,29 +105,41 @@ def reduce_scatter(sb: ScheduleBuilder, ring: Ring, *, src: str, inbuf: str, sta
             target = reg(inbuf, path[h + 1])
             if net_out:
                 sb.add(rank, Role.SEND, Op.PUT, reads=sources, writes=(target,), waits=waits,
-                       signals=(arrived(path[h + 1]),), chunk=gc, label=label)
+                       signals=(arrived(path[h + 1], h + 1),), chunk=ring.key(lane, c, h), label=label)
             else:
                 op = Op.COPY if h == 0 else Op.REDUCE
                 sb.add(rank, Role.INTRA, op, reads=sources, writes=(target,), waits=waits,
-                       signals=(arrived(path[h + 1]),), label=label)
+                       signals=(arrived(path[h + 1], h + 1),), label=label)
         else:
-            staged = Signal(rank, f"{ring.tag}.stage", gc)
+            staged = Signal(rank, f"{ring.tag}.stage", ring.key(lane, c, h))
             sb.add(rank, reducer, Op.REDUCE, reads=(reg(src, rank), reg(inbuf, rank)),
                    writes=(reg(stage, rank),), waits=waits, signals=(staged,), label=label)
             sb.add(rank, Role.SEND, Op.PUT, reads=(reg(stage, rank),), writes=(reg(inbuf, path[h + 1]),),
-                   waits=(Wait(staged, 1),), signals=(arrived(path[h + 1]),), chunk=gc, label=label)
+                   waits=(Wait(staged, 1),), signals=(arrived(path[h + 1], h + 1),),
+                   chunk=ring.key(lane, c, h), label=label)
 
 
-def _wavefront(ring: Ring, hops: int):
-    """(global chunk, lane, block, row0, row1, hop) ordered by step = chunk no + hop.
+def _wavefront(sb: ScheduleBuilder, ring: Ring, hops: int, first: int) -> list[tuple]:
+    """(lane, chunk no, block, row0, row1, hop) for the ranks ``sb`` emits, ordered by step =
+    chunk no + hop, then chunk no, lane and hop.
 
     This is NCCL's step order: at step s each rank works on the chunks that entered the ring s
-    hops ago, so no SM blocks on a deep chain while an earlier-ready hop waits behind it.
+    hops ago, so no SM blocks on a deep chain while an earlier-ready hop waits behind it. At hop h
+    block b sits on ring position ``(b + first + h) % len(ranks)``; items are enumerated per
+    emitted position, so a build of the first nodes never walks the other nodes' hops.
     """
-    items = [(gc, lane, b, r0, r1, h, c + h)
-             for gc, (lane, c, b, r0, r1) in enumerate(ring.chunks()) for h in range(hops)]
-    items.sort(key=lambda it: (it[6], it[0]))
-    return [it[:6] for it in items]
+    g = len(ring.ranks)
+    by_block: dict[int, list] = {}
+    for lane, c, b, r0, r1 in ring.chunks():
+        by_block.setdefault(b, []).append((lane, c, r0, r1))
+    items = []
+    for pos, rank in enumerate(ring.ranks):
+        if sb.emits(rank):
+            for h in range(hops):
+                b = (pos - first - h) % g
+                items.extend((c + h, c, lane, h, pos, b, r0, r1) for lane, c, r0, r1 in by_block.get(b, ()))
+    items.sort()
+    return [(lane, c, b, r0, r1, h) for _, c, lane, h, _, b, r0, r1 in items]
 
 
 def all_gather(sb: ScheduleBuilder, ring: Ring, *, buf: str, ready: WaitsFor = none,
@@ -131,16 +152,15 @@ def all_gather(sb: ScheduleBuilder, ring: Ring, *, buf: str, ready: WaitsFor = n
     g = len(ring.ranks)
     if g < 2:
         return
-    for gc, lane, b, r0, r1, h in _wavefront(ring, g - 1):
-        path = [ring.ranks[(b + i) % g] for i in range(g)]
-        rank, nxt = path[h], path[h + 1]
+    for lane, c, b, r0, r1, h in _wavefront(sb, ring, g - 1, first=0):
+        rank, nxt = ring.ranks[(b + h) % g], ring.ranks[(b + h + 1) % g]
         net = ring.crosses(rank, nxt)
-        waits = ready(rank, lane, b) if h == 0 else (Wait(Signal(rank, f"{ring.tag}.ag", gc), 1),)
+        waits = ready(rank, lane, b) if h == 0 else (Wait(Signal(rank, f"{ring.tag}.ag", ring.key(lane, c, h)), 1),)
         sb.add(rank, Role.SEND if net else Role.INTRA, Op.PUT if net else Op.COPY,
                reads=(Region(buf, rank, r0, r1, 0, ring.cols),),
                writes=(Region(buf, nxt, r0, r1, 0, ring.cols),), waits=waits,
-               signals=(Signal(nxt, f"{ring.tag}.ag", gc),) + arrived_extra(nxt, lane),
-               chunk=gc if net else -1, label=f"{ring.tag} ag chunk {gc} hop {h}")
+               signals=(Signal(nxt, f"{ring.tag}.ag", ring.key(lane, c, h + 1)),) + arrived_extra(nxt, lane),
+               chunk=ring.key(lane, c, h) if net else -1, label=f"{ring.tag} ag lane {lane} chunk {c} block {b} hop {h}")
 
 
 def hierarchical_all_gather(sb: ScheduleBuilder, c, *, buffers: tuple[str, ...], slot_rows: int, cols: int,
@@ -171,24 +191,25 @@ def hierarchical_all_gather(sb: ScheduleBuilder, c, *, buffers: tuple[str, ...],
                            ready=own_ready,
                            arrived_extra=lambda r, lane, b=buf: (Signal(r, f"{b}rail", lane), Signal(r, "in_done")))
         if g > 1:  # each node gathers its ranks' collections
-            counts = {(r, p): sb.bumped(Signal(r, f"{buf}rail", p)) for r in range(c.world) for p in range(parts)}
+            counts = {(r, p): sb.bumped(Signal(r, f"{buf}rail", p)) for r in sb.ranks() for p in range(parts)}
 
             def ready(r: int, lane: int, _block: int, buf=buf, counts=counts) -> tuple:
-                m, p = divmod(lane, parts)  # lane m * parts + p: rows of node m's slot, part p
-                if m == c.node_of(r):
+                dm, p = divmod(lane, parts)  # lane dm * parts + p: rows of node (own + dm)'s slots, part p
+                if dm == 0:
                     return own_ready(r)
                 return (Wait(Signal(r, f"{buf}rail", p), counts[(r, p)]),)  # rows that came over rail lane p
 
-            for node in range(nodes):
-                lanes = [[slot(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
-                all_gather(sb, Ring(c.node_ranks(node), lanes, cols, rows_per_chunk, False, f"{buf}n{node}"),
+            for node in sb.nodes():  # lanes in node order from this node (the same on every node)
+                lanes = [[slot(c.rank((node + dm) % nodes, b))[p] for b in range(g)]
+                         for dm in range(nodes) for p in range(parts)]
+                all_gather(sb, Ring(c.node_ranks(node), lanes, cols, rows_per_chunk, False, f"{buf}n"),
                            buf=buf, ready=ready, arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
-    drain(sb, c.world, "in_done")
+    drain(sb, "in_done")
 
 
-def drain(sb: ScheduleBuilder, world: int, name: str, role: Role = Role.INTRA) -> None:
+def drain(sb: ScheduleBuilder, name: str, role: Role = Role.INTRA) -> None:
     """On each rank, a task that ends the launch only when every bump of ``name`` there has landed."""
-    for rank in range(world):
+    for rank in sb.ranks():
         done = Signal(rank, name)
         if sb.bumped(done):
             sb.add(rank, role, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")

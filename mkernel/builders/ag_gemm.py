@@ -76,11 +76,11 @@ def _source_order(c: Cluster, rank: int) -> list[int]:
     return [c.rank((node + dn) % c.nodes, (local + dl) % g) for dn in range(c.nodes) for dl in range(g)]
 
 
-def build(w: Workload, c: Cluster) -> Schedule:
-    """The fused schedule."""
+def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("ag_gemm", "fused", c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("ag_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
     S = _inputs(sb, w, c)
     chunks = chunk_rows(0, S, CHUNK_ROWS)
     sb.launch("fused", _roles(w, c))
@@ -91,9 +91,9 @@ def build(w: Workload, c: Cluster) -> Schedule:
         return Region(buf, rank, base + r0, base + r1, 0, w.k)
 
     def landed(rank: int, q: int, ci: int) -> Signal:
-        return Signal(rank, "landed", q * len(chunks) + ci)
+        return Signal(rank, "landed", c.relative(q, rank) * len(chunks) + ci)
 
-    for rank in range(c.world):
+    for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         peers = [c.rank(node, (local + d) % g) for d in range(1, g)]
         if nodes > 1 and w.forward == "ring":  # own shard to the next node; relay what the previous sends
@@ -134,19 +134,19 @@ def build(w: Workload, c: Cluster) -> Schedule:
     return sb.build(flops_per_gpu(w, c))
 
 
-def build_baseline(w: Workload, c: Cluster) -> Schedule:
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """An NCCL-style hierarchical all-gather in one launch, then the GEMM on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "nccl_ring_ag+gemm" if w.baseline == "ring" else "nccl_hier_ag+gemm"
-    sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes)
     S = _inputs(sb, w, c)
     ch = w.baseline_channels
     sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
     rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
     parts = max(1, min(S, ch // nodes if g > 1 else ch))
 
-    for rank in range(c.world):  # the own shard into the gathered buffer
+    for rank in sb.ranks():  # the own shard into the gathered buffer
         sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("A", rank, 0, S, 0, w.k),),
                writes=(Region("AG", rank, rank * S, (rank + 1) * S, 0, w.k),), signals=(Signal(rank, "own"),),
                label="own shard")
@@ -154,12 +154,12 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
         blocks = [[split_rows(q * S, (q + 1) * S, parts)[p] for q in range(c.world)] for p in range(parts)]
         coll.all_gather(sb, coll.flat_ring(c, w, blocks, w.k), buf="AG", ready=lambda r, *_: (Wait(Signal(r, "own"), 1),),
                         arrived_extra=lambda r, lane: (Signal(r, "in_done"),))
-        coll.drain(sb, c.world, "in_done")
+        coll.drain(sb, "in_done")
     else:
         coll.hierarchical_all_gather(sb, c, buffers=("AG",), slot_rows=S, cols=w.k, parts=parts,
                                      rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
-    for rank in range(c.world):
+    for rank in sb.ranks():
         for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
             sb.add(rank, Role.COMPUTE, Op.GEMM, label=f"tile {t.index}", writes=(Region("OUT", rank, t.row0, t.row1,
                                                                                        t.col0, t.col1),),

@@ -69,13 +69,13 @@ def _inputs(sb: ScheduleBuilder, w: Workload) -> None:
     sb.buffer("B", w.k, w.n, w.dtype, BufferKind.INPUT)
 
 
-def build(w: Workload, c: Cluster) -> Schedule:
-    """The fused schedule."""
+def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
     slots = math.ceil(len(tiles) / g)
-    sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
     _inputs(sb, w)
     if g > 1:
         sb.buffer("P", w.m, w.n, w.dtype)
@@ -104,7 +104,7 @@ def build(w: Workload, c: Cluster) -> Schedule:
     def out_done(rank: int) -> Signal:
         return Signal(rank, "out_done")
 
-    for rank in range(c.world):  # compute: slot-major, own tile first within each slot
+    for rank in sb.ranks():  # compute: slot-major, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         for slot in range(slots):
             for d in range(g):
@@ -123,7 +123,7 @@ def build(w: Workload, c: Cluster) -> Schedule:
                        reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
                        label=f"tile {t.index}")
 
-    for rank in range(c.world):
+    for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         owned = [t for t in tiles if t.index % g == local]
         chunks = batches(owned, w.chunk_tiles)
@@ -181,23 +181,23 @@ def _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done
 
 def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
     """Each rank's kernel ends only when every write into its output has landed."""
-    for rank in range(c.world):
+    for rank in sb.ranks():
         sig = out_done(rank)
         sb.add(rank, Role.COMPUTE, Op.NOP, waits=(Wait(sig, sb.bumped(sig)),), label="drain")
 
 
-def build_baseline(w: Workload, c: Cluster) -> Schedule:
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch."""
     check(w, c)
     name = "gemm+nccl_ring_ar" if w.baseline == "ring" else "gemm+nccl_hier_ar"
-    sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms)
+    sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms, first_nodes=first_nodes)
     _inputs(sb, w)
     for name in ("P", "IN1", "IN2", "STAGE"):
         sb.buffer(name, w.m, w.n, w.dtype)
     sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     gemm_dst = "OUT" if c.world == 1 else "P"
-    for rank in range(c.world):
+    for rank in sb.ranks():
         for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
             sb.add(rank, Role.COMPUTE, Op.GEMM, label=f"tile {t.index}",
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
@@ -215,10 +215,10 @@ def _ring_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> None:
     coll.reduce_scatter(sb, ring, src="P", inbuf="IN1", stage="STAGE",
                         dest=lambda r, r0, r1: Region("OUT", r, r0, r1, 0, w.n),
                         done=lambda r, lane: (Signal(r, "rs_done", lane), Signal(r, "out_done")))
-    counts = {(r, lane): sb.bumped(Signal(r, "rs_done", lane)) for r in range(c.world) for lane in range(len(slices))}
+    counts = {(r, lane): sb.bumped(Signal(r, "rs_done", lane)) for r in sb.ranks() for lane in range(len(slices))}
     coll.all_gather(sb, ring, buf="OUT", ready=lambda r, lane, _b: (Wait(Signal(r, "rs_done", lane), counts[(r, lane)]),),
                     arrived_extra=lambda r, lane: (Signal(r, "out_done"),))
-    coll.drain(sb, c.world, "out_done")
+    coll.drain(sb, "out_done")
 
 
 def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> None:
@@ -249,8 +249,8 @@ def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> No
         return (Signal(r, "out_done"),)
 
     if g > 1:  # 1. reduce-scatter inside each node: rank `local` ends with block `local` of each lane
-        for node in range(nodes):
-            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, f"n{node}")
+        for node in sb.nodes():
+            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, "n")
             target = "IN1" if nodes > 1 else "OUT"
             coll.reduce_scatter(sb, ring, src="P", inbuf="IN1", stage="STAGE",
                                 dest=lambda r, r0, r1, target=target: Region(target, r, r0, r1, 0, w.n),
@@ -267,11 +267,11 @@ def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> No
             coll.all_gather(sb, ring, buf="OUT", ready=wait_all("l2_done", rail),
                             arrived_extra=both(sig("block_done"), out_done))
     if g > 1:  # 3. all-gather inside each node
-        for node in range(nodes):
-            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, f"n{node}")
+        for node in sb.nodes():
+            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, "n")
             coll.all_gather(sb, ring, buf="OUT", ready=wait_all("block_done", ring.ranks), arrived_extra=out_done)
     role = Role.INTRA if g > 1 else Role.RECV
-    for rank in range(c.world):
+    for rank in sb.ranks():
         done = Signal(rank, "out_done")
         sb.add(rank, role, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
 

@@ -72,11 +72,11 @@ def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
     return rows
 
 
-def build(w: Workload, c: Cluster) -> Schedule:
-    """The fused schedule."""
+def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("gemm_rs", "fused", c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("gemm_rs", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
     R = _inputs(sb, w, c)
     tiles = tile_grid(R, w.n, w.tile_m, w.tile_n)  # the tiles of one block, block-local rows
     chunks = batches(tiles, w.chunk_tiles)
@@ -109,12 +109,13 @@ def build(w: Workload, c: Cluster) -> Schedule:
         """Where the node owner ``rank`` puts its node's sum of tile t of block q, and what it signals."""
         m = c.node_of(q)
         if m != c.node_of(rank):
-            return slot("SEND", rank, m, t), (Signal(rank, "chunk_ready", m * len(chunks) + chunk_of[t.index]),)
+            dm = (m - c.node_of(rank)) % nodes
+            return slot("SEND", rank, m, t), (Signal(rank, "chunk_ready", dm * len(chunks) + chunk_of[t.index]),)
         if nodes > 1:
             return reg("PART", rank, t), (Signal(rank, "own_ready", chunk_of[t.index]),)
         return reg("OUT", rank, t), ()
 
-    for rank in range(c.world):  # compute: remote nodes' blocks first, then this node's
+    for rank in sb.ranks():  # compute: remote nodes' blocks first, then this node's
         node, local = c.node_of(rank), c.local_of(rank)
         order = [c.rank((node + dn) % nodes, (local + dl) % g) for dn in (*range(1, nodes), 0) for dl in range(g)]
         for q in order:
@@ -123,13 +124,13 @@ def build(w: Workload, c: Cluster) -> Schedule:
                 a = Region("A", rank, q * R + t.row0, q * R + t.row1, 0, w.k)
                 b = Region("B", rank, 0, w.k, t.col0, t.col1)
                 if g > 1:
-                    dst, sig = reg("P", rank, t, q * R), (Signal(owner, "contrib", q * len(tiles) + t.index),)
+                    dst, sig = reg("P", rank, t, q * R), (Signal(owner, "contrib", c.relative(q, owner) * len(tiles) + t.index),)
                 else:
                     dst, sig = target(rank, q, t)
                 sb.add(rank, Role.COMPUTE, Op.GEMM, reads=(a, b), writes=(dst,), signals=sig,
                        label=f"block {q} tile {t.index}")
 
-    for rank in range(c.world):
+    for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
         blocks = [c.rank((node + dn) % nodes, local) for dn in (*range(1, nodes), 0)]  # own block last
@@ -137,15 +138,16 @@ def build(w: Workload, c: Cluster) -> Schedule:
             for q in blocks:
                 for t in tiles:
                     dst, sig = target(rank, q, t)
-                    sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", q * len(tiles) + t.index), g),),
+                    contrib = Signal(rank, "contrib", c.relative(q, rank) * len(tiles) + t.index)
+                    sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(contrib, g),),
                            reads=tuple(reg("P", p, t, q * R) for p in peers), writes=(dst,), signals=sig,
                            label=f"block {q} tile {t.index} reduce")
         if nodes > 1:
             for q in blocks[:-1]:
                 m = c.node_of(q)
                 for ci, chunk in enumerate(chunks):
-                    sb.add(rank, Role.SEND, Op.PUT, chunk=ci,
-                           waits=(Wait(Signal(rank, "chunk_ready", m * len(chunks) + ci), len(chunk)),),
+                    ready = Signal(rank, "chunk_ready", ((m - node) % nodes) * len(chunks) + ci)
+                    sb.add(rank, Role.SEND, Op.PUT, chunk=ci, waits=(Wait(ready, len(chunk)),),
                            reads=(slots("SEND", rank, m, chunk),), writes=(slots("RECV", q, node, chunk),),
                            signals=(Signal(q, "arrived", ci),), label=f"chunk {ci} to rank {q}")
             others = [m for m in range(nodes) if m != node]
@@ -158,17 +160,17 @@ def build(w: Workload, c: Cluster) -> Schedule:
     return sb.build(flops_per_gpu(w, c))  # every output write is the owner's own: no drain needed
 
 
-def build_baseline(w: Workload, c: Cluster) -> Schedule:
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical reduce-scatter in a second launch."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "gemm+nccl_ring_rs" if w.baseline == "ring" else "gemm+nccl_hier_rs"
-    sb = ScheduleBuilder("gemm_rs", name, c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("gemm_rs", name, c.world, g, c.gpu.sms, first_nodes=first_nodes)
     R = _inputs(sb, w, c)
     for name in ("P", "IN1", "IN2", "STAGE", "NODE"):
         sb.buffer(name, w.m, w.n, w.dtype)
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
-    for rank in range(c.world):
+    for rank in sb.ranks():
         for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
             dst = Region("P", rank, t.row0, t.row1, t.col0, t.col1)
             if c.world == 1:
@@ -197,9 +199,10 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
         return Region("OUT", rank, r0 - rank * R, r1 - rank * R, 0, w.n)
 
     if g > 1:  # in each node, local l ends with the node sum of every block (m, l)
-        for node in range(nodes):
-            lanes = [[block(c.rank(m, b))[p] for b in range(g)] for m in range(nodes) for p in range(parts)]
-            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, f"n{node}")
+        for node in sb.nodes():  # lanes in node order from this node (the same on every node)
+            lanes = [[block(c.rank((node + dm) % nodes, b))[p] for b in range(g)] for dm in range(nodes)
+                     for p in range(parts)]
+            ring = coll.Ring(c.node_ranks(node), lanes, w.n, rows_per_chunk, False, "n")
             if nodes == 1:
                 coll.reduce_scatter(sb, ring, src="P", inbuf="IN1", stage="STAGE", dest=out)
             else:
@@ -212,12 +215,12 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
             lanes = [[block(c.rank(m, local))[p] for m in range(nodes)] for p in range(parts)]
             ring = coll.Ring(rail, lanes, w.n, rows_per_chunk, True, f"rail{local}")
             if g > 1:
-                counts = {}
-                for r in rail:
-                    for lane in range(nodes * parts):
-                        counts[(r, lane)] = sb.bumped(Signal(r, "node_done", lane))
-                def ready(r: int, p: int, m: int) -> tuple:  # block (m, local) part p: node-ring lane m*parts+p
-                    return (Wait(Signal(r, "node_done", m * parts + p), counts[(r, m * parts + p)]),)
+                counts = {(r, lane): sb.bumped(Signal(r, "node_done", lane))
+                          for r in rail if sb.emits(r) for lane in range(nodes * parts)}
+
+                def ready(r: int, p: int, m: int) -> tuple:  # block (m, local) part p: node-ring lane dm*parts+p
+                    lane = ((m - c.node_of(r)) % nodes) * parts + p
+                    return (Wait(Signal(r, "node_done", lane), counts[(r, lane)]),)
             coll.reduce_scatter(sb, ring, src="NODE" if g > 1 else "P", inbuf="IN2", stage="STAGE", dest=out,
                                 ready=ready if g > 1 else coll.none)
     return sb.build(flops_per_gpu(w, c))  # each block's last reduce runs on its owner: no drain needed

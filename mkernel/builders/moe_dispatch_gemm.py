@@ -239,7 +239,7 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
                        writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),),
                        index=tuple(where[t] for t in s.tokens), signals=(Signal(d, "in_done"),),
                        label=f"a2a unpack from rank {r} expert {s.expert}")
-    coll.drain(sb, c.world, "in_done")
+    coll.drain(sb, "in_done")
     sb.launch("grouped_gemm", {Role.COMPUTE: c.gpu.sms})
     for d in range(c.world):
         _gemm(sb, w, c, d, segments[d], rows, lambda need, t0, t1: ())

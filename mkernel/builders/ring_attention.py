@@ -137,11 +137,11 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
                    label=f"head {bh} tile {ti} norm")
 
 
-def build(w: Workload, c: Cluster) -> Schedule:
-    """The fused schedule."""
+def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes, S = c.gpus_per_node, c.nodes, w.m
-    sb = ScheduleBuilder("ring_attention", "fused", c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("ring_attention", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
     rows = _buffers(sb, w, c)
     sb.launch("fused", _roles(w, c))
 
@@ -153,10 +153,10 @@ def build(w: Workload, c: Cluster) -> Schedule:
     kv_tiles = [(k0, min(S, k0 + KV_TILE)) for k0 in range(0, S, KV_TILE)]
 
     def landed(rank: int, q: int, bh: int) -> Signal:  # a head's slice, put whole by the rail peer
-        return Signal(rank, "landed", q * w.n + bh)
+        return Signal(rank, "landed", c.relative(q, rank) * w.n + bh)
 
     def ringed(rank: int, q: int, bh: int, t: int) -> Signal:  # one KV tile, stored by the ring neighbour
-        return Signal(rank, "ringed", (q * w.n + bh) * len(kv_tiles) + t)
+        return Signal(rank, "ringed", (c.relative(q, rank) * w.n + bh) * len(kv_tiles) + t)
 
     def arrived(r: int, q: int, bh: int, t: int | None = None) -> tuple[Wait, ...]:
         """What makes slice q (head bh; one KV tile, or all of them) present on rank r."""
@@ -166,7 +166,7 @@ def build(w: Workload, c: Cluster) -> Schedule:
             return (Wait(landed(r, q, bh), 1),)
         return tuple(Wait(ringed(r, q, bh, i), 1) for i in (range(len(kv_tiles)) if t is None else (t,)))
 
-    for rank in range(c.world):
+    for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         # (slice, hops it has travelled in this node's ring when it reaches this rank), arrival order
         sources = [(c.rank((node + dn) % nodes, (local - h) % g), h) for dn in range(nodes) for h in range(g)]
@@ -192,18 +192,18 @@ def build(w: Workload, c: Cluster) -> Schedule:
     return sb.build(flops_per_gpu(w, c))
 
 
-def build_baseline(w: Workload, c: Cluster) -> Schedule:
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """A hierarchical all-gather of K and V in one launch, then every attention tile on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes)
     rows = _buffers(sb, w, c)
     ch = w.baseline_channels
     sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
     rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
     parts = max(1, min(rows, ch // nodes if g > 1 else ch))
 
-    for rank in range(c.world):  # the own slice into the gathered buffers
+    for rank in sb.ranks():  # the own slice into the gathered buffers
         sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("K", rank, 0, rows, 0, w.k), Region("V", rank, 0, rows, 0, w.k)),
                writes=(Region("KA", rank, rank * rows, (rank + 1) * rows, 0, w.k),
                        Region("VA", rank, rank * rows, (rank + 1) * rows, 0, w.k)),
@@ -211,8 +211,10 @@ def build_baseline(w: Workload, c: Cluster) -> Schedule:
     coll.hierarchical_all_gather(sb, c, buffers=("KA", "VA"), slot_rows=rows, cols=w.k, parts=parts,
                                  rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
     sb.launch("attention", {Role.COMPUTE: c.gpu.sms})
-    for rank in range(c.world):
-        _attention(sb, w, c, rank, list(range(c.world)), lambda r, q, bh: ())
+    for rank in sb.ranks():  # slices in the order of the fused kernel (own, node, nearest nodes)
+        node, local = c.node_of(rank), c.local_of(rank)
+        sources = [c.rank((node + dn) % nodes, (local - h) % g) for dn in range(nodes) for h in range(g)]
+        _attention(sb, w, c, rank, sources, lambda r, q, bh: ())
     return sb.build(flops_per_gpu(w, c))
 
 

@@ -1,0 +1,216 @@
+"""The scale-out study (docs/scaling.md): its sweep grid and its plots.
+
+``mkernel sweep --grid scaling --workers 2 --out DIR`` runs :func:`grid` and draws :func:`plots`
+into DIR. The grid holds each op's per-GPU work fixed as nodes grow where the op allows it, so what
+changes with scale is the communication:
+
+- GEMM+AllReduce and GEMM+ReduceScatter: M = N, K_local fixed per GPU (the row-parallel layer of a
+  fixed model and batch);
+- AllGather+GEMM: M tokens sharded over the ranks, N_local = 1024 and K = 4096 per GPU;
+- Ring Attention: S tokens per GPU (the whole sequence grows with the GPUs), 2 head groups, D = 128,
+  non-causal (the causal zigzag split is not node-symmetric, so it would not fold);
+- MoE Dispatch+GEMM: tokens per GPU fixed, H = 7168, I = 2048, top-8, experts = max(2, 256 / world)
+  per GPU.
+
+Shapes are rounded up to what the op can split over the world. Options ride on the clusters of
+:mod:`mkernel.scaleout`: forwarding (ring / direct) for AllGather+GEMM, Zipf-skewed routing for MoE,
+IBGDA against the proxy, proxy batch 1 against 8, SRD against RC on the same NICs, fence
+notification on SRD, chunk size for the GEMM collectives, and NCCL's flat ring as the baseline of
+the GEMM ops instead of the hierarchical one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .problems import KERNELS
+from .scaleout import NODES
+from .sweep import Point
+
+SIZES = {"gemm_ar": (4096, 8192), "gemm_rs": (4096, 8192), "ag_gemm": (8192, 16384),
+         "ring_attention": (1024, 2048), "moe_dispatch_gemm": (256, 1024)}  # MoE: tokens per GPU
+BASE = "ib-400g-rail"  # the reference cluster every option is compared on
+CLUSTERS = [f"{t}-{g}g-{f}" for t in ("ib", "efa") for g in (400, 800) for f in ("rail", "2to1")]
+GB200 = ("gb200-nvl72-800g-2x72", "gb200-nvl72-800g-4x72", "gb200-nvl72-800g-8x72")
+
+
+def shape(kernel: str, size: int, world: int) -> dict:
+    """The workload of one point (see the module docstring)."""
+    def up(x: int) -> int:
+        return -(-x // world) * world
+
+    if kernel in ("gemm_ar", "gemm_rs"):
+        return dict(m=up(size), n=size, k=size // 16)
+    if kernel == "ag_gemm":
+        return dict(m=up(size), n=1024, k=4096)
+    if kernel == "ring_attention":
+        return dict(m=size, n=2, k=128, tile_m=size // 2)
+    return dict(m=size * world, n=2048, k=7168, experts=world * max(2, 256 // world))
+
+
+def _points(cluster: str, nodes: int, gpus: int, kernels, options=()) -> list[Point]:
+    out = []
+    for kernel in kernels:
+        for size in SIZES[kernel]:
+            out.append(Point(f"scaleout/{cluster}-{nodes}x{gpus}", kernel, size,
+                             tuple(shape(kernel, size, nodes * gpus).items()), tuple(options)))
+    return out
+
+
+def grid(kernels=KERNELS) -> list[Point]:
+    """The study's points (about 1000 with every op)."""
+    ks = [k for k in KERNELS if k in kernels]
+    gemms = [k for k in ("gemm_ar", "gemm_rs") if k in ks]
+    pts: list[Point] = []
+    for nodes in NODES:
+        for cluster in CLUSTERS:
+            pts += _points(cluster, nodes, 8, ks)
+        if "ag_gemm" in ks:
+            for cluster in (BASE, "efa-400g-rail", "ib-400g-2to1"):
+                pts += _points(cluster, nodes, 8, ["ag_gemm"], [("forward", "ring")])
+        if "moe_dispatch_gemm" in ks:
+            for cluster in (BASE, "efa-400g-rail", "ib-800g-rail", "ib-400g-2to1"):
+                pts += _points(cluster, nodes, 8, ["moe_dispatch_gemm"], [("routing", "zipf")])
+        for cluster in (BASE, "ib-800g-rail"):
+            pts += _points(cluster, nodes, 8, ks, [("transport", "ibgda")])
+        pts += _points(BASE, nodes, 8, ks, [("transport", "efa_srd")])
+        for cluster in (BASE, "efa-400g-rail"):
+            pts += _points(cluster, nodes, 8, ks, [("proxy.batch", 1)])
+        pts += _points("efa-400g-rail", nodes, 8, ks, [("notify", "fence")])
+        for tiles in (1, 16):
+            pts += _points(BASE, nodes, 8, gemms, [("chunk_tiles", tiles)])
+        pts += _points(BASE, nodes, 8, [k for k in ("ag_gemm", "gemm_rs", "gemm_ar") if k in ks],
+                       [("baseline", "ring")])
+    for name in GB200:
+        domains = int(name.rsplit("-", 1)[1].split("x")[0])
+        pts += [Point(f"scaleout/{name}", p.kernel, p.size, p.shape, p.options)
+                for p in _points("x", domains, 72, ks)]
+    return pts
+
+
+# -- plots ----------------------------------------------------------------------------------------
+def plots(rows: list[dict], out: Path) -> list[Path]:
+    """Every figure of docs/scaling.md from the sweep's rows; [] without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    rows = [r for r in rows if "error" not in r]
+    for r in rows:
+        r["gpus"] = r["nodes"] * r["gpus_per_node"]
+        r["cluster"] = r["testbed"].removeprefix("scaleout/").rsplit("-", 1)[0]
+    kernels = [k for k in KERNELS if any(r["kernel"] == k for r in rows)]
+    figures = [_speedup(plt, rows, kernels), _exposed(plt, rows, kernels), _tiers(plt, rows, kernels),
+               _options(plt, rows, kernels)]
+    paths = []
+    for name, fig in figures:
+        if fig is None:
+            continue
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def _select(rows, kernel, cluster, options="", size_index=1):
+    sizes = sorted({r["size"] for r in rows if r["kernel"] == kernel})
+    size = sizes[min(size_index, len(sizes) - 1)] if sizes else None
+    return sorted((r for r in rows if r["kernel"] == kernel and r["cluster"] == cluster and r["options"] == options
+                   and r["size"] == size), key=lambda r: r["gpus"])
+
+
+def _panels(plt, kernels, title):
+    fig, axes = plt.subplots(1, len(kernels), figsize=(3.6 * len(kernels), 3.3), squeeze=False)
+    fig.suptitle(title, fontsize=10)
+    for ax, kernel in zip(axes[0], kernels):
+        ax.set_title(kernel, fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("GPUs")
+        ax.grid(alpha=0.3)
+    return fig, axes[0]
+
+
+def _finish(fig, ax):
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=7)
+    fig.tight_layout(rect=(0, 0.12, 1, 0.95))
+    return fig
+
+
+def _speedup(plt, rows, kernels):
+    fig, axes = _panels(plt, kernels, "Fused speedup over the NCCL-style baseline against cluster size (larger size)")
+    for ax, kernel in zip(axes, kernels):
+        for i, cluster in enumerate(CLUSTERS):
+            pts = _select(rows, kernel, cluster)
+            ax.plot([r["gpus"] for r in pts], [r["speedup"] for r in pts], "o-" if "rail" in cluster else "x--",
+                    color=f"C{i // 2}", ms=3, label=cluster)
+        gb = sorted((r for r in rows if r["kernel"] == kernel and r["cluster"].startswith("gb200")
+                     and r["size"] == max(SIZES[kernel])), key=lambda r: r["gpus"])
+        ax.plot([r["gpus"] for r in gb], [r["speedup"] for r in gb], "*-", color="C5", label="gb200-nvl72-800g")
+        ax.axhline(1.0, color="grey", lw=0.6)
+        ax.set_yscale("log", base=2)
+        ax.set_ylabel("baseline time / fused time")
+    return "speedup_vs_gpus", _finish(fig, axes[0])
+
+
+def _exposed(plt, rows, kernels):
+    fig, axes = _panels(plt, kernels, f"Exposed communication: share of the fused run not covered by compute ({BASE})")
+    for ax, kernel in zip(axes, kernels):
+        for idx, style in ((0, "o--"), (1, "o-")):
+            pts = [r for r in _select(rows, kernel, BASE, size_index=idx) if r.get("exposed_comm_us") is not None]
+            ax.plot([r["gpus"] for r in pts], [r["exposed_comm_us"] / r["fused_us"] for r in pts], style, ms=3,
+                    color="C0", label=f"fused, size {'small' if idx == 0 else 'large'}")
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("exposed comm / fused time")
+    return "exposed_comm", _finish(fig, axes[0])
+
+
+def _tiers(plt, rows, kernels):
+    fig, axes = _panels(plt, kernels, f"Bytes per GPU per tier, fused ({BASE}, larger size)")
+    for ax, kernel in zip(axes, kernels):
+        pts = _select(rows, kernel, BASE)
+        for key, color in (("nvlink_bytes_per_gpu", "C0"), ("network_bytes_per_gpu", "C1"),
+                           ("host_bytes_per_gpu", "C2")):
+            ax.plot([r["gpus"] for r in pts], [max(r[key], 1.0) / 2**20 for r in pts], "o-", color=color, ms=3,
+                    label=key.removesuffix("_bytes_per_gpu"))
+        ax.set_yscale("log")
+        ax.set_ylabel("MiB per GPU")
+    return "bytes_per_tier", _finish(fig, axes[0])
+
+
+def _options(plt, rows, kernels):
+    """Fused time with an option over fused time without it, on the same cluster."""
+    cases = [("forward=ring", BASE, "AG+GEMM ring forwarding / direct", {"ag_gemm"}),
+             ("routing=zipf", BASE, "MoE Zipf routing / uniform", {"moe_dispatch_gemm"}),
+             ("transport=ibgda", BASE, "IBGDA / host proxy", None),
+             ("proxy.batch=1", BASE, "proxy batch 1 / batch 8", None),
+             ("transport=efa_srd", BASE, "SRD / RC (same NICs)", None),
+             ("notify=fence", "efa-400g-rail", "SRD fence notify / imm", None),
+             ("", "ib-400g-2to1", "2:1 spine / rail", None),
+             ("", "ib-800g-rail", "800 / 400 Gb/s", None)]
+    fig, axes = _panels(plt, kernels, "Fused time with an option / fused time without it (larger size)")
+    for ax, kernel in zip(axes, kernels):
+        for i, (opt, cluster, label, only) in enumerate(cases):
+            if only is not None and kernel not in only:
+                continue  # the reference: the same cluster without the option, or the base cluster
+            ref = {r["gpus"]: r["fused_us"] for r in _select(rows, kernel, cluster if opt else BASE)}
+            pts = [r for r in _select(rows, kernel, cluster, opt) if r["gpus"] in ref]
+            ax.plot([r["gpus"] for r in pts], [r["fused_us"] / ref[r["gpus"]] for r in pts], "o-", ms=3,
+                    color=f"C{i}", label=label)
+        ax.axhline(1.0, color="grey", lw=0.6)
+        ax.set_yscale("log", base=2)
+        ax.set_ylabel("time ratio")
+    fig.legend(*_all_handles(axes), loc="lower center", ncol=4, fontsize=7)
+    fig.tight_layout(rect=(0, 0.14, 1, 0.95))
+    return "options_vs_gpus", fig
+
+
+def _all_handles(axes):
+    seen = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    return list(seen.values()), list(seen)
