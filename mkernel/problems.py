@@ -13,7 +13,7 @@ from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
 FORWARDS = ("direct", "ring")  # how ag_gemm's shards reach nodes beyond the first neighbour
-ROUTINGS = ("uniform", "zipf")
+ROUTINGS = ("uniform", "zipf", "shifted")  # shifted: node-symmetric uniform (mkernel.routing)
 BASELINES = ("hierarchical", "ring")
 
 
@@ -49,7 +49,7 @@ class Workload:
     forward: str = "direct"  # ag_gemm beyond two nodes: "direct" (one put per node) or "ring" (relay)
     experts: int = 256  # moe_dispatch_gemm: experts in all, experts / world per GPU
     topk: int = 8  # moe_dispatch_gemm: experts per token
-    routing: str = "uniform"  # moe_dispatch_gemm: "uniform" or "zipf" (skewed popularity)
+    routing: str = "uniform"  # moe_dispatch_gemm: "uniform", "zipf" (skewed popularity) or "shifted"
     routing_seed: int = 0
     # moe_dispatch_gemm: routing given rather than drawn (the torch op's case): per source rank, per
     # token, its topk expert ids; overrides routing and routing_seed when not empty

@@ -2,7 +2,10 @@
 
 Routing is seeded: every token picks ``topk`` distinct experts, uniformly or with Zipf-skewed
 popularity (expert popularity ~ 1 / rank^ZIPF_S over a seeded permutation of the experts). Expert e
-lives on rank e // (experts / world).
+lives on rank e // (experts / world). ``shifted`` routing draws node 0's tokens uniformly and gives
+node n the same tokens routed to the experts n nodes further on: statistically uniform per node
+but identical on every node up to the node shift, so the op is node-symmetric and a collapsed
+simulation of 64 nodes runs one (what uniform and Zipf routing, drawn per rank, are not).
 
 The layout on destination rank d: for each local expert j in order, for each source rank in
 ``source_order(d)`` (own, node peers, then other nodes nearest first), the tokens of that source
@@ -11,6 +14,7 @@ routed to that expert, ascending. Its rows are where the dispatch writes and the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -19,7 +23,7 @@ from .problems import Workload
 ZIPF_S = 1.2
 
 
-def route(w: Workload, world: int) -> list[np.ndarray]:
+def route(w: Workload, world: int, gpus_per_node: int) -> list[np.ndarray]:
     """Per source rank, a (tokens per rank x topk) array of expert ids: ``w.routes`` when given,
     else drawn from the seed."""
     if w.routes:
@@ -31,10 +35,14 @@ def route(w: Workload, world: int) -> list[np.ndarray]:
         logits = np.log(popularity[rng.permutation(w.experts)])
     else:
         logits = np.zeros(w.experts)
+    drawn = gpus_per_node if w.routing == "shifted" else world
     out = []
-    for _ in range(world):  # Gumbel top-k: topk distinct experts, each drawn by popularity
+    for _ in range(drawn):  # Gumbel top-k: topk distinct experts, each drawn by popularity
         keys = logits[None, :] + rng.gumbel(size=(per, w.experts))
         out.append(np.argsort(-keys, axis=1)[:, :w.topk])
+    if w.routing == "shifted":  # node n: node 0's choices, n nodes' worth of experts further on
+        per_node = (w.experts // world) * gpus_per_node
+        out = [(out[r % gpus_per_node] + (r // gpus_per_node) * per_node) % w.experts for r in range(world)]
     return out
 
 
@@ -52,21 +60,64 @@ def source_order(dest: int, nodes: int, gpn: int) -> list[int]:
     return [((node + dn) % nodes) * gpn + (local + dl) % gpn for dn in range(nodes) for dl in range(gpn)]
 
 
+class Routing:
+    """One routing's token sets, computed on demand: builders of the first nodes alone ask only
+    for those nodes' destinations, so 512 ranks cost what their questions cost."""
+
+    def __init__(self, w: Workload, nodes: int, gpn: int) -> None:
+        self.nodes, self.gpn, self.world = nodes, gpn, nodes * gpn
+        self.per_gpu = w.experts // self.world
+        self.routes = route(w, self.world, gpn)
+        self._segments: dict = {}  # d -> segments; ("from", d) -> source -> segments
+
+    @cached_property
+    def _by_expert(self) -> list[dict[int, tuple[int, ...]]]:
+        """Per source rank: expert id -> its tokens there, ascending."""
+        out = []
+        for routes in self.routes:
+            flat = routes.ravel()
+            order = np.argsort(flat, kind="stable")  # token-major ravel: tokens stay ascending
+            experts, starts = np.unique(flat[order], return_index=True)
+            tokens = order // routes.shape[1]
+            bounds = list(starts[1:]) + [len(order)]
+            out.append({int(e): tuple(int(t) for t in tokens[a:b]) for e, a, b in zip(experts, starts, bounds)})
+        return out
+
+    def segments(self, d: int) -> list[Segment]:
+        """Destination d's segments in row order."""
+        if d not in self._segments:
+            segs, row = [], 0
+            for j in range(self.per_gpu):
+                e = d * self.per_gpu + j
+                for r in source_order(d, self.nodes, self.gpn):
+                    tokens = self._by_expert[r].get(e)
+                    if tokens:
+                        segs.append(Segment(d, j, r, row, tokens))
+                        row += len(tokens)
+            self._segments[d] = segs
+        return self._segments[d]
+
+    def from_source(self, d: int, r: int) -> list[Segment]:
+        """Destination d's segments whose tokens come from source r."""
+        key = ("from", d)
+        if key not in self._segments:
+            index: dict[int, list[Segment]] = {}
+            for seg in self.segments(d):
+                index.setdefault(seg.source, []).append(seg)
+            self._segments[key] = index
+        return self._segments[key].get(r, [])
+
+    def rows(self, d: int) -> int:
+        return sum(len(s.tokens) for s in self.segments(d))
+
+    def to_ranks(self, r: int, first: int, last: int) -> tuple[int, ...]:
+        """Source r's tokens routed to any expert on ranks first..last-1, ascending."""
+        gpu = self.routes[r] // self.per_gpu
+        return tuple(int(t) for t in np.nonzero(((gpu >= first) & (gpu < last)).any(axis=1))[0])
+
+
 def layout(w: Workload, nodes: int, gpn: int) -> tuple[list[list[Segment]], int]:
     """Per destination rank its segments in row order, and the largest row count over ranks."""
-    world = nodes * gpn
-    per_gpu = w.experts // world
-    routes = route(w, world)
-    out, most = [], 0
-    for d in range(world):
-        segs, row = [], 0
-        for j in range(per_gpu):
-            e = d * per_gpu + j
-            for r in source_order(d, nodes, gpn):
-                tokens = tuple(int(i) for i in np.nonzero((routes[r] == e).any(axis=1))[0])
-                if tokens:
-                    segs.append(Segment(d, j, r, row, tokens))
-                    row += len(tokens)
-        out.append(segs)
-        most = max(most, row)
-    return out, most
+    routing = Routing(w, nodes, gpn)
+    segments = [routing.segments(d) for d in range(routing.world)]
+    return segments, max((routing.rows(d) for d in range(routing.world)), default=0)

@@ -9,7 +9,8 @@ Four axes, every combination (48 files), plus a GB200-class what-if:
   two NICs per GPU, higher latency and per-message cost, per-message jitter);
 - ``gbps``: 400 or 800 Gb/s per GPU;
 - ``fabric``: ``rail`` (rail-optimised, non-blocking: every rail leaf reaches every node at full
-  rate) or ``2to1`` (leaf switches of 4 nodes, a spine oversubscribed 2:1 between them).
+  rate) or ``2to1`` (leaf switches of 2 nodes, a spine oversubscribed 2:1 between them: a
+  message to another leaf shares the leaf's uplinks, half the leaf's NIC bandwidth).
 
 ``gb200-nvl72-800g-{2,4,8}x72``: 72 GPUs in one NVLink domain (NVLink 5, 900 GB/s per GPU each
 way), 800 Gb/s InfiniBand per GPU, rail fabric. Only the fabric changes: the GPU stays the
@@ -30,7 +31,7 @@ TRANSPORTS = {  # the paper testbeds' NIC estimates (scenarios/paper-*-2x8.toml)
                 nics={400: (2, 200.0), 800: (2, 400.0)}),
 }
 GBPS = (400, 800)
-FABRICS = {"rail": None, "2to1": (4, 2.0)}  # (nodes per leaf, spine oversubscription)
+FABRICS = {"rail": None, "2to1": (2, 2.0)}  # (nodes per leaf, spine oversubscription)
 GB200_DOMAINS = (2, 4, 8)
 
 

@@ -10,7 +10,8 @@ changes with scale is the communication:
 - Ring Attention: S tokens per GPU (the whole sequence grows with the GPUs), 2 head groups, D = 128,
   non-causal (the causal zigzag split is not node-symmetric, so it would not fold);
 - MoE Dispatch+GEMM: tokens per GPU fixed, H = 7168, I = 2048, top-8, experts = max(2, 256 / world)
-  per GPU.
+  per GPU, shifted uniform routing (node-symmetric, :mod:`mkernel.routing`); the skew option draws
+  Zipf routing per rank instead, which is simulated whole.
 
 Shapes are rounded up to what the op can split over the world. Options ride on the clusters of
 :mod:`mkernel.scaleout`: forwarding (ring / direct) for AllGather+GEMM, Zipf-skewed routing for MoE,
@@ -26,11 +27,12 @@ from .problems import KERNELS
 from .scaleout import NODES
 from .sweep import Point
 
-SIZES = {"gemm_ar": (4096, 8192), "gemm_rs": (4096, 8192), "ag_gemm": (8192, 16384),
-         "ring_attention": (1024, 2048), "moe_dispatch_gemm": (256, 1024)}  # MoE: tokens per GPU
+SIZES = {"gemm_ar": (2048, 4096, 8192), "gemm_rs": (2048, 4096, 8192), "ag_gemm": (4096, 8192, 16384),
+         "ring_attention": (512, 1024, 2048), "moe_dispatch_gemm": (128, 256, 1024)}  # MoE: tokens per GPU
 BASE = "ib-400g-rail"  # the reference cluster every option is compared on
-CLUSTERS = [f"{t}-{g}g-{f}" for t in ("ib", "efa") for g in (400, 800) for f in ("rail", "2to1")]
+CLUSTERS = ["ib-400g-rail", "ib-800g-rail", "efa-400g-rail", "efa-800g-rail", "ib-400g-2to1", "efa-400g-2to1"]
 GB200 = ("gb200-nvl72-800g-2x72", "gb200-nvl72-800g-4x72", "gb200-nvl72-800g-8x72")
+SKEW_NODES = (2, 4, 8, 16)  # Zipf routing is drawn per rank: not node-symmetric, simulated whole
 
 
 def shape(kernel: str, size: int, world: int) -> dict:
@@ -44,22 +46,21 @@ def shape(kernel: str, size: int, world: int) -> dict:
         return dict(m=up(size), n=1024, k=4096)
     if kernel == "ring_attention":
         return dict(m=size, n=2, k=128, tile_m=size // 2)
-    return dict(m=size * world, n=2048, k=7168, experts=world * max(2, 256 // world))
+    return dict(m=size * world, n=2048, k=7168, experts=world * max(2, 256 // world), routing="shifted")
 
 
-def _points(cluster: str, nodes: int, gpus: int, kernels, options=()) -> list[Point]:
-    out = []
-    for kernel in kernels:
-        for size in SIZES[kernel]:
-            out.append(Point(f"scaleout/{cluster}-{nodes}x{gpus}", kernel, size,
-                             tuple(shape(kernel, size, nodes * gpus).items()), tuple(options)))
-    return out
+def _points(cluster: str, nodes: int, gpus: int, kernels, options=(), sizes=slice(None)) -> list[Point]:
+    return [Point(f"scaleout/{cluster}-{nodes}x{gpus}", kernel, size,
+                  tuple(shape(kernel, size, nodes * gpus).items()), tuple(options))
+            for kernel in kernels for size in SIZES[kernel][sizes]]
 
 
 def grid(kernels=KERNELS) -> list[Point]:
-    """The study's points (about 1000 with every op)."""
+    """The study's points (about 1100 with every op): every op and size on six clusters, and each
+    option against the base cluster at the two smaller sizes."""
     ks = [k for k in KERNELS if k in kernels]
     gemms = [k for k in ("gemm_ar", "gemm_rs") if k in ks]
+    small = slice(0, 2)
     pts: list[Point] = []
     for nodes in NODES:
         for cluster in CLUSTERS:
@@ -67,23 +68,23 @@ def grid(kernels=KERNELS) -> list[Point]:
         if "ag_gemm" in ks:
             for cluster in (BASE, "efa-400g-rail", "ib-400g-2to1"):
                 pts += _points(cluster, nodes, 8, ["ag_gemm"], [("forward", "ring")])
-        if "moe_dispatch_gemm" in ks:
+        if "moe_dispatch_gemm" in ks and nodes in SKEW_NODES:
             for cluster in (BASE, "efa-400g-rail", "ib-800g-rail", "ib-400g-2to1"):
-                pts += _points(cluster, nodes, 8, ["moe_dispatch_gemm"], [("routing", "zipf")])
+                pts += _points(cluster, nodes, 8, ["moe_dispatch_gemm"], [("routing", "zipf")], small)
         for cluster in (BASE, "ib-800g-rail"):
-            pts += _points(cluster, nodes, 8, ks, [("transport", "ibgda")])
-        pts += _points(BASE, nodes, 8, ks, [("transport", "efa_srd")])
+            pts += _points(cluster, nodes, 8, ks, [("transport", "ibgda")], small)
+        pts += _points(BASE, nodes, 8, ks, [("transport", "efa_srd")], small)
         for cluster in (BASE, "efa-400g-rail"):
-            pts += _points(cluster, nodes, 8, ks, [("proxy.batch", 1)])
-        pts += _points("efa-400g-rail", nodes, 8, ks, [("notify", "fence")])
+            pts += _points(cluster, nodes, 8, ks, [("proxy.batch", 1)], small)
+        pts += _points("efa-400g-rail", nodes, 8, ks, [("notify", "fence")], small)
         for tiles in (1, 16):
-            pts += _points(BASE, nodes, 8, gemms, [("chunk_tiles", tiles)])
+            pts += _points(BASE, nodes, 8, gemms, [("chunk_tiles", tiles)], small)
         pts += _points(BASE, nodes, 8, [k for k in ("ag_gemm", "gemm_rs", "gemm_ar") if k in ks],
-                       [("baseline", "ring")])
-    for name in GB200:
+                       [("baseline", "ring")], small)
+    for name in GB200:  # a 72-GPU node is simulated whole: the smallest size keeps it affordable
         domains = int(name.rsplit("-", 1)[1].split("x")[0])
         pts += [Point(f"scaleout/{name}", p.kernel, p.size, p.shape, p.options)
-                for p in _points("x", domains, 72, ks)]
+                for p in _points("x", domains, 72, ks, sizes=slice(0, 1))]
     return pts
 
 
@@ -115,7 +116,7 @@ def plots(rows: list[dict], out: Path) -> list[Path]:
     return paths
 
 
-def _select(rows, kernel, cluster, options="", size_index=1):
+def _select(rows, kernel, cluster, options="", size_index=2):
     sizes = sorted({r["size"] for r in rows if r["kernel"] == kernel})
     size = sizes[min(size_index, len(sizes) - 1)] if sizes else None
     return sorted((r for r in rows if r["kernel"] == kernel and r["cluster"] == cluster and r["options"] == options
@@ -147,9 +148,10 @@ def _speedup(plt, rows, kernels):
             pts = _select(rows, kernel, cluster)
             ax.plot([r["gpus"] for r in pts], [r["speedup"] for r in pts], "o-" if "rail" in cluster else "x--",
                     color=f"C{i // 2}", ms=3, label=cluster)
-        gb = sorted((r for r in rows if r["kernel"] == kernel and r["cluster"].startswith("gb200")
-                     and r["size"] == max(SIZES[kernel])), key=lambda r: r["gpus"])
-        ax.plot([r["gpus"] for r in gb], [r["speedup"] for r in gb], "*-", color="C5", label="gb200-nvl72-800g")
+        gb = sorted((r for r in rows if r["kernel"] == kernel and r["cluster"].startswith("gb200")),
+                    key=lambda r: r["gpus"])
+        ax.plot([r["gpus"] for r in gb], [r["speedup"] for r in gb], "*-", color="C5",
+                label="gb200-nvl72-800g (smallest size)")
         ax.axhline(1.0, color="grey", lw=0.6)
         ax.set_yscale("log", base=2)
         ax.set_ylabel("baseline time / fused time")
@@ -159,10 +161,10 @@ def _speedup(plt, rows, kernels):
 def _exposed(plt, rows, kernels):
     fig, axes = _panels(plt, kernels, f"Exposed communication: share of the fused run not covered by compute ({BASE})")
     for ax, kernel in zip(axes, kernels):
-        for idx, style in ((0, "o--"), (1, "o-")):
+        for idx, style in ((0, "o:"), (1, "o--"), (2, "o-")):
             pts = [r for r in _select(rows, kernel, BASE, size_index=idx) if r.get("exposed_comm_us") is not None]
             ax.plot([r["gpus"] for r in pts], [r["exposed_comm_us"] / r["fused_us"] for r in pts], style, ms=3,
-                    color="C0", label=f"fused, size {'small' if idx == 0 else 'large'}")
+                    color="C0", label=f"fused, size {('small', 'middle', 'large')[idx]}")
         ax.set_ylim(0, 1)
         ax.set_ylabel("exposed comm / fused time")
     return "exposed_comm", _finish(fig, axes[0])
@@ -191,13 +193,13 @@ def _options(plt, rows, kernels):
              ("notify=fence", "efa-400g-rail", "SRD fence notify / imm", None),
              ("", "ib-400g-2to1", "2:1 spine / rail", None),
              ("", "ib-800g-rail", "800 / 400 Gb/s", None)]
-    fig, axes = _panels(plt, kernels, "Fused time with an option / fused time without it (larger size)")
+    fig, axes = _panels(plt, kernels, "Fused time with an option / fused time without it (middle size)")
     for ax, kernel in zip(axes, kernels):
         for i, (opt, cluster, label, only) in enumerate(cases):
             if only is not None and kernel not in only:
                 continue  # the reference: the same cluster without the option, or the base cluster
-            ref = {r["gpus"]: r["fused_us"] for r in _select(rows, kernel, cluster if opt else BASE)}
-            pts = [r for r in _select(rows, kernel, cluster, opt) if r["gpus"] in ref]
+            ref = {r["gpus"]: r["fused_us"] for r in _select(rows, kernel, cluster if opt else BASE, size_index=1)}
+            pts = [r for r in _select(rows, kernel, cluster, opt, size_index=1) if r["gpus"] in ref]
             ax.plot([r["gpus"] for r in pts], [r["fused_us"] / ref[r["gpus"]] for r in pts], "o-", ms=3,
                     color=f"C{i}", label=label)
         ax.axhline(1.0, color="grey", lw=0.6)

@@ -13,8 +13,8 @@
   latency after delivery.
 - A GPU with ``count`` NICs stripes its messages over them round-robin.
 - With leaf groups (``Cluster.fabric``), a message between groups also crosses its source group's
-  spine uplink and its destination group's downlink, each shared by the group's NICs at
-  1 / ``oversubscription`` of their rate. A collapsed run simulates one whole group
+  spine uplink and its destination group's downlink. Each rail has its own spine plane, shared by
+  the group's NICs of that rail at 1 / ``oversubscription`` of their rate (flows spread by ECMP). A collapsed run simulates one whole group
   (``Cluster.fold_nodes``), so the mirror image of a message it sends out of the group arrives
   through that group's downlink.
 
@@ -108,9 +108,10 @@ class Network:
         fab, c = self.c.fabric, self.c
         self.groups = 1 if not fab.nodes_per_leaf else -(-c.nodes // fab.nodes_per_leaf)
         group_nodes = min(fab.nodes_per_leaf or c.nodes, c.nodes)  # a collapsed run simulates whole groups
-        spine = nic * c.nic.count * c.gpus_per_node * group_nodes / fab.oversubscription
-        self.spine_up = [Link(f"leaf{i}.up", spine) for i in range(self.groups)]
-        self.spine_down = [Link(f"leaf{i}.down", spine) for i in range(self.groups)]
+        spine = nic * c.nic.count * group_nodes / fab.oversubscription  # one spine plane per rail
+        self.spine_up = [[Link(f"leaf{i}.rail{r}.up", spine) for r in range(c.gpus_per_node)] for i in range(self.groups)]
+        self.spine_down = [[Link(f"leaf{i}.rail{r}.down", spine) for r in range(c.gpus_per_node)]
+                           for i in range(self.groups)]
         self.host = [simpy.Resource(self.env, capacity=1) for _ in range(world)]  # one proxy thread
         self.started = [False] * world
         self.outstanding = [0] * world
@@ -245,7 +246,8 @@ class Network:
         if up == down:
             return (self.nic_out[src][i], self.nic_in[home][i])
         down = down if len(self.nic_in) == self.c.world else up
-        return (self.nic_out[src][i], self.spine_up[up], self.spine_down[down], self.nic_in[home][i])
+        return (self.nic_out[src][i], self.spine_up[up][src % g], self.spine_down[down][home % g],
+                self.nic_in[home][i])
 
     def _flag_message(self, task: Task):
         if self.m.inject.drops():
@@ -277,4 +279,4 @@ class Network:
         return self.env.now if poll <= 0 else math.ceil(self.env.now / poll - 1e-9) * poll
 
     def links(self) -> list[Link]:
-        return [link for per in self.nic_out + self.nic_in for link in per] + self.spine_up + self.spine_down
+        return [link for per in self.nic_out + self.nic_in + self.spine_up + self.spine_down for link in per]

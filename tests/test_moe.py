@@ -50,7 +50,7 @@ def test_only_tokens_routed_off_node_cross_once_per_node(nodes, gpus, routing):
     w = Workload(kernel="moe_dispatch_gemm", m=64 * c.world, n=64, k=128, experts=8 * c.world, topk=4,
                  routing=routing)
     per_gpu = w.experts // c.world
-    routes = route(w, c.world)
+    routes = route(w, c.world, c.gpus_per_node)
     closed = []
     for r in range(c.world):
         node_of_expert = routes[r] // per_gpu // gpus

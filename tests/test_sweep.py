@@ -97,7 +97,7 @@ def test_scaleout_scenarios_are_bundled_load_and_match_the_generator(tmp_path):
         assert bundled.cluster == load_scenario(str(path)).cluster
     big = load_scenario("scaleout/efa-800g-2to1-64x8").cluster
     assert (big.nodes, big.transport, big.nic.count * big.nic.gbit_per_s) == (64, "efa_srd", 800.0)
-    assert big.fabric.oversubscription == 2.0 and big.fold_nodes == 4
+    assert big.fabric.oversubscription == 2.0 and big.fold_nodes == 2
     gb = load_scenario("scaleout/gb200-nvl72-800g-4x72").cluster
     assert gb.gpus_per_node == 72 and gb.nvlink.bw_gb_per_s == 900.0
 

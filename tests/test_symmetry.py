@@ -100,3 +100,32 @@ def test_a_leaf_group_fold_is_exact_on_an_oversubscribed_spine(kernel):
     assert folded["baseline"]["time_s"] == pytest.approx(full["baseline"]["time_s"], rel=1e-9)
     flat, _ = runner.run(dataclasses.replace(sc, cluster=c), collapse=True)
     assert folded["time_s"] > flat["time_s"] and folded["baseline"]["time_s"] > flat["baseline"]["time_s"]
+
+
+@pytest.mark.parametrize("nodes,gpus", CLUSTERS)
+def test_shifted_moe_routing_builds_for_the_first_node_exactly(nodes, gpus):
+    sc = load_scenario("paper-ib-2x8")
+    c = dataclasses.replace(sc.cluster, nodes=nodes, gpus_per_node=gpus)
+    w = dataclasses.replace(sc.workload, kernel="moe_dispatch_gemm", m=96 * c.world, n=256, k=256,
+                            experts=4 * c.world, routing="shifted")
+    assert builders.node_symmetric(w, c)
+    module = builders.get("moe_dispatch_gemm")
+    for build in (module.build, module.build_baseline):
+        full, part = build(w, c), build(w, c, first_nodes=1)
+        full.validate()
+        part.validate()
+        assert is_node_symmetric(full), build.__name__
+        assert collapse(full).tasks == collapse(part).tasks, build.__name__
+    full = SimBackend().run(module.build(w, c), c)
+    part = SimBackend().run(module.build(w, c, first_nodes=1), c)
+    assert part.time_s == pytest.approx(full.time_s, rel=1e-9)
+
+
+def test_moe_routing_drawn_per_rank_is_not_symmetric():
+    sc = load_scenario("paper-ib-2x8")
+    c = dataclasses.replace(sc.cluster, nodes=3, gpus_per_node=2)
+    for routing in ("uniform", "zipf"):
+        w = dataclasses.replace(sc.workload, kernel="moe_dispatch_gemm", m=96 * 6, n=256, k=256, experts=24,
+                                routing=routing)
+        assert not builders.node_symmetric(w, c)
+        assert not is_node_symmetric(builders.get("moe_dispatch_gemm").build(w, c))

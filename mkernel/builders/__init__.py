@@ -23,8 +23,10 @@ def get(kernel: str) -> ModuleType:
 
 def node_symmetric(w, c) -> bool:
     """Whether ``build(w, c, first_nodes=n)`` is exact: every node runs node 0's queues under the
-    node shift (tests/test_symmetry.py checks it against full builds). MoE routing is per token,
-    and causal attention's zigzag masks depend on the rank, so neither is."""
-    if c.nodes < 2 or w.kernel == "moe_dispatch_gemm":
+    node shift (tests/test_symmetry.py checks it against full builds). MoE routing drawn per rank,
+    and causal attention's zigzag masks, depend on the rank, so neither is."""
+    if c.nodes < 2:
         return False
+    if w.kernel == "moe_dispatch_gemm":
+        return get(w.kernel).node_symmetric(w)
     return not (w.kernel == "ring_attention" and w.causal)

@@ -1,7 +1,8 @@
 """MoE Dispatch + grouped GEMM (expert parallelism), fused and unfused.
 
 Shape fields: ``m`` is the total tokens T (T / world per rank), ``k`` the hidden size H, ``n`` the
-expert width I; ``experts`` (experts / world per GPU), ``topk``, ``routing`` (uniform or zipf) and
+expert width I; ``experts`` (experts / world per GPU), ``topk``, ``routing`` (uniform, zipf or
+shifted; only shifted is node-symmetric, so only it builds for the first nodes alone) and
 ``routing_seed`` pick the seeded routing (:mod:`mkernel.routing`, which also fixes the expert-input
 layout). Inputs per rank: X (tokens x H), W (local experts x H rows, I columns), Z (one zero row).
 Output per rank: Y, one row per (token, local expert) pair in layout order, zero rows after them up
@@ -30,6 +31,7 @@ Baseline ("nccl_a2a+grouped_gemm"): an all-to-all that sends each token once per
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,7 +40,7 @@ from ..cluster import Cluster
 from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import Workload
-from ..routing import layout
+from ..routing import Routing
 from . import _collectives as coll
 from ._tiling import chunk_rows
 
@@ -129,120 +131,132 @@ def _distance(c: Cluster, d: int, r: int) -> tuple[int, int]:
     return ((c.node_of(r) - c.node_of(d)) % c.nodes, (c.local_of(r) - c.local_of(d)) % c.gpus_per_node)
 
 
-def build(w: Workload, c: Cluster) -> Schedule:
-    """The fused schedule."""
+def node_symmetric(w: Workload) -> bool:
+    """Only shifted routing repeats node 0's routing on every node (:mod:`mkernel.routing`)."""
+    return w.routing == "shifted" and not w.routes
+
+
+def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g = c.gpus_per_node
-    segments, rows = layout(w, c.nodes, g)
-    # unique tokens of source r routed to any expert in node m (each sent once to that node)
-    unique = {(r, m): sorted({t for d in c.node_ranks(m) for s in segments[d] if s.source == r for t in s.tokens})
-              for r in range(c.world) for m in range(c.nodes) if m != c.node_of(r)}
-    per_node = max((len(v) for v in unique.values()), default=0)
-    sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms)
+    sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    routing = Routing(w, c.nodes, g)
+    built = sb.ranks()
+    unique = functools.cache(lambda r, m: routing.to_ranks(r, m * g, (m + 1) * g))  # each token once per node
+    rows = max(routing.rows(d) for d in built)
+    per_node = max((len(unique(r, m)) for r in built for m in range(c.nodes) if m != c.node_of(r)), default=0)
     _buffers(sb, w, c, rows, c.nodes * per_node)
     sb.launch("fused", _roles(w, c))
     chunk = max(1, CHUNK_BYTES // (w.k * DTYPE_BYTES[w.dtype]))
-
-    most = max((len(_blocks(s)) for segs in segments for s in segs), default=1)
+    most = max((len(_blocks(s)) for d in built for s in routing.segments(d)), default=1)
 
     def block_signal(s, b: int) -> Signal:
-        return Signal(s.dest, "block", (s.expert * c.world + s.source) * most + b)
+        return Signal(s.dest, "block", (s.expert * c.world + c.relative(s.source, s.dest)) * most + b)
 
     def blocks_in(need, t0: int, t1: int) -> tuple[Wait, ...]:
         return tuple(Wait(block_signal(s, b), 1) for s in need for b, row, toks in _blocks(s)
                      if row < t1 and t0 < row + len(toks))
 
-    for r in range(c.world):
+    for r in built:
         node = c.node_of(r)
         for d in c.node_ranks(node):  # node destinations: straight into their expert inputs
-            for s in (s for s in segments[d] if s.source == r):
+            for s in routing.from_source(d, r):
                 for b, row, toks in _blocks(s):
                     sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
                            writes=(Region("XE", d, row, row + len(toks), 0, w.k),), index=toks,
                            signals=(block_signal(s, b),), label=f"tokens to rank {d} expert {s.expert} block {b}")
         for dn in range(1, c.nodes):  # other nodes: once per node, to the rail peer
             m = (node + dn) % c.nodes
-            toks, peer = unique[(r, m)], c.rank(m, c.local_of(r))
+            toks, peer = unique(r, m), c.rank(m, c.local_of(r))
             if not toks:
                 continue
             base = m * per_node
-            staged = Signal(r, "staged", m)
+            staged = Signal(r, "staged", dn)
             sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
-                   writes=(Region("SEND", r, base, base + len(toks), 0, w.k),), index=tuple(toks),
+                   writes=(Region("SEND", r, base, base + len(toks), 0, w.k),), index=toks,
                    signals=(staged,), label=f"tokens for node {m}")
             for ci, (r0, r1) in enumerate(chunk_rows(0, len(toks), chunk)):
                 dst = node * per_node
                 sb.add(r, Role.SEND, Op.PUT, chunk=ci, waits=(Wait(staged, 1),),
                        reads=(Region("SEND", r, base + r0, base + r1, 0, w.k),),
                        writes=(Region("RECV", peer, dst + r0, dst + r1, 0, w.k),),
-                       signals=(Signal(peer, "arrived", r),), label=f"tokens of rank {r} chunk {ci} to node {m}")
-    for p in range(c.world):  # rail peers fan out what arrived from other nodes
+                       signals=(Signal(peer, "arrived", c.relative(r, peer)),),
+                       label=f"tokens of rank {r} chunk {ci} to node {m}")
+    for p in built:  # rail peers fan out what arrived from other nodes
         for dn in range(1, c.nodes):
             r = c.rank((c.node_of(p) + dn) % c.nodes, c.local_of(p))
-            toks = unique[(r, c.node_of(p))]
+            toks = unique(r, c.node_of(p))
             if not toks:
                 continue
             where = {t: i for i, t in enumerate(toks)}
             base = c.node_of(r) * per_node
-            got = Wait(Signal(p, "arrived", r), len(chunk_rows(0, len(toks), chunk)))
+            got = Wait(Signal(p, "arrived", c.relative(r, p)), len(chunk_rows(0, len(toks), chunk)))
             for d in c.node_ranks(c.node_of(p)):
-                for s in (s for s in segments[d] if s.source == r):
+                for s in routing.from_source(d, r):
                     for b, row, part in _blocks(s):
                         sb.add(p, Role.INTRA, Op.GATHER, waits=(got,),
                                reads=(Region("RECV", p, base, base + len(toks), 0, w.k),),
                                writes=(Region("XE", d, row, row + len(part), 0, w.k),),
                                index=tuple(where[t] for t in part), signals=(block_signal(s, b),),
                                label=f"tokens of rank {r} to rank {d} expert {s.expert} block {b}")
-    for d in range(c.world):
-        _gemm(sb, w, c, d, segments[d], rows, blocks_in)
+    for d in built:
+        _gemm(sb, w, c, d, routing.segments(d), rows, blocks_in)
     return sb.build(flops_per_gpu(w, c))
 
 
-def build_baseline(w: Workload, c: Cluster) -> Schedule:
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs."""
     check(w, c)
-    segments, rows = layout(w, c.nodes, c.gpus_per_node)
-    per_dest = {(r, d): sorted({t for s in segments[d] if s.source == r for t in s.tokens})
-                for r in range(c.world) for d in range(c.world) if c.node_of(d) != c.node_of(r)}
-    slot = max((len(v) for v in per_dest.values()), default=0)
-    sb = ScheduleBuilder("moe_dispatch_gemm", "nccl_a2a+grouped_gemm", c.world, c.gpus_per_node, c.gpu.sms)
+    sb = ScheduleBuilder("moe_dispatch_gemm", "nccl_a2a+grouped_gemm", c.world, c.gpus_per_node, c.gpu.sms,
+                         first_nodes=first_nodes)
+    routing = Routing(w, c.nodes, c.gpus_per_node)
+    built = sb.ranks()
+    per_dest = functools.cache(lambda r, d: routing.to_ranks(r, d, d + 1))
+    rows = max(routing.rows(d) for d in built)
+    slot = max((len(per_dest(r, d)) for r in built for d in range(c.world) if c.node_of(d) != c.node_of(r)),
+               default=0)
     _buffers(sb, w, c, rows, c.world * slot)
     ch = w.baseline_channels
     sb.launch("alltoall", {Role.INTRA: ch, Role.SEND: max(1, ch // 4) if c.nodes > 1 else 0})
     tokens = w.m // c.world
-    for r in range(c.world):
-        for d in range(c.world):
+    def nearest(rank: int) -> list[int]:  # every rank, this rank's node first, then the next nodes
+        return [c.rank((c.node_of(rank) + dn) % c.nodes, local) for dn in range(c.nodes)
+                for local in range(c.gpus_per_node)]
+
+    for r in built:
+        for d in nearest(r):
             if c.node_of(d) == c.node_of(r):
-                for s in (s for s in segments[d] if s.source == r):
+                for s in routing.from_source(d, r):
                     sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, tokens, 0, w.k),),
                            writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),), index=s.tokens,
                            signals=(Signal(d, "in_done"),), label=f"a2a to rank {d} expert {s.expert}")
-            elif per_dest[(r, d)]:
-                toks = per_dest[(r, d)]
-                staged = Signal(r, "staged", d)
+            elif per_dest(r, d):
+                toks = per_dest(r, d)
+                staged = Signal(r, "staged", c.relative(d, r))
                 sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, tokens, 0, w.k),),
-                       writes=(Region("SEND", r, d * slot, d * slot + len(toks), 0, w.k),), index=tuple(toks),
+                       writes=(Region("SEND", r, d * slot, d * slot + len(toks), 0, w.k),), index=toks,
                        signals=(staged,), label=f"a2a stage for rank {d}")
-                sb.add(r, Role.SEND, Op.PUT, chunk=d, waits=(Wait(staged, 1),),
+                sb.add(r, Role.SEND, Op.PUT, chunk=c.relative(d, r), waits=(Wait(staged, 1),),
                        reads=(Region("SEND", r, d * slot, d * slot + len(toks), 0, w.k),),
                        writes=(Region("RECV", d, r * slot, r * slot + len(toks), 0, w.k),),
-                       signals=(Signal(d, "arrived", r),), label=f"a2a to rank {d}")
-    for d in range(c.world):  # unpack what other nodes sent into the expert inputs
-        for r in range(c.world):
-            toks = per_dest.get((r, d))
+                       signals=(Signal(d, "arrived", c.relative(r, d)),), label=f"a2a to rank {d}")
+    for d in built:  # unpack what other nodes sent into the expert inputs
+        for r in nearest(d):
+            toks = per_dest(r, d) if c.node_of(d) != c.node_of(r) else ()
             if not toks:
                 continue
             where = {t: i for i, t in enumerate(toks)}
-            for s in (s for s in segments[d] if s.source == r):
-                sb.add(d, Role.INTRA, Op.GATHER, waits=(Wait(Signal(d, "arrived", r), 1),),
+            for s in routing.from_source(d, r):
+                sb.add(d, Role.INTRA, Op.GATHER, waits=(Wait(Signal(d, "arrived", c.relative(r, d)), 1),),
                        reads=(Region("RECV", d, r * slot, r * slot + len(toks), 0, w.k),),
                        writes=(Region("XE", d, s.row0, s.row0 + len(s.tokens), 0, w.k),),
                        index=tuple(where[t] for t in s.tokens), signals=(Signal(d, "in_done"),),
                        label=f"a2a unpack from rank {r} expert {s.expert}")
     coll.drain(sb, "in_done")
     sb.launch("grouped_gemm", {Role.COMPUTE: c.gpu.sms})
-    for d in range(c.world):
-        _gemm(sb, w, c, d, segments[d], rows, lambda need, t0, t1: ())
+    for d in built:
+        _gemm(sb, w, c, d, routing.segments(d), rows, lambda need, t0, t1: ())
     return sb.build(flops_per_gpu(w, c))
 
 
