@@ -172,13 +172,13 @@ def run_point(point: Point) -> dict:
 def run_grid(points: list[Point], out: Path, workers: int = 1,
              progress: Callable[[Point, dict], None] | None = None) -> list[dict]:
     """Run every point not yet in ``out/results.jsonl`` on ``workers`` processes; return all rows."""
-    for p in points:  # every scenario is checked before the first run
-        scenario_of(p)
+    world = {p: scenario_of(p).cluster.world for p in points}  # every scenario is checked before the first run
     out.mkdir(parents=True, exist_ok=True)
     log = out / "results.jsonl"
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
     done = {r["key"] for r in rows}
-    todo = [p for p in dict.fromkeys(points) if p.key not in done]
+    # the largest clusters first, so no worker is left with a long point at the end
+    todo = sorted((p for p in dict.fromkeys(points) if p.key not in done), key=lambda p: -world[p])
 
     def record(p: Point, row: dict) -> None:
         with log.open("a") as f:
