@@ -18,7 +18,7 @@ import json
 import numpy as np
 
 from mkernel import builders
-from mkernel.ir import Op, Schedule, Task
+from mkernel.ir import BufferKind, Op, Schedule
 from mkernel.problems import Workload
 from mkernel.scenario import load_scenario
 
@@ -37,7 +37,9 @@ def keep(s: Schedule, drop: Op) -> Schedule:
     bumped = {sig for t in tasks for sig in t.signals}
     out = [dataclasses.replace(t, id=i, waits=tuple(w for w in t.waits if w.signal in bumped))
            for i, t in enumerate(tasks)]
-    return dataclasses.replace(s, tasks=tuple(out))
+    buffers = tuple(dataclasses.replace(b, kind=BufferKind.SCRATCH) if b.kind is BufferKind.OUTPUT else b
+                    for b in s.buffers)  # partly written now: no coverage rule, nothing returned
+    return dataclasses.replace(s, tasks=tuple(out), buffers=buffers)
 
 
 def main() -> None:
@@ -69,7 +71,7 @@ def main() -> None:
             with Context(None, gpus_per_node=1, send_bytes=0, **Executor.context_sizes(sched)) as ctx:
                 op = Executor(sched, ctx)
                 for _ in range(3):
-                    outs = op(mine, poison=True)
+                    outs = op(mine, poison=True) or {}
                 op.check()
                 row[name + "_us"] = float(np.median(_timed(lambda: op(mine, outs), 5))) * 1e6
                 if name == "fused":
