@@ -4,8 +4,10 @@ GPU->host ring producer, and the call barriers.
 Every wait is bounded by ``%globaltimer`` and gives up early once any block has recorded an error
 (``err32[0]``) or the proxy has aborted (the ring's control word); the first error wins and names
 rank, role, what (flag or ring slot), index, epoch, seen, expected and the schedule task: the
-layout :class:`mkernel.hw.runtime.ErrorBlock` reads. Waits are ``ld.acquire.sys``; ring records are
-committed with ``st.release.sys`` after their body (the protocol of ``csrc/mk_ring.h``).
+layout :class:`mkernel.hw.runtime.ErrorBlock` reads. Waits are ``ld.acquire.sys`` with a
+``nanosleep`` backoff (32 ns doubling to MAX_NAP_NS): without it, a hundred compute blocks polling
+flat out slowed the MoE dispatch blocks they waited on by 8-37x. Ring records are committed with
+``st.release.sys`` after their body (the protocol of ``csrc/mk_ring.h``).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import triton.language as tl
 C = tl.constexpr
 SIGNAL = C(2)  # ring.SIGNAL
 ERR_TIMEOUT, ERR_ABORTED = C(8), C(9)
+MAX_NAP_NS = C(512)  # a waiting block sleeps 32, 64, ... up to this many ns between polls
 
 
 @triton.jit
@@ -30,6 +33,11 @@ def _clock():
 @triton.jit
 def _ld_acquire(addr):
     return _asm64("ld.acquire.sys.global.u64 $0, [$1];", "=l,l", [addr])
+
+
+@triton.jit
+def _nanosleep(ns):
+    tl.inline_asm_elementwise("nanosleep.u32 $1; mov.u32 $0, 0;", "=r,r", [ns], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -82,8 +90,11 @@ def _wait(addr, target, index, epoch, task, rank, role, timeout_ns, err32, err64
     if v < target:
         start = _clock()
         it = 0
+        nap = 32
         going = True
         while going & (v < target):
+            _nanosleep(nap)  # back off: blocks spinning flat out starve the blocks they wait for
+            nap = tl.minimum(nap * 2, MAX_NAP_NS)
             v = _ld_acquire(addr)
             it += 1
             if (it % 256) == 0:
