@@ -325,6 +325,8 @@ def _sweep(args: argparse.Namespace) -> int:
         rows = sweep.run_grid(points, args.out, workers=args.workers, progress=advance)
     print(f"{len(rows)} points in {sweep.write_table(rows, args.out)}")
     if args.grid == "scaling":
+        (args.out / "summary.md").write_text(study.summary(rows))
+        print(f"tables: {args.out / 'summary.md'}")
         for figure in study.plots(rows, args.out):
             print(f"plot: {figure}")
     else:

@@ -88,6 +88,58 @@ def grid(kernels=KERNELS) -> list[Point]:
     return pts
 
 
+# -- tables ---------------------------------------------------------------------------------------
+def summary(rows: list[dict]) -> str:
+    """Markdown tables of the study: speedup against nodes per cluster (each op at its largest and
+    smallest size), and each option's fused-time ratio against nodes (middle size)."""
+    rows = _annotate(rows)
+    nodes = sorted({r["nodes"] for r in rows if r["gpus_per_node"] == 8})
+    out = []
+    for idx, name in ((2, "largest"), (0, "smallest")):
+        out += [f"### Fused speedup over the baseline, {name} size", "",
+                "| op | size | cluster | " + " | ".join(f"{n} nodes" for n in nodes) + " |",
+                "|---|---|---|" + "---|" * len(nodes)]
+        for kernel in KERNELS:
+            for cluster in CLUSTERS:
+                pts = {r["nodes"]: r for r in _select(rows, kernel, cluster, size_index=idx)}
+                if pts:
+                    size = next(iter(pts.values()))["size"]
+                    out.append(f"| {kernel} | {size} | {cluster} | " +
+                               " | ".join(f"{pts[n]['speedup']:.2f}" if n in pts else "-" for n in nodes) + " |")
+        out.append("")
+    out += ["### Fused time with an option / without it (middle size)", "",
+            "| op | option | " + " | ".join(f"{n} nodes" for n in nodes) + " |", "|---|---|" + "---|" * len(nodes)]
+    for kernel in KERNELS:
+        for opt, cluster, label, only in OPTION_CASES:
+            if only is not None and kernel not in only:
+                continue
+            ref = {r["nodes"]: r["fused_us"] for r in _select(rows, kernel, cluster if opt else BASE, size_index=1)}
+            pts = {r["nodes"]: r["fused_us"] / ref[r["nodes"]] for r in _select(rows, kernel, cluster, opt, 1)
+                   if r["nodes"] in ref}
+            if pts:
+                out.append(f"| {kernel} | {label} | " + " | ".join(f"{pts[n]:.2f}" if n in pts else "-"
+                                                                   for n in nodes) + " |")
+    gb = sorted((r for r in rows if r["cluster"].startswith("gb200")), key=lambda r: (r["kernel"], r["gpus"]))
+    out += ["", "### GB200-class what-if (72-GPU NVLink domains, smallest size)", "",
+            "| op | GPUs | fused us | speedup | same GPUs on ib-800g-rail: fused us |", "|---|---|---|---|---|"]
+    for r in gb:
+        near = [x for x in _select(rows, r["kernel"], "ib-800g-rail", size_index=0) if x["gpus"] >= r["gpus"]]
+        other = f"{near[0]['fused_us']:.0f} ({near[0]['gpus']} GPUs)" if near else "-"
+        out.append(f"| {r['kernel']} | {r['gpus']} | {r['fused_us']:.0f} | {r['speedup']:.2f} | {other} |")
+    return "\n".join(out) + "\n"
+
+
+def _annotate(rows: list[dict]) -> list[dict]:
+    out = []
+    for r in rows:
+        if "error" in r:
+            continue
+        r = dict(r, gpus=r["nodes"] * r["gpus_per_node"],
+                 cluster=r["testbed"].removeprefix("scaleout/").rsplit("-", 1)[0])
+        out.append(r)
+    return out
+
+
 # -- plots ----------------------------------------------------------------------------------------
 def plots(rows: list[dict], out: Path) -> list[Path]:
     """Every figure of docs/scaling.md from the sweep's rows; [] without matplotlib."""
@@ -98,10 +150,7 @@ def plots(rows: list[dict], out: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    rows = [r for r in rows if "error" not in r]
-    for r in rows:
-        r["gpus"] = r["nodes"] * r["gpus_per_node"]
-        r["cluster"] = r["testbed"].removeprefix("scaleout/").rsplit("-", 1)[0]
+    rows = _annotate(rows)
     kernels = [k for k in KERNELS if any(r["kernel"] == k for r in rows)]
     figures = [_speedup(plt, rows, kernels), _exposed(plt, rows, kernels), _tiers(plt, rows, kernels),
                _options(plt, rows, kernels)]
@@ -185,17 +234,9 @@ def _tiers(plt, rows, kernels):
 
 def _options(plt, rows, kernels):
     """Fused time with an option over fused time without it, on the same cluster."""
-    cases = [("forward=ring", BASE, "AG+GEMM ring forwarding / direct", {"ag_gemm"}),
-             ("routing=zipf", BASE, "MoE Zipf routing / uniform", {"moe_dispatch_gemm"}),
-             ("transport=ibgda", BASE, "IBGDA / host proxy", None),
-             ("proxy.batch=1", BASE, "proxy batch 1 / batch 8", None),
-             ("transport=efa_srd", BASE, "SRD / RC (same NICs)", None),
-             ("notify=fence", "efa-400g-rail", "SRD fence notify / imm", None),
-             ("", "ib-400g-2to1", "2:1 spine / rail", None),
-             ("", "ib-800g-rail", "800 / 400 Gb/s", None)]
     fig, axes = _panels(plt, kernels, "Fused time with an option / fused time without it (middle size)")
     for ax, kernel in zip(axes, kernels):
-        for i, (opt, cluster, label, only) in enumerate(cases):
+        for i, (opt, cluster, label, only) in enumerate(OPTION_CASES):
             if only is not None and kernel not in only:
                 continue  # the reference: the same cluster without the option, or the base cluster
             ref = {r["gpus"]: r["fused_us"] for r in _select(rows, kernel, cluster if opt else BASE, size_index=1)}
@@ -208,6 +249,20 @@ def _options(plt, rows, kernels):
     fig.legend(*_all_handles(axes), loc="lower center", ncol=4, fontsize=7)
     fig.tight_layout(rect=(0, 0.14, 1, 0.95))
     return "options_vs_gpus", fig
+
+
+OPTION_CASES = [  # (option, cluster, label, ops it applies to): the option against the same cluster without it;
+    ("forward=ring", BASE, "AG+GEMM ring forwarding / direct", {"ag_gemm"}),  # no option: against BASE
+    ("routing=zipf", BASE, "MoE Zipf routing / shifted uniform", {"moe_dispatch_gemm"}),
+    ("transport=ibgda", BASE, "IBGDA / host proxy", None),
+    ("proxy.batch=1", BASE, "proxy batch 1 / batch 8", None),
+    ("transport=efa_srd", BASE, "SRD / RC (same NICs)", None),
+    ("notify=fence", "efa-400g-rail", "SRD fence notify / imm", None),
+    ("chunk_tiles=1", BASE, "chunk 1 tile / 4", {"gemm_ar", "gemm_rs"}),
+    ("chunk_tiles=16", BASE, "chunk 16 tiles / 4", {"gemm_ar", "gemm_rs"}),
+    ("", "ib-400g-2to1", "2:1 spine / rail", None),
+    ("", "ib-800g-rail", "800 / 400 Gb/s", None),
+    ("", "efa-400g-rail", "EFA 400 / IB 400", None)]
 
 
 def _all_handles(axes):

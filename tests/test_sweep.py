@@ -117,3 +117,5 @@ def test_a_small_scaling_slice_runs_and_plots(tmp_path):
     assert len(rows) == len(grid) and not [r for r in rows if "error" in r]
     assert all(r["collapsed"] for r in rows if r["nodes"] > 1)
     assert {p.name for p in study.plots(rows, tmp_path)} >= {"speedup_vs_gpus.png", "bytes_per_tier.png"}
+    table = study.summary(rows)
+    assert "| gemm_rs | 2048 | ib-400g-rail |" in table and "| ag_gemm | AG+GEMM ring forwarding / direct |" in table
