@@ -119,3 +119,12 @@ def test_a_small_scaling_slice_runs_and_plots(tmp_path):
     assert {p.name for p in study.plots(rows, tmp_path)} >= {"speedup_vs_gpus.png", "bytes_per_tier.png"}
     table = study.summary(rows)
     assert "| gemm_rs | 2048 | ib-400g-rail |" in table and "| ag_gemm | AG+GEMM ring forwarding / direct |" in table
+
+
+def test_the_controller_option_runs_the_fused_op_under_the_adaptive_partition(tmp_path):
+    points = [Point("paper-ib-2x8", "gemm_rs", 4096, (("m", 4096), ("n", 4096), ("k", 256)), opts)
+              for opts in parse_options(["controller=static,adaptive"])]
+    static, adaptive = sorted(run_grid(points, tmp_path), key=lambda r: r["options"], reverse=True)
+    assert static["options"] == "controller=static" and adaptive["options"] == "controller=adaptive"
+    assert adaptive["baseline_us"] == static["baseline_us"]  # the baseline has no movable roles
+    assert adaptive["fused_us"] != static["fused_us"]  # the controller moved SMs
