@@ -33,7 +33,7 @@ from .scenario import SPECS, load_profile
 
 def gemm_schedule(m: int, n: int, k: int, bm: int, bn: int, sms: int):
     """C = A @ B as bm x bn tiles on ``sms`` compute SMs of one GPU (tile order: row-major)."""
-    sb = ScheduleBuilder("gemm", "fused", 1, 1, sms)
+    sb = ScheduleBuilder("gemm", "kernel", 1, 1, sms)
     sb.buffer("A", m, k, kind=BufferKind.INPUT)
     sb.buffer("B", k, n, kind=BufferKind.INPUT)
     sb.buffer("C", m, n, kind=BufferKind.OUTPUT)
@@ -50,7 +50,7 @@ def put_schedule(blocks: int, per_block: int, nbytes: int):
     """``blocks`` send SMs on rank 0 each putting ``per_block`` messages of ``nbytes`` to rank 1."""
     cols = max(1, nbytes // 2)
     n = blocks * per_block
-    sb = ScheduleBuilder("puts", "fused", 2, 1, blocks)
+    sb = ScheduleBuilder("puts", "kernel", 2, 1, blocks)
     sb.buffer("S", n, cols, kind=BufferKind.INPUT)
     sb.buffer("R", n, cols, kind=BufferKind.SCRATCH)
     sb.launch("puts", {Role.SEND: blocks})
@@ -118,6 +118,31 @@ def bench_cases(bench: dict, cluster: Cluster) -> list[dict]:
                      "measured_us": (r["impls"]["fused"].get("graph_s") or r["impls"]["fused"]["s"]) * 1e6,
                      "predicted_us": _sim_us(builders.get(w.kernel).build(w, cluster), cluster)})
     return rows
+
+
+def fit_overheads(bench: dict, cluster: Cluster) -> tuple[float, float]:
+    """The fused kernel's per-call and per-tile costs (us), least squares over a world-1 bench's
+    short-K GEMM ops (gemm_ar, gemm_rs), where they show most: measured time minus the time
+    simulated without them = call + tile x (GEMM tiles per compute SM)."""
+    from . import builders
+
+    g = dataclasses.replace(cluster.gpu, fused_call_us=0.0, fused_tile_us=0.0)
+    base = dataclasses.replace(cluster, gpu=g)
+    xs, ys = [], []
+    for r in bench["rows"]:
+        if r["kernel"] not in ("gemm_ar", "gemm_rs"):
+            continue
+        w = Workload(kernel=r["kernel"], **dict(r["shape"]))
+        s = builders.get(w.kernel).build(w, base)
+        per_sm = math.ceil(sum(t.op is Op.GEMM for t in s.tasks) / s.launches[0].budget(Role.COMPUTE))
+        xs.append(per_sm)
+        ys.append((r["impls"]["fused"].get("graph_s") or r["impls"]["fused"]["s"]) * 1e6 - _sim_us(s, base))
+    if len(set(xs)) < 2:
+        raise InputError("fitting the fused kernel's overheads needs a world-1 bench with gemm_ar or gemm_rs at "
+                         "two or more sizes")
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    task = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return max(0.0, my - task * mx), max(0.0, task)
 
 
 def run_cases(results: list[dict], cluster: Cluster) -> list[dict]:

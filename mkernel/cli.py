@@ -100,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="result JSONs of `mkernel run --backend hw --json` on an emulated cluster (ranks sharing one GPU)")
     va.add_argument("--profile", default="h200", help="the hardware profile the simulator uses (path or bundled name)")
     va.add_argument("--out", type=Path, help="write the report as JSON here")
+    va.add_argument("--fit-overheads", action="store_true",
+                    help="also fit the fused kernel's per-call and per-tile costs from the world-1 bench (printed)")
     va.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
@@ -186,8 +188,15 @@ def _validate(args: argparse.Namespace) -> int:
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
 
-    report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)),
-                               [(str(p), read(p)) for p in args.bench], [(str(p), read(p)) for p in args.runs])
+    benches = [(str(p), read(p)) for p in args.bench]
+    if args.fit_overheads:
+        worlds = [b for _, b in benches if b.get("world") == 1 and not b.get("emulated")]
+        if not worlds:
+            raise InputError("--fit-overheads needs a world-1 --bench (mkernel bench on one GPU)")
+        call, task = accuracy.fit_overheads(worlds[0], accuracy.profile_cluster(args.profile, 1, 1))
+        print(f"fitted: gpu.fused_call_us = {call:.3f}  gpu.fused_tile_us = {task:.4f} (put them in the profile)")
+    report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)), benches,
+                               [(str(p), read(p)) for p in args.runs])
     for r in report["rows"]:
         print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "
               f"sim {r['predicted_us']:>10.1f} us  {r['error']:+.1%}")

@@ -34,6 +34,11 @@ class GpuSpec:
     # attention): 1.0 assumes parity; `mkernel calibrate` measures them.
     fused_gemm_efficiency: float = 1.0
     fused_attention_efficiency: float = 1.0
+    # The fused kernel is an interpreter: each call pays an entry and exit (barrier, epoch, tables),
+    # each compute tile (GEMM, attention) a fixed cost on top of its FLOPs (pipeline fill, epilogue,
+    # its task row). Fitted on world-1 runs; 0 = free.
+    fused_call_us: float = 0.0
+    fused_tile_us: float = 0.0
     # One SM's matmul rate (TFLOPS) when few SMs compute: clocks and shared HBM/L2 cap the whole GPU
     # at matmul_tflops, so each of n busy SMs runs at min(this, matmul_tflops / n). 0 = no headroom.
     sm_matmul_tflops: float = 0.0
@@ -153,13 +158,16 @@ class Cluster:
 
     def for_variant(self, variant: str) -> Cluster:
         """The rates a schedule of ``variant`` runs at: the fused kernel's GEMM and attention tiles
-        at its measured share of the library kernels' rates; baselines at the library rates."""
+        at its measured share of the library kernels' rates, with its per-call and per-task
+        interpreter costs ("kernel": our stand-alone kernels, the same rates without them);
+        baselines at the library rates, without them."""
         g = self.gpu
-        if g.fused_gemm_efficiency == 1.0 and g.fused_attention_efficiency == 1.0:
-            return self
-        if variant != "fused":  # sm_matmul_tflops is measured on the fused kernel's GEMM
+        if variant not in ("fused", "kernel"):  # sm_matmul_tflops is measured on the fused kernel's GEMM
             return dataclasses.replace(self, gpu=dataclasses.replace(
-                g, sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency))
+                g, sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency, fused_call_us=0.0,
+                fused_tile_us=0.0))
+        if variant == "kernel":  # our stand-alone kernels (calibrate's GEMM, the put loop): no interpreter
+            g = dataclasses.replace(g, fused_call_us=0.0, fused_tile_us=0.0)
         return dataclasses.replace(self, gpu=dataclasses.replace(
             g, matmul_tflops=g.matmul_tflops * g.fused_gemm_efficiency, fused_gemm_efficiency=1.0,
             attention_efficiency=g.attention_efficiency * g.fused_attention_efficiency / g.fused_gemm_efficiency,

@@ -24,6 +24,9 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
   our fused attention at world 1 / flash SDPA;
 - ``proxy.per_command_us`` and ``proxy.doorbell_us``: a least-squares fit of the loopback SIGNAL
   path's time per command against 1 / batch size (one driver call per batch);
+- ``gpu.fused_call_us``, ``gpu.fused_tile_us``: not from calibrate but from a world-1 ``mkernel bench``
+  (``mkernel validate --fit-overheads``, :func:`mkernel.accuracy.fit_overheads`): the fused kernel's
+  fixed cost per call and per compute tile, by least squares on its short-K GEMM ops;
 - ``proxy.gpu_enqueue_us``: the device's time per ring push; ``proxy.poll_us``: half the proxy-only
   round trip less the per-command cost (the native proxy spins, so this is how long a write to
   host-mapped memory takes to be seen, each way);

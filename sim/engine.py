@@ -93,6 +93,8 @@ class Model:
         for li, launch in enumerate(self.s.launches):
             if li > 0:
                 yield self.env.timeout(self.c.launch_us)
+            if self.c.gpu.fused_call_us:  # entry and exit of the fused kernel, paid once per call
+                yield self.env.timeout(self.c.gpu.fused_call_us)
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
             work = (lambda t: cost.sm_work_us(t, self.itemsize, self.c)) if self.controller else None
             pool = RolePool(dict(launch.sms), queues, work)
@@ -128,6 +130,8 @@ class Model:
                 self._compute_edge(rank, +1)
             yield from self._execute(task)
             if role is Role.COMPUTE:
+                if self.c.gpu.fused_tile_us and task.op in (Op.GEMM, Op.ATTN):  # fill, epilogue, task row
+                    yield self.env.timeout(self.c.gpu.fused_tile_us)
                 self._compute_edge(rank, -1)
             if self.spans is not None:
                 self.spans.append((rank, role.value, slot, task.label or task.op.value, start, self.env.now))

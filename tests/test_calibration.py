@@ -198,3 +198,30 @@ def test_calibration_copy_kernel_compiles_for_sm90():
     k = triton.compile(ASTSource(fn=calibrate.copy_kernel, signature=sig, constexprs=const),
                        target=GPUTarget("cuda", 90, 32))
     assert ".target sm_90a" in k.asm["ptx"] and len(k.asm["cubin"]) > 1000
+
+
+def test_the_interpreter_costs_fall_on_fused_schedules_only_and_the_fit_recovers_them():
+    """A world-1 bench built from known per-call and per-tile costs: the fit returns them; baselines
+    and calibrate's stand-alone GEMM never pay them."""
+    import dataclasses
+
+    from mkernel import builders
+    from mkernel.problems import Workload
+    from mkernel.sim.backend import SimBackend
+
+    c = accuracy.profile_cluster("h200", 1, 1)
+    plain = dataclasses.replace(c, gpu=dataclasses.replace(c.gpu, fused_call_us=0.0, fused_tile_us=0.0))
+    known = dataclasses.replace(c, gpu=dataclasses.replace(c.gpu, fused_call_us=12.0, fused_tile_us=2.5))
+    rows = []
+    for kernel, m in (("gemm_ar", 2048), ("gemm_rs", 4096), ("gemm_ar", 8192)):
+        shape = dict(m=m, n=m, k=m // 16)
+        w = Workload(kernel=kernel, **shape)
+        module = builders.get(kernel)
+        t = SimBackend().run(module.build(w, known), known).time_s
+        rows.append({"kernel": kernel, "size": m, "shape": shape, "impls": {"fused": {"s": t, "graph_s": t}}})
+        base = module.build_baseline(w, c)
+        assert SimBackend().run(base, known).time_s == SimBackend().run(base, plain).time_s
+    call, tile = accuracy.fit_overheads({"rows": rows}, c)
+    assert call == pytest.approx(12.0, abs=0.05) and tile == pytest.approx(2.5, abs=0.01)
+    gemm = accuracy.gemm_schedule(1024, 1024, 1024, 128, 256, 16)
+    assert SimBackend().run(gemm, known).time_s == SimBackend().run(gemm, plain).time_s

@@ -2,6 +2,7 @@
 worker processes, failed points, the scale-out scenarios and the study grid."""
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -116,7 +117,11 @@ def test_a_small_scaling_slice_runs_and_plots(tmp_path):
     rows = run_grid(grid, tmp_path, workers=2)
     assert len(rows) == len(grid) and not [r for r in rows if "error" in r]
     assert all(r["collapsed"] for r in rows if r["nodes"] > 1)
-    assert {p.name for p in study.plots(rows, tmp_path)} >= {"speedup_vs_gpus.png", "bytes_per_tier.png"}
+    figures = {p.name for p in study.plots(rows, tmp_path)}
+    if importlib.util.find_spec("matplotlib") is None:  # the plots need the dev extra
+        assert figures == set()
+    else:
+        assert figures >= {"speedup_vs_gpus.png", "bytes_per_tier.png"}
     table = study.summary(rows)
     assert "| gemm_rs | 2048 | ib-400g-rail |" in table and "| ag_gemm | AG+GEMM ring forwarding / direct |" in table
 
