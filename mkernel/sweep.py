@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .errors import InputError, MkernelError
 from .problems import KERNELS, Workload
-from .scenario import CHOICES, SPECS, Scenario, check, load_scenario
+from .scenario import CHOICES, SPECS, Scenario, _count, _number, check, load_scenario
 
 TESTBEDS = ("paper-ib-2x8", "paper-efa-2x8")
 CONTROLLERS = ("static", "adaptive")  # the sweep-level option ``controller``: the SM split policy
@@ -127,6 +127,10 @@ def _typed(cls, field: str, value, key: str, where: str):
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise InputError(f"{where}: option {key}={value!r} must be {kind.__name__}")
+    if kind is int:  # the scenario files' rules: counts >= 1, rates > 0, costs (*_us) >= 0
+        _count(value, f"option {key}", where)
+    elif kind is float:
+        _number(value, key, where)
     if field in CHOICES and value not in CHOICES[field]:
         raise InputError(f"{where}: option {key}={value!r}; allowed: {', '.join(CHOICES[field])}")
     return value

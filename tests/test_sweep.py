@@ -53,6 +53,8 @@ def test_options_expand_to_every_combination_and_reach_the_scenario():
                                         ("colour=red", "unknown option 'colour'"),
                                         ("transport=carrier_pigeon", "transport"),
                                         ("proxy.batch=many", "must be int"),
+                                        ("proxy.batch=0", "integer >= 1"),
+                                        ("nic.gbit_per_s=-5", "finite number > 0"),
                                         ("controller=magic", "allowed: static, adaptive")])
 def test_a_bad_option_is_one_clear_error_before_any_run(spec, match, tmp_path):
     point = Point("paper-ib-2x8", "gemm_ar", 2048, (("m", 2048), ("n", 2048), ("k", 128)), parse_options([spec])[0])
