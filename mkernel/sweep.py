@@ -37,7 +37,7 @@ class Point:
     testbed: str  # the scenario: a bundled name or a file
     kernel: str
     size: int  # M for the GEMM ops, the sequence per GPU for attention, tokens for MoE
-    shape: tuple[tuple[str, int], ...]  # workload overrides
+    shape: tuple[tuple[str, object], ...]  # workload overrides (ints, and MoE's routing)
     options: tuple[Option, ...] = ()
 
     @property
