@@ -311,7 +311,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.grid == "scaling":
         points = study.grid(kernels=args.kernels or KERNELS)
     else:
-        testbeds = _expand_scenarios(args.testbeds) if args.testbeds else sweep.TESTBEDS
+        testbeds = sweep.expand_scenarios(args.testbeds) if args.testbeds else sweep.TESTBEDS
         points = sweep.reference_grid(testbeds=testbeds, kernels=args.kernels or KERNELS)
     if args.sizes is not None:
         keep = {}
@@ -344,23 +344,6 @@ def _sweep(args: argparse.Namespace) -> int:
     for row in failed:
         print(f"FAILED {row['key']}: {row['error']}")
     return 1 if failed else 0
-
-
-def _expand_scenarios(specs: list[str]) -> list[str]:
-    """Scenario arguments with globs matched against the bundled names (an unmatched glob is an error)."""
-    import fnmatch
-
-    from .scenario import bundled_scenarios
-    out = []
-    for spec in specs:
-        if any(ch in spec for ch in "*?["):
-            hits = fnmatch.filter(bundled_scenarios(), spec)
-            if not hits:
-                raise InputError(f"--scenarios {spec!r} matches no bundled scenario")
-            out += hits
-        else:
-            out.append(spec)
-    return out
 
 
 def _split_sweep(args: argparse.Namespace, points) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import fnmatch
 import json
 import typing
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from .errors import InputError, MkernelError
 from .problems import KERNELS, Workload
-from .scenario import CHOICES, SPECS, Scenario, _count, _number, check, load_scenario
+from .scenario import CHOICES, SPECS, Scenario, _count, _number, bundled_scenarios, check, load_scenario
 
 TESTBEDS = ("paper-ib-2x8", "paper-efa-2x8")
 CONTROLLERS = ("static", "adaptive")  # the sweep-level option ``controller``: the SM split policy
@@ -134,6 +135,20 @@ def _typed(cls, field: str, value, key: str, where: str):
     if field in CHOICES and value not in CHOICES[field]:
         raise InputError(f"{where}: option {key}={value!r}; allowed: {', '.join(CHOICES[field])}")
     return value
+
+
+def expand_scenarios(specs: list[str]) -> list[str]:
+    """Scenario arguments with globs matched against the bundled names (an unmatched glob is an error)."""
+    out = []
+    for spec in specs:
+        if any(ch in spec for ch in "*?["):
+            hits = fnmatch.filter(bundled_scenarios(), spec)
+            if not hits:
+                raise InputError(f"--scenarios {spec!r} matches no bundled scenario")
+            out += hits
+        else:
+            out.append(spec)
+    return out
 
 
 def scenario_of(point: Point) -> Scenario:

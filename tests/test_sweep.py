@@ -135,3 +135,12 @@ def test_the_controller_option_runs_the_fused_op_under_the_adaptive_partition(tm
     assert static["options"] == "controller=static" and adaptive["options"] == "controller=adaptive"
     assert adaptive["baseline_us"] == static["baseline_us"]  # the baseline has no movable roles
     assert adaptive["fused_us"] != static["fused_us"]  # the controller moved SMs
+
+
+def test_scenario_globs_match_bundled_names_and_an_empty_glob_is_an_error():
+    from mkernel.sweep import expand_scenarios
+
+    names = expand_scenarios(["scaleout/ib-400g-rail-*", "paper-ib-2x8"])
+    assert len(names) == 7 and names[-1] == "paper-ib-2x8" and "scaleout/ib-400g-rail-64x8" in names
+    with pytest.raises(InputError, match="matches no bundled scenario"):
+        expand_scenarios(["scaleout/nope-*"])
