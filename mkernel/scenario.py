@@ -15,7 +15,7 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
     [cluster.nic]      count, gbit_per_s, latency_us, per_message_us, srd_jitter_us, ibgda_post_us
     [cluster.proxy]    gpu_enqueue_us, poll_us, per_command_us, doorbell_us, batch, batch_window_us,
                        queue_depth, max_outstanding
-    [cluster.fabric]   nodes_per_leaf (0: non-blocking), oversubscription (spine, between leaf groups)
+    [cluster.fabric]   nodes_per_leaf (omit for a non-blocking fabric), oversubscription (spine, between leaf groups)
     [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles, causal, forward,
                        baseline_channels, baseline_chunk_kib
     [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
