@@ -309,6 +309,9 @@ def _sweep(args: argparse.Namespace) -> int:
         raise InputError(f"--workers {args.workers}: at least 1")
     options = sweep.parse_options(args.set)
     if args.grid == "scaling":
+        if args.testbeds:
+            raise InputError("--scenarios picks the reference grid's clusters; the scaling grid has its own "
+                             "(mkernel/study.py): drop one of them")
         points = study.grid(kernels=args.kernels or KERNELS)
     else:
         testbeds = sweep.expand_scenarios(args.testbeds) if args.testbeds else sweep.TESTBEDS

@@ -68,7 +68,8 @@ class Routing:
         self.nodes, self.gpn, self.world = nodes, gpn, nodes * gpn
         self.per_gpu = w.experts // self.world
         self.routes = route(w, self.world, gpn)
-        self._segments: dict = {}  # d -> segments; ("from", d) -> source -> segments
+        self._segments: dict[int, list[Segment]] = {}  # destination -> its segments
+        self._by_source: dict[int, dict[int, list[Segment]]] = {}  # destination -> source -> segments
 
     @cached_property
     def _by_expert(self) -> list[dict[int, tuple[int, ...]]]:
@@ -99,13 +100,12 @@ class Routing:
 
     def from_source(self, d: int, r: int) -> list[Segment]:
         """Destination d's segments whose tokens come from source r."""
-        key = ("from", d)
-        if key not in self._segments:
+        if d not in self._by_source:
             index: dict[int, list[Segment]] = {}
             for seg in self.segments(d):
                 index.setdefault(seg.source, []).append(seg)
-            self._segments[key] = index
-        return self._segments[key].get(r, [])
+            self._by_source[d] = index
+        return self._by_source[d].get(r, [])
 
     def rows(self, d: int) -> int:
         return sum(len(s.tokens) for s in self.segments(d))

@@ -31,7 +31,7 @@ SIZES = {"gemm_ar": (2048, 4096, 8192), "gemm_rs": (2048, 4096, 8192), "ag_gemm"
          "ring_attention": (512, 1024, 2048), "moe_dispatch_gemm": (128, 256, 1024)}  # MoE: tokens per GPU
 BASE = "ib-400g-rail"  # the reference cluster every option is compared on
 CLUSTERS = ["ib-400g-rail", "ib-800g-rail", "efa-400g-rail", "efa-800g-rail", "ib-400g-2to1", "efa-400g-2to1"]
-GB200 = ("gb200-nvl72-800g-2x72", "gb200-nvl72-800g-4x72", "gb200-nvl72-800g-8x72")
+GB200 = ("gb200-nvl72-800g", (2, 4, 8))  # scaleout/gb200-nvl72-800g-{domains}x72
 SKEW_NODES = (2, 4, 8, 16)  # Zipf routing is drawn per rank: not node-symmetric, simulated whole
 
 
@@ -81,10 +81,8 @@ def grid(kernels=KERNELS) -> list[Point]:
             pts += _points(BASE, nodes, 8, gemms, [("chunk_tiles", tiles)], small)
         pts += _points(BASE, nodes, 8, [k for k in ("ag_gemm", "gemm_rs", "gemm_ar") if k in ks],
                        [("baseline", "ring")], small)
-    for name in GB200:  # a 72-GPU node is simulated whole: the smallest size keeps it affordable
-        domains = int(name.rsplit("-", 1)[1].split("x")[0])
-        pts += [Point(f"scaleout/{name}", p.kernel, p.size, p.shape, p.options)
-                for p in _points("x", domains, 72, ks, sizes=slice(0, 1))]
+    for domains in GB200[1]:  # a 72-GPU node is simulated whole: the smallest size keeps it affordable
+        pts += _points(GB200[0], domains, 72, ks, sizes=slice(0, 1))
     return pts
 
 

@@ -144,3 +144,8 @@ def test_scenario_globs_match_bundled_names_and_an_empty_glob_is_an_error():
     assert len(names) == 7 and names[-1] == "paper-ib-2x8" and "scaleout/ib-400g-rail-64x8" in names
     with pytest.raises(InputError, match="matches no bundled scenario"):
         expand_scenarios(["scaleout/nope-*"])
+
+
+def test_the_scaling_grid_refuses_a_scenario_list(capsys):
+    assert main(["sweep", "--grid", "scaling", "--scenarios", "paper-ib-2x8", "--out", "/nonexistent"]) == 2
+    assert "scaling grid has its own" in capsys.readouterr().err

@@ -80,8 +80,9 @@ def main() -> None:
                     row["rel_err"] = float((y - ref.float()).norm() / ref.float().norm())
         row["torch_us"] = float(np.median(_timed(lambda: api.fallback_moe(mine["X"], mine["W"], w, 1), 5))) * 1e6
         pairs = tokens * topk
-        row["floor_gather_us"] = pairs * k * 2 * 2 / 3.4e12 * 1e6  # read + write at the measured HBM rate
-        row["floor_gemm_us"] = 2.0 * pairs * k * n / 677e12 * 1e6  # at the measured matmul rate
+        gpu = cluster.gpu  # the calibrated H200 profile
+        row["floor_gather_us"] = pairs * k * 2 * 2 / (gpu.hbm_gb_per_s * 1e3)  # read + write at the HBM rate
+        row["floor_gemm_us"] = 2.0 * pairs * k * n / (gpu.matmul_tflops * 1e6)  # at the matmul rate
         rows.append(row)
         print(json.dumps(row), flush=True)
     with open(args.out, "w") as f:
