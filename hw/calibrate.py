@@ -13,9 +13,10 @@ Python launch cost is in no figure. What is measured, and why the simulator need
 - ``attention``: flash SDPA and our fused attention at world 1;
 - ``extra``: pinned host<->device copies (not a model term; kept with the profile);
 - ``proxy`` and ``loopback``: the command ring -> native proxy -> loopback path of
-  :mod:`mkernel.hw.selftest` at several batch limits and message sizes.
+  :mod:`mkernel.hw.selftest` at several batch limits and message sizes;
+- ``peer`` (two or more GPUs): NVLink copy rates, per-message cost and latency (:mod:`mkernel.hw.peer`).
 
-Total GPU time on one H200: about two minutes.
+Total GPU time on one H200: about two minutes; ``only=("peer",)`` measures NVLink alone (seconds).
 """
 from __future__ import annotations
 
@@ -184,24 +185,38 @@ def proxy() -> tuple[dict, dict]:
     return prox, loop
 
 
-def run(commit: str, command: str, progress=print) -> dict:
-    """Every microbenchmark; the raw measurements for :func:`mkernel.profile.fit`."""
+SECTIONS = ("gpu", "proxy", "peer")
+
+
+def run(commit: str, command: str, progress=print, only: tuple[str, ...] = SECTIONS) -> dict:
+    """The microbenchmarks of ``only`` (``gpu``: compute, HBM, attention, host copies; ``proxy``: the
+    ring and loopback; ``peer``: NVLink, skipped below two GPUs); the raw measurements for
+    :func:`mkernel.profile.fit`."""
+    import torch
     import torch.distributed as dist
 
     from .safety import apply_no_multicast
 
     apply_no_multicast()
+    raw = {"meta": meta(commit, command)}
+    if "peer" in only and torch.cuda.device_count() >= 2:
+        from . import peer
+
+        raw["peer"] = peer.run(progress)
+    if "gpu" not in only and "proxy" not in only:
+        return raw
     if not dist.is_initialized():  # the fused attention op runs on a world-1 group
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29541")
         dist.init_process_group("gloo", rank=0, world_size=1)
-    raw = {"meta": meta(commit, command)}
-    for name, fn in (("matmul", matmul), ("gemm_sms", gemm_sms), ("hbm", hbm), ("stream", stream),
-                     ("attention", attention), ("extra", host_copies)):
-        progress(f"calibrate: {name}")
-        raw[name] = fn()
-    progress("calibrate: proxy")
-    raw["proxy"], raw["loopback"] = proxy()
+    if "gpu" in only:
+        for name, fn in (("matmul", matmul), ("gemm_sms", gemm_sms), ("hbm", hbm), ("stream", stream),
+                         ("attention", attention), ("extra", host_copies)):
+            progress(f"calibrate: {name}")
+            raw[name] = fn()
+    if "proxy" in only:
+        progress("calibrate: proxy")
+        raw["proxy"], raw["loopback"] = proxy()
     from . import api
 
     api.close()

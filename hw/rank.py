@@ -191,14 +191,10 @@ def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, ti
     return {"rank": info.rank, "outputs": result, "time_s": float(np.median(times))}
 
 
-def fallback_rank(info: RankInfo, w: Workload, inputs: dict, gpus_per_node: int, timed: int = 10) -> dict:
-    """The op's torch fallback on this rank (the hw backend's baseline)."""
-    import torch
-
+def fallback_fn(w: Workload, mine: dict, gpus_per_node: int):
+    """A call of the op's torch fallback on this rank's bf16 inputs ``mine``, returning outputs by name."""
     from . import api
 
-    dev = torch.device("cuda", torch.cuda.current_device())
-    mine = {name: torch.from_numpy(np.ascontiguousarray(a[info.rank])).to(dev).bfloat16() for name, a in inputs.items()}
     if w.kernel == "ring_attention":
         shape = (1, w.n, w.m, w.k)
 
@@ -213,6 +209,16 @@ def fallback_rank(info: RankInfo, w: Workload, inputs: dict, gpus_per_node: int,
 
         def fn():
             return {"OUT": ref(mine["A"], mine["B"])}
+    return fn
+
+
+def fallback_rank(info: RankInfo, w: Workload, inputs: dict, gpus_per_node: int, timed: int = 10) -> dict:
+    """The op's torch fallback on this rank (the hw backend's baseline)."""
+    import torch
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    mine = {name: torch.from_numpy(np.ascontiguousarray(a[info.rank])).to(dev).bfloat16() for name, a in inputs.items()}
+    fn = fallback_fn(w, mine, gpus_per_node)
     outs = fn()
     times = _timed(fn, timed)
     return {"rank": info.rank, "outputs": {n: t.float().cpu().numpy() for n, t in outs.items()},

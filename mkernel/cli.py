@@ -85,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--out", type=Path, default=Path("scenarios/hardware/h200.toml"), help="the profile to write")
     cal.add_argument("--raw", type=Path, help="also write the raw measurements (JSON; `mkernel validate` reads them)")
     cal.add_argument("--commit", help="the commit measured (default: git, or the .commit file)")
+    cal.add_argument("--only", nargs="+", choices=("gpu", "proxy", "peer"), default=None,
+                     help="measure only these sections and merge them into the profile at --out (the rest stays)")
     cal.add_argument("--debug", action="store_true", help="show tracebacks")
     be = sub.add_parser("bench", help="time the fused ops against NCCL, torch async-TP and the matmul ceiling")
     be.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for bench.json and bench.png")
@@ -134,12 +136,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     from mkernel.hw import calibrate
 
     command = "mkernel calibrate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["calibrate"] else "mkernel calibrate"
-    raw = calibrate.run(_commit(args.commit), command.strip(), progress=lambda m: print(m, file=sys.stderr))
+    only = tuple(args.only or calibrate.SECTIONS)
+    raw = calibrate.run(_commit(args.commit), command.strip(), progress=lambda m: print(m, file=sys.stderr), only=only)
     if args.raw:
         args.raw.parent.mkdir(parents=True, exist_ok=True)
         args.raw.write_text(json.dumps(raw, indent=1) + "\n")
-    doc = profile.write(raw, args.out)
-    for table in ("gpu", "proxy", "nic"):
+    doc = profile.write(raw, args.out, merge=args.only is not None)
+    for table in ("gpu", "proxy", "nic", "nvlink"):
         for key, value in doc.get(table, {}).items():
             print(f"{table}.{key} = {value}    # {doc['provenance'][f'{table}.{key}']['bench']}")
     print(f"profile: {args.out}")

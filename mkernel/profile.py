@@ -36,14 +36,15 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
 from __future__ import annotations
 
 import statistics
+import tomllib
 from pathlib import Path
 
 # Where the parameters a single H200 cannot measure come from.
 UNMEASURED = {
-    "nvlink.bw_gb_per_s": ("datasheet", "H200 NVLink 4: 450 GB/s per GPU per direction"),
-    "nvlink.latency_us": ("estimate", "peer store visible at the peer; needs >= 2 GPUs (issue 11)"),
-    "nvlink.sm_copy_gb_per_s": ("estimate", "one SM's peer copy rate; needs >= 2 GPUs (issue 11)"),
-    "nvlink.half_efficiency_bytes": ("estimate", "message size at half the link rate; needs >= 2 GPUs"),
+    "nvlink.bw_gb_per_s": ("datasheet", "H200 NVLink 4: 450 GB/s per GPU per direction; measured with >= 2 GPUs"),
+    "nvlink.latency_us": ("estimate", "peer store visible at the peer; measured with >= 2 GPUs"),
+    "nvlink.sm_copy_gb_per_s": ("estimate", "one SM's peer copy rate; measured with >= 2 GPUs"),
+    "nvlink.half_efficiency_bytes": ("estimate", "message size at half the link rate; measured with >= 2 GPUs"),
     "gpu.l2_operand_miss": ("estimate", "share of GEMM operand reads that reach HBM; not separable from "
                                         "the per-SM rate on one GPU"),
     "proxy.batch": ("design", "the native proxy's batch limit per connection (hw/csrc/proxy.c)"),
@@ -65,56 +66,87 @@ def fit(raw: dict) -> dict:
         provenance[key] = {"how": "measured", "bench": bench, **{k: meta[k] for k in
                                                                 ("date", "gpu", "driver", "torch", "commit", "command")}}
 
-    mm = raw["matmul"]
-    put("gpu.name", meta["gpu_short"], "torch.cuda.get_device_name")
-    put("gpu.sms", int(meta["sms"]), "multi_processor_count")
-    put("gpu.matmul_tflops", mm["cublas_tflops"], f"torch.matmul bf16 {mm['shape']}, all SMs, CUDA-graph median")
-    put("gpu.fused_gemm_efficiency", mm["ours_tflops"] / mm["cublas_tflops"],
-        f"mkernel compute-role GEMM / cuBLAS, bf16 {mm['shape']}, all SMs")
-    eff = tile_rate_ratio(raw["gemm_sms"])
-    if eff is not None:
-        full = 128 * 128 / min(1.0, eff) ** 2
-        put("gpu.full_tile_elems", int(min(max(full, 128 * 128), 4 * 128 * 256)),
-            f"per-SM rate of 128x128 / 128x256 tiles = {eff:.3f}, through eff = sqrt(elems / full)")
-    few = [r for r in raw["gemm_sms"] if r["bn"] == 256 and r["sms"] <= meta["sms"] // 2]
-    if few:
-        per_sm = [2.0 * r["bm"] * r["bn"] * r["k"] / (r["us"] / r["waves"]) / 1e6 for r in few]
-        put("gpu.sm_matmul_tflops", statistics.median(per_sm),
-            f"compute-role GEMM, 128x256 tiles on {', '.join(str(r['sms']) for r in few)} SMs: median TFLOPS per "
-            f"SM (tile flops / (time / waves))")
-    every_sm = max((r["gb_per_s"] for r in raw["stream"]), default=0.0)
-    put("gpu.hbm_gb_per_s", max(raw["hbm"]["gb_per_s"], every_sm),
-        f"max of torch device-to-device copy of {raw['hbm']['bytes'] >> 20} MiB "
-        f"({raw['hbm']['gb_per_s']:.0f} GB/s) and the copy kernel on every SM ({every_sm:.0f} GB/s)")
-    per_block = [r["gb_per_s"] / r["programs"] for r in raw["stream"] if r["programs"] <= 8]
-    put("gpu.sm_stream_gb_per_s", statistics.median(per_block), "16-byte vector copy kernel on 1-8 blocks, "
-                                                                "median GB/s per block")
-    at = raw["attention"]
-    put("gpu.attention_efficiency", at["sdpa_tflops"] / mm["cublas_tflops"], f"flash SDPA {at['shape']} / matmul")
-    if at.get("fused_tflops"):
-        put("gpu.fused_attention_efficiency", at["fused_tflops"] / at["sdpa_tflops"],
-            f"mkernel fused attention at world 1 / flash SDPA, {at['shape']}")
-
-    pr = raw["proxy"]
-    per_command, doorbell = batch_fit([(r["batch"], 1e6 / r["cmds_per_s"]) for r in pr["batches"]])
-    bench = "loopback SIGNAL throughput at batch " + ",".join(str(r["batch"]) for r in pr["batches"])
-    put("proxy.per_command_us", per_command, bench + ": us per command = per_command + doorbell / batch")
-    put("proxy.doorbell_us", doorbell, bench + ": us per command = per_command + doorbell / batch")
-    put("proxy.gpu_enqueue_us", pr["push_us"], "device time per ring push (one producer block, 256 commands)")
-    put("proxy.poll_us", max(0.0, (pr["roundtrip_proxy_us"] - per_command) / 2),
-        "(proxy-only round trip p50 - per-command cost) / 2")
-    lb = raw["loopback"]
-    put("nic.count", 1, "the loopback transport: one copy stream per rank")
-    put("nic.gbit_per_s", lb["gb_per_s"] * 8, f"loopback PUTs of {lb['put_bytes'] >> 10} KiB, throughput")
-    put("nic.per_message_us", 1e6 / lb["small_cmds_per_s"], "loopback 64-byte PUT throughput, us per message")
-    put("nic.latency_us", max(0.0, lb["roundtrip_put_us"] - pr["roundtrip_proxy_us"]),
-        "loopback 64-byte PUT round trip p50 - proxy-only round trip p50")
+    if "matmul" in raw:
+        mm = raw["matmul"]
+        put("gpu.name", meta["gpu_short"], "torch.cuda.get_device_name")
+        put("gpu.sms", int(meta["sms"]), "multi_processor_count")
+        put("gpu.matmul_tflops", mm["cublas_tflops"], f"torch.matmul bf16 {mm['shape']}, all SMs, CUDA-graph median")
+        put("gpu.fused_gemm_efficiency", mm["ours_tflops"] / mm["cublas_tflops"],
+            f"mkernel compute-role GEMM / cuBLAS, bf16 {mm['shape']}, all SMs")
+        eff = tile_rate_ratio(raw["gemm_sms"])
+        if eff is not None:
+            full = 128 * 128 / min(1.0, eff) ** 2
+            put("gpu.full_tile_elems", int(min(max(full, 128 * 128), 4 * 128 * 256)),
+                f"per-SM rate of 128x128 / 128x256 tiles = {eff:.3f}, through eff = sqrt(elems / full)")
+        few = [r for r in raw["gemm_sms"] if r["bn"] == 256 and r["sms"] <= meta["sms"] // 2]
+        if few:
+            per_sm = [2.0 * r["bm"] * r["bn"] * r["k"] / (r["us"] / r["waves"]) / 1e6 for r in few]
+            put("gpu.sm_matmul_tflops", statistics.median(per_sm),
+                f"compute-role GEMM, 128x256 tiles on {', '.join(str(r['sms']) for r in few)} SMs: median TFLOPS per "
+                f"SM (tile flops / (time / waves))")
+        every_sm = max((r["gb_per_s"] for r in raw["stream"]), default=0.0)
+        put("gpu.hbm_gb_per_s", max(raw["hbm"]["gb_per_s"], every_sm),
+            f"max of torch device-to-device copy of {raw['hbm']['bytes'] >> 20} MiB "
+            f"({raw['hbm']['gb_per_s']:.0f} GB/s) and the copy kernel on every SM ({every_sm:.0f} GB/s)")
+        per_block = [r["gb_per_s"] / r["programs"] for r in raw["stream"] if r["programs"] <= 8]
+        put("gpu.sm_stream_gb_per_s", statistics.median(per_block), "16-byte vector copy kernel on 1-8 blocks, "
+                                                                    "median GB/s per block")
+        at = raw["attention"]
+        put("gpu.attention_efficiency", at["sdpa_tflops"] / mm["cublas_tflops"], f"flash SDPA {at['shape']} / matmul")
+        if at.get("fused_tflops"):
+            put("gpu.fused_attention_efficiency", at["fused_tflops"] / at["sdpa_tflops"],
+                f"mkernel fused attention at world 1 / flash SDPA, {at['shape']}")
+    if "proxy" in raw:
+        pr = raw["proxy"]
+        per_command, doorbell = batch_fit([(r["batch"], 1e6 / r["cmds_per_s"]) for r in pr["batches"]])
+        bench = "loopback SIGNAL throughput at batch " + ",".join(str(r["batch"]) for r in pr["batches"])
+        put("proxy.per_command_us", per_command, bench + ": us per command = per_command + doorbell / batch")
+        put("proxy.doorbell_us", doorbell, bench + ": us per command = per_command + doorbell / batch")
+        put("proxy.gpu_enqueue_us", pr["push_us"], "device time per ring push (one producer block, 256 commands)")
+        put("proxy.poll_us", max(0.0, (pr["roundtrip_proxy_us"] - per_command) / 2),
+            "(proxy-only round trip p50 - per-command cost) / 2")
+        lb = raw["loopback"]
+        put("nic.count", 1, "the loopback transport: one copy stream per rank")
+        put("nic.gbit_per_s", lb["gb_per_s"] * 8, f"loopback PUTs of {lb['put_bytes'] >> 10} KiB, throughput")
+        put("nic.per_message_us", 1e6 / lb["small_cmds_per_s"], "loopback 64-byte PUT throughput, us per message")
+        put("nic.latency_us", max(0.0, lb["roundtrip_put_us"] - pr["roundtrip_proxy_us"]),
+            "loopback 64-byte PUT round trip p50 - proxy-only round trip p50")
+    if "peer" in raw:
+        _fit_peer(raw["peer"], put)
 
     for key, (how, why) in UNMEASURED.items():
         provenance.setdefault(key, {"how": how, "bench": why})
     return {"name": meta.get("name", "h200"),
             "description": f"Fitted by `{meta['command']}` on {meta['gpu']} ({meta['date']}, commit {meta['commit']}).",
             **{k: v for k, v in tables.items() if v}, "extra": raw.get("extra", {}), "provenance": provenance}
+
+
+def _fit_peer(peer: dict, put) -> None:
+    """The NVLink terms from :mod:`mkernel.hw.peer`'s measurements between two GPUs."""
+    copy = peer["copy"]
+    best = max(copy, key=lambda r: r["gb_per_s"])
+    put("nvlink.bw_gb_per_s", best["gb_per_s"], f"SM stores into the peer GPU, 256 MiB, most GB/s over 1-132 blocks "
+                                                f"({best['programs']} blocks)")
+    per_block = [r["gb_per_s"] / r["programs"] for r in copy if r["programs"] <= 8]
+    put("nvlink.sm_copy_gb_per_s", statistics.median(per_block), "SM stores into the peer GPU on 1-8 blocks, median "
+                                                                 "GB/s per block")
+    msgs = [(r["bytes"], r["us_per_message"]) for r in peer["messages"]]
+    cost_us, us_per_byte = line_fit(msgs)
+    put("nvlink.half_efficiency_bytes", cost_us / us_per_byte if us_per_byte > 0 else 0.0,
+        "one block's flagged messages of " + ",".join(f"{b >> 10}K" for b, _ in msgs)
+        + " bytes: us = cost + bytes / rate, half efficiency at cost x rate", digits=0)
+    put("nvlink.latency_us", peer["pingpong"]["one_way_us"], f"flag ping-pong between two GPUs, "
+                                                             f"{peer['pingpong']['iters']} rounds: half the round trip")
+
+
+def line_fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares of y = a + b x over (x, y) points; both clamped at >= 0."""
+    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
+    if len(set(xs)) < 2:
+        return max(0.0, ys[0]), 0.0
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs))
+    return max(0.0, my - slope * mx), slope
 
 
 def tile_rate_ratio(rows: list[dict]) -> float | None:
@@ -132,14 +164,7 @@ def tile_rate_ratio(rows: list[dict]) -> float | None:
 
 def batch_fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     """Least squares of y = a + b / batch over (batch, y) points; both clamped at >= 0."""
-    xs = [1.0 / b for b, _ in points]
-    ys = [y for _, y in points]
-    if len(set(xs)) < 2:
-        return max(0.0, ys[0]), 0.0
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    slope = max(0.0, slope)
-    return max(0.0, my - slope * mx), slope
+    return line_fit([(1.0 / b, y) for b, y in points])
 
 
 def to_toml(doc: dict) -> str:
@@ -169,9 +194,17 @@ def to_toml(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(raw: dict, path: Path) -> dict:
-    """Fit ``raw`` and write the profile to ``path``; returns the profile."""
+def write(raw: dict, path: Path, merge: bool = False) -> dict:
+    """Fit ``raw`` and write the profile to ``path``; returns the profile. With ``merge``, the keys
+    fitted (and their provenance) replace those of the profile already at ``path`` and the rest stay:
+    how a partial calibration (``--only peer``) updates a full one."""
     doc = fit(raw)
+    if merge and path.exists():
+        old = tomllib.loads(path.read_text())
+        for table, values in doc.items():
+            if isinstance(values, dict):
+                old.setdefault(table, {}).update(values)
+        doc = old
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(to_toml(doc))
     return doc

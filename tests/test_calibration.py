@@ -68,6 +68,33 @@ def test_profile_toml_round_trips_through_tomllib(tmp_path):
     assert back["gpu"] == doc["gpu"] and back["provenance"] == doc["provenance"] and back["extra"] == doc["extra"]
 
 
+def synthetic_peer(sm_gb=40.0, port_gb=380.0, cost_us=2.0, latency_us=1.5) -> dict:
+    """Peer measurements of a link with these terms: a message of b bytes on one block takes
+    cost + b / (sm_gb GB/s), so half efficiency is at cost x rate."""
+    return {"gpus": 2, "copy": [{"programs": p, "gb_per_s": min(port_gb, sm_gb * p), "checked": True}
+                                for p in (1, 2, 4, 8, 16, 32, 66, 132)],
+            "bidir": {"bytes": 1 << 28, "gb_per_s_each_way": 350.0, "checked": True},
+            "messages": [{"bytes": b, "programs": 1, "count": 8, "us_per_message": cost_us + b / (sm_gb * 1e3),
+                          "checked": True} for b in (4096, 65536, 1 << 20)],
+            "pingpong": {"iters": 100, "one_way_us": latency_us}}
+
+
+def test_peer_measurements_fit_the_nvlink_terms_and_merge_into_a_full_profile(tmp_path):
+    path = tmp_path / "p.toml"
+    full = profile.write(synthetic_raw(), path)
+    assert full["provenance"]["nvlink.sm_copy_gb_per_s"]["how"] == "estimate"
+    peer_only = {"meta": {**synthetic_raw()["meta"], "commit": "beef123"}, "peer": synthetic_peer()}
+    nv = profile.fit(peer_only)["nvlink"]
+    assert nv["bw_gb_per_s"] == 380.0 and nv["sm_copy_gb_per_s"] == 40.0 and nv["latency_us"] == 1.5
+    assert nv["half_efficiency_bytes"] == pytest.approx(2.0 * 40e3, rel=1e-3)  # 2 us at 40 GB/s
+    merged = profile.write(peer_only, path, merge=True)
+    back = tomllib.loads(path.read_text())
+    assert back == merged and back["gpu"] == full["gpu"] and back["proxy"] == full["proxy"]
+    assert back["nvlink"] == nv and back["description"] == full["description"]
+    assert back["provenance"]["nvlink.latency_us"]["commit"] == "beef123"
+    assert back["provenance"]["gpu.sms"]["commit"] == "c0ffee1"
+
+
 def test_batch_fit_is_least_squares_and_never_negative():
     assert profile.batch_fit([(1, 3.5), (2, 2.0), (4, 1.25), (8, 0.875)]) == pytest.approx((0.5, 3.0))
     assert profile.batch_fit([(1, 1.0), (8, 2.0)])[1] == 0.0  # rising with batch: no negative doorbell
@@ -198,6 +225,27 @@ def test_calibration_copy_kernel_compiles_for_sm90():
     k = triton.compile(ASTSource(fn=calibrate.copy_kernel, signature=sig, constexprs=const),
                        target=GPUTarget("cuda", 90, 32))
     assert ".target sm_90a" in k.asm["ptx"] and len(k.asm["cubin"]) > 1000
+
+
+@pytest.mark.parametrize("name", ["peer_copy_kernel", "message_kernel", "pingpong_kernel"])
+def test_nvlink_calibration_kernels_compile_for_sm90a(name):
+    triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from mkernel.hw import peer
+
+    sig, const = {"peer_copy_kernel": ({"src": "*i64", "dst_addr": "i64", "n": "i32"},
+                                       {"BLOCK": peer.BLOCK, "NUM_PROGRAMS": 8}),
+                  "message_kernel": ({"src": "*i64", "dst_addr": "i64", "flag_addr": "i64", "words": "i32",
+                                      "count": "i32"}, {"BLOCK": peer.BLOCK}),
+                  "pingpong_kernel": ({"my_flag_addr": "i64", "peer_flag_addr": "i64", "iters": "i32",
+                                       "timeout_ns": "i64", "done": "*i64"}, {"FIRST": True})}[name]
+    k = triton.compile(ASTSource(fn=getattr(peer, name), signature=sig, constexprs=const),
+                       target=GPUTarget("cuda", 90, 32))
+    ptx = k.asm["ptx"]
+    assert ".target sm_90a" in ptx and len(k.asm["cubin"]) > 1000
+    assert ("st.release.sys" in ptx) == (name != "peer_copy_kernel")
 
 
 def test_the_interpreter_costs_fall_on_fused_schedules_only_and_the_fit_recovers_them():

@@ -40,6 +40,22 @@ def test_moe_op_on_a_given_routing_matches_its_fallback(nodes, gpn):
         assert r["ok"], r
 
 
+def test_ops_match_fallbacks_on_real_nvlink():
+    """Every GPU of the host as one node (issue 11): NCCL fallbacks, symmetric memory over NVLink."""
+    import torch
+
+    gpus = min(torch.cuda.device_count(), 8)
+    if gpus < 2:
+        pytest.skip(f"needs 2 GPUs (one rank per GPU); this host has {gpus}")
+    from mkernel.hw import rank
+    from mkernel.hw.emulate import launch
+
+    for r in launch(rank.api_rank, gpus, args=(gpus, 5, 3), timeout_s=600):
+        assert r["ok"], r
+    for r in launch(rank.moe_api_rank, gpus, args=(gpus, 3, 3), timeout_s=600):
+        assert r["ok"], r
+
+
 def test_bad_arguments_are_refused_before_launch_with_one_clear_message():
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch

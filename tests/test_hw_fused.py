@@ -1,5 +1,8 @@
 """The five fused ops on hw: plans (CPU), the kernel compiled for sm_90a (CI, no GPU), and
-correctness on a GPU at world 1 and on an emulated 2x2 cluster (marked gpu).
+correctness on a GPU at world 1 and on an emulated 2x2 cluster (marked gpu); with several GPUs
+(issue 11), on real NVLink at world 2, 4 and 8 and on an emulated 2-node cluster whose halves talk
+through the loopback transport shaped to 50 GB/s per GPU (each skipped, with its reason, on a host
+with too few GPUs).
 
 GPU cases use odd shapes (M, N, K and sequence not multiples of the tiles), fresh seeded random
 inputs, outputs poisoned with NaN before every call, several calls per case (epochs reused, no flag
@@ -114,11 +117,22 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim):
     assert "ld.acquire.sys" in ptx and "multimem" not in ptx
 
 
-def _run(case: str, nodes: int, gpn: int, calls: int = 3) -> list[dict]:
+def _run(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None) -> list[dict]:
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch
 
-    return launch(rank.run_rank, nodes * gpn, args=(workload(case), nodes, gpn, 7, calls), timeout_s=600)
+    return launch(rank.run_rank, nodes * gpn, args=(workload(case), nodes, gpn, 7, calls, 0, 5.0, "loopback", shaping),
+                  timeout_s=600)
+
+
+def need_gpus(n: int) -> int:
+    """The GPUs of this host, or skip: the case needs ``n`` of them."""
+    import torch
+
+    have = torch.cuda.device_count()
+    if have < n:
+        pytest.skip(f"needs {n} GPUs (one rank per GPU); this host has {have}")
+    return have
 
 
 def _assert_ok(results: list[dict], calls: int) -> None:
@@ -147,6 +161,26 @@ def test_a_graph_replay_survives_the_executor_evicting_address_tables():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_emulated_2x2(case):
     _assert_ok(_run(case, 2, 2), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_real_nvlink(case, world):
+    """One rank per GPU, one node: every intra-node transfer is a peer store over NVLink."""
+    need_gpus(world)
+    _assert_ok(_run(case, 1, world), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_emulated_two_nodes_over_a_shaped_loopback(case):
+    """The host's GPUs (up to 8) as 2 nodes: NVLink inside each half, the loopback transport shaped
+    to 50 GB/s per GPU and 5 us between the halves."""
+    from mkernel.hw.transports import Shaping
+
+    gpn = min(need_gpus(2), 8) // 2
+    _assert_ok(_run(case, 2, gpn, shaping=Shaping(gbytes_per_s=50.0, latency_us=5.0)), 3)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,128 @@
+"""Static SM splits of the fused ops on real NVLink (issue 11, step 5; issue 7's hw sweep).
+
+Run under torchrun, one rank per GPU, all GPUs one node. For each op at one size of the reference
+grid it runs the fused schedule with every intra-node SM budget of ``--comm-sms`` (compute gets the
+rest): one poisoned call checked against the op's torch fallback (NCCL + torch, the same inputs),
+then ``--iters`` calls between CUDA events; the median per rank, then the slowest rank. The torch
+fallback is timed in the same run, as the baseline. Rank 0 writes the table as JSON; `mkernel
+validate`-style comparison with the simulator happens off the GPU (tools/hw_splits_sim.py).
+
+    torchrun --nproc-per-node 2 tools/hw_splits.py --out splits.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+
+CONFIGS = (("gemm_ar", 8192), ("gemm_rs", 8192), ("ag_gemm", 8192), ("ring_attention", 1536),
+           ("moe_dispatch_gemm", 16384))
+TOLERANCE = 2e-2  # bf16 outputs of fp32 sums, against the fallback's bf16 outputs
+
+
+def _median_s(fn, iters: int) -> float:
+    import torch
+
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return statistics.median(times)
+
+
+def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int, world: int) -> dict:
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from mkernel import builders
+    from mkernel.cluster import Cluster
+    from mkernel.hw import rank as hw_rank
+    from mkernel.hw.context import Context
+    from mkernel.hw.executor import Executor
+    from mkernel.ir import Role
+    from mkernel.problems import Workload
+    from mkernel.sweep import reference_grid
+
+    point = next(p for p in reference_grid(kernels=(kernel,)) if p.size == size)
+    w = Workload(kernel=kernel, **dict(point.shape))
+    sms = torch.cuda.get_device_properties(rank).multi_processor_count
+    c = Cluster("hw", 1, world).with_sms(sms)
+    module = builders.get(kernel)
+    arrays = module.make_inputs(w, c, np.random.default_rng(11))
+    mine = {n: torch.from_numpy(np.ascontiguousarray(per[rank])).cuda().bfloat16() for n, per in arrays.items()}
+    ref_fn = hw_rank.fallback_fn(w, mine, world)
+    refs = {n: t.float() for n, t in ref_fn().items()}
+    row = {"kernel": kernel, "size": size, "shape": dict(point.shape), "world": world,
+           "fallback_s": _median_s(ref_fn, iters), "splits": {}}
+    for n in splits:
+        ws = dataclasses.replace(w, sms=((Role.INTRA, n),))
+        schedule = module.build(ws, c)
+        with Context(None, gpus_per_node=world, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
+            op = Executor(schedule, ctx)
+            outs = op(mine, poison=True)
+            op.check()
+            err = max(((outs[k].float() - r).norm() / r.norm()).item() for k, r in refs.items())
+            nan = int(sum(torch.isnan(outs[k].float()).sum().item() for k in refs))
+            t = _median_s(lambda: op(mine, outs), iters)
+            op.check()
+        row["splits"][n] = {"s": t, "rel_err": err, "unwritten": nan, "ok": err <= TOLERANCE and nan == 0,
+                            "compute_sms": schedule.launches[0].budget(Role.COMPUTE)}
+        torch.distributed.barrier()
+    return row
+
+
+def main() -> None:
+    import torch
+    import torch.distributed as dist
+
+    from mkernel.hw.safety import apply_no_multicast
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--comm-sms", default="2,4,8,16,32,64")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--kernels", nargs="*", default=[k for k, _ in CONFIGS])
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    apply_no_multicast()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl", device_id=torch.device("cuda", int(os.environ["LOCAL_RANK"])))
+    splits = [int(x) for x in args.comm_sms.split(",")]
+    rows = []
+    for kernel, size in CONFIGS:
+        if kernel in args.kernels:
+            mine = one_config(kernel, size, splits, args.iters, rank, world)
+            every = [None] * world
+            dist.all_gather_object(every, mine)
+            row = every[0]
+            for n in splits:  # the slowest rank, and every rank's check
+                per = [r["splits"][n] for r in every]
+                row["splits"][n] = {"s": max(x["s"] for x in per), "rel_err": max(x["rel_err"] for x in per),
+                                    "ok": all(x["ok"] for x in per), "compute_sms": per[0]["compute_sms"]}
+            row["fallback_s"] = max(r["fallback_s"] for r in every)
+            rows.append(row)
+            if rank == 0:
+                best = min(splits, key=lambda n: row["splits"][n]["s"])
+                print(f"{kernel:<18} {size:>6}  fallback {row['fallback_s'] * 1e6:8.1f} us  " + "  ".join(
+                    f"{n}:{row['splits'][n]['s'] * 1e6:.1f}{'' if row['splits'][n]['ok'] else '!'}" for n in splits)
+                    + f"  best {best} ({row['fallback_s'] / row['splits'][best]['s']:.2f}x fallback)", flush=True)
+    if rank == 0:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"world": world, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                                        "commit": Path(".commit").read_text().strip() if Path(".commit").exists()
+                                        else None, "iters": args.iters, "rows": rows}, indent=1) + "\n")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
