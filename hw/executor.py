@@ -44,7 +44,7 @@ class Executor:
     (receive area) holds at least the plan's shared buffers and whose flags number at least the
     plan's; :meth:`context_sizes` says how big."""
 
-    def __init__(self, schedule: Schedule, ctx, *, timeout_s: float = 5.0):
+    def __init__(self, schedule: Schedule, ctx, *, timeout_s: float = 5.0, copy_rows: int = 0):
         import torch
         import triton
 
@@ -98,7 +98,8 @@ class Executor:
         head_dim = next((self.buffers[n].cols for n in ("Q",) if n in self.buffers), 64)
         self.sm_scale = 1.0 / math.sqrt(head_dim)
         self.gemm_ab = p.gemm_operands
-        self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1, host_desc=self.gemm_ab is not None)
+        self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1, host_desc=self.gemm_ab is not None,
+                                     copy_rows=copy_rows or fused.COPY_ROWS)
         self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
         self._bases_cache: dict[tuple[int, ...], tuple] = {}
         self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live

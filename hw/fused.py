@@ -138,11 +138,17 @@ def signature(ops: frozenset[str], head_dim: int = 64) -> tuple[dict, dict]:
     return sig, const
 
 
-def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, host_desc: bool) -> dict:
-    """The compile-time switches of the kernel for one op set."""
+COPY_ROWS = 64  # rows of one copy/reduce/gather step (x 256 columns): the bytes each SM has in flight
+
+
+def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, host_desc: bool, copy_rows: int = COPY_ROWS) -> dict:
+    """The compile-time switches of the kernel for one op set. ``copy_rows``: a copy, reduce or
+    gather step moves copy_rows x 256 bf16 per SM; peer loads take microseconds to return, so
+    an SM's NVLink rate is about the bytes in flight over that latency (16 rows: ~7 GB/s on an H200
+    pair, tools/hw_splits.py)."""
     return {"BARRIER": barrier, "HOST_DESC": host_desc, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
-            "BM": 128, "BN": 256 if "attn" not in ops else 128, "BK": 64, "CR": 16, "CC": 256,
+            "BM": 128, "BN": 256 if "attn" not in ops else 128, "BK": 64, "CR": copy_rows, "CC": 256,
             "D": head_dim, "BQ": 128, "BKV": 128 if head_dim <= 64 else 64}
 
 

@@ -7,7 +7,7 @@ SMs storing into a peer GPU's memory (no copy engine), a release store of a flag
 
 - ``copy``: one GPU's blocks copy 256 MiB into the peer on 1..132 blocks (the per-SM rate from the
   few-block points, the port bandwidth from the most);
-- ``bidir``: both GPUs copy into each other at once on every SM (what a ring step does);
+- ``bidir``: both GPUs copy into each other at once on 32 blocks and on every SM (a ring step);
 - ``messages``: one block sends messages of 4 KiB..4 MiB, each followed by its flag: time per
   message = cost + bytes / rate, whose ratio is the half-efficiency size;
 - ``pingpong``: two single-block kernels bounce a flag; half the round trip is the latency.
@@ -18,7 +18,6 @@ Everything is timed as CUDA-graph replays or between CUDA events, never with hos
 from __future__ import annotations
 
 import statistics
-import time
 
 import triton
 import triton.language as tl
@@ -115,30 +114,37 @@ def copy(nbytes: int = 256 << 20) -> list[dict]:
     return rows
 
 
-def bidir(nbytes: int = 256 << 20, reps: int = 20) -> dict:
-    """Both GPUs store into each other at once on every SM: GB/s per direction (the slower GPU's)."""
+def bidir(nbytes: int = 256 << 20, reps: int = 10) -> list[dict]:
+    """Both GPUs store into each other at once (what a ring step does), on 32 blocks and on every SM:
+    GB/s per direction, from CUDA events on each GPU around its ``reps`` launches."""
     import torch
 
     words = nbytes // 8
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     bufs = [(torch.empty(words, device=f"cuda:{d}", dtype=torch.int64).random_(),
              torch.empty(words, device=f"cuda:{d}", dtype=torch.int64)) for d in (0, 1)]
-
-    def both():
-        for d in (0, 1):
-            with torch.cuda.device(d):
-                peer_copy_kernel[(sms,)](bufs[d][0], bufs[1 - d][1].data_ptr(), words, BLOCK=BLOCK, NUM_PROGRAMS=sms)
-
-    both()
-    for d in (0, 1):
-        torch.cuda.synchronize(d)
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        both()
-    for d in (0, 1):
-        torch.cuda.synchronize(d)
-    ok = all(torch.equal(bufs[d][0].cpu(), bufs[1 - d][1].cpu()) for d in (0, 1))
-    return {"bytes": nbytes, "gb_per_s_each_way": reps * nbytes / (time.perf_counter() - t0) / 1e9, "checked": ok}
+    rows = []
+    for programs in (32, torch.cuda.get_device_properties(0).multi_processor_count):
+        events = []
+        for _ in range(2):  # the first pass loads the kernel on both GPUs
+            events = []
+            for d in (0, 1):
+                torch.cuda.synchronize(d)
+            for d in (0, 1):
+                with torch.cuda.device(d):
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(reps):
+                        peer_copy_kernel[(programs,)](bufs[d][0], bufs[1 - d][1].data_ptr(), words, BLOCK=BLOCK,
+                                                      NUM_PROGRAMS=programs)
+                    end.record()
+                    events.append((start, end))
+            for d in (0, 1):
+                torch.cuda.synchronize(d)
+        ok = all(torch.equal(bufs[d][0].cpu(), bufs[1 - d][1].cpu()) for d in (0, 1))
+        secs = [s.elapsed_time(e) * 1e-3 for s, e in events]
+        rows.append({"programs": programs, "gb_per_s_each_way": reps * nbytes / max(secs) / 1e9,
+                     "per_gpu_gb_per_s": [reps * nbytes / t / 1e9 for t in secs], "checked": ok})
+    return rows
 
 
 def messages(programs: int = 1, total_bytes: int = 32 << 20) -> list[dict]:

@@ -120,6 +120,38 @@ def bench_cases(bench: dict, cluster: Cluster) -> list[dict]:
     return rows
 
 
+def splits_cases(splits: dict, cluster: Cluster) -> list[dict]:
+    """Every static split of ``tools/hw_splits.py`` (real NVLink, one node), simulated with the same
+    intra-SM budget; ``curve`` groups the points of one op so the report can say whether the
+    simulator orders the splits as the GPU does."""
+    from . import builders
+
+    rows = []
+    for r in splits["rows"]:
+        for n, x in r["splits"].items():
+            w = Workload(kernel=r["kernel"], **dict(r["shape"]), sms=((Role.INTRA, int(n)),))
+            rows.append({"group": f"splits world-{splits['world']}", "curve": f"{r['kernel']} size {r['size']}",
+                         "config": f"{r['kernel']} size {r['size']}, {n} intra SMs, world {splits['world']} NVLink",
+                         "measured_us": x["s"] * 1e6,
+                         "predicted_us": _sim_us(builders.get(w.kernel).build(w, cluster), cluster)})
+    return rows
+
+
+def curves(rows: list[dict]) -> list[dict]:
+    """Per op of a splits run: the rank correlation of predicted and measured times over its splits,
+    and whether the simulator's best split is the GPU's (and what the simulator's pick costs there)."""
+    out = []
+    for name in dict.fromkeys(r["curve"] for r in rows if "curve" in r):
+        pts = [r for r in rows if r.get("curve") == name]
+        best_hw = min(pts, key=lambda r: r["measured_us"])
+        best_sim = min(pts, key=lambda r: r["predicted_us"])
+        out.append({"curve": name, "spearman": spearman([r["predicted_us"] for r in pts],
+                                                         [r["measured_us"] for r in pts]),
+                    "best_measured": best_hw["config"], "best_predicted": best_sim["config"],
+                    "sim_pick_over_best": best_sim["measured_us"] / best_hw["measured_us"]})
+    return out
+
+
 def fit_overheads(bench: dict, cluster: Cluster) -> tuple[float, float]:
     """The fused kernel's per-call and per-tile costs (us), least squares over a world-1 bench's
     short-K GEMM ops (gemm_ar, gemm_rs), where they show most: measured time minus the time
@@ -197,9 +229,10 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def validate(profile: str, calibration: tuple[str, dict], benches: list[tuple[str, dict]] = (),
-             runs: list[tuple[str, dict]] = ()) -> dict:
-    """Every case of a calibration run, bench runs and emulated hw runs (each given as (source, data),
-    the source naming it in errors), simulated with ``profile``; the :func:`summarise` report."""
+             runs: list[tuple[str, dict]] = (), splits: list[tuple[str, dict]] = ()) -> dict:
+    """Every case of a calibration run, bench runs, emulated hw runs and static-split runs (each given
+    as (source, data), the source naming it in errors), simulated with ``profile``; the
+    :func:`summarise` report, with the split curves' order (:func:`curves`)."""
     where, raw = calibration
     for key in ("gemm_sms", "proxy"):
         if key not in raw:
@@ -216,4 +249,8 @@ def validate(profile: str, calibration: tuple[str, dict], benches: list[tuple[st
             raise InputError(f"{where}: not a result of `mkernel run --backend hw --json`")
         cluster = profile_cluster(profile, r["cluster"]["nodes"], r["cluster"]["gpus_per_node"], emulated=True)
         rows += run_cases([r], cluster)
-    return summarise(rows)
+    for where, sp in splits:
+        if not {"rows", "world"} <= set(sp):
+            raise InputError(f"{where}: not a splits.json of tools/hw_splits.py (needs rows, world)")
+        rows += splits_cases(sp, profile_cluster(profile, 1, sp["world"]))
+    return {**summarise(rows), "curves": curves(rows)}

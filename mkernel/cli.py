@@ -100,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     va.add_argument("--bench", type=Path, nargs="*", default=[], help="bench.json files of `mkernel bench`")
     va.add_argument("--runs", type=Path, nargs="*", default=[],
                     help="result JSONs of `mkernel run --backend hw --json` on an emulated cluster (ranks sharing one GPU)")
+    va.add_argument("--splits", type=Path, nargs="*", default=[],
+                    help="splits.json files of tools/hw_splits.py (static splits on real NVLink)")
     va.add_argument("--profile", default="h200", help="the hardware profile the simulator uses (path or bundled name)")
     va.add_argument("--out", type=Path, help="write the report as JSON here")
     va.add_argument("--fit-overheads", action="store_true",
@@ -199,7 +201,7 @@ def _validate(args: argparse.Namespace) -> int:
         call, task = accuracy.fit_overheads(worlds[0], accuracy.profile_cluster(args.profile, 1, 1))
         print(f"fitted: gpu.fused_call_us = {call:.3f}  gpu.fused_tile_us = {task:.4f} (put them in the profile)")
     report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)), benches,
-                               [(str(p), read(p)) for p in args.runs])
+                               [(str(p), read(p)) for p in args.runs], [(str(p), read(p)) for p in args.splits])
     for r in report["rows"]:
         print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "
               f"sim {r['predicted_us']:>10.1f} us  {r['error']:+.1%}")
@@ -207,6 +209,10 @@ def _validate(args: argparse.Namespace) -> int:
         rho = "n/a" if st["spearman"] is None else f"{st['spearman']:.3f}"
         print(f"{g:<13} {st['configs']:>3} configs  MAPE {st['mape']:.1%}  p90 {st['p90']:.1%}  "
               f"mean {st['mean_signed']:+.1%}  rank correlation {rho}")
+    for c in report["curves"]:
+        rho = "n/a" if c["spearman"] is None else f"{c['spearman']:.3f}"
+        print(f"{c['curve']:<26} split order rank correlation {rho}; best on the GPU: {c['best_measured']}; "
+              f"the simulator's pick costs {c['sim_pick_over_best']:.2f}x the best there")
     print(f"largest error term: {report['dominant_group']}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")

@@ -38,7 +38,8 @@ def _median_s(fn, iters: int) -> float:
     return statistics.median(times)
 
 
-def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int, world: int) -> dict:
+def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int, world: int,
+               copy_rows: int = 0) -> dict:
     import dataclasses
 
     import numpy as np
@@ -68,7 +69,7 @@ def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int,
         ws = dataclasses.replace(w, sms=((Role.INTRA, n),))
         schedule = module.build(ws, c)
         with Context(None, gpus_per_node=world, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
-            op = Executor(schedule, ctx)
+            op = Executor(schedule, ctx, copy_rows=copy_rows)
             outs = op(mine, poison=True)
             op.check()
             err = max(((outs[k].float() - r).norm() / r.norm()).item() for k, r in refs.items())
@@ -85,12 +86,14 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
+    from mkernel.hw import fused
     from mkernel.hw.safety import apply_no_multicast
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--comm-sms", default="2,4,8,16,32,64")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--kernels", nargs="*", default=[k for k, _ in CONFIGS])
+    ap.add_argument("--copy-rows", type=int, default=0, help="rows per copy step of the fused kernel (0: its default)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     apply_no_multicast()
@@ -101,7 +104,7 @@ def main() -> None:
     rows = []
     for kernel, size in CONFIGS:
         if kernel in args.kernels:
-            mine = one_config(kernel, size, splits, args.iters, rank, world)
+            mine = one_config(kernel, size, splits, args.iters, rank, world, args.copy_rows)
             every = [None] * world
             dist.all_gather_object(every, mine)
             row = every[0]
@@ -120,7 +123,8 @@ def main() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"world": world, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
                                         "commit": Path(".commit").read_text().strip() if Path(".commit").exists()
-                                        else None, "iters": args.iters, "rows": rows}, indent=1) + "\n")
+                                        else None, "iters": args.iters,
+                                        "copy_rows": args.copy_rows or fused.COPY_ROWS, "rows": rows}, indent=1) + "\n")
     dist.destroy_process_group()
 
 

@@ -7,7 +7,8 @@
 #   calibrate: NVLink copy rate per SM, port bandwidth, per-message cost and latency (mkernel calibrate --only peer);
 #   bench:     torchrun: mkernel bench on the reference grid's first BENCH_SIZES sizes (default 3) against
 #              NCCL + matmul, torch async-TP, the ring and MoE baselines, the matmul ceiling;
-#   splits:    tools/hw_splits.py: static intra-SM budgets of the fused ops on real NVLink.
+#   splits:    tools/hw_splits.py: static intra-SM budgets of the fused ops on real NVLink;
+#   splits16:  (not in the default STEPS) the same for gemm_ar and gemm_rs with 16-row copy steps, as A/B.
 # STEPS picks steps (default: all, in this order). Usage: here `git rev-parse --short HEAD > .commit`
 # (carry it); there OUT=/dir tools/multi_gpu.sh. Everything lands in OUT/results.tgz (logs, bench/, splits.json,
 # calibration.json, h200.toml): the device tool returns few files. Keep the step limits inside the call's.
@@ -20,7 +21,10 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/
 GPUS=$(python3 -c 'import torch; print(min(8, torch.cuda.device_count()))')
 echo "GPUs: $GPUS  commit: $(cat .commit 2>/dev/null || git rev-parse --short HEAD)  steps: $STEPS"
 status=0
-step() { local name=$1 limit=$2; shift 2; echo "== $name ($(date +%T))"; timeout -s ABRT "$limit" "$@" >"$OUT/$name.log" 2>&1 \
+DEADLINE=$((SECONDS + ${TOTAL_S:-560}))  # every step ends inside the device call, so the tarball is always written
+step() { local name=$1 limit=$2; shift 2; local left=$((DEADLINE - SECONDS)); [ "$left" -lt "$limit" ] && limit=$left
+  [ "$limit" -lt 10 ] && { echo "== $name: skipped, no time left"; status=1; return; }
+  echo "== $name ($(date +%T), ${limit}s)"; timeout -s ABRT "$limit" "$@" >"$OUT/$name.log" 2>&1 \
   || { status=1; echo "   FAILED (rc $?)"; }; tail -${TAIL:-12} "$OUT/$name.log"; }
 for s in $STEPS; do case $s in
   topo) nvidia-smi topo -m >"$OUT/topo.log" 2>&1; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >>"$OUT/topo.log"
@@ -31,5 +35,7 @@ for s in $STEPS; do case $s in
   bench) step bench "${BENCH_S:-360}" torchrun --nproc-per-node "$GPUS" -m mkernel bench \
            --sizes "${BENCH_SIZES:-3}" --iters "${ITERS:-20}" --out "$OUT/bench" ;;
   splits) step splits "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/hw_splits.py --out "$OUT/splits.json" ;;
+  splits16) step splits16 "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/hw_splits.py --copy-rows 16 \
+              --kernels gemm_ar gemm_rs --out "$OUT/splits16.json" ;;  # A/B: the fused kernel's copy step before 2026-11-30
 esac; done
 exit $status
