@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 11 in one device call on a host with 2, 4 or 8 GPUs (it adapts to the count): install offline, then
 #   topo:      nvidia-smi topology (how the GPUs are linked), kept with the results;
+#   emulated:  (not in the default STEPS) the emulated 2x2 GPU tests (MPS, two ranks per GPU);
 #   correct:   the five fused ops on real NVLink at world 2/4/8 (as many as the host has), on an emulated
 #              2-node cluster (the GPUs in two halves, loopback shaped to 50 GB/s per GPU), and the
 #              torch ops against their NCCL fallbacks: fresh inputs, poisoned outputs, ||out-ref||/||ref|| <= 1e-2;
@@ -29,12 +30,15 @@ step() { local name=$1 limit=$2; shift 2; local left=$((DEADLINE - SECONDS)); [ 
 for s in $STEPS; do case $s in
   topo) nvidia-smi topo -m >"$OUT/topo.log" 2>&1; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >>"$OUT/topo.log"
         head -6 "$OUT/topo.log" ;;
+  emulated) step emulated "${EMULATED_S:-200}" python3 -m pytest -q -rs tests/test_hw_fused.py \
+             -k "test_emulated_2x2 and not hundred" ;;  # first: MPS wants a process tree that has not used CUDA
   correct) step correct "${CORRECT_S:-300}" python3 -m pytest -q -rs tests/test_hw_fused.py tests/test_hw_api.py \
-             -k "real_nvlink or two_nodes" ;;
+             -k "real_nvlink or two_nodes ${CORRECT_MORE:-}" ;;
   calibrate) step calibrate 120 mkernel calibrate --only peer --out "$OUT/h200.toml" --raw "$OUT/calibration.json" ;;
   bench) step bench "${BENCH_S:-360}" torchrun --nproc-per-node "$GPUS" -m mkernel bench \
-           --sizes "${BENCH_SIZES:-3}" --iters "${ITERS:-20}" --out "$OUT/bench" ;;
-  splits) step splits "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/hw_splits.py --out "$OUT/splits.json" ;;
+           --sizes "${BENCH_SIZES:-3}" --iters "${ITERS:-20}" --out "$OUT/bench" ${BENCH_KERNELS:+--kernels $BENCH_KERNELS} ;;
+  splits) step splits "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/hw_splits.py --out "$OUT/splits.json" \
+            --comm-sms "${COMM_SMS:-2,4,8,16,32,64}" ;;
   splits16) step splits16 "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/hw_splits.py --copy-rows 16 \
               --kernels gemm_ar gemm_rs --out "$OUT/splits16.json" ;;  # A/B: the fused kernel's copy step before 2026-11-30
 esac; done
