@@ -8,21 +8,15 @@ Unfused equivalent, on every rank r of the world::
 Fused schedule (design §6). Output tiles are dealt round-robin to the G local ranks of each node;
 the rail peers of a node share one owner pattern::
 
-    compute  | tile t -> P (own partial) ........ signal contrib[t] (own tile) or made[t]
-    intra    | producer: wait made[t], push the partial into the owner's PIN slot (peer stores),
-             | signal contrib[t] on the owner
-    intra    | owner: wait contrib[t] = G, sum its own partial and the G-1 pushed ones -> PART slot
+    compute  | tile t -> P (own partial) ........ signal contrib[t] on its owner
+    intra    | owner: wait contrib[t] = G, pull G partials over NVLink, sum -> PART slot
     send     | owner: wait chunk of `chunk_tiles` sums ready, put it to each rail peer (one message)
     recv     | owner: wait the chunk from all N-1 nodes and its own sums, add -> out tile, signal final[t]
     intra    | owner: wait final[t], push the out tile to the G-1 local peers (unicast stores)
     compute  | every rank: last task waits until all out tiles written into it have landed
 
-Partials are pushed, never pulled: a peer store is posted and streams at the link rate, while a
-peer load stalls its SM for the round trip (pulling partials ran at about 4 GB/s per SM on an
-H200 pair, pushing at 16-20; docs/results/2026-11-30-nvlink.md). The intra queue is slot-major:
-the pushes of a slot's tiles, then the owner's reduction of its tile of that slot, with the
-broadcasts ``BCAST_LAG`` chunks behind the reductions, so the intra SMs keep reducing while the
-network round trip is in flight. Every wait targets a task
+The intra queue interleaves the broadcasts ``BCAST_LAG`` chunks behind the reductions, so the
+intra SMs keep reducing while the network round trip is in flight. Every wait targets a task
 earlier in its own queue or a queue with no waits back, so no SM budget deadlocks.
 
 Baseline ("gemm+nccl_hier_ar"): one GEMM launch on all SMs, then one NCCL-style launch doing a
@@ -85,7 +79,6 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     _inputs(sb, w)
     if g > 1:
         sb.buffer("P", w.m, w.n, w.dtype)
-        sb.buffer("PIN", (g - 1) * slots * w.tile_m, w.tile_n, w.dtype)  # section d-1: pushed by local + d
     if nodes > 1:
         sb.buffer("PART", slots * w.tile_m, w.tile_n, w.dtype)
         sb.buffer("RECV", nodes * slots * w.tile_m, w.tile_n, w.dtype)
@@ -111,17 +104,17 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     def out_done(rank: int) -> Signal:
         return Signal(rank, "out_done")
 
-    for rank in sb.ranks():  # compute: slot-major, own tile last in each slot (the others get pushed first)
+    for rank in sb.ranks():  # compute: slot-major, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         for slot in range(slots):
-            for d in (*range(1, g), 0):
+            for d in range(g):
                 idx = slot * g + (local + d) % g
                 if idx >= len(tiles):
                     continue
                 t = tiles[idx]
                 owner = c.rank(node, t.index % g)
                 if g > 1:
-                    dst, sig = tile_reg("P", rank, t), (Signal(rank, "contrib" if owner == rank else "made", t.index),)
+                    dst, sig = tile_reg("P", rank, t), (Signal(owner, "contrib", t.index),)
                 elif nodes > 1:
                     dst, sig = slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", chunk_of(t)),)
                 else:
@@ -136,15 +129,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
         chunks = batches(owned, w.chunk_tiles)
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
         if g > 1:
-            pushes = [[] for _ in range(slots)]  # per slot, the intra tasks that push this rank's partials
-            for t in tiles:
-                if t.index % g != local:
-                    owner = c.rank(node, t.index % g)
-                    pushes[t.index // g].append(dict(
-                        waits=(Wait(Signal(rank, "made", t.index), 1),), reads=(tile_reg("P", rank, t),),
-                        writes=(slot_reg("PIN", owner, t, (local - t.index % g) % g - 1),),
-                        signals=(Signal(owner, "contrib", t.index),), label=f"tile {t.index} push"))
-            _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done, pushes)
+            _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done)
         if nodes > 1:
             others = [(node + d) % nodes for d in range(1, nodes)]
             for ci, chunk in enumerate(chunks):
@@ -167,20 +152,10 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     return sb.build(flops_per_gpu(w, c))
 
 
-def _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done, pushes) -> None:
-    """Slot by slot, the pushes of this rank's partials and the reduction of its own tile, with each
-    chunk's broadcast BCAST_LAG chunks later. A reduction waits only for pushes that stand before
-    the peers' reductions of the same slot, and pushes wait only for compute: no budget deadlocks."""
+def _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done) -> None:
+    """Reductions of the owner's tiles, with each chunk's broadcast BCAST_LAG chunks later."""
     g = len(peers)
     lag = BCAST_LAG if nodes > 1 else 0
-    pushed = 0
-
-    def push_through(slot: int) -> None:
-        nonlocal pushed
-        while pushed <= slot and pushed < len(pushes):
-            for task in pushes[pushed]:
-                sb.add(rank, Role.INTRA, Op.COPY, **task)
-            pushed += 1
 
     def bcast(chunk) -> None:
         for t in chunk:
@@ -191,17 +166,15 @@ def _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done
 
     for ci, chunk in enumerate(chunks):
         for t in chunk:
-            push_through(t.index // g)
             if nodes > 1:
                 dst, sig = slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", ci),)
             else:
                 dst, sig = tile_reg("OUT", rank, t), (Signal(rank, "final", t.index), out_done(rank))
             sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", t.index), g),),
-                   reads=(tile_reg("P", rank, t),) + tuple(slot_reg("PIN", rank, t, d) for d in range(g - 1)),
-                   writes=(dst,), signals=sig, label=f"tile {t.index} reduce")
+                   reads=tuple(tile_reg("P", p, t) for p in peers), writes=(dst,), signals=sig,
+                   label=f"tile {t.index} reduce")
         if ci >= lag:
             bcast(chunks[ci - lag])
-    push_through(len(pushes))
     for chunk in chunks[max(0, len(chunks) - lag):]:
         bcast(chunk)
 

@@ -10,23 +10,17 @@ final owner has local index l: it reduces its node's partials of those blocks, s
 block's node sum to that block's owner (its rail peer in the other node), and adds the other nodes'
 sums of its own block::
 
-    compute | every tile of every block -> P, remote nodes' blocks first; signal contrib (a tile it
-            | owns) or made
-    intra   | producer: wait made, push the partial into the node owner's PIN (peer stores), signal
-            | contrib there
-    intra   | node owner: wait contrib = G, sum its own and the G-1 pushed partials -> SEND (remote
-            |             block) or PART (own block; OUT directly on one node)
+    compute | every tile of every block -> P, remote nodes' blocks first; signal contrib on the node owner
+    intra   | node owner: wait contrib = G, pull the G partials over NVLink, sum -> SEND (remote block)
+            |             or PART (own block; OUT directly on one node)
     send    | node owner: wait a chunk of `chunk_tiles` sums, put it to the block's owner (one message)
     recv    | owner: wait the chunk from all N-1 nodes and its own node's sums, add -> OUT
 
 SEND and RECV are tile-major: each tile has its own slot of tile_m x tile_n (edge tiles use part
 of it), so a chunk of consecutive tiles is one contiguous range of memory and goes out as one
 network message (RDMA writes are contiguous); a put moves whole slots, padding included.
-With G = 1 the compute role writes SEND and PART itself. Partials are pushed, not pulled (peer
-stores stream; a peer load stalls its SM for the round trip: see gemm_ar). Compute and the
-intra queue go block row by block row in the same order: the peers' blocks (pushed as they are
-made), then the own block (reduced). Every wait targets work that is earlier in its queue or in a queue with no
-waits back, so no SM budget deadlocks.
+With G = 1 the compute role writes SEND and PART itself. Every wait targets work that is earlier
+in its queue or in a queue with no waits back, so no SM budget deadlocks.
 
 Baseline ("gemm+nccl_hier_rs"): one GEMM launch on all SMs, then an NCCL-style hierarchical
 reduce-scatter: a ring reduce-scatter in the node (rank l ends with its node's sum of every block
@@ -90,7 +84,6 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     slot_rows, width = min(w.tile_m, R), min(w.tile_n, w.n)
     if g > 1:
         sb.buffer("P", w.m, w.n, w.dtype)
-        sb.buffer("PIN", (g - 1) * nodes * R, w.n, w.dtype)  # section (d - 1, dn): pushed by local + d
     if nodes > 1:
         # section m of SEND: this node's sums of block (m, l); section m of RECV: node m's sums of the
         # own block; one slot of slot_rows x width per tile
@@ -122,18 +115,16 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
             return reg("PART", rank, t), (Signal(rank, "own_ready", chunk_of[t.index]),)
         return reg("OUT", rank, t), ()
 
-    for rank in sb.ranks():  # compute: remote nodes' blocks first, then this node's; the own block last in each
+    for rank in sb.ranks():  # compute: remote nodes' blocks first, then this node's
         node, local = c.node_of(rank), c.local_of(rank)
-        order = [c.rank((node + dn) % nodes, (local + dl) % g) for dn in (*range(1, nodes), 0)
-                 for dl in (*range(1, g), 0)]
+        order = [c.rank((node + dn) % nodes, (local + dl) % g) for dn in (*range(1, nodes), 0) for dl in range(g)]
         for q in order:
             owner = c.rank(node, c.local_of(q))
             for t in tiles:
                 a = Region("A", rank, q * R + t.row0, q * R + t.row1, 0, w.k)
                 b = Region("B", rank, 0, w.k, t.col0, t.col1)
                 if g > 1:
-                    key = c.relative(q, owner) * len(tiles) + t.index
-                    dst, sig = reg("P", rank, t, q * R), (Signal(rank, "contrib" if owner == rank else "made", key),)
+                    dst, sig = reg("P", rank, t, q * R), (Signal(owner, "contrib", c.relative(q, owner) * len(tiles) + t.index),)
                 else:
                     dst, sig = target(rank, q, t)
                 sb.add(rank, Role.COMPUTE, Op.GEMM, reads=(a, b), writes=(dst,), signals=sig,
@@ -143,24 +134,14 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
         node, local = c.node_of(rank), c.local_of(rank)
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
         blocks = [c.rank((node + dn) % nodes, local) for dn in (*range(1, nodes), 0)]  # own block last
-        if g > 1:  # per block row (node + dn): push the peers' partials, then reduce the own block
-            for dn, q in zip((*range(1, nodes), 0), blocks):
-                for dl in range(1, g):
-                    other = c.rank((node + dn) % nodes, (local + dl) % g)
-                    owner = peers[dl]
-                    pin = ((g - dl - 1) * nodes + dn) * R  # section (d - 1, dn) on the owner: d = g - dl
-                    for t in tiles:
-                        key = c.relative(other, owner) * len(tiles) + t.index
-                        sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "made", key), 1),),
-                               reads=(reg("P", rank, t, other * R),), writes=(reg("PIN", owner, t, pin),),
-                               signals=(Signal(owner, "contrib", key),), label=f"block {other} tile {t.index} push")
+        if g > 1:
+            for q in blocks:
                 for t in tiles:
                     dst, sig = target(rank, q, t)
                     contrib = Signal(rank, "contrib", c.relative(q, rank) * len(tiles) + t.index)
                     sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(contrib, g),),
-                           reads=(reg("P", rank, t, q * R),) + tuple(reg("PIN", rank, t, (d * nodes + dn) * R)
-                                                                     for d in range(g - 1)),
-                           writes=(dst,), signals=sig, label=f"block {q} tile {t.index} reduce")
+                           reads=tuple(reg("P", p, t, q * R) for p in peers), writes=(dst,), signals=sig,
+                           label=f"block {q} tile {t.index} reduce")
         if nodes > 1:
             for q in blocks[:-1]:
                 m = c.node_of(q)
