@@ -177,6 +177,31 @@ def fit_overheads(bench: dict, cluster: Cluster) -> tuple[float, float]:
     return max(0.0, my - task * mx), max(0.0, task)
 
 
+def fit_peer_task(splits: dict, cluster: Cluster) -> float:
+    """The fused kernel's fixed cost per peer communication task (us) over a splits run on real
+    NVLink: the time simulated without it, plus cost x (peer tasks per intra SM on the busiest
+    rank), should equal the measured time; least squares of the relative error (the points span
+    two orders of magnitude, and absolute errors would let the slowest splits decide)."""
+    from . import builders
+
+    base = dataclasses.replace(cluster, gpu=dataclasses.replace(cluster.gpu, fused_peer_task_us=0.0))
+    xs, ys = [], []
+    for r in splits["rows"]:
+        for n, x in r["splits"].items():
+            w = Workload(kernel=r["kernel"], **dict(r["shape"]), sms=((Role.INTRA, int(n)),))
+            s = builders.get(w.kernel).build(w, base)
+            peer = [0] * s.world
+            for t in s.tasks:
+                if t.role is Role.INTRA and any(q.rank != t.rank for q in t.reads + t.writes):
+                    peer[t.rank] += 1
+            measured = x["s"] * 1e6
+            xs.append(math.ceil(max(peer) / int(n)) / measured)
+            ys.append(1.0 - _sim_us(s, base) / measured)
+    if not any(xs):
+        raise InputError("fitting the peer-task cost needs a splits run with intra-node peer tasks")
+    return max(0.0, sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs))
+
+
 def run_cases(results: list[dict], cluster: Cluster) -> list[dict]:
     """Fused runs of ``mkernel run --backend hw --json`` (result schema), simulated on ``cluster``."""
     from . import builders

@@ -200,6 +200,9 @@ def _validate(args: argparse.Namespace) -> int:
             raise InputError("--fit-overheads needs a world-1 --bench (mkernel bench on one GPU)")
         call, task = accuracy.fit_overheads(worlds[0], accuracy.profile_cluster(args.profile, 1, 1))
         print(f"fitted: gpu.fused_call_us = {call:.3f}  gpu.fused_tile_us = {task:.4f} (put them in the profile)")
+        for where, sp in [(str(p), read(p)) for p in args.splits]:
+            peer = accuracy.fit_peer_task(sp, accuracy.profile_cluster(args.profile, 1, sp["world"]))
+            print(f"fitted on {where}: gpu.fused_peer_task_us = {peer:.3f} (put it in the profile)")
     report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)), benches,
                                [(str(p), read(p)) for p in args.runs], [(str(p), read(p)) for p in args.splits])
     for r in report["rows"]:

@@ -39,6 +39,10 @@ class GpuSpec:
     # its task row). Fitted on world-1 runs; 0 = free.
     fused_call_us: float = 0.0
     fused_tile_us: float = 0.0
+    # Each communication task of the fused kernel that touches a peer (copy, reduce, gather) pays a
+    # fixed cost on top of its bytes: peer loads stall the SM for their round trip, and its flags are
+    # system-scope releases. Fitted on real NVLink runs (2 GPUs); 0 = free.
+    fused_peer_task_us: float = 0.0
     # One SM's matmul rate (TFLOPS) when few SMs compute: clocks and shared HBM/L2 cap the whole GPU
     # at matmul_tflops, so each of n busy SMs runs at min(this, matmul_tflops / n). 0 = no headroom.
     sm_matmul_tflops: float = 0.0
@@ -165,9 +169,9 @@ class Cluster:
         if variant not in ("fused", "kernel"):  # sm_matmul_tflops is measured on the fused kernel's GEMM
             return dataclasses.replace(self, gpu=dataclasses.replace(
                 g, sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency, fused_call_us=0.0,
-                fused_tile_us=0.0))
+                fused_tile_us=0.0, fused_peer_task_us=0.0))
         if variant == "kernel":  # our stand-alone kernels (calibrate's GEMM, the put loop): no interpreter
-            g = dataclasses.replace(g, fused_call_us=0.0, fused_tile_us=0.0)
+            g = dataclasses.replace(g, fused_call_us=0.0, fused_tile_us=0.0, fused_peer_task_us=0.0)
         return dataclasses.replace(self, gpu=dataclasses.replace(
             g, matmul_tflops=g.matmul_tflops * g.fused_gemm_efficiency, fused_gemm_efficiency=1.0,
             attention_efficiency=g.attention_efficiency * g.fused_attention_efficiency / g.fused_gemm_efficiency,

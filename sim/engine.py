@@ -167,6 +167,8 @@ class Model:
         if self.data is not None:
             self.data.apply(task)
         paid = task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and any(r.rank != task.rank for r in task.reads + task.writes)
+        if paid and self.c.gpu.fused_peer_task_us:  # the fused kernel's fixed cost of a peer task
+            yield self.env.timeout(self.c.gpu.fused_peer_task_us)
         for sig in task.signals:
             if sig.rank == task.rank or paid:
                 self.board.bump(sig)

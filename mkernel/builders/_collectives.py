@@ -215,10 +215,15 @@ def drain(sb: ScheduleBuilder, name: str, role: Role = Role.INTRA) -> None:
             sb.add(rank, role, Op.NOP, waits=(Wait(done, sb.bumped(done)),), label="drain")
 
 
+REFERENCE_SMS = 132  # builders' default budgets are per GPU of this many SMs (an H100 or H200)
+
+
 def role_budget(w, c, defaults: dict[Role, int]) -> dict[Role, int]:
-    """SMs per role: the builder's defaults for the communication roles, the workload's overrides,
-    and every SM left to compute (unless compute is overridden too)."""
-    want = dict(defaults)
+    """SMs per role: the builder's defaults for the communication roles (scaled down on a GPU, or a
+    rank's share of one, with fewer than REFERENCE_SMS), the workload's overrides, and every SM left
+    to compute (unless compute is overridden too)."""
+    scale = min(1.0, c.gpu.sms / REFERENCE_SMS)
+    want = {role: max(1, round(n * scale)) if n else 0 for role, n in defaults.items()}
     for role in want:
         if w.sm_override(role) is not None:
             want[role] = w.sm_override(role)

@@ -36,7 +36,7 @@ from . import _collectives as coll
 from ._tiling import chunk_rows, split_rows, tile_grid
 
 CHUNK_ROWS = 128  # rows of A per network chunk (design §6)
-DEFAULT_INTRA_SMS = 16
+DEFAULT_INTRA_SMS = 32  # per 132 SMs: measured and simulated best on an H200 pair and 2x8 (2026-11-30-nvlink.md)
 DEFAULT_SEND_SMS = 2
 
 

@@ -37,7 +37,8 @@ from . import _collectives as coll
 from ._tiling import batches, split_rows, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
-DEFAULT_INTRA_SMS = 16  # ~ NVLink port / one SM's copy rate (450 / 30 GB/s)
+DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
+# (docs/results/2026-11-30-nvlink.md); each SM pulls partials at a few GB/s, far below the port
 DEFAULT_SEND_SMS = 2
 DEFAULT_RECV_SMS = 8
 

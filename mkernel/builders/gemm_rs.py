@@ -39,7 +39,7 @@ from ..problems import Workload
 from . import _collectives as coll
 from ._tiling import batches, split_rows, tile_grid
 
-DEFAULT_INTRA_SMS = 16
+DEFAULT_INTRA_SMS = 48  # per 132 SMs: measured best 48-64 on an H200 pair, sim best 32-64 (2026-11-30-nvlink.md)
 DEFAULT_SEND_SMS = 2
 DEFAULT_RECV_SMS = 8
 

@@ -46,7 +46,8 @@ from ._tiling import chunk_rows
 
 CHUNK_BYTES = 512 * 1024  # network chunk (design §6)
 TOKEN_BLOCK = 16  # tokens per dispatch unit (design §6): each gather moves at most this many
-DEFAULT_INTRA_SMS = 16
+DEFAULT_INTRA_SMS = 16  # per 132 SMs, with one GPU per node (gathers from local HBM)
+DEFAULT_NODE_INTRA_SMS = 48  # with NVLink peers: measured best 48 on an H200 pair (2026-11-30-nvlink.md)
 DEFAULT_SEND_SMS = 4
 
 
@@ -82,7 +83,7 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
     # the dispatch is HBM-bound gathers even on one GPU: one SM moved 65,536 rows at 1/50 of HBM speed
-    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_INTRA_SMS,
+    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_NODE_INTRA_SMS if c.gpus_per_node > 1 else DEFAULT_INTRA_SMS,
                                    Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0})
 
 

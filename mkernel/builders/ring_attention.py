@@ -40,7 +40,7 @@ from ..problems import MAX_TASKS, Workload
 from . import _collectives as coll
 
 KV_TILE = 128  # rows of K and V per NVLink ring step (design §6)
-DEFAULT_INTRA_SMS = 8
+DEFAULT_INTRA_SMS = 24  # per 132 SMs: measured best 16, simulated 24 (1x2) and 32 (2x8) (2026-11-30-nvlink.md)
 DEFAULT_SEND_SMS = 2
 
 
