@@ -27,6 +27,13 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
 - ``gpu.fused_call_us``, ``gpu.fused_tile_us``: not from calibrate but from a world-1 ``mkernel bench``
   (``mkernel validate --fit-overheads``, :func:`mkernel.accuracy.fit_overheads`): the fused kernel's
   fixed cost per call and per compute tile, by least squares on its short-K GEMM ops;
+- ``gpu.fused_peer_task_us``: from a splits run on real NVLink (``tools/hw_splits.py``; ``mkernel
+  validate --fit-overheads --splits``, :func:`mkernel.accuracy.fit_peer_task`): the fused kernel's
+  fixed cost per communication task that touches a peer;
+- ``nvlink.*`` (two or more GPUs, :mod:`mkernel.hw.peer`): ``bw_gb_per_s`` the most one GPU's SMs
+  store into the peer, ``sm_copy_gb_per_s`` the median per block on 1-8 blocks,
+  ``half_efficiency_bytes`` cost x rate of a line fit of one block's flagged messages against their
+  size, ``latency_us`` half a flag ping-pong's round trip;
 - ``proxy.gpu_enqueue_us``: the device's time per ring push; ``proxy.poll_us``: half the proxy-only
   round trip less the per-command cost (the native proxy spins, so this is how long a write to
   host-mapped memory takes to be seen, each way);
