@@ -273,3 +273,34 @@ def test_the_interpreter_costs_fall_on_fused_schedules_only_and_the_fit_recovers
     assert call == pytest.approx(12.0, abs=0.05) and tile == pytest.approx(2.5, abs=0.01)
     gemm = accuracy.gemm_schedule(1024, 1024, 1024, 128, 256, 16)
     assert SimBackend().run(gemm, known).time_s == SimBackend().run(gemm, plain).time_s
+
+
+def test_the_peer_task_cost_is_recovered_from_splits_the_model_made_and_the_split_order_reported(tmp_path):
+    """Splits "measured" by the simulator itself with a 4 us peer-task cost: the fit recovers it (within
+    10%: the fit charges tasks per SM, the simulator the tasks on the critical path), and validate, with
+    the profile's own cost, predicts them closely and orders the splits as measured."""
+    import dataclasses
+
+    from mkernel import builders
+    from mkernel.ir import Role
+    from mkernel.problems import Workload
+
+    c = accuracy.profile_cluster("h200", 1, 2)
+    truth = dataclasses.replace(c, gpu=dataclasses.replace(c.gpu, fused_peer_task_us=4.0))
+    rows = []
+    for kernel, shape in (("gemm_ar", dict(m=1024, n=1024, k=64)), ("ag_gemm", dict(m=1024, n=256, k=512))):
+        times = {}
+        for n in (2, 4, 8):
+            w = Workload(kernel=kernel, **shape, sms=((Role.INTRA, n),))
+            times[str(n)] = {"s": accuracy._sim_us(builders.get(kernel).build(w, truth), truth) * 1e-6}
+        rows.append({"kernel": kernel, "size": shape["m"], "shape": shape, "splits": times})
+    splits = {"world": 2, "rows": rows}
+    assert accuracy.fit_peer_task(splits, c) == pytest.approx(4.0, rel=0.1)
+    report = accuracy.validate("h200", ("cal", json.loads((DATA / "calibration.json").read_text())), splits=[
+        ("splits.json", splits)])
+    ours = [r for r in report["rows"] if r["group"] == "splits world-2"]
+    assert len(ours) == 6 and all(abs(r["error"]) < 0.25 for r in ours)
+    for curve in report["curves"]:
+        assert curve["spearman"] == pytest.approx(1.0) and curve["sim_pick_over_best"] == 1.0
+    with pytest.raises(Exception, match="not a splits.json"):
+        accuracy.validate("h200", ("cal", json.loads((DATA / "calibration.json").read_text())), splits=[("x", {})])
