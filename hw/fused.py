@@ -143,9 +143,9 @@ COPY_ROWS = 64  # rows of one copy/reduce/gather step (x 256 columns): the bytes
 
 def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, host_desc: bool, copy_rows: int = COPY_ROWS) -> dict:
     """The compile-time switches of the kernel for one op set. ``copy_rows``: a copy, reduce or
-    gather step moves copy_rows x 256 bf16 per SM; peer loads take microseconds to return, so
-    an SM's NVLink rate is about the bytes in flight over that latency (16 rows: ~7 GB/s on an H200
-    pair, tools/hw_splits.py)."""
+    gather step moves copy_rows x 256 bf16 per SM; peer loads take microseconds to return, so an
+    SM's NVLink rate is about the bytes in flight over that latency (16-row steps made gemm_ar 1.5x
+    slower at 16 intra SMs on an H200 pair: docs/results/2026-11-30-nvlink.md)."""
     return {"BARRIER": barrier, "HOST_DESC": host_desc, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
             "BM": 128, "BN": 256 if "attn" not in ops else 128, "BK": 64, "CR": copy_rows, "CC": 256,

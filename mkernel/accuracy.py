@@ -137,6 +137,12 @@ def splits_cases(splits: dict, cluster: Cluster) -> list[dict]:
     return rows
 
 
+def check_splits(where: str, sp: dict) -> None:
+    """Refuse, naming the file, what is not a splits.json of tools/hw_splits.py."""
+    if not isinstance(sp, dict) or not {"rows", "world"} <= set(sp):
+        raise InputError(f"{where}: not a splits.json of tools/hw_splits.py (needs rows, world)")
+
+
 def curves(rows: list[dict]) -> list[dict]:
     """Per op of a splits run: the rank correlation of predicted and measured times over its splits,
     and whether the simulator's best split is the GPU's (and what the simulator's pick costs there)."""
@@ -275,7 +281,6 @@ def validate(profile: str, calibration: tuple[str, dict], benches: list[tuple[st
         cluster = profile_cluster(profile, r["cluster"]["nodes"], r["cluster"]["gpus_per_node"], emulated=True)
         rows += run_cases([r], cluster)
     for where, sp in splits:
-        if not {"rows", "world"} <= set(sp):
-            raise InputError(f"{where}: not a splits.json of tools/hw_splits.py (needs rows, world)")
+        check_splits(where, sp)
         rows += splits_cases(sp, profile_cluster(profile, 1, sp["world"]))
     return {**summarise(rows), "curves": curves(rows)}

@@ -194,17 +194,20 @@ def _validate(args: argparse.Namespace) -> int:
             raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
 
     benches = [(str(p), read(p)) for p in args.bench]
+    splits = [(str(p), read(p)) for p in args.splits]
     if args.fit_overheads:
         worlds = [b for _, b in benches if b.get("world") == 1 and not b.get("emulated")]
-        if not worlds:
-            raise InputError("--fit-overheads needs a world-1 --bench (mkernel bench on one GPU)")
-        call, task = accuracy.fit_overheads(worlds[0], accuracy.profile_cluster(args.profile, 1, 1))
-        print(f"fitted: gpu.fused_call_us = {call:.3f}  gpu.fused_tile_us = {task:.4f} (put them in the profile)")
-        for where, sp in [(str(p), read(p)) for p in args.splits]:
+        if not worlds and not splits:
+            raise InputError("--fit-overheads needs a world-1 --bench (mkernel bench on one GPU) or a --splits run")
+        if worlds:
+            call, task = accuracy.fit_overheads(worlds[0], accuracy.profile_cluster(args.profile, 1, 1))
+            print(f"fitted: gpu.fused_call_us = {call:.3f}  gpu.fused_tile_us = {task:.4f} (put them in the profile)")
+        for where, sp in splits:
+            accuracy.check_splits(where, sp)
             peer = accuracy.fit_peer_task(sp, accuracy.profile_cluster(args.profile, 1, sp["world"]))
             print(f"fitted on {where}: gpu.fused_peer_task_us = {peer:.3f} (put it in the profile)")
     report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)), benches,
-                               [(str(p), read(p)) for p in args.runs], [(str(p), read(p)) for p in args.splits])
+                               [(str(p), read(p)) for p in args.runs], splits)
     for r in report["rows"]:
         print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "
               f"sim {r['predicted_us']:>10.1f} us  {r['error']:+.1%}")

@@ -18,6 +18,7 @@ Backends call :meth:`Balance.targets`; the simulator through :func:`sim_controll
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .ir import Role
@@ -28,6 +29,11 @@ class Balance:
     min_sms: int = 1
     hysteresis: int = 2
     link_sms: int = 15  # SMs that saturate the NVLink port: ceil(port GB/s / one SM's copy GB/s)
+
+    @classmethod
+    def for_cluster(cls, c) -> Balance:
+        """The policy with ``link_sms`` from the cluster's NVLink terms (23 on the measured H200 pair)."""
+        return cls(link_sms=max(1, math.ceil(c.nvlink.bw_gb_per_s / c.nvlink.sm_copy_gb_per_s)))
 
     def targets(self, movable: int, compute_us: float, intra_us: float, current_intra: int,
                 blocked_compute: int = 0, blocked_intra: int = 0) -> int:

@@ -71,7 +71,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         if backend != "sim":
             raise BackendUnavailable(f"the adaptive SM partition runs on the sim backend here, not {backend!r}")
         from .controller import Balance, sim_controller
-        fold = {**fold, "controller": sim_controller(Balance())}
+        fold = {**fold, "controller": sim_controller(Balance.for_cluster(c))}
     stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
     fold.pop("controller", None)
     fused_err = _error(stats, expected)

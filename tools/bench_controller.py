@@ -43,7 +43,7 @@ def one(args) -> dict:
         static[n] = SimBackend().run(builders.get(kernel).build(ws, c), c, collapse=True).time_s
     traj = Trajectory()
     fused = builders.get(kernel).build(w, c)
-    adaptive = SimBackend().run(fused, c, collapse=True, controller=sim_controller(Balance(), traj)).time_s
+    adaptive = SimBackend().run(fused, c, collapse=True, controller=sim_controller(Balance.for_cluster(c), traj)).time_s
     best = min(static, key=static.get)
     worst = max(static, key=static.get)
     return {"kernel": kernel, "size": size, "static_s": static, "adaptive_s": adaptive, "best_split": best,
