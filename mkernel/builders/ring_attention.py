@@ -40,7 +40,10 @@ from ..problems import MAX_TASKS, Workload
 from . import _collectives as coll
 
 KV_TILE = 128  # rows of K and V per NVLink ring step (design §6)
-DEFAULT_INTRA_SMS = 24  # per 132 SMs: measured best 16, simulated 24 (1x2) and 32 (2x8) (2026-11-30-nvlink.md)
+DEFAULT_INTRA_SMS = 24  # per 132 SMs at REFERENCE_TOKENS per GPU, scaled by REFERENCE_TOKENS / tokens, in 8..32
+REFERENCE_TOKENS = 1536  # K/V bytes grow with the sequence, attention FLOPs with its square: the ring's
+# share shrinks as 1/S. On an H200 pair 24 SMs beat 8 at 768 tokens (312 vs 543 us) and 8 beat 24 from
+# 3072 up (2.80 vs 3.24 ms at 3072, 40.3 vs 46.3 ms at 12288): docs/results/2026-11-30-nvlink.md
 DEFAULT_SEND_SMS = 2
 
 
@@ -71,7 +74,8 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 
 
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
-    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
+    intra = min(32, max(8, round(DEFAULT_INTRA_SMS * REFERENCE_TOKENS / w.m)))
+    return coll.role_budget(w, c, {Role.INTRA: intra if c.gpus_per_node > 1 else 0,
                                    Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0})
 
 
