@@ -27,6 +27,8 @@ import subprocess
 import triton
 import triton.language as tl
 
+from mkernel.errors import BackendUnavailable
+
 from .bench import time_events
 
 GEMM_SHAPE = (4096, 4096, 4096)
@@ -203,6 +205,11 @@ def run(commit: str, command: str, progress=print, only: tuple[str, ...] = SECTI
         from . import peer
 
         raw["peer"] = peer.run(progress)
+    elif "peer" in only:
+        if set(only) == {"peer"}:
+            raise BackendUnavailable(f"calibrate --only peer measures NVLink between two GPUs; this host has "
+                                     f"{torch.cuda.device_count()}")
+        progress("calibrate: peer skipped (one GPU: the NVLink terms keep their estimates)")
     if "gpu" not in only and "proxy" not in only:
         return raw
     if not dist.is_initialized():  # the fused attention op runs on a world-1 group
