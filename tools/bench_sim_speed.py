@@ -2,7 +2,8 @@
 
 Runs, one after the other on one core:
   1. 2 x 8, M = N = 32768, K = 2048, in full and collapsed to one node;
-  2. 64 x 8, same shape, collapsed (the full run is out of reach: 512 ranks x 32768 tiles);
+  2. 64 x 8, same shape, collapsed (the full run is out of reach: 512 ranks x 32768 tiles); collapsed
+     runs build only the simulated node's tasks (``first_nodes``);
   3. the default scenario (2 x 8, 8192^2, K = 512) in full, as the events-per-second reference.
 
 Usage: python tools/bench_sim_speed.py [--out docs/results/sim-speed.json] [--skip-full-large]
@@ -22,7 +23,8 @@ from mkernel.sim import SimBackend
 
 def one(name: str, cluster: Cluster, w: Workload, collapse: bool) -> dict:
     t0 = time.perf_counter()
-    schedule = gemm_ar.build(w, cluster)
+    span = cluster.fold_nodes  # collapsed: build only the nodes the run simulates, as `mkernel run --collapse`
+    schedule = gemm_ar.build(w, cluster, **({"first_nodes": span} if collapse and 0 < span < cluster.nodes else {}))
     build_s = time.perf_counter() - t0
     stats = SimBackend().run(schedule, cluster, collapse=collapse)
     row = {"case": name, "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node, "m": w.m, "n": w.n,
