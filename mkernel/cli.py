@@ -86,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--raw", type=Path, help="also write the raw measurements (JSON; `mkernel validate` reads them)")
     cal.add_argument("--commit", help="the commit measured (default: git, or the .commit file)")
     cal.add_argument("--only", nargs="+", choices=("gpu", "proxy", "peer"), default=None,
-                     help="measure only these sections and merge them into the profile at --out (the rest stays)")
+                     help="measure only these sections (an existing profile at --out keeps every key this run "
+                          "does not measure, e.g. the NVLink terms on one GPU)")
     cal.add_argument("--debug", action="store_true", help="show tracebacks")
     be = sub.add_parser("bench", help="time the fused ops against NCCL, torch async-TP and the matmul ceiling")
     be.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for bench.json and bench.png")
@@ -143,7 +144,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.raw:
         args.raw.parent.mkdir(parents=True, exist_ok=True)
         args.raw.write_text(json.dumps(raw, indent=1) + "\n")
-    doc = profile.write(raw, args.out, merge=args.only is not None)
+    doc = profile.write(raw, args.out, merge=True)
     for table in ("gpu", "proxy", "nic", "nvlink"):
         for key, value in doc.get(table, {}).items():
             print(f"{table}.{key} = {value}    # {doc['provenance'][f'{table}.{key}']['bench']}")

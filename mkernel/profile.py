@@ -203,14 +203,18 @@ def to_toml(doc: dict) -> str:
 
 def write(raw: dict, path: Path, merge: bool = False) -> dict:
     """Fit ``raw`` and write the profile to ``path``; returns the profile. With ``merge``, the keys
-    fitted (and their provenance) replace those of the profile already at ``path`` and the rest stay:
-    how a partial calibration (``--only peer``) updates a full one."""
+    fitted (and their provenance) replace those of the profile already at ``path`` and the rest stay
+    (`mkernel calibrate` merges): a one-GPU run keeps the NVLink terms measured on two, a partial run
+    (``--only peer``) updates a full one, and the fitted interpreter costs survive a re-calibration."""
     doc = fit(raw)
     if merge and path.exists():
         old = tomllib.loads(path.read_text())
         for table, values in doc.items():
             if isinstance(values, dict):
                 old.setdefault(table, {}).update(values)
+        meta = raw["meta"]
+        first = old.get("description", "").split(" Updated by ")[0]
+        old["description"] = f"{first} Updated by `{meta['command']}` ({meta['date']}, commit {meta['commit']})."
         doc = old
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(to_toml(doc))
