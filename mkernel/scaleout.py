@@ -36,13 +36,15 @@ GB200_DOMAINS = (2, 4, 8)
 
 
 def _toml(name: str, description: str, *, nodes: int, gpus: int, transport: str, nic_count: int,
-          gbit: float, latency_us: float, per_message_us: float, fabric, nvlink_gb: float) -> str:
+          gbit: float, latency_us: float, per_message_us: float, fabric, nvlink_gb: float | None) -> str:
+    """One scenario; ``nvlink_gb`` None keeps the profile's NVLink terms (measured on an H200 pair)."""
     lines = [f'name = "{name}"', f'description = "{description}"', "",
-             "[cluster]  # GPU and proxy terms: the calibrated profile (scenarios/hardware/h200.toml)",
-             'hardware = "h200"', f"nodes = {nodes}", f"gpus_per_node = {gpus}", f'transport = "{transport}"', "",
-             "[cluster.nvlink]  # per GPU each way; latency and per-SM copy rate are estimates",
-             f"bw_gb_per_s = {nvlink_gb}", "latency_us = 1.0", "sm_copy_gb_per_s = 30.0", "",
-             "[cluster.nic]  # latency and per-message cost: the paper testbeds' estimates",
+             "[cluster]  # GPU, NVLink and proxy terms: the calibrated profile (scenarios/hardware/h200.toml)",
+             'hardware = "h200"', f"nodes = {nodes}", f"gpus_per_node = {gpus}", f'transport = "{transport}"', ""]
+    if nvlink_gb is not None:
+        lines += ["[cluster.nvlink]  # a faster NVLink: per GPU each way; the rest is the H200's, measured",
+                  f"bw_gb_per_s = {nvlink_gb}", ""]
+    lines += ["[cluster.nic]  # latency and per-message cost: the paper testbeds' estimates",
              f"count = {nic_count}", f"gbit_per_s = {gbit}", f"latency_us = {latency_us}",
              f"per_message_us = {per_message_us}", "",
              "[cluster.proxy]  # a NIC doorbell is one MMIO write (estimate)", "doorbell_us = 0.2", ""]
@@ -68,7 +70,7 @@ def scenarios() -> dict[str, str]:
                     desc = (f"{nodes} nodes x 8 H200, {t['transport']}, {count} x {gbit:g} Gb/s per GPU, {fab}")
                     out[name] = _toml(name, desc, nodes=nodes, gpus=8, transport=t["transport"], nic_count=count,
                                       gbit=gbit, latency_us=t["latency_us"], per_message_us=t["per_message_us"],
-                                      fabric=fabric, nvlink_gb=450.0)
+                                      fabric=fabric, nvlink_gb=None)
     for domains in GB200_DOMAINS:
         name = f"gb200-nvl72-800g-{domains}x72"
         desc = (f"GB200-class what-if: {domains} NVLink domains x 72 GPUs (H200 compute, NVLink 900 GB/s), "

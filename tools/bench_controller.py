@@ -8,6 +8,8 @@ maximum (goals: <= 1.05 and <= 1.15). Static runs are collapsed to one node wher
 node-symmetric (exact times), adaptive runs too; MoE is not symmetric and runs in full.
 
     python tools/bench_controller.py --out docs/results/data/controller.json [--plot traj.png]
+    python tools/bench_controller.py --trajectories --out traj.json --plot traj.png   # issue 7's two plots:
+        GEMM+AllReduce M = N = 32768, K = 2048 and MoE 131072 tokens, on 2 x 8
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pathlib import Path
 CONFIGS = [("gemm_ar", s) for s in (2048, 4096, 8192, 16384)] + [("gemm_rs", s) for s in (2048, 4096, 8192, 16384)] \
     + [("ag_gemm", s) for s in (4096, 8192, 16384, 24576)] + [("ring_attention", s) for s in (768, 1536, 3072, 6144)] \
     + [("moe_dispatch_gemm", s) for s in (8192, 16384, 32768, 65536)]
+TRAJECTORIES = [("gemm_ar", 32768), ("moe_dispatch_gemm", 131072)]  # reference sizes: K = 32768 / 16 = 2048
 
 
 def one(args) -> dict:
@@ -37,12 +40,13 @@ def one(args) -> dict:
     sc = scenario_of(point)
     w, c = sc.workload, sc.cluster
     t0 = time.perf_counter()
+    fold = {"first_nodes": c.fold_nodes} if builders.node_symmetric(w, c) else {}  # build what collapse simulates
     static = {}
     for n in splits:
         ws = dataclasses.replace(w, sms=((Role.INTRA, n),))
-        static[n] = SimBackend().run(builders.get(kernel).build(ws, c), c, collapse=True).time_s
+        static[n] = SimBackend().run(builders.get(kernel).build(ws, c, **fold), c, collapse=True).time_s
     traj = Trajectory()
-    fused = builders.get(kernel).build(w, c)
+    fused = builders.get(kernel).build(w, c, **fold)
     adaptive = SimBackend().run(fused, c, collapse=True, controller=sim_controller(Balance.for_cluster(c), traj)).time_s
     best = min(static, key=static.get)
     worst = max(static, key=static.get)
@@ -59,11 +63,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--plot", type=Path)
+    ap.add_argument("--trajectories", action="store_true", help="only the two trajectory configurations")
     a = ap.parse_args()
     splits = [int(x) for x in a.comm_sms.split(",")]
+    configs = TRAJECTORIES if a.trajectories else CONFIGS
     t0 = time.time()
     with ProcessPoolExecutor(a.workers) as pool:
-        rows = list(pool.map(one, [(k, s, splits) for k, s in CONFIGS]))
+        rows = list(pool.map(one, [(k, s, splits) for k, s in configs]))
     ratios = [r["adaptive_over_best"] for r in rows]
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
     print(f"{'op':18} {'size':>7} {'best':>5} {'worst/best':>10} {'adaptive/best':>13}")
@@ -81,7 +87,8 @@ def main() -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        picks = [r for r in rows if (r["kernel"], r["size"]) in (("gemm_ar", 16384), ("moe_dispatch_gemm", 65536))]
+        wanted = TRAJECTORIES if a.trajectories else [("gemm_ar", 16384), ("moe_dispatch_gemm", 65536)]
+        picks = [r for r in rows if (r["kernel"], r["size"]) in wanted]
         fig, axes = plt.subplots(1, len(picks), figsize=(6 * len(picks), 4))
         for ax, r in zip(axes if len(picks) > 1 else [axes], picks):
             pts = r["trajectory_rank0"] or [(0.0, r["default_split"])]
