@@ -13,7 +13,7 @@ import pytest
 
 from mkernel import accuracy, profile
 from mkernel.cli import main
-from mkernel.errors import ScenarioError
+from mkernel.errors import InputError, ScenarioError
 from mkernel.scenario import load_scenario, parse
 
 DATA = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "cal-2026-11-29"
@@ -302,5 +302,5 @@ def test_the_peer_task_cost_is_recovered_from_splits_the_model_made_and_the_spli
     assert len(ours) == 6 and all(abs(r["error"]) < 0.25 for r in ours)
     for curve in report["curves"]:
         assert curve["spearman"] == pytest.approx(1.0) and curve["sim_pick_over_best"] == 1.0
-    with pytest.raises(Exception, match="not a splits.json"):
+    with pytest.raises(InputError, match="not a splits.json"):
         accuracy.validate("h200", ("cal", json.loads((DATA / "calibration.json").read_text())), splits=[("x", {})])

@@ -167,7 +167,7 @@ def test_emulated_2x2(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("world", [2, 4, 8])
 def test_real_nvlink(case, world):
-    """One rank per GPU, one node: every intra-node transfer is a peer store over NVLink."""
+    """One rank per GPU, one node: every intra-node transfer is a peer load or store over NVLink."""
     need_gpus(world)
     _assert_ok(_run(case, 1, world), 3)
 

@@ -23,19 +23,12 @@ TOLERANCE = 2e-2  # bf16 outputs of fp32 sums, against the fallback's bf16 outpu
 
 
 def _median_s(fn, iters: int) -> float:
-    import torch
+    """Median of ``iters`` calls after 3 warm-up calls, each timed alone (the hw backend's timer)."""
+    from mkernel.hw.rank import _timed
 
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return statistics.median(times)
+    return statistics.median(_timed(fn, iters))
 
 
 def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int, world: int,

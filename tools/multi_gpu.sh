@@ -26,7 +26,7 @@ DEADLINE=$((SECONDS + ${TOTAL_S:-560}))  # every step ends inside the device cal
 step() { local name=$1 limit=$2; shift 2; local left=$((DEADLINE - SECONDS)); [ "$left" -lt "$limit" ] && limit=$left
   [ "$limit" -lt 10 ] && { echo "== $name: skipped, no time left"; status=1; return; }
   echo "== $name ($(date +%T), ${limit}s)"; timeout -s ABRT "$limit" "$@" >"$OUT/$name.log" 2>&1 \
-  || { status=1; echo "   FAILED (rc $?)"; }; tail -${TAIL:-12} "$OUT/$name.log"; }
+  || { local rc=$?; status=1; echo "   FAILED (rc $rc)"; }; tail -${TAIL:-12} "$OUT/$name.log"; }
 for s in $STEPS; do case $s in
   topo) nvidia-smi topo -m >"$OUT/topo.log" 2>&1; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >>"$OUT/topo.log"
         head -6 "$OUT/topo.log" ;;
