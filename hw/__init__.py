@@ -56,9 +56,11 @@ class HwBackend:
         return unavailable()
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs=None, seed: int = 0, trace: bool = False,
-            workload=None, timed: int = 10, **_ignored) -> RunStats:
+            workload=None, timed: int = 10, controller=None, **_ignored) -> RunStats:
         """The fused schedule on the GPUs, or (a multi-launch baseline) the op's torch fallback,
-        on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time."""
+        on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time.
+        ``controller`` (a :class:`mkernel.controller.Balance`) runs the fused kernel's compute and
+        intra roles under the adaptive SM partition; metrics["trajectory"] then has each rank's."""
         from mkernel.report import static_bytes
 
         from . import rank
@@ -72,7 +74,7 @@ class HwBackend:
         t0 = time.perf_counter()
         gpn = cluster.gpus_per_node
         if len(schedule.launches) == 1:
-            results = launch(rank.schedule_rank, schedule.world, args=(schedule, inputs, gpn, timed))
+            results = launch(rank.schedule_rank, schedule.world, args=(schedule, inputs, gpn, timed, controller, cluster))
         else:
             results = launch(rank.fallback_rank, schedule.world, args=(workload, inputs, gpn, timed))
         outputs = {name: [r["outputs"][name] for r in results] for name in results[0]["outputs"]}
@@ -82,4 +84,5 @@ class HwBackend:
         return RunStats(time_s=max(per_rank), per_rank_s=per_rank,
                         bytes_total={k: float(sum(v)) for k, v in sent.items()},
                         bytes_per_gpu={k: float(max(v)) for k, v in sent.items()}, wall_s=time.perf_counter() - t0,
-                        outputs=outputs, metrics={"note": EMULATION_NOTE if emulated else "measured on the GPUs"})
+                        outputs=outputs, metrics={"note": EMULATION_NOTE if emulated else "measured on the GPUs",
+                                                  "trajectory": {r["rank"]: r.get("trajectory") for r in results}})

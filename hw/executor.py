@@ -22,6 +22,8 @@ import math
 
 import numpy as np
 
+from mkernel.cluster import Cluster
+from mkernel.controller import Balance, split
 from mkernel.errors import InputError
 from mkernel.ir import BufferKind, Schedule
 
@@ -44,12 +46,25 @@ class Executor:
     (receive area) holds at least the plan's shared buffers and whose flags number at least the
     plan's; :meth:`context_sizes` says how big."""
 
-    def __init__(self, schedule: Schedule, ctx, *, timeout_s: float = 5.0, copy_rows: int = 0):
+    def __init__(self, schedule: Schedule, ctx, *, timeout_s: float = 5.0, copy_rows: int = 0,
+                 controller: Balance | None = None, cluster: Cluster | None = None):
+        """``controller``: run the compute and intra roles under this adaptive SM partition (the
+        simulator's policy, :mod:`mkernel.controller`), with task work estimated by the simulator's
+        cost model for ``cluster`` (the cluster the schedule was built for); None: static roles."""
         import torch
         import triton
 
         self.schedule = schedule
-        self.plan: Plan = build(schedule, ctx.rank)[0]
+        if controller is not None and cluster is None:
+            raise InputError("an adaptive Executor needs the cluster its schedule was built for (task work estimates)")
+        work = None
+        if controller is not None:
+            from mkernel.sim.cost import sm_work_us
+
+            itemsize = {b.name: b.itemsize for b in schedule.buffers}
+            work = lambda t: sm_work_us(t, itemsize, cluster)  # noqa: E731
+        self.plan: Plan = build(schedule, ctx.rank, work)[0]
+        self.controller = controller
         self.ctx = ctx
         p = self.plan
         if ctx.layout.recv_bytes < p.placement.heap_bytes or ctx.layout.n_flags < p.n_flags:
@@ -99,7 +114,12 @@ class Executor:
         self.sm_scale = 1.0 / math.sqrt(head_dim)
         self.gemm_ab = p.gemm_operands
         self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1, host_desc=self.gemm_ab is not None,
-                                     copy_rows=copy_rows or fused.COPY_ROWS)
+                                     copy_rows=copy_rows or fused.COPY_ROWS, adaptive=controller is not None)
+        self.blocks, self.steer = self._initial_split()
+        self.state = torch.zeros(fused.STATE_WORDS, dtype=torch.int64, device=dev)
+        self.state[fused.TARGET], self.state[fused.ACTIVE], self.state[fused.ACTIVE + 1] = \
+            self.blocks[1], self.blocks[0], self.blocks[1]
+        self.log = torch.zeros(2 * fused.LOG_ENTRIES if controller else 2, dtype=torch.int64, device=dev)
         self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
         self._bases_cache: dict[tuple[int, ...], tuple] = {}
         self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live
@@ -156,12 +176,13 @@ class Executor:
             for name in self.outputs:
                 (self.heap_views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
         ring = self.ctx.ring
-        n, nb = p.role_tasks, p.blocks
+        n, nb = p.role_tasks, self.blocks
         fused.fused_kernel[(p.grid,)](
             *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
             *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32), err,
             p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
-            *n, *nb, **self.meta, num_warps=fused.NUM_WARPS, num_stages=fused.NUM_STAGES)
+            *n, *nb, self.state, self.log, *self.steer, **self.meta, num_warps=fused.NUM_WARPS,
+            num_stages=fused.NUM_STAGES)
         for name in self.outputs:
             if name in self.heap_views:
                 out[name] = self.heap_views[name].clone()
@@ -170,6 +191,37 @@ class Executor:
             done.record(stream)
             self._last = (stream, done)
         return out
+
+    def _initial_split(self) -> tuple[tuple[int, int, int, int], tuple[int, ...]]:
+        """Blocks per role at the start, and the controller's kernel arguments (total work of the
+        compute and intra roles in ns, then the policy's parameters). Adaptive: the policy's split
+        of the movable blocks for the whole work, as the simulator's controller makes at the start."""
+        b = self.plan.blocks
+        if self.controller is None:
+            return b, (0, 0, 0, 0, 0)
+        pol, tasks = self.controller, self.plan.tasks
+        first = (0, self.plan.role_tasks[0], sum(self.plan.role_tasks[:2]))
+        w0, w1 = (int(tasks[first[r]:first[r + 1], 15].sum()) for r in (0, 1))
+        movable = b[0] + b[1]
+        intra = split(movable, w0, w1, b[1], 0, 0, pol.min_sms, pol.hysteresis, pol.link_sms)
+        return (movable - intra, intra, b[2], b[3]), (w0, w1, pol.min_sms, pol.hysteresis, pol.link_sms)
+
+    def trajectory(self) -> list[tuple[float, int]]:
+        """The last call's intra-block targets: (us since the kernel started, target), the initial
+        split first. Synchronises; adaptive executors only."""
+        import torch
+
+        if self.controller is None:
+            raise InputError("trajectory(): this Executor runs static roles (no controller)")
+        torch.cuda.synchronize(self.device)
+        state, log = self.state.cpu().numpy(), self.log.cpu().numpy().reshape(-1, 2)
+        first, last, start = (int(state[i]) for i in (fused.FIRST, fused.LAST, fused.START))
+        first = max(first, last - fused.LOG_ENTRIES)
+        points = [(0.0, self.blocks[1])]
+        for k in range(first, last):
+            t, target = log[k % fused.LOG_ENTRIES]
+            points.append(((int(t) - start) / 1e3, int(target)))
+        return sorted(points)
 
     def _descriptors(self, bound: dict) -> tuple:
         """Host TMA descriptors of the GEMM operands (or stand-ins when the kernel builds its own)."""

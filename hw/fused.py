@@ -29,7 +29,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .sync import _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
+from mkernel import controller
+
+from .sync import (_clock, _fence_async, _fence_sys, _ld_acquire, _push, _raw, _st_release64, _tell_peers, _wait,
+                   enter_kernel)
 from .tiles import _attn, _copy, _gather, _gemm, _norm, _reduce
 
 C = tl.constexpr
@@ -42,19 +45,18 @@ __all__ = ["fused_kernel", "enter_kernel", "signature", "constexprs", "NUM_WARPS
 @triton.jit
 def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims, epoch_ptr, done_ptr, locks, a_host,
                  b_host, records, ctl, head, capacity, err32, err64, rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
-                 n0, n1, n2, n3, b0, b1, b2, b3,
+                 n0, n1, n2, n3, b0, b1, b2, b3, state, log, w0, w1, min_sms, hysteresis, link_sms,
                  BARRIER: tl.constexpr, HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
                  HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
-                 D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+                 D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr, ADAPTIVE: tl.constexpr, LOG: tl.constexpr):
     pid = tl.program_id(0)
     epoch = tl.load(epoch_ptr, volatile=True) + 1
     role = (pid >= b0).to(tl.int32) + (pid >= b0 + b1).to(tl.int32) + (pid >= b0 + b1 + b2).to(tl.int32)
-    n_tasks = tl.where(role == 0, n0, tl.where(role == 1, n1, tl.where(role == 2, n2, n3)))
-    n_blocks = tl.where(role == 0, b0, tl.where(role == 1, b1, tl.where(role == 2, b2, b3)))
-    first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2)))
-    claim_base = (epoch - 1) * (n_tasks + n_blocks)  # every block claims once past the end per call
     own_flags = tl.load(flag_bases + rank)
+    if ADAPTIVE:
+        if pid == 0:
+            tl.store(state + START, _clock())
     if BARRIER:  # every peer has entered this call: it finished the last one and staged its inputs
         if pid == 0:
             _tell_peers(arrive0, flag_bases, epoch, rank, world, gpn, records, ctl, head, capacity, timeout_ns,
@@ -66,60 +68,40 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
             _st_release64(own_flags + 8 * go, epoch)
         else:
             _wait(own_flags + 8 * go, epoch, go, epoch, -1, rank, role, timeout_ns, err32, err64, ctl)
-    i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu") - claim_base
-    while i < n_tasks:
-        row = tasks + (first + i) * TW
-        op = tl.load(row)
-        nreads = tl.load(row + 1)
-        r0 = tl.load(row + 2)
-        task = tl.load(row + 14)
-        for w in range(tl.load(row + 4), tl.load(row + 5)):
-            slot = tl.load(waits + 3 * w)
-            target = (epoch - 1) * tl.load(waits + 3 * w + 2) + tl.load(waits + 3 * w + 1)
-            _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
-        if HAS_GEMM:
-            if op == GEMM:
-                _fence_async()
-                _gemm(regions, bases, r0, a_host, b_host, HOST_DESC, BM, BN, BK)
-        if HAS_COPY:
-            if op == COPY:
-                _copy(regions, bases, r0, nreads, CR, CC)
-        if HAS_REDUCE:
-            if op == REDUCE:
-                _reduce(regions, bases, r0, nreads, CR, CC)
-        if HAS_GATHER:
-            if op == GATHER:
-                _gather(regions, bases, aux, r0, tl.load(row + 8), tl.load(row + 9), CR, CC)
-        if HAS_PUT:
-            if op == PUT:
-                tl.debug_barrier()
-                for c in range(tl.load(row + 8), tl.load(row + 9)):
-                    cmd = aux + c * CW
-                    _push(tl.load(cmd), tl.load(cmd + 1), tl.load(cmd + 2), tl.load(cmd + 3), tl.load(cmd + 4),
-                          tl.load(cmd + 5), epoch, records, ctl, head, capacity, task, rank, timeout_ns, err32, err64)
-        if HAS_ATTN:
-            if op == ATTN:
-                _attn(regions, bases, locks, r0, tl.load(row + 13), tl.load(row + 10), tl.load(row + 11),
-                      tl.load(row + 12), epoch, task, rank, timeout_ns, err32, err64, sm_scale, D, BQ, BKV)
-            if op == NORM:
-                _norm(regions, bases, r0, D, BQ)
-        s0 = tl.load(row + 6)
-        s1 = tl.load(row + 7)
-        if s1 > s0:
-            tl.debug_barrier()
-            for s in range(s0, s1):
-                target = tl.load(signals + 2 * s)
-                flag = _raw(tl.load(flag_bases + target) + 8 * tl.load(signals + 2 * s + 1), tl.int64)
-                if target == rank:  # this GPU only: a gpu-scope release is enough and far cheaper
-                    tl.atomic_add(flag, 1, sem="release", scope="gpu")
-                else:
-                    _fence_sys()
-                    tl.atomic_add(flag, 1, sem="release", scope="sys")
-        i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu") - claim_base
-    # the epoch: the last block to finish stores it for the next launch on this stream
+    movable = b0 + b1
+    if ADAPTIVE:
+        if pid < movable:  # compute and intra blocks follow the shared target: a role per task (_pick)
+            live = True
+            while live:
+                i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
+                if i < tl.where(role == 0, n0, n1):
+                    row = tasks + (tl.where(role == 0, 0, n0) + i) * TW
+                    tl.atomic_add(state + CLAIMED + role, tl.load(row + 15), sem="relaxed", scope="gpu")
+                    _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host, records, ctl,
+                          head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale,
+                          state + BLOCKED + role, True, HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT,
+                          HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+                tl.atomic_add(state + ACTIVE + role, -1, sem="relaxed", scope="gpu")
+                _steer(state, log, claims, n0, n1, w0, w1, movable, min_sms, hysteresis, link_sms, LOG)
+                role = _pick(state, claims, n0, n1, movable, role)
+                live = role >= 0
+        else:
+            _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, b_host, records, ctl,
+                   head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
+                   HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
+                   BKV)
+    else:
+        _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, b_host, records, ctl,
+               head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
+               HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+    # the last block to finish resets the call's counters and stores the epoch for the next launch
     tl.debug_barrier()
     if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
         tl.store(done_ptr, 0)
+        for r in range(4):
+            tl.store(claims + r, 0)
+        if ADAPTIVE:
+            _reset(state, b0, b1)
         tl.store(epoch_ptr, epoch)
         if BARRIER:  # tell peers this call is over here: they may overwrite what this rank read of theirs
             _fence_sys()
@@ -127,13 +109,153 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
                         err32, err64, HAS_PUT)
 
 
-def signature(ops: frozenset[str], head_dim: int = 64) -> tuple[dict, dict]:
+@triton.jit
+def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, b_host, records, ctl, head,
+           capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
+           HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+    """A block of a fixed role: claim that role's tasks in queue order until none is left."""
+    n_tasks = tl.where(role == 0, n0, tl.where(role == 1, n1, tl.where(role == 2, n2, n3)))
+    first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2)))
+    i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
+    while i < n_tasks:
+        _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host,
+              records, ctl, head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, claims,
+              False, HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
+              D, BQ, BKV)
+        i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host, records, ctl, head, capacity,
+          err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, blocked, COUNT_BLOCKED: tl.constexpr,
+          HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+          HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+          BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+    """One task row: wait for its slots, run its op, bump its signals. With ``COUNT_BLOCKED`` a wait
+    that has to spin counts itself in ``blocked`` (the controller lends blocked SMs)."""
+    op = tl.load(row)
+    nreads = tl.load(row + 1)
+    r0 = tl.load(row + 2)
+    task = tl.load(row + 14)
+    for w in range(tl.load(row + 4), tl.load(row + 5)):
+        slot = tl.load(waits + 3 * w)
+        target = (epoch - 1) * tl.load(waits + 3 * w + 2) + tl.load(waits + 3 * w + 1)
+        if COUNT_BLOCKED:
+            if _ld_acquire(own_flags + 8 * slot) < target:
+                tl.atomic_add(blocked, 1, sem="relaxed", scope="gpu")
+                _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
+                tl.atomic_add(blocked, -1, sem="relaxed", scope="gpu")
+        else:
+            _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
+    if HAS_GEMM:
+        if op == GEMM:
+            _fence_async()
+            _gemm(regions, bases, r0, a_host, b_host, HOST_DESC, BM, BN, BK)
+    if HAS_COPY:
+        if op == COPY:
+            _copy(regions, bases, r0, nreads, CR, CC)
+    if HAS_REDUCE:
+        if op == REDUCE:
+            _reduce(regions, bases, r0, nreads, CR, CC)
+    if HAS_GATHER:
+        if op == GATHER:
+            _gather(regions, bases, aux, r0, tl.load(row + 8), tl.load(row + 9), CR, CC)
+    if HAS_PUT:
+        if op == PUT:
+            tl.debug_barrier()
+            for c in range(tl.load(row + 8), tl.load(row + 9)):
+                cmd = aux + c * CW
+                _push(tl.load(cmd), tl.load(cmd + 1), tl.load(cmd + 2), tl.load(cmd + 3), tl.load(cmd + 4),
+                      tl.load(cmd + 5), epoch, records, ctl, head, capacity, task, rank, timeout_ns, err32, err64)
+    if HAS_ATTN:
+        if op == ATTN:
+            _attn(regions, bases, locks, r0, tl.load(row + 13), tl.load(row + 10), tl.load(row + 11),
+                  tl.load(row + 12), epoch, task, rank, timeout_ns, err32, err64, sm_scale, D, BQ, BKV)
+        if op == NORM:
+            _norm(regions, bases, r0, D, BQ)
+    s0 = tl.load(row + 6)
+    s1 = tl.load(row + 7)
+    if s1 > s0:
+        tl.debug_barrier()
+        for s in range(s0, s1):
+            target = tl.load(signals + 2 * s)
+            flag = _raw(tl.load(flag_bases + target) + 8 * tl.load(signals + 2 * s + 1), tl.int64)
+            if target == rank:  # this GPU only: a gpu-scope release is enough and far cheaper
+                tl.atomic_add(flag, 1, sem="release", scope="gpu")
+            else:
+                _fence_sys()
+                tl.atomic_add(flag, 1, sem="release", scope="sys")
+
+
+# -- the adaptive SM partition (issue 7): the controller state, one int64 array per executor ------
+TARGET, ACTIVE, BLOCKED, CLAIMED = C(0), C(1), C(3), C(5)  # target intra blocks; then per role (compute, intra)
+WRITTEN, FIRST, LAST, START = C(7), C(8), C(9), C(10)  # log entries ever; the last call's [first, last); its start
+STATE_WORDS = 11
+_policy = triton.jit(controller.split)  # the one policy, compiled from the same Python function the simulator calls
+
+
+@triton.jit
+def _steer(state, log, claims, n0, n1, w0, w1, movable, min_sms, hysteresis, link_sms, LOG: tl.constexpr):
+    """Re-evaluate the target at a task boundary from the shared counters; log every change."""
+    rem_c = tl.where(tl.load(claims, volatile=True) < n0,
+                     tl.maximum(w0 - tl.load(state + CLAIMED, volatile=True), 1), 0)
+    rem_i = tl.where(tl.load(claims + 1, volatile=True) < n1,
+                     tl.maximum(w1 - tl.load(state + CLAIMED + 1, volatile=True), 1), 0)
+    cur = tl.load(state + TARGET, volatile=True)
+    want = _policy(movable.to(tl.int64), rem_c, rem_i, cur, tl.load(state + BLOCKED, volatile=True),
+                   tl.load(state + BLOCKED + 1, volatile=True), min_sms, hysteresis, link_sms)
+    if want != cur:
+        tl.atomic_xchg(state + TARGET, want, sem="relaxed", scope="gpu")
+        k = tl.atomic_add(state + WRITTEN, 1, sem="relaxed", scope="gpu") % LOG
+        tl.store(log + 2 * k, _clock())
+        tl.store(log + 2 * k + 1, want)
+
+
+@triton.jit
+def _pick(state, claims, n0, n1, movable, role):
+    """The role this block serves next, or -1 to retire: its own role if that has unclaimed tasks
+    and fewer active blocks than its target, else the other role on the same terms (the
+    simulator's :meth:`~mkernel.sim.sms.RolePool.next_task`). A block joins a role by an atomic
+    increment that it takes back when the role turns out full, so no role with unclaimed tasks and
+    a target of at least one is ever left without a block."""
+    target_intra = tl.load(state + TARGET, volatile=True)
+    choice = role - role - 1
+    for k in tl.static_range(2):
+        cand = role if k == 0 else 1 - role
+        if choice < 0:
+            left = tl.load(claims + cand, volatile=True) < tl.where(cand == 0, n0, n1)
+            if left:
+                want = tl.where(cand == 1, target_intra, movable - target_intra)
+                if tl.atomic_add(state + ACTIVE + cand, 1, sem="relaxed", scope="gpu") < want:
+                    choice = cand
+                else:
+                    tl.atomic_add(state + ACTIVE + cand, -1, sem="relaxed", scope="gpu")
+    return choice
+
+
+@triton.jit
+def _reset(state, b0, b1):
+    """After the last block: the initial split again (b0 compute, b1 intra), and the log window."""
+    tl.store(state + TARGET, b1.to(tl.int64))
+    tl.store(state + ACTIVE, b0.to(tl.int64))
+    tl.store(state + ACTIVE + 1, b1.to(tl.int64))
+    for r in range(BLOCKED, WRITTEN):
+        tl.store(state + r, 0)
+    tl.store(state + FIRST, tl.load(state + LAST))
+    tl.store(state + LAST, tl.load(state + WRITTEN, volatile=True))
+
+
+def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -> tuple[dict, dict]:
     """(signature, constexprs) for compiling without a GPU (CI), for a kernel holding ``ops``."""
-    const = constexprs(ops, head_dim, barrier=True, host_desc="gather" not in ops)
+    const = constexprs(ops, head_dim, barrier=True, host_desc="gather" not in ops, adaptive=adaptive)
     types = {"a_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
-             "ctl": "i64", "capacity": "i64", "err32": "*i32", "timeout_ns": "i64", "sm_scale": "fp32"}
-    ints = {"rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3"}
+             "ctl": "i64", "capacity": "i64", "err32": "*i32", "timeout_ns": "i64", "sm_scale": "fp32",
+             "w0": "i64", "w1": "i64"}
+    ints = {"rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",
+            "min_sms", "hysteresis", "link_sms"}
     sig = {n: types.get(n, "i32" if n in ints else "*i64") for n in fused_kernel.arg_names if n not in const}
     return sig, const
 
@@ -141,15 +263,20 @@ def signature(ops: frozenset[str], head_dim: int = 64) -> tuple[dict, dict]:
 COPY_ROWS = 64  # rows of one copy/reduce/gather step (x 256 columns): the bytes each SM has in flight
 
 
-def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, host_desc: bool, copy_rows: int = COPY_ROWS) -> dict:
-    """The compile-time switches of the kernel for one op set. ``copy_rows``: a copy, reduce or
+def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, host_desc: bool, copy_rows: int = COPY_ROWS,
+               adaptive: bool = False) -> dict:
+    """The compile-time switches of the kernel for one op set. ``adaptive``: compute and intra
+    blocks follow the controller's shared target (else their roles are fixed). ``copy_rows``: a copy, reduce or
     gather step moves copy_rows x 256 bf16 per SM; peer loads take microseconds to return, so an
     SM's NVLink rate is about the bytes in flight over that latency (16-row steps made gemm_ar 1.5x
     slower at 16 intra SMs on an H200 pair: docs/results/2026-11-30-nvlink.md)."""
     return {"BARRIER": barrier, "HOST_DESC": host_desc, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
             "BM": 128, "BN": 256 if "attn" not in ops else 128, "BK": 64, "CR": copy_rows, "CC": 256,
-            "D": head_dim, "BQ": 128, "BKV": 128 if head_dim <= 64 else 64}
+            "D": head_dim, "BQ": 128, "BKV": 128 if head_dim <= 64 else 64, "ADAPTIVE": adaptive, "LOG": LOG_ENTRIES}
+
+
+LOG_ENTRIES = 4096  # target changes the controller logs per call (a ring: a longer call keeps its last ones)
 
 
 NUM_WARPS, NUM_STAGES = 8, 3

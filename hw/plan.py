@@ -21,10 +21,12 @@ with a :class:`~mkernel.errors.ScheduleError` before any launch.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from mkernel.controller import ns
 from mkernel.errors import ScheduleError
 from mkernel.ir import Op, Schedule, Task
 
@@ -33,7 +35,8 @@ from .lower import OPS, ROLES, Lowered, lower
 
 ALIGN = 256
 # Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows
-# or ring commands), causal mask q0, k0, has_mask, lock, schedule task id, spare.
+# or ring commands), causal mask q0, k0, has_mask, lock, schedule task id, work (ns of one SM, for the
+# adaptive SM partition; 0 when the plan is built without a cost model).
 TASK_WIDTH = 16
 REGION_WIDTH = 8  # bases slot, row0, col0, rows, cols, ld (buffer columns), buffer rows, buffer id
 COMMAND_WIDTH = 8  # type, dst rank, flag slot, bytes, src off, dst off, spare, spare
@@ -128,8 +131,9 @@ def placement(s: Schedule) -> Placement:
     return Placement(heap, off, tuple(b.name for b in s.buffers if b.name not in shared))
 
 
-def build(s: Schedule, rank: int | None = None) -> list[Plan]:
-    """Plans of every rank (or of ``rank`` only, as a one-element list)."""
+def build(s: Schedule, rank: int | None = None, work: Callable[[Task], float] | None = None) -> list[Plan]:
+    """Plans of every rank (or of ``rank`` only, as a one-element list). ``work`` (us of one SM per
+    task, :func:`mkernel.sim.cost.sm_work_us`) fills the work column the GPU's controller sums."""
     s.validate()
     lowered = lower(s)
     place = placement(s)
@@ -137,7 +141,7 @@ def build(s: Schedule, rank: int | None = None) -> list[Plan]:
     # then per rank: an arrival and an exit flag per peer (the call barriers), the go flag, the sink
     n_flags = max(len(low.slot_bumps) + len(net.extra.get(r, ())) for r, low in enumerate(lowered)) + 2 * s.world + 2
     ranks = range(s.world) if rank is None else (rank,)
-    return [_plan(s, lowered, place, r, n_flags, net) for r in ranks]
+    return [_plan(s, lowered, place, r, n_flags, net, work) for r in ranks]
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,8 @@ def _fail(s: Schedule, task: Task, why: str) -> ScheduleError:
     return ScheduleError(f"{s.kernel}/{s.variant}: {task.describe()}: {why}; the hw backend cannot run it")
 
 
-def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int, net: _NetFlags) -> Plan:
+def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int, net: _NetFlags,
+          work: Callable[[Task], float] | None) -> Plan:
     low = lowered[rank]
     buffers = {b.name: b for b in s.buffers}
     bid = {name: i for i, name in enumerate(low.buffers)}
@@ -224,7 +229,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 lock = locks.setdefault((acc.buffer, acc.row0), len(locks))
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
-                          a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, 0))
+                          a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, ns(work(task)) if work else 0))
     launch = s.launches[0]
     blocks = tuple(launch.budget(r) for r in ROLES)
     for role, n, nb in zip(ROLES, counts, blocks):

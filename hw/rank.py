@@ -40,15 +40,19 @@ def _case(info: RankInfo, w: Workload, c: Cluster, seed: int):
 
 
 def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: int = 0, calls: int = 3,
-             timed: int = 0, timeout_s: float = 5.0, transport: str = "loopback", shaping=None) -> dict:
+             timed: int = 0, timeout_s: float = 5.0, transport: str = "loopback", shaping=None,
+             controller=None) -> dict:
+    """With a ``controller`` (a :class:`mkernel.controller.Balance`), the adaptive SM partition,
+    and the result has the last call's target trajectory."""
     from .context import Context
     from .executor import Executor
 
-    schedule, inputs, expected = _case(info, w, cluster_for(info, nodes, gpus_per_node), seed)
+    c = cluster_for(info, nodes, gpus_per_node)
+    schedule, inputs, expected = _case(info, w, c, seed)
     sizes = Executor.context_sizes(schedule)
     with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=timeout_s, transport=transport,
                  shaping=shaping, **sizes) as ctx:
-        op = Executor(schedule, ctx, timeout_s=timeout_s)
+        op = Executor(schedule, ctx, timeout_s=timeout_s, controller=controller, cluster=c)
         outs = {}
         for _ in range(calls):
             outs = op(inputs, poison=True)
@@ -63,6 +67,7 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
             op.check()
         return {"rank": info.rank, "errors": errors, "unwritten": unwritten, "epoch": int(op.epoch.item()),
                 "grid": op.plan.grid, "blocks": op.plan.blocks, "sm_budget": info.sm_budget,
+                "trajectory": op.trajectory() if controller is not None else None,
                 "ok": all(e <= TOLERANCE for e in errors.values()) and not any(unwritten.values()),
                 "time_s": float(np.median(times)) if times else None, "times_s": times}
 
@@ -171,8 +176,10 @@ def _timed(fn, n: int) -> list[float]:
     return times
 
 
-def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, timed: int = 10) -> dict:
-    """The fused ``schedule`` on this rank (the hw backend's run): 3 poisoned calls, then timed ones."""
+def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, timed: int = 10, controller=None,
+                  cluster: Cluster | None = None) -> dict:
+    """The fused ``schedule`` on this rank (the hw backend's run): 3 poisoned calls, then timed ones.
+    With a ``controller`` (the adaptive SM partition), also the last call's target trajectory."""
     import torch
 
     from .context import Context
@@ -181,14 +188,15 @@ def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, ti
     dev = torch.device("cuda", torch.cuda.current_device())
     mine = {name: torch.from_numpy(np.ascontiguousarray(a[info.rank])).to(dev).bfloat16() for name, a in inputs.items()}
     with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
-        op = Executor(schedule, ctx)
+        op = Executor(schedule, ctx, controller=controller, cluster=cluster)
         for _ in range(3):
             outs = op(mine, poison=True)
         op.check()
         result = {n: t.float().cpu().numpy() for n, t in outs.items()}
         times = _timed(lambda: op(mine, outs), timed)
         op.check()
-    return {"rank": info.rank, "outputs": result, "time_s": float(np.median(times))}
+        trajectory = op.trajectory() if controller is not None else None
+    return {"rank": info.rank, "outputs": result, "time_s": float(np.median(times)), "trajectory": trajectory}
 
 
 def fallback_fn(w: Workload, mine: dict, gpus_per_node: int):

@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                                                  "split for this op and shape")
     run.add_argument("--faults", help="sim: seeded faults, e.g. 'drop=0.1,delay_us=5,duplicate=0.2,seed=3' "
                                       "(keys: see mkernel.sim.faults)")
+    run.add_argument("--adaptive", action="store_true",
+                     help="run the fused op under the adaptive SM partition (compute <-> intra SMs; sim and hw)")
     run.add_argument("--collapse", action="store_true",
                      help="sim: simulate one node when all nodes are alike (exact times, no hazard checks)")
     sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
@@ -269,7 +271,7 @@ def _run(args: argparse.Namespace) -> int:
 
         faults = parse(args.faults)
     result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None,
-                        collapse=args.collapse, faults=faults)
+                        collapse=args.collapse, faults=faults, adaptive=args.adaptive)
     problems = check_result(result)
     if problems:
         raise AssertionError("result does not match its schema: " + "; ".join(problems))

@@ -14,7 +14,10 @@ The data dependency is in the estimate without special cases: in AllGather+GEMM 
 front-loaded (every tile waits for it), so its share is large at the start and shrinks; in
 GEMM+ReduceScatter the intra work trails the tiles it reduces, so intra starts small and grows.
 
-Backends call :meth:`Balance.targets`; the simulator through :func:`sim_controller`.
+The policy is :func:`split`, one integer function: the simulator calls it (through
+:meth:`Balance.targets` and :func:`sim_controller`) and the GPU kernel compiles the same function
+(:mod:`mkernel.hw.fused`), where blocks keep the counters it reads (remaining work claimed, blocks
+active and blocked per role) and change roles at task boundaries.
 """
 from __future__ import annotations
 
@@ -37,19 +40,43 @@ class Balance:
 
     def targets(self, movable: int, compute_us: float, intra_us: float, current_intra: int,
                 blocked_compute: int = 0, blocked_intra: int = 0) -> int:
-        """The intra role's SM target out of ``movable`` (compute gets the rest). SMs of one role
-        that are blocked waiting for the other role's output are lent to that other role, but the
-        intra role keeps enough SMs to drive its NVLink port while it has work: lending those away
-        leaves the link idle, and a link-bound op pays for it at the end."""
-        if intra_us <= 0:
-            return 0
-        if compute_us <= 0:
-            return movable
-        want = round(movable * intra_us / (compute_us + intra_us)) - blocked_intra + blocked_compute
-        want = max(want, min(self.link_sms, movable - self.min_sms))
-        want = min(want, 2 * self.link_sms)  # both port directions saturated: more intra SMs add nothing
-        want = min(max(want, self.min_sms), movable - self.min_sms)
-        return current_intra if abs(want - current_intra) <= self.hysteresis else want
+        """The intra role's SM target out of ``movable`` (compute gets the rest): :func:`split` on
+        the remaining work in whole nanoseconds, the unit the GPU's counters keep."""
+        return split(movable, ns(compute_us), ns(intra_us), current_intra, blocked_compute, blocked_intra,
+                     self.min_sms, self.hysteresis, self.link_sms)
+
+
+def ns(us: float) -> int:
+    """Work in whole nanoseconds (at least 1 while any is left): the policy's integer unit."""
+    return max(1, round(us * 1000)) if us > 0 else 0
+
+
+def split(movable, compute, intra, current, blocked_compute, blocked_intra, min_sms, hysteresis, link_sms):
+    """The policy itself, in integers: the intra role's target out of ``movable`` SMs, given the
+    remaining work of each role (ns of one SM), the current target and the SMs of each role now
+    blocked on the other role's output.
+
+    Both roles are projected to finish together (SMs in proportion to remaining work). SMs of one
+    role blocked on the other's output are lent to that other role, but the intra role keeps the
+    SMs that drive its NVLink port while it has work (lending those leaves the link idle, and a
+    link-bound op pays for it at the end) and never takes more than saturate both port directions.
+    A role with work keeps ``min_sms``; one without gives all away; ``hysteresis`` keeps the target
+    from flapping by an SM at every boundary.
+
+    Written once, for both backends: the simulator calls it as Python, and :mod:`mkernel.hw.fused`
+    compiles the same function into the GPU kernel with ``triton.jit``. Hence the restricted form:
+    integer arithmetic, builtin ``min``/``max`` and 0/1 flags instead of branches.
+    """
+    total = max(compute + intra, 1)
+    want = (2 * movable * intra + total) // (2 * total) - blocked_intra + blocked_compute
+    want = max(want, min(link_sms, movable - min_sms))
+    want = min(want, 2 * link_sms)
+    near = (want - current <= hysteresis) * (current - want <= hysteresis)
+    want = want + near * (current - want)
+    want = min(max(want, min_sms), movable - min_sms)  # last: the kernel's progress needs both bounds
+    has_intra = intra > 0
+    has_compute = compute > 0
+    return has_intra * (want + (1 - has_compute) * (movable - want))
 
 
 @dataclass
@@ -65,8 +92,9 @@ def sim_controller(policy: Balance, trajectory: Trajectory | None = None):
         if Role.INTRA not in pool.target or Role.COMPUTE not in pool.target:
             return
         movable = pool.target[Role.INTRA] + pool.target[Role.COMPUTE]
-        intra = policy.targets(movable, pool.remaining[Role.COMPUTE], pool.remaining[Role.INTRA],
-                               pool.target[Role.INTRA], pool.blocked[Role.COMPUTE], pool.blocked[Role.INTRA])
+        left = {role: pool.remaining[role] if pool.has_work(role) else 0.0 for role in (Role.COMPUTE, Role.INTRA)}
+        intra = policy.targets(movable, left[Role.COMPUTE], left[Role.INTRA], pool.target[Role.INTRA],
+                               pool.blocked[Role.COMPUTE], pool.blocked[Role.INTRA])
         if intra != pool.target[Role.INTRA]:
             pool.retarget({Role.INTRA: intra, Role.COMPUTE: movable - intra})
             if trajectory is not None:

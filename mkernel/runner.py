@@ -46,8 +46,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     far fewer events, but no hazard tracking; ignored with ``data`` or ``trace``. Node-symmetric
     ops are then built for the simulated nodes alone, so 64 nodes cost about what 2 do, and the
     static race check (whose cost grows faster than the schedule) is skipped. ``faults`` (sim
-    only) injects seeded faults into both runs (:class:`mkernel.sim.faults.Faults`). ``adaptive`` (sim
-    only) runs the fused op under the adaptive SM partition (:mod:`mkernel.controller`).
+    only) injects seeded faults into both runs (:class:`mkernel.sim.faults.Faults`). ``adaptive`` runs
+    the fused op under the adaptive SM partition (:mod:`mkernel.controller`): the simulator's role
+    pools, or the GPU kernel's shared target.
     """
     engine = get_backend(backend)
     if hasattr(engine, "cluster_for"):  # hw: schedules sized for the SMs each rank gets here
@@ -68,10 +69,10 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     fold = {"collapse": collapse and not data and not trace, "faults": faults} if backend == "sim" else {
         "workload": w}
     if adaptive:
-        if backend != "sim":
-            raise BackendUnavailable(f"the adaptive SM partition runs on the sim backend here, not {backend!r}")
         from .controller import Balance, sim_controller
-        fold = {**fold, "controller": sim_controller(Balance.for_cluster(c))}
+
+        policy = Balance.for_cluster(c)
+        fold = {**fold, "controller": sim_controller(policy) if backend == "sim" else policy}
     stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
     fold.pop("controller", None)
     fused_err = _error(stats, expected)
