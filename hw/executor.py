@@ -117,8 +117,8 @@ class Executor:
                                      copy_rows=copy_rows or fused.COPY_ROWS, adaptive=controller is not None)
         self.blocks, self.steer = self._initial_split()
         self.state = torch.zeros(fused.STATE_WORDS, dtype=torch.int64, device=dev)
-        self.state[fused.TARGET], self.state[fused.ACTIVE], self.state[fused.ACTIVE + 1] = \
-            self.blocks[1], self.blocks[0], self.blocks[1]
+        for word, value in ((fused.TARGET, self.blocks[1]), (fused.ACTIVE, self.blocks[0]), (fused.ACTIVE + 1, self.blocks[1])):
+            self.state[int(word)] = value  # as the last block of every call leaves it (fused._reset)
         self.log = torch.zeros(2 * fused.LOG_ENTRIES if controller else 2, dtype=torch.int64, device=dev)
         self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
         self._bases_cache: dict[tuple[int, ...], tuple] = {}
@@ -215,7 +215,7 @@ class Executor:
             raise InputError("trajectory(): this Executor runs static roles (no controller)")
         torch.cuda.synchronize(self.device)
         state, log = self.state.cpu().numpy(), self.log.cpu().numpy().reshape(-1, 2)
-        first, last, start = (int(state[i]) for i in (fused.FIRST, fused.LAST, fused.START))
+        first, last, start = (int(state[int(word)]) for word in (fused.FIRST, fused.LAST, fused.START))
         first = max(first, last - fused.LOG_ENTRIES)
         points = [(0.0, self.blocks[1])]
         for k in range(first, last):
