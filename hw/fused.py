@@ -31,7 +31,7 @@ import triton.language as tl
 
 from mkernel import controller
 
-from .sync import (_clock, _fence_async, _fence_sys, _ld_acquire, _push, _raw, _st_release64, _tell_peers, _wait,
+from .sync import (_clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait,
                    enter_kernel)
 from .tiles import _attn, _copy, _gather, _gemm, _norm, _reduce
 
@@ -142,8 +142,9 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b
     for w in range(tl.load(row + 4), tl.load(row + 5)):
         slot = tl.load(waits + 3 * w)
         target = (epoch - 1) * tl.load(waits + 3 * w + 2) + tl.load(waits + 3 * w + 1)
-        if COUNT_BLOCKED:
-            if _ld_acquire(own_flags + 8 * slot) < target:
+        if COUNT_BLOCKED:  # the check must be block-uniform: an atomic's result is the same for every thread
+            seen = tl.atomic_add(_raw(own_flags + 8 * slot, tl.int64), 0, sem="acquire", scope="sys")
+            if seen < target:
                 tl.atomic_add(blocked, 1, sem="relaxed", scope="gpu")
                 _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
                 tl.atomic_add(blocked, -1, sem="relaxed", scope="gpu")
@@ -197,15 +198,22 @@ _policy = triton.jit(controller.split)  # the one policy, compiled from the same
 
 
 @triton.jit
+def _read(ptr):
+    """A shared counter, read the same by every thread of the block. A volatile load is not: each
+    thread loads for itself, and threads that see different values take different branches (a
+    warpgroup split across roles runs wgmma half-populated). A scalar atomic runs once per block
+    and hands its result to every thread."""
+    return tl.atomic_add(ptr, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
 def _steer(state, log, claims, n0, n1, w0, w1, movable, min_sms, hysteresis, link_sms, LOG: tl.constexpr):
     """Re-evaluate the target at a task boundary from the shared counters; log every change."""
-    rem_c = tl.where(tl.load(claims, volatile=True) < n0,
-                     tl.maximum(w0 - tl.load(state + CLAIMED, volatile=True), 1), 0)
-    rem_i = tl.where(tl.load(claims + 1, volatile=True) < n1,
-                     tl.maximum(w1 - tl.load(state + CLAIMED + 1, volatile=True), 1), 0)
-    cur = tl.load(state + TARGET, volatile=True)
-    want = _policy(movable.to(tl.int64), rem_c, rem_i, cur, tl.load(state + BLOCKED, volatile=True),
-                   tl.load(state + BLOCKED + 1, volatile=True), min_sms, hysteresis, link_sms)
+    rem_c = tl.where(_read(claims) < n0, tl.maximum(w0 - _read(state + CLAIMED), 1), 0)
+    rem_i = tl.where(_read(claims + 1) < n1, tl.maximum(w1 - _read(state + CLAIMED + 1), 1), 0)
+    cur = _read(state + TARGET)
+    want = _policy(movable.to(tl.int64), rem_c, rem_i, cur, _read(state + BLOCKED), _read(state + BLOCKED + 1),
+                   min_sms, hysteresis, link_sms)
     if want != cur:
         tl.atomic_xchg(state + TARGET, want, sem="relaxed", scope="gpu")
         k = tl.atomic_add(state + WRITTEN, 1, sem="relaxed", scope="gpu") % LOG
@@ -220,12 +228,12 @@ def _pick(state, claims, n0, n1, movable, role):
     simulator's :meth:`~mkernel.sim.sms.RolePool.next_task`). A block joins a role by an atomic
     increment that it takes back when the role turns out full, so no role with unclaimed tasks and
     a target of at least one is ever left without a block."""
-    target_intra = tl.load(state + TARGET, volatile=True)
+    target_intra = _read(state + TARGET)
     choice = role - role - 1
     for k in tl.static_range(2):
         cand = role if k == 0 else 1 - role
         if choice < 0:
-            left = tl.load(claims + cand, volatile=True) < tl.where(cand == 0, n0, n1)
+            left = _read(claims + cand) < tl.where(cand == 0, n0, n1)
             if left:
                 want = tl.where(cand == 1, target_intra, movable - target_intra)
                 if tl.atomic_add(state + ACTIVE + cand, 1, sem="relaxed", scope="gpu") < want:
