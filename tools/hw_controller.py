@@ -24,6 +24,7 @@ import argparse
 import dataclasses
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -83,6 +84,7 @@ def rank_main(info, configs, nodes: int, gpn: int, splits: list[int], iters: int
         row = {"kernel": kernel, "size": size, "sm_budget": info.sm_budget, "static": {}, "default_split": variants[0][1]}
         reference = None
         for kind, intra, schedule, controller in variants:
+            print(f"rank {info.rank}: {kernel} {size} {kind} intra {intra} ...", file=sys.stderr, flush=True)
             with Context(None, gpus_per_node=gpn, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
                 op = Executor(schedule, ctx, controller=controller, cluster=c)
                 outs = op(inputs, poison=True)
@@ -93,6 +95,8 @@ def rank_main(info, configs, nodes: int, gpn: int, splits: list[int], iters: int
                 nan = int(sum(torch.isnan(outs[n].float()).sum().item() for n in reference))
                 t = _median(lambda: op(inputs, outs), iters)
                 op.check()
+                print(f"rank {info.rank}: {kernel} {size} {kind} intra {intra}: {t * 1e6:.1f} us, diff {diff:.1e}",
+                      file=sys.stderr, flush=True)
                 entry = {"s": t, "diff_vs_default": diff, "unwritten": nan,
                          "compute_sms": op.blocks[0], "intra_sms": op.blocks[1]}
                 if controller is not None:
