@@ -117,8 +117,7 @@ class Executor:
                                      copy_rows=copy_rows or fused.COPY_ROWS, adaptive=controller is not None)
         self.blocks, self.steer = self._initial_split()
         self.state = torch.zeros(fused.STATE_WORDS, dtype=torch.int64, device=dev)
-        for word, value in ((fused.TARGET, self.blocks[1]), (fused.ACTIVE, self.blocks[0]), (fused.ACTIVE + 1, self.blocks[1])):
-            self.state[int(word)] = value  # as the last block of every call leaves it (fused._reset)
+        self.state[:2] = torch.tensor(self.steer[:2])  # as the last block of every call leaves them (fused._reset)
         self.log = torch.zeros(2 * fused.LOG_ENTRIES if controller else 2, dtype=torch.int64, device=dev)
         self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
         self._bases_cache: dict[tuple[int, ...], tuple] = {}
@@ -193,18 +192,22 @@ class Executor:
         return out
 
     def _initial_split(self) -> tuple[tuple[int, int, int, int], tuple[int, ...]]:
-        """Blocks per role at the start, and the controller's kernel arguments (total work of the
-        compute and intra roles in ns, then the policy's parameters). Adaptive: the policy's split
-        of the movable blocks for the whole work, as the simulator's controller makes at the start."""
+        """Blocks per role at the start, and the controller's kernel arguments: the initial control
+        and work words (:mod:`fused`), then the policy's parameters. Adaptive: the policy's split of
+        the movable blocks for the whole work, as the simulator's controller makes at the start."""
         b = self.plan.blocks
         if self.controller is None:
             return b, (0, 0, 0, 0, 0)
         pol, tasks = self.controller, self.plan.tasks
         first = (0, self.plan.role_tasks[0], sum(self.plan.role_tasks[:2]))
-        w0, w1 = (int(tasks[first[r]:first[r + 1], 15].sum()) for r in (0, 1))
+        w0, w1 = (sum(fused.work_units(int(ns)) for ns in tasks[first[r]:first[r + 1], 15]) for r in (0, 1))
         movable = b[0] + b[1]
+        if movable > int(fused.FIELD) or max(w0, w1) >= 2**31:
+            raise InputError(f"{self.schedule.kernel}: {movable} movable SMs and work {w0}, {w1} (x "
+                             f"{int(fused.UNIT_NS)} ns) do not fit the controller's fields (255 SMs, 2^31 units)")
         intra = split(movable, w0, w1, b[1], 0, 0, pol.min_sms, pol.hysteresis, pol.link_sms)
-        return (movable - intra, intra, b[2], b[3]), (w0, w1, pol.min_sms, pol.hysteresis, pol.link_sms)
+        return (movable - intra, intra, b[2], b[3]), (fused.control_word(intra, movable - intra, intra),
+                                                      w0 | w1 << 32, pol.min_sms, pol.hysteresis, pol.link_sms)
 
     def trajectory(self) -> list[tuple[float, int]]:
         """The last call's intra-block targets: (us since the kernel started, target), the initial

@@ -45,7 +45,7 @@ __all__ = ["fused_kernel", "enter_kernel", "signature", "constexprs", "NUM_WARPS
 @triton.jit
 def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims, epoch_ptr, done_ptr, locks, a_host,
                  b_host, records, ctl, head, capacity, err32, err64, rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
-                 n0, n1, n2, n3, b0, b1, b2, b3, state, log, w0, w1, min_sms, hysteresis, link_sms,
+                 n0, n1, n2, n3, b0, b1, b2, b3, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
                  BARRIER: tl.constexpr, HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
                  HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
@@ -76,14 +76,15 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
                 i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
                 if i < tl.where(role == 0, n0, n1):
                     row = tasks + (tl.where(role == 0, 0, n0) + i) * TW
-                    tl.atomic_add(state + CLAIMED + role, tl.load(row + 15), sem="relaxed", scope="gpu")
+                    units = (tl.load(row + 15) + UNIT_NS - 1) // UNIT_NS
+                    tl.atomic_add(state + WORK, -(units << (32 * role)), sem="relaxed", scope="gpu")
                     _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host, records, ctl,
-                          head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale,
-                          state + BLOCKED + role, True, HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT,
-                          HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
-                tl.atomic_add(state + ACTIVE + role, -1, sem="relaxed", scope="gpu")
-                _steer(state, log, claims, n0, n1, w0, w1, movable, min_sms, hysteresis, link_sms, LOG)
-                role = _pick(state, claims, n0, n1, movable, role)
+                          head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state,
+                          _bit(BLOCKED + 8 * role), HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE,
+                          HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+                tl.atomic_add(state + CTRL, -_bit(ACTIVE + 8 * role), sem="relaxed", scope="gpu")
+                rem_c, rem_i = _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG)
+                role = _pick(state, rem_c, rem_i, movable, role)
                 live = role >= 0
         else:
             _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, b_host, records, ctl,
@@ -101,7 +102,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
         for r in range(4):
             tl.store(claims + r, 0)
         if ADAPTIVE:
-            _reset(state, b0, b1)
+            _reset(state, ctrl0, work)
         tl.store(epoch_ptr, epoch)
         if BARRIER:  # tell peers this call is over here: they may overwrite what this rank read of theirs
             _fence_sys()
@@ -122,19 +123,20 @@ def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks
     while i < n_tasks:
         _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host,
               records, ctl, head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, claims,
-              False, HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
+              0, HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
               D, BQ, BKV)
         i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
 
 
 @triton.jit
 def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host, records, ctl, head, capacity,
-          err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, blocked, COUNT_BLOCKED: tl.constexpr,
+          err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state, blocked_bit,
           HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
-    """One task row: wait for its slots, run its op, bump its signals. With ``COUNT_BLOCKED`` a wait
-    that has to spin counts itself in ``blocked`` (the controller lends blocked SMs)."""
+    """One task row: wait for its slots, run its op, bump its signals. With a ``blocked_bit`` (the
+    adaptive kernel), a wait that has to spin counts itself in the controller word while it spins
+    (the policy lends blocked SMs to the other role)."""
     op = tl.load(row)
     nreads = tl.load(row + 1)
     r0 = tl.load(row + 2)
@@ -142,12 +144,12 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b
     for w in range(tl.load(row + 4), tl.load(row + 5)):
         slot = tl.load(waits + 3 * w)
         target = (epoch - 1) * tl.load(waits + 3 * w + 2) + tl.load(waits + 3 * w + 1)
-        if COUNT_BLOCKED:  # the check must be block-uniform: an atomic's result is the same for every thread
+        if blocked_bit != 0:  # the check must be block-uniform: an atomic's result is the same for every thread
             seen = tl.atomic_add(_raw(own_flags + 8 * slot, tl.int64), 0, sem="acquire", scope="sys")
             if seen < target:
-                tl.atomic_add(blocked, 1, sem="relaxed", scope="gpu")
+                tl.atomic_add(state + CTRL, blocked_bit, sem="relaxed", scope="gpu")
                 _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
-                tl.atomic_add(blocked, -1, sem="relaxed", scope="gpu")
+                tl.atomic_add(state + CTRL, -blocked_bit, sem="relaxed", scope="gpu")
         else:
             _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
     if HAS_GEMM:
@@ -191,15 +193,20 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b
 
 
 # -- the adaptive SM partition (issue 7): the controller state, one int64 array per executor ------
-TARGET, ACTIVE, BLOCKED, CLAIMED = C(0), C(1), C(3), C(5)  # target intra blocks; then per role (compute, intra)
-WRITTEN, FIRST, LAST, START = C(7), C(8), C(9), C(10)  # log entries ever; the last call's [first, last); its start
-STATE_WORDS = 11
+# Two packed words hold what a decision reads, so a task boundary costs two reads, not seven:
+# CTRL: 8-bit fields target intra blocks | active compute | active intra | blocked compute | blocked
+# intra; WORK: the unclaimed work of compute | intra, 32 bits each, in UNIT_NS units. Then the log.
+CTRL, WORK, WRITTEN, FIRST, LAST, START = C(0), C(1), C(2), C(3), C(4), C(5)
+TARGET, ACTIVE, BLOCKED = C(0), C(8), C(24)  # CTRL bit offsets; per-role fields follow at +8
+FIELD = C(255)
+UNIT_NS = C(256)
+STATE_WORDS = 6
 _policy = triton.jit(controller.split)  # the one policy, compiled from the same Python function the simulator calls
 
 
 @triton.jit
 def _read(ptr):
-    """A shared counter, read the same by every thread of the block. A volatile load is not: each
+    """A shared word, read the same by every thread of the block. A volatile load is not: each
     thread loads for itself, and threads that see different values take different branches (a
     warpgroup split across roles runs wgmma half-populated). A scalar atomic runs once per block
     and hands its result to every thread."""
@@ -207,52 +214,70 @@ def _read(ptr):
 
 
 @triton.jit
-def _steer(state, log, claims, n0, n1, w0, w1, movable, min_sms, hysteresis, link_sms, LOG: tl.constexpr):
-    """Re-evaluate the target at a task boundary from the shared counters; log every change."""
-    rem_c = tl.where(_read(claims) < n0, tl.maximum(w0 - _read(state + CLAIMED), 1), 0)
-    rem_i = tl.where(_read(claims + 1) < n1, tl.maximum(w1 - _read(state + CLAIMED + 1), 1), 0)
-    cur = _read(state + TARGET)
-    want = _policy(movable.to(tl.int64), rem_c, rem_i, cur, _read(state + BLOCKED), _read(state + BLOCKED + 1),
+def _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG: tl.constexpr):
+    """Re-evaluate the target at a task boundary; a change is a compare-and-swap of the control
+    word, logged by the block whose swap won. Returns the unclaimed work of compute and intra."""
+    ctrl = _read(state + CTRL)
+    work = _read(state + WORK)
+    rem_c = work & 0xFFFFFFFF
+    rem_i = work >> 32
+    cur = ctrl & FIELD
+    want = _policy(movable.to(tl.int64), rem_c, rem_i, cur, (ctrl >> BLOCKED) & FIELD, (ctrl >> (BLOCKED + 8)) & FIELD,
                    min_sms, hysteresis, link_sms)
     if want != cur:
-        tl.atomic_xchg(state + TARGET, want, sem="relaxed", scope="gpu")
-        k = tl.atomic_add(state + WRITTEN, 1, sem="relaxed", scope="gpu") % LOG
-        tl.store(log + 2 * k, _clock())
-        tl.store(log + 2 * k + 1, want)
+        if tl.atomic_cas(state + CTRL, ctrl, ctrl - cur + want, sem="relaxed", scope="gpu") == ctrl:
+            k = tl.atomic_add(state + WRITTEN, 1, sem="relaxed", scope="gpu") % LOG
+            tl.store(log + 2 * k, _clock())
+            tl.store(log + 2 * k + 1, want)
+    return rem_c, rem_i
 
 
 @triton.jit
-def _pick(state, claims, n0, n1, movable, role):
-    """The role this block serves next, or -1 to retire: its own role if that has unclaimed tasks
+def _pick(state, rem_c, rem_i, movable, role):
+    """The role this block serves next, or -1 to retire: its own role if that has unclaimed work
     and fewer active blocks than its target, else the other role on the same terms (the
     simulator's :meth:`~mkernel.sim.sms.RolePool.next_task`). A block joins a role by an atomic
-    increment that it takes back when the role turns out full, so no role with unclaimed tasks and
-    a target of at least one is ever left without a block."""
-    target_intra = _read(state + TARGET)
+    increment of its active field, judged against the target in the same word, and takes it back
+    when the role turns out full: no role with unclaimed work and a target of at least one is
+    ever left without a block."""
     choice = role - role - 1
     for k in tl.static_range(2):
         cand = role if k == 0 else 1 - role
         if choice < 0:
-            left = _read(claims + cand) < tl.where(cand == 0, n0, n1)
-            if left:
-                want = tl.where(cand == 1, target_intra, movable - target_intra)
-                if tl.atomic_add(state + ACTIVE + cand, 1, sem="relaxed", scope="gpu") < want:
+            if tl.where(cand == 0, rem_c, rem_i) > 0:
+                one = _bit(ACTIVE + 8 * cand)
+                old = tl.atomic_add(state + CTRL, one, sem="relaxed", scope="gpu")
+                target = tl.where(cand == 1, old & FIELD, movable - (old & FIELD))
+                if ((old >> (ACTIVE + 8 * cand)) & FIELD) < target:
                     choice = cand
                 else:
-                    tl.atomic_add(state + ACTIVE + cand, -1, sem="relaxed", scope="gpu")
+                    tl.atomic_add(state + CTRL, -one, sem="relaxed", scope="gpu")
     return choice
 
 
 @triton.jit
-def _reset(state, b0, b1):
-    """After the last block: the initial split again (b0 compute, b1 intra), and the log window."""
-    tl.store(state + TARGET, b1.to(tl.int64))
-    tl.store(state + ACTIVE, b0.to(tl.int64))
-    tl.store(state + ACTIVE + 1, b1.to(tl.int64))
-    for r in range(BLOCKED, WRITTEN):
-        tl.store(state + r, 0)
+def _reset(state, ctrl0, work):
+    """After the last block: the initial control word and work again, and this call's log window."""
+    tl.store(state + CTRL, ctrl0)
+    tl.store(state + WORK, work)
     tl.store(state + FIRST, tl.load(state + LAST))
     tl.store(state + LAST, tl.load(state + WRITTEN, volatile=True))
+
+
+@triton.jit
+def _bit(shift):
+    """1 << shift in 64 bits (the control word's fields reach bit 40)."""
+    return tl.full((), 1, tl.int64) << shift
+
+
+def control_word(target: int, active_compute: int, active_intra: int) -> int:
+    """The CTRL word the kernel starts from (nothing blocked)."""
+    return target | active_compute << int(ACTIVE) | active_intra << (int(ACTIVE) + 8)
+
+
+def work_units(ns: int) -> int:
+    """A task's work in the kernel's unit (at least 1 for any task with work)."""
+    return -(-ns // int(UNIT_NS))
 
 
 def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -> tuple[dict, dict]:
@@ -261,7 +286,7 @@ def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -
     types = {"a_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
              "ctl": "i64", "capacity": "i64", "err32": "*i32", "timeout_ns": "i64", "sm_scale": "fp32",
-             "w0": "i64", "w1": "i64"}
+             "ctrl0": "i64", "work": "i64"}
     ints = {"rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",
             "min_sms", "hysteresis", "link_sms"}
     sig = {n: types.get(n, "i32" if n in ints else "*i64") for n in fused_kernel.arg_names if n not in const}

@@ -35,8 +35,8 @@ from .lower import OPS, ROLES, Lowered, lower
 
 ALIGN = 256
 # Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows
-# or ring commands), causal mask q0, k0, has_mask, lock, schedule task id, work (ns of one SM, for the
-# adaptive SM partition; 0 when the plan is built without a cost model).
+# or ring commands), causal mask q0, k0, has_mask, lock, schedule task id, work (ns of one SM, at least 1,
+# for the adaptive SM partition; 0 when the plan is built without a cost model).
 TASK_WIDTH = 16
 REGION_WIDTH = 8  # bases slot, row0, col0, rows, cols, ld (buffer columns), buffer rows, buffer id
 COMMAND_WIDTH = 8  # type, dst rank, flag slot, bytes, src off, dst off, spare, spare
@@ -229,7 +229,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 lock = locks.setdefault((acc.buffer, acc.row0), len(locks))
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
-                          a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, ns(work(task)) if work else 0))
+                          a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, max(1, ns(work(task))) if work else 0))
     launch = s.launches[0]
     blocks = tuple(launch.budget(r) for r in ROLES)
     for role, n, nb in zip(ROLES, counts, blocks):
