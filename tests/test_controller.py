@@ -66,3 +66,25 @@ def test_split_sweep_writes_a_table_that_run_then_uses(tmp_path, capsys):
 
     assert json.loads((tmp_path / "r2.json").read_text())["roles"]["intra"] == gemm_ar.DEFAULT_INTRA_SMS
     assert main(["sweep", "--kernels", "gemm_rs", "--sizes", "1", "--comm-sms", "0,4", "--out", str(tmp_path)]) == 2
+
+
+def test_run_adaptive_takes_the_controller_and_the_static_split_stays_the_default(tmp_path):
+    """`mkernel run --adaptive` moves SMs (a different time from the same schedule's static run, the
+    adaptive one equal to the simulator driven by the policy directly); without it, nothing moves."""
+    import json
+
+    from mkernel.cli import main
+    from mkernel.runner import build
+
+    args = ["run", "paper-ib-2x8", "--kernel", "gemm_rs", "--m", "4096", "--n", "4096", "--k", "256", "--collapse"]
+    assert main(args + ["--json", str(tmp_path / "static.json")]) == 0
+    assert main(args + ["--adaptive", "--json", str(tmp_path / "adaptive.json")]) == 0
+    static, adaptive = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("static", "adaptive"))
+    from mkernel.cli import _parser, scenario_from_args
+
+    sc = scenario_from_args(_parser().parse_args(args))
+    fused, _ = build(sc)
+    c = sc.cluster
+    direct = SimBackend().run(fused, c, collapse=True, controller=sim_controller(Balance.for_cluster(c))).time_s
+    assert adaptive["time_s"] == pytest.approx(direct, rel=1e-12) and adaptive["time_s"] != static["time_s"]
+    assert adaptive["correct"] is not False and adaptive["roles"] == static["roles"]
