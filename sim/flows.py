@@ -2,23 +2,25 @@
 
 A :class:`Link` is one direction of one port (an NVLink egress, a NIC ingress, ...) with a capacity
 in bytes per microsecond. A flow moves ``size`` bytes and crosses one or more links, each with a
-weight: the share of the flow's bytes that crosses that link (a reduce that pulls equal tiles from
-7 peers is one flow, weight 1 on its own ingress and 1/7 on each peer's egress). A flow may carry
-its own cap (what the SM moving it can drive). Its rate is ``min(cap, min over its links of
-capacity / total weight on that link)``: every link is shared equally per unit of weight, and a
-flow runs at its tightest share.
+weight: the link time per byte of the flow (a reduce that pulls equal tiles from 7 peers is one
+flow, weight 1 on its own ingress and 1/7 on each peer's egress; per-message overhead makes a
+weight above 1). A flow may carry its own cap (what the SM moving it can drive).
 
-This is the bottleneck fair share without redistribution of the leftover of capped flows: an
-approximation of max-min fairness that can only under-estimate rates. It is local: when a flow
-starts or ends, only the flows on its own links are re-rated.
+Rates are max-min fair (weighted progressive filling): every flow's rate rises together until a
+link is full (its flows freeze at that rate) or a flow reaches its cap (it freezes at the cap);
+the capacity that capped or elsewhere-bottlenecked flows leave on a link goes to the others. No
+link carries more than its capacity, and no flow can go faster without slowing one that is no
+faster than it.
 
-Cost: a re-rate is arithmetic only. Finish times sit in one heap with lazy deletion, and a single
-SimPy timeout is armed for the earliest, so the event count grows with the number of flows, not
-with flows x re-rates. Re-rates are batched per instant: flows that start or end at the same
-simulated time (a wave of tiles finishing together) mark their links, and one zero-delay event
-re-rates the flows on every marked link once. No time passes in between, so no byte moves at a
-stale rate, and results are bit-identical; with 64 flows on a port this cut the default run's
-simulation from 6.96 to 2.88 s (docs/results/2026-11-29-sim-speed.md, 2026-11-30 rerun).
+Incremental: when flows start or end, only their *component* is re-solved: the flows and links
+reachable from the changed links through shared flows. Flows elsewhere keep their rates and
+finish times.
+
+Cost: finish times sit in one heap with lazy deletion, and a single SimPy timeout is armed for the
+earliest, so the event count grows with the number of flows, not with flows x re-rates. Re-solves
+are batched per instant: flows that start or end at the same simulated time (a wave of tiles
+finishing together) mark their links, and one zero-delay event re-solves every marked component
+once. No time passes in between, so no byte moves at a stale rate.
 """
 from __future__ import annotations
 
@@ -33,14 +35,13 @@ EPS_US = 1e-9
 class Link:
     """One direction of one port. ``samples`` records (time, total rate) when tracing."""
 
-    __slots__ = ("name", "capacity", "flows", "weight", "share", "bytes", "busy_bytes", "samples")
+    __slots__ = ("name", "capacity", "flows", "weight", "bytes", "busy_bytes", "samples")
 
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
         self.capacity = bytes_per_us
         self.flows: dict[Flow, float] = {}  # flow -> weight; insertion-ordered, so runs are reproducible
-        self.weight = 0.0
-        self.share = math.inf  # capacity per unit of weight: the rate a weight-1 flow may take here
+        self.weight = 0.0  # total weight of the flows on the link
         self.bytes = 0.0  # payload carried so far
         self.busy_bytes = 0.0  # payload plus per-message overhead: what occupies the link
         self.samples: list[tuple[float, float]] | None = None
@@ -91,7 +92,6 @@ class FlowNet:
         for link, w in weights.items():
             link.flows[flow] = w
             link.weight += w
-            link.share = link.capacity / link.weight if link.weight > 0 else math.inf
         self._mark(flow.links)
         return done
 
@@ -105,16 +105,14 @@ class FlowNet:
     def _flush(self, _event) -> None:
         self.flush_pending = False
         links, self.dirty = self.dirty, {}
-        self._rerate(_flows_on(links))
+        flows = _component(links)
+        self._rerate(flows, max_min(flows))
         self._arm()
 
-    def _rerate(self, flows: dict[Flow, None]) -> None:
+    def _rerate(self, flows: dict[Flow, None], rates: dict[Flow, float]) -> None:
         now = self.env.now
         for flow in flows:
-            rate = flow.cap
-            for link in flow.links:
-                if link.share < rate:
-                    rate = link.share
+            rate = rates[flow]
             if rate == flow.rate:
                 continue  # its finish time, and its heap entry, still hold
             flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow.stamp))
@@ -151,7 +149,6 @@ class FlowNet:
                 link.weight -= link.flows.pop(flow)
                 if not link.flows:
                     link.weight = 0.0  # no drift from float sums
-                link.share = link.capacity / link.weight if link.weight > 0 else math.inf
         for flow in finished:
             flow.done.succeed()
         if self.record:
@@ -165,9 +162,62 @@ class FlowNet:
             self._arm()
 
 
-def _flows_on(links) -> dict[Flow, None]:
-    """The flows crossing any of ``links``, in a deterministic order (no hash-order iteration)."""
-    out: dict[Flow, None] = {}
-    for link in links:
-        out.update(link.flows)
-    return out
+def _component(links) -> dict[Flow, None]:
+    """The flows that share a link, directly or through other flows, with any of ``links``: what a
+    change on ``links`` can re-rate. Deterministic order (no hash-order iteration)."""
+    flows: dict[Flow, None] = {}
+    seen = dict.fromkeys(links)
+    todo = list(seen)
+    while todo:
+        for flow in todo.pop().flows:
+            if flow not in flows:
+                flows[flow] = None
+                for link in flow.links:
+                    if link not in seen:
+                        seen[link] = None
+                        todo.append(link)
+    return flows
+
+
+def max_min(flows: dict[Flow, None]) -> dict[Flow, float]:
+    """Weighted max-min fair rates of ``flows`` (a whole component: every flow on their links is in
+    it), by progressive filling: raise the rate of every unfrozen flow together; the next event is
+    a link filling up (its unfrozen flows freeze at that level) or a flow's cap (it freezes there)."""
+    rates: dict[Flow, float] = {}
+    left: dict[Link, float] = {}  # capacity not taken by frozen flows
+    active_w: dict[Link, float] = {}  # weight of the unfrozen flows
+    for flow in flows:
+        for link in flow.links:
+            if link not in left:
+                left[link] = link.capacity
+                active_w[link] = link.weight
+    active = dict(flows)
+    while active:
+        level, full = math.inf, []
+        for link, w in active_w.items():
+            if w > 0:
+                t = left[link] / w
+                if t < level * (1 - 1e-12):
+                    level, full = t, [link]
+                elif t <= level * (1 + 1e-12):
+                    full.append(link)
+        capped = min((f.cap for f in active), default=math.inf)
+        if capped <= level:
+            level, full = capped, []
+        if level == math.inf:  # flows on no finite link, uncapped: done at once
+            rates.update(dict.fromkeys(active, math.inf))
+            break
+        frozen = {f: None for f in active if f.cap <= level * (1 + 1e-12)}
+        for link in full:
+            frozen.update(dict.fromkeys(f for f in link.flows if f in active))
+        for flow in frozen:
+            rate = min(level, flow.cap)
+            rates[flow] = rate
+            del active[flow]
+            for link in flow.links:
+                w = link.flows[flow]
+                left[link] = max(0.0, left[link] - w * rate)
+                active_w[link] -= w
+        for link in full:
+            active_w[link] = 0.0  # full: no drift from float sums
+    return rates

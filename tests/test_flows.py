@@ -1,0 +1,85 @@
+"""Flow-level bandwidth sharing (sim/flows.py): weighted max-min fair rates, re-solved per component.
+
+The properties that define max-min fairness are checked on random networks: no link over its
+capacity, and every flow either at its cap or crossing a full link on which no flow is faster.
+A hand-made case shows the redistribution a bottleneck-only share (the model before) misses.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import simpy
+
+from mkernel.sim.flows import Flow, FlowNet, Link, max_min
+
+
+def _flows(spec: list[tuple[list[tuple[Link, float]], float]]) -> dict[Flow, None]:
+    """Flows from (legs [(link, weight)], cap), registered on their links as FlowNet does."""
+    env = simpy.Environment()
+    out = {}
+    for legs, cap in spec:
+        f = Flow(tuple(link for link, _ in legs), 1.0, cap, env.event(), 0.0)
+        for link, w in legs:
+            link.flows[f] = w
+            link.weight += w
+        out[f] = None
+    return out
+
+
+def test_capacity_left_by_a_flow_bottlenecked_elsewhere_goes_to_the_others():
+    """f1 on A alone; f2 on A and B; f3 on B. B (4) holds f2 and f3 at 2 each, so A (10) gives f1
+    the remaining 8. A bottleneck share alone would give f1 half of A (5) and leave 3 idle."""
+    a, b = Link("A", 10.0), Link("B", 4.0)
+    f1, f2, f3 = _flows([([(a, 1.0)], math.inf), ([(a, 1.0), (b, 1.0)], math.inf), ([(b, 1.0)], math.inf)])
+    rates = max_min({f1: None, f2: None, f3: None})
+    assert (rates[f1], rates[f2], rates[f3]) == pytest.approx((8.0, 2.0, 2.0))
+
+
+def test_a_capped_flow_leaves_its_share_to_the_others_and_finish_times_follow():
+    """Three flows of 60 bytes on one 30 B/us link, one capped at 2 B/us: the other two run at 14,
+    finish at 60/14 us; then the capped one stays at its cap."""
+    env = simpy.Environment()
+    net = FlowNet(env)
+    link = Link("L", 30.0)
+    done = [net.transfer(60.0, (link,)), net.transfer(60.0, (link,)), net.transfer(60.0, (link,), cap=2.0)]
+    times = {}
+    for i, ev in enumerate(done):
+        ev.callbacks.append(lambda _e, i=i: times.__setitem__(i, env.now))
+    env.run()
+    assert times[0] == pytest.approx(60 / 14) and times[1] == pytest.approx(60 / 14)
+    assert times[2] == pytest.approx(30.0)  # 60 bytes at 2 B/us, the cap, all along
+
+
+def test_weights_count_link_time_per_byte():
+    """A flow with weight 2 on a link (per-message overhead doubling its link time) uses twice the
+    capacity per unit of rate: with a weight-1 flow on a 30 B/us link, both run at 10."""
+    link = Link("L", 30.0)
+    f1, f2 = _flows([([(link, 2.0)], math.inf), ([(link, 1.0)], math.inf)])
+    rates = max_min({f1: None, f2: None})
+    assert rates[f1] == pytest.approx(10.0) and rates[f2] == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_networks_get_feasible_max_min_rates(seed):
+    rng = np.random.default_rng(seed)
+    links = [Link(f"l{i}", float(rng.uniform(1, 100))) for i in range(int(rng.integers(1, 8)))]
+    spec = []
+    for _ in range(int(rng.integers(1, 25))):
+        on = rng.choice(len(links), size=int(rng.integers(1, min(4, len(links)) + 1)), replace=False)
+        cap = float(rng.uniform(0.5, 60)) if rng.random() < 0.3 else math.inf
+        spec.append(([(links[i], float(rng.choice([1.0, 1.0, 0.25, 1.5]))) for i in on], cap))
+    flows = _flows(spec)
+    rates = max_min(flows)
+    assert set(rates) == set(flows)
+    for link in links:
+        used = sum(rates[f] * w for f, w in link.flows.items())
+        assert used <= link.capacity * (1 + 1e-9)
+    for f in flows:
+        if rates[f] >= f.cap * (1 - 1e-9):
+            continue
+        bottleneck = [link for link in f.links
+                      if sum(rates[g] * w for g, w in link.flows.items()) >= link.capacity * (1 - 1e-9)
+                      and all(rates[g] <= rates[f] * (1 + 1e-9) for g in link.flows)]
+        assert bottleneck, f"flow on {[link.name for link in f.links]} at {rates[f]} has no bottleneck"
