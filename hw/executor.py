@@ -62,7 +62,10 @@ class Executor:
             from mkernel.sim.cost import sm_work_us
 
             itemsize = {b.name: b.itemsize for b in schedule.buffers}
-            work = lambda t: sm_work_us(t, itemsize, cluster)  # noqa: E731
+
+            def estimate(task) -> float:
+                return sm_work_us(task, itemsize, cluster)
+            work = estimate
         self.plan: Plan = build(schedule, ctx.rank, work)[0]
         self.controller = controller
         self.ctx = ctx
@@ -117,7 +120,7 @@ class Executor:
                                      copy_rows=copy_rows or fused.COPY_ROWS, adaptive=controller is not None)
         self.blocks, self.steer = self._initial_split()
         self.state = torch.zeros(fused.STATE_WORDS, dtype=torch.int64, device=dev)
-        self.state[:2] = torch.tensor(self.steer[:2])  # as the last block of every call leaves them (fused._reset)
+        self.state[int(fused.CTRL)], self.state[int(fused.WORK)] = self.steer[:2]  # as every call ends (fused._reset)
         self.log = torch.zeros(2 * fused.LOG_ENTRIES if controller else 2, dtype=torch.int64, device=dev)
         self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
         self._bases_cache: dict[tuple[int, ...], tuple] = {}

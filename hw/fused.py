@@ -19,8 +19,14 @@ cheaper, and every reader is on this GPU); waits are ``ld.acquire.sys``; the com
 TMA loads read through the async proxy what peers wrote through the generic one. Ring records are
 committed with ``st.release.sys`` after the body (runtime.cuh describes the protocol).
 
-Epochs live on the device (read + 1 at start, stored by the last block to finish), so calls need
-no host synchronisation and no flag is ever zeroed.
+Epochs live on the device (read + 1 at start, stored by the last block to finish, which also
+resets the claim counters), so calls need no host synchronisation and no flag is ever zeroed.
+
+Adaptive kernels (``ADAPTIVE``, issue 7): the compute and intra blocks are movable. At each task
+boundary a block re-evaluates the simulator's policy (:func:`mkernel.controller.split`, compiled
+here as ``_policy``) from two shared words and picks its next role (``_steer``, ``_pick``); send
+and receive blocks keep theirs. A role with unclaimed work always keeps at least one block, so the
+progress argument above still holds.
 
 The pieces: :mod:`sync` (waits, ring producer, barriers) and :mod:`tiles` (the data ops).
 """
@@ -221,7 +227,7 @@ def _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG: tl.constexpr
     work = _read(state + WORK)
     rem_c = work & 0xFFFFFFFF
     rem_i = work >> 32
-    cur = ctrl & FIELD
+    cur = (ctrl >> TARGET) & FIELD
     want = _policy(movable.to(tl.int64), rem_c, rem_i, cur, (ctrl >> BLOCKED) & FIELD, (ctrl >> (BLOCKED + 8)) & FIELD,
                    min_sms, hysteresis, link_sms)
     if want != cur:
@@ -247,7 +253,8 @@ def _pick(state, rem_c, rem_i, movable, role):
             if tl.where(cand == 0, rem_c, rem_i) > 0:
                 one = _bit(ACTIVE + 8 * cand)
                 old = tl.atomic_add(state + CTRL, one, sem="relaxed", scope="gpu")
-                target = tl.where(cand == 1, old & FIELD, movable - (old & FIELD))
+                intra = (old >> TARGET) & FIELD
+                target = tl.where(cand == 1, intra, movable - intra)
                 if ((old >> (ACTIVE + 8 * cand)) & FIELD) < target:
                     choice = cand
                 else:
@@ -272,7 +279,7 @@ def _bit(shift):
 
 def control_word(target: int, active_compute: int, active_intra: int) -> int:
     """The CTRL word the kernel starts from (nothing blocked)."""
-    return target | active_compute << int(ACTIVE) | active_intra << (int(ACTIVE) + 8)
+    return target << int(TARGET) | active_compute << int(ACTIVE) | active_intra << (int(ACTIVE) + 8)
 
 
 def work_units(ns: int) -> int:
