@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mkernel.errors import InputError
 
 from . import transports
-from .proxy import Proxy, Regions
+from .proxy import Proxy, ProxyFaults, Regions
 from .runtime import DeviceRing, Epoch, ErrorBlock
 from .safety import apply_no_multicast
 
@@ -52,7 +52,9 @@ class Context:
 
     def __init__(self, group, *, gpus_per_node: int, send_bytes: int, recv_bytes: int, n_flags: int,
                  ring_capacity: int = 1024, transport: str = "loopback", shaping: transports.Shaping | None = None,
-                 timeout_s: float = 5.0, window_us: float = 2.0):
+                 timeout_s: float = 5.0, window_us: float = 2.0, faults: ProxyFaults | None = None):
+        """``faults``: seeded faults the proxy injects (:class:`~mkernel.hw.proxy.ProxyFaults`, tests
+        and fault studies); None injects none."""
         apply_no_multicast()
         import torch
         import torch.distributed as dist
@@ -95,7 +97,8 @@ class Context:
         if self.nodes > 1:  # one node: peers are reached with peer stores only, no proxy to run
             self.proxy = Proxy(rank=self.rank, nranks=self.world, ring_ptr=self.ring.ring_ptr,
                                ctl_ptr=self.ring.ctl_ptr, capacity=ring_capacity, regions=regions,
-                               transport=native_name, window_us=window_us, device=self.device.index, **opts).start()
+                               transport=native_name, window_us=window_us, device=self.device.index, faults=faults,
+                               **opts).start()
 
     # views of this rank's own symmetric buffer
     @property

@@ -12,13 +12,43 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mkernel.errors import MkernelError
+from mkernel.errors import InputError, MkernelError
 
 from . import native, ring
 
 
 class ProxyError(MkernelError):
     """The proxy rejected a command, its transport failed, or a bounded wait ran out."""
+
+
+@dataclass(frozen=True)
+class ProxyFaults:
+    """Faults the proxy injects, seeded (issue 10; docs/reliability.md). The defaults inject none.
+
+    - ``drop``: probability that a command is lost. A reliable transport (RC, SRD) reports a lost
+      message as a failed completion after its retries, so the proxy fails with that error naming
+      the destination and chunk, and every waiter gives up (the abort word);
+    - ``reorder``: shuffle each batch's PUTs between its SIGNALs (what an unordered transport may
+      do); results must stay exact;
+    - ``delay_us``: hold every batch this long before posting it; results exact, later;
+    - ``die_after``: the proxy thread dies after consuming this many commands, silently, as a
+      crashed process would; waiters time out with errors naming their flag or ring slot, and
+      :meth:`Proxy.check` says the proxy is dead.
+    """
+
+    seed: int = 0
+    drop: float = 0.0
+    reorder: bool = False
+    delay_us: float = 0.0
+    die_after: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.drop <= 1.0 or self.delay_us < 0 or self.die_after < 0 or self.seed < 0:
+            raise InputError(f"proxy faults {self}: drop must be in [0, 1], delay_us, die_after and seed >= 0")
+
+    def native(self) -> ring.Faults:
+        return ring.Faults(self.seed, round(self.drop * 1_000_000), int(self.reorder), round(self.delay_us * 1000),
+                           self.die_after)
 
 
 @dataclass(frozen=True)
@@ -83,7 +113,8 @@ class Proxy:
     def __init__(self, *, rank: int, nranks: int, ring_ptr: int, ctl_ptr: int, capacity: int, regions: Regions,
                  transport: str = "fake", max_batch: int = ring.MAX_BATCH, window_us: float = 2.0,
                  seed: int = 0, unordered: bool = False, gbytes_per_s: float = 0.0, latency_us: float = 0.0,
-                 device: int = 0, streams: int = 1, flag_early: bool = False, cpu: int = -1):
+                 device: int = 0, streams: int = 1, flag_early: bool = False, cpu: int = -1,
+                 faults: ProxyFaults | None = None):
         if len(regions.dst) != nranks or len(regions.flags) != nranks:
             raise ValueError(f"regions name {len(regions.dst)} receive buffers and {len(regions.flags)} flag "
                              f"arrays; nranks is {nranks}")
@@ -91,7 +122,7 @@ class Proxy:
         u64s = lambda xs: (ctypes.c_uint64 * nranks)(*xs)  # noqa: E731
         self._keep = (u64s(b for b, _ in regions.dst), u64s(n for _, n in regions.dst), u64s(regions.flags))
         cfg = ring.ProxyConfig(rank, nranks, capacity, max_batch, regions.n_flags, int(window_us * 1000),
-                               regions.src[0], regions.src[1], *self._keep, cpu)
+                               regions.src[0], regions.src[1], *self._keep, cpu, (faults or ProxyFaults()).native())
         opts = ring.TransportOptions(seed, int(unordered), gbytes_per_s, int(latency_us * 1000), device, streams,
                                      int(flag_early))
         err = ctypes.create_string_buffer(256)
@@ -133,6 +164,10 @@ class Proxy:
         if e.code:
             raise ProxyError(f"proxy rank {e.rank}: {ring.ERRORS.get(e.code, e.code)} at ring slot {e.slot} "
                              f"(dst_rank {e.dst_rank}, chunk {e.chunk}, epoch {e.epoch}): {e.msg.decode()}")
+        stats = self.stats()
+        if stats["killed"]:
+            raise ProxyError(f"proxy rank {self.rank}: the proxy thread is dead (injected: it died after "
+                             f"{stats['commands']} commands); later commands were never posted")
 
     def stats(self) -> dict[str, int]:
         if not self._p and self._final:

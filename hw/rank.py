@@ -41,9 +41,10 @@ def _case(info: RankInfo, w: Workload, c: Cluster, seed: int):
 
 def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: int = 0, calls: int = 3,
              timed: int = 0, timeout_s: float = 5.0, transport: str = "loopback", shaping=None,
-             controller=None) -> dict:
+             controller=None, faults=None) -> dict:
     """With a ``controller`` (a :class:`mkernel.controller.Balance`), the adaptive SM partition,
-    and the result has the last call's target trajectory."""
+    and the result has the last call's target trajectory. ``faults``: what the proxy injects
+    (:class:`mkernel.hw.proxy.ProxyFaults`)."""
     from .context import Context
     from .executor import Executor
 
@@ -51,7 +52,7 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
     schedule, inputs, expected = _case(info, w, c, seed)
     sizes = Executor.context_sizes(schedule)
     with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=timeout_s, transport=transport,
-                 shaping=shaping, **sizes) as ctx:
+                 shaping=shaping, faults=faults, **sizes) as ctx:
         op = Executor(schedule, ctx, timeout_s=timeout_s, controller=controller, cluster=c)
         outs = {}
         for _ in range(calls):

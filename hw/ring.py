@@ -63,13 +63,20 @@ def decode(raw: bytes) -> tuple[int, Command]:
     return int(rec["seq"]), Command(**{n: int(rec[n]) for n in Command.__dataclass_fields__})
 
 
+class Faults(ctypes.Structure):
+    """mk_faults: injected proxy faults (all zero: none)."""
+
+    _fields_ = [("seed", ctypes.c_uint64), ("drop_ppm", ctypes.c_uint32), ("reorder", ctypes.c_uint32),
+                ("delay_ns", ctypes.c_uint64), ("die_after", ctypes.c_uint64)]
+
+
 class ProxyConfig(ctypes.Structure):
     _fields_ = [
         ("rank", ctypes.c_int32), ("nranks", ctypes.c_int32), ("capacity", ctypes.c_uint64),
         ("max_batch", ctypes.c_uint32), ("n_flags", ctypes.c_uint32), ("window_ns", ctypes.c_uint64),
         ("src_base", ctypes.c_uint64), ("src_bytes", ctypes.c_uint64),
         ("dst_base", ctypes.POINTER(ctypes.c_uint64)), ("dst_bytes", ctypes.POINTER(ctypes.c_uint64)),
-        ("flag_base", ctypes.POINTER(ctypes.c_uint64)), ("cpu", ctypes.c_int32),
+        ("flag_base", ctypes.POINTER(ctypes.c_uint64)), ("cpu", ctypes.c_int32), ("faults", Faults),
     ]
 
 
@@ -91,4 +98,4 @@ class ProxyError(ctypes.Structure):
 
 class ProxyStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("commands", "batches", "bytes", "full_batches", "polls_idle",
-                                               "transport_ns", "driver_calls")]
+                                               "transport_ns", "driver_calls", "killed")]

@@ -41,6 +41,17 @@ uint64_t mk_rand(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
+/* Injected faults (issue 10), seeded; all zero: none. A lost message is reported as the failed
+ * completion a reliable transport (RC, SRD) gives after its retries, never dropped silently; a dead
+ * proxy stops consuming without a word, as a crashed process would. */
+typedef struct mk_faults {
+  uint64_t seed;
+  uint32_t drop_ppm;  /* a command is lost with this probability, per million */
+  uint32_t reorder;   /* nonzero: shuffle each batch's PUTs between its SIGNALs (what SRD may do) */
+  uint64_t delay_ns;  /* hold every batch this long before posting it */
+  uint64_t die_after; /* the proxy thread exits after consuming this many commands (0: never) */
+} mk_faults;
+
 /* What the caller registers: this rank's send buffer and, per destination rank, the receive buffer
  * and arrival flags as addresses valid in this process (peer-mapped memory on one host). */
 typedef struct mk_proxy_cfg {
@@ -52,6 +63,7 @@ typedef struct mk_proxy_cfg {
   uint64_t src_base, src_bytes;
   const uint64_t *dst_base, *dst_bytes, *flag_base; /* nranks entries each */
   int32_t cpu;         /* pin the proxy thread to this CPU; -1: leave it to the scheduler */
+  mk_faults faults;
 } mk_proxy_cfg;
 
 typedef struct mk_proxy_error {
@@ -66,6 +78,7 @@ typedef struct mk_proxy_stats {
   uint64_t commands, batches, bytes, full_batches, polls_idle;
   uint64_t transport_ns; /* time inside the transport's post */
   uint64_t driver_calls;
+  uint64_t killed; /* 1: the thread exited on an injected death (mk_faults.die_after) */
 } mk_proxy_stats;
 
 typedef struct pending {
@@ -88,6 +101,7 @@ typedef struct mk_proxy {
   int started;
   int stop;
   volatile int done;
+  uint64_t fault_rng;
   mk_proxy_error error;
   mk_proxy_stats stats;
 } mk_proxy;
@@ -157,9 +171,30 @@ static int validate(mk_proxy *p, uint64_t slot, const mk_cmd *c, mk_op *op) {
   return MK_OK;
 }
 
+/* Injected reordering: shuffle each run of PUTs between SIGNALs (a SIGNAL stays after the PUTs
+ * before it, the only order the protocol asks of an unordered transport). */
+static void shuffle_puts(mk_proxy *p, pending *q) {
+  for (int lo = 0; lo < q->n;) {
+    int hi = lo;
+    while (hi < q->n && q->ops[hi].bytes) hi++;
+    for (int i = hi - 1; i > lo; i--) {
+      int j = lo + (int)(mk_rand(&p->fault_rng) % (uint64_t)(i - lo + 1));
+      mk_op t = q->ops[i];
+      q->ops[i] = q->ops[j];
+      q->ops[j] = t;
+    }
+    lo = hi + 1;
+  }
+}
+
 static int flush(mk_proxy *p, int rank) {
   pending *q = &p->pend[rank];
   if (q->n == 0) return 0;
+  if (p->cfg.faults.reorder) shuffle_puts(p, q);
+  if (p->cfg.faults.delay_ns) {
+    uint64_t until = mk_now_ns() + p->cfg.faults.delay_ns;
+    while (mk_now_ns() < until) CPU_RELAX();
+  }
   uint64_t t0 = mk_now_ns();
   int rc = p->tr->post(p->tr, q->ops, q->n);
   p->stats.transport_ns += mk_now_ns() - t0;
@@ -221,7 +256,18 @@ static void *proxy_main(void *arg) {
       if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != (uint32_t)(next + 1)) break;
       mk_cmd c = *rec;
       mk_op op;
+      const mk_faults *f = &p->cfg.faults;
+      if (f->die_after && p->stats.commands >= f->die_after) { /* dead: no flush, no error, no abort */
+        p->stats.killed = 1;
+        p->done = 1;
+        return NULL;
+      }
       if (validate(p, next, &c, &op) != MK_OK) goto fail;
+      if (f->drop_ppm && mk_rand(&p->fault_rng) % 1000000 < f->drop_ppm) {
+        set_error(p, MK_ERR_TRANSPORT, next, &c, "%s to rank %u, chunk %u lost: the transport reports a failed "
+                  "completion (injected drop)", cmd_name(c.type), c.dst_rank, c.chunk);
+        goto fail;
+      }
       pending *q = &p->pend[c.dst_rank];
       if (q->n == 0) q->first_ns = mk_now_ns();
       if (!q->listed) {
@@ -281,6 +327,7 @@ mk_proxy *mk_proxy_create(const mk_proxy_cfg *cfg, mk_cmd *ring, mk_ring_ctl *ct
   mk_proxy *p = calloc(1, sizeof *p);
   int n = cfg->nranks;
   p->cfg = *cfg;
+  p->fault_rng = cfg->faults.seed;
   p->dst_base = malloc(n * sizeof(uint64_t));
   p->dst_bytes = malloc(n * sizeof(uint64_t));
   p->flag_base = malloc(n * sizeof(uint64_t));
