@@ -7,9 +7,7 @@
 # Usage: here `git rev-parse --short HEAD > .commit` (carry it); there OUT=/dir tools/calibrate_check.sh
 # Then here: mkernel validate --calibration OUT/calibration.json --bench OUT/world1/bench.json --runs ...
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
-OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+. "$(dirname "$0")/device_setup.sh"
 status=0
 step() { local name=$1 limit=$2; shift 2; echo "== $name"; timeout -s ABRT "$limit" "$@" >"$OUT/$name.log" 2>&1 || status=1; tail -${TAIL:-25} "$OUT/$name.log"; }
 if [ "${EMU_SIZES:-0}" != 0 ]; then  # first: MPS needs a process tree that has not touched CUDA

@@ -3,9 +3,8 @@
 # each, loopback transport between the two "nodes"), one JSON per op for `mkernel validate --runs`.
 # Usage: OUT=/dir tools/emulated_runs.sh   (each run also checks its outputs against numpy)
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT/runs"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+. "$(dirname "$0")/device_setup.sh"
+mkdir -p "$OUT/runs"
 status=0
 one() { local name=$1; shift; echo "== $name"; timeout 150 mkernel run --backend hw --nodes 2 --gpus-per-node 2 "$@" \
   --json "$OUT/runs/$name.json" >"$OUT/runs/$name.log" 2>&1 || status=1; tail -3 "$OUT/runs/$name.log"; }

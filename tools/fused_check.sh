@@ -6,9 +6,7 @@
 #   4. tools/long_run.py with LONG_CALLS calls (default 2000) on the emulated 2x2 cluster.
 # Usage: here `git rev-parse --short HEAD > .commit` (carry it); there OUT=/dir tools/fused_check.sh
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+. "$(dirname "$0")/device_setup.sh"
 status=0
 step() { local name=$1 limit=$2; shift 2; echo "== $name"; timeout "$limit" "$@" >"$OUT/$name.log" 2>&1 || status=1; tail -4 "$OUT/$name.log"; }
 step emulated 240 python3 -m pytest -q tests/test_hw_fused.py tests/test_hw_api.py tests/test_hw_gpu.py -k "emulated or 2x2 or cli"

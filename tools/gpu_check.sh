@@ -3,12 +3,7 @@
 # Usage: here, `git rev-parse --short HEAD > .commit` (ignored by git; name it in the device call's
 # carry), then on the GPU machine, from the repo root: OUT=/some/dir tools/gpu_check.sh
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+. "$(dirname "$0")/device_setup.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0
 # the emulated cluster first, from a process that has not touched CUDA before MPS starts
