@@ -65,6 +65,16 @@ def test_the_policy_keeps_a_block_for_every_role_with_work():
             assert 1 <= got <= movable - 1
 
 
+def test_the_control_word_packs_the_fields_the_kernel_reads():
+    word = fused.control_word(target=7, active_compute=25, active_intra=7)
+    field = int(fused.FIELD)
+    assert (word >> int(fused.TARGET)) & field == 7
+    assert (word >> int(fused.ACTIVE)) & field == 25 and (word >> (int(fused.ACTIVE) + 8)) & field == 7
+    assert (word >> int(fused.BLOCKED)) & 0xFFFF == 0  # nothing blocked at the start
+    assert fused.work_units(1) == 1 and fused.work_units(int(fused.UNIT_NS)) == 1
+    assert fused.work_units(int(fused.UNIT_NS) + 1) == 2
+
+
 @triton.jit
 def _policy_rows(x, out):
     """The kernel's policy (``fused._policy``) on row ``program_id`` of ``x`` (its 9 arguments)."""
