@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                          "workload key (forward, chunk_tiles, routing, baseline), a cluster key (transport, "
                          "notify), SPEC.KEY (proxy.batch, nic.gbit_per_s, fabric.oversubscription) or controller")
     sw.add_argument("--workers", type=int, default=1, help="worker processes (each runs whole points)")
+    sw.add_argument("--backend", choices=("sim", "hw"), default="sim",
+                    help="with --comm-sms: run the static splits on this backend (hw: the GPUs at hand)")
     sw.add_argument("--comm-sms", default=None, help="static SM splits instead: e.g. 1,2,4,8,16,32,64 intra SMs per "
                                                      "point; prints each curve and writes splits.json")
     sw.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -342,6 +344,9 @@ def _sweep(args: argparse.Namespace) -> int:
     points = [dataclasses.replace(p, options=p.options + extra) for p in points for extra in options]
     if args.comm_sms:
         return _split_sweep(args, points)
+    if args.backend != "sim":
+        raise InputError(f"--backend {args.backend}: the grid sweep runs on the simulator; --comm-sms sweeps "
+                         f"static splits on either backend")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     failed = []
 
@@ -376,7 +381,7 @@ def _split_sweep(args: argparse.Namespace, points) -> int:
         raise InputError(f"--comm-sms {args.comm_sms!r}: a comma-separated list of integers") from None
     rows = []
     for p in points:
-        r = splits.curve(sweep.scenario_of(p), values)
+        r = splits.curve(sweep.scenario_of(p), values, backend=args.backend)
         rows.append(r)
         print(f"{p.key}: best {r['best']} intra SMs; " + "  ".join(f"{n}:{v:.3f}" for n, v in r["normalised"].items()))
     args.out.mkdir(parents=True, exist_ok=True)

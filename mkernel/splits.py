@@ -1,7 +1,8 @@
 """Static SM splits (issue 7): the fused op at each intra-SM budget of a list, the curve of its
 latency normalised to the best, and a per-shape table of the best splits.
 
-``mkernel sweep --comm-sms 1,2,4,8,16,32,64`` runs the curve for every grid point and writes
+``mkernel sweep --comm-sms 1,2,4,8,16,32,64 [--backend hw]`` runs the curve for every grid point (in
+the simulator, or on the GPUs at hand) and writes
 ``splits.json`` in the output folder; ``mkernel run --splits splits.json`` then takes the table's
 best split for its scenario's op and shape (the default when adaptive mode is off). Keys name the
 cluster scenario, the op and its shape, so a table never applies to another machine or size.
@@ -34,7 +35,7 @@ def curve(sc: Scenario, splits: list[int], backend: str = "sim") -> dict:
 
     if not splits or any(n < 1 or n >= sc.cluster.gpu.sms for n in splits):
         raise InputError(f"--comm-sms values must be in [1, {sc.cluster.gpu.sms - 1}], got {splits}")
-    times = {n: run(with_intra(sc, n), backend=backend, collapse=True)[0]["time_s"] for n in splits}
+    times = {n: run(with_intra(sc, n), backend=backend, collapse=backend == "sim")[0]["time_s"] for n in splits}
     best = min(times, key=times.get)
     return {"key": key(sc), "best": best, "time_s": times, "normalised": {n: t / times[best] for n, t in times.items()}}
 

@@ -88,3 +88,17 @@ def test_run_adaptive_takes_the_controller_and_the_static_split_stays_the_defaul
     direct = SimBackend().run(fused, c, collapse=True, controller=sim_controller(Balance.for_cluster(c))).time_s
     assert adaptive["time_s"] == pytest.approx(direct, rel=1e-12) and adaptive["time_s"] != static["time_s"]
     assert adaptive["correct"] is not False and adaptive["roles"] == static["roles"]
+
+
+def test_split_sweep_takes_a_backend_and_refuses_hw_where_it_cannot_run(tmp_path, capsys):
+    """`--backend hw` reaches the hw backend (which says why it cannot run on a machine without a GPU
+    or torch); the grid sweep itself runs on the simulator only."""
+    from mkernel.cli import main
+    from mkernel.hw import unavailable
+
+    args = ["sweep", "--kernels", "gemm_rs", "--sizes", "1", "--testbeds", "paper-ib-2x8", "--out", str(tmp_path)]
+    if unavailable():
+        assert main(args + ["--comm-sms", "4,16", "--backend", "hw"]) == 2
+        assert "cannot run gemm_rs" in capsys.readouterr().err
+    assert main(args + ["--backend", "hw"]) == 2
+    assert "the grid sweep runs on the simulator" in capsys.readouterr().err
