@@ -12,7 +12,7 @@ from mkernel.hw.proxy import ProxyFaults
 from test_hw_fused import _assert_ok, workload
 
 EXACT = {"reorder": ProxyFaults(seed=1, reorder=True), "delay": ProxyFaults(delay_us=30.0)}
-FATAL = {"drop": (ProxyFaults(seed=2, drop=0.05), r"injected drop|aborted"),
+FATAL = {"drop": (ProxyFaults(seed=2, drop=1.0), r"injected drop|aborted"),  # the first message is lost
          "die": (ProxyFaults(die_after=3), r"proxy thread is dead|timeout|aborted")}
 
 
