@@ -56,11 +56,12 @@ class HwBackend:
         return unavailable()
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs=None, seed: int = 0, trace: bool = False,
-            workload=None, timed: int = 10, controller=None, **_ignored) -> RunStats:
+            workload=None, timed: int = 10, controller=None, faults=None, **_ignored) -> RunStats:
         """The fused schedule on the GPUs, or (a multi-launch baseline) the op's torch fallback,
         on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time.
         ``controller`` (a :class:`mkernel.controller.Balance`) runs the fused kernel's compute and
-        intra roles under the adaptive SM partition; metrics["trajectory"] then has each rank's."""
+        intra roles under the adaptive SM partition; metrics["trajectory"] then has each rank's.
+        ``faults`` (:class:`~mkernel.hw.proxy.ProxyFaults`): what the fused run's proxies inject."""
         from mkernel.report import static_bytes
 
         from . import rank
@@ -74,7 +75,8 @@ class HwBackend:
         t0 = time.perf_counter()
         gpn = cluster.gpus_per_node
         if len(schedule.launches) == 1:
-            results = launch(rank.schedule_rank, schedule.world, args=(schedule, inputs, gpn, timed, controller, cluster))
+            results = launch(rank.schedule_rank, schedule.world, args=(schedule, inputs, gpn, timed, controller, cluster,
+                                                                      faults))
         else:
             results = launch(rank.fallback_rank, schedule.world, args=(workload, inputs, gpn, timed))
         outputs = {name: [r["outputs"][name] for r in results] for name in results[0]["outputs"]}

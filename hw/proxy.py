@@ -46,6 +46,23 @@ class ProxyFaults:
         if not 0.0 <= self.drop <= 1.0 or self.delay_us < 0 or self.die_after < 0 or self.seed < 0:
             raise InputError(f"proxy faults {self}: drop must be in [0, 1], delay_us, die_after and seed >= 0")
 
+    @classmethod
+    def parse(cls, text: str) -> ProxyFaults:
+        """``"drop=0.01,reorder=1,delay_us=20,die_after=100,seed=3"`` -> ProxyFaults, with one clear
+        error for a bad item (`mkernel run --backend hw --faults ...`)."""
+        kinds = {"seed": int, "drop": float, "reorder": lambda v: bool(int(v)), "delay_us": float, "die_after": int}
+        args = {}
+        for item in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep or key not in kinds:
+                raise InputError(f"--faults item {item!r}: expected key=value with key one of {', '.join(kinds)} "
+                                 f"(the hw proxy's faults)")
+            try:
+                args[key] = kinds[key](value)
+            except ValueError:
+                raise InputError(f"--faults item {item!r}: bad value for {key}") from None
+        return cls(**args)
+
     def native(self) -> ring.Faults:
         return ring.Faults(self.seed, round(self.drop * 1_000_000), int(self.reorder), round(self.delay_us * 1000),
                            self.die_after)

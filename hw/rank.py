@@ -178,9 +178,10 @@ def _timed(fn, n: int) -> list[float]:
 
 
 def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, timed: int = 10, controller=None,
-                  cluster: Cluster | None = None) -> dict:
+                  cluster: Cluster | None = None, faults=None) -> dict:
     """The fused ``schedule`` on this rank (the hw backend's run): 3 poisoned calls, then timed ones.
-    With a ``controller`` (the adaptive SM partition), also the last call's target trajectory."""
+    With a ``controller`` (the adaptive SM partition), also the last call's target trajectory;
+    ``faults``: what the proxy injects."""
     import torch
 
     from .context import Context
@@ -188,7 +189,8 @@ def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, ti
 
     dev = torch.device("cuda", torch.cuda.current_device())
     mine = {name: torch.from_numpy(np.ascontiguousarray(a[info.rank])).to(dev).bfloat16() for name, a in inputs.items()}
-    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
+    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, faults=faults,
+                 **Executor.context_sizes(schedule)) as ctx:
         op = Executor(schedule, ctx, controller=controller, cluster=cluster)
         for _ in range(3):
             outs = op(mine, poison=True)

@@ -45,8 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", type=Path, help="write a Chrome/Perfetto trace of the fused run here")
     run.add_argument("--splits", type=Path, help="a splits.json from `mkernel sweep --comm-sms`: use its best static "
                                                  "split for this op and shape")
-    run.add_argument("--faults", help="sim: seeded faults, e.g. 'drop=0.1,delay_us=5,duplicate=0.2,seed=3' "
-                                      "(keys: see mkernel.sim.faults)")
+    run.add_argument("--faults", help="seeded faults: sim, e.g. 'drop=0.1,delay_us=5,duplicate=0.2,seed=3' "
+                                      "(keys: mkernel.sim.faults); hw (the host proxy, 2+ nodes), e.g. "
+                                      "'reorder=1,delay_us=20,drop=0.01,die_after=100,seed=3'")
     run.add_argument("--adaptive", action="store_true",
                      help="run the fused op under the adaptive SM partition (compute <-> intra SMs; sim and hw)")
     run.add_argument("--collapse", action="store_true",
@@ -268,7 +269,11 @@ def _run(args: argparse.Namespace) -> int:
 
         sc = apply(sc, args.splits)
     faults = None
-    if args.faults:
+    if args.faults and args.backend == "hw":
+        from mkernel.hw.proxy import ProxyFaults
+
+        faults = ProxyFaults.parse(args.faults)
+    elif args.faults:
         from mkernel.sim.faults import parse
 
         faults = parse(args.faults)

@@ -45,8 +45,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     ``collapse`` (sim only) simulates one node when every node does the same thing: exact times,
     far fewer events, but no hazard tracking; ignored with ``data`` or ``trace``. Node-symmetric
     ops are then built for the simulated nodes alone, so 64 nodes cost about what 2 do, and the
-    static race check (whose cost grows faster than the schedule) is skipped. ``faults`` (sim
-    only) injects seeded faults into both runs (:class:`mkernel.sim.faults.Faults`). ``adaptive`` runs
+    static race check (whose cost grows faster than the schedule) is skipped. ``faults`` injects
+    seeded faults: into both simulated runs (:class:`mkernel.sim.faults.Faults`), or into the hw
+    fused run's host proxy (:class:`mkernel.hw.proxy.ProxyFaults`, 2 or more nodes). ``adaptive`` runs
     the fused op under the adaptive SM partition (:mod:`mkernel.controller`): the simulator's role
     pools, or the GPU kernel's shared target.
     """
@@ -59,15 +60,16 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
-    if faults is not None and backend != "sim":
-        raise BackendUnavailable(f"fault injection runs on the sim backend; backend {backend!r} has none here")
+    if faults is not None and backend != "sim" and c.nodes < 2:
+        raise BackendUnavailable(f"backend {backend!r} injects faults in the host proxy, and a one-node run has "
+                                 f"none (every peer is reached over NVLink): use 2 or more nodes")
     rtol = getattr(engine, "rtol", DATA_RTOL)
     inputs = expected = None
     if data:
         inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
         expected = reference.expected(w, inputs, c.gpus_per_node)
     fold = {"collapse": collapse and not data and not trace, "faults": faults} if backend == "sim" else {
-        "workload": w}
+        "workload": w, "faults": faults}
     if adaptive:
         from .controller import Balance, sim_controller
 

@@ -79,9 +79,13 @@ def test_a_dead_proxy_leaves_producers_a_bounded_wait_and_check_says_it_died():
     would): the producer fills the 8 slots, then its next push times out naming the slot."""
     mesh = Mesh(2, 64, 0)
     hr = HostRing(8)
-    p = mesh.proxy(hr, faults=ProxyFaults(die_after=5)).start()
-    for c in range(8):
+    p = mesh.proxy(hr, faults=ProxyFaults(die_after=5))
+    for c in range(8):  # a full ring before it starts: it reads 5 records in one sweep and dies
         hr.push(mesh.put(c % 2, c, 2), timeout_s=1.0)
+    p.start()
+    deadline = time.perf_counter() + 2.0
+    while not p.stats()["killed"] and time.perf_counter() < deadline:
+        time.sleep(0.001)
     with pytest.raises(ProxyError, match=r"no credit for ring slot 8 within 0.05 s"):
         hr.push(mesh.put(0, 8, 2), timeout_s=0.05)
     with pytest.raises(ProxyError, match=r"the proxy thread is dead \(injected: it died after 5 commands\)"):
@@ -100,3 +104,17 @@ def test_no_fault_is_the_default_and_bad_fault_knobs_are_refused():
         with pytest.raises(InputError, match="drop must be in"):
             ProxyFaults(**bad)
     assert np.all(mesh.flags[0][1:] == 5)
+
+
+def test_the_cli_form_parses_into_proxy_faults_and_refuses_bad_items(capsys):
+    assert ProxyFaults.parse("reorder=1, delay_us=20,drop=0.01,die_after=100,seed=3") == ProxyFaults(
+        seed=3, drop=0.01, reorder=True, delay_us=20.0, die_after=100)
+    assert ProxyFaults.parse("") == ProxyFaults()
+    for bad, why in (("duplicate=0.2", "key one of seed, drop, reorder, delay_us, die_after"),
+                     ("drop=lots", "bad value for drop"), ("reorder", "expected key=value"), ("drop=2", "drop must be in")):
+        with pytest.raises(InputError, match=why):
+            ProxyFaults.parse(bad)
+    from mkernel.cli import main
+
+    assert main(["run", "--backend", "hw", "--nodes", "2", "--faults", "duplicate=0.2"]) == 2
+    assert "the hw proxy's faults" in capsys.readouterr().err
