@@ -179,3 +179,75 @@ def command_target(raw: bytes) -> str:
     if ring.encode(cmd, seq) != raw:
         raise AssertionError(f"decode/encode round trip changed {raw.hex()}")
     return "decoded"
+
+
+# -- garbage in the ring: the native proxy ------------------------------------------------------------
+
+GARBAGE_SIZE, GARBAGE_FLAGS, GARBAGE_GUARD = 512, 8, 256  # registered bytes and flags; guard bytes around them
+OFFSETS = st.one_of(st.sampled_from([0, 1, 448, 511, 512, 513, 2**32, 2**63, 2**64 - 1]), st.integers(0, 2**64 - 1))
+
+
+@st.composite
+def ring_garbage(draw) -> list[tuple]:
+    """1-8 committed ring records with random fields, biased to the edges of what is registered:
+    (type, dst_rank, chunk, bytes, src_off, dst_off, epoch)."""
+    return [(draw(st.sampled_from([1, 1, 2, 0, 3, 65535])), draw(st.sampled_from([0, 1, 2, 65535])),
+             draw(st.one_of(st.integers(0, 9), st.integers(0, 2**32 - 1))),
+             draw(st.one_of(st.sampled_from([0, 1, 64, 511, 512, 513]), st.integers(0, 2**32 - 1))),
+             draw(OFFSETS), draw(OFFSETS), draw(st.integers(0, 2**64 - 1)))
+            for _ in range(draw(st.integers(1, 8)))]
+
+
+def _accepted(cmd: tuple, nranks: int) -> bool:
+    """The proxy's rule for one record, restated: what it may execute."""
+    kind, dst, chunk, nbytes, src_off, dst_off, _ = cmd
+    if kind not in (1, 2) or dst >= nranks or chunk >= GARBAGE_FLAGS:
+        return False
+    return kind == 2 or (nbytes > 0 and src_off <= GARBAGE_SIZE and nbytes <= GARBAGE_SIZE - src_off
+                         and dst_off <= GARBAGE_SIZE and nbytes <= GARBAGE_SIZE - dst_off)
+
+
+def proxy_garbage_target(records: list[tuple]) -> str:
+    """Committed garbage records through the real proxy and the fake transport (RC order). The
+    records before the first bad one execute exactly; nothing after it does; not one byte outside
+    the registered buffers and flags changes (guard bytes around each)."""
+    import numpy as np
+
+    from mkernel.hw.proxy import HostRing, Proxy, ProxyError, Regions
+
+    nranks, g = 2, GARBAGE_GUARD
+    rng = np.random.default_rng(len(records))
+    src = rng.integers(0, 256, GARBAGE_SIZE + 2 * g, dtype=np.uint8)
+    dst = [np.full(GARBAGE_SIZE + 2 * g, 0xA5, np.uint8) for _ in range(nranks)]
+    flags = [np.full(GARBAGE_FLAGS + 2 * g // 8, 0xA5A5A5A5A5A5A5A5, np.uint64) for _ in range(nranks)]
+    for f in flags:
+        f[g // 8: g // 8 + GARBAGE_FLAGS] = 0
+    want_src, want_dst, want_flags = src.copy(), [d.copy() for d in dst], [f.copy() for f in flags]
+    for cmd in records:  # the oracle: execute in order up to the first record the proxy must refuse
+        if not _accepted(cmd, nranks):
+            break
+        kind, d, chunk, nbytes, src_off, dst_off, epoch = cmd
+        if kind == 1:
+            want_dst[d][g + dst_off: g + dst_off + nbytes] = src[g + src_off: g + src_off + nbytes]
+        want_flags[d][g // 8 + chunk] = epoch
+    regions = Regions((src.ctypes.data + g, GARBAGE_SIZE), tuple((d.ctypes.data + g, GARBAGE_SIZE) for d in dst),
+                      tuple(f.ctypes.data + g for f in flags), GARBAGE_FLAGS)
+    hr = HostRing(16)
+    for i, (kind, d, chunk, nbytes, src_off, dst_off, epoch) in enumerate(records):
+        hr.records[i] = (i + 1, kind, d, chunk, nbytes, src_off, dst_off, epoch, 0)  # committed
+    hr.head[0] = len(records)
+    p = Proxy(rank=0, nranks=nranks, ring_ptr=hr.ring_ptr, ctl_ptr=hr.ctl_ptr, capacity=hr.capacity, regions=regions)
+    try:
+        p.start()
+        p.stop(timeout_s=2.0)
+        outcome = "every record executed"
+    except ProxyError:
+        outcome = "refused with an error after the good prefix"
+    finally:
+        p.close()
+    if not ((src == want_src).all() and all((a == b).all() for a, b in zip(dst, want_dst))
+            and all((a == b).all() for a, b in zip(flags, want_flags))):
+        raise AssertionError(f"memory differs from the oracle after {records}")
+    if outcome == "every record executed" and not all(_accepted(c, nranks) for c in records):
+        raise AssertionError(f"a bad record raised no error: {records}")
+    return outcome

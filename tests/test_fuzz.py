@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz_targets import command_target, scenario_tables, scenario_target, schedule_edits, schedule_target
+from fuzz_targets import (command_target, proxy_garbage_target, ring_garbage, scenario_tables, scenario_target,
+                          schedule_edits, schedule_target)
 
 SLICE = settings(max_examples=150, derandomize=True, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -27,3 +28,9 @@ def test_validate_and_the_hw_plan_accept_or_refuse_every_edit_cleanly(edit):
 @given(st.binary(min_size=48, max_size=48))
 def test_command_decoder_round_trips_any_record(raw):
     command_target(raw)
+
+
+@SLICE
+@given(ring_garbage())
+def test_garbage_in_the_ring_writes_nothing_outside_the_registered_buffers(records):
+    proxy_garbage_target(records)

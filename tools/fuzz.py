@@ -46,18 +46,21 @@ def run_target(name: str, strategy, target, examples: int, seed: int) -> dict:
 def main() -> None:
     from hypothesis import strategies as st
 
-    from fuzz_targets import command_target, scenario_tables, scenario_target, schedule_edits, schedule_target
+    from fuzz_targets import (command_target, proxy_garbage_target, ring_garbage, scenario_tables, scenario_target,
+                              schedule_edits, schedule_target)
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--only", help="run the targets whose name contains this text")
     args = ap.parse_args()
-    rows = [run_target("scenario parser", scenario_tables(), scenario_target, args.examples, args.seed),
-            run_target("validate + hw plan (schedule edits)", schedule_edits(), schedule_target, args.examples,
-                       args.seed),
-            run_target("ring command decoder", st.binary(min_size=48, max_size=48), command_target, args.examples,
-                       args.seed)]
+    targets = [("scenario parser", scenario_tables(), scenario_target),
+               ("validate + hw plan (schedule edits)", schedule_edits(), schedule_target),
+               ("ring command decoder", st.binary(min_size=48, max_size=48), command_target),
+               ("garbage in the ring (native proxy)", ring_garbage(), proxy_garbage_target)]
+    rows = [run_target(name, strategy, target, args.examples, args.seed) for name, strategy, target in targets
+            if args.only is None or args.only in name]
     for r in rows:
         print(f"{r['target']:38} {r['examples']:7d} examples {r['wall_s']:7.1f} s  {r['outcomes']}")
         for f in r["findings"]:
