@@ -192,6 +192,8 @@ def max_min(flows: dict[Flow, None]) -> dict[Flow, float]:
                 left[link] = link.capacity
                 active_w[link] = link.weight
     active = dict(flows)
+    capped = sorted((f.cap, i, f) for i, f in enumerate(flows) if f.cap < math.inf)
+    next_cap = 0  # capped[next_cap:] holds the caps of flows that may still be active
     while active:
         level, full = math.inf, []
         for link, w in active_w.items():
@@ -201,15 +203,20 @@ def max_min(flows: dict[Flow, None]) -> dict[Flow, float]:
                     level, full = t, [link]
                 elif t <= level * (1 + 1e-12):
                     full.append(link)
-        capped = min((f.cap for f in active), default=math.inf)
-        if capped <= level:
-            level, full = capped, []
+        while next_cap < len(capped) and capped[next_cap][2] not in active:
+            next_cap += 1
+        cap = capped[next_cap][0] if next_cap < len(capped) else math.inf
+        if cap <= level:
+            level, full = cap, []
         if level == math.inf:  # flows on no finite link, uncapped: done at once
             rates.update(dict.fromkeys(active, math.inf))
             break
-        frozen = {f: None for f in active if f.cap <= level * (1 + 1e-12)}
+        frozen = {f: None for f in active if f.cap <= level * (1 + 1e-12)} if cap <= level * (1 + 1e-12) else {}
         for link in full:
             frozen.update(dict.fromkeys(f for f in link.flows if f in active))
+        if len(frozen) == len(active):  # the last level (often the only one): no bookkeeping left to do
+            rates.update((f, min(level, f.cap)) for f in frozen)
+            break
         for flow in frozen:
             rate = min(level, flow.cap)
             rates[flow] = rate
@@ -219,5 +226,5 @@ def max_min(flows: dict[Flow, None]) -> dict[Flow, float]:
                 left[link] = max(0.0, left[link] - w * rate)
                 active_w[link] -= w
         for link in full:
-            active_w[link] = 0.0  # full: no drift from float sums
+            del active_w[link]  # full: its flows are frozen
     return rates
