@@ -108,8 +108,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "seed": seed,
         "wall_s": stats.wall_s + base.wall_s,
         "events": None if stats.events is None else stats.events + (base.events or 0),
-        "note": stats.metrics.get("note", "") if backend != "sim" else
-        "simulated times; model parameters in the scenario file",
+        "note": (stats.metrics.get("note", "") if backend != "sim" else
+                 "simulated times; model parameters in the scenario file")
+        + ("; adaptive SM partition: roles are the static split it starts from" if adaptive else ""),
     }
     return result, stats
 

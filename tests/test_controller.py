@@ -88,6 +88,7 @@ def test_run_adaptive_takes_the_controller_and_the_static_split_stays_the_defaul
     direct = SimBackend().run(fused, c, collapse=True, controller=sim_controller(Balance.for_cluster(c))).time_s
     assert adaptive["time_s"] == pytest.approx(direct, rel=1e-12) and adaptive["time_s"] != static["time_s"]
     assert adaptive["correct"] is not False and adaptive["roles"] == static["roles"]
+    assert "adaptive SM partition" in adaptive["note"] and "adaptive" not in static["note"]
 
 
 def test_split_sweep_takes_a_backend_and_refuses_hw_where_it_cannot_run(tmp_path, capsys):
