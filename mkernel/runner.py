@@ -70,12 +70,15 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         expected = reference.expected(w, inputs, c.gpus_per_node)
     fold = {"collapse": collapse and not data and not trace, "faults": faults} if backend == "sim" else {
         "workload": w, "faults": faults}
+    trajectory = None
     if adaptive:
-        from .controller import Balance, sim_controller
+        from .controller import Balance, Trajectory, sim_controller
 
-        policy = Balance.for_cluster(c)
-        fold = {**fold, "controller": sim_controller(policy) if backend == "sim" else policy}
+        policy, trajectory = Balance.for_cluster(c), Trajectory()
+        fold = {**fold, "controller": sim_controller(policy, trajectory) if backend == "sim" else policy}
     stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
+    if trace and trajectory is not None and stats.counters is not None:  # the target over time, as a track
+        stats.counters.extend((rank, "intra target", points, "SMs") for rank, points in trajectory.points.items())
     fold.pop("controller", None)
     fused_err = _error(stats, expected)
     base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold)

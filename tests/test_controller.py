@@ -103,3 +103,17 @@ def test_split_sweep_takes_a_backend_and_refuses_hw_where_it_cannot_run(tmp_path
         assert "cannot run gemm_rs" in capsys.readouterr().err
     assert main(args + ["--backend", "hw"]) == 2
     assert "the grid sweep runs on the simulator" in capsys.readouterr().err
+
+
+def test_the_trace_of_an_adaptive_run_has_the_intra_target_track(tmp_path):
+    import json
+
+    from mkernel.cli import main
+
+    trace = tmp_path / "t.json"
+    assert main(["run", "--kernel", "gemm_rs", "--m", "2048", "--n", "2048", "--k", "128", "--nodes", "2",
+                 "--gpus-per-node", "2", "--adaptive", "--trace", str(trace)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    targets = [e for e in events if e["ph"] == "C" and e["name"] == "intra target SMs"]
+    assert targets and all(0 <= e["args"]["SMs"] <= 132 for e in targets)
+    assert any(e["ph"] == "C" and e["name"].endswith(" GB/s") for e in events)  # the link tracks stay
