@@ -177,6 +177,13 @@ def _timed(fn, n: int) -> list[float]:
     return times
 
 
+def median_s(fn, iters: int, warmup: int = 3) -> float:
+    """Median of ``iters`` calls after ``warmup`` untimed ones, each timed alone (:func:`_timed`)."""
+    for _ in range(warmup):
+        fn()
+    return float(np.median(_timed(fn, iters)))
+
+
 def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, timed: int = 10, controller=None,
                   cluster: Cluster | None = None, faults=None) -> dict:
     """The fused ``schedule`` on this rank (the hw backend's run): 3 poisoned calls, then timed ones.

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -51,14 +50,6 @@ def schedule_of(kernel: str, size: int, cluster, intra: int | None = None):
     return builders.get(kernel).build(w, cluster)
 
 
-def _median(fn, iters: int) -> float:
-    from mkernel.hw.rank import _timed
-
-    for _ in range(3):
-        fn()
-    return statistics.median(_timed(fn, iters))
-
-
 def rank_main(info, configs, nodes: int, gpn: int, splits: list[int], iters: int) -> list[dict]:
     """One rank: every config's static splits and the adaptive run (module level: ranks are spawned)."""
     import torch
@@ -66,7 +57,7 @@ def rank_main(info, configs, nodes: int, gpn: int, splits: list[int], iters: int
     from mkernel.controller import Balance
     from mkernel.hw.context import Context
     from mkernel.hw.executor import Executor
-    from mkernel.hw.rank import cluster_for
+    from mkernel.hw.rank import cluster_for, median_s
     from mkernel.ir import BufferKind, Role
 
     c = cluster_for(info, nodes, gpn)
@@ -93,7 +84,7 @@ def rank_main(info, configs, nodes: int, gpn: int, splits: list[int], iters: int
                     reference = {n: t.float() for n, t in outs.items()}
                 diff = max(((outs[n].float() - r).norm() / r.norm()).item() for n, r in reference.items())
                 nan = int(sum(torch.isnan(outs[n].float()).sum().item() for n in reference))
-                t = _median(lambda: op(inputs, outs), iters)
+                t = median_s(lambda: op(inputs, outs), iters)
                 op.check()
                 print(f"rank {info.rank}: {kernel} {size} {kind} intra {intra}: {t * 1e6:.1f} us, diff {diff:.1e}",
                       file=sys.stderr, flush=True)

@@ -14,21 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 from pathlib import Path
 
 CONFIGS = (("gemm_ar", 8192), ("gemm_rs", 8192), ("ag_gemm", 8192), ("ring_attention", 1536),
            ("moe_dispatch_gemm", 16384))
 TOLERANCE = 2e-2  # bf16 outputs of fp32 sums, against the fallback's bf16 outputs
-
-
-def _median_s(fn, iters: int) -> float:
-    """Median of ``iters`` calls after 3 warm-up calls, each timed alone (the hw backend's timer)."""
-    from mkernel.hw.rank import _timed
-
-    for _ in range(3):
-        fn()
-    return statistics.median(_timed(fn, iters))
 
 
 def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int, world: int,
@@ -57,7 +47,7 @@ def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int,
     ref_fn = hw_rank.fallback_fn(w, mine, world)
     refs = {n: t.float() for n, t in ref_fn().items()}
     row = {"kernel": kernel, "size": size, "shape": dict(point.shape), "world": world,
-           "fallback_s": _median_s(ref_fn, iters), "splits": {}}
+           "fallback_s": hw_rank.median_s(ref_fn, iters), "splits": {}}
     for n in splits:
         ws = dataclasses.replace(w, sms=((Role.INTRA, n),))
         schedule = module.build(ws, c)
@@ -67,7 +57,7 @@ def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int,
             op.check()
             err = max(((outs[k].float() - r).norm() / r.norm()).item() for k, r in refs.items())
             nan = int(sum(torch.isnan(outs[k].float()).sum().item() for k in refs))
-            t = _median_s(lambda: op(mine, outs), iters)
+            t = hw_rank.median_s(lambda: op(mine, outs), iters)
             op.check()
         row["splits"][n] = {"s": t, "rel_err": err, "unwritten": nan, "ok": err <= TOLERANCE and nan == 0,
                             "compute_sms": schedule.launches[0].budget(Role.COMPUTE)}
