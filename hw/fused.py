@@ -122,7 +122,9 @@ def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks
            HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
            HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
-    """A block of a fixed role: claim that role's tasks in queue order until none is left."""
+    """A block of a fixed role: claim that role's tasks in queue order until none is left. It
+    counts no blocked waits (``blocked_bit`` 0, so Triton drops that branch and the ``state``
+    argument, here ``claims``, is never touched)."""
     n_tasks = tl.where(role == 0, n0, tl.where(role == 1, n1, tl.where(role == 2, n2, n3)))
     first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2)))
     i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")

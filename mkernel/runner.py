@@ -74,8 +74,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if adaptive:
         from .controller import Balance, Trajectory, sim_controller
 
-        policy, trajectory = Balance.for_cluster(c), Trajectory()
-        fold = {**fold, "controller": sim_controller(policy, trajectory) if backend == "sim" else policy}
+        policy = Balance.for_cluster(c)
+        trajectory = Trajectory() if backend == "sim" else None  # hw reads its own back (metrics["trajectory"])
+        fold = {**fold, "controller": sim_controller(policy, trajectory) if trajectory is not None else policy}
     stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
     if trace and trajectory is not None and stats.counters is not None:  # the target over time, as a track
         stats.counters.extend((rank, "intra target", points, "SMs") for rank, points in trajectory.points.items())

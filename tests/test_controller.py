@@ -7,7 +7,7 @@ import pytest
 
 from mkernel import Cluster, Scenario, Workload, reference
 from mkernel.builders import get
-from mkernel.controller import Balance, sim_controller
+from mkernel.controller import Balance, sim_controller, split
 from mkernel.runner import DATA_RTOL
 from mkernel.sim import SimBackend
 
@@ -117,3 +117,20 @@ def test_the_trace_of_an_adaptive_run_has_the_intra_target_track(tmp_path):
     targets = [e for e in events if e["ph"] == "C" and e["name"] == "intra target SMs"]
     assert targets and all(0 <= e["args"]["SMs"] <= 132 for e in targets)
     assert any(e["ph"] == "C" and e["name"].endswith(" GB/s") for e in events)  # the link tracks stay
+
+
+def test_the_policy_keeps_a_block_for_every_role_with_work():
+    """What the kernel's progress argument needs: a role with work left gets at least min_sms, one
+    without gets none, whatever the counters say."""
+    rng = np.random.default_rng(3)
+    for _ in range(3000):
+        movable = int(rng.integers(2, 133))
+        compute, intra = (int(x) * int(rng.random() > 0.2) for x in rng.integers(0, 10**9, 2))
+        got = split(movable, compute, intra, int(rng.integers(0, movable + 1)), int(rng.integers(0, 40)),
+                    int(rng.integers(0, 40)), 1, int(rng.integers(0, 4)), int(rng.integers(1, 40)))
+        if intra == 0:
+            assert got == 0
+        elif compute == 0:
+            assert got == movable
+        else:
+            assert 1 <= got <= movable - 1

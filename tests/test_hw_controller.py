@@ -48,23 +48,6 @@ def test_the_adaptive_kernel_compiles_for_sm90a(ops):
     assert ".target sm_90a" in ptx and "globaltimer" in ptx and "multimem" not in ptx
 
 
-def test_the_policy_keeps_a_block_for_every_role_with_work():
-    """What the kernel's progress argument needs: a role with work left gets at least min_sms, one
-    without gets none, whatever the counters say."""
-    rng = np.random.default_rng(3)
-    for _ in range(3000):
-        movable = int(rng.integers(2, 133))
-        compute, intra = (int(x) * int(rng.random() > 0.2) for x in rng.integers(0, 10**9, 2))
-        got = split(movable, compute, intra, int(rng.integers(0, movable + 1)), int(rng.integers(0, 40)),
-                    int(rng.integers(0, 40)), 1, int(rng.integers(0, 4)), int(rng.integers(1, 40)))
-        if intra == 0:
-            assert got == 0
-        elif compute == 0:
-            assert got == movable
-        else:
-            assert 1 <= got <= movable - 1
-
-
 def test_the_control_word_packs_the_fields_the_kernel_reads():
     word = fused.control_word(target=7, active_compute=25, active_intra=7)
     field = int(fused.FIELD)

@@ -117,12 +117,13 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim):
     assert "ld.acquire.sys" in ptx and "multimem" not in ptx
 
 
-def _run(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, controller=None) -> list[dict]:
+def _run(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, controller=None, faults=None,
+         wait_s: float = 5.0) -> list[dict]:
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch
 
-    return launch(rank.run_rank, nodes * gpn, args=(workload(case), nodes, gpn, 7, calls, 0, 5.0, "loopback", shaping,
-                                                    controller), timeout_s=600)
+    return launch(rank.run_rank, nodes * gpn, args=(workload(case), nodes, gpn, 7, calls, 0, wait_s, "loopback", shaping,
+                                                    controller, faults), timeout_s=600)
 
 
 def need_gpus(n: int) -> int:
