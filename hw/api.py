@@ -82,6 +82,15 @@ def _check(name: str, *tensors: torch.Tensor) -> None:
                              f"{t.dtype} on {t.device}{'' if t.is_contiguous() else ', not contiguous'}")
 
 
+def _check_matmul(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    """Two 2-D operands with a common inner dimension, checked on each rank before any collective
+    set-up: a rank with a wrong shape must fail alone, not leave its peers waiting in a rendezvous."""
+    _check(name, a, b)
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise InputError(f"mkernel.{name}: a [M, K] and b [K, N] must be 2-D with one K, got "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+
+
 # ---- custom ops (what torch.compile sees) ----
 
 @torch.library.custom_op("mkernel::gemm_ar", mutates_args=())
@@ -212,6 +221,12 @@ def moe_dispatch_gemm(x: torch.Tensor, w: torch.Tensor, handle: MoeHandle) -> to
     rank's experts ``w`` [experts / world * hidden, width] (stacked) over the rows they receive:
     returns [handle.rows, width], row i for the (token, expert) pair ``handle.sources[i]``."""
     _check("moe_dispatch_gemm", x, w)
+    wl, world = handle.workload, dist.get_world_size(_group(handle.group_name))
+    want_x, want_w = (wl.m // world, wl.k), (wl.experts // world * wl.k, wl.n)
+    if tuple(x.shape) != want_x or tuple(w.shape) != want_w:
+        raise InputError(f"mkernel.moe_dispatch_gemm: the handle was planned for {world} ranks, {wl.m // world} "
+                         f"tokens of hidden {wl.k}, {wl.experts} experts of width {wl.n}: x must be {want_x} and "
+                         f"w {want_w} (stacked local experts), got {tuple(x.shape)} and {tuple(w.shape)}")
     return torch.ops.mkernel.moe_dispatch_gemm(x, w, handle.id)
 
 
@@ -228,21 +243,21 @@ def gemm_ar(a: torch.Tensor, b: torch.Tensor, group=None, *, gpus_per_node: int 
             sms: int | None = None) -> torch.Tensor:
     """sum over the group of a_r @ b_r, on every rank. ``gpus_per_node`` (default: the whole group
     is one node) says which peers are reached by NVLink and which through the proxy."""
-    _check("gemm_ar", a, b)
+    _check_matmul("gemm_ar", a, b)
     return torch.ops.mkernel.gemm_ar(a, b, *_args(group, gpus_per_node, sms))
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, group=None, *, gpus_per_node: int | None = None,
             sms: int | None = None) -> torch.Tensor:
     """This rank's M / world rows of sum over the group of a_r @ b_r."""
-    _check("gemm_rs", a, b)
+    _check_matmul("gemm_rs", a, b)
     return torch.ops.mkernel.gemm_rs(a, b, *_args(group, gpus_per_node, sms))
 
 
 def ag_gemm(a: torch.Tensor, b: torch.Tensor, group=None, *, gpus_per_node: int | None = None,
             sms: int | None = None) -> torch.Tensor:
     """all_gather(a) @ b: every rank's rows of A, in rank order, times this rank's B."""
-    _check("ag_gemm", a, b)
+    _check_matmul("ag_gemm", a, b)
     return torch.ops.mkernel.ag_gemm(a, b, *_args(group, gpus_per_node, sms))
 
 

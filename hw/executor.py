@@ -70,13 +70,13 @@ class Executor:
         self.controller = controller
         self.ctx = ctx
         p = self.plan
+        if ctx.world != schedule.world or ctx.gpus_per_node != schedule.gpus_per_node:
+            raise InputError(f"context is {ctx.world} ranks x {ctx.gpus_per_node} per node; the schedule is "
+                             f"{schedule.world} x {schedule.gpus_per_node}")
         if ctx.layout.recv_bytes < p.placement.heap_bytes or ctx.layout.n_flags < p.n_flags:
             raise InputError(f"context too small for {schedule.kernel}: heap {ctx.layout.recv_bytes} B and "
                              f"{ctx.layout.n_flags} flags; the plan needs {p.placement.heap_bytes} B and "
                              f"{p.n_flags} flags")
-        if ctx.world != schedule.world or ctx.gpus_per_node != schedule.gpus_per_node:
-            raise InputError(f"context is {ctx.world} ranks x {ctx.gpus_per_node} per node; the schedule is "
-                             f"{schedule.world} x {schedule.gpus_per_node}")
         dev = ctx.device
         self.device = dev
 

@@ -278,9 +278,24 @@ def bad_input_rank(info: RankInfo) -> dict:
 
     from . import api
 
+    from .context import Context
+    from .executor import Executor
+
     bf = dict(device="cuda", dtype=torch.bfloat16)
     a, b = torch.randn(64, 32, **bf), torch.randn(32, 64, **bf)
     q = torch.randn(1, 2, 64, 32, **bf)
+    world = info.world
+    torch.manual_seed(info.rank)
+    moe = api.moe_plan(torch.randint(0, 2 * world, (64, 2), device="cuda"), experts=2 * world, hidden=32, width=64)
+    x, w = torch.randn(64, 32, **bf), torch.randn(2 * 32, 64, **bf)
+    problem = Workload(kernel="gemm_ar", m=256, n=256, k=64)
+    gemm = builders.get("gemm_ar").build(problem, Cluster("t", 1, world))
+    twice = builders.get("gemm_ar").build(problem, Cluster("t", 1, 2 * world))
+    sizes = Executor.context_sizes(gemm)
+
+    def executor(schedule, **shrink):
+        with Context(None, gpus_per_node=world, send_bytes=0, **{**sizes, **shrink}) as ctx:
+            Executor(schedule, ctx)
     cases = {
         "wrong dtype": lambda: api.gemm_ar(a.float(), b),
         "wrong device": lambda: api.gemm_ar(a.cpu(), b.cpu()),
@@ -290,7 +305,14 @@ def bad_input_rank(info: RankInfo) -> dict:
         "q, k, v shapes differ": lambda: api.ring_attention(q, q[:, :1].contiguous(), q),
         "head dim not a multiple of 16": lambda: api.ring_attention(*(torch.randn(1, 2, 64, 24, **bf),) * 3),
         "gpus_per_node does not divide the group": lambda: api.gemm_ar(a, b, gpus_per_node=3),
+        "3-D operand": lambda: api.ag_gemm(a.view(2, 32, 32), b),
+        "moe tokens differ from the routing": lambda: api.moe_dispatch_gemm(x[:32].contiguous(), w, moe),
+        "moe experts stacked for another group size": lambda: api.moe_dispatch_gemm(x, w[:32].contiguous(), moe),
+        "context with too few flags": lambda: executor(gemm, n_flags=sizes["n_flags"] - 1),
+        "context of another group size": lambda: executor(twice),
     }
+    if sizes["recv_bytes"] > 256:  # at world 1 nothing lives in the heap
+        cases["context heap too small"] = lambda: executor(gemm, recv_bytes=sizes["recv_bytes"] // 2)
     out = {}
     for name, call in cases.items():
         try:

@@ -56,11 +56,20 @@ def test_ops_match_fallbacks_on_real_nvlink():
         assert r["ok"], r
 
 
-def test_bad_arguments_are_refused_before_launch_with_one_clear_message():
+@pytest.mark.parametrize("world", [1, 2], ids=["world1", "emulated-2"])
+def test_bad_arguments_are_refused_before_launch_with_one_clear_message(world):
+    """Every case of issue 10's list that reaches the torch ops or the executor: each must raise an
+    InputError (nothing launched, and at world 2 no rank left waiting in a rendezvous)."""
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch
 
-    (out,) = launch(rank.bad_input_rank, 1, timeout_s=300)
-    for case, message in out.items():
-        assert message is not None, f"{case}: accepted"
-        assert not message.startswith("WRONG KIND"), f"{case}: {message}"
+    outs = launch(rank.bad_input_rank, world, timeout_s=300)
+    for out in outs:
+        expected = {"wrong dtype", "wrong device", "not contiguous", "inner dims differ", "3-D operand",
+                    "moe tokens differ from the routing", "moe experts stacked for another group size",
+                    "context with too few flags", "context of another group size"}
+        assert expected <= set(out), sorted(expected - set(out))
+        assert ("context heap too small" in out) == (world > 1)
+        for case, message in out.items():
+            assert message is not None, f"{case}: accepted"
+            assert not message.startswith("WRONG KIND"), f"{case}: {message}"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device call for issue 10 and issue 6's open defect, each step with its own limit (0 skips it):
+# the torch ops' bad-input tests (world 1 and 2 emulated ranks), the heap-offset probe
+# (tools/heap_probe.py), the proxy's faults under the fused kernels (tests/test_hw_faults.py), and
+# the long run (tools/long_run.py, LONG_CALLS calls on the emulated 2x2 cluster).
+# Usage: here, `git rev-parse --short HEAD > .commit`; carry .commit and .whl; on the GPU machine:
+#   OUT=/dir [BAD_S=120] [PROBE_S=150] [PADS=0,2.5,4.5] [CASES=gemm_ar] [FAULTS_S=240] [LONG_S=0]
+#   [LONG_CALLS=10000] tools/reliability_check.sh
+set -uo pipefail
+. "$(dirname "$0")/device_setup.sh"
+status=0
+step() {  # name, limit, command...
+  local name=$1 limit=$2; shift 2
+  [ "$limit" -gt 0 ] || return 0
+  echo "== $name (limit $limit s)"
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1 || { echo "   exit $?"; status=1; }
+  tail -6 "$OUT/$name.log"
+}
+step bad "${BAD_S:-120}" python3 -m pytest -q -m gpu tests/test_hw_api.py -k bad_arguments
+step probe "${PROBE_S:-150}" python3 tools/heap_probe.py --pads "${PADS:-0,2.5,4.5}" --cases "${CASES:-gemm_ar}"
+step faults "${FAULTS_S:-240}" python3 -m pytest -q -m gpu tests/test_hw_faults.py
+step long "${LONG_S:-0}" python3 tools/long_run.py --calls "${LONG_CALLS:-10000}" --out "$OUT/long_run.json"
+exit $status
