@@ -286,7 +286,8 @@ def bad_input_rank(info: RankInfo) -> dict:
     q = torch.randn(1, 2, 64, 32, **bf)
     world = info.world
     torch.manual_seed(info.rank)
-    moe = api.moe_plan(torch.randint(0, 2 * world, (64, 2), device="cuda"), experts=2 * world, hidden=32, width=64)
+    routes = torch.stack([torch.randperm(2 * world)[:2] for _ in range(64)]).cuda()  # distinct experts per token
+    moe = api.moe_plan(routes, experts=2 * world, hidden=32, width=64)
     x, w = torch.randn(64, 32, **bf), torch.randn(2 * 32, 64, **bf)
     problem = Workload(kernel="gemm_ar", m=256, n=256, k=64)
     gemm = builders.get("gemm_ar").build(problem, Cluster("t", 1, world))
