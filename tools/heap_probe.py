@@ -2,8 +2,11 @@
 its symmetric heap is 7 GiB and OUT sits 5 GiB in): run small cases with every heap buffer moved
 ``pad`` bytes further in, so the kernel and the proxy address the same buffers past 2 or 4 GiB.
 A case that passes at pad 0 and fails at a large pad is an offset defect, small enough to debug.
+``--sizes`` runs GEMM+AR itself at M = N = S (K given) instead, inputs drawn on the GPU and rows
+checked against an fp32 torch reference there (a numpy oracle of 32768^2 per rank takes minutes).
 
     python tools/heap_probe.py --pads 0,2.5,4.5 --cases gemm_ar,gemm_rs   (GPU machine)
+    python tools/heap_probe.py --sizes 24576,32768 --k 2048
 """
 from __future__ import annotations
 
@@ -31,6 +34,39 @@ def padded_rank(info, w, nodes: int, gpn: int, pad: int) -> dict:
     return rank.run_rank(info, w, nodes, gpn, 7, 2, 0, 5.0)
 
 
+def size_rank(info, size: int, k: int, nodes: int, gpn: int, wait_s: float) -> dict:
+    """GEMM+AR at M = N = ``size``: two poisoned calls, the device errors checked, and rows 0:128
+    and the last 128 against sum over ranks of A_r @ B_r in fp32 (every rank redraws all inputs)."""
+    import torch
+
+    from mkernel import builders
+    from mkernel.hw.context import Context
+    from mkernel.hw.executor import Executor
+    from mkernel.hw.rank import cluster_for
+    from mkernel.problems import Workload
+
+    c = cluster_for(info, nodes, gpn)
+    schedule = builders.get("gemm_ar").build(Workload(kernel="gemm_ar", m=size, n=size, k=k), c)
+
+    def draw(r: int) -> dict:
+        g = torch.Generator(device="cuda").manual_seed(r)
+        return {n: (torch.randn(*shape, generator=g, device="cuda") / k ** 0.5).bfloat16()
+                for n, shape in (("A", (size, k)), ("B", (k, size)))}
+    t0 = time.time()
+    with Context(None, gpus_per_node=gpn, send_bytes=0, timeout_s=wait_s, **Executor.context_sizes(schedule)) as ctx:
+        op = Executor(schedule, ctx, timeout_s=wait_s)
+        mine = draw(info.rank)
+        for _ in range(2):
+            out = op(mine, poison=True)["OUT"]
+        op.check()
+        err = 0.0
+        for rows in (slice(0, 128), slice(size - 128, size)):
+            ref = sum(draw(r)["A"][rows].float() @ draw(r)["B"].float() for r in range(info.world))
+            err = max(err, ((out[rows].float() - ref).norm() / ref.norm()).item())
+        return {"rank": info.rank, "ok": err <= 1e-2 and not out.isnan().any().item(), "errors": err,
+                "tasks": int(op.plan.tasks.shape[0]), "flags": op.plan.n_flags, "wall_s": time.time() - t0}
+
+
 def main() -> None:
     from test_hw_fused import workload
 
@@ -41,7 +77,20 @@ def main() -> None:
     ap.add_argument("--cases", default="gemm_ar", help="tests/test_hw_fused.py CASES names")
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--gpn", type=int, default=2)
+    ap.add_argument("--sizes", default="", help="GEMM+AR sizes instead of the padded cases")
+    ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--wait-s", type=float, default=10.0)
     a = ap.parse_args()
+    for size in filter(None, a.sizes.split(",")):
+        t0 = time.time()
+        try:
+            res = launch(size_rank, a.nodes * a.gpn, args=(int(size), a.k, a.nodes, a.gpn, a.wait_s), timeout_s=200)
+            verdict = ("ok " if all(r["ok"] for r in res) else "WRONG ") + str(res[0])
+        except Exception as e:  # noqa: BLE001 - a probe reports every failure and goes on
+            verdict = "FAILED " + " | ".join(str(e).strip().splitlines()[-3:])[:600]
+        print(f"gemm_ar {size}^2 K={a.k} {a.nodes}x{a.gpn}  {time.time() - t0:5.0f} s  {verdict}", flush=True)
+    if a.sizes:
+        return
     for case in a.cases.split(","):
         for pad in a.pads.split(","):
             t0 = time.time()
