@@ -17,8 +17,8 @@ step() {  # name, limit, command...
   tail -6 "$OUT/$name.log"
 }
 step bad "${BAD_S:-120}" python3 -m pytest -q -m gpu tests/test_hw_api.py -k bad_arguments
-step probe "${PROBE_S:-150}" python3 tools/heap_probe.py --pads "${PADS:-0,2.5,4.5}" --cases "${CASES:-gemm_ar}" \
-  ${SIZES:+--sizes "$SIZES" --k "${K:-2048}"}
-step faults "${FAULTS_S:-240}" python3 -m pytest -q -m gpu tests/test_hw_faults.py
 step long "${LONG_S:-0}" python3 tools/long_run.py --calls "${LONG_CALLS:-10000}" --out "$OUT/long_run.json"
+step probe "${PROBE_S:-150}" python3 tools/heap_probe.py --pads "${PADS:-0,2.5,4.5}" --cases "${CASES:-gemm_ar}" \
+  ${SIZES:+--sizes "$SIZES" --k "${K:-2048}" --calls "${CALLS:-2}"}
+step faults "${FAULTS_S:-240}" python3 -m pytest -q -m gpu tests/test_hw_faults.py
 exit $status
