@@ -34,13 +34,6 @@ from .runtime import ErrorBlock
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def _allocator(size: int, alignment: int, stream):
-    """Global scratch for the TMA descriptors the kernel builds on the device."""
-    import torch
-
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
 class Executor:
     """One rank's fused op, sized once. ``ctx`` is a :class:`~mkernel.hw.context.Context` whose heap
     (receive area) holds at least the plan's shared buffers and whose flags number at least the
@@ -52,7 +45,6 @@ class Executor:
         simulator's policy, :mod:`mkernel.controller`), with task work estimated by the simulator's
         cost model for ``cluster`` (the cluster the schedule was built for); None: static roles."""
         import torch
-        import triton
 
         self.schedule = schedule
         if controller is not None and cluster is None:
@@ -126,7 +118,23 @@ class Executor:
         self._bases_cache: dict[tuple[int, ...], tuple] = {}
         self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
-        triton.set_allocator(_allocator)
+        self._tma_scratch = None  # see _scratch
+
+    def _scratch(self, size: int, alignment: int, stream):
+        """Triton's global scratch for the TMA descriptors the kernel builds on the device: one
+        buffer per executor, kept for its lifetime. Why not a fresh tensor per launch (freed back to
+        the caching allocator as the launch returns): then the next op's kernel builds its
+        descriptors at the same address, and on the H200 interleaved ops stopped with 'illegal
+        instruction' (tools/mix_probe.py: every op's executor in one process fails at the second
+        call; with scratch never reused it runs clean). A private buffer is also what a CUDA graph
+        replay needs: the same address at every replay."""
+        import torch
+
+        if self._tma_scratch is None or self._tma_scratch.numel() < size:
+            self._tma_scratch = torch.empty(size, dtype=torch.int8, device=self.device)
+        if self._tma_scratch.data_ptr() % alignment:
+            raise RuntimeError(f"TMA scratch at {self._tma_scratch.data_ptr():#x} is not {alignment}-byte aligned")
+        return self._tma_scratch
 
     @staticmethod
     def context_sizes(schedule: Schedule) -> dict:
@@ -139,6 +147,7 @@ class Executor:
         contiguous, on this GPU). Returns buffer name -> output tensor. ``poison`` fills every
         output with NaN first (tests: an element the kernel does not write shows up)."""
         import torch
+        import triton
 
         p, b = self.plan, self.buffers
         for name in self.inputs:
@@ -179,6 +188,7 @@ class Executor:
                 (self.heap_views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
         ring = self.ctx.ring
         n, nb = p.role_tasks, self.blocks
+        triton.set_allocator(self._scratch)
         fused.fused_kernel[(p.grid,)](
             *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
             *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32), err,

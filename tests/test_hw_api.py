@@ -21,11 +21,6 @@ def test_ops_match_fallbacks_at_world_1_and_trace_under_torch_compile():
     assert r["traced_rel_err"] is not None and r["traced_rel_err"] <= 1e-3, r
 
 
-@pytest.mark.xfail(strict=True, reason="known defect (2026-11-29): in this test's loop a fused launch through "
-                   "torch.ops.mkernel.gemm_ar on the emulated 2x2 cluster stops with 'illegal instruction' "
-                   "(CUDA_LAUNCH_BLOCKING pins it to the fused launch) once the other ops' executors exist; "
-                   "a lone gemm_ar through the same op passes on 2x2, and so do all five ops through "
-                   "hw.rank.run_rank and `mkernel run --backend hw`; strict, so a fix un-marks it")
 def test_ops_match_fallbacks_on_emulated_2x2():
     for r in _run(2, 2):
         assert r["ok"], r

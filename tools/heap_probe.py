@@ -58,8 +58,11 @@ def size_rank(info, size: int, k: int, nodes: int, gpn: int, wait_s: float, call
         op = Executor(schedule, ctx, timeout_s=wait_s)
         mine = draw(info.rank)
         outs = {}
+        print(f"rank {info.rank}: set up in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
         for i in range(calls):
             outs = op(mine, outs if i >= 2 else None, poison=i < 2)
+            torch.cuda.synchronize()
+            print(f"rank {info.rank}: call {i} done at {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
         op.check()
         out = outs["OUT"]
         err = 0.0
@@ -88,7 +91,7 @@ def main() -> None:
     for size in filter(None, a.sizes.split(",")):
         t0 = time.time()
         try:
-            res = launch(size_rank, a.nodes * a.gpn, args=(int(size), a.k, a.nodes, a.gpn, a.wait_s, a.calls), timeout_s=200)
+            res = launch(size_rank, a.nodes * a.gpn, args=(int(size), a.k, a.nodes, a.gpn, a.wait_s, a.calls), timeout_s=400)
             verdict = ("ok " if all(r["ok"] for r in res) else "WRONG ") + str(res[0])
         except Exception as e:  # noqa: BLE001 - a probe reports every failure and goes on
             verdict = "FAILED " + " | ".join(str(e).strip().splitlines()[-3:])[:600]
