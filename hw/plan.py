@@ -157,12 +157,13 @@ class _NetFlags:
 
 def _network_flags(s: Schedule, lowered: list[Lowered]) -> _NetFlags:
     by_slot: dict[tuple[int, int], list[Task]] = {}
+    slot_of = {sig: slot for low in lowered for slot, sig in enumerate(low.slot_names)}  # a signal names its rank
     for t in s.tasks:
         if t.op is Op.PUT:
             if len(t.signals) != 1:
                 raise _fail(s, t, f"it bumps {len(t.signals)} signals; a network message sets one arrival flag")
             sig = t.signals[0]
-            by_slot.setdefault((sig.rank, lowered[sig.rank].slot_names.index(sig)), []).append(t)
+            by_slot.setdefault((sig.rank, slot_of[sig]), []).append(t)
     flag_of, split, extra = {}, {}, {}
     for (rank, slot), puts in by_slot.items():
         if lowered[rank].slot_bumps[slot] != len(puts):
