@@ -332,7 +332,9 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
     set of executors, every output checked on the GPU against the oracle; memory, open files and
     threads sampled before and after (issue 10's long run)."""
     import os
+    import sys
     import threading
+    import time
 
     import torch
 
@@ -357,7 +359,10 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
     torch.cuda.synchronize()
     before = sample()
     worst = {name: 0.0 for name, *_ in ops}
+    t0 = time.perf_counter()
     for i in range(calls):
+        if i % 1000 == 0 and info.rank == 0:  # progress, so a run cut short by its limit shows its rate
+            print(f"long run: call {i} at {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
         name, _, op, inputs, expected = ops[i % len(ops)]
         outs = op(inputs, poison=True)
         err = max(((outs[n].float() - ref).norm() / ref.norm()).item() if not outs[n].isnan().any().item()
