@@ -210,8 +210,9 @@ def _validate(args: argparse.Namespace) -> int:
             print(f"fitted: gpu.fused_call_us = {call:.3f}  gpu.fused_tile_us = {task:.4f} (put them in the profile)")
         for where, sp in splits:
             accuracy.check_splits(where, sp)
-            peer = accuracy.fit_peer_task(sp, accuracy.profile_cluster(args.profile, 1, sp["world"]))
-            print(f"fitted on {where}: gpu.fused_peer_task_us = {peer:.3f} (put it in the profile)")
+            fit = accuracy.fit_peer_costs(sp, accuracy.profile_cluster(args.profile, 1, sp["world"]))
+            print(f"fitted on {where}: " + "  ".join(f"{k} = {v:.4g}" for k, v in fit.items())
+                  + " (put them in the profile)")
     report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)), benches,
                                [(str(p), read(p)) for p in args.runs], splits)
     for r in report["rows"]:

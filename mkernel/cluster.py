@@ -43,6 +43,16 @@ class GpuSpec:
     # fixed cost on top of its bytes: peer loads stall the SM for their round trip, and its flags are
     # system-scope releases. Fitted on real NVLink runs (2 GPUs); 0 = free.
     fused_peer_task_us: float = 0.0
+    # It moves its bytes in steps of fused_step_rows x fused_step_cols elements per region (a
+    # gather: its indexed rows), and each step waits for its loads' round trip before the next,
+    # fused_peer_step_us when the task touches a peer, fused_local_step_us when it stays in its
+    # own HBM: one step is what an SM has in flight (hw.fused.COPY_ROWS x CC), so a 16-row gather
+    # moves a quarter of the bytes per round trip. Fitted with fused_peer_task_us on real NVLink
+    # runs; 0 = free.
+    fused_peer_step_us: float = 0.0
+    fused_local_step_us: float = 0.0
+    fused_step_rows: int = 64
+    fused_step_cols: int = 256
     # One SM's matmul rate (TFLOPS) when few SMs compute: clocks and shared HBM/L2 cap the whole GPU
     # at matmul_tflops, so each of n busy SMs runs at min(this, matmul_tflops / n). 0 = no headroom.
     sm_matmul_tflops: float = 0.0
@@ -169,9 +179,10 @@ class Cluster:
         if variant not in ("fused", "kernel"):  # sm_matmul_tflops is measured on the fused kernel's GEMM
             return dataclasses.replace(self, gpu=dataclasses.replace(
                 g, sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency, fused_call_us=0.0,
-                fused_tile_us=0.0, fused_peer_task_us=0.0))
+                fused_tile_us=0.0, fused_peer_task_us=0.0, fused_peer_step_us=0.0, fused_local_step_us=0.0))
         if variant == "kernel":  # our stand-alone kernels (calibrate's GEMM, the put loop): no interpreter
-            g = dataclasses.replace(g, fused_call_us=0.0, fused_tile_us=0.0, fused_peer_task_us=0.0)
+            g = dataclasses.replace(g, fused_call_us=0.0, fused_tile_us=0.0, fused_peer_task_us=0.0,
+                                    fused_peer_step_us=0.0, fused_local_step_us=0.0)
         return dataclasses.replace(self, gpu=dataclasses.replace(
             g, matmul_tflops=g.matmul_tflops * g.fused_gemm_efficiency, fused_gemm_efficiency=1.0,
             attention_efficiency=g.attention_efficiency * g.fused_attention_efficiency / g.fused_gemm_efficiency,

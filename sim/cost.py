@@ -5,7 +5,8 @@
   operand reads. HBM is split statically by SM: each SM owns ``hbm_gb_per_s / sms``. The per-SM
   matmul rate rises above the all-SM share while fewer SMs compute (:func:`sm_speed`).
 - A communication task runs on one SM: its NVLink transfers share ``sm_copy_gb_per_s`` and its
-  local HBM bytes stream at ``sm_stream_gb_per_s``.
+  local HBM bytes stream at ``sm_stream_gb_per_s``; in the fused kernel each of its steps that reads
+  a peer adds a load round trip (:func:`step_us`).
 """
 from __future__ import annotations
 
@@ -93,6 +94,34 @@ def remote_transfers(task: Task, itemsize: dict[str, int]) -> list[tuple[int, in
     return out
 
 
+def steps(task: Task, c: Cluster) -> int:
+    """Steps of a COPY/REDUCE/GATHER as the fused kernel takes them: one per ``fused_step_rows x
+    fused_step_cols`` tile of each region it moves (a reduce reads all its sources in one step; a
+    gather's rows are its index). Each step waits for its loads before the next (:func:`step_us`)."""
+    if task.op not in (Op.COPY, Op.REDUCE, Op.GATHER):
+        return 0
+    rows, cols = c.gpu.fused_step_rows, c.gpu.fused_step_cols
+
+    def tiles(nrows: int, ncols: int) -> int:
+        return math.ceil(nrows / rows) * math.ceil(ncols / cols)
+    if task.op is Op.GATHER:
+        return tiles(len(task.index), task.writes[0].shape[1])
+    if task.op is Op.REDUCE:
+        return tiles(*task.writes[0].shape)
+    return sum(tiles(*r.shape) for r in task.reads)
+
+
+def touches_peer(task: Task) -> bool:
+    return any(r.rank != task.rank for r in task.reads + task.writes)
+
+
+def step_us(task: Task, c: Cluster) -> float:
+    """The load round trips a fused communication task waits: a peer's (NVLink) per step when it
+    touches a peer, else its own HBM's."""
+    per = c.gpu.fused_peer_step_us if touches_peer(task) else c.gpu.fused_local_step_us
+    return steps(task, c) * per if per else 0.0
+
+
 def sm_work_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
     """What a task costs the SM that runs it, uncontended: the remaining-work measure of the
     adaptive SM partition (:mod:`mkernel.controller`)."""
@@ -105,7 +134,8 @@ def sm_work_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
     if task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
         remote = sum(b for _, _, b in remote_transfers(task, itemsize))
         return max(local_bytes(task, itemsize) / bytes_per_us(c.gpu.sm_stream_gb_per_s),
-                   remote / bytes_per_us(c.nvlink.sm_copy_gb_per_s)) + c.nvlink.latency_us
+                   remote / bytes_per_us(c.nvlink.sm_copy_gb_per_s)) + c.nvlink.latency_us \
+            + step_us(task, c)
     if task.op is Op.PUT:
         return c.proxy.gpu_enqueue_us
     return 0.0

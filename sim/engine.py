@@ -166,7 +166,7 @@ class Model:
         self.tracker.landed_writes(task)
         if self.data is not None:
             self.data.apply(task)
-        paid = task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and any(r.rank != task.rank for r in task.reads + task.writes)
+        paid = task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and cost.touches_peer(task)
         if paid and self.c.gpu.fused_peer_task_us:  # the fused kernel's fixed cost of a peer task
             yield self.env.timeout(self.c.gpu.fused_peer_task_us)
         for sig in task.signals:
@@ -181,7 +181,7 @@ class Model:
         transfers = cost.remote_transfers(task, self.itemsize)
         local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream * self.inject.slowdown(task.rank)
         if not transfers:
-            yield self.env.timeout(local_us)
+            yield self.env.timeout(local_us + cost.step_us(task, self.c))
             return
         half = self.c.nvlink.half_efficiency_bytes
         legs = []
@@ -190,7 +190,8 @@ class Model:
         size = sum(b + half for _, _, b in transfers)
         moved = self.flows.transfer_legs(size, legs, self.sm_copy)
         yield self.env.all_of([moved, self.env.timeout(local_us)])
-        yield self.env.timeout(self._stretch(self.c.nvlink.latency_us))
+        # the fused kernel's steps each wait a peer round trip: latency the port does not see
+        yield self.env.timeout(self._stretch(self.c.nvlink.latency_us + cost.step_us(task, self.c)))
 
     def _stretch(self, us: float) -> float:
         """Under stress, a duration scaled by a seeded factor in [1/(1+stress), 1+stress]."""

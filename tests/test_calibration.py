@@ -275,10 +275,12 @@ def test_the_interpreter_costs_fall_on_fused_schedules_only_and_the_fit_recovers
     assert SimBackend().run(gemm, known).time_s == SimBackend().run(gemm, plain).time_s
 
 
-def test_the_peer_task_cost_is_recovered_from_splits_the_model_made_and_the_split_order_reported(tmp_path):
-    """Splits "measured" by the simulator itself with a 4 us peer-task cost: the fit recovers it (within
-    10%: the fit charges tasks per SM, the simulator the tasks on the critical path), and validate, with
-    the profile's own cost, predicts them closely and orders the splits as measured."""
+def test_the_copy_costs_are_recovered_from_splits_the_model_made_and_the_split_order_reported(tmp_path):
+    """Splits "measured" by the simulator itself with known copy terms (25 GB/s per SM, 0.5 us per
+    peer step, 0.3 us per local step, 4 us per peer task): the fit picks the rate from its grid and
+    recovers the three costs (within 15%: the fit charges work per SM on the busiest rank, the
+    simulator the critical path), and validate, with the profile's own costs, predicts them closely
+    and orders the splits as measured."""
     import dataclasses
 
     from mkernel import builders
@@ -286,20 +288,33 @@ def test_the_peer_task_cost_is_recovered_from_splits_the_model_made_and_the_spli
     from mkernel.problems import Workload
 
     c = accuracy.profile_cluster("h200", 1, 2)
-    truth = dataclasses.replace(c, gpu=dataclasses.replace(c.gpu, fused_peer_task_us=4.0))
+    truth = dataclasses.replace(c, nvlink=dataclasses.replace(c.nvlink, sm_copy_gb_per_s=25.0), gpu=dataclasses.replace(
+        c.gpu, fused_peer_task_us=4.0, fused_peer_step_us=0.5, fused_local_step_us=0.3))
     rows = []
-    for kernel, shape in (("gemm_ar", dict(m=1024, n=1024, k=64)), ("ag_gemm", dict(m=1024, n=256, k=512))):
+    for kernel, shape in (("gemm_ar", dict(m=4096, n=4096, k=64)), ("ag_gemm", dict(m=4096, n=256, k=4096)),
+                          ("moe_dispatch_gemm", dict(m=4096, n=256, k=2048, experts=8, topk=2))):
         times = {}
         for n in (2, 4, 8):
             w = Workload(kernel=kernel, **shape, sms=((Role.INTRA, n),))
             times[str(n)] = {"s": accuracy._sim_us(builders.get(kernel).build(w, truth), truth) * 1e-6}
         rows.append({"kernel": kernel, "size": shape["m"], "shape": shape, "splits": times})
     splits = {"world": 2, "rows": rows}
-    assert accuracy.fit_peer_task(splits, c) == pytest.approx(4.0, rel=0.1)
-    report = accuracy.validate("h200", ("cal", json.loads((DATA / "calibration.json").read_text())), splits=[
-        ("splits.json", splits)])
+    fit = accuracy.fit_peer_costs(splits, c, rates=(16.0, 25.0, 40.0))
+    assert fit["nvlink.sm_copy_gb_per_s"] == 25.0, fit
+    assert fit["gpu.fused_peer_task_us"] == pytest.approx(4.0, rel=0.15), fit
+    assert fit["gpu.fused_peer_step_us"] == pytest.approx(0.5, rel=0.15), fit
+    assert fit["gpu.fused_local_step_us"] == pytest.approx(0.3, rel=0.15), fit
+    text = (Path(profile.__file__).parents[1] / "scenarios/hardware/h200.toml").read_text()
+    for key, value in fit.items():  # the bundled profile with the fitted terms
+        table, name = key.split(".")
+        head = text.index(f"[{table}]")
+        at = text.index(f"\n{name} = ", head) + 1
+        text = text[:at] + f"{name} = {value}" + text[text.index("\n", at):]
+    (tmp_path / "fitted.toml").write_text(text)
+    report = accuracy.validate(str(tmp_path / "fitted.toml"), ("cal", json.loads((DATA / "calibration.json").read_text())),
+                               splits=[("splits.json", splits)])
     ours = [r for r in report["rows"] if r["group"] == "splits world-2"]
-    assert len(ours) == 6 and all(abs(r["error"]) < 0.25 for r in ours)
+    assert len(ours) == 9 and all(abs(r["error"]) < 0.05 for r in ours), [r["error"] for r in ours]
     for curve in report["curves"]:
         assert curve["spearman"] == pytest.approx(1.0) and curve["sim_pick_over_best"] == 1.0
     with pytest.raises(InputError, match="not a splits.json"):
