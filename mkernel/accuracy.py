@@ -71,7 +71,9 @@ def profile_cluster(profile: str, nodes: int, gpus_per_node: int, emulated: bool
     if not emulated:
         return c
     share = -(-nodes * gpus_per_node // gpus)
-    gpu = dataclasses.replace(c.gpu, sms=c.gpu.sms // share, hbm_gb_per_s=c.gpu.hbm_gb_per_s / share)
+    # a "peer" step is a load from this GPU's own HBM: the local round trip, at the stream rate
+    gpu = dataclasses.replace(c.gpu, sms=c.gpu.sms // share, hbm_gb_per_s=c.gpu.hbm_gb_per_s / share,
+                              fused_sm_copy_gb_per_s=0.0, fused_peer_step_us=c.gpu.fused_local_step_us)
     nvlink = dataclasses.replace(c.nvlink, bw_gb_per_s=gpu.hbm_gb_per_s / 2, sm_copy_gb_per_s=gpu.sm_stream_gb_per_s)
     return dataclasses.replace(c, gpu=gpu, nvlink=nvlink)
 
@@ -187,7 +189,7 @@ PEER_RATES = (16.0, 25.0, 40.0, 55.0)  # GB/s per SM tried by fit_peer_costs
 
 
 def fit_peer_costs(splits: dict, cluster: Cluster, rates: tuple[float, ...] = PEER_RATES) -> dict[str, float]:
-    """The fused kernel's copy terms from a splits run on real NVLink: ``nvlink.sm_copy_gb_per_s``
+    """The fused kernel's copy terms from a splits run on real NVLink: ``gpu.fused_sm_copy_gb_per_s``
     (one SM's rate while its loads stream), ``gpu.fused_peer_step_us`` and ``fused_local_step_us``
     (the load round trip each step of a task waits, peer or own HBM) and ``gpu.fused_peer_task_us``
     (fixed cost per peer task). For each rate of ``rates`` the three costs are linear: simulated
@@ -204,8 +206,9 @@ def fit_peer_costs(splits: dict, cluster: Cluster, rates: tuple[float, ...] = PE
 
     best = None
     for rate in rates:
-        g = dataclasses.replace(cluster.gpu, fused_peer_task_us=0.0, fused_peer_step_us=0.0, fused_local_step_us=0.0)
-        base = dataclasses.replace(cluster, gpu=g, nvlink=dataclasses.replace(cluster.nvlink, sm_copy_gb_per_s=rate))
+        g = dataclasses.replace(cluster.gpu, fused_peer_task_us=0.0, fused_peer_step_us=0.0, fused_local_step_us=0.0,
+                                fused_sm_copy_gb_per_s=rate)
+        base = dataclasses.replace(cluster, gpu=g)
         xs, ys = [], []
         for r in splits["rows"]:
             for n, x in r["splits"].items():
@@ -226,7 +229,7 @@ def fit_peer_costs(splits: dict, cluster: Cluster, rates: tuple[float, ...] = PE
     if not best[2].any():
         raise InputError("fitting the copy costs needs a splits run with intra-node communication tasks")
     err, rate, (peer_step, local_step, peer_task) = best
-    return {"nvlink.sm_copy_gb_per_s": rate, "gpu.fused_peer_step_us": float(peer_step),
+    return {"gpu.fused_sm_copy_gb_per_s": rate, "gpu.fused_peer_step_us": float(peer_step),
             "gpu.fused_local_step_us": float(local_step), "gpu.fused_peer_task_us": float(peer_task)}
 
 

@@ -51,6 +51,9 @@ class GpuSpec:
     # runs; 0 = free.
     fused_peer_step_us: float = 0.0
     fused_local_step_us: float = 0.0
+    # One SM's peer rate in the fused kernel while its step loads stream (GB/s; 0 = the NVLink
+    # spec's sm_copy_gb_per_s, which calibrate measures with peer stores and the baselines use).
+    fused_sm_copy_gb_per_s: float = 0.0
     fused_step_rows: int = 64
     fused_step_cols: int = 256
     # One SM's matmul rate (TFLOPS) when few SMs compute: clocks and shared HBM/L2 cap the whole GPU
@@ -179,10 +182,11 @@ class Cluster:
         if variant not in ("fused", "kernel"):  # sm_matmul_tflops is measured on the fused kernel's GEMM
             return dataclasses.replace(self, gpu=dataclasses.replace(
                 g, sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency, fused_call_us=0.0,
-                fused_tile_us=0.0, fused_peer_task_us=0.0, fused_peer_step_us=0.0, fused_local_step_us=0.0))
+                fused_tile_us=0.0, fused_peer_task_us=0.0, fused_peer_step_us=0.0, fused_local_step_us=0.0,
+                fused_sm_copy_gb_per_s=0.0))
         if variant == "kernel":  # our stand-alone kernels (calibrate's GEMM, the put loop): no interpreter
             g = dataclasses.replace(g, fused_call_us=0.0, fused_tile_us=0.0, fused_peer_task_us=0.0,
-                                    fused_peer_step_us=0.0, fused_local_step_us=0.0)
+                                    fused_peer_step_us=0.0, fused_local_step_us=0.0, fused_sm_copy_gb_per_s=0.0)
         return dataclasses.replace(self, gpu=dataclasses.replace(
             g, matmul_tflops=g.matmul_tflops * g.fused_gemm_efficiency, fused_gemm_efficiency=1.0,
             attention_efficiency=g.attention_efficiency * g.fused_attention_efficiency / g.fused_gemm_efficiency,

@@ -27,9 +27,11 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
 - ``gpu.fused_call_us``, ``gpu.fused_tile_us``: not from calibrate but from a world-1 ``mkernel bench``
   (``mkernel validate --fit-overheads``, :func:`mkernel.accuracy.fit_overheads`): the fused kernel's
   fixed cost per call and per compute tile, by least squares on its short-K GEMM ops;
-- ``gpu.fused_peer_task_us``: from a splits run on real NVLink (``tools/hw_splits.py``; ``mkernel
-  validate --fit-overheads --splits``, :func:`mkernel.accuracy.fit_peer_task`): the fused kernel's
-  fixed cost per communication task that touches a peer;
+- ``gpu.fused_peer_task_us``, ``fused_peer_step_us``, ``fused_local_step_us``, ``fused_sm_copy_gb_per_s``:
+  from a splits run on real NVLink (``tools/hw_splits.py``; ``mkernel validate --fit-overheads
+  --splits``, :func:`mkernel.accuracy.fit_peer_costs`): the fused kernel's fixed cost per
+  communication task that touches a peer, the load round trip each of its copy steps waits, and
+  one SM's rate while those loads stream;
 - ``nvlink.*`` (two or more GPUs, :mod:`mkernel.hw.peer`): ``bw_gb_per_s`` the most one GPU's SMs
   store into the peer, ``sm_copy_gb_per_s`` the median per block on 1-8 blocks,
   ``half_efficiency_bytes`` cost x rate of a line fit of one block's flagged messages against their

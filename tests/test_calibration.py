@@ -288,8 +288,8 @@ def test_the_copy_costs_are_recovered_from_splits_the_model_made_and_the_split_o
     from mkernel.problems import Workload
 
     c = accuracy.profile_cluster("h200", 1, 2)
-    truth = dataclasses.replace(c, nvlink=dataclasses.replace(c.nvlink, sm_copy_gb_per_s=25.0), gpu=dataclasses.replace(
-        c.gpu, fused_peer_task_us=4.0, fused_peer_step_us=0.5, fused_local_step_us=0.3))
+    truth = dataclasses.replace(c, gpu=dataclasses.replace(c.gpu, fused_sm_copy_gb_per_s=25.0, fused_peer_task_us=4.0,
+                                                         fused_peer_step_us=0.5, fused_local_step_us=0.3))
     rows = []
     for kernel, shape in (("gemm_ar", dict(m=4096, n=4096, k=64)), ("ag_gemm", dict(m=4096, n=256, k=4096)),
                           ("moe_dispatch_gemm", dict(m=4096, n=256, k=2048, experts=8, topk=2))):
@@ -300,7 +300,7 @@ def test_the_copy_costs_are_recovered_from_splits_the_model_made_and_the_split_o
         rows.append({"kernel": kernel, "size": shape["m"], "shape": shape, "splits": times})
     splits = {"world": 2, "rows": rows}
     fit = accuracy.fit_peer_costs(splits, c, rates=(16.0, 25.0, 40.0))
-    assert fit["nvlink.sm_copy_gb_per_s"] == 25.0, fit
+    assert fit["gpu.fused_sm_copy_gb_per_s"] == 25.0, fit
     assert fit["gpu.fused_peer_task_us"] == pytest.approx(4.0, rel=0.15), fit
     assert fit["gpu.fused_peer_step_us"] == pytest.approx(0.5, rel=0.15), fit
     assert fit["gpu.fused_local_step_us"] == pytest.approx(0.3, rel=0.15), fit
