@@ -9,7 +9,7 @@ import pytest
 
 from mkernel.hw.proxy import ProxyFaults
 
-from test_hw_fused import _assert_ok, _run
+from test_hw_fused import CASES, _assert_ok, _run
 
 EXACT = {"reorder": ProxyFaults(seed=1, reorder=True), "delay": ProxyFaults(delay_us=30.0)}
 FATAL = {"drop": (ProxyFaults(seed=2, drop=1.0), r"injected drop|aborted"),  # the first message is lost
@@ -18,14 +18,15 @@ FATAL = {"drop": (ProxyFaults(seed=2, drop=1.0), r"injected drop|aborted"),  # t
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fault", sorted(EXACT))
-@pytest.mark.parametrize("case", ["gemm_rs", "gemm_ar", "moe_dispatch_gemm"])
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_survivable_faults_leave_outputs_exact(case, fault):
     _assert_ok(_run(case, 2, 2, faults=EXACT[fault], wait_s=2.0), 3)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fault", sorted(FATAL))
-def test_fatal_faults_end_in_a_clear_error_within_the_timeout(fault):
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fatal_faults_end_in_a_clear_error_within_the_timeout(case, fault):
     import time
 
     from mkernel.hw.emulate import RankFailed
@@ -33,5 +34,5 @@ def test_fatal_faults_end_in_a_clear_error_within_the_timeout(fault):
     faults, pattern = FATAL[fault]
     t0 = time.perf_counter()
     with pytest.raises(RankFailed, match=pattern):
-        _run("gemm_rs", 2, 2, faults=faults, wait_s=2.0)
+        _run(case, 2, 2, faults=faults, wait_s=2.0)
     assert time.perf_counter() - t0 < 120  # waits of 2 s each, plus process start-up
