@@ -277,7 +277,6 @@ def bad_input_rank(info: RankInfo) -> dict:
     from mkernel.errors import InputError
 
     from . import api
-
     from .context import Context
     from .executor import Executor
 

@@ -5,8 +5,8 @@
   operand reads. HBM is split statically by SM: each SM owns ``hbm_gb_per_s / sms``. The per-SM
   matmul rate rises above the all-SM share while fewer SMs compute (:func:`sm_speed`).
 - A communication task runs on one SM: its NVLink transfers share ``sm_copy_gb_per_s`` and its
-  local HBM bytes stream at ``sm_stream_gb_per_s``; in the fused kernel each of its steps that reads
-  a peer adds a load round trip (:func:`step_us`).
+  local HBM bytes stream at ``sm_stream_gb_per_s``; in the fused kernel each of its steps adds a
+  load round trip, a peer's or its own HBM's (:func:`step_us`).
 """
 from __future__ import annotations
 

@@ -95,6 +95,17 @@ def test_a_put_of_a_column_slab_is_refused_before_launch():
         plan.build(bad)
 
 
+def test_the_simulator_steps_copies_as_the_kernel_does():
+    """sim.cost.steps charges a round trip per fused_step_rows x fused_step_cols tile: the kernel's
+    copy, reduce and gather step (CR x CC) must be that tile, or the fitted step costs mean nothing."""
+    pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
+    from mkernel.cluster import GpuSpec
+    from mkernel.hw import fused
+
+    meta = fused.constexprs(frozenset({"copy"}), 64, barrier=True, host_desc=False)
+    assert (meta["CR"], meta["CC"]) == (GpuSpec().fused_step_rows, GpuSpec().fused_step_cols)
+
+
 @pytest.mark.parametrize("ops,head_dim", [("gemm copy reduce put", 64), ("gemm gather put", 64),
                                           ("attn norm copy put", 64), ("attn norm copy put", 128)],
                          ids=["gemm-ops", "moe", "attention-d64", "attention-d128"])
