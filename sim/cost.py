@@ -3,7 +3,8 @@
 - A GEMM tile runs on one SM: ``max(flops / (per-SM matmul rate x efficiency(tile)), HBM bytes /
   per-SM HBM share)``, where HBM bytes are the output plus the ``l2_operand_miss`` share of the
   operand reads. HBM is split statically by SM: each SM owns ``hbm_gb_per_s / sms``. The per-SM
-  matmul rate rises above the all-SM share while fewer SMs compute (:func:`sm_speed`).
+  matmul rate rises above the all-SM share while fewer SMs compute (:func:`sm_speed`); an
+  attention tile's does not (:func:`attn_us`).
 - A communication task runs on one SM: its NVLink transfers share ``sm_copy_gb_per_s`` and its
   local HBM bytes stream at ``sm_stream_gb_per_s``; in the fused kernel each of its steps adds a
   load round trip, a peer's or its own HBM's (:func:`step_us`).
@@ -48,13 +49,16 @@ def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster, busy: int = 0) -> 
     return max(flops / sm_flops_per_us, moved / sm_hbm)
 
 
-def attn_us(task: Task, itemsize: dict[str, int], c: Cluster, busy: int = 0) -> float:
-    """An attention tile on one SM: 4 q k d flops at ``attention_efficiency`` of the matmul rate
-    (softmax work between the two matmuls), or its operand traffic, whichever is longer."""
+def attn_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
+    """An attention tile on one SM: 4 q k d flops at ``attention_efficiency`` of the all-SM matmul
+    share (softmax work between the two matmuls), or its operand traffic, whichever is longer. No
+    :func:`sm_speed` headroom: on an H200 pair ring attention's tiles ran no faster per SM on 68-116
+    compute SMs than on all 132 (its splits in docs/results/2026-12-01-validation.md), unlike GEMM
+    tiles, whose headroom calibrate measures."""
     q, k, v = task.reads
     flops = 4.0 * q.shape[0] * k.shape[0] * q.shape[1] * (0.5 if task.mask else 1.0)  # a causal diagonal block
     moved = sum(nbytes(r, itemsize) for r in task.reads) + 2 * sum(nbytes(r, itemsize) for r in task.writes)
-    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * c.gpu.attention_efficiency * sm_speed(c, busy)
+    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * c.gpu.attention_efficiency
     return max(flops / sm_flops_per_us, moved / (bytes_per_us(c.gpu.hbm_gb_per_s) / c.gpu.sms))
 
 

@@ -158,7 +158,7 @@ class Model:
         if task.op is Op.GEMM:
             yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c, busy)) * slow)
         elif task.op is Op.ATTN:
-            yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c, busy)) * slow)
+            yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow)
         elif task.op is Op.NORM:
             yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow)
         elif task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
