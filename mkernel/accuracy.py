@@ -223,12 +223,12 @@ def fit_peer_costs(splits: dict, cluster: Cluster, rates: tuple[float, ...] = PE
                 busiest = counts[counts[:, 0] + counts[:, 1] == (counts[:, 0] + counts[:, 1]).max()][0]
                 xs.append(np.ceil(busiest / int(n)) / measured)
                 ys.append(1.0 - _sim_us(s, base) / measured)
+        if not np.any(xs):
+            raise InputError("fitting the copy costs needs a splits run with intra-node communication tasks")
         coef, err = _nonnegative_lsq(np.array(xs), np.array(ys))
         if best is None or err < best[0]:
             best = (err, rate, coef)
-    if not best[2].any():
-        raise InputError("fitting the copy costs needs a splits run with intra-node communication tasks")
-    err, rate, (peer_step, local_step, peer_task) = best
+    _, rate, (peer_step, local_step, peer_task) = best
     return {"gpu.fused_sm_copy_gb_per_s": rate, "gpu.fused_peer_step_us": float(peer_step),
             "gpu.fused_local_step_us": float(local_step), "gpu.fused_peer_task_us": float(peer_task)}
 
