@@ -147,7 +147,7 @@ class Executor:
         contiguous, on this GPU). Returns buffer name -> output tensor. ``poison`` fills every
         output with NaN first (tests: an element the kernel does not write shows up)."""
         import torch
-        import triton
+        from triton.runtime import _allocation
 
         p, b = self.plan, self.buffers
         for name in self.inputs:
@@ -188,13 +188,18 @@ class Executor:
                 (self.heap_views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
         ring = self.ctx.ring
         n, nb = p.role_tasks, self.blocks
-        triton.set_allocator(self._scratch)
-        fused.fused_kernel[(p.grid,)](
-            *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
-            *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32), err,
-            p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
-            *n, *nb, self.state, self.log, *self.steer, **self.meta, num_warps=fused.NUM_WARPS,
-            num_stages=fused.NUM_STAGES)
+        # our scratch for this launch only (triton.set_allocator's ContextVar, reset after): any other
+        # Triton kernel of the process keeps its own allocator and never gets this buffer
+        token = _allocation._allocator.set(self._scratch)
+        try:
+            fused.fused_kernel[(p.grid,)](
+                *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
+                *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32),
+                err, p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
+                *n, *nb, self.state, self.log, *self.steer, **self.meta, num_warps=fused.NUM_WARPS,
+                num_stages=fused.NUM_STAGES)
+        finally:
+            _allocation._allocator.reset(token)
         for name in self.outputs:
             if name in self.heap_views:
                 out[name] = self.heap_views[name].clone()
