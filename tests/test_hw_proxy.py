@@ -249,6 +249,46 @@ def test_bad_config_is_one_clear_error():
         mesh.proxy(hr, transport="carrier-pigeon")
 
 
+def test_a_registration_that_could_misdirect_a_write_is_refused():
+    """Empty or wrapping regions, missing flags, and flags inside a receive buffer (a flag store would
+    land in the data): one clear error at creation, before any command is read."""
+    import dataclasses
+
+    mesh = Mesh(2, 8, 0)
+    hr = HostRing(8)
+    r = mesh.regions
+    dst1 = mesh.dst[1].ctypes.data
+    bad = {
+        "empty send buffer": dataclasses.replace(r, src=(r.src[0], 0)),
+        "empty receive buffer": dataclasses.replace(r, dst=(r.dst[0], (dst1, 0))),
+        "wrapping receive buffer": dataclasses.replace(r, dst=(r.dst[0], (dst1, 2**64 - 8))),
+        "no flags": dataclasses.replace(r, flags=(r.flags[0], 0)),
+        "flags inside the data": dataclasses.replace(r, flags=(r.flags[0], dst1 + 64)),
+    }
+    patterns = {"empty send buffer": "rank 0's send buffer", "flags inside the data": "rank 1's 8 flags .* overlap"}
+    for case, regions in bad.items():
+        mesh.regions = regions
+        with pytest.raises(ProxyError, match="registration refused: " + patterns.get(case, "rank 1's receive buffer")):
+            mesh.proxy(hr)
+
+
+def test_a_command_to_a_rank_that_registered_nothing_is_refused():
+    """A rank given as all zeros (a one-way run registers no receive side for itself) is no
+    destination: a SIGNAL to it would otherwise store an epoch near address 0."""
+    import dataclasses
+
+    mesh = Mesh(2, 8, 0)
+    mesh.regions = dataclasses.replace(mesh.regions, dst=((0, 0), mesh.regions.dst[1]), flags=(0, mesh.regions.flags[1]))
+    hr = HostRing(8)
+    hr.push(mesh.put(1, 2, 5))
+    hr.push(ring.Command(ring.SIGNAL, 0, 1, 0, 0, 0, 5))
+    p = mesh.proxy(hr).start()
+    with pytest.raises(ProxyError, match="SIGNAL to rank 0, which registered no receive buffer or flags"):
+        p.stop()
+    assert mesh.flags[1][2] == 5  # the valid command before it landed
+    p.close()
+
+
 def test_stop_right_after_a_push_loses_nothing():
     """stop() races the last commit: the proxy must see every command committed before stop()."""
     mesh = Mesh(2, 4, 0)

@@ -141,6 +141,11 @@ static int validate(mk_proxy *p, uint64_t slot, const mk_cmd *c, mk_op *op) {
     set_error(p, MK_ERR_CHUNK, slot, c, "%s chunk %u is not in [0, %u)", cmd_name(c->type), c->chunk, g->n_flags);
     return MK_ERR_CHUNK;
   }
+  if (!p->flag_base[c->dst_rank]) {
+    set_error(p, MK_ERR_DST_RANK, slot, c, "%s to rank %u, which registered no receive buffer or flags",
+              cmd_name(c->type), c->dst_rank);
+    return MK_ERR_DST_RANK;
+  }
   memset(op, 0, sizeof *op);
   if (c->type == MK_CMD_PUT) {
     uint64_t b = c->bytes;
@@ -307,6 +312,36 @@ fail:
   return NULL;
 }
 
+/* Refuse a registration that could let a valid-looking command write where it must not: the send
+ * buffer and every registered rank's receive buffer and flags present and non-empty, no sum that
+ * wraps, and each rank's flag array apart from its receive buffer (a flag store inside the data
+ * would corrupt it silently). A rank given as all zeros registered nothing: decode() refuses any
+ * command to it. */
+static int register_regions(const mk_proxy_cfg *cfg, char *err, int errlen) {
+  if (!cfg->src_base || !cfg->src_bytes || cfg->src_base + cfg->src_bytes < cfg->src_base) {
+    snprintf(err, errlen, "registration refused: rank %d's send buffer (base %#llx, %llu bytes) is empty or wraps",
+             cfg->rank, (unsigned long long)cfg->src_base, (unsigned long long)cfg->src_bytes);
+    return -1;
+  }
+  for (int r = 0; r < cfg->nranks; r++) {
+    uint64_t b = cfg->dst_base[r], n = cfg->dst_bytes[r], f = cfg->flag_base[r], fn = 8ull * cfg->n_flags;
+    if (!b && !n && !f) continue;
+    if (!b || !n || b + n < b || !f || f + fn < f) {
+      snprintf(err, errlen, "registration refused: rank %d's receive buffer (base %#llx, %llu bytes) or flags "
+               "(base %#llx) is missing, empty or wraps", r, (unsigned long long)b, (unsigned long long)n,
+               (unsigned long long)f);
+      return -1;
+    }
+    if (f < b + n && b < f + fn) {
+      snprintf(err, errlen, "registration refused: rank %d's %u flags at %#llx overlap its receive buffer "
+               "[%#llx, +%llu)", r, cfg->n_flags, (unsigned long long)f, (unsigned long long)b,
+               (unsigned long long)n);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 mk_proxy *mk_proxy_create(const mk_proxy_cfg *cfg, mk_cmd *ring, mk_ring_ctl *ctl, const char *transport,
                           const mk_transport_opts *topts, char *err, int errlen) {
   if (cfg->nranks < 1 || cfg->nranks > MK_MAX_RANKS || cfg->rank < 0 || cfg->rank >= cfg->nranks) {
@@ -319,6 +354,7 @@ mk_proxy *mk_proxy_create(const mk_proxy_cfg *cfg, mk_cmd *ring, mk_ring_ctl *ct
              cfg->max_batch, MK_MAX_BATCH, (unsigned long long)cfg->capacity, cfg->n_flags);
     return NULL;
   }
+  if (register_regions(cfg, err, errlen)) return NULL;
   mk_transport *tr = NULL;
   if (strcmp(transport, "fake") == 0) tr = mk_fake_transport(topts, err, errlen);
   else if (strcmp(transport, "cuda") == 0) tr = mk_cuda_transport(topts, err, errlen);
