@@ -35,8 +35,10 @@ class Balance:
 
     @classmethod
     def for_cluster(cls, c) -> Balance:
-        """The policy with ``link_sms`` from the cluster's NVLink terms (23 on the measured H200 pair)."""
-        return cls(link_sms=max(1, math.ceil(c.nvlink.bw_gb_per_s / (c.gpu.fused_sm_copy_gb_per_s or c.nvlink.sm_copy_gb_per_s))))
+        """The policy with ``link_sms``: the fused kernel's SMs that fill the NVLink port (7 with the
+        H200 profile's fitted 55 GB/s per SM; 23 at the measured peer-store rate)."""
+        per_sm = c.gpu.fused_sm_copy_gb_per_s or c.nvlink.sm_copy_gb_per_s
+        return cls(link_sms=max(1, math.ceil(c.nvlink.bw_gb_per_s / per_sm)))
 
     def targets(self, movable: int, compute_us: float, intra_us: float, current_intra: int,
                 blocked_compute: int = 0, blocked_intra: int = 0) -> int:
