@@ -144,7 +144,7 @@ def sm_work_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
         remote = sum(b for _, _, b in remote_transfers(task, itemsize))
         return max(local_bytes(task, itemsize) / bytes_per_us(c.gpu.sm_stream_gb_per_s),
                    remote / bytes_per_us(sm_copy_gb_per_s(c))) + c.nvlink.latency_us \
-            + step_us(task, c)
+            + step_us(task, c) + (c.gpu.fused_peer_task_us if touches_peer(task) else 0.0)
     if task.op is Op.PUT:
         return c.proxy.gpu_enqueue_us
     return 0.0
