@@ -169,6 +169,12 @@ class Cluster:
         """Number of ranks."""
         return self.nodes * self.gpus_per_node
 
+    @property
+    def sm_copy_gb_per_s(self) -> float:
+        """One SM's NVLink copy rate: the fused kernel's own where the profile has it (a fused
+        schedule's cluster; :meth:`for_variant` drops it for baselines), else the NVLink spec's."""
+        return self.gpu.fused_sm_copy_gb_per_s or self.nvlink.sm_copy_gb_per_s
+
     def with_sms(self, sms: int) -> Cluster:
         """This cluster with ``sms`` SMs per GPU: what a rank may use when ranks share a GPU."""
         return dataclasses.replace(self, gpu=dataclasses.replace(self.gpu, sms=sms))

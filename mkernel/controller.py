@@ -39,9 +39,8 @@ class Balance:
         one full copy step per load round trip (15 with the H200 profile: 32 KiB per 0.60 us of
         transfer + 0.65 us of round trip; 23 at the measured peer-store rate, without steps)."""
         g = c.gpu
-        per_sm = g.fused_sm_copy_gb_per_s or c.nvlink.sm_copy_gb_per_s  # GB/s = bytes per ns
         step = g.fused_step_rows * g.fused_step_cols * 2  # bf16 bytes of one step
-        per_sm = step / (step / per_sm + g.fused_peer_step_us * 1e3)
+        per_sm = step / (step / c.sm_copy_gb_per_s + g.fused_peer_step_us * 1e3)  # GB/s = bytes per ns
         return cls(link_sms=max(1, math.ceil(c.nvlink.bw_gb_per_s / per_sm)))
 
     def targets(self, movable: int, compute_us: float, intra_us: float, current_intra: int,

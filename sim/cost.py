@@ -98,11 +98,6 @@ def remote_transfers(task: Task, itemsize: dict[str, int]) -> list[tuple[int, in
     return out
 
 
-def sm_copy_gb_per_s(c: Cluster) -> float:
-    """One SM's NVLink copy rate: the fused kernel's own where the profile has it, else the spec's."""
-    return c.gpu.fused_sm_copy_gb_per_s or c.nvlink.sm_copy_gb_per_s
-
-
 def steps(task: Task, c: Cluster) -> int:
     """Steps of a COPY/REDUCE/GATHER as the fused kernel takes them: one per ``fused_step_rows x
     fused_step_cols`` tile of each region it moves (a reduce reads all its sources in one step; a
@@ -143,7 +138,7 @@ def sm_work_us(task: Task, itemsize: dict[str, int], c: Cluster) -> float:
     if task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
         remote = sum(b for _, _, b in remote_transfers(task, itemsize))
         return max(local_bytes(task, itemsize) / bytes_per_us(c.gpu.sm_stream_gb_per_s),
-                   remote / bytes_per_us(sm_copy_gb_per_s(c))) + c.nvlink.latency_us \
+                   remote / bytes_per_us(c.sm_copy_gb_per_s)) + c.nvlink.latency_us \
             + step_us(task, c) + (c.gpu.fused_peer_task_us if touches_peer(task) else 0.0)
     if task.op is Op.PUT:
         return c.proxy.gpu_enqueue_us

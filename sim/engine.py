@@ -61,7 +61,7 @@ class Model:
         self.nv_out = [Link("nvlink.out", nv) for _ in range(s.world)]
         self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
         self.net = Network(self, seed)
-        self.sm_copy = cost.bytes_per_us(cost.sm_copy_gb_per_s(c))
+        self.sm_copy = cost.bytes_per_us(c.sm_copy_gb_per_s)
         self.sm_stream = cost.bytes_per_us(c.gpu.sm_stream_gb_per_s)
         self.finish = [math.nan] * s.world
         self.net_bytes = [0.0] * s.world
