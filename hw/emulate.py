@@ -10,13 +10,16 @@ and copy engines.
 """
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,7 +76,13 @@ def _free_port() -> int:
 
 
 def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out) -> None:
+    """One rank: its result (or traceback) is put once and flushed to the launcher *before* the
+    process group is torn down, since after a CUDA fault teardown can abort the process and a result
+    still in the queue's feeder thread would be lost (the launcher then saw a hang, not the fault).
+    SIGUSR1 dumps every thread's stack to stderr: a device script stopping a stuck run sends it first."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     os.environ.update(env)
+    dist = None
     try:
         import torch
         import torch.distributed as dist
@@ -81,12 +90,50 @@ def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out) -> No
         torch.cuda.set_device(info.device)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=info.rank,
                                 world_size=info.world)
-        try:
-            out.put((info.rank, "ok", fn(info, *args)))
-        finally:
-            dist.destroy_process_group()
+        report = (info.rank, "ok", fn(info, *args))
     except BaseException:  # noqa: BLE001 - everything a rank raises goes back to the launcher
-        out.put((info.rank, "error", traceback.format_exc()))
+        report = (info.rank, "error", traceback.format_exc())
+    out.put(report)
+    out.close()
+    out.join_thread()
+    if dist is not None and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5) -> dict[int, object]:
+    """Every rank's result, in a dict by rank. Raises :class:`RankFailed` at the first rank that
+    reports an error, that exits without a result (a crash: its exit code, and its stderr above), or
+    when ``timeout_s`` passes first. Polls, so a dead rank is noticed within ``poll_s``, not at the
+    deadline."""
+    world, results = len(procs), {}
+    deadline = time.monotonic() + timeout_s
+
+    def take(wait_s: float) -> bool:
+        try:
+            rank, status, value = out.get(timeout=wait_s)
+        except queue.Empty:
+            return False
+        if status == "error":
+            raise RankFailed(f"rank {rank} failed:\n{value}")
+        results[rank] = value
+        return True
+
+    while len(results) < world:
+        if take(poll_s):
+            continue
+        dead = [r for r, p in enumerate(procs) if r not in results and p.exitcode is not None]
+        if dead:
+            while take(poll_s):  # a result put just before exiting may still be in the pipe
+                pass
+            dead = [r for r in dead if r not in results]
+            if dead:
+                codes = ", ".join(f"rank {r}: exit code {procs[r].exitcode}" for r in dead)
+                raise RankFailed(f"ranks {dead} exited without a result ({codes}; a negative code is the "
+                                 f"signal that killed it); their stderr is above")
+        if time.monotonic() > deadline:
+            missing = sorted(set(range(world)) - set(results))
+            raise RankFailed(f"ranks {missing} did not finish within {timeout_s} s")
+    return results
 
 
 def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = None, sms: int = 132,
@@ -121,16 +168,7 @@ def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = Non
                 p = ctx.Process(target=_rank_main, args=(fn, info, port, env, args, out), daemon=True)
                 p.start()
                 procs.append(p)
-            results: dict[int, object] = {}
-            while len(results) < world:
-                try:
-                    rank, status, value = out.get(timeout=timeout_s)
-                except queue.Empty:
-                    missing = sorted(set(range(world)) - set(results))
-                    raise RankFailed(f"ranks {missing} did not finish within {timeout_s} s") from None
-                if status == "error":
-                    raise RankFailed(f"rank {rank} failed:\n{value}")
-                results[rank] = value
+            results = _collect(procs, out, timeout_s)
             for p in procs:
                 p.join(timeout=30)
             return [results[r] for r in range(world)]

@@ -9,12 +9,21 @@
 set -uo pipefail
 . "$(dirname "$0")/device_setup.sh"
 status=0
-step() {  # name, limit, command...
+step() {  # name, limit, command...: at the limit, rank processes dump their stacks (SIGUSR1), then all stop
   local name=$1 limit=$2; shift 2
   [ "$limit" -gt 0 ] || return 0
   echo "== $name (limit $limit s)"
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1 || { echo "   exit $?"; status=1; }
-  tail -6 "$OUT/$name.log"
+  setsid "$@" > "$OUT/$name.log" 2>&1 &
+  local pid=$! t=0
+  while kill -0 "$pid" 2>/dev/null && [ "$t" -lt "$limit" ]; do sleep 1; t=$((t + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "   limit reached: rank stacks in $name.log"
+    pkill -USR1 -f multiprocessing.spawn; sleep 3; kill -KILL -- "-$pid"; wait "$pid"; status=1
+    pkill -f nvidia-cuda-mps; sleep 1  # a launcher killed mid-run leaves its MPS daemon behind
+  else
+    wait "$pid" || { echo "   exit $?"; status=1; }
+  fi
+  echo "   ${t} s"; tail -6 "$OUT/$name.log"
 }
 step bad "${BAD_S:-120}" python3 -m pytest -q -m gpu tests/test_hw_api.py -k "${API_K:-bad_arguments}"
 step long "${LONG_S:-0}" python3 tools/long_run.py --calls "${LONG_CALLS:-10000}" --out "$OUT/long_run.json"
