@@ -17,18 +17,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 ALL = ("ag_gemm", "gemm_ar", "gemm_rs", "moe_dispatch_gemm", "ring_attention", "ring_attention_causal")
-CONFIGS = [  # (executors built, ops called)
-    (("gemm_ar",), ("gemm_ar",)),
-    (ALL, ALL),
-    (ALL, ("gemm_ar",)),
-    (("ag_gemm", "gemm_ar"), ("ag_gemm", "gemm_ar")),
-    (("gemm_rs", "gemm_ar"), ("gemm_rs", "gemm_ar")),
-    (("moe_dispatch_gemm", "gemm_ar"), ("moe_dispatch_gemm", "gemm_ar")),
-    (("ring_attention", "gemm_ar"), ("ring_attention", "gemm_ar")),
-]
+PAIR = ("ag_gemm", "gemm_ar")
+# (label, executors built, ops called, nodes, gpus per node, variant); variants: "" as the library runs,
+# "stagger" each rank first holds rank x 64 MiB + 2 MiB (the ranks' allocations no longer share virtual
+# addresses), "leak" every launch gets fresh Triton scratch that is never freed, "idle" four more
+# contexts of the pair's sizes that run nothing
+CONFIGS = {
+    "pair": (PAIR, PAIR, 2, 2, ""),
+    "all": (ALL, ALL, 2, 2, ""),
+    "all-called-pair": (ALL, PAIR, 2, 2, ""),
+    "all-gemm_ar": (ALL, ("gemm_ar",), 2, 2, ""),
+    "pair-idle": (PAIR, PAIR, 2, 2, "idle"),
+    "all-stagger": (ALL, ALL, 2, 2, "stagger"),
+    "all-leak": (ALL, ALL, 2, 2, "leak"),
+    "all-1x1": (ALL, ALL, 1, 1, ""),
+    "all-1x2": (ALL, ALL, 1, 2, ""),
+    "all-2x1": (ALL, ALL, 2, 1, ""),
+}
 
 
-def mix_rank(info, built: tuple, called: tuple, calls: int, nodes: int, gpn: int) -> dict:
+def mix_rank(info, built: tuple, called: tuple, calls: int, nodes: int, gpn: int, variant: str) -> dict:
     import torch
     from test_hw_fused import workload
 
@@ -36,12 +44,23 @@ def mix_rank(info, built: tuple, called: tuple, calls: int, nodes: int, gpn: int
     from mkernel.hw.executor import Executor
     from mkernel.hw.rank import _case, cluster_for
 
+    keep = []
+    if variant == "stagger":
+        keep.append(torch.empty(info.rank * 64 * 2**20 + 2 * 2**20, dtype=torch.int8, device="cuda"))
+    if variant == "leak":
+        def fresh(self, size, alignment, stream):
+            keep.append(torch.empty(size + alignment, dtype=torch.int8, device=self.device))
+            return keep[-1]
+        Executor._scratch = fresh
     c = cluster_for(info, nodes, gpn)
     ops = {}
     for name in built:
         schedule, inputs, _ = _case(info, workload(name), c, 17)
-        ctx = Context(None, gpus_per_node=gpn, send_bytes=0, **Executor.context_sizes(schedule))
+        sizes = Executor.context_sizes(schedule)
+        ctx = Context(None, gpus_per_node=gpn, send_bytes=0, **sizes)
         ops[name] = (ctx, Executor(schedule, ctx), inputs)
+        if variant == "idle":
+            keep += [Context(None, gpus_per_node=gpn, send_bytes=0, **sizes) for _ in range(2)]
     for i in range(calls):
         name = called[i % len(called)]
         ctx, op, inputs = ops[name]
@@ -62,19 +81,18 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=36)
-    ap.add_argument("--nodes", type=int, default=2)
-    ap.add_argument("--gpn", type=int, default=2)
+    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
     a = ap.parse_args()
-    for built, called in CONFIGS:
-        label = f"built {'+'.join(built) if built != ALL else 'all'}; called {'+'.join(called) if called != ALL else 'all'}"
+    for label in a.configs.split(","):
+        built, called, nodes, gpn, variant = CONFIGS[label]
         try:
-            res = launch(mix_rank, a.nodes * a.gpn, args=(built, called, a.calls, a.nodes, a.gpn), timeout_s=120)
+            res = launch(mix_rank, nodes * gpn, args=(built, called, a.calls, nodes, gpn, variant), timeout_s=120)
             bad = [r for r in res if r["failed_at"] is not None]
             verdict = "ok" if not bad else "; ".join(f"rank {r['rank']} call {r['failed_at']} {r['op']}: {r['error']}"
                                                       for r in bad)
         except Exception as e:  # noqa: BLE001 - report and go on to the next configuration
             verdict = "FAILED " + " | ".join(str(e).strip().splitlines()[-2:])[:300]
-        print(f"{label:80} {verdict}", flush=True)
+        print(f"{label:20} {verdict}", flush=True)
 
 
 if __name__ == "__main__":
