@@ -75,12 +75,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out) -> None:
+def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadline_s: float) -> None:
     """One rank: its result (or traceback) is put once and flushed to the launcher *before* the
     process group is torn down, since after a CUDA fault teardown can abort the process and a result
     still in the queue's feeder thread would be lost (the launcher then saw a hang, not the fault).
-    SIGUSR1 dumps every thread's stack to stderr: a device script stopping a stuck run sends it first."""
+    A rank still running just before the launcher's deadline dumps every thread's stack to stderr,
+    as it does on SIGUSR1 (a device script stopping a stuck run sends it first)."""
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    faulthandler.dump_traceback_later(max(1.0, deadline_s - 5.0))
     os.environ.update(env)
     dist = None
     try:
@@ -88,16 +90,34 @@ def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out) -> No
         import torch.distributed as dist
 
         torch.cuda.set_device(info.device)
+        stagger = _stagger(info)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=info.rank,
                                 world_size=info.world)
         report = (info.rank, "ok", fn(info, *args))
+        del stagger
     except BaseException:  # noqa: BLE001 - everything a rank raises goes back to the launcher
         report = (info.rank, "error", traceback.format_exc())
+    faulthandler.cancel_dump_traceback_later()
     out.put(report)
     out.close()
     out.join_thread()
     if dist is not None and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _stagger(info: RankInfo):
+    """Ranks sharing a GPU hold ``rank`` x 64 MiB + 2 MiB of device memory first, so that their
+    identical allocation sequences do not land on the same virtual addresses. Why: with equal
+    addresses in every MPS client, fused kernels with TMA descriptors stopped with 'illegal
+    instruction' on the emulated 2x2 cluster once enough executors lived in a process
+    (tools/mix_probe.py on the H200, 2026-12-01: the 2x2 runs with a stagger, or with descriptor
+    scratch never reused, ran clean; the 2x2 runs without either failed). One process per GPU (a real
+    cluster) needs none."""
+    import torch
+
+    if not info.emulated:
+        return None
+    return torch.empty(info.rank * 64 * 2**20 + 2 * 2**20, dtype=torch.int8, device=f"cuda:{info.device}")
 
 
 def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5) -> dict[int, object]:
@@ -165,7 +185,8 @@ def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = Non
         try:
             for r in range(world):
                 info = RankInfo(r, world, r % gpus, sms // per_gpu, per_gpu > 1)
-                p = ctx.Process(target=_rank_main, args=(fn, info, port, env, args, out), daemon=True)
+                p = ctx.Process(target=_rank_main, args=(fn, info, port, env, args, out, timeout_s),
+                               daemon=True)
                 p.start()
                 procs.append(p)
             results = _collect(procs, out, timeout_s)

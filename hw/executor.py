@@ -122,12 +122,10 @@ class Executor:
 
     def _scratch(self, size: int, alignment: int, stream):
         """Triton's global scratch for the TMA descriptors the kernel builds on the device: one
-        buffer per executor, kept for its lifetime. Why not a fresh tensor per launch (freed back to
-        the caching allocator as the launch returns): then the next op's kernel builds its
-        descriptors at the same address, and on the H200 interleaved ops stopped with 'illegal
-        instruction' (tools/mix_probe.py: every op's executor in one process fails at the second
-        call; with scratch never reused it runs clean). A private buffer is also what a CUDA graph
-        replay needs: the same address at every replay."""
+        buffer per executor, kept for its lifetime, so a CUDA graph replay finds it at the same
+        address, and no other Triton kernel of the process is handed it. (It was first meant as the
+        fix of the 'illegal instruction' on the emulated 2x2 cluster; that defect outlived it and is
+        avoided by the launcher's address stagger, :func:`mkernel.hw.emulate._stagger`.)"""
         import torch
 
         if self._tma_scratch is None or self._tma_scratch.numel() < size:
