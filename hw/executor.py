@@ -108,7 +108,8 @@ class Executor:
         head_dim = next((self.buffers[n].cols for n in ("Q",) if n in self.buffers), 64)
         self.sm_scale = 1.0 / math.sqrt(head_dim)
         self.gemm_ab = p.gemm_operands
-        self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1, host_desc=self.gemm_ab is not None,
+        self.a2_buf = p.buffers.index(self.gemm_ab[0][1]) if self.gemm_ab and len(self.gemm_ab[0]) > 1 else -1
+        self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1,
                                      copy_rows=copy_rows or fused.COPY_ROWS, adaptive=controller is not None)
         self.blocks, self.steer = self._initial_split()
         self.state = torch.zeros(fused.STATE_WORDS, dtype=torch.int64, device=dev)
@@ -118,21 +119,6 @@ class Executor:
         self._bases_cache: dict[tuple[int, ...], tuple] = {}
         self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
-        self._tma_scratch = None  # see _scratch
-
-    def _scratch(self, size: int, alignment: int, stream):
-        """Triton's global scratch for the TMA descriptors the kernel builds on the device: one
-        buffer per executor, kept for its lifetime, so a CUDA graph replay finds it at the same
-        address, and no other Triton kernel of the process is handed it. (It was first meant as the
-        fix of the 'illegal instruction' on the emulated 2x2 cluster; that defect outlived it and is
-        avoided by the launcher's address stagger, :func:`mkernel.hw.emulate._stagger`.)"""
-        import torch
-
-        if self._tma_scratch is None or self._tma_scratch.numel() < size:
-            self._tma_scratch = torch.empty(size, dtype=torch.int8, device=self.device)
-        if self._tma_scratch.data_ptr() % alignment:
-            raise RuntimeError(f"TMA scratch at {self._tma_scratch.data_ptr():#x} is not {alignment}-byte aligned")
-        return self._tma_scratch
 
     @staticmethod
     def context_sizes(schedule: Schedule) -> dict:
@@ -145,7 +131,6 @@ class Executor:
         contiguous, on this GPU). Returns buffer name -> output tensor. ``poison`` fills every
         output with NaN first (tests: an element the kernel does not write shows up)."""
         import torch
-        from triton.runtime import _allocation
 
         p, b = self.plan, self.buffers
         for name in self.inputs:
@@ -186,18 +171,12 @@ class Executor:
                 (self.heap_views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
         ring = self.ctx.ring
         n, nb = p.role_tasks, self.blocks
-        # our scratch for this launch only (triton.set_allocator's ContextVar, reset after): any other
-        # Triton kernel of the process keeps its own allocator and never gets this buffer
-        token = _allocation._allocator.set(self._scratch)
-        try:
-            fused.fused_kernel[(p.grid,)](
-                *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
-                *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32),
-                err, p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
-                *n, *nb, self.state, self.log, *self.steer, **self.meta, num_warps=fused.NUM_WARPS,
-                num_stages=fused.NUM_STAGES)
-        finally:
-            _allocation._allocator.reset(token)
+        fused.fused_kernel[(p.grid,)](
+            *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
+            *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32),
+            err, p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
+            *n, *nb, self.state, self.log, *self.steer, **self.meta, num_warps=fused.NUM_WARPS,
+            num_stages=fused.NUM_STAGES)
         for name in self.outputs:
             if name in self.heap_views:
                 out[name] = self.heap_views[name].clone()
@@ -243,13 +222,20 @@ class Executor:
         return sorted(points)
 
     def _descriptors(self, bound: dict) -> tuple:
-        """Host TMA descriptors of the GEMM operands (or stand-ins when the kernel builds its own)."""
+        """Host TMA descriptors of the GEMM operands: A, the second A (A again where there is none)
+        and B; stand-ins for a kernel without GEMMs."""
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         m = self.meta
-        a, b = (self._dummy, self._dummy) if self.gemm_ab is None else (
-            bound.get(n, self.heap_views.get(n)) for n in self.gemm_ab)
-        return (TensorDescriptor.from_tensor(a, [m["BM"], m["BK"]]), TensorDescriptor.from_tensor(b, [m["BK"], m["BN"]]))
+        if self.gemm_ab is None:
+            a = a2 = b = self._dummy
+        else:
+            (a, *rest), b = ([bound.get(n, self.heap_views.get(n)) for n in names] for names in
+                             (self.gemm_ab[0], (self.gemm_ab[1],)))
+            a2, b = (rest or [a])[0], b[0]
+        a_block = [m["BM"], m["BK"]]
+        return (TensorDescriptor.from_tensor(a, a_block), TensorDescriptor.from_tensor(a2, a_block),
+                TensorDescriptor.from_tensor(b, [m["BK"], m["BN"]]), self.a2_buf)
 
     def _bases(self, ptrs: tuple[int, ...]):
         """The device table of buffer addresses for these bound pointers. Cached: calls that reuse

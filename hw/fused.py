@@ -50,9 +50,9 @@ __all__ = ["fused_kernel", "enter_kernel", "signature", "constexprs", "NUM_WARPS
 
 @triton.jit
 def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims, epoch_ptr, done_ptr, locks, a_host,
-                 b_host, records, ctl, head, capacity, err32, err64, rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
+                 a2_host, b_host, a2_buf, records, ctl, head, capacity, err32, err64, rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
                  n0, n1, n2, n3, b0, b1, b2, b3, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
-                 BARRIER: tl.constexpr, HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+                 BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
                  HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
                  D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr, ADAPTIVE: tl.constexpr, LOG: tl.constexpr):
@@ -84,23 +84,23 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
                     row = tasks + (tl.where(role == 0, 0, n0) + i) * TW
                     units = (tl.load(row + 15) + UNIT_NS - 1) // UNIT_NS
                     tl.atomic_add(state + WORK, -(units << (32 * role)), sem="relaxed", scope="gpu")
-                    _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host, records, ctl,
+                    _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                           head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state,
-                          _bit(BLOCKED + 8 * role), HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE,
+                          _bit(BLOCKED + 8 * role), HAS_GEMM, HAS_COPY, HAS_REDUCE,
                           HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
                 tl.atomic_add(state + CTRL, -_bit(ACTIVE + 8 * role), sem="relaxed", scope="gpu")
                 rem_c, rem_i = _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG)
                 role = _pick(state, rem_c, rem_i, movable, role)
                 live = role >= 0
         else:
-            _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, b_host, records, ctl,
+            _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                    head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
-                   HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
+                   HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
                    BKV)
     else:
-        _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, b_host, records, ctl,
+        _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
-               HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+               HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
     # the last block to finish resets the call's counters and stores the epoch for the next launch
     tl.debug_barrier()
     if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
@@ -117,9 +117,9 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
 
 
 @triton.jit
-def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, b_host, records, ctl, head,
+def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head,
            capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
-           HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
            HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
     """A block of a fixed role: claim that role's tasks in queue order until none is left. It
@@ -129,17 +129,17 @@ def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks
     first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2)))
     i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
     while i < n_tasks:
-        _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host,
+        _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf,
               records, ctl, head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, claims,
-              0, HOST_DESC, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
+              0, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
               D, BQ, BKV)
         i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
 
 
 @triton.jit
-def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b_host, records, ctl, head, capacity,
+def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head, capacity,
           err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state, blocked_bit,
-          HOST_DESC: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+          HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
     """One task row: wait for its slots, run its op, bump its signals. With a ``blocked_bit`` (the
@@ -163,7 +163,7 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, b
     if HAS_GEMM:
         if op == GEMM:
             _fence_async()
-            _gemm(regions, bases, r0, a_host, b_host, HOST_DESC, BM, BN, BK)
+            _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM, BN, BK)
     if HAS_COPY:
         if op == COPY:
             _copy(regions, bases, r0, nreads, CR, CC)
@@ -291,12 +291,13 @@ def work_units(ns: int) -> int:
 
 def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -> tuple[dict, dict]:
     """(signature, constexprs) for compiling without a GPU (CI), for a kernel holding ``ops``."""
-    const = constexprs(ops, head_dim, barrier=True, host_desc="gather" not in ops, adaptive=adaptive)
+    const = constexprs(ops, head_dim, barrier=True, adaptive=adaptive)
     types = {"a_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
+             "a2_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
              "ctl": "i64", "capacity": "i64", "err32": "*i32", "timeout_ns": "i64", "sm_scale": "fp32",
              "ctrl0": "i64", "work": "i64"}
-    ints = {"rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",
+    ints = {"a2_buf", "rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",
             "min_sms", "hysteresis", "link_sms"}
     sig = {n: types.get(n, "i32" if n in ints else "*i64") for n in fused_kernel.arg_names if n not in const}
     return sig, const
@@ -305,14 +306,14 @@ def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -
 COPY_ROWS = 64  # rows of one copy/reduce/gather step (x 256 columns): the bytes each SM has in flight
 
 
-def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, host_desc: bool, copy_rows: int = COPY_ROWS,
+def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int = COPY_ROWS,
                adaptive: bool = False) -> dict:
     """The compile-time switches of the kernel for one op set. ``adaptive``: compute and intra
     blocks follow the controller's shared target (else their roles are fixed). ``copy_rows``: a copy, reduce or
     gather step moves copy_rows x 256 bf16 per SM; peer loads take microseconds to return, so an
     SM's NVLink rate is about the bytes in flight over that latency (16-row steps made gemm_ar 1.5x
     slower at 16 intra SMs on an H200 pair: docs/results/2026-11-30-nvlink.md)."""
-    return {"BARRIER": barrier, "HOST_DESC": host_desc, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
+    return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
             "BM": 128, "BN": 256 if "attn" not in ops else 128, "BK": 64, "CR": copy_rows, "CC": 256,
             "D": head_dim, "BQ": 128, "BKV": 128 if head_dim <= 64 else 64, "ADAPTIVE": adaptive, "LOG": LOG_ENTRIES}

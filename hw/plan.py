@@ -100,15 +100,22 @@ class Plan:
         return self.n_flags - 2
 
     @property
-    def gemm_operands(self) -> tuple[str, str] | None:
-        """The (A, B) buffers of this rank's GEMM tiles when every tile reads the same two (the
-        kernel then takes host-built TMA descriptors), else None."""
+    def gemm_operands(self) -> tuple[tuple[str, ...], str] | None:
+        """The A buffers (one or two) and the B buffer of this rank's GEMM tiles, or None without
+        GEMMs: the kernel takes a host-built TMA descriptor for each (:func:`tiles._gemm`). Raises
+        ScheduleError for more, or for operands on another rank."""
         gemm = self.tasks[self.tasks[:, 0] == OP_CODE[Op.GEMM]]
-        pairs = {(int(self.regions[r, 7]), int(self.regions[r + 1, 7])) for r in gemm[:, 2]}
-        if len(pairs) != 1:
+        if not len(gemm):
             return None
-        a, b = pairs.pop()
-        return self.buffers[a], self.buffers[b]
+        a_rows, b_rows = self.regions[gemm[:, 2]], self.regions[gemm[:, 2] + 1]
+        a_ids, b_ids = sorted(set(a_rows[:, 7].tolist())), sorted(set(b_rows[:, 7].tolist()))
+        ops = np.concatenate([a_rows, b_rows])
+        local = (ops[:, 0] == ops[:, 7] * self.world + self.rank).all()  # address-table slot: buffer x world + rank
+        if len(a_ids) > 2 or len(b_ids) > 1 or not local:
+            raise ScheduleError(f"rank {self.rank}: GEMM tiles read A from {[self.buffers[i] for i in a_ids]} and B "
+                                f"from {[self.buffers[i] for i in b_ids]}; the kernel takes at most two A buffers and "
+                                f"one B, all this rank's own (host-built TMA descriptors)")
+        return tuple(self.buffers[i] for i in a_ids), self.buffers[b_ids[0]]
 
     @property
     def ops(self) -> frozenset[str]:
@@ -241,9 +248,11 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
     def arr(rows, width):
         return np.asarray(rows, dtype=np.int64).reshape(-1, width)
 
-    return Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), arr(tasks, TASK_WIDTH),
+    plan = Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), arr(tasks, TASK_WIDTH),
                 arr(regions, REGION_WIDTH), arr(waits, 3), arr(signals, 2), arr(aux, COMMAND_WIDTH), n_flags,
                 len(locks), place, low.buffers, low.slot_names, low)
+    plan.gemm_operands  # noqa: B018 - refuses GEMM operands the kernel cannot take, at plan time
+    return plan
 
 
 def _check(s: Schedule, task: Task, buffers: dict) -> None:

@@ -45,26 +45,27 @@ def _region(regions, i):
 
 
 @triton.jit
-def _gemm(regions, bases, r0, a_host, b_host, HOST_DESC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-          BK: tl.constexpr):
-    """writes[0] = reads[0] @ reads[1] in BM x BN sub-tiles. TMA descriptors come from the host when
-    every GEMM tile of the rank reads the same two buffers (kernel parameters: nothing to build or
-    fence per tile), else the kernel builds them per tile from the address table."""
+def _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """writes[0] = reads[0] @ reads[1] in BM x BN sub-tiles, through the host-built TMA descriptors
+    of the rank's GEMM operands (kernel parameters): B, and A or, for tiles reading buffer
+    ``a2_buf``, the second A (AllGather+GEMM's own rows and gathered rows). Why never descriptors
+    built on the device: each would be written to global scratch and fenced per tile, and on the
+    emulated 2x2 cluster those kernels stopped with 'illegal instruction' (tools/mix_probe.py,
+    docs/results/2026-12-01-reliability-hw.md); the plan refuses GEMMs with more operands."""
     a_s, a_r0, a_c0, a_rows, a_cols, a_ld, a_brows = _region(regions, r0)
     b_s, b_r0, b_c0, b_rows, b_cols, b_ld, b_brows = _region(regions, r0 + 1)
     c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + 2)
-    if HOST_DESC:
-        a_desc = a_host
-        b_desc = b_host
-    else:
-        a_desc = tl.make_tensor_descriptor(_buf(bases, a_s, tl.bfloat16, 2),
-                                           shape=[a_brows.to(tl.int32), a_ld.to(tl.int32)], strides=[a_ld, 1],
-                                           block_shape=[BM, BK])
-        b_desc = tl.make_tensor_descriptor(_buf(bases, b_s, tl.bfloat16, 2),
-                                           shape=[b_brows.to(tl.int32), b_ld.to(tl.int32)], strides=[b_ld, 1],
-                                           block_shape=[BK, BN])
     c = _buf(bases, c_s, tl.bfloat16, 2)
     c_ld, c_c0, c_cols = _m8(c_ld, 8), _m8(c_c0, 8), _m8(c_cols, 8)  # the plan checks: 16-byte stores
+    if tl.load(regions + r0 * RW + 7) == a2_buf:
+        _mma(a2_host, b_host, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM, BN, BK)
+    else:
+        _mma(a_host, b_host, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM, BN, BK)
+
+
+@triton.jit
+def _mma(a_desc, b_desc, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM: tl.constexpr,
+         BN: tl.constexpr, BK: tl.constexpr):
     tiles_n = tl.cdiv(c_cols, BN)
     for sub in range(tl.cdiv(c_rows, BM) * tiles_n):
         sm = sub // tiles_n
