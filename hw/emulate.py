@@ -90,11 +90,9 @@ def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadl
         import torch.distributed as dist
 
         torch.cuda.set_device(info.device)
-        stagger = _stagger(info)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=info.rank,
                                 world_size=info.world)
         report = (info.rank, "ok", fn(info, *args))
-        del stagger
     except BaseException:  # noqa: BLE001 - everything a rank raises goes back to the launcher
         report = (info.rank, "error", traceback.format_exc())
     faulthandler.cancel_dump_traceback_later()
@@ -103,21 +101,6 @@ def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadl
     out.join_thread()
     if dist is not None and dist.is_initialized():
         dist.destroy_process_group()
-
-
-def _stagger(info: RankInfo):
-    """Ranks sharing a GPU hold ``rank`` x 64 MiB + 2 MiB of device memory first, so that their
-    identical allocation sequences do not land on the same virtual addresses. Why: with equal
-    addresses in every MPS client, fused kernels with TMA descriptors stopped with 'illegal
-    instruction' on the emulated 2x2 cluster once enough executors lived in a process
-    (tools/mix_probe.py on the H200, 2026-12-01: the 2x2 runs with a stagger, or with descriptor
-    scratch never reused, ran clean; the 2x2 runs without either failed). One process per GPU (a real
-    cluster) needs none."""
-    import torch
-
-    if not info.emulated:
-        return None
-    return torch.empty(info.rank * 64 * 2**20 + 2 * 2**20, dtype=torch.int8, device=f"cuda:{info.device}")
 
 
 def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5) -> dict[int, object]:

@@ -8,11 +8,11 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 
-def _run(nodes: int, gpn: int) -> list[dict]:
+def _run(nodes: int, gpn: int, timeout_s: float = 600) -> list[dict]:
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch
 
-    return launch(rank.api_rank, nodes * gpn, args=(gpn, 5, 3), timeout_s=600)
+    return launch(rank.api_rank, nodes * gpn, args=(gpn, 5, 3), timeout_s=timeout_s)
 
 
 def test_ops_match_fallbacks_at_world_1_and_trace_under_torch_compile():
@@ -21,8 +21,10 @@ def test_ops_match_fallbacks_at_world_1_and_trace_under_torch_compile():
     assert r["traced_rel_err"] is not None and r["traced_rel_err"] <= 1e-3, r
 
 
+@pytest.mark.xfail(strict=True, reason="open defect (issue 6): on the H200 one rank stops in the fallback's matmul "
+                   "while the others wait in its all-reduce (docs/results/2026-12-01-reliability-hw-2.md)")
 def test_ops_match_fallbacks_on_emulated_2x2():
-    for r in _run(2, 2):
+    for r in _run(2, 2, timeout_s=180):
         assert r["ok"], r
 
 

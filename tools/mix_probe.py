@@ -1,12 +1,11 @@
-"""Probe for the known defect of issue 6/10: fused launches stop with 'illegal instruction' on the
-emulated cluster once executors of several ops live in one process (tests/test_hw_api.py's strict
-xfail, and tools/long_run.py). Each configuration runs in fresh rank processes: a set of executors
-is built, then ``calls`` calls cycle through the ``called`` subset with a synchronize after each, so
-the first failure names its op and call. On 2026-12-01 (docs/results/2026-12-01-reliability-hw.md)
-a seventh configuration held every Triton scratch buffer alive and ran clean; since then each
-Executor owns its scratch, so every configuration should pass.
+"""Probe for the open defect of issues 6/10: on the emulated 2x2 cluster, fused launches stop with
+'illegal instruction' once executors of several ops live in one process (tests/test_hw_api.py's
+2x2 test, tools/long_run.py). Each configuration runs in fresh rank processes: a set of executors is
+built, then ``calls`` calls cycle through the ``called`` subset with a synchronize after each, so the
+first failure names its op and call. What the H200 runs ruled out, and what they showed, is in
+docs/results/2026-12-01-reliability-hw-2.md.
 
-    python tools/mix_probe.py [--calls 36]      (GPU machine; a few seconds per configuration)
+    python tools/mix_probe.py [--calls 36] [--configs all,pair]      (GPU machine)
 """
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ ALL = ("ag_gemm", "gemm_ar", "gemm_rs", "moe_dispatch_gemm", "ring_attention", "
 PAIR = ("ag_gemm", "gemm_ar")
 # (label, executors built, ops called, nodes, gpus per node, variant); variants: "" as the library runs,
 # "stagger" each rank first holds rank x 64 MiB + 2 MiB (the ranks' allocations no longer share virtual
-# addresses), "leak" every launch gets fresh Triton scratch that is never freed, "idle" four more
-# contexts of the pair's sizes that run nothing
+# addresses), "idle" four more contexts of the pair's sizes that run nothing
 CONFIGS = {
     "pair": (PAIR, PAIR, 2, 2, ""),
     "all": (ALL, ALL, 2, 2, ""),
@@ -29,7 +27,6 @@ CONFIGS = {
     "all-gemm_ar": (ALL, ("gemm_ar",), 2, 2, ""),
     "pair-idle": (PAIR, PAIR, 2, 2, "idle"),
     "all-stagger": (ALL, ALL, 2, 2, "stagger"),
-    "all-leak": (ALL, ALL, 2, 2, "leak"),
     "all-1x1": (ALL, ALL, 1, 1, ""),
     "all-1x2": (ALL, ALL, 1, 2, ""),
     "all-2x1": (ALL, ALL, 2, 1, ""),
@@ -47,11 +44,6 @@ def mix_rank(info, built: tuple, called: tuple, calls: int, nodes: int, gpn: int
     keep = []
     if variant == "stagger":
         keep.append(torch.empty(info.rank * 64 * 2**20 + 2 * 2**20, dtype=torch.int8, device="cuda"))
-    if variant == "leak":
-        def fresh(self, size, alignment, stream):
-            keep.append(torch.empty(size + alignment, dtype=torch.int8, device=self.device))
-            return keep[-1]
-        Executor._scratch = fresh
     c = cluster_for(info, nodes, gpn)
     ops = {}
     for name in built:
