@@ -10,6 +10,7 @@ and copy engines.
 """
 from __future__ import annotations
 
+import datetime
 import faulthandler
 import multiprocessing as mp
 import os
@@ -75,12 +76,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadline_s: float) -> None:
+def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadline_s: float,
+               collective_timeout_s: float) -> None:
     """One rank: its result (or traceback) is put once and flushed to the launcher *before* the
     process group is torn down, since after a CUDA fault teardown can abort the process and a result
     still in the queue's feeder thread would be lost (the launcher then saw a hang, not the fault).
     A rank still running just before the launcher's deadline dumps every thread's stack to stderr,
-    as it does on SIGUSR1 (a device script stopping a stuck run sends it first)."""
+    as it does on SIGUSR1 (a device script stopping a stuck run sends it first). Every collective and
+    store wait of the rank's process group (the fallbacks' all-reduces, the symmetric-memory
+    rendezvous) gives up after ``collective_timeout_s`` with torch's error."""
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     faulthandler.dump_traceback_later(max(1.0, deadline_s - 5.0))
     os.environ.update(env)
@@ -91,7 +95,7 @@ def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadl
 
         torch.cuda.set_device(info.device)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=info.rank,
-                                world_size=info.world)
+                                world_size=info.world, timeout=datetime.timedelta(seconds=collective_timeout_s))
         report = (info.rank, "ok", fn(info, *args))
     except BaseException:  # noqa: BLE001 - everything a rank raises goes back to the launcher
         report = (info.rank, "error", traceback.format_exc())
@@ -140,8 +144,9 @@ def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5) -> dict[in
 
 
 def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = None, sms: int = 132,
-           timeout_s: float = 300.0) -> list:
+           timeout_s: float = 300.0, collective_timeout_s: float = 120.0) -> list:
     """Run ``fn(RankInfo, *args)`` on ``world`` ranks; return their results in rank order.
+    ``timeout_s`` bounds the whole run, ``collective_timeout_s`` each collective or store wait.
 
     ``fn`` must be importable (a module-level function): ranks are spawned, not forked, because CUDA
     cannot be initialised in a forked child.
@@ -168,7 +173,8 @@ def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = Non
         try:
             for r in range(world):
                 info = RankInfo(r, world, r % gpus, sms // per_gpu, per_gpu > 1)
-                p = ctx.Process(target=_rank_main, args=(fn, info, port, env, args, out, timeout_s),
+                p = ctx.Process(target=_rank_main, args=(fn, info, port, env, args, out, timeout_s,
+                                                                  collective_timeout_s),
                                daemon=True)
                 p.start()
                 procs.append(p)
