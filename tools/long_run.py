@@ -27,9 +27,13 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=10_000)
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--gpn", type=int, default=2)
+    ap.add_argument("--cases", default=",".join(sorted(CASES)), help="comma-separated subset of the fused tests' cases")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    cases = {name: workload(name) for name in sorted(CASES)}
+    unknown = set(a.cases.split(",")) - set(CASES)
+    if unknown:
+        ap.error(f"--cases: {', '.join(sorted(unknown))} not among {', '.join(sorted(CASES))}")
+    cases = {name: workload(name) for name in a.cases.split(",")}
     t0 = time.time()
     res = launch(rank.long_run_rank, a.nodes * a.gpn, args=(cases, a.nodes, a.gpn, a.calls), timeout_s=3000)
     wall = time.time() - t0
