@@ -141,14 +141,29 @@ def placement(s: Schedule) -> Placement:
 def build(s: Schedule, rank: int | None = None, work: Callable[[Task], float] | None = None) -> list[Plan]:
     """Plans of every rank (or of ``rank`` only, as a one-element list). ``work`` (us of one SM per
     task, :func:`mkernel.sim.cost.sm_work_us`) fills the work column the GPU's controller sums."""
-    s.validate()
-    lowered = lower(s)
-    place = placement(s)
-    net = _network_flags(s, lowered)
-    # then per rank: an arrival and an exit flag per peer (the call barriers), the go flag, the sink
-    n_flags = max(len(low.slot_bumps) + len(net.extra.get(r, ())) for r, low in enumerate(lowered)) + 2 * s.world + 2
+    lowered, place, net, n_flags = _shared(s)
     ranks = range(s.world) if rank is None else (rank,)
     return [_plan(s, lowered, place, r, n_flags, net, work) for r in ranks]
+
+
+_LAST: list = [None, None]  # the last schedule planned, and _shared's result for it
+
+
+def _shared(s: Schedule) -> tuple[list[Lowered], Placement, _NetFlags, int]:
+    """What every rank's plan shares: the schedule validated and lowered, the heap placement, the
+    network flags, the flag count. Kept for the last schedule object (frozen, so its identity is its
+    value): a rank sizes its Context and then builds its Executor from the same schedule, and at
+    32768^2 on 2 x 2 validating and lowering take ~7 s of the ~7.2 s a plan costs. One entry, by
+    identity (a schedule's hash would walk its hundreds of thousands of tasks); it keeps that
+    schedule alive until the next one is planned, as its executor does anyway."""
+    if _LAST[0] is not s:
+        s.validate()
+        lowered = lower(s)
+        net = _network_flags(s, lowered)
+        # then per rank: an arrival and an exit flag per peer (the call barriers), the go flag, the sink
+        n_flags = max(len(low.slot_bumps) + len(net.extra.get(r, ())) for r, low in enumerate(lowered)) + 2 * s.world + 2
+        _LAST[:] = [s, (lowered, placement(s), net, n_flags)]
+    return _LAST[1]
 
 
 @dataclass(frozen=True)

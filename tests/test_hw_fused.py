@@ -95,6 +95,25 @@ def test_a_put_of_a_column_slab_is_refused_before_launch():
         plan.build(bad)
 
 
+def test_ranks_of_one_schedule_share_its_lowering_and_a_new_schedule_is_checked_again(monkeypatch):
+    """A rank sizes its Context and then builds its Executor from one schedule: validation and
+    lowering (nearly all of a large plan's cost) run once; a changed schedule is a new object and is
+    validated again."""
+    import dataclasses
+
+    calls = []
+    real = plan.lower
+    monkeypatch.setattr(plan, "lower", lambda s: calls.append(s) or real(s))
+    s = get("gemm_ar").build(workload("gemm_ar"), Cluster("t", 2, 2))
+    first, again = plan.build(s, 0)[0], plan.build(s, 0)[0]
+    plan.build(s, 3)
+    assert len(calls) == 1 and (first.tasks == again.tasks).all()
+    broken = dataclasses.replace(s, tasks=s.tasks[:-1])  # a task whose signal someone waits for is gone
+    with pytest.raises(ScheduleError):
+        plan.build(broken)
+    assert len(calls) == 1  # refused by validation, before lowering
+
+
 def test_gemm_operands_are_one_or_two_own_a_buffers_and_one_b():
     """The kernel takes host-built TMA descriptors only (A, a second A, B): AllGather+GEMM's own and
     gathered rows are the two A buffers; a GEMM reading A from a third buffer is refused at plan time."""
