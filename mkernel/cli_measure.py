@@ -1,0 +1,148 @@
+"""The ``mkernel`` subcommands that measure on GPUs, and the one that checks the simulator against
+those measurements: ``calibrate``, ``bench``, ``selftest`` and ``validate``. Like the rest of the
+command line (:mod:`mkernel.cli`), they only parse, call the library, and print."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from .errors import BackendUnavailable, InputError
+from .problems import KERNELS
+
+
+def commit(given: str | None) -> str:
+    import subprocess
+
+    if given:
+        return given
+    if Path(".commit").is_file():  # written by the caller where the tree has no git history
+        return Path(".commit").read_text().strip()
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def gpu_ready() -> None:
+    from mkernel import hw
+
+    reason = hw.unavailable()
+    if reason:
+        raise BackendUnavailable(reason)
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    gpu_ready()
+    from mkernel import profile
+    from mkernel.hw import calibrate
+
+    command = "mkernel calibrate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["calibrate"] else "mkernel calibrate"
+    only = tuple(args.only or calibrate.SECTIONS)
+    raw = calibrate.run(commit(args.commit), command.strip(), progress=lambda m: print(m, file=sys.stderr), only=only)
+    if args.raw:
+        args.raw.parent.mkdir(parents=True, exist_ok=True)
+        args.raw.write_text(json.dumps(raw, indent=1) + "\n")
+    doc = profile.write(raw, args.out, merge=True)
+    for table in ("gpu", "proxy", "nic", "nvlink"):
+        for key, value in doc.get(table, {}).items():
+            print(f"{table}.{key} = {value}    # {doc['provenance'][f'{table}.{key}']['bench']}")
+    print(f"profile: {args.out}")
+    return 0
+
+
+def parse_emulate(spec: str | None) -> tuple[int, int] | None:
+    if spec is None:
+        return None
+    try:
+        nodes, gpn = (int(x) for x in spec.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--emulate {spec!r}: NODESxGPUS, e.g. 2x2") from None
+    if nodes < 1 or gpn < 1:
+        raise InputError(f"--emulate {spec!r}: nodes and GPUs must be >= 1")
+    return nodes, gpn
+
+
+def bench(args: argparse.Namespace) -> int:
+    emulate = parse_emulate(args.emulate)
+    if args.sizes is not None and args.sizes < 1 or args.iters < 1:
+        raise InputError("--sizes and --iters must be >= 1")
+    gpu_ready()
+    from mkernel.hw import bench
+
+    points = bench.grid(args.kernels or KERNELS, args.sizes)
+    result = bench.run(points, emulate=emulate, iters=args.iters)
+    if result is None:  # a rank other than 0 under torchrun
+        return 0
+    result["commit"] = commit(None)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps(result, indent=1) + "\n")
+    print("\n".join(bench.table(result)))
+    figure = bench.plot(result, args.out / "bench.png")
+    print(f"results: {args.out / 'bench.json'}" + (f", plot: {figure}" if figure else ""))
+    ok = all(x.get("ok", True) for r in result["rows"] for x in r["impls"].values())
+    return 0 if ok else 1
+
+
+def validate(args: argparse.Namespace) -> int:
+    from mkernel import accuracy
+
+    def read(path: Path) -> dict:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
+
+    benches = [(str(p), read(p)) for p in args.bench]
+    splits = [(str(p), read(p)) for p in args.splits]
+    if args.fit_overheads:
+        worlds = [b for _, b in benches if b.get("world") == 1 and not b.get("emulated")]
+        if not worlds and not splits:
+            raise InputError("--fit-overheads needs a world-1 --bench (mkernel bench on one GPU) or a --splits run")
+        if worlds:
+            call, task = accuracy.fit_overheads(worlds[0], accuracy.profile_cluster(args.profile, 1, 1))
+            print(f"fitted: gpu.fused_call_us = {call:.3f}  gpu.fused_tile_us = {task:.4f} (put them in the profile)")
+        for where, sp in splits:
+            accuracy.check_splits(where, sp)
+            fit = accuracy.fit_peer_costs(sp, accuracy.profile_cluster(args.profile, 1, sp["world"]))
+            print(f"fitted on {where}: " + "  ".join(f"{k} = {v:.4g}" for k, v in fit.items())
+                  + " (put them in the profile)")
+    report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)), benches,
+                               [(str(p), read(p)) for p in args.runs], splits)
+    for r in report["rows"]:
+        print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "
+              f"sim {r['predicted_us']:>10.1f} us  {r['error']:+.1%}")
+    for g, st in {**report["groups"], "overall": report["overall"]}.items():
+        rho = "n/a" if st["spearman"] is None else f"{st['spearman']:.3f}"
+        print(f"{g:<13} {st['configs']:>3} configs  MAPE {st['mape']:.1%}  p90 {st['p90']:.1%}  "
+              f"mean {st['mean_signed']:+.1%}  rank correlation {rho}")
+    for c in report["curves"]:
+        rho = "n/a" if c["spearman"] is None else f"{c['spearman']:.3f}"
+        print(f"{c['curve']:<26} split order rank correlation {rho}; best on the GPU: {c['best_measured']}; "
+              f"the simulator's pick costs {c['sim_pick_over_best']:.2f}x the best there")
+    print(f"largest error term: {report['dominant_group']}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+def selftest(args: argparse.Namespace) -> int:
+    if args.nodes < 1 or args.gpus_per_node < 1:
+        raise InputError(f"--nodes {args.nodes} and --gpus-per-node {args.gpus_per_node} must be >= 1")
+    from mkernel import hw
+
+    reason = hw.unavailable()
+    if reason is None and importlib.util.find_spec("cupy") is None:  # the self-test kernels are CUDA C++
+        reason = "mkernel selftest loads its CUDA C++ kernels through CuPy (pip install 'mkernel[hw]')"
+    if reason:
+        raise BackendUnavailable(reason)
+    from mkernel.hw import emulate, selftest
+
+    rows = selftest.summary(args.nodes, args.gpus_per_node, args.shaped)
+    for name, ok, detail in rows:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
+    print(f"note: {emulate.EMULATION_NOTE}")
+    return 0 if all(ok for _, ok, _ in rows) else 1
