@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 ALL = ("ag_gemm", "gemm_ar", "gemm_rs", "moe_dispatch_gemm", "ring_attention", "ring_attention_causal")
 PAIR = ("ag_gemm", "gemm_ar")
-# (label, executors built, ops called, nodes, gpus per node, variant); variants: "" as the library runs,
+# label -> (executors built, ops called, nodes, gpus per node, variant); variants: "" as the library runs,
 # "stagger" each rank first holds rank x 64 MiB + 2 MiB (the ranks' allocations no longer share virtual
 # addresses), "idle" four more contexts of the pair's sizes that run nothing
 CONFIGS = {
@@ -75,6 +75,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=36)
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
     a = ap.parse_args()
+    unknown = set(a.configs.split(",")) - set(CONFIGS)
+    if unknown:
+        ap.error(f"--configs: {', '.join(sorted(unknown))} not among {', '.join(CONFIGS)}")
     for label in a.configs.split(","):
         built, called, nodes, gpn, variant = CONFIGS[label]
         try:
