@@ -49,9 +49,9 @@ def _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM: tl.constexpr,
     """writes[0] = reads[0] @ reads[1] in BM x BN sub-tiles, through the host-built TMA descriptors
     of the rank's GEMM operands (kernel parameters): B, and A or, for tiles reading buffer
     ``a2_buf``, the second A (AllGather+GEMM's own rows and gathered rows). Why never descriptors
-    built on the device: each would be written to global scratch and fenced per tile, and on the
-    emulated 2x2 cluster those kernels stopped with 'illegal instruction' (tools/mix_probe.py,
-    docs/results/2026-12-01-reliability-hw.md); the plan refuses GEMMs with more operands."""
+    built on the device: each would be written to Triton's global scratch and fenced per tile, and
+    that scratch must be allocated per launch (and kept at one address for a CUDA graph); kernel
+    parameters cost neither. The plan refuses GEMMs with more operand buffers."""
     a_s, a_r0, a_c0, a_rows, a_cols, a_ld, a_brows = _region(regions, r0)
     b_s, b_r0, b_c0, b_rows, b_cols, b_ld, b_brows = _region(regions, r0 + 1)
     c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + 2)

@@ -2,7 +2,7 @@
 
 What it measures (issue 6's single-GPU figures):
 - **role overhead / compute role**: fused GEMM ops at world 1 (the plan's GEMM tiles walked by the
-  persistent interpreter, device-built TMA descriptors) against torch.matmul on the same shape;
+  persistent interpreter, host-built TMA descriptors) against torch.matmul on the same shape;
 - **attention tile**: fused ring attention at world 1 (every tile of the own slice) against
   torch scaled_dot_product_attention with the flash backend, B x heads = 64, D = 128;
 - **MoE grouped GEMM**: the compute role's expert tiles alone (the MoE schedule's GEMM tasks with the
