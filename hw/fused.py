@@ -48,7 +48,15 @@ TW, CW = C(16), C(8)  # plan.TASK_WIDTH, COMMAND_WIDTH
 __all__ = ["fused_kernel", "enter_kernel", "signature", "constexprs", "NUM_WARPS", "NUM_STAGES"]
 
 
-@triton.jit
+# Arguments whose values differ between the ranks of one op. Triton would specialise the binary on
+# them (a value of 1 becomes a constant, a multiple of 16 an alignment hint), so the ranks of an
+# emulated cluster, sharing one GPU under MPS, would each compile and run a different binary of the
+# same op; with these left unspecialised every rank runs one binary, compiled once.
+PER_RANK_ARGS = ("rank", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3", "a2_buf",
+                 "ctrl0", "work")
+
+
+@triton.jit(do_not_specialize=PER_RANK_ARGS)
 def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims, epoch_ptr, done_ptr, locks, a_host,
                  a2_host, b_host, a2_buf, records, ctl, head, capacity, err32, err64, rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
                  n0, n1, n2, n3, b0, b1, b2, b3, state, log, ctrl0, work, min_sms, hysteresis, link_sms,

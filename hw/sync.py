@@ -152,7 +152,7 @@ def _tell_peers(first_slot, flag_bases, epoch, rank, world, gpn, records, ctl, h
                       timeout_ns, err32, err64)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("rank",))  # one binary for every rank (hw/fused.py, PER_RANK_ARGS)
 def enter_kernel(flag_bases, epoch_ptr, rank, world, exit0, timeout_ns, err32, err64, ctl):
     """Before a call stages inputs into the heap: wait until every peer finished the previous call,
     so nothing a peer may still read is overwritten."""

@@ -114,6 +114,29 @@ def test_ranks_of_one_schedule_share_its_lowering_and_a_new_schedule_is_checked_
     assert len(calls) == 1  # refused by validation, before lowering
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_rank_runs_one_binary_of_its_op(case):
+    """Triton specialises a kernel on its integer arguments (1 becomes a constant, multiples of 16
+    get alignment hints). The per-rank ones (rank, barrier flag offsets, role task and block counts)
+    are left unspecialised, so the ranks of a 2x2 cluster key the same compiled binary."""
+    pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    from mkernel.hw import fused
+
+    params = {p.name: p for p in fused.fused_kernel.params}
+    keys = set()
+    for p in plan.build(get(workload(case).kernel).build(workload(case), Cluster("t", 2, 2).with_sms(33))):
+        ab = p.gemm_operands
+        values = {"rank": p.rank, "arrive0": p.arrive0, "exit0": p.exit0, "go": p.go,
+                  "a2_buf": p.buffers.index(ab[0][1]) if ab and len(ab[0]) > 1 else -1,
+                  **dict(zip(("n0", "n1", "n2", "n3"), p.role_tasks)), **dict(zip(("b0", "b1", "b2", "b3"), p.blocks))}
+        keys.add(tuple(native_specialize_impl(CUDABackend, v, False, not params[n].do_not_specialize,
+                                              not params[n].do_not_specialize_on_alignment) for n, v in values.items()))
+    assert len(keys) == 1, keys
+
+
 def test_gemm_operands_are_one_or_two_own_a_buffers_and_one_b():
     """The kernel takes host-built TMA descriptors only (A, a second A, B): AllGather+GEMM's own and
     gathered rows are the two A buffers; a GEMM reading A from a third buffer is refused at plan time."""
