@@ -171,6 +171,8 @@ class Executor:
                 (self.heap_views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
         ring = self.ctx.ring
         n, nb = p.role_tasks, self.blocks
+        if self.ctx.proxy is not None:
+            self.ctx.proxy.kick()  # an idle proxy naps; this call's commands are coming (hw/proxy.py)
         fused.fused_kernel[(p.grid,)](
             *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
             *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32),

@@ -70,6 +70,7 @@ def load() -> ctypes.CDLL:
         "mk_proxy_start": (ctypes.c_int, [P]),
         "mk_proxy_stop": (ctypes.c_int, [P, U64]),
         "mk_proxy_running": (ctypes.c_int, [P]),
+        "mk_proxy_kick": (None, [P]),
         "mk_proxy_get_error": (None, [P, ctypes.POINTER(ring.ProxyError)]),
         "mk_proxy_get_stats": (None, [P, ctypes.POINTER(ring.ProxyStats)]),
         "mk_proxy_transport": (P, [P]),

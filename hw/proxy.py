@@ -125,13 +125,19 @@ class HostRing:
 
 
 class Proxy:
-    """One rank's proxy over one ring. Use as a context manager, or start() and stop()."""
+    """One rank's proxy over one ring. Use as a context manager, or start() and stop().
+
+    ``idle_spin_us`` / ``idle_sleep_us``: with nothing pending or in flight for ``idle_spin_us``, the
+    thread sleeps between polls (1 us doubling up to ``idle_sleep_us``; 0 spins always), so an idle
+    context's proxy does not hold a core; inside a call, between calls closer than ``idle_spin_us``,
+    and for ``idle_spin_us`` after :meth:`kick` (the executor kicks at every launch) it polls flat
+    out."""
 
     def __init__(self, *, rank: int, nranks: int, ring_ptr: int, ctl_ptr: int, capacity: int, regions: Regions,
                  transport: str = "fake", max_batch: int = ring.MAX_BATCH, window_us: float = 2.0,
                  seed: int = 0, unordered: bool = False, gbytes_per_s: float = 0.0, latency_us: float = 0.0,
                  device: int = 0, streams: int = 1, flag_early: bool = False, cpu: int = -1,
-                 faults: ProxyFaults | None = None):
+                 faults: ProxyFaults | None = None, idle_spin_us: float = 2000.0, idle_sleep_us: float = 50.0):
         if len(regions.dst) != nranks or len(regions.flags) != nranks:
             raise ValueError(f"regions name {len(regions.dst)} receive buffers and {len(regions.flags)} flag "
                              f"arrays; nranks is {nranks}")
@@ -139,7 +145,8 @@ class Proxy:
         u64s = lambda xs: (ctypes.c_uint64 * nranks)(*xs)  # noqa: E731
         self._keep = (u64s(b for b, _ in regions.dst), u64s(n for _, n in regions.dst), u64s(regions.flags))
         cfg = ring.ProxyConfig(rank, nranks, capacity, max_batch, regions.n_flags, int(window_us * 1000),
-                               regions.src[0], regions.src[1], *self._keep, cpu, (faults or ProxyFaults()).native())
+                               regions.src[0], regions.src[1], *self._keep, cpu, (faults or ProxyFaults()).native(),
+                               int(idle_spin_us * 1000), int(idle_sleep_us * 1000))
         opts = ring.TransportOptions(seed, int(unordered), gbytes_per_s, int(latency_us * 1000), device, streams,
                                      int(flag_early))
         err = ctypes.create_string_buffer(256)
@@ -149,6 +156,10 @@ class Proxy:
             raise ProxyError(f"rank {rank}: cannot create the proxy: {err.value.decode()}")
         self.rank, self.transport = rank, transport
         self._final: tuple[dict, np.ndarray | None] | None = None
+
+    def kick(self) -> None:
+        """A call was just launched: poll flat out (``idle_spin_us`` from now) for its commands."""
+        self._lib.mk_proxy_kick(self._live())
 
     def start(self) -> Proxy:
         if self._lib.mk_proxy_start(self._p):

@@ -77,6 +77,7 @@ class ProxyConfig(ctypes.Structure):
         ("src_base", ctypes.c_uint64), ("src_bytes", ctypes.c_uint64),
         ("dst_base", ctypes.POINTER(ctypes.c_uint64)), ("dst_bytes", ctypes.POINTER(ctypes.c_uint64)),
         ("flag_base", ctypes.POINTER(ctypes.c_uint64)), ("cpu", ctypes.c_int32), ("faults", Faults),
+        ("idle_spin_ns", ctypes.c_uint64), ("idle_sleep_ns", ctypes.c_uint64),
     ]
 
 
@@ -98,4 +99,4 @@ class ProxyError(ctypes.Structure):
 
 class ProxyStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("commands", "batches", "bytes", "full_batches", "polls_idle",
-                                               "transport_ns", "driver_calls", "killed")]
+                                               "transport_ns", "driver_calls", "killed", "idle_sleeps")]

@@ -311,3 +311,48 @@ def test_proxy_thread_can_be_pinned_and_a_bad_cpu_is_an_error():
     with pytest.raises(ProxyError, match="cannot pin the proxy thread to CPU 4095"):
         p.stop(timeout_s=1.0)
     p.close()
+
+
+def _cpu_s_over(seconds: float) -> float:
+    """CPU seconds this process spends while its main thread sleeps for ``seconds``."""
+    t0 = time.process_time()
+    time.sleep(seconds)
+    return time.process_time() - t0
+
+
+def test_an_idle_proxy_sleeps_and_still_serves_the_next_command():
+    """Past idle_spin_us with nothing to do the proxy naps (it no longer holds a core), and a command
+    committed after a long idle is still executed at once; with idle_sleep_us=0 it spins."""
+    mesh = Mesh(2, 4, 0)
+    hr = HostRing(4)
+    with mesh.proxy(hr, idle_spin_us=1000.0, idle_sleep_us=200.0) as p:
+        busy = _cpu_s_over(0.5)
+        naps = p.stats()["idle_sleeps"]
+        t0 = time.perf_counter()
+        hr.push(mesh.put(1, 3, 9))
+        while mesh.flags[1][3] != 9 and time.perf_counter() - t0 < 1.0:
+            time.sleep(1e-5)
+        waited = time.perf_counter() - t0
+    assert mesh.flags[1][3] == 9 and (mesh.dst[1][3 * CHUNK:4 * CHUNK] == mesh.src[3 * CHUNK:4 * CHUNK]).all()
+    assert naps > 500 and busy < 0.25, (naps, busy)  # naps of 200 us: ~2500 in 0.5 s, a few % of a core
+    assert waited < 0.1, waited  # one nap (200 us) plus scheduling, far below this
+    with mesh.proxy(HostRing(4), idle_sleep_us=0.0) as p:
+        time.sleep(0.05)
+    assert p.stats()["idle_sleeps"] == 0
+
+
+def test_a_kick_wakes_a_napping_proxy_at_once():
+    """The executor kicks the proxy at every launch: a proxy deep in long naps serves the call's
+    first command right away instead of at the end of its nap."""
+    mesh = Mesh(2, 4, 0)
+    hr = HostRing(4)
+    with mesh.proxy(hr, idle_spin_us=1000.0, idle_sleep_us=2e6) as p:
+        time.sleep(0.6)  # naps double from 1 us: by now one lasts a quarter of a second or more
+        t0 = time.perf_counter()
+        p.kick()
+        hr.push(mesh.put(1, 1, 4))
+        while mesh.flags[1][1] != 4 and time.perf_counter() - t0 < 3.0:
+            time.sleep(1e-5)
+        waited = time.perf_counter() - t0
+    assert mesh.flags[1][1] == 4
+    assert waited < 0.1, waited
