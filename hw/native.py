@@ -16,7 +16,7 @@ from pathlib import Path
 from mkernel.errors import BackendUnavailable
 
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = ("proxy.c", "transport_fake.c", "transport_cuda.c")
+SOURCES = ("proxy.c", "host_ring.c", "transport_fake.c", "transport_cuda.c")
 HEADERS = ("mk_ring.h", "mk_transport.h")
 
 

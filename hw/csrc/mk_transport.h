@@ -43,4 +43,12 @@ mk_transport *mk_cuda_transport(const mk_transport_opts *o, char *err, int errle
 
 uint64_t mk_now_ns(void);
 uint64_t mk_rand(uint64_t *state); /* splitmix64 */
+
+/* A spin-wait hint for polling loops. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() __asm__ __volatile__("" ::: "memory")
+#endif
 #endif
