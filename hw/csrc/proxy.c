@@ -261,8 +261,9 @@ static void idle_wait(mk_proxy *p, int busy, uint64_t *idle_since, uint64_t *nap
   }
   *nap = *nap ? *nap * 2 : 1000;
   if (*nap > p->cfg.idle_sleep_ns) *nap = p->cfg.idle_sleep_ns;
-  /* A kick wakes the nap at once: napping is published before kick_seq is read again, and a kick
-   * bumps kick_seq before it reads napping, so one of the two sees the other. */
+  /* A kick ends the nap at once: one that came after `kicked` was read skips it (kicked_ns moved),
+   * one after `seq` was read makes the futex return at once (kick_seq moved), and one while the
+   * futex sleeps finds napping set and wakes it. */
   uint32_t seq = __atomic_load_n(&p->kick_seq, __ATOMIC_SEQ_CST);
   __atomic_store_n(&p->napping, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&p->kicked_ns, __ATOMIC_SEQ_CST) == kicked) {
@@ -430,10 +431,17 @@ int mk_proxy_start(mk_proxy *p) {
   return 0;
 }
 
+void mk_proxy_kick(mk_proxy *p) {
+  __atomic_store_n(&p->kicked_ns, mk_now_ns(), __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&p->kick_seq, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&p->napping, __ATOMIC_SEQ_CST)) syscall(SYS_futex, &p->kick_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 /* Ask the thread to finish what is committed, wait for it (bounded), then drain the transport. */
 int mk_proxy_stop(mk_proxy *p, uint64_t timeout_ns) {
   if (!p->started) return 0;
   __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+  mk_proxy_kick(p); /* a napping proxy sees the stop now, not after its nap */
   uint64_t deadline = mk_now_ns() + timeout_ns;
   while (!p->done) {
     if (mk_now_ns() > deadline) {
@@ -454,11 +462,6 @@ int mk_proxy_stop(mk_proxy *p, uint64_t timeout_ns) {
 }
 
 int mk_proxy_running(mk_proxy *p) { return p->started && !p->done; }
-void mk_proxy_kick(mk_proxy *p) {
-  __atomic_store_n(&p->kicked_ns, mk_now_ns(), __ATOMIC_SEQ_CST);
-  __atomic_add_fetch(&p->kick_seq, 1, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&p->napping, __ATOMIC_SEQ_CST)) syscall(SYS_futex, &p->kick_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
 void mk_proxy_get_error(mk_proxy *p, mk_proxy_error *e) { *e = p->error; }
 void mk_proxy_get_stats(mk_proxy *p, mk_proxy_stats *s) {
   *s = p->stats;
