@@ -356,3 +356,14 @@ def test_a_kick_wakes_a_napping_proxy_at_once():
         waited = time.perf_counter() - t0
     assert mesh.flags[1][1] == 4
     assert waited < 0.1, waited
+
+
+def test_stop_does_not_wait_out_a_nap():
+    mesh = Mesh(2, 4, 0)
+    p = mesh.proxy(HostRing(4), idle_spin_us=1000.0, idle_sleep_us=2e6).start()
+    time.sleep(0.6)  # deep in naps of a quarter of a second or more
+    t0 = time.perf_counter()
+    p.stop()
+    stopped = time.perf_counter() - t0
+    p.close()
+    assert stopped < 0.1, stopped
