@@ -31,6 +31,15 @@ def _clock():
 
 
 @triton.jit
+def _clock_uniform():
+    """%globaltimer as one value for the whole block (the max of the threads' reads, through a block
+    reduction), for loop conditions that must not split the block's warps. All threads must call it."""
+    t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [tl.zeros([128], tl.int32)], dtype=tl.int64,
+                                  is_pure=False, pack=1)
+    return tl.max(t, 0)
+
+
+@triton.jit
 def _ld_acquire(addr):
     return _asm64("ld.acquire.sys.global.u64 $0, [$1];", "=l,l", [addr])
 
@@ -70,17 +79,44 @@ def _raw(addr, dtype: tl.constexpr):
 
 
 @triton.jit
+def _cas_zero32(addr, value):
+    """Per thread: compare-and-swap the u32 at ``addr`` from 0 to ``value``; returns the old value."""
+    return tl.inline_asm_elementwise("atom.global.acq_rel.gpu.cas.b32 $0, [$1], $2, $3;", "=r,l,r,r",
+                                     [addr, value - value, value], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _st32(addr, value):
+    tl.inline_asm_elementwise("st.global.u32 [$1], $2; mov.u32 $0, 0;", "=r,l,r", [addr, value], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
+@triton.jit
+def _st64(addr, value):
+    tl.inline_asm_elementwise("st.global.u64 [$1], $2; mov.u32 $0, 0;", "=r,l,l", [addr, value], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
+@triton.jit
 def _record(err32, err64, code, rank, role, what, index, epoch, seen, expected, task):
-    """The first error wins; later ones leave it as it is."""
-    if tl.atomic_cas(err32, 0, code) == 0:
-        tl.store(err32 + 1, rank)
-        tl.store(err32 + 2, role)
-        tl.store(err32 + 3, what)
-        tl.store(err64 + 2, index)
-        tl.store(err64 + 3, epoch)
-        tl.store(err64 + 4, seen)
-        tl.store(err64 + 5, expected)
-        tl.store(err64 + 6, task)
+    """The first error wins; later ones leave it as it is. Per thread and without a barrier: every
+    thread that gets here tries the compare-and-swap, and the one that finds the record empty writes
+    the rest. Why: a wait's warps leave on their own (one times out, another sees the flag or this
+    error first), so code they may or may not all reach must hold no barrier; Triton's scalar
+    atomic broadcasts its result through shared memory between two barriers, and warps that took
+    different exits then met at different barriers and ran on out of step."""
+    a32 = err32.to(tl.int64)
+    a64 = err64.to(tl.int64)
+    zero = a32 - a32  # a runtime int64, so constant arguments become values the asm can take
+    if _cas_zero32(a32, (zero + code).to(tl.int32)) == 0:
+        _st32(a32 + 4, (zero + rank).to(tl.int32))
+        _st32(a32 + 8, (zero + role).to(tl.int32))
+        _st32(a32 + 12, (zero + what).to(tl.int32))
+        _st64(a64 + 16, zero + index)
+        _st64(a64 + 24, zero + epoch)
+        _st64(a64 + 32, zero + seen)
+        _st64(a64 + 40, zero + expected)
+        _st64(a64 + 48, zero + task)
 
 
 @triton.jit

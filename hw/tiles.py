@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .sync import ERR_TIMEOUT, _clock, _record
+from .sync import ERR_TIMEOUT, _clock_uniform, _record
 
 C = tl.constexpr
 RW = C(8)  # plan.REGION_WIDTH
@@ -162,9 +162,10 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
     # the lock serialises merges into this accumulator; its stamp says whether the state is this call's
     lk = locks + 2 * lock
     free = epoch - epoch  # int64 zero: the lock word's type
-    start = _clock()
+    start = _clock_uniform()
     owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
-    while (not owned) & (_clock() - start < timeout_ns):
+    # the atomic's result reaches every thread through a barrier: the loop's exit must be uniform too
+    while (not owned) & (_clock_uniform() - start < timeout_ns):
         owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
     if not owned:
         _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock, epoch, 1, 0, task)

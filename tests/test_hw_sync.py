@@ -1,0 +1,43 @@
+"""The device waits' error path on CPU (compiled for sm_90a, no GPU): a wait and the error record hold
+no barrier. A wait's warps leave it on their own - one times out, another sees the flag or the
+error first - so anything some may reach and others not must not hold a `bar.sync`; with one, the
+warps met at different barriers and ran on out of step (what the 2x2 runs' "illegal instruction"
+looks like: docs/results/2026-12-01-reliability-hw-2.md)."""
+from __future__ import annotations
+
+import pytest
+
+triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from mkernel.hw.sync import _record, _wait  # noqa: E402
+
+
+@triton.jit
+def _wait_kernel(addr, target, err32, err64, ctl, rank, out):
+    _wait(addr, target, 3, 7, 11, rank, 1, 1000, err32, err64, ctl)
+    tl.store(out, 1)
+
+
+@triton.jit
+def _record_kernel(err32, err64, rank, out):
+    if tl.load(out) != 0:
+        _record(err32, err64, 8, rank, 2, 0, 5, 42, 0, 42, 31)
+
+
+def _ptx(fn, sig: dict) -> str:
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs={}), target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": 8})
+    return k.asm["ptx"]
+
+
+def test_a_wait_and_its_error_record_hold_no_barrier():
+    wait = _ptx(_wait_kernel, {"addr": "i64", "target": "i64", "err32": "*i32", "err64": "*i64", "ctl": "i64",
+                               "rank": "i32", "out": "*i32"})
+    record = _ptx(_record_kernel, {"err32": "*i32", "err64": "*i64", "rank": "i32", "out": "*i32"})
+    for ptx in (wait, record):
+        assert "bar.sync" not in ptx and "barrier" not in ptx
+        assert "atom.global.acq_rel.gpu.cas.b32" in ptx  # the first error still wins
+    assert record.count("st.global.u64") == 5 and record.count("st.global.u32") == 3  # every field written
