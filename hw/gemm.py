@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass
 import triton
 import triton.language as tl
 
+from .sync import ERR_TIMEOUT, _clock, _record
+
 ROLE_COMPUTE = tl.constexpr(0)
-ERR_TIMEOUT = tl.constexpr(8)
 
 
 @dataclass(frozen=True)
@@ -50,33 +51,23 @@ def choose(M: int, N: int, K: int, sms: int) -> Config:
 
 
 @triton.jit
-def _ld_acquire(ptr):
+def _ld_acquire_gpu(ptr):
+    """GPU-scope acquire: the measured compute role (docs/results/2026-11-29-compute-role.md)."""
     return tl.inline_asm_elementwise("ld.acquire.gpu.global.b64 $0, [$1];", "=l,l", [ptr], dtype=tl.int64,
                                      is_pure=False, pack=1)
 
 
 @triton.jit
-def _clock_ns():
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-
-
-@triton.jit
 def _wait_ge(flag_ptr, target, index, timeout_ns, err32_ptr, err64_ptr, rank):
-    """Spin until *flag_ptr >= target or timeout_ns passes; on timeout record the first error."""
-    v = _ld_acquire(flag_ptr)
+    """Spin until *flag_ptr >= target or timeout_ns passes; on timeout record the first error (per
+    thread, with no barrier: warps may leave the spin on different paths, :func:`sync._record`)."""
+    v = _ld_acquire_gpu(flag_ptr)
     if v < target:
-        start = _clock_ns()
-        while (v < target) & (_clock_ns() - start < timeout_ns):
-            v = _ld_acquire(flag_ptr)
+        start = _clock()
+        while (v < target) & (_clock() - start < timeout_ns):
+            v = _ld_acquire_gpu(flag_ptr)
         if v < target:
-            if tl.atomic_cas(err32_ptr, 0, ERR_TIMEOUT) == 0:
-                tl.store(err32_ptr + 1, rank)
-                tl.store(err32_ptr + 2, ROLE_COMPUTE)
-                tl.store(err32_ptr + 3, 0)  # waiting on a flag
-                tl.store(err64_ptr + 2, index)
-                tl.store(err64_ptr + 3, target)
-                tl.store(err64_ptr + 4, v)
-                tl.store(err64_ptr + 5, target)
+            _record(err32_ptr, err64_ptr, ERR_TIMEOUT, rank, ROLE_COMPUTE, 0, index, target, v, target, -1)
 
 
 @triton.jit
