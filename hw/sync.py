@@ -40,6 +40,13 @@ def _clock_uniform():
 
 
 @triton.jit
+def _block_all(cond):
+    """Whether ``cond`` holds in every thread of the block (a block reduction), so a branch taken on
+    it is block-uniform even where the threads' own values may differ. All threads must call it."""
+    return tl.min(tl.zeros([128], tl.int32) + cond.to(tl.int32), 0) != 0
+
+
+@triton.jit
 def _ld_acquire(addr):
     return _asm64("ld.acquire.sys.global.u64 $0, [$1];", "=l,l", [addr])
 
@@ -162,7 +169,9 @@ def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, h
             elif _clock() - start > timeout_ns:
                 _record(err32, err64, ERR_TIMEOUT, rank, 2, 1, slot, epoch, tail, slot - capacity + 1, task)
                 going = False
-    if slot - tail < capacity:
+    # warps may have left the credit wait on different paths (credit, abort, timeout): write and
+    # commit only if every thread saw its credit, so the barrier below is reached by all or none
+    if _block_all(slot - tail < capacity):
         rec = records + (slot % capacity) * 48
         tl.store(_raw(rec, tl.int32) + 1, (kind | (dst_rank << 16)).to(tl.int32))
         tl.store(_raw(rec + 8, tl.int64), flag | (nbytes << 32))

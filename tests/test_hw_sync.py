@@ -41,3 +41,4 @@ def test_a_wait_and_its_error_record_hold_no_barrier():
         assert "bar.sync" not in ptx and "barrier" not in ptx
         assert "atom.global.acq_rel.gpu.cas.b32" in ptx  # the first error still wins
     assert record.count("st.global.u64") == 5 and record.count("st.global.u32") == 3  # every field written
+
