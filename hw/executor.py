@@ -232,9 +232,8 @@ class Executor:
         if self.gemm_ab is None:
             a = a2 = b = self._dummy
         else:
-            (a, *rest), b = ([bound.get(n, self.heap_views.get(n)) for n in names] for names in
-                             (self.gemm_ab[0], (self.gemm_ab[1],)))
-            a2, b = (rest or [a])[0], b[0]
+            a_names, b_name = self.gemm_ab  # one A or two: the second A is A itself where there is one
+            a, a2, b = (bound.get(n, self.heap_views.get(n)) for n in (a_names[0], a_names[-1], b_name))
         a_block = [m["BM"], m["BK"]]
         return (TensorDescriptor.from_tensor(a, a_block), TensorDescriptor.from_tensor(a2, a_block),
                 TensorDescriptor.from_tensor(b, [m["BK"], m["BN"]]), self.a2_buf)

@@ -31,19 +31,22 @@ def _clock():
 
 
 @triton.jit
+def _block_max(x):
+    """The max of every thread's own scalar ``x`` over the block (a block reduction): one value, so a
+    branch or loop condition on it is block-uniform. All threads must call it."""
+    return tl.max(tl.zeros([128], x.dtype) + x, 0)
+
+
+@triton.jit
 def _clock_uniform():
-    """%globaltimer as one value for the whole block (the max of the threads' reads, through a block
-    reduction), for loop conditions that must not split the block's warps. All threads must call it."""
-    t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [tl.zeros([128], tl.int32)], dtype=tl.int64,
-                                  is_pure=False, pack=1)
-    return tl.max(t, 0)
+    """%globaltimer as one value for the whole block, for loop conditions that must not split it."""
+    return _block_max(_clock())
 
 
 @triton.jit
 def _block_all(cond):
-    """Whether ``cond`` holds in every thread of the block (a block reduction), so a branch taken on
-    it is block-uniform even where the threads' own values may differ. All threads must call it."""
-    return tl.min(tl.zeros([128], tl.int32) + cond.to(tl.int32), 0) != 0
+    """Whether ``cond`` holds in every thread of the block (block-uniform, like :func:`_block_max`)."""
+    return _block_max((cond == 0).to(tl.int32)) == 0
 
 
 @triton.jit

@@ -1,6 +1,7 @@
-"""Narrow down the known defect of tests/test_hw_api.py on the emulated cluster (an illegal
-instruction in a fused launch when the test loops every op through the torch ops): run the same
-rank function on op subsets, each in its own launch, and print which subsets fail.
+"""Narrow down the open defect of tests/test_hw_api.py on the emulated cluster (the torch ops and
+their fallbacks looped on 2x2 stop: an illegal instruction, later a hang in a fallback;
+docs/results/2026-12-01-reliability-hw-2.md): run the same rank function on op subsets, each in its
+own launch, and print which subsets fail.
 
     python tools/api_bisect.py [--nodes 2 --gpn 2]      (GPU machine; about a minute per subset)
 """
