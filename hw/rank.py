@@ -13,6 +13,7 @@ import numpy as np
 
 from mkernel import builders, reference
 from mkernel.cluster import Cluster
+from mkernel.errors import MkernelError
 from mkernel.problems import Workload
 
 from .emulate import RankInfo
@@ -368,13 +369,17 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
         outs = op(inputs, poison=True)
         for n, ref in expected.items():
             torch.maximum(worst[name], (outs[n].float() - ref).norm() / ref.norm(), out=worst[name])
-    for _, _, op, _, _ in ops:
-        op.check()
+    errors = {}  # every op's first error on this rank, not just the first op's: the root cause may be any
+    for name, _, op, _, _ in ops:
+        try:
+            op.check()
+        except MkernelError as exc:
+            errors[name] = str(exc)
     worst = {name: float("inf") if math.isnan(w.item()) else w.item() for name, w in worst.items()}
     after = sample()
     for _, ctx, *_ in ops:
         ctx.close()
     return {"rank": info.rank, "calls": calls, "worst_error": worst, "before": before, "after": after,
-            "epochs": {name: int(op.epoch.item()) for name, _, op, _, _ in ops},
-            "ok": all(e <= TOLERANCE for e in worst.values()) and after["allocated"] <= before["allocated"]
+            "epochs": {name: int(op.epoch.item()) for name, _, op, _, _ in ops}, "errors": errors,
+            "ok": not errors and all(e <= TOLERANCE for e in worst.values()) and after["allocated"] <= before["allocated"]
             and after["fds"] <= before["fds"] and after["threads"] <= before["threads"]}
