@@ -43,6 +43,14 @@ class RankInfo:
     emulated: bool  # several ranks share this GPU
 
 
+# Hardware work queues each rank asks for under MPS. Streams beyond a client's queues share them, and
+# the loopback transport's copy stream sharing the compute stream's queue waits behind the persistent
+# kernel that waits for its copies. On the H200's emulated 2x2: with MPS's default, ranks with two or
+# more contexts (the long run) timed out in their first call, and with 1 queue even one context did;
+# 4 clients x 32 queues exhausted MPS's shared pool (the 4th rank's CUDA init: out of memory).
+MPS_WORK_QUEUES = 8
+
+
 class RankFailed(MkernelError):
     """A rank raised, or did not finish in time; the message carries its rank and traceback."""
 
@@ -161,6 +169,8 @@ def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = Non
     env = apply_no_multicast(dict(os.environ))
     env["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1" if per_gpu > 1 else env.get(
         "TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES", "0")
+    if per_gpu > 1:
+        env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", str(MPS_WORK_QUEUES))
     port = _free_port()
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

@@ -10,10 +10,19 @@
  * several streams, ops go to streams at random (seeded), so chunks overtake one another while each
  * flag still follows its own data.
  *
+ * Copy streams are shared by every loopback transport of a process (per device) and live as long as
+ * the process. Each stream takes one of the context's hardware work queues, which are few under MPS;
+ * once streams outnumber them, a copy stream can share the compute stream's queue and its copies then
+ * wait behind the persistent kernel that waits for them (a deadlock the kernel's timeout turns into an
+ * error: every call timed out with six contexts per rank on the emulated 2x2). Shared, the copy
+ * streams number at most MAX_STREAMS per process however many contexts it has; the emulated launcher
+ * asks for enough queues (hw/emulate.py).
+ *
  * The driver is opened with dlopen, so this file compiles and the library loads on machines with
  * CUDA's headers but no GPU driver; choosing this transport there fails with a clear error.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +34,10 @@
 #include <cuda.h>
 
 #define MAX_STREAMS 8
+#define MAX_DEVICES 64
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUstream pool[MAX_DEVICES][MAX_STREAMS]; /* the process's copy streams (see above) */
 
 typedef struct cuda_api {
   CUresult (*Init)(unsigned);
@@ -32,7 +45,6 @@ typedef struct cuda_api {
   CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
   CUresult (*CtxSetCurrent)(CUcontext);
   CUresult (*StreamCreate)(CUstream *, unsigned);
-  CUresult (*StreamDestroy)(CUstream);
   CUresult (*StreamQuery)(CUstream);
   CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*MemcpyBatchAsync)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *, size_t *,
@@ -74,9 +86,19 @@ static int cuda_attach(mk_transport *b) {
   if (check(t, t->api.DeviceGet(&dev, t->o.device), "cuDeviceGet")) return -1;
   if (check(t, t->api.PrimaryCtxRetain(&t->ctx, dev), "cuDevicePrimaryCtxRetain")) return -1;
   if (check(t, t->api.CtxSetCurrent(t->ctx), "cuCtxSetCurrent")) return -1;
-  for (int i = 0; i < t->nstreams; i++)
-    if (check(t, t->api.StreamCreate(&t->streams[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate")) return -1;
-  return 0;
+  if (t->o.device < 0 || t->o.device >= MAX_DEVICES) {
+    snprintf(t->base.err, sizeof t->base.err, "device %d outside 0..%d", t->o.device, MAX_DEVICES - 1);
+    return -1;
+  }
+  int rc = 0;
+  pthread_mutex_lock(&pool_lock);
+  CUstream *shared = pool[t->o.device];
+  for (int i = 0; i < t->nstreams && !rc; i++) {
+    if (!shared[i]) rc = check(t, t->api.StreamCreate(&shared[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    t->streams[i] = shared[i];
+  }
+  pthread_mutex_unlock(&pool_lock);
+  return rc;
 }
 
 /* Issue the copies of one batch: contiguous chunks merged, then one batched driver call (or one
@@ -203,11 +225,6 @@ static int cuda_drain(mk_transport *b, uint64_t timeout_ns) {
 
 static void cuda_destroy(mk_transport *b) {
   cuda_tr *t = (cuda_tr *)b;
-  if (t->ctx) {
-    t->api.CtxSetCurrent(t->ctx);
-    for (int i = 0; i < t->nstreams; i++)
-      if (t->streams[i]) t->api.StreamDestroy(t->streams[i]);
-  }
   if (t->lib) dlclose(t->lib);
   free(t->q);
   free(t);
@@ -238,7 +255,6 @@ mk_transport *mk_cuda_transport(const mk_transport_opts *o, char *err, int errle
   LOAD(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   LOAD(CtxSetCurrent, "cuCtxSetCurrent");
   LOAD(StreamCreate, "cuStreamCreate");
-  LOAD(StreamDestroy, "cuStreamDestroy_v2");
   LOAD(StreamQuery, "cuStreamQuery");
   LOAD(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
   LOAD(StreamBatchMemOp, "cuStreamBatchMemOp_v2");
