@@ -369,17 +369,22 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
         outs = op(inputs, poison=True)
         for n, ref in expected.items():
             torch.maximum(worst[name], (outs[n].float() - ref).norm() / ref.norm(), out=worst[name])
-    errors = {}  # every op's first error on this rank, not just the first op's: the root cause may be any
-    for name, _, op, _, _ in ops:
+    errors, transfers = {}, {}  # every op's first error on this rank, not just the first op's
+    for name, ctx, op, _, _ in ops:
         try:
             op.check()
         except MkernelError as exc:
             errors[name] = str(exc)
+        if ctx.proxy is not None:  # where a lost transfer stopped: claimed by the GPU, consumed, posted
+            stats = ctx.proxy.stats()
+            transfers[name] = {"claimed": int(ctx.ring.head[0].item()), "consumed": int(ctx.ring.ctl[0].item()),
+                               **{k: stats[k] for k in ("commands", "batches", "driver_calls", "idle_sleeps")}}
     worst = {name: float("inf") if math.isnan(w.item()) else w.item() for name, w in worst.items()}
     after = sample()
     for _, ctx, *_ in ops:
         ctx.close()
     return {"rank": info.rank, "calls": calls, "worst_error": worst, "before": before, "after": after,
             "epochs": {name: int(op.epoch.item()) for name, _, op, _, _ in ops}, "errors": errors,
+            "transfers": transfers,
             "ok": not errors and all(e <= TOLERANCE for e in worst.values()) and after["allocated"] <= before["allocated"]
             and after["fds"] <= before["fds"] and after["threads"] <= before["threads"]}

@@ -41,7 +41,7 @@ def main() -> None:
         print(f"rank {r['rank']}: ok={r['ok']} worst={max(r['worst_error'].values()):.2e} before={r['before']} "
               f"after={r['after']}")
         for name, error in r["errors"].items():
-            print(f"rank {r['rank']} {name}: {error}")
+            print(f"rank {r['rank']} {name}: {error}; transfers {r['transfers'].get(name)}")
     commit = Path(".commit").read_text().strip() if Path(".commit").is_file() else "unknown"
     if a.out:
         a.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "commit": commit, "wall_s": wall,
