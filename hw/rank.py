@@ -355,11 +355,13 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
         return {"allocated": torch.cuda.memory_allocated(dev), "fds": len(os.listdir("/proc/self/fd")),
                 "threads": threading.active_count()}
 
-    for _, _, op, inputs, _ in ops:  # warm up: first calls allocate caches
+    warmup = {"start": time.time()}  # ranks' skew, and how long the first calls (compiles) took
+    for name, _, op, inputs, _ in ops:  # warm up: first calls allocate caches
         op(inputs)
+        torch.cuda.synchronize()
+        warmup[name] = time.time() - warmup["start"]
     # the worst error per op stays on the GPU (a NaN output makes it NaN): no host sync per call
     worst = {name: torch.zeros((), device=dev) for name, *_ in ops}
-    torch.cuda.synchronize()
     before = sample()
     t0 = time.perf_counter()
     for i in range(calls):
@@ -385,6 +387,6 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
         ctx.close()
     return {"rank": info.rank, "calls": calls, "worst_error": worst, "before": before, "after": after,
             "epochs": {name: int(op.epoch.item()) for name, _, op, _, _ in ops}, "errors": errors,
-            "transfers": transfers,
+            "transfers": transfers, "warmup": warmup,
             "ok": not errors and all(e <= TOLERANCE for e in worst.values()) and after["allocated"] <= before["allocated"]
             and after["fds"] <= before["fds"] and after["threads"] <= before["threads"]}

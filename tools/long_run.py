@@ -41,7 +41,7 @@ def main() -> None:
     wall = time.time() - t0
     for r in res:
         print(f"rank {r['rank']}: ok={r['ok']} worst={max(r['worst_error'].values()):.2e} before={r['before']} "
-              f"after={r['after']}")
+              f"after={r['after']} warmup={r['warmup']}")
         for name, error in r["errors"].items():
             print(f"rank {r['rank']} {name}: {error}; transfers {r['transfers'].get(name)}")
     commit = Path(".commit").read_text().strip() if Path(".commit").is_file() else "unknown"
