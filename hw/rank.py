@@ -371,6 +371,7 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
         outs = op(inputs, poison=True)
         for n, ref in expected.items():
             torch.maximum(worst[name], (outs[n].float() - ref).norm() / ref.norm(), out=worst[name])
+    outs = None  # the last call's outputs, alive here, are no leak (the "before" sample had none)
     errors, transfers = {}, {}  # every op's first error on this rank, not just the first op's
     for name, ctx, op, _, _ in ops:
         try:
