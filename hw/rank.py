@@ -327,10 +327,12 @@ def bad_input_rank(info: RankInfo) -> dict:
     return out
 
 
-def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, calls: int) -> dict:
+def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, calls: int,
+                  sync_every: int = 0) -> dict:
     """``calls`` consecutive calls cycling through the ops of ``cases`` (name -> Workload) on one
     set of executors, every output checked on the GPU against the oracle; memory, open files and
-    threads sampled before and after (issue 10's long run)."""
+    threads sampled before and after (issue 10's long run). ``sync_every``: the host waits for the
+    GPU after every that many calls (0: never, so it enqueues as far ahead as CUDA lets it)."""
     import math
     import os
     import sys
@@ -371,6 +373,8 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
         outs = op(inputs, poison=True)
         for n, ref in expected.items():
             torch.maximum(worst[name], (outs[n].float() - ref).norm() / ref.norm(), out=worst[name])
+        if sync_every and (i + 1) % sync_every == 0:
+            torch.cuda.synchronize()
     outs = None  # the last call's outputs, alive here, are no leak (the "before" sample had none)
     errors, transfers = {}, {}  # every op's first error on this rank, not just the first op's
     for name, ctx, op, _, _ in ops:

@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--gpn", type=int, default=2)
     ap.add_argument("--cases", default=",".join(sorted(CASES)), help="comma-separated subset of the fused tests' cases")
     ap.add_argument("--sms", type=int, default=132, help="SMs the ranks of one GPU share (the launcher's sms)")
+    ap.add_argument("--sync-every", type=int, default=0, help="host waits for the GPU every N calls (0: never)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     unknown = set(a.cases.split(",")) - set(CASES)
@@ -36,7 +37,7 @@ def main() -> None:
         ap.error(f"--cases: {', '.join(sorted(unknown))} not among {', '.join(sorted(CASES))}")
     cases = {name: workload(name) for name in a.cases.split(",")}
     t0 = time.time()
-    res = launch(rank.long_run_rank, a.nodes * a.gpn, args=(cases, a.nodes, a.gpn, a.calls), timeout_s=3000,
+    res = launch(rank.long_run_rank, a.nodes * a.gpn, args=(cases, a.nodes, a.gpn, a.calls, a.sync_every), timeout_s=3000,
                  sms=a.sms)
     wall = time.time() - t0
     for r in res:

@@ -121,7 +121,7 @@ static int copy_batch(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
     i = j;
   }
   if (m == 0) return 0;
-  if (0 && m > 1 && t->api.MemcpyBatchAsync) { /* EXPERIMENT: batch API off */
+  if (m > 1 && t->api.MemcpyBatchAsync) {
     CUmemcpyAttributes attr;
     memset(&attr, 0, sizeof attr);
     attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
