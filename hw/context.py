@@ -52,9 +52,12 @@ class Context:
 
     def __init__(self, group, *, gpus_per_node: int, send_bytes: int, recv_bytes: int, n_flags: int,
                  ring_capacity: int = 1024, transport: str = "loopback", shaping: transports.Shaping | None = None,
-                 timeout_s: float = 5.0, window_us: float = 2.0, faults: ProxyFaults | None = None):
+                 timeout_s: float = 5.0, window_us: float = 2.0, faults: ProxyFaults | None = None,
+                 loopback_inflight: int = 2):
         """``faults``: seeded faults the proxy injects (:class:`~mkernel.hw.proxy.ProxyFaults`, tests
-        and fault studies); None injects none."""
+        and fault studies); None injects none. ``loopback_inflight``: with the loopback transport
+        between nodes, an executor lets at most this many of its calls be queued on the GPU before
+        the host waits for the oldest (:attr:`inflight_calls`)."""
         apply_no_multicast()
         import torch
         import torch.distributed as dist
@@ -93,6 +96,14 @@ class Context:
                           flags=tuple(base), n_flags=n_flags)
         torch.cuda.synchronize()
         dist.barrier(pg)  # every rank's buffer is zeroed before any proxy or peer writes into it
+        # The loopback proxy moves data with CUDA driver calls from its own thread. On the emulated
+        # 2x2 (H200, MPS) they were held up for seconds while the host ran far ahead of the GPU, and
+        # the kernels waiting for that data timed out: 10k calls failed with no host sync and passed
+        # with one per call (docs/results/2026-12-01-reliability-hw-3.md). So calls queue boundedly.
+        # A verbs proxy posts work requests, no driver calls: no bound.
+        if loopback_inflight < 1:
+            raise InputError(f"loopback_inflight={loopback_inflight}: at least 1 call must be allowed in flight")
+        self.inflight_calls = loopback_inflight if self.nodes > 1 and native_name == "cuda" else None
         self.proxy = None
         if self.nodes > 1:  # one node: peers are reached with peer stores only, no proxy to run
             self.proxy = Proxy(rank=self.rank, nranks=self.world, ring_ptr=self.ring.ring_ptr,

@@ -10,7 +10,9 @@
    tells peers when it is done;
 4. returns the outputs: fresh tensors for bound outputs, copies of heap outputs.
 
-Everything is enqueued on the current stream; nothing synchronises the host. Two calls never
+Everything is enqueued on the current stream; nothing synchronises the host, except that with the
+loopback transport between nodes a call first waits for the one ``ctx.inflight_calls`` before it
+(the emulated cluster's proxy stalls when the host runs far ahead: :mod:`context`). Two calls never
 overlap on the GPU (they share flags, claim counters and the epoch): a call on another stream than
 the last one first waits for the last one's event. :meth:`check`
 synchronises and raises the first device, proxy or wait error, naming rank, role, flag, epoch and
@@ -18,6 +20,7 @@ the schedule task.
 """
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
@@ -119,6 +122,7 @@ class Executor:
         self._bases_cache: dict[tuple[int, ...], tuple] = {}
         self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
+        self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
 
     @staticmethod
     def context_sizes(schedule: Schedule) -> dict:
@@ -160,6 +164,8 @@ class Executor:
         capturing = torch.cuda.is_current_stream_capturing()
         if self._last is not None and self._last[0] != stream and not capturing:
             stream.wait_event(self._last[1])  # calls stay ordered when the caller switches streams
+        while self._queued and len(self._queued) >= (self.ctx.inflight_calls or 0) and not capturing:
+            self._queued.popleft().synchronize()  # bounded queue ahead of a loopback proxy (hw/context.py)
         heap_outputs = [n for n in self.outputs if n in self.heap_views]
         if self.stage or (poison and heap_outputs):
             fused.enter_kernel[(1,)](self.ctx.flag_ptrs, self.epoch, p.rank, p.world, p.exit0, self.timeout_ns,
@@ -186,6 +192,8 @@ class Executor:
             done = torch.cuda.Event()
             done.record(stream)
             self._last = (stream, done)
+            if self.ctx.inflight_calls:
+                self._queued.append(done)
         return out
 
     def _initial_split(self) -> tuple[tuple[int, int, int, int], tuple[int, ...]]:
