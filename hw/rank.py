@@ -13,7 +13,7 @@ import numpy as np
 
 from mkernel import builders, reference
 from mkernel.cluster import Cluster
-from mkernel.errors import MkernelError
+from mkernel.errors import InputError, MkernelError
 from mkernel.problems import Workload
 
 from .emulate import RankInfo
@@ -26,44 +26,52 @@ def cluster_for(info: RankInfo, nodes: int, gpus_per_node: int, name: str = "hw"
     return Cluster(name, nodes, gpus_per_node).with_sms(info.sm_budget)
 
 
-def _case(info: RankInfo, w: Workload, c: Cluster, seed: int):
-    """The schedule, this rank's seeded inputs rounded to bf16 on its GPU, and every rank's float64
-    oracle of the rounded inputs (each rank draws all ranks' inputs, so nobody communicates)."""
+def _draw(info: RankInfo, w: Workload, c: Cluster, seed: int) -> tuple[dict, dict]:
+    """This rank's seeded inputs rounded to bf16 on its GPU, and every rank's float64 oracle of the
+    rounded inputs (each rank draws all ranks' inputs, so nobody communicates)."""
     import torch
 
-    module = builders.get(w.kernel)
-    arrays = module.make_inputs(w, c, np.random.default_rng(seed))
+    arrays = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
     dev = torch.device("cuda", torch.cuda.current_device())
     ranked = {name: [torch.from_numpy(a).to(dev).bfloat16() for a in per] for name, per in arrays.items()}
     rounded = {name: [t.float().cpu().numpy() for t in per] for name, per in ranked.items()}
     inputs = {name: per[info.rank].contiguous() for name, per in ranked.items()}
-    return module.build(w, c), inputs, reference.expected(w, rounded, c.gpus_per_node)
+    return inputs, reference.expected(w, rounded, c.gpus_per_node)
+
+
+def _case(info: RankInfo, w: Workload, c: Cluster, seed: int):
+    """The schedule, and :func:`_draw`'s inputs and oracle for ``seed``."""
+    return (builders.get(w.kernel).build(w, c), *_draw(info, w, c, seed))
 
 
 def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: int = 0, calls: int = 3,
              timed: int = 0, timeout_s: float = 5.0, transport: str = "loopback", shaping=None,
              controller=None, faults=None) -> dict:
-    """With a ``controller`` (a :class:`mkernel.controller.Balance`), the adaptive SM partition,
-    and the result has the last call's target trajectory. ``faults``: what the proxy injects
-    (:class:`mkernel.hw.proxy.ProxyFaults`)."""
+    """``calls`` calls, each on fresh inputs into poisoned outputs and each checked against the
+    oracle (the result holds the worst error per output): a kernel that read the previous call's
+    data would pass on repeated inputs. With a ``controller`` (a
+    :class:`mkernel.controller.Balance`), the adaptive SM partition, and the result has the last
+    call's target trajectory. ``faults``: what the proxy injects (:class:`mkernel.hw.proxy.ProxyFaults`)."""
     from .context import Context
     from .executor import Executor
 
+    if calls < 1:
+        raise InputError(f"run_rank: calls={calls}; at least one call is checked")
     c = cluster_for(info, nodes, gpus_per_node)
-    schedule, inputs, expected = _case(info, w, c, seed)
+    schedule = builders.get(w.kernel).build(w, c)
     sizes = Executor.context_sizes(schedule)
     with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=timeout_s, transport=transport,
                  shaping=shaping, faults=faults, **sizes) as ctx:
         op = Executor(schedule, ctx, timeout_s=timeout_s, controller=controller, cluster=c)
-        outs = {}
-        for _ in range(calls):
-            outs = op(inputs, poison=True)
-        op.check()
         errors, unwritten = {}, {}
-        for name, refs in expected.items():
-            got = outs[name].float().cpu().numpy().astype(np.float64)
-            unwritten[name] = int(np.isnan(got).sum())
-            errors[name] = reference.relative_error(got, refs[info.rank])
+        for call in range(calls):  # fresh inputs every call: a stale read of the last call's data shows
+            inputs, expected = _draw(info, w, c, seed * 100_003 + call)
+            outs = op(inputs, poison=True)
+            op.check()
+            for name, refs in expected.items():
+                got = outs[name].float().cpu().numpy().astype(np.float64)
+                unwritten[name] = unwritten.get(name, 0) + int(np.isnan(got).sum())
+                errors[name] = max(errors.get(name, 0.0), reference.relative_error(got, refs[info.rank]))
         times = _timed(lambda: op(inputs, outs), timed)
         if timed:
             op.check()
@@ -327,10 +335,15 @@ def bad_input_rank(info: RankInfo) -> dict:
     return out
 
 
+INPUT_SETS = 3  # input sets each op's calls of the long run take turns over
+
+
 def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, calls: int,
                   sync_every: int = 0) -> dict:
     """``calls`` consecutive calls cycling through the ops of ``cases`` (name -> Workload) on one
-    set of executors, every output checked on the GPU against the oracle; memory, open files and
+    set of executors, every output checked on the GPU against the oracle; each op's consecutive
+    calls take turns over ``INPUT_SETS`` input sets, so a read of the previous call's data shows
+    (fresh inputs per call would need an oracle per call on the CPU); memory, open files and
     threads sampled before and after (issue 10's long run). ``sync_every``: the host waits for the
     GPU after every that many calls (0: never, so it enqueues as far ahead as CUDA lets it)."""
     import math
@@ -348,18 +361,21 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
     dev = torch.device("cuda", torch.cuda.current_device())
     ops = []
     for name, w in cases.items():
-        schedule, inputs, refs = _case(info, w, c, 17)
-        expected = {n: torch.from_numpy(r[info.rank]).to(dev).float() for n, r in refs.items()}
+        schedule = builders.get(w.kernel).build(w, c)
+        sets = []
+        for k in range(INPUT_SETS):
+            inputs, refs = _draw(info, w, c, 17 + k)
+            sets.append((inputs, {n: torch.from_numpy(r[info.rank]).to(dev).float() for n, r in refs.items()}))
         ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule))
-        ops.append((name, ctx, Executor(schedule, ctx), inputs, expected))
+        ops.append((name, ctx, Executor(schedule, ctx), sets))
 
     def sample() -> dict:
         return {"allocated": torch.cuda.memory_allocated(dev), "fds": len(os.listdir("/proc/self/fd")),
                 "threads": threading.active_count()}
 
     warmup = {"start": time.time()}  # ranks' skew, and how long the first calls (compiles) took
-    for name, _, op, inputs, _ in ops:  # warm up: first calls allocate caches
-        op(inputs)
+    for name, _, op, sets in ops:  # warm up: first calls allocate caches
+        op(sets[0][0])
         torch.cuda.synchronize()
         warmup[name] = time.time() - warmup["start"]
     # the worst error per op stays on the GPU (a NaN output makes it NaN): no host sync per call
@@ -369,7 +385,8 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
     for i in range(calls):
         if i % 1000 == 0 and info.rank == 0:  # progress, so a run cut short by its limit shows its rate
             print(f"long run: call {i} at {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-        name, _, op, inputs, expected = ops[i % len(ops)]
+        name, _, op, sets = ops[i % len(ops)]
+        inputs, expected = sets[i // len(ops) % INPUT_SETS]
         outs = op(inputs, poison=True)
         for n, ref in expected.items():
             torch.maximum(worst[name], (outs[n].float() - ref).norm() / ref.norm(), out=worst[name])
@@ -377,7 +394,7 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
             torch.cuda.synchronize()
     outs = None  # the last call's outputs, alive here, are no leak (the "before" sample had none)
     errors, transfers = {}, {}  # every op's first error on this rank, not just the first op's
-    for name, ctx, op, _, _ in ops:
+    for name, ctx, op, _ in ops:
         try:
             op.check()
         except MkernelError as exc:
@@ -391,7 +408,7 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
     for _, ctx, *_ in ops:
         ctx.close()
     return {"rank": info.rank, "calls": calls, "worst_error": worst, "before": before, "after": after,
-            "epochs": {name: int(op.epoch.item()) for name, _, op, _, _ in ops}, "errors": errors,
+            "epochs": {name: int(op.epoch.item()) for name, _, op, _ in ops}, "errors": errors,
             "transfers": transfers, "warmup": warmup,
             "ok": not errors and all(e <= TOLERANCE for e in worst.values()) and after["allocated"] <= before["allocated"]
             and after["fds"] <= before["fds"] and after["threads"] <= before["threads"]}

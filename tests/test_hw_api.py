@@ -28,7 +28,13 @@ def test_ops_match_fallbacks_on_emulated_2x2():
         assert r["ok"], r
 
 
-@pytest.mark.parametrize("nodes,gpn", [(1, 1), (2, 2)], ids=["world1", "emulated-2x2"])
+@pytest.mark.parametrize("nodes,gpn", [
+    pytest.param(1, 1, id="world1"),
+    pytest.param(2, 2, id="emulated-2x2", marks=pytest.mark.xfail(strict=True, reason=(
+        "open defect (issues 6, 10): on the H200 the op returned wrong rows, no NaN, errors 0.44, 1.00, 0.95 "
+        "over three calls, while the simulator's data mode is exact on such routings "
+        "(docs/results/2026-12-01-reliability-hw-3.md)"))),
+])
 def test_moe_op_on_a_given_routing_matches_its_fallback(nodes, gpn):
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch
