@@ -44,10 +44,10 @@ class RankInfo:
 
 
 # Hardware work queues each rank asks for under MPS. Streams beyond a client's queues share them, and
-# the loopback transport's copy stream sharing the compute stream's queue waits behind the persistent
-# kernel that waits for its copies. On the H200's emulated 2x2: with MPS's default, ranks with two or
-# more contexts (the long run) timed out in their first call, and with 1 queue even one context did;
-# 4 clients x 32 queues exhausted MPS's shared pool (the 4th rank's CUDA init: out of memory).
+# a loopback copy stream sharing the compute stream's queue waits behind the persistent kernel that
+# waits for its copies: with 1 queue, one op on the emulated 2x2 timed out in its first call (H200).
+# 8 is what the passing 10k-call long run used; 4 clients x 32 exhausted MPS's shared pool (the 4th
+# rank's CUDA init: out of memory). docs/results/2026-12-01-reliability-hw-3.md.
 MPS_WORK_QUEUES = 8
 
 

@@ -14,7 +14,7 @@
  * the process. Each stream takes one of the context's hardware work queues, which are few under MPS;
  * once streams outnumber them, a copy stream can share the compute stream's queue and its copies then
  * wait behind the persistent kernel that waits for them (a deadlock the kernel's timeout turns into an
- * error: every call timed out with six contexts per rank on the emulated 2x2). Shared, the copy
+ * error: measured with one queue per rank on the emulated 2x2). Shared, the copy
  * streams number at most MAX_STREAMS per process however many contexts it has; the emulated launcher
  * asks for enough queues (hw/emulate.py).
  *
