@@ -117,6 +117,33 @@ def test_no_flag_before_its_data(unordered, seed):
         assert (mesh.flags[d] == 5).all()
 
 
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
+def test_a_signal_lands_after_every_put_posted_before_it_to_its_rank(unordered, seed):
+    """A put of several pairs is data-only PUTs (flag: the sink) and then a SIGNAL (hw/plan.py): the
+    receiver trusts the SIGNAL's flag for all of them, so no transport may land it before any data
+    posted ahead of it to that rank, SRD included (the order the protocol asks of every transport)."""
+    nranks, groups, per_group, sink = 4, 4, 6, 31
+    mesh = Mesh(nranks, 32, seed)
+    hr = HostRing(nranks * groups * (per_group + 1))
+    for g in range(groups):
+        for d in range(nranks):
+            for i in range(g * per_group, (g + 1) * per_group):
+                hr.push(ring.Command(ring.PUT, d, sink, CHUNK, i * CHUNK, i * CHUNK, 5))
+            hr.push(ring.Command(ring.SIGNAL, d, g, 0, 0, 0, 5))
+    with mesh.proxy(hr, unordered=unordered, seed=seed) as p:
+        pass
+    landed = [0] * nranks
+    for is_flag, chunk, dst in p.fake_log().tolist():
+        if not is_flag:
+            landed[dst] += 1
+        elif chunk != sink:
+            assert landed[dst] >= (chunk + 1) * per_group, f"SIGNAL {chunk} to rank {dst} before its data"
+    for d in range(nranks):
+        n = groups * per_group * CHUNK
+        assert (mesh.dst[d][:n] == mesh.src[:n]).all() and (mesh.flags[d][:groups] == 5).all()
+
+
 def test_srd_really_reorders_and_rc_keeps_order():
     """The fake transport must reorder under SRD (else the test above proves nothing) and not under RC."""
     def data_order(log):

@@ -8,7 +8,10 @@
  * Shaping mimics a NIC: each op is released no earlier than `latency_ns` after it was posted and
  * after the link has serialised the bytes before it at `gbytes_per_s`. With `unordered` (SRD) and
  * several streams, ops go to streams at random (seeded), so chunks overtake one another while each
- * flag still follows its own data.
+ * flag still follows its own data. A SIGNAL (no data) is fenced, as a sender on SRD must: it is
+ * released no earlier than anything posted before it, and its stream first waits for every other
+ * stream's work, so its flag never lands before data posted ahead of it (a put of several pairs
+ * relies on that: hw/plan.py).
  *
  * Copy streams are shared by every loopback transport of a process (per device) and live as long as
  * the process. Each stream takes one of the context's hardware work queues, which are few under MPS;
@@ -50,6 +53,10 @@ typedef struct cuda_api {
   CUresult (*MemcpyBatchAsync)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *, size_t *,
                                size_t, CUstream); /* CUDA 13 ABI (_v2); NULL on older drivers */
   CUresult (*StreamBatchMemOp)(CUstream, unsigned, CUstreamBatchMemOpParams *, unsigned);
+  CUresult (*EventCreate)(CUevent *, unsigned);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*EventDestroy)(CUevent);
   CUresult (*GetErrorString)(CUresult, const char **);
 } cuda_api;
 
@@ -65,8 +72,9 @@ typedef struct cuda_tr {
   void *lib;
   CUcontext ctx;
   CUstream streams[MAX_STREAMS];
+  CUevent marks[MAX_STREAMS]; /* a SIGNAL's fence: each stream's work so far */
   int nstreams;
-  uint64_t rng, link_free_ns;
+  uint64_t rng, link_free_ns, last_release_ns;
   delayed *q; /* shaped ops not yet released, kept sorted by release time */
   size_t n, cap;
 } cuda_tr;
@@ -98,6 +106,8 @@ static int cuda_attach(mk_transport *b) {
     t->streams[i] = shared[i];
   }
   pthread_mutex_unlock(&pool_lock);
+  for (int i = 0; i < t->nstreams && !rc && t->nstreams > 1; i++)
+    rc = check(t, t->api.EventCreate(&t->marks[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   return rc;
 }
 
@@ -153,10 +163,23 @@ static int submit(cuda_tr *t, const mk_op *ops, int n, CUstream s) {
   return check(t, t->api.StreamBatchMemOp(s, (unsigned)n, flags, 0), "cuStreamBatchMemOp");
 }
 
+/* Make stream `s` wait for the work already on every other stream (a SIGNAL's fence). */
+static int fence(cuda_tr *t, int s) {
+  for (int k = 0; k < t->nstreams; k++) {
+    if (k == s) continue;
+    if (check(t, t->api.EventRecord(t->marks[k], t->streams[k]), "cuEventRecord") ||
+        check(t, t->api.StreamWaitEvent(t->streams[s], t->marks[k], 0), "cuStreamWaitEvent"))
+      return -1;
+  }
+  return 0;
+}
+
 static int submit_spread(cuda_tr *t, const mk_op *ops, int n) {
   if (t->nstreams == 1) return submit(t, ops, n, t->streams[0]);
-  for (int i = 0; i < n; i++)
-    if (submit(t, &ops[i], 1, t->streams[mk_rand(&t->rng) % t->nstreams])) return -1;
+  for (int i = 0; i < n; i++) {
+    int s = (int)(mk_rand(&t->rng) % (uint64_t)t->nstreams);
+    if ((ops[i].bytes == 0 && fence(t, s)) || submit(t, &ops[i], 1, t->streams[s])) return -1;
+  }
   return 0;
 }
 
@@ -172,6 +195,8 @@ static int cuda_post(mk_transport *b, const mk_op *ops, int n) {
     t->link_free_ns = start + wire;
     uint64_t rel = t->link_free_ns + t->o.latency_ns;
     if (t->o.unordered && t->o.latency_ns) rel += mk_rand(&t->rng) % (t->o.latency_ns / 2 + 1);
+    if (ops[i].bytes == 0 && rel < t->last_release_ns) rel = t->last_release_ns; /* fenced; ties keep order */
+    if (rel > t->last_release_ns) t->last_release_ns = rel;
     if (t->n == t->cap) {
       t->cap = t->cap ? 2 * t->cap : 256;
       t->q = realloc(t->q, t->cap * sizeof(delayed));
@@ -225,6 +250,9 @@ static int cuda_drain(mk_transport *b, uint64_t timeout_ns) {
 
 static void cuda_destroy(mk_transport *b) {
   cuda_tr *t = (cuda_tr *)b;
+  if (t->ctx) t->api.CtxSetCurrent(t->ctx);
+  for (int i = 0; i < t->nstreams; i++)
+    if (t->marks[i]) t->api.EventDestroy(t->marks[i]);
   if (t->lib) dlclose(t->lib);
   free(t->q);
   free(t);
@@ -258,6 +286,10 @@ mk_transport *mk_cuda_transport(const mk_transport_opts *o, char *err, int errle
   LOAD(StreamQuery, "cuStreamQuery");
   LOAD(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
   LOAD(StreamBatchMemOp, "cuStreamBatchMemOp_v2");
+  LOAD(EventCreate, "cuEventCreate");
+  LOAD(EventRecord, "cuEventRecord");
+  LOAD(StreamWaitEvent, "cuStreamWaitEvent");
+  LOAD(EventDestroy, "cuEventDestroy_v2");
   LOAD(GetErrorString, "cuGetErrorString");
   *(void **)&t->api.MemcpyBatchAsync = dlsym(t->lib, "cuMemcpyBatchAsync_v2"); /* optional */
   t->base.name = "cuda";

@@ -5,7 +5,8 @@
  *   RC  (unordered = 0): per destination, events land in posting order (a flag write follows its data
  *       on the same queue pair);
  *   SRD (unordered = 1): data writes land in any order; a flag is set only once its data has landed,
- *       as a receiving proxy does on the write-with-immediate completion.
+ *       as a receiving proxy does on the write-with-immediate completion, and a SIGNAL (no data) only
+ *       once every data write posted before it to that rank has landed (the sender fences it).
  * `flag_early` plants the bug a naive SRD design has (the flag as a separate, unordered write) so the
  * tests can show their checker catches it. Every applied event is logged in the order it hit memory.
  */
@@ -66,14 +67,17 @@ static void apply(fake *f, event *e) {
 }
 
 /* The event that must land before `i` may: RC, the oldest pending event to the same rank; SRD, the
- * data event of a flag (unless flag_early). Events are stored in posting order. */
+ * data event of a flag (unless flag_early), and for a SIGNAL any data event posted before it to the
+ * same rank. Events are stored in posting order. */
 static size_t first_allowed(fake *f, size_t i) {
   event *e = &f->ev[i];
   for (size_t j = 0; j < i; j++) {
     event *d = &f->ev[j];
     if (d->done) continue;
     if (!f->o.unordered && d->op.dst_rank == e->op.dst_rank) return j;
-    if (f->o.unordered && !f->o.flag_early && e->is_flag && !d->is_flag && d->id == e->id) return j;
+    if (f->o.unordered && !f->o.flag_early && e->is_flag && !d->is_flag &&
+        (d->id == e->id || (e->op.bytes == 0 && d->op.dst_rank == e->op.dst_rank)))
+      return j;
   }
   return i;
 }
