@@ -164,8 +164,9 @@ class Executor:
         capturing = torch.cuda.is_current_stream_capturing()
         if self._last is not None and self._last[0] != stream and not capturing:
             stream.wait_event(self._last[1])  # calls stay ordered when the caller switches streams
-        while self._queued and len(self._queued) >= (self.ctx.inflight_calls or 0) and not capturing:
-            self._queued.popleft().synchronize()  # bounded queue ahead of a loopback proxy (hw/context.py)
+        limit = self.ctx.inflight_calls  # bounded queue ahead of a loopback proxy (hw/context.py)
+        while limit and not capturing and len(self._queued) >= limit:
+            self._queued.popleft().synchronize()
         heap_outputs = [n for n in self.outputs if n in self.heap_views]
         if self.stage or (poison and heap_outputs):
             fused.enter_kernel[(1,)](self.ctx.flag_ptrs, self.epoch, p.rank, p.world, p.exit0, self.timeout_ns,
