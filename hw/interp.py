@@ -1,0 +1,177 @@
+"""The hw plan interpreter: every rank's plan tables (:mod:`plan`) run on numpy, as the fused kernel
+and the host proxy would run them, in a seeded random order that respects only the plan's waits.
+
+Why: the simulator checks a *schedule*; the GPU runs its *lowering* (role queues, flag slots and
+epoch targets, heap offsets, gather rows, ring commands, split network flags). This checks the
+lowering on a CPU, call after call on fresh inputs, with the symmetric heap and scratch kept
+between calls as on the GPU: a wait the lowering lost, or a target it got wrong, lets a task read
+the previous call's data, and the output differs from the oracle. What it models:
+
+- each role of each rank claims its queue in order with its block count; a claimed task runs, as
+  one step, once every wait's flag reaches ``(epoch - 1) * bumps + count``, then bumps its signals;
+- a put's ring commands become messages that land later, in random order between ranks (``unordered``
+  also lets PUTs to one rank overtake each other; a SIGNAL still lands after the data posted before
+  it, the order every transport keeps); a message copies heap bytes and *sets* its flag to the epoch;
+- calls never overlap (the kernel's call barrier); values are float32 (bf16 rounding is the GPU
+  tests' business).
+
+Ring attention's ATTN and NORM tasks are not interpreted (their online-softmax merge under a lock
+is checked by the GPU tests): :func:`run` refuses such plans.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mkernel.errors import DeadlockError, InputError
+from mkernel.ir import BufferKind, Op, Schedule
+
+from . import ring
+from .lower import OPS, ROLES
+from .plan import Plan, build
+
+INTERPRETED = (Op.GEMM, Op.COPY, Op.REDUCE, Op.GATHER, Op.PUT, Op.NOP)
+
+
+@dataclass
+class _Message:
+    kind: int
+    src_rank: int
+    dst_rank: int
+    flag: int
+    nbytes: int
+    src_off: int
+    dst_off: int
+    epoch: int
+
+
+class Machine:
+    """Every rank's memory: buffers as float32 arrays by (name, rank), and flag arrays."""
+
+    def __init__(self, s: Schedule, plans: list[Plan]):
+        self.s, self.plans = s, plans
+        self.buffers = {b.name: b for b in s.buffers}
+        self.heap = plans[0].placement.heap
+        self.flags = [np.zeros(p.n_flags, np.int64) for p in plans]
+        self.arrays: dict[tuple[str, int], np.ndarray] = {}
+        for b in s.buffers:  # heap and scratch persist across calls, never zeroed: poisoned once
+            if b.kind is BufferKind.SCRATCH or b.name in self.heap:
+                for r in range(s.world):
+                    self.arrays[(b.name, r)] = np.full((b.rows, b.cols), np.nan, np.float32)
+
+    def region(self, plan: Plan, i: int) -> np.ndarray:
+        """A view of region row ``i`` of ``plan``'s table."""
+        slot, r0, c0, rows, cols, _ld, _brows, bid = (int(x) for x in plan.regions[i])
+        return self.arrays[(plan.buffers[bid], slot - bid * plan.world)][r0:r0 + rows, c0:c0 + cols]
+
+    def heap_rows(self, rank: int, off: int, nbytes: int) -> np.ndarray:
+        """The heap buffer rows at byte offset ``off`` (a network message moves whole rows)."""
+        for name, base in self.heap.items():
+            b = self.buffers[name]
+            row_bytes = b.cols * b.itemsize
+            if base <= off < base + b.rows * row_bytes:
+                first, rem = divmod(off - base, row_bytes)
+                if rem or nbytes % row_bytes:
+                    raise InputError(f"message at heap offset {off} ({nbytes} B) is not whole rows of {name}")
+                return self.arrays[(name, rank)][first:first + nbytes // row_bytes]
+        raise InputError(f"heap offset {off} lies in no heap buffer")
+
+
+def _execute(m: Machine, p: Plan, row: np.ndarray, outbox: list, epoch: int) -> None:
+    op = OPS[int(row[0])]
+    nreads, r0, a0, a1 = int(row[1]), int(row[2]), int(row[8]), int(row[9])
+    if op is Op.GEMM:
+        m.region(p, r0 + 2)[:] = m.region(p, r0) @ m.region(p, r0 + 1)
+    elif op is Op.COPY:
+        for i in range(nreads):
+            m.region(p, r0 + nreads + i)[:] = m.region(p, r0 + i)
+    elif op is Op.REDUCE:
+        m.region(p, r0 + nreads)[:] = sum(m.region(p, r0 + i) for i in range(nreads))
+    elif op is Op.GATHER:
+        m.region(p, r0 + 1)[:] = m.region(p, r0)[p.aux[a0:a1, 0]]
+    elif op is Op.PUT:
+        for kind, dst, flag, nbytes, src_off, dst_off, _, _ in p.aux[a0:a1].tolist():
+            outbox.append(_Message(kind, p.rank, dst, flag, nbytes, src_off, dst_off, epoch))
+
+
+def _deliver(m: Machine, msg: _Message) -> None:
+    if msg.kind == ring.PUT:
+        m.heap_rows(msg.dst_rank, msg.dst_off, msg.nbytes)[:] = m.heap_rows(msg.src_rank, msg.src_off, msg.nbytes)
+    m.flags[msg.dst_rank][msg.flag] = msg.epoch
+
+
+def _deliverable(inflight: list[_Message], unordered: bool) -> list[int]:
+    """Messages that may land next: the oldest per (source, destination) pair on an ordered
+    transport; on an unordered one any PUT, and a SIGNAL once no PUT posted before it on its pair
+    is still in flight."""
+    out, seen = [], set()
+    for i, msg in enumerate(inflight):
+        pair = (msg.src_rank, msg.dst_rank)
+        if not unordered:
+            if pair not in seen:
+                out.append(i)
+        elif msg.kind == ring.PUT or pair not in seen:
+            out.append(i)
+        if not unordered or msg.kind == ring.PUT:
+            seen.add(pair)
+    return out
+
+
+def call(m: Machine, inputs: dict[str, list[np.ndarray]], epoch: int, rng: np.random.Generator,
+         unordered: bool = False) -> dict[str, list[np.ndarray]]:
+    """One call of every rank (``epoch`` = 1, 2, ...): bound inputs given, outputs poisoned, then
+    random steps until every task ran and every message landed. Returns the outputs by rank."""
+    s, plans = m.s, m.plans
+    for b in s.buffers:
+        for r in range(s.world):
+            if b.kind is BufferKind.INPUT and b.name not in m.heap:
+                m.arrays[(b.name, r)] = np.asarray(inputs[b.name][r], np.float32)
+            elif b.kind is BufferKind.INPUT:
+                m.arrays[(b.name, r)][:] = inputs[b.name][r]  # staged into the heap before the call
+            elif b.kind is BufferKind.OUTPUT:
+                m.arrays[(b.name, r)] = np.full((b.rows, b.cols), np.nan, np.float32)
+    queues = []  # per rank and role: the plan, its first table row, the blocks, the tasks not run yet
+    for p in plans:
+        first = 0
+        for role_tasks, blocks in zip(p.role_tasks, p.blocks):
+            queues.append((p, first, int(blocks), list(range(int(role_tasks)))))
+            first += int(role_tasks)
+    inflight: list[_Message] = []
+    while True:
+        steps = []
+        for q, (p, first, blocks, pending) in enumerate(queues):
+            for k in pending[:blocks]:  # the tasks its blocks have claimed
+                row = p.tasks[first + k]
+                if all(m.flags[p.rank][int(slot)] >= (epoch - 1) * int(bumps) + int(count)
+                       for slot, count, bumps in p.waits[int(row[4]):int(row[5])]):
+                    steps.append((q, k))
+        steps += [(-1, i) for i in _deliverable(inflight, unordered)]
+        if not steps:
+            break
+        q, k = steps[int(rng.integers(len(steps)))]
+        if q < 0:
+            _deliver(m, inflight.pop(k))
+            continue
+        p, first, _, pending = queues[q]
+        row = p.tasks[first + k]
+        _execute(m, p, row, inflight, epoch)
+        for rank, slot in p.signals[int(row[6]):int(row[7])]:
+            m.flags[int(rank)][int(slot)] += 1
+        pending.remove(k)
+    stuck = [f"rank {p.rank} {ROLES[q % len(ROLES)].value}: {s.tasks[int(p.tasks[first + k][14])].describe()}"
+             for q, (p, first, _, pending) in enumerate(queues) for k in pending]
+    if stuck:
+        raise DeadlockError(f"{s.kernel} call {epoch}: {len(stuck)} tasks never ran, first {stuck[0]}")
+    return {b.name: [m.arrays[(b.name, r)].copy() for r in range(s.world)]
+            for b in s.buffers if b.kind is BufferKind.OUTPUT}
+
+
+def machine(s: Schedule) -> Machine:
+    """Every rank's plan of ``s`` on fresh memory; refuses plans with tasks it does not interpret."""
+    plans = build(s)
+    ops = {OPS[int(code)] for p in plans for code in p.tasks[:, 0]}
+    if ops - set(INTERPRETED):
+        raise InputError(f"{s.kernel}: the plan interpreter runs {', '.join(o.value for o in INTERPRETED)}, "
+                         f"not {', '.join(sorted(o.value for o in ops - set(INTERPRETED)))}")
+    return Machine(s, plans)

@@ -1,0 +1,77 @@
+"""The hw plan interpreter (hw/interp.py): every rank's lowered tables, run on numpy call after call
+with fresh inputs and the heap kept between calls, must match the oracle, in any order the waits
+allow; and it must catch a lowering that lost a wait."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mkernel import builders, reference
+from mkernel.cluster import Cluster
+from mkernel.errors import InputError
+from mkernel.hw import interp
+from mkernel.ir import Op
+from mkernel.problems import Workload
+
+from test_hw_fused import CASES, workload
+
+INTERPRETED = sorted(c for c in CASES if not c.startswith("ring_attention"))
+
+
+def _calls(w: Workload, c: Cluster, seed: int, calls: int = 3, unordered: bool = False, m=None) -> list[float]:
+    """Relative error (worst over outputs and ranks) of each call; NaN (an element not written) is inf."""
+    mod = builders.get(w.kernel)
+    m = m or interp.machine(mod.build(w, c))
+    rng = np.random.default_rng(seed)
+    errors = []
+    for epoch in range(1, calls + 1):
+        inputs = mod.make_inputs(w, c, rng)
+        out = interp.call(m, inputs, epoch, rng, unordered=unordered)
+        ref = reference.expected(w, inputs, c.gpus_per_node)
+        errors.append(max(np.inf if np.isnan(out[k][r]).any() else reference.relative_error(out[k][r], ref[k][r])
+                          for k in ref for r in range(c.world)))
+    return errors
+
+
+@pytest.mark.parametrize("case", INTERPRETED)
+@pytest.mark.parametrize("nodes,gpn", [(1, 1), (1, 2), (2, 1), (2, 2), (4, 2)])
+@pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
+def test_every_lowered_op_matches_the_oracle_call_after_call(case, nodes, gpn, unordered):
+    c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
+    errors = _calls(workload(case), c, seed=nodes * 10 + gpn, unordered=unordered)
+    assert max(errors) < 1e-5, errors
+
+
+def test_moe_on_given_routings_matches_the_oracle():
+    """Random distinct experts per token, as the torch API's test routes them (issue 6's MoE defect
+    on the emulated 2 x 2 is not in the lowering if this holds)."""
+    rng = np.random.default_rng(5)
+    world, experts, topk, tokens = 4, 8, 2, 64
+    for _ in range(4):
+        routes = tuple(tuple(tuple(int(e) for e in rng.permutation(experts)[:topk]) for _ in range(tokens))
+                       for _ in range(world))
+        w = Workload(kernel="moe_dispatch_gemm", m=tokens * world, n=264, k=136, experts=experts, topk=topk,
+                     routes=routes)
+        assert max(_calls(w, Cluster("t", 2, 2).with_sms(33), seed=int(rng.integers(1 << 30)))) < 1e-5
+
+
+def test_a_lowering_that_lost_a_wait_reads_the_last_call_and_is_caught():
+    """Zero the counts of the GEMM, reduce and copy waits on rank 0 of a 2 x 2 GEMM+ReduceScatter:
+    those tasks may now run before this call's inputs land, and some seeded order makes an output
+    wrong (the previous call's data, or NaN before the first call wrote the heap)."""
+    w, c = workload("gemm_rs"), Cluster("t", 2, 2).with_sms(33)
+    worst = 0.0
+    for seed in range(6):
+        m = interp.machine(builders.get(w.kernel).build(w, c))
+        p = m.plans[0]
+        for row in p.tasks:
+            if interp.OPS[int(row[0])] in (Op.GEMM, Op.REDUCE, Op.COPY):
+                p.waits[int(row[4]):int(row[5]), 1] = 0
+        worst = max(worst, *_calls(w, c, seed=seed, m=m))
+    assert worst > 1e-2
+
+
+def test_ring_attention_plans_are_refused_with_the_ops_it_does_not_run():
+    w = workload("ring_attention")
+    with pytest.raises(InputError, match="not attn, norm"):
+        interp.machine(builders.get(w.kernel).build(w, Cluster("t", 1, 2).with_sms(66)))
