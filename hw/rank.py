@@ -1,11 +1,11 @@
 """One rank of a fused op on hw: what `mkernel run --backend hw`, the GPU tests and the benchmarks
 run inside every rank process (see :func:`mkernel.hw.emulate.launch`).
 
-The rank builds the same schedule as every other rank (for the SMs it may use), draws the seeded
-inputs of every rank (so each rank can compute the oracle without communication), rounds them to
-bf16, runs the fused kernel ``calls`` times with outputs poisoned with NaN before each call, and
-compares the last call's outputs with the float64 oracle of the rounded inputs. Timed calls follow,
-unpoisoned, with CUDA events.
+The rank builds the same schedule as every other rank (for the SMs it may use), and for each of
+``calls`` calls draws fresh seeded inputs of every rank (so each rank can compute the oracle without
+communication), rounds them to bf16, runs the fused kernel into outputs poisoned with NaN, and
+compares them with the float64 oracle of the rounded inputs. Timed calls follow, unpoisoned, with
+CUDA events. The long run is :mod:`long_run`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from mkernel import builders, reference
 from mkernel.cluster import Cluster
-from mkernel.errors import InputError, MkernelError
+from mkernel.errors import InputError
 from mkernel.problems import Workload
 
 from .emulate import RankInfo
@@ -265,25 +265,37 @@ def moe_api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int =
     h = api.moe_plan(idx, experts, hidden, width, topk_weights=weights, gpus_per_node=gpus_per_node,
                      sms=info.sm_budget)
     real = h.sources[:, 0] >= 0
-    errors, nan = [], 0
+    errors, nan, wrong = [], 0, []
+    last = None  # the previous call's x and answer
+
+    def like(a, b):  # rows of a equal to rows of b (bf16 rounding apart)
+        return (a - b).norm(dim=1) <= 1e-2 * b.norm(dim=1).clamp_min(1e-6)
     for _ in range(calls):
         x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
         w = (torch.randn(experts // info.world * hidden, width, device="cuda", generator=g) / hidden ** 0.5).bfloat16()
-        y = api.moe_dispatch_gemm(x, w, h)
-        ref = api.fallback_moe(x, w, h.workload, gpus_per_node)
+        y = api.moe_dispatch_gemm(x, w, h).float()
+        ref = api.fallback_moe(x, w, h.workload, gpus_per_node).float()
         nan += int(y.isnan().sum().item())
-        errors.append(((y.float() - ref.float()).norm() / ref.float().norm()).item())
+        errors.append(((y - ref).norm() / ref.norm()).item())
+        # the wrong rows, by source rank, and what they hold: zeros, the last call's answer (rows not
+        # written), or this call's weights on the last call's tokens (tokens read before they arrived)
+        bad = ~like(y, ref)
+        diag = {"rows": int(bad.sum()), "of": int(real.sum()), "zero": int((bad & (y.abs().amax(dim=1) == 0)).sum())}
+        if last is not None:
+            old_tokens = api.fallback_moe(last[0], w, h.workload, gpus_per_node).float()
+            diag |= {"last_answer": int((bad & like(y, last[1])).sum()), "last_tokens": int((bad & like(y, old_tokens)).sum())}
+        sources = h.sources[:, 0][bad].tolist()
+        wrong.append(diag | {"by_source": {r: sources.count(r) for r in sorted(set(sources))}})
+        last = (x, ref)
     weights_ok = bool((h.row_weights[real] > 0).all().item() and (h.row_weights[~real] == 0).all().item())
     api.close()
-    return {"rank": info.rank, "errors": errors, "nan": nan, "rows": h.rows, "weights_ok": weights_ok,
+    return {"rank": info.rank, "errors": errors, "nan": nan, "rows": h.rows, "weights_ok": weights_ok, "wrong": wrong,
             "ok": nan == 0 and max(errors) <= TOLERANCE and weights_ok}
 
 
 def bad_input_rank(info: RankInfo) -> dict:
     """Every bad argument the torch ops must refuse before any launch, with the message each gave."""
     import torch
-
-    from mkernel.errors import InputError
 
     from . import api
     from .context import Context
@@ -333,83 +345,3 @@ def bad_input_rank(info: RankInfo) -> dict:
             out[name] = f"WRONG KIND {type(exc).__name__}: {exc}"
     api.close()
     return out
-
-
-INPUT_SETS = 3  # input sets each op's calls of the long run take turns over
-
-
-def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, calls: int,
-                  sync_every: int = 0) -> dict:
-    """``calls`` consecutive calls cycling through the ops of ``cases`` (name -> Workload) on one
-    set of executors, every output checked on the GPU against the oracle; each op's consecutive
-    calls take turns over ``INPUT_SETS`` input sets, so a read of the previous call's data shows
-    (fresh inputs per call would need an oracle per call on the CPU); memory, open files and
-    threads sampled before and after (issue 10's long run). ``sync_every``: the host waits for the
-    GPU after every that many calls (0: never, so it enqueues as far ahead as CUDA lets it)."""
-    import math
-    import os
-    import sys
-    import threading
-    import time
-
-    import torch
-
-    from .context import Context
-    from .executor import Executor
-
-    c = cluster_for(info, nodes, gpus_per_node)
-    dev = torch.device("cuda", torch.cuda.current_device())
-    ops = []
-    for name, w in cases.items():
-        schedule = builders.get(w.kernel).build(w, c)
-        sets = []
-        for k in range(INPUT_SETS):
-            inputs, refs = _draw(info, w, c, 17 + k)
-            sets.append((inputs, {n: torch.from_numpy(r[info.rank]).to(dev).float() for n, r in refs.items()}))
-        ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule))
-        ops.append((name, ctx, Executor(schedule, ctx), sets))
-
-    def sample() -> dict:
-        return {"allocated": torch.cuda.memory_allocated(dev), "fds": len(os.listdir("/proc/self/fd")),
-                "threads": threading.active_count()}
-
-    warmup = {"start": time.time()}  # ranks' skew, and how long the first calls (compiles) took
-    for name, _, op, sets in ops:  # warm up: first calls allocate caches (an address table per input set)
-        for inputs, _ in sets:
-            op(inputs)
-        torch.cuda.synchronize()
-        warmup[name] = time.time() - warmup["start"]
-    # the worst error per op stays on the GPU (a NaN output makes it NaN): no host sync per call
-    worst = {name: torch.zeros((), device=dev) for name, *_ in ops}
-    before = sample()
-    t0 = time.perf_counter()
-    for i in range(calls):
-        if i % 1000 == 0 and info.rank == 0:  # progress, so a run cut short by its limit shows its rate
-            print(f"long run: call {i} at {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-        name, _, op, sets = ops[i % len(ops)]
-        inputs, expected = sets[i // len(ops) % INPUT_SETS]
-        outs = op(inputs, poison=True)
-        for n, ref in expected.items():
-            torch.maximum(worst[name], (outs[n].float() - ref).norm() / ref.norm(), out=worst[name])
-        if sync_every and (i + 1) % sync_every == 0:
-            torch.cuda.synchronize()
-    outs = None  # the last call's outputs, alive here, are no leak (the "before" sample had none)
-    errors, transfers = {}, {}  # every op's first error on this rank, not just the first op's
-    for name, ctx, op, _ in ops:
-        try:
-            op.check()
-        except MkernelError as exc:
-            errors[name] = str(exc)
-        if ctx.proxy is not None:  # where a lost transfer stopped: claimed by the GPU, consumed, posted
-            stats = ctx.proxy.stats()
-            transfers[name] = {"claimed": int(ctx.ring.head[0].item()), "consumed": int(ctx.ring.ctl[0].item()),
-                               **{k: stats[k] for k in ("commands", "batches", "driver_calls", "idle_sleeps")}}
-    worst = {name: float("inf") if math.isnan(w.item()) else w.item() for name, w in worst.items()}
-    after = sample()
-    for _, ctx, *_ in ops:
-        ctx.close()
-    return {"rank": info.rank, "calls": calls, "worst_error": worst, "before": before, "after": after,
-            "epochs": {name: int(op.epoch.item()) for name, _, op, _ in ops}, "errors": errors,
-            "transfers": transfers, "warmup": warmup,
-            "ok": not errors and all(e <= TOLERANCE for e in worst.values()) and after["allocated"] <= before["allocated"]
-            and after["fds"] <= before["fds"] and after["threads"] <= before["threads"]}

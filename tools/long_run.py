@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 def main() -> None:
     from test_hw_fused import CASES, workload
 
-    from mkernel.hw import rank
+    from mkernel.hw import long_run
     from mkernel.hw.emulate import launch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,7 +37,7 @@ def main() -> None:
         ap.error(f"--cases: {', '.join(sorted(unknown))} not among {', '.join(sorted(CASES))}")
     cases = {name: workload(name) for name in a.cases.split(",")}
     t0 = time.time()
-    res = launch(rank.long_run_rank, a.nodes * a.gpn, args=(cases, a.nodes, a.gpn, a.calls, a.sync_every), timeout_s=3000,
+    res = launch(long_run.long_run_rank, a.nodes * a.gpn, args=(cases, a.nodes, a.gpn, a.calls, a.sync_every), timeout_s=3000,
                  sms=a.sms)
     wall = time.time() - t0
     for r in res:
