@@ -69,6 +69,8 @@ class Context:
             group = _resolve_process_group(group)
         pg = dist.group.WORLD if group is None else group
         self.rank, self.world = dist.get_rank(pg), dist.get_world_size(pg)
+        if loopback_inflight < 1:
+            raise InputError(f"loopback_inflight={loopback_inflight}: at least 1 call must be allowed in flight")
         if gpus_per_node < 1 or self.world % gpus_per_node:
             raise InputError(f"gpus_per_node={gpus_per_node} must divide the group's {self.world} ranks")
         self.gpus_per_node, self.nodes = gpus_per_node, self.world // gpus_per_node
@@ -101,8 +103,6 @@ class Context:
         # the kernels waiting for that data timed out: 10k calls failed with no host sync and passed
         # with one per call (docs/results/2026-12-01-reliability-hw-3.md). So calls queue boundedly.
         # A verbs proxy posts work requests, no driver calls: no bound.
-        if loopback_inflight < 1:
-            raise InputError(f"loopback_inflight={loopback_inflight}: at least 1 call must be allowed in flight")
         self.inflight_calls = loopback_inflight if self.nodes > 1 and native_name == "cuda" else None
         self.proxy = None
         if self.nodes > 1:  # one node: peers are reached with peer stores only, no proxy to run
