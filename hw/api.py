@@ -341,6 +341,14 @@ def fallback_moe(x, w_local, workload: Workload, gpus_per_node: int, group=None)
     return y.to(x.dtype)
 
 
+def check() -> None:
+    """Wait for every cached executor's calls and raise the first device, proxy or wait error. The
+    ops enqueue without waiting for the GPU, so an error (a timed-out wait: that call's outputs are
+    wrong) otherwise raises from the executor's next call, once the failed call has finished."""
+    for _, ex in _EXECUTORS.values():
+        ex.check()
+
+
 def close() -> None:
     """Free every cached executor's symmetric memory and stop its proxy (collective)."""
     for ctx, _ in _EXECUTORS.values():

@@ -16,7 +16,10 @@ loopback transport between nodes a call first waits for the one ``ctx.inflight_c
 overlap on the GPU (they share flags, claim counters and the epoch): a call on another stream than
 the last one first waits for the last one's event. :meth:`check`
 synchronises and raises the first device, proxy or wait error, naming rank, role, flag, epoch and
-the schedule task.
+the schedule task. Without it an error still surfaces: a failed proxy raises at the next call, and
+every call ends by copying the error block's first word to pinned host memory, so the next call
+raises once the call that recorded a device error has finished (an event query, no host wait). A timed-out call's outputs are wrong, so it must never
+pass unnoticed (the torch ops had returned them silently).
 """
 from __future__ import annotations
 
@@ -123,6 +126,7 @@ class Executor:
         self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
         self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
+        self._failed = torch.zeros(1, dtype=torch.int64).pin_memory()  # the error word, copied after each call
 
     @staticmethod
     def context_sizes(schedule: Schedule) -> dict:
@@ -162,6 +166,11 @@ class Executor:
         err = self.errors.words
         stream = torch.cuda.current_stream(self.device)
         capturing = torch.cuda.is_current_stream_capturing()
+        if not capturing:  # an earlier call's error raises here, before launching more (no host wait)
+            if self.ctx.proxy is not None:
+                self.ctx.proxy.check()
+            if self._last is not None and self._last[1].query() and int(self._failed[0]):
+                self.check()
         if self._last is not None and self._last[0] != stream and not capturing:
             stream.wait_event(self._last[1])  # calls stay ordered when the caller switches streams
         limit = self.ctx.inflight_calls  # bounded queue ahead of a loopback proxy (hw/context.py)
@@ -189,6 +198,7 @@ class Executor:
         for name in self.outputs:
             if name in self.heap_views:
                 out[name] = self.heap_views[name].clone()
+        self._failed.copy_(err[:1], non_blocking=True)
         if not capturing:
             done = torch.cuda.Event()
             done.record(stream)

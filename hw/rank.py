@@ -13,7 +13,7 @@ import numpy as np
 
 from mkernel import builders, reference
 from mkernel.cluster import Cluster
-from mkernel.errors import InputError
+from mkernel.errors import InputError, MkernelError
 from mkernel.problems import Workload
 
 from .emulate import RankInfo
@@ -80,6 +80,29 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
                 "trajectory": op.trajectory() if controller is not None else None,
                 "ok": all(e <= TOLERANCE for e in errors.values()) and not any(unwritten.values()),
                 "time_s": float(np.median(times)) if times else None, "times_s": times}
+
+
+def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, faults) -> str | None:
+    """Two calls under a fatal proxy fault, with no :meth:`check` between them: the first fails on
+    the GPU; once it has finished, the second must raise it (its message; None if it did not)."""
+    import torch
+
+    from .context import Context
+    from .executor import Executor
+
+    c = cluster_for(info, nodes, gpus_per_node)
+    schedule = builders.get(w.kernel).build(w, c)
+    inputs, _ = _draw(info, w, c, 0)
+    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=2.0, faults=faults,
+                 **Executor.context_sizes(schedule)) as ctx:
+        op = Executor(schedule, ctx, timeout_s=2.0)
+        op(inputs)
+        torch.cuda.current_stream().synchronize()
+        try:
+            op(inputs)
+        except MkernelError as exc:
+            return str(exc)
+    return None
 
 
 def graph_rank(info: RankInfo, evictions: int = 24, seed: int = 0) -> dict:
@@ -167,9 +190,20 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3,
         a, b, q = rnd(256, 64), rnd(64, 256), rnd(1, 2, 128, 64)
         compiled = torch.compile(f, backend="eager", fullgraph=True)
         traced = rel(compiled(a, b, q).reshape(1), f(a, b, q).reshape(1))
-    api.close()
-    return {"rank": info.rank, "errors": errors, "nan": nan, "traced_rel_err": traced,
-            "ok": nan == 0 and all(e <= TOLERANCE for e in errors.values())}
+    failure = _device_error(api)
+    return {"rank": info.rank, "errors": errors, "nan": nan, "traced_rel_err": traced, "device_error": failure,
+            "ok": failure is None and nan == 0 and all(e <= TOLERANCE for e in errors.values())}
+
+
+def _device_error(api) -> str | None:
+    """The first device, proxy or wait error of the torch ops' executors (none: None), then close them."""
+    try:
+        api.check()
+    except MkernelError as exc:
+        return str(exc)
+    finally:
+        api.close()
+    return None
 
 
 def _timed(fn, n: int) -> list[float]:
@@ -288,9 +322,9 @@ def moe_api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int =
         wrong.append(diag | {"by_source": {r: sources.count(r) for r in sorted(set(sources))}})
         last = (x, ref)
     weights_ok = bool((h.row_weights[real] > 0).all().item() and (h.row_weights[~real] == 0).all().item())
-    api.close()
+    failure = _device_error(api)
     return {"rank": info.rank, "errors": errors, "nan": nan, "rows": h.rows, "weights_ok": weights_ok, "wrong": wrong,
-            "ok": nan == 0 and max(errors) <= TOLERANCE and weights_ok}
+            "device_error": failure, "ok": failure is None and nan == 0 and max(errors) <= TOLERANCE and weights_ok}
 
 
 def bad_input_rank(info: RankInfo) -> dict:

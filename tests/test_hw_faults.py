@@ -36,3 +36,17 @@ def test_fatal_faults_end_in_a_clear_error_within_the_timeout(case, fault):
     with pytest.raises(RankFailed, match=pattern):
         _run(case, 2, 2, faults=faults, wait_s=2.0)
     assert time.perf_counter() - t0 < 120  # waits of 2 s each, plus process start-up
+
+
+@pytest.mark.gpu
+def test_a_failed_call_raises_from_the_next_call_without_check():
+    """The torch ops never synchronise, so nobody calls check() after each call: a call that failed on
+    the GPU (its outputs are wrong) must raise from the executor's next call once it has finished."""
+    from mkernel.hw import rank
+    from mkernel.hw.emulate import launch
+
+    from test_hw_fused import workload
+
+    messages = launch(rank.unchecked_rank, 4, args=(workload("gemm_ar"), 2, 2, FATAL["drop"][0]), timeout_s=300)
+    for m in messages:
+        assert m is not None and ("timeout" in m or "aborted" in m or "drop" in m), messages
