@@ -171,6 +171,10 @@ def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = Non
         "TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES", "0")
     if per_gpu > 1:
         env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", str(MPS_WORK_QUEUES))
+        # every module loaded when a rank's context starts: a lazy load later (a torch kernel's first
+        # use, e.g. in a fallback) holds the context lock until the GPU drains, blocking the loopback
+        # proxy that a running fused kernel waits on (hw/executor.py says more)
+        env.setdefault("CUDA_MODULE_LOADING", "EAGER")
     port = _free_port()
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

@@ -127,6 +127,13 @@ class Executor:
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
         self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
         self._failed = torch.zeros(1, dtype=torch.int64).pin_memory()  # the error word, copied after each call
+        if ctx.inflight_calls:
+            # The loopback proxy's copies are CUDA driver calls on this process's context. Loading a
+            # module (this executor's first launches compile and load its kernels) holds the context
+            # lock until the GPU drains, and a running persistent kernel that waits on this proxy then
+            # never drains: a deadlock until its timeout (the pattern of mscclpp#516, torchcomms#2334).
+            # So the first launches find no call of this process in flight.
+            torch.cuda.synchronize(dev)
 
     @staticmethod
     def context_sizes(schedule: Schedule) -> dict:
