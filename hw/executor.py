@@ -18,8 +18,9 @@ the last one first waits for the last one's event. :meth:`check`
 synchronises and raises the first device, proxy or wait error, naming rank, role, flag, epoch and
 the schedule task. Without it an error still surfaces: a failed proxy raises at the next call, and
 every call ends by copying the error block's first word to pinned host memory, so the next call
-raises once the call that recorded a device error has finished (an event query, no host wait). A timed-out call's outputs are wrong, so it must never
-pass unnoticed (the torch ops had returned them silently).
+raises once the call that recorded a device error has finished (an event query, no host wait).
+A timed-out call's outputs are wrong, so it must never pass unnoticed (the torch ops had returned
+them silently).
 """
 from __future__ import annotations
 
@@ -173,16 +174,17 @@ class Executor:
         err = self.errors.words
         stream = torch.cuda.current_stream(self.device)
         capturing = torch.cuda.is_current_stream_capturing()
-        if not capturing:  # an earlier call's error raises here, before launching more (no host wait)
+        if not capturing:
+            limit = self.ctx.inflight_calls  # bounded queue ahead of a loopback proxy (hw/context.py)
+            while limit and len(self._queued) >= limit:
+                self._queued.popleft().synchronize()
+            # an earlier call's error raises here, before this call's kernels (no host wait)
             if self.ctx.proxy is not None:
                 self.ctx.proxy.check()
             if self._last is not None and self._last[1].query() and int(self._failed[0]):
                 self.check()
-        if self._last is not None and self._last[0] != stream and not capturing:
-            stream.wait_event(self._last[1])  # calls stay ordered when the caller switches streams
-        limit = self.ctx.inflight_calls  # bounded queue ahead of a loopback proxy (hw/context.py)
-        while limit and not capturing and len(self._queued) >= limit:
-            self._queued.popleft().synchronize()
+            if self._last is not None and self._last[0] != stream:
+                stream.wait_event(self._last[1])  # calls stay ordered when the caller switches streams
         heap_outputs = [n for n in self.outputs if n in self.heap_views]
         if self.stage or (poison and heap_outputs):
             fused.enter_kernel[(1,)](self.ctx.flag_ptrs, self.epoch, p.rank, p.world, p.exit0, self.timeout_ns,
