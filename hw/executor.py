@@ -17,8 +17,9 @@ overlap on the GPU (they share flags, claim counters and the epoch): a call on a
 the last one first waits for the last one's event. :meth:`check`
 synchronises and raises the first device, proxy or wait error, naming rank, role, flag, epoch and
 the schedule task. Without it an error still surfaces: a failed proxy raises at the next call, and
-every call ends by copying the error block's first word to pinned host memory, so the next call
-raises once the call that recorded a device error has finished (an event query, no host wait).
+the fused kernel's last block stores the error block's first word to pinned host memory, so the
+next call raises once the call that recorded a device error has finished (an event query, no host
+wait, no extra launch).
 A timed-out call's outputs are wrong, so it must never pass unnoticed (the torch ops had returned
 them silently).
 """
@@ -127,7 +128,7 @@ class Executor:
         self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
         self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
-        self._failed = torch.zeros(1, dtype=torch.int64).pin_memory()  # the error word, copied after each call
+        self._failed = torch.zeros(1, dtype=torch.int64).pin_memory()  # the error word: the kernel's last block stores it
         if ctx.inflight_calls:
             # The loopback proxy's copies are CUDA driver calls on this process's context. Loading a
             # module (this executor's first launches compile and load its kernels) holds the context
@@ -201,13 +202,12 @@ class Executor:
         fused.fused_kernel[(p.grid,)](
             *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
             *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32),
-            err, p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
+            err, self._failed.data_ptr(), p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
             *n, *nb, self.state, self.log, *self.steer, **self.meta, num_warps=fused.NUM_WARPS,
             num_stages=fused.NUM_STAGES)
         for name in self.outputs:
             if name in self.heap_views:
                 out[name] = self.heap_views[name].clone()
-        self._failed.copy_(err[:1], non_blocking=True)
         if not capturing:
             done = torch.cuda.Event()
             done.record(stream)

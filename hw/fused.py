@@ -58,7 +58,8 @@ PER_RANK_ARGS = ("rank", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0",
 
 @triton.jit(do_not_specialize=PER_RANK_ARGS)
 def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims, epoch_ptr, done_ptr, locks, a_host,
-                 a2_host, b_host, a2_buf, records, ctl, head, capacity, err32, err64, rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
+                 a2_host, b_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host, rank, world, gpn, arrive0, exit0, go,
+                 timeout_ns, sm_scale,
                  n0, n1, n2, n3, b0, b1, b2, b3, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
                  BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
                  HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
@@ -118,6 +119,8 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
         if ADAPTIVE:
             _reset(state, ctrl0, work)
         tl.store(epoch_ptr, epoch)
+        # the error word to pinned host memory: the executor sees a failed call with no copy launched
+        tl.store(_raw(err_host, tl.int64), tl.load(err64, volatile=True))
         if BARRIER:  # tell peers this call is over here: they may overwrite what this rank read of theirs
             _fence_sys()
             _tell_peers(exit0, flag_bases, epoch, rank, world, gpn, records, ctl, head, capacity, timeout_ns,
@@ -303,7 +306,7 @@ def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -
     types = {"a_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "a2_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
-             "ctl": "i64", "capacity": "i64", "err32": "*i32", "timeout_ns": "i64", "sm_scale": "fp32",
+             "ctl": "i64", "capacity": "i64", "err32": "*i32", "err_host": "i64", "timeout_ns": "i64", "sm_scale": "fp32",
              "ctrl0": "i64", "work": "i64"}
     ints = {"a2_buf", "rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",
             "min_sms", "hysteresis", "link_sms"}
