@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mkernel.errors import BackendUnavailable, MkernelError
+from mkernel.errors import BackendUnavailable, InputError, MkernelError
 
 from .safety import apply_no_multicast
 
@@ -152,13 +152,16 @@ def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5) -> dict[in
 
 
 def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = None, sms: int = 132,
-           timeout_s: float = 300.0, collective_timeout_s: float = 120.0) -> list:
+           timeout_s: float = 300.0, collective_timeout_s: float = 120.0, module_loading: str = "EAGER") -> list:
     """Run ``fn(RankInfo, *args)`` on ``world`` ranks; return their results in rank order.
     ``timeout_s`` bounds the whole run, ``collective_timeout_s`` each collective or store wait.
+    ``module_loading``: CUDA_MODULE_LOADING of ranks that share a GPU (EAGER, or LAZY to compare).
 
     ``fn`` must be importable (a module-level function): ranks are spawned, not forked, because CUDA
     cannot be initialised in a forked child.
     """
+    if module_loading not in ("EAGER", "LAZY"):
+        raise InputError(f"module_loading={module_loading!r}: EAGER or LAZY")
     if gpus is None:
         import torch
 
@@ -173,8 +176,9 @@ def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = Non
         env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", str(MPS_WORK_QUEUES))
         # every module loaded when a rank's context starts: a lazy load later (a torch kernel's first
         # use, e.g. in a fallback) holds the context lock until the GPU drains, blocking the loopback
-        # proxy that a running fused kernel waits on (hw/executor.py says more)
-        env.setdefault("CUDA_MODULE_LOADING", "EAGER")
+        # proxy that a running fused kernel waits on (hw/executor.py says more). Set, not defaulted:
+        # torch may have put LAZY into this process's environment when it initialised CUDA.
+        env["CUDA_MODULE_LOADING"] = module_loading
     port = _free_port()
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
