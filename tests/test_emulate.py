@@ -78,3 +78,11 @@ def test_a_silent_rank_fails_at_the_deadline():
             _collect(procs, out, timeout_s=2)
     finally:
         _stop(procs)
+
+
+def test_an_unknown_module_loading_is_refused_before_any_rank_starts():
+    from mkernel.errors import InputError
+    from mkernel.hw.emulate import launch
+
+    with pytest.raises(InputError, match="module_loading='lazy': EAGER or LAZY"):
+        launch(_ok, 2, gpus=1, module_loading="lazy")
