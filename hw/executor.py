@@ -129,7 +129,7 @@ class Executor:
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
         self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
         self._failed = torch.zeros(1, dtype=torch.int64).pin_memory()  # the error word: the kernel's last block stores it
-        if ctx.inflight_calls:
+        if ctx.inflight_calls and not torch.cuda.is_current_stream_capturing():
             # The loopback proxy's copies are CUDA driver calls on this process's context. Loading a
             # module (this executor's first launches compile and load its kernels) holds the context
             # lock until the GPU drains, and a running persistent kernel that waits on this proxy then
