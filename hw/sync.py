@@ -33,8 +33,11 @@ def _clock():
 @triton.jit
 def _block_max(x):
     """The max of every thread's own scalar ``x`` over the block (a block reduction): one value, so a
-    branch or loop condition on it is block-uniform. All threads must call it."""
-    return tl.max(tl.zeros([128], x.dtype) + x, 0)
+    branch or loop condition on it is block-uniform. All threads must call it. The tensor has 1024
+    elements (a CTA's most threads) so that every thread holds some of it: a smaller one is held by
+    the first threads only and copied in the rest (128 elements in the kernel's 8 warps: warps 4-7
+    hold copies), and the reduction would then leave those threads' values out."""
+    return tl.max(tl.zeros([1024], x.dtype) + x, 0)
 
 
 @triton.jit

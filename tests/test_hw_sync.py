@@ -42,3 +42,21 @@ def test_a_wait_and_its_error_record_hold_no_barrier():
         assert "atom.global.acq_rel.gpu.cas.b32" in ptx  # the first error still wins
     assert record.count("st.global.u64") == 5 and record.count("st.global.u32") == 3  # every field written
 
+
+
+def test_a_block_reduction_covers_every_thread_of_the_kernel():
+    """_block_max's tensor must span every thread of the fused kernel's blocks: a layout that covers
+    more elements than the tensor has repeats it in the last warps, whose own values then drop out."""
+    import re
+
+    from mkernel.hw.fused import NUM_WARPS
+    from mkernel.hw.sync import _block_max
+
+    @triton.jit
+    def kernel(out):
+        tl.store(out, _block_max(tl.program_id(0) + 0))
+
+    k = triton.compile(ASTSource(fn=kernel, signature={"out": "*i32"}, constexprs={}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS})
+    size = int(re.search(r"tensor<(\d+)xi32", k.asm["ttgir"]).group(1))
+    assert size >= NUM_WARPS * 32
