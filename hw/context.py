@@ -53,11 +53,12 @@ class Context:
     def __init__(self, group, *, gpus_per_node: int, send_bytes: int, recv_bytes: int, n_flags: int,
                  ring_capacity: int = 1024, transport: str = "loopback", shaping: transports.Shaping | None = None,
                  timeout_s: float = 5.0, window_us: float = 2.0, faults: ProxyFaults | None = None,
-                 loopback_inflight: int = 2):
+                 loopback_inflight: int = 0):
         """``faults``: seeded faults the proxy injects (:class:`~mkernel.hw.proxy.ProxyFaults`, tests
         and fault studies); None injects none. ``loopback_inflight``: with the loopback transport
-        between nodes, an executor lets at most this many of its calls be queued on the GPU before
-        the host waits for the oldest (:attr:`inflight_calls`)."""
+        between nodes, how many of an executor's calls may still be running on the GPU when a call
+        returns (:attr:`inflight_calls`); 0, the default, makes each call return once its kernel
+        has finished."""
         apply_no_multicast()
         import torch
         import torch.distributed as dist
@@ -69,8 +70,8 @@ class Context:
             group = _resolve_process_group(group)
         pg = dist.group.WORLD if group is None else group
         self.rank, self.world = dist.get_rank(pg), dist.get_world_size(pg)
-        if loopback_inflight < 1:
-            raise InputError(f"loopback_inflight={loopback_inflight}: at least 1 call must be allowed in flight")
+        if loopback_inflight < 0:
+            raise InputError(f"loopback_inflight={loopback_inflight}: a count of calls, 0 or more")
         if gpus_per_node < 1 or self.world % gpus_per_node:
             raise InputError(f"gpus_per_node={gpus_per_node} must divide the group's {self.world} ranks")
         self.gpus_per_node, self.nodes = gpus_per_node, self.world // gpus_per_node
@@ -98,11 +99,14 @@ class Context:
                           flags=tuple(base), n_flags=n_flags)
         torch.cuda.synchronize()
         dist.barrier(pg)  # every rank's buffer is zeroed before any proxy or peer writes into it
-        # The loopback proxy moves data with CUDA driver calls from its own thread. On the emulated
-        # 2x2 (H200, MPS) they were held up for seconds while the host ran far ahead of the GPU, and
-        # the kernels waiting for that data timed out: 10k calls failed with no host sync and passed
-        # with one per call (docs/results/2026-12-01-reliability-hw-3.md). So calls queue boundedly.
-        # A verbs proxy posts work requests, no driver calls: no bound.
+        # The loopback proxy moves data with CUDA driver calls from its own thread, and CUDA holds
+        # those back while this process's main thread blocks in a copy to the host, an .item(), a
+        # first cuBLAS call, or a launch into a full queue, until the GPU work that call waits for
+        # is done (tools/host_block_probe.py, measured on the H200, with or without MPS, with the
+        # proxy on its own CUDA context too). A running fused kernel that waits for this proxy is
+        # such GPU work: both stall until its timeout. So on the emulated cluster a call returns
+        # only once its kernel has finished, and the user's next blocking call cannot meet it.
+        # A verbs proxy posts work requests, no driver calls: nothing to wait for.
         self.inflight_calls = loopback_inflight if self.nodes > 1 and native_name == "cuda" else None
         self.proxy = None
         if self.nodes > 1:  # one node: peers are reached with peer stores only, no proxy to run

@@ -10,9 +10,10 @@
    tells peers when it is done;
 4. returns the outputs: fresh tensors for bound outputs, copies of heap outputs.
 
-Everything is enqueued on the current stream; nothing synchronises the host, except that with the
-loopback transport between nodes a call first waits for the one ``ctx.inflight_calls`` before it
-(the emulated cluster's proxy stalls when the host runs far ahead: :mod:`context`). Two calls never
+Everything is enqueued on the current stream; nothing synchronises the host, except with the
+loopback transport between nodes (the emulated cluster): there a call returns once its kernel has
+finished (``ctx.inflight_calls`` of them may stay queued, 0 by default), since that proxy's copies
+stall while the host blocks in CUDA, and a kernel waiting for them with it (:mod:`context`). Two calls never
 overlap on the GPU (they share flags, claim counters and the epoch): a call on another stream than
 the last one first waits for the last one's event. :meth:`check`
 synchronises and raises the first device, proxy or wait error, naming rank, role, flag, epoch and
@@ -129,7 +130,7 @@ class Executor:
         self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
         self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
         self._failed = torch.zeros(1, dtype=torch.int64).pin_memory()  # the error word: the kernel's last block stores it
-        if ctx.inflight_calls and not torch.cuda.is_current_stream_capturing():
+        if ctx.inflight_calls is not None and not torch.cuda.is_current_stream_capturing():
             # The loopback proxy's copies are CUDA driver calls on this process's context. Loading a
             # module (this executor's first launches compile and load its kernels) holds the context
             # lock until the GPU drains, and a running persistent kernel that waits on this proxy then
@@ -176,9 +177,6 @@ class Executor:
         stream = torch.cuda.current_stream(self.device)
         capturing = torch.cuda.is_current_stream_capturing()
         if not capturing:
-            limit = self.ctx.inflight_calls  # bounded queue ahead of a loopback proxy (hw/context.py)
-            while limit and len(self._queued) >= limit:
-                self._queued.popleft().synchronize()
             # an earlier call's error raises here, before this call's kernels (no host wait)
             if self.ctx.proxy is not None:
                 self.ctx.proxy.check()
@@ -212,8 +210,10 @@ class Executor:
             done = torch.cuda.Event()
             done.record(stream)
             self._last = (stream, done)
-            if self.ctx.inflight_calls:
+            if self.ctx.inflight_calls is not None:  # a loopback proxy: calls queue boundedly (hw/context.py)
                 self._queued.append(done)
+                while len(self._queued) > self.ctx.inflight_calls:
+                    self._queued.popleft().synchronize()
         return out
 
     def _initial_split(self) -> tuple[tuple[int, int, int, int], tuple[int, ...]]:

@@ -371,7 +371,7 @@ def bad_input_rank(info: RankInfo) -> dict:
         "moe experts stacked for another group size": lambda: api.moe_dispatch_gemm(x, w[:32].contiguous(), moe),
         "context with too few flags": lambda: executor(gemm, n_flags=sizes["n_flags"] - 1),
         "context of another group size": lambda: executor(twice),
-        "no call allowed in flight": lambda: executor(gemm, loopback_inflight=0),
+        "a negative count of calls in flight": lambda: executor(gemm, loopback_inflight=-1),
     }
     if sizes["recv_bytes"] > 256:  # at world 1 nothing lives in the heap
         cases["context heap too small"] = lambda: executor(gemm, recv_bytes=sizes["recv_bytes"] // 2)
