@@ -82,11 +82,12 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
                 "time_s": float(np.median(times)) if times else None, "times_s": times}
 
 
-def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, faults, calls: int = 3) -> str | None:
+def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, faults,
+                   calls: int = 3) -> tuple[int, str] | None:
     """Calls under a fatal proxy fault, with no :meth:`check` between them, each after the GPU has
-    finished the last: a failure must raise from a later call (its message; None if none did).
-    Not always the second: on a rank whose own kernel finished, the proxy may record its transport
-    failure just after that call began, and then the third raises it."""
+    finished the last: a failure must raise from a later call. Returns (which call raised, 1-based;
+    its message), or None if none did. A rank whose own kernel finished may see its proxy record the
+    transport failure only after its next call has begun; the call after that raises it."""
     import torch
 
     from .context import Context
@@ -95,20 +96,24 @@ def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, 
     c = cluster_for(info, nodes, gpus_per_node)
     schedule = builders.get(w.kernel).build(w, c)
     inputs, _ = _draw(info, w, c, 0)
-    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=2.0, faults=faults,
-                 **Executor.context_sizes(schedule)) as ctx:
+    ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=2.0, faults=faults,
+                  **Executor.context_sizes(schedule))
+    raised = None
+    try:
         op = Executor(schedule, ctx, timeout_s=2.0)
-        for _ in range(calls):
+        for call in range(1, calls + 1):
             try:
                 op(inputs)
             except MkernelError as exc:
-                return str(exc)
+                raised = (call, str(exc))
+                break
             torch.cuda.current_stream().synchronize()
+    finally:
         try:
-            ctx.close()  # the proxy's error is still there: it raises here, but this is too late
+            ctx.close()  # stopping the proxy raises its failure again: reported above, or too late
         except MkernelError:
             pass
-    return None
+    return raised
 
 
 def graph_rank(info: RankInfo, evictions: int = 24, seed: int = 0) -> dict:

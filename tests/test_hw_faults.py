@@ -40,15 +40,15 @@ def test_fatal_faults_end_in_a_clear_error_within_the_timeout(case, fault):
 
 @pytest.mark.gpu
 def test_a_failed_call_raises_from_a_later_call_without_check():
-    """The torch ops never synchronise, so nobody calls check() after each call: a call that failed
+    """Nothing calls check() after each torch op: a call that failed
     (its outputs are wrong) must raise from one of the executor's next calls once it has finished,
-    on every rank. On the H200 the sending rank's proxy recorded its failure just after its second
-    call had begun, so that rank raised from its third (hw/rank.py: unchecked_rank)."""
+    on every rank (hw/rank.py: unchecked_rank says why not always the very next)."""
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch
 
     from test_hw_fused import workload
 
-    messages = launch(rank.unchecked_rank, 4, args=(workload("gemm_ar"), 2, 2, FATAL["drop"][0]), timeout_s=300)
-    for m in messages:
-        assert m is not None and ("timeout" in m or "aborted" in m or "drop" in m), messages
+    raised = launch(rank.unchecked_rank, 4, args=(workload("gemm_ar"), 2, 2, FATAL["drop"][0]), timeout_s=300)
+    print("call that raised, per rank:", [r and r[0] for r in raised])
+    for r in raised:
+        assert r is not None and r[0] >= 2 and any(w in r[1] for w in ("timeout", "aborted", "drop")), raised
