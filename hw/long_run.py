@@ -65,6 +65,7 @@ growth is judged over the second half, where a leak of any size per call would s
         name, _, op, sets = ops[i % len(ops)]
         inputs, expected = sets[i // len(ops) % INPUT_SETS]
         if i == calls // 2:
+            outs = None  # as at the end: no call's outputs alive when sampled
             middle = sample()
         outs = op(inputs, poison=True)
         for n, ref in expected.items():

@@ -85,9 +85,8 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
 def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, faults,
                    calls: int = 3) -> tuple[int, str] | None:
     """Calls under a fatal proxy fault, with no :meth:`check` between them, each after the GPU has
-    finished the last: a failure must raise from a later call. Returns (which call raised, 1-based;
-    its message), or None if none did. A rank whose own kernel finished may see its proxy record the
-    transport failure only after its next call has begun; the call after that raises it."""
+    finished the last: the first call fails on every rank, so the second must raise. Returns (which
+    call raised, 1-based; its message), or None if none did."""
     import torch
 
     from .context import Context
@@ -110,7 +109,7 @@ def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, 
             torch.cuda.current_stream().synchronize()
     finally:
         try:
-            ctx.close()  # stopping the proxy raises its failure again: reported above, or too late
+            ctx.close()  # stopping the proxy raises its failure again: reported above (or too late)
         except MkernelError:
             pass
     return raised

@@ -39,10 +39,9 @@ def test_fatal_faults_end_in_a_clear_error_within_the_timeout(case, fault):
 
 
 @pytest.mark.gpu
-def test_a_failed_call_raises_from_a_later_call_without_check():
-    """Nothing calls check() after each torch op: a call that failed
-    (its outputs are wrong) must raise from one of the executor's next calls once it has finished,
-    on every rank (hw/rank.py: unchecked_rank says why not always the very next)."""
+def test_a_failed_call_raises_from_the_next_call_without_check():
+    """Nothing calls check() after each torch op: a call that failed (its outputs are wrong) must
+    raise from the executor's next call once it has finished, on every rank."""
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch
 
@@ -51,4 +50,4 @@ def test_a_failed_call_raises_from_a_later_call_without_check():
     raised = launch(rank.unchecked_rank, 4, args=(workload("gemm_ar"), 2, 2, FATAL["drop"][0]), timeout_s=300)
     print("call that raised, per rank:", [r and r[0] for r in raised])
     for r in raised:
-        assert r is not None and r[0] >= 2 and any(w in r[1] for w in ("timeout", "aborted", "drop")), raised
+        assert r is not None and r[0] == 2 and any(w in r[1] for w in ("timeout", "aborted", "drop")), raised
