@@ -33,7 +33,7 @@ import numpy as np
 
 from mkernel.cluster import Cluster
 from mkernel.controller import Balance, split
-from mkernel.errors import InputError
+from mkernel.errors import InputError, MkernelError
 from mkernel.ir import BufferKind, Schedule
 
 from . import fused
@@ -88,6 +88,7 @@ class Executor:
         self.tables = [t(p.tasks), t(p.regions), t(p.waits), t(p.signals), t(p.aux)]
         self.claims = torch.zeros(4, dtype=torch.int64, device=dev)
         self.epoch = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.calls = 0  # calls launched (captures included, graph replays not): the epoch to guard
         self.done = torch.zeros(1, dtype=torch.int32, device=dev)
         self.locks = torch.zeros(max(1, 2 * p.n_locks), dtype=torch.int64, device=dev)
         self.errors = ErrorBlock(dev)
@@ -161,6 +162,9 @@ class Executor:
                     "" if x.is_contiguous() else ", not contiguous")
                 raise InputError(f"{self.schedule.kernel} input {name}: expected a contiguous {want} {dt} tensor "
                                  f"on {self.device}, got {got}")
+        if self.calls >= p.last_epoch:
+            raise MkernelError(f"rank {p.rank}, {self.schedule.kernel}: call {self.calls + 1} is past the last epoch "
+                               f"{p.last_epoch} (this plan's flags would overflow 64 bits); build a new executor")
         out = dict(out or {})
         bound = {}
         for name in p.placement.bound:
@@ -203,6 +207,7 @@ class Executor:
             err, self._failed.data_ptr(), p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
             *n, *nb, self.state, self.log, *self.steer, **self.meta, num_warps=fused.NUM_WARPS,
             num_stages=fused.NUM_STAGES)
+        self.calls += 1
         for name in self.outputs:
             if name in self.heap_views:
                 out[name] = self.heap_views[name].clone()
@@ -286,6 +291,25 @@ class Executor:
         if torch.cuda.is_current_stream_capturing():
             self._captured[ptrs] = hit
         return hit[1]
+
+    def fast_forward(self, epoch: int) -> None:
+        """Put this rank's flags and epoch where ``epoch`` calls leave them, so the next call is
+        ``epoch + 1``: tests of the top of the epoch range (:attr:`Plan.last_epoch`) without 2^50
+        calls. Every rank must do it with no call in flight, between two barriers of the group."""
+        import torch
+
+        p = self.plan
+        if not 0 <= epoch <= p.last_epoch:
+            raise InputError(f"fast_forward({epoch}): epochs run from 0 to {p.last_epoch}")
+        torch.cuda.synchronize(self.device)
+        flags = self.ctx.flags
+        for slot, _count, bumps in p.waits.tolist():
+            flags[slot] = epoch * bumps
+        flags[p.arrive0:p.arrive0 + 2 * p.world] = epoch  # the arrival and exit flags of every peer
+        flags[p.go] = epoch
+        self.epoch.fill_(epoch)
+        self.calls = epoch
+        torch.cuda.synchronize(self.device)
 
     def check(self) -> None:
         """Synchronise; raise the first proxy or device error, naming the schedule task and its flag."""

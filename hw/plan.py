@@ -34,6 +34,7 @@ from . import ring
 from .lower import OPS, ROLES, Lowered, lower
 
 ALIGN = 256
+INT64_MAX = (1 << 63) - 1
 # Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows
 # or ring commands), causal mask q0, k0, has_mask, lock, schedule task id, work (ns of one SM, at least 1,
 # for the adaptive SM partition; 0 when the plan is built without a cost model).
@@ -74,6 +75,7 @@ class Plan:
     buffers: tuple[str, ...]  # buffer id -> name
     slot_names: tuple  # slot -> Signal (for error messages)
     lowered: Lowered
+    last_epoch: int  # the last call whose flag values fit 64 bits, the same on every rank (:func:`last_epoch`)
 
     @property
     def grid(self) -> int:
@@ -143,7 +145,17 @@ def build(s: Schedule, rank: int | None = None, work: Callable[[Task], float] | 
     task, :func:`mkernel.sim.cost.sm_work_us`) fills the work column the GPU's controller sums."""
     lowered, place, net, n_flags = _shared(s)
     ranks = range(s.world) if rank is None else (rank,)
-    return [_plan(s, lowered, place, r, n_flags, net, work) for r in ranks]
+    last = last_epoch(lowered)
+    return [_plan(s, lowered, place, r, n_flags, net, work, last) for r in ranks]
+
+
+def last_epoch(lowered: list[Lowered]) -> int:
+    """The last epoch (call) whose flags fit a signed 64-bit word on every rank: after call E a slot
+    holds E x its bumps per call, and waits poll for at most that. Epochs never wrap: at one call per
+    microsecond the smallest limit (a slot bumped 2^13 times per call) is 35 years away, and the
+    executor refuses the call after it rather than let a flag overflow."""
+    most = max((int(low.slot_bumps.max()) for low in lowered if len(low.slot_bumps)), default=1)
+    return INT64_MAX // max(1, most)
 
 
 _LAST: list = [None, None]  # the last schedule planned, and _shared's result for it
@@ -208,7 +220,7 @@ def _fail(s: Schedule, task: Task, why: str) -> ScheduleError:
 
 
 def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int, net: _NetFlags,
-          work: Callable[[Task], float] | None) -> Plan:
+          work: Callable[[Task], float] | None, last: int) -> Plan:
     low = lowered[rank]
     buffers = {b.name: b for b in s.buffers}
     bid = {name: i for i, name in enumerate(low.buffers)}
@@ -265,7 +277,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
 
     plan = Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), arr(tasks, TASK_WIDTH),
                 arr(regions, REGION_WIDTH), arr(waits, 3), arr(signals, 2), arr(aux, COMMAND_WIDTH), n_flags,
-                len(locks), place, low.buffers, low.slot_names, low)
+                len(locks), place, low.buffers, low.slot_names, low, last)
     plan.gemm_operands  # noqa: B018 - refuses GEMM operands the kernel cannot take, at plan time
     return plan
 

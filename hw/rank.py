@@ -115,6 +115,43 @@ def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, 
     return raised
 
 
+def epoch_top_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, calls: int = 2) -> dict:
+    """The top of the epoch range: one call, then every rank fast-forwards to ``calls`` before the
+    last epoch (flag targets near 2^63), runs those calls on fresh inputs, each checked, and the
+    call after the last epoch must be refused before launch (its message)."""
+    import torch.distributed as dist
+
+    from .context import Context
+    from .executor import Executor
+
+    c = cluster_for(info, nodes, gpus_per_node)
+    schedule = builders.get(w.kernel).build(w, c)
+    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
+        op = Executor(schedule, ctx)
+        op(_draw(info, w, c, 1)[0])
+        op.check()
+        last = op.plan.last_epoch
+        dist.barrier()
+        op.fast_forward(last - calls)
+        dist.barrier()
+        errors: dict[str, float] = {}
+        for call in range(calls):
+            inputs, expected = _draw(info, w, c, 2 + call)
+            outs = op(inputs, poison=True)
+            op.check()
+            for name, refs in expected.items():
+                got = outs[name].float().cpu().numpy().astype(np.float64)
+                errors[name] = max(errors.get(name, 0.0), reference.relative_error(got, refs[info.rank]))
+        epoch = int(op.epoch.item())
+        try:
+            op(inputs)
+            refused = None
+        except MkernelError as exc:
+            refused = str(exc)
+    return {"rank": info.rank, "last_epoch": last, "epoch": epoch, "errors": errors, "refused": refused,
+            "ok": epoch == last and refused is not None and all(e <= TOLERANCE for e in errors.values())}
+
+
 def graph_rank(info: RankInfo, evictions: int = 24, seed: int = 0) -> dict:
     """One call captured in a CUDA graph, then ``evictions`` calls with fresh output tensors (more
     address tables than the executor caches), then the graph replayed into a poisoned output: the

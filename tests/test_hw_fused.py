@@ -274,6 +274,21 @@ def test_emulated_2x2_hundred_calls_reuse_epochs():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", ["gemm_ar", "ring_attention_causal"])
+@pytest.mark.parametrize("nodes,gpn", [(1, 1), (2, 2)], ids=["world_1", "emulated_2x2"])
+def test_the_last_epochs_compute_exactly_and_the_one_after_is_refused(case, nodes, gpn):
+    """Issue 10's epochs across their range: flags fast-forwarded to the last two epochs (targets near
+    2^63; a 32-bit truncation anywhere would show) still give exact outputs, and the next call is
+    refused before launch instead of overflowing."""
+    from mkernel.hw import rank
+    from mkernel.hw.emulate import launch
+
+    for r in launch(rank.epoch_top_rank, nodes * gpn, args=(workload(case), nodes, gpn), timeout_s=300):
+        assert r["ok"], r
+        assert r["last_epoch"] > 1 << 50 and "past the last epoch" in r["refused"], r
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kernel,shape", [("gemm_rs", ["--m", "640", "--n", "520", "--k", "72"]),
                                           ("ring_attention", ["--seq", "200", "--n", "2", "--k", "64", "--causal"])])
 def test_cli_run_backend_hw_on_emulated_2x2_prints_a_checked_result(kernel, shape, tmp_path, capsys):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from mkernel import builders, reference
+from mkernel.errors import DeadlockError, InputError
 from mkernel.cluster import Cluster
 from mkernel.hw import interp
 from mkernel.ir import Op
@@ -15,13 +16,14 @@ from mkernel.problems import Workload
 from test_hw_fused import CASES, workload
 
 def _calls(w: Workload, c: Cluster, seed: int, calls: int = 3, unordered: bool = False, m=None,
-           fence: bool = True) -> list[float]:
-    """Relative error (worst over outputs and ranks) of each call; NaN (an element not written) is inf."""
+           fence: bool = True, first: int = 1) -> list[float]:
+    """Relative error (worst over outputs and ranks) of each call, epochs from ``first``; NaN (an
+    element not written) is inf."""
     mod = builders.get(w.kernel)
     m = m or interp.machine(mod.build(w, c))
     rng = np.random.default_rng(seed)
     errors = []
-    for epoch in range(1, calls + 1):
+    for epoch in range(first, first + calls):
         inputs = mod.make_inputs(w, c, rng)
         out = interp.call(m, inputs, epoch, rng, unordered=unordered, fence=fence)
         ref = reference.expected(w, inputs, c.gpus_per_node)
@@ -76,3 +78,27 @@ def test_ring_attention_over_srd_needs_the_signal_fence():
     fenced = max(max(_calls(w, c, seed, unordered=True)) for seed in range(4))
     unfenced = max(max(_calls(w, c, seed, unordered=True, fence=False)) for seed in range(4))
     assert fenced < 1e-5 and unfenced > 1e-2, (fenced, unfenced)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_last_epochs_match_the_oracle_and_the_next_is_refused(case):
+    """Flags fast-forwarded to where all but the last two epochs leave them (targets near 2^63):
+    the last two calls match the oracle, and the call after them is refused, not overflowed."""
+    w, c = workload(case), Cluster("t", 2, 2).with_sms(33)
+    m = interp.machine(builders.get(w.kernel).build(w, c))
+    last = m.plans[0].last_epoch
+    assert last > 1 << 50 and all(p.last_epoch == last for p in m.plans)
+    interp.fast_forward(m, last - 2)
+    assert max(_calls(w, c, seed=1, calls=2, m=m, first=last - 1)) < 1e-5
+    with pytest.raises(InputError, match="epochs run from 1 to"):
+        _calls(w, c, seed=1, calls=1, m=m, first=last + 1)
+
+
+def test_a_fast_forward_one_call_short_stalls():
+    """The fast-forward must be exact: flags one call behind their epoch leave waits unmet (the
+    interpreter's deadlock report), so the test above cannot pass on a wrong fast-forward."""
+    w, c = workload("gemm_rs"), Cluster("t", 2, 2).with_sms(33)
+    m = interp.machine(builders.get(w.kernel).build(w, c))
+    interp.fast_forward(m, 1000)
+    with pytest.raises(DeadlockError, match="call 1002"):
+        _calls(w, c, seed=1, calls=1, m=m, first=1002)
