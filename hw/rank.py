@@ -347,10 +347,6 @@ def moe_api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int =
                      sms=info.sm_budget)
     real = h.sources[:, 0] >= 0
     errors, nan, wrong = [], 0, []
-    last = None  # the previous call's x and answer
-
-    def like(a, b):  # rows of a equal to rows of b (bf16 rounding apart)
-        return (a - b).norm(dim=1) <= 1e-2 * b.norm(dim=1).clamp_min(1e-6)
     for _ in range(calls):
         x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
         w = (torch.randn(experts // info.world * hidden, width, device="cuda", generator=g) / hidden ** 0.5).bfloat16()
@@ -358,16 +354,9 @@ def moe_api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int =
         ref = api.fallback_moe(x, w, h.workload, gpus_per_node).float()
         nan += int(y.isnan().sum().item())
         errors.append(((y - ref).norm() / ref.norm()).item())
-        # the wrong rows, by source rank, and what they hold: zeros, the last call's answer (rows not
-        # written), or this call's weights on the last call's tokens (tokens read before they arrived)
-        bad = ~like(y, ref)
-        diag = {"rows": int(bad.sum()), "of": int(real.sum()), "zero": int((bad & (y.abs().amax(dim=1) == 0)).sum())}
-        if last is not None:
-            old_tokens = api.fallback_moe(last[0], w, h.workload, gpus_per_node).float()
-            diag |= {"last_answer": int((bad & like(y, last[1])).sum()), "last_tokens": int((bad & like(y, old_tokens)).sum())}
+        bad = (y - ref).norm(dim=1) > 1e-2 * ref.norm(dim=1).clamp_min(1e-6)  # wrong rows, by source rank
         sources = h.sources[:, 0][bad].tolist()
-        wrong.append(diag | {"by_source": {r: sources.count(r) for r in sorted(set(sources))}})
-        last = (x, ref)
+        wrong.append({r: sources.count(r) for r in sorted(set(sources))})
     weights_ok = bool((h.row_weights[real] > 0).all().item() and (h.row_weights[~real] == 0).all().item())
     failure = _device_error(api)
     return {"rank": info.rank, "errors": errors, "nan": nan, "rows": h.rows, "weights_ok": weights_ok, "wrong": wrong,
