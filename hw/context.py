@@ -108,6 +108,7 @@ class Context:
         # only once its kernel has finished, and the user's next blocking call cannot meet it.
         # A verbs proxy posts work requests, no driver calls: nothing to wait for.
         self.inflight_calls = loopback_inflight if self.nodes > 1 and native_name == "cuda" else None
+        self.executor: str | None = None  # the op of the one Executor this context serves (hw/executor.py)
         self.proxy = None
         if self.nodes > 1:  # one node: peers are reached with peer stores only, no proxy to run
             self.proxy = Proxy(rank=self.rank, nranks=self.world, ring_ptr=self.ring.ring_ptr,

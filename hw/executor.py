@@ -74,10 +74,14 @@ class Executor:
         if ctx.world != schedule.world or ctx.gpus_per_node != schedule.gpus_per_node:
             raise InputError(f"context is {ctx.world} ranks x {ctx.gpus_per_node} per node; the schedule is "
                              f"{schedule.world} x {schedule.gpus_per_node}")
+        if ctx.executor is not None:  # a second executor would start at epoch 0 over the first's flag counts
+            raise InputError(f"context of rank {ctx.rank} already serves a {ctx.executor} executor; its flags hold "
+                             f"that executor's epochs, so each executor needs a context of its own")
         if ctx.layout.recv_bytes < p.placement.heap_bytes or ctx.layout.n_flags < p.n_flags:
             raise InputError(f"context too small for {schedule.kernel}: heap {ctx.layout.recv_bytes} B and "
                              f"{ctx.layout.n_flags} flags; the plan needs {p.placement.heap_bytes} B and "
                              f"{p.n_flags} flags")
+        ctx.executor = schedule.kernel
         dev = ctx.device
         self.device = dev
 
@@ -164,7 +168,7 @@ class Executor:
                                  f"on {self.device}, got {got}")
         if self.calls >= p.last_epoch:
             raise MkernelError(f"rank {p.rank}, {self.schedule.kernel}: call {self.calls + 1} is past the last epoch "
-                               f"{p.last_epoch} (this plan's flags would overflow 64 bits); build a new executor")
+                               f"{p.last_epoch} (this plan's flags would overflow 64 bits); build a new executor on a new context")
         out = dict(out or {})
         bound = {}
         for name in p.placement.bound:

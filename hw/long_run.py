@@ -18,10 +18,10 @@ def long_run_rank(info: RankInfo, cases: dict, nodes: int, gpus_per_node: int, c
     set of executors, every output checked on the GPU against the oracle; each op's consecutive
     calls take turns over ``INPUT_SETS`` input sets, so a read of the previous call's data shows
     (fresh inputs per call would need an oracle per call on the CPU); memory, open files and
-    threads sampled before, halfway and after (issue 10's long run): the executors' address-table caches
-(up to 16 tables per executor, as output tensors land at new addresses) fill in the first calls, so
-growth is judged over the second half, where a leak of any size per call would show. ``sync_every``: the host waits for the
-    GPU after every that many calls (0: never, so it enqueues as far ahead as CUDA lets it)."""
+    threads sampled before, halfway and after (issue 10's long run): the executors' address-table
+    caches (up to 16 tables each, as output tensors land at new addresses) fill in the first calls,
+    so memory growth is judged over the second half. ``sync_every``: the host waits for the GPU
+    after every that many calls (0: never; on the emulated cluster each call returns finished anyway)."""
     import math
     import os
     import sys

@@ -384,9 +384,11 @@ def bad_input_rank(info: RankInfo) -> dict:
     twice = builders.get("gemm_ar").build(problem, Cluster("t", 1, 2 * world))
     sizes = Executor.context_sizes(gemm)
 
-    def executor(schedule, **shrink):
+    def executor(schedule, second=False, **shrink):
         with Context(None, gpus_per_node=world, send_bytes=0, **{**sizes, **shrink}) as ctx:
             Executor(schedule, ctx)
+            if second:
+                Executor(schedule, ctx)
     cases = {
         "wrong dtype": lambda: api.gemm_ar(a.float(), b),
         "wrong device": lambda: api.gemm_ar(a.cpu(), b.cpu()),
@@ -402,6 +404,7 @@ def bad_input_rank(info: RankInfo) -> dict:
         "context with too few flags": lambda: executor(gemm, n_flags=sizes["n_flags"] - 1),
         "context of another group size": lambda: executor(twice),
         "a negative count of calls in flight": lambda: executor(gemm, loopback_inflight=-1),
+        "a second executor on one context": lambda: executor(gemm, second=True),
     }
     if sizes["recv_bytes"] > 256:  # at world 1 nothing lives in the heap
         cases["context heap too small"] = lambda: executor(gemm, recv_bytes=sizes["recv_bytes"] // 2)
