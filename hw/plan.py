@@ -151,8 +151,8 @@ def build(s: Schedule, rank: int | None = None, work: Callable[[Task], float] | 
 
 def last_epoch(lowered: list[Lowered]) -> int:
     """The last epoch (call) whose flags fit a signed 64-bit word on every rank: after call E a slot
-    holds E x its bumps per call, and waits poll for at most that. Epochs never wrap: at one call per
-    microsecond the smallest limit (a slot bumped 2^13 times per call) is 35 years away, and the
+    holds E x its bumps per call, and waits poll for at most that. Out of reach in practice (a slot
+    bumped 2^13 times per call gets there after 35 years of one call per microsecond), and the
     executor refuses the call after it rather than let a flag overflow."""
     most = max((int(low.slot_bumps.max()) for low in lowered if len(low.slot_bumps)), default=1)
     return INT64_MAX // max(1, most)
