@@ -175,15 +175,32 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
         rm = qb * BQ + tl.arange(0, BQ)
         mm = rm < q_rows
         q = tl.load(qp + (q_r0 + rm[:, None]).to(tl.int64) * q_ld + q_c0 + d[None, :], mask=mm[:, None], other=0.0)
+        # key blocks [0, full) are whole and visible to every row of this query block: no masks;
+        # [full, end) need the bounds or the causal mask; blocks from `end` on are hidden from every row
+        first = tl.where(masked == 0, k_rows, q0 + qb * BQ - k0 + 1)
+        last = tl.where(masked == 0, k_rows, q0 + qb * BQ + BQ - k0)
+        full = tl.minimum(tl.maximum(first, 0), k_rows) // BKV
+        end = tl.cdiv(tl.minimum(tl.maximum(last, 0), k_rows), BKV)
         m_i = tl.full((BQ,), float("-inf"), tl.float32)
         l_i = tl.zeros((BQ,), tl.float32)
         acc = tl.zeros((BQ, D), tl.float32)
-        for kb in range(tl.cdiv(k_rows, BKV)):
+        for kb in range(full):
+            rn = kb * BKV + tl.arange(0, BKV)
+            k = tl.load(kp + (k_r0 + rn[:, None]).to(tl.int64) * k_ld + k_c0 + d[None, :])
+            v = tl.load(vp + (v_r0 + rn[:, None]).to(tl.int64) * v_ld + v_c0 + d[None, :])
+            s = tl.dot(q, tl.trans(k))
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # finite: every key is visible
+            p = tl.exp2(s * qk_scale - m_new[:, None])  # log2 units
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(tl.bfloat16), v)
+            m_i = m_new
+        for kb in range(full, end):
             rn = kb * BKV + tl.arange(0, BKV)
             mn = rn < k_rows
             k = tl.load(kp + (k_r0 + rn[:, None]).to(tl.int64) * k_ld + k_c0 + d[None, :], mask=mn[:, None], other=0.0)
             v = tl.load(vp + (v_r0 + rn[:, None]).to(tl.int64) * v_ld + v_c0 + d[None, :], mask=mn[:, None], other=0.0)
-            s = tl.dot(q, tl.trans(k)) * qk_scale  # log2 units: exp2 below
+            s = tl.dot(q, tl.trans(k)) * qk_scale
             visible = mn[None, :] & ((masked == 0) | ((k0 + rn)[None, :] <= (q0 + rm)[:, None]))
             s = tl.where(visible, s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))

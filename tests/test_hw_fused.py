@@ -221,6 +221,21 @@ def test_world_1(case):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("causal", [0, 1], ids=["full", "causal"])
+@pytest.mark.parametrize("nodes,gpn", [(1, 1), (2, 2)], ids=["world_1", "emulated_2x2"])
+def test_attention_at_head_dim_128_runs_its_unmasked_key_blocks_exactly(causal, nodes, gpn):
+    """Sequences long enough that the attention tile takes its unmasked path (whole key blocks
+    visible to every query row: no bounds, no causal mask), beside the masked diagonal and the ragged
+    tail (1000 rows per GPU, key blocks of 64 at D = 128)."""
+    from mkernel.hw import rank
+    from mkernel.hw.emulate import launch
+
+    w = Workload(kernel="ring_attention", m=1000, n=2, k=128, causal=causal)
+    _assert_ok(launch(rank.run_rank, nodes * gpn, args=(w, nodes, gpn, 11, 2, 0, 5.0, "loopback", None, None, None),
+                      timeout_s=600), 2)
+
+
+@pytest.mark.gpu
 def test_a_graph_replay_survives_the_executor_evicting_address_tables():
     from mkernel.hw import rank
     from mkernel.hw.emulate import launch

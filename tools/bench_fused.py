@@ -3,8 +3,11 @@
 What it measures (issue 6's single-GPU figures):
 - **role overhead / compute role**: fused GEMM ops at world 1 (the plan's GEMM tiles walked by the
   persistent interpreter, host-built TMA descriptors) against torch.matmul on the same shape;
-- **attention tile**: fused ring attention at world 1 (every tile of the own slice) against
-  torch scaled_dot_product_attention with the flash backend, B x heads = 64, D = 128;
+- **attention tile**: fused ring attention at world 1 (every tile of the own slice), full and
+  causal, against torch scaled_dot_product_attention with the flash backend (``is_causal`` for the
+  causal rows: at world 1 the zigzag order is the natural one), B x heads = 64, D = 128; with
+  ``--attn-tiles 64x3,128x2`` once per key-block size x pipeline depth (a tuning exploration: the
+  kernel's defaults are ``fused.constexprs`` and ``fused.NUM_STAGES``);
 - **MoE grouped GEMM**: the compute role's expert tiles alone (the MoE schedule's GEMM tasks with the
   expert inputs already gathered) against the sum of per-expert torch.matmul, and the whole fused
   MoE op at world 1 (dispatch gathers included) against index_select + per-expert matmul.
@@ -13,7 +16,7 @@ Shapes are the per-GPU shapes of the reference grid (mkernel-design.md section 8
 CUDA-graph replay (triton.testing.do_bench_cudagraph) of a call whose outputs were checked first
 against torch in float32 (||out - ref|| / ||ref||).
 
-    python tools/bench_fused.py --out fused.json [--only gemm,attn,moe]
+    python tools/bench_fused.py --out fused.json [--only gemm,attn,moe] [--attn-tiles 64x3,128x2]
 """
 from __future__ import annotations
 
@@ -89,7 +92,7 @@ def bench_gemm(rows: list) -> None:
         ctx.close()
 
 
-def bench_attention(rows: list) -> None:
+def bench_attention(rows: list, tag: str = "") -> None:
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -98,26 +101,46 @@ def bench_attention(rows: list) -> None:
 
     B, H, D = 4, 16, 128
     for S in ATTN_SEQS:
-        w = Workload(kernel="ring_attention", m=S, n=B * H, k=D, tile_m=128)
-        s = builders.get("ring_attention").build(w, Cluster("h200", 1, 1))
-        ctx, op = _executor(s)
-        q, k, v = (torch.randn(B * H * S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        out = {"OUT": torch.empty(B * H * S, D, device="cuda", dtype=torch.bfloat16),
-               "LSE": torch.empty(B * H * S, 1, device="cuda", dtype=torch.float32)}
-        res = op({"Q": q, "K": k, "V": v}, out, poison=True)
-        op.check()
-        q4, k4, v4 = (x.view(B, H, S, D) for x in (q, k, v))
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            ref = F.scaled_dot_product_attention(q4, k4, v4)
-            err = _rel(res["OUT"].view(B, H, S, D), ref)
-            t_ref = _bench(lambda: F.scaled_dot_product_attention(q4, k4, v4))
-        t_ours = _bench(lambda: op({"Q": q, "K": k, "V": v}, out))
-        op.check()
-        flops = 4.0 * B * H * S * S * D
-        rows.append({"what": "attention", "name": f"S={S} BH=64 D=128", "rel_err": err, "ours_s": t_ours,
-                     "baseline": "sdpa flash", "baseline_s": t_ref, "ours_tflops": flops / t_ours / 1e12,
-                     "baseline_tflops": flops / t_ref / 1e12, "ratio": t_ref / t_ours})
-        ctx.close()
+        for causal in (0, 1):
+            w = Workload(kernel="ring_attention", m=S, n=B * H, k=D, tile_m=128, causal=causal)
+            s = builders.get("ring_attention").build(w, Cluster("h200", 1, 1))
+            ctx, op = _executor(s)
+            q, k, v = (torch.randn(B * H * S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            out = {"OUT": torch.empty(B * H * S, D, device="cuda", dtype=torch.bfloat16),
+                   "LSE": torch.empty(B * H * S, 1, device="cuda", dtype=torch.float32)}
+            res = op({"Q": q, "K": k, "V": v}, out, poison=True)
+            op.check()
+            q4, k4, v4 = (x.view(B, H, S, D) for x in (q, k, v))
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                ref = F.scaled_dot_product_attention(q4, k4, v4, is_causal=bool(causal))
+                err = _rel(res["OUT"].view(B, H, S, D), ref)
+                t_ref = _bench(lambda: F.scaled_dot_product_attention(q4, k4, v4, is_causal=bool(causal)))
+            t_ours = _bench(lambda: op({"Q": q, "K": k, "V": v}, out))
+            op.check()
+            flops = 4.0 * B * H * S * S * D / (2 if causal else 1)
+            name = f"S={S}{' causal' if causal else ''}{tag}"
+            rows.append({"what": "attention", "name": name, "rel_err": err, "ours_s": t_ours,
+                         "baseline": "sdpa flash", "baseline_s": t_ref, "ours_tflops": flops / t_ours / 1e12,
+                         "baseline_tflops": flops / t_ref / 1e12, "ratio": t_ref / t_ours})
+            ctx.close()
+
+
+def bench_attention_tiles(rows: list, variants: str) -> None:
+    """bench_attention once per ``BKVxSTAGES`` variant (each compiles its own kernel)."""
+    from mkernel.hw import fused
+
+    constexprs, stages = fused.constexprs, fused.NUM_STAGES
+    try:
+        for variant in variants.split(","):
+            bkv, depth = (int(x) for x in variant.split("x"))
+            fused.constexprs = lambda *a, _b=bkv, **k: {**constexprs(*a, **k), "BKV": _b}
+            fused.NUM_STAGES = depth
+            try:
+                bench_attention(rows, f" kv{bkv} st{depth}")
+            except Exception as e:  # noqa: BLE001 - one variant may not fit shared memory
+                rows.append({"what": "attention", "failed": f"{variant}: {repr(e)[-300:]}"})
+    finally:
+        fused.constexprs, fused.NUM_STAGES = constexprs, stages
 
 
 def _grouped_gemm_only(s):
@@ -187,6 +210,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path)
     ap.add_argument("--only", default="gemm,attn,moe")
+    ap.add_argument("--attn-tiles", default="", help="BKVxSTAGES variants of the attention part, e.g. 64x3,128x2")
     args = ap.parse_args()
     from mkernel.hw import safety
 
@@ -197,7 +221,8 @@ def main() -> None:
     commit = Path(".commit").read_text().strip() if Path(".commit").is_file() else "unknown"
     rows: list = []
     t0 = time.time()
-    for part, fn in (("gemm", bench_gemm), ("attn", bench_attention), ("moe", bench_moe)):
+    attn = (lambda r: bench_attention_tiles(r, args.attn_tiles)) if args.attn_tiles else bench_attention
+    for part, fn in (("gemm", bench_gemm), ("attn", attn), ("moe", bench_moe)):
         if part in args.only.split(","):
             try:
                 fn(rows)
