@@ -94,7 +94,7 @@ class Executor:
         self.epoch = torch.zeros(1, dtype=torch.int64, device=dev)
         self.calls = 0  # calls launched (captures included, graph replays not): the epoch to guard
         self.done = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.locks = torch.zeros(max(1, 2 * p.n_locks), dtype=torch.int64, device=dev)
+        self.locks = torch.zeros(max(1, 4 * p.n_locks), dtype=torch.int64, device=dev)
         self.errors = ErrorBlock(dev)
         self.timeout_ns = int(timeout_s * 1e9)
         self.buffers = {b.name: b for b in schedule.buffers}

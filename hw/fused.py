@@ -193,8 +193,9 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
                       tl.load(cmd + 5), epoch, records, ctl, head, capacity, task, rank, timeout_ns, err32, err64)
     if HAS_ATTN:
         if op == ATTN:
-            _attn(regions, bases, locks, r0, tl.load(row + 13), tl.load(row + 10), tl.load(row + 11),
-                  tl.load(row + 12), epoch, task, rank, timeout_ns, err32, err64, sm_scale, D, BQ, BKV)
+            _attn(regions, bases, locks, aux, r0, tl.load(row + 8), tl.load(row + 9), tl.load(row + 13),
+                  tl.load(row + 10), tl.load(row + 11), tl.load(row + 12), epoch, task, rank, timeout_ns, err32, err64,
+                  sm_scale, D, BQ, BKV)
         if op == NORM:
             _norm(regions, bases, r0, D, BQ)
     s0 = tl.load(row + 6)

@@ -14,7 +14,8 @@ the previous call's data, and the output differs from the oracle. What it models
   it, the order every transport keeps); a message copies heap bytes and *sets* its flag to the epoch;
 - an attention tile merges its key block's softmax into the accumulator and its (m, l) statistics
   as the kernel does under the tile's lock: the first merge of a call (the lock's stamp is older
-  than the epoch) overwrites, later ones combine;
+  than the epoch) overwrites, later ones combine, and the last merge of a folded tile (its NORM
+  runs inside it, plan.py) writes out and lse instead of the state;
 - calls never overlap (the kernel's call barrier); values are float32 (bf16 rounding is the GPU
   tests' business).
 """
@@ -54,6 +55,7 @@ class Machine:
         self.heap = plans[0].placement.heap
         self.flags = [np.zeros(p.n_flags, np.int64) for p in plans]
         self.stamps: dict[tuple[int, int], int] = {}  # (rank, attention lock) -> epoch of its last merge
+        self.merged: dict[tuple[int, int], int] = {}  # (rank, attention lock) -> merges in that epoch
         self.sm_scale = 1.0 / np.sqrt(self.buffers["Q"].cols) if "Q" in self.buffers else 0.0
         self.arrays: dict[tuple[str, int], np.ndarray] = {}
         for b in s.buffers:  # heap and scratch persist across calls, never zeroed: poisoned once
@@ -120,15 +122,22 @@ def _attn(m: Machine, p: Plan, row: np.ndarray, epoch: int) -> None:
     safe = np.where(np.isneginf(m_i), 0.0, m_i)
     e = np.exp(s - safe[:, None])
     l_i, acc_i = e.sum(axis=1), e @ v
-    if m.stamps.get((p.rank, lock), 0) == epoch:  # not this call's first merge: combine
+    fresh = m.stamps.get((p.rank, lock), 0) != epoch
+    if not fresh:  # not this call's first merge: combine
         m_o, l_o = stats[:, 0], stats[:, 1]
         m_n = np.maximum(m_o, m_i)
         safe = np.where(np.isneginf(m_n), 0.0, m_n)
         fo, fi = np.exp(m_o - safe), np.exp(m_i - safe)
         acc_i, l_i, m_i = acc * fo[:, None] + acc_i * fi[:, None], l_o * fo + l_i * fi, m_n
-    acc[:] = acc_i
-    stats[:, 0], stats[:, 1] = m_i, l_i
-    m.stamps[(p.rank, lock)] = epoch
+    merged = 1 if fresh else m.merged[(p.rank, lock)] + 1
+    a0, a1 = int(row[8]), int(row[9])
+    if a1 > a0 and merged == p.aux[a0, 0]:  # a folded tile's last merge: its norm too (plan.py)
+        m.region(p, r0 + 5)[:] = acc_i / l_i[:, None]
+        m.rows(p, r0 + 6)[:, 0] = m_i + np.log(l_i)
+    else:
+        acc[:] = acc_i
+        stats[:, 0], stats[:, 1] = m_i, l_i
+    m.stamps[(p.rank, lock)], m.merged[(p.rank, lock)] = epoch, merged
 
 
 def _deliver(m: Machine, msg: _Message) -> None:

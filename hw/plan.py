@@ -14,7 +14,12 @@ device needs and nothing the device could get wrong:
 - **waits** carry the slot's bumps per call, so the kernel computes epoch targets itself;
 - **locks**: attention tiles that merge into the same accumulator hold its lock (the IR treats the
   merge as order-free, the hardware needs it atomic), and the lock's stamp says whether the state
-  is from this call.
+  is from this call;
+- **folded norms**: a NORM that waits for exactly the merges of its tile, and signals nothing, runs
+  inside the last of those merges (the lock counts them): that merge writes out and lse from
+  registers, so the fp32 accumulator is neither stored nor read back, and the NORM's claim goes.
+  A folded ATTN row carries the NORM's writes as regions 5 and 6 and its merge count as its one
+  aux row.
 
 Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
 with a :class:`~mkernel.errors.ScheduleError` before any launch.
@@ -28,7 +33,7 @@ import numpy as np
 
 from mkernel.controller import ns
 from mkernel.errors import ScheduleError
-from mkernel.ir import Op, Schedule, Task
+from mkernel.ir import Op, Role, Schedule, Task
 
 from . import ring
 from .lower import OPS, ROLES, Lowered, lower
@@ -36,7 +41,7 @@ from .lower import OPS, ROLES, Lowered, lower
 ALIGN = 256
 INT64_MAX = (1 << 63) - 1
 # Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows
-# or ring commands), causal mask q0, k0, has_mask, lock, schedule task id, work (ns of one SM, at least 1,
+# ring commands, or a folded attention tile's merge count), causal mask q0, k0, has_mask, lock, schedule task id, work (ns of one SM, at least 1,
 # for the adaptive SM partition; 0 when the plan is built without a cost model).
 TASK_WIDTH = 16
 REGION_WIDTH = 8  # bases slot, row0, col0, rows, cols, ld (buffer columns), buffer rows, buffer id
@@ -227,6 +232,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
     tasks, regions, waits, signals, aux = [], [], [], [], []
     locks: dict[tuple[str, int], int] = {}
     counts = []
+    folds = _folded_norms(s, low)
     for role in ROLES:
         table = low.roles.get(role)
         counts.append(0 if table is None else len(table.tasks))
@@ -235,8 +241,12 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
         for row, tid in zip(table.tasks, table.task_ids):
             task = s.tasks[int(tid)]
             _check(s, task, buffers)
+            fold = folds.get((task.writes[0].buffer, task.writes[0].row0)) if task.op is Op.ATTN else None
+            if task.op is Op.NORM and (task.reads[0].buffer, task.reads[0].row0) in folds:
+                counts[-1] -= 1  # runs inside its tile's last merge
+                continue
             r0 = len(regions)
-            for reg in task.reads + task.writes:
+            for reg in task.reads + task.writes + (fold[0].writes if fold else ()):
                 b = buffers[reg.buffer]
                 regions.append((bid[reg.buffer] * s.world + reg.rank, reg.row0, reg.col0, reg.row1 - reg.row0,
                                 reg.col1 - reg.col0, b.cols, b.rows, bid[reg.buffer]))
@@ -258,6 +268,8 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)
             elif task.op is Op.PUT:
                 aux.extend(_commands(task, buffers, place, net.flag_of[task.id], n_flags - 1))
+            elif fold:
+                aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))
             lock = -1
             if task.op is Op.ATTN:
                 acc = task.writes[0]
@@ -280,6 +292,33 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 len(locks), place, low.buffers, low.slot_names, low, last)
     plan.gemm_operands  # noqa: B018 - refuses GEMM operands the kernel cannot take, at plan time
     return plan
+
+
+def _folded_norms(s: Schedule, low: Lowered) -> dict[tuple[str, int], tuple[Task, int]]:
+    """(accumulator buffer, first row) -> (its NORM, merges per call), for each NORM of this rank
+    that can run inside its tile's last merge: it reads exactly what the merges write, signals
+    nothing, and waits for every merge of the tile and for nothing else."""
+    table = low.roles.get(Role.COMPUTE)
+    if table is None:
+        return {}
+    tasks = [s.tasks[int(t)] for t in table.task_ids]
+    merges: dict[tuple[str, int], list[Task]] = {}
+    for t in tasks:
+        if t.op is Op.ATTN:
+            merges.setdefault((t.writes[0].buffer, t.writes[0].row0), []).append(t)
+    slot_of = {sig: i for i, sig in enumerate(low.slot_names)}
+    folds = {}
+    for t in tasks:
+        tile = merges.get((t.reads[0].buffer, t.reads[0].row0)) if t.op is Op.NORM else None
+        if not tile or t.signals or any(a.writes != t.reads for a in tile):
+            continue
+        waited = {w.signal for w in t.waits}
+        bumps = [sum(sig == w.signal for a in tile for sig in a.signals) for w in t.waits]
+        slots = [slot_of.get(w.signal) for w in t.waits]
+        if t.waits and None not in slots and all(any(sig in waited for sig in a.signals) for a in tile) \
+                and all(b == w.count == low.slot_bumps[i] for b, w, i in zip(bumps, t.waits, slots)):
+            folds[(t.reads[0].buffer, t.reads[0].row0)] = (t, len(tile))
+    return folds
 
 
 def _check(s: Schedule, task: Task, buffers: dict) -> None:

@@ -140,9 +140,11 @@ def _gather(regions, bases, aux, r0, a0, a1, CR: tl.constexpr, CC: tl.constexpr)
 
 
 @triton.jit
-def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, timeout_ns, err32, err64, sm_scale,
-          D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
-    """Merge softmax(q k^T * scale) v of one key block into the tile's (acc, m, l) under its lock."""
+def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, task, rank, timeout_ns, err32, err64,
+          sm_scale, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+    """Merge softmax(q k^T * scale) v of one key block into the tile's (acc, m, l) under its lock.
+    A folded tile (one aux row: its merges per call; regions 5 and 6: out and lse) counts its
+    merges in the lock, and the last one writes (acc / l, m + log l) instead of the fp32 state."""
     q_s, q_r0, q_c0, q_rows, _c, q_ld, _ = _region(regions, r0)
     k_s, k_r0, k_c0, k_rows, _c2, k_ld, _ = _region(regions, r0 + 1)
     v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + 2)
@@ -160,7 +162,7 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
     d = tl.arange(0, D)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e)
     # the lock serialises merges into this accumulator; its stamp says whether the state is this call's
-    lk = locks + 2 * lock
+    lk = locks + 4 * lock  # lock word, epoch stamp, merges so far in that epoch
     free = epoch - epoch  # int64 zero: the lock word's type
     start = _clock_uniform()
     owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
@@ -171,6 +173,8 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
         _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock, epoch, 1, 0, task)
     tl.debug_barrier()
     fresh = tl.load(lk + 1, volatile=True) < epoch
+    merged = tl.where(fresh, 1, tl.load(lk + 2, volatile=True) + 1)
+    final = merged == tl.load(aux + a0 * CW, mask=a1 > a0, other=-1)  # an unfolded tile has no aux row
     for qb in range(tl.cdiv(q_rows, BQ)):
         rm = qb * BQ + tl.arange(0, BQ)
         mm = rm < q_rows
@@ -224,11 +228,22 @@ def _attn(regions, bases, locks, r0, lock, q0, k0, masked, epoch, task, rank, ti
             acc = acc_o * fo[:, None] + acc * fi[:, None]
             l_i = l_o * fo + l_i * fi
             m_i = m_n
-        tl.store(a_ptr, acc, mask=mm[:, None])
-        tl.store(t_ptr, m_i, mask=mm)
-        tl.store(t_ptr + 1, l_i, mask=mm)
+        if final:  # regions 5 and 6 exist
+            o_s, o_r0, o_c0, _r4, _c7, o_ld, _ = _region(regions, r0 + 5)
+            e_s, e_r0, _c8, _r5, _c9, e_ld, _ = _region(regions, r0 + 6)
+            o_ld, o_c0 = _m8(o_ld, 8), _m8(o_c0, 8)
+            op = _buf(bases, o_s, tl.bfloat16, 2)
+            ep = _buf(bases, e_s, tl.float32, 4)
+            tl.store(op + (o_r0 + rm[:, None]).to(tl.int64) * o_ld + o_c0 + d[None, :],
+                     (acc / l_i[:, None]).to(tl.bfloat16), mask=mm[:, None])
+            tl.store(ep + (e_r0 + rm).to(tl.int64) * e_ld, m_i + tl.log(l_i), mask=mm)
+        else:
+            tl.store(a_ptr, acc, mask=mm[:, None])
+            tl.store(t_ptr, m_i, mask=mm)
+            tl.store(t_ptr + 1, l_i, mask=mm)
     tl.debug_barrier()
     if owned:
+        tl.store(lk + 2, merged)
         tl.store(lk + 1, epoch)
         tl.atomic_xchg(lk, free, sem="release", scope="gpu")
 

@@ -102,3 +102,43 @@ def test_a_fast_forward_one_call_short_stalls():
     interp.fast_forward(m, 1000)
     with pytest.raises(DeadlockError, match="call 1002"):
         _calls(w, c, seed=1, calls=1, m=m, first=1002)
+
+
+@pytest.mark.parametrize("case", ["ring_attention", "ring_attention_causal"])
+def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case):
+    """Every ring-attention NORM runs inside its tile's last merge (plan.py): no NORM row is left,
+    and each merge row carries out and lse. The lock's merge count decides which merge is last: one
+    too many and no merge writes out (NaN stays); one too few and out is written before the tile's
+    last key block is in (wrong)."""
+    w, c = workload(case), Cluster("t", 2, 2).with_sms(33)
+    m = interp.machine(builders.get(w.kernel).build(w, c))
+    for p in m.plans:
+        ops = [interp.OPS[int(op)] for op in p.tasks[:, 0]]
+        assert Op.NORM not in ops
+        attn = p.tasks[[op is Op.ATTN for op in ops]]
+        assert (attn[:, 3] - attn[:, 2] == 7).all() and (attn[:, 9] - attn[:, 8] == 1).all()
+    assert max(_calls(w, c, seed=2, m=m)) < 1e-5
+    for shift, worse in ((1, np.inf), (-1, 1e-2)):
+        m = interp.machine(builders.get(w.kernel).build(w, c))
+        for p in m.plans:
+            p.aux[:, 0] += shift  # ring attention's aux rows are all merge counts
+        assert max(_calls(w, c, seed=2, m=m, calls=1)) >= worse
+
+
+def test_a_norm_that_signals_stays_a_task_and_still_matches():
+    """A NORM someone waits on (here: it bumps a signal) cannot vanish into a merge: it stays a
+    task reading the fp32 state the merges stored, and the result is the same."""
+    from dataclasses import replace
+
+    from mkernel.ir import Signal
+
+    w, c = workload("ring_attention_causal"), Cluster("t", 2, 2).with_sms(33)
+    s = builders.get(w.kernel).build(w, c)
+    s = replace(s, tasks=tuple(replace(t, signals=(Signal(t.rank, "normed", t.id),)) if t.op is Op.NORM else t
+                               for t in s.tasks))
+    m = interp.machine(s)
+    norms = sum(t.op is Op.NORM for t in s.tasks)
+    assert sum(int((p.tasks[:, 0] == interp.OPS.index(Op.NORM)).sum()) for p in m.plans) == norms > 0
+    attn = [p.tasks[p.tasks[:, 0] == interp.OPS.index(Op.ATTN)] for p in m.plans]
+    assert all((a[:, 9] == a[:, 8]).all() and (a[:, 3] - a[:, 2] == 5).all() for a in attn)  # nothing folded
+    assert max(_calls(w, c, seed=3, m=m)) < 1e-5
