@@ -40,9 +40,10 @@ from .lower import OPS, ROLES, Lowered, lower
 
 ALIGN = 256
 INT64_MAX = (1 << 63) - 1
-# Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows
-# ring commands, or a folded attention tile's merge count), causal mask q0, k0, has_mask, lock, schedule task id, work (ns of one SM, at least 1,
-# for the adaptive SM partition; 0 when the plan is built without a cost model).
+# Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows,
+# ring commands, or a folded attention tile's merge count), causal mask q0, k0, has_mask, lock, schedule
+# task id, work (ns of one SM, at least 1, for the adaptive SM partition; 0 when the plan is built
+# without a cost model).
 TASK_WIDTH = 16
 REGION_WIDTH = 8  # bases slot, row0, col0, rows, cols, ld (buffer columns), buffer rows, buffer id
 COMMAND_WIDTH = 8  # type, dst rank, flag slot, bytes, src off, dst off, spare, spare
@@ -241,8 +242,8 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
         for row, tid in zip(table.tasks, table.task_ids):
             task = s.tasks[int(tid)]
             _check(s, task, buffers)
-            fold = folds.get((task.writes[0].buffer, task.writes[0].row0)) if task.op is Op.ATTN else None
-            if task.op is Op.NORM and (task.reads[0].buffer, task.reads[0].row0) in folds:
+            fold = folds.get(_tile(task)) if task.op is Op.ATTN else None
+            if task.op is Op.NORM and _tile(task) in folds:
                 counts[-1] -= 1  # runs inside its tile's last merge
                 continue
             r0 = len(regions)
@@ -272,8 +273,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))
             lock = -1
             if task.op is Op.ATTN:
-                acc = task.writes[0]
-                lock = locks.setdefault((acc.buffer, acc.row0), len(locks))
+                lock = locks.setdefault(_tile(task), len(locks))
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
                           a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, max(1, ns(work(task))) if work else 0))
@@ -305,11 +305,11 @@ def _folded_norms(s: Schedule, low: Lowered) -> dict[tuple[str, int], tuple[Task
     merges: dict[tuple[str, int], list[Task]] = {}
     for t in tasks:
         if t.op is Op.ATTN:
-            merges.setdefault((t.writes[0].buffer, t.writes[0].row0), []).append(t)
+            merges.setdefault(_tile(t), []).append(t)
     slot_of = {sig: i for i, sig in enumerate(low.slot_names)}
     folds = {}
     for t in tasks:
-        tile = merges.get((t.reads[0].buffer, t.reads[0].row0)) if t.op is Op.NORM else None
+        tile = merges.get(_tile(t)) if t.op is Op.NORM else None
         if not tile or t.signals or any(a.writes != t.reads for a in tile):
             continue
         waited = {w.signal for w in t.waits}
@@ -317,8 +317,14 @@ def _folded_norms(s: Schedule, low: Lowered) -> dict[tuple[str, int], tuple[Task
         slots = [slot_of.get(w.signal) for w in t.waits]
         if t.waits and None not in slots and all(any(sig in waited for sig in a.signals) for a in tile) \
                 and all(b == w.count == low.slot_bumps[i] for b, w, i in zip(bumps, t.waits, slots)):
-            folds[(t.reads[0].buffer, t.reads[0].row0)] = (t, len(tile))
+            folds[_tile(t)] = (t, len(tile))
     return folds
+
+
+def _tile(task: Task) -> tuple[str, int]:
+    """The attention accumulator an ATTN merges into or a NORM reads: (buffer, first row)."""
+    acc = task.writes[0] if task.op is Op.ATTN else task.reads[0]
+    return acc.buffer, acc.row0
 
 
 def _check(s: Schedule, task: Task, buffers: dict) -> None:

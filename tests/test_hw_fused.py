@@ -233,8 +233,7 @@ def test_attention_at_head_dim_128_runs_its_unmasked_key_blocks_exactly(causal, 
     from mkernel.hw.emulate import launch
 
     w = Workload(kernel="ring_attention", m=1000, n=2, k=128, causal=causal)
-    _assert_ok(launch(rank.run_rank, nodes * gpn, args=(w, nodes, gpn, 11, 2, 0, 5.0, "loopback", None, None, None),
-                      timeout_s=600), 2)
+    _assert_ok(launch(rank.run_rank, nodes * gpn, args=(w, nodes, gpn, 11, 2), timeout_s=600), 2)
 
 
 @pytest.mark.gpu
