@@ -10,7 +10,10 @@
    tells peers when it is done;
 4. returns the outputs: fresh tensors for bound outputs, copies of heap outputs.
 
-Everything is enqueued on the current stream; nothing synchronises the host, except with the
+Everything that does not change between calls is built once (the device tables, the heap views,
+the kernel's whole argument list: :class:`~mkernel.hw.launch.Launch`); a call checks its
+tensors, fills in the address table and the GEMM descriptors (both cached by address) and
+launches. Everything is enqueued on the current stream; nothing synchronises the host, except with the
 loopback transport between nodes (the emulated cluster): there a call returns once its kernel has
 finished (``ctx.inflight_calls`` of them may stay queued, 0 by default), since that proxy's copies
 stall while the host blocks in CUDA, and a kernel waiting for them with it (:mod:`context`). Two calls never
@@ -37,10 +40,17 @@ from mkernel.errors import InputError, MkernelError
 from mkernel.ir import BufferKind, Schedule
 
 from . import fused
+from .launch import Addresses, Descriptors, Launch
 from .plan import Plan, build
 from .runtime import ErrorBlock
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _dtype(name: str):
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[name])
 
 
 class Executor:
@@ -89,7 +99,8 @@ class Executor:
             a = a if a.size else np.zeros((1, max(1, a.shape[1] if a.ndim == 2 else 1)), np.int64)
             return torch.from_numpy(np.ascontiguousarray(a)).to(dev)
 
-        self.tables = [t(p.tasks), t(p.regions), t(p.waits), t(p.signals), t(p.aux)]
+        self.tables = {name: t(getattr(p, name)) for name in ("tasks", "regions", "waits", "signals", "aux",
+                                                               "gemm_tiles", "segments")}
         self.claims = torch.zeros(4, dtype=torch.int64, device=dev)
         self.epoch = torch.zeros(1, dtype=torch.int64, device=dev)
         self.calls = 0  # calls launched (captures included, graph replays not): the epoch to guard
@@ -107,22 +118,27 @@ class Executor:
             if name in p.placement.heap:
                 off, b = p.placement.heap[name], self.buffers[name]
                 nbytes = b.rows * b.cols * b.itemsize
-                self.heap_views[name] = heap[off:off + nbytes].view(getattr(torch, TORCH_DTYPES[b.dtype])).view(
-                    b.rows, b.cols)
+                self.heap_views[name] = heap[off:off + nbytes].view(_dtype(b.dtype)).view(b.rows, b.cols)
                 bases[bid * p.world: (bid + 1) * p.world] = recv_ptrs + off
-        self.static_bases = bases
+        self.addresses = Addresses(bases, p.rank, p.world, dev)
         # plan-owned scratch that no peer touches: allocated once
         self.scratch = {name: torch.empty(self.buffers[name].rows, self.buffers[name].cols,
-                                          dtype=getattr(torch, TORCH_DTYPES[self.buffers[name].dtype]), device=dev)
+                                          dtype=_dtype(self.buffers[name].dtype), device=dev)
                         for name in p.placement.bound if self.buffers[name].kind is BufferKind.SCRATCH}
         self.inputs = tuple(b.name for b in schedule.buffers if b.kind is BufferKind.INPUT)
         self.outputs = tuple(b.name for b in schedule.buffers if b.kind is BufferKind.OUTPUT)
+        # what a call checks and binds, in buffer-id order: (id, name, kind, shape, dtype)
+        self._inputs = tuple((name, (self.buffers[name].rows, self.buffers[name].cols), _dtype(self.buffers[name].dtype))
+                             for name in self.inputs)
+        self._bound = tuple((p.buffers.index(name), name, self.buffers[name].kind,
+                             (self.buffers[name].rows, self.buffers[name].cols), _dtype(self.buffers[name].dtype))
+                            for name in p.placement.bound)
+        self._no_ptrs = (0,) * len(p.buffers)
         self.stage = tuple(n for n in self.inputs if n in p.placement.heap)
         ops = p.ops | ({"put"} if ctx.nodes > 1 else set())
         head_dim = next((self.buffers[n].cols for n in ("Q",) if n in self.buffers), 64)
-        self.sm_scale = 1.0 / math.sqrt(head_dim)
         self.gemm_ab = p.gemm_operands
-        self.a2_buf = p.buffers.index(self.gemm_ab[0][1]) if self.gemm_ab and len(self.gemm_ab[0]) > 1 else -1
+        a2_buf = p.buffers.index(self.gemm_ab[0][1]) if self.gemm_ab and len(self.gemm_ab[0]) > 1 else -1
         self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1,
                                      copy_rows=copy_rows or fused.COPY_ROWS, adaptive=controller is not None)
         self.blocks, self.steer = self._initial_split()
@@ -130,11 +146,31 @@ class Executor:
         self.state[int(fused.CTRL)], self.state[int(fused.WORK)] = self.steer[:2]  # as every call ends (fused._reset)
         self.log = torch.zeros(2 * fused.LOG_ENTRIES if controller else 2, dtype=torch.int64, device=dev)
         self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
-        self._bases_cache: dict[tuple[int, ...], tuple] = {}
-        self._captured: dict[tuple[int, ...], tuple] = {}  # tables a CUDA graph reads: kept as long as we live
-        self._last = None  # (stream, event) of the last call: one call's launches never overlap the next's
+        self._a_descs = Descriptors((self.meta["BM"], self.meta["BK"]))
+        self._b_descs = Descriptors((self.meta["BK"], self.meta["BN"]))
+        self._last = None  # the raw stream of the last call: one call's launches never overlap the next's
         self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
-        self._failed = torch.zeros(1, dtype=torch.int64).pin_memory()  # the error word: the kernel's last block stores it
+        # the error word: the kernel's last block stores it here, and a call reads it with no CUDA call
+        self._failed = torch.zeros(1, dtype=torch.int64).pin_memory()
+        self._failed_word = self._failed.numpy()
+        # a GEMM table runs in a fixed-role kernel only: adaptive blocks claim every task
+        n_seg, n_gemm = (0, 0) if controller is not None else (len(p.segments), len(p.gemm_tiles))
+        ring, err = ctx.ring, self.errors.words
+        self._err32 = err.view(torch.int32)
+        self.launch = Launch(fused.fused_kernel, p.grid, dict(
+            **self.tables, flag_bases=ctx.flag_ptrs, claims=self.claims, epoch_ptr=self.epoch, done_ptr=self.done,
+            locks=self.locks, a2_buf=a2_buf, records=ring.ring_ptr, ctl=ring.ctl_ptr, head=ring.head,
+            capacity=ring.capacity, err32=self._err32, err64=err, err_host=self._failed.data_ptr(), rank=p.rank,
+            world=p.world, gpn=p.gpus_per_node, arrive0=p.arrive0, exit0=p.exit0, go=p.go,
+            timeout_ns=self.timeout_ns, sm_scale=1.0 / math.sqrt(head_dim),
+            **dict(zip(("n0", "n1", "n2", "n3"), p.role_tasks)), **dict(zip(("b0", "b1", "b2", "b3"), self.blocks)),
+            n_seg=n_seg, n_gemm=n_gemm, state=self.state, log=self.log,
+            **dict(zip(("ctrl0", "work", "min_sms", "hysteresis", "link_sms"), self.steer)), **self.meta),
+            options={"num_warps": fused.NUM_WARPS, "num_stages": fused.NUM_STAGES},
+            per_call=("bases", "a_host", "a2_host", "b_host"))
+        self.enter = Launch(fused.enter_kernel, 1, dict(
+            flag_bases=ctx.flag_ptrs, epoch_ptr=self.epoch, rank=p.rank, world=p.world, exit0=p.exit0,
+            timeout_ns=self.timeout_ns, err32=self._err32, err64=err, ctl=ring.ctl_ptr), options={}, per_call=())
         if ctx.inflight_calls is not None and not torch.cuda.is_current_stream_capturing():
             # The loopback proxy's copies are CUDA driver calls on this process's context. Loading a
             # module (this executor's first launches compile and load its kernels) holds the context
@@ -155,71 +191,61 @@ class Executor:
         output with NaN first (tests: an element the kernel does not write shows up)."""
         import torch
 
-        p, b = self.plan, self.buffers
-        for name in self.inputs:
+        p, dev = self.plan, self.device
+        for name, want, dt in self._inputs:
             x = inputs.get(name)
-            want = (b[name].rows, b[name].cols)
-            dt = getattr(torch, TORCH_DTYPES[b[name].dtype])
-            if x is None or tuple(x.shape) != want or x.dtype != dt or x.device != self.device \
-                    or not x.is_contiguous():
+            if x is None or x.shape != want or x.dtype != dt or x.get_device() != dev.index or not x.is_contiguous():
                 got = "nothing" if x is None else f"{tuple(x.shape)} {x.dtype} on {x.device}" + (
                     "" if x.is_contiguous() else ", not contiguous")
                 raise InputError(f"{self.schedule.kernel} input {name}: expected a contiguous {want} {dt} tensor "
-                                 f"on {self.device}, got {got}")
+                                 f"on {dev}, got {got}")
         if self.calls >= p.last_epoch:
             raise MkernelError(f"rank {p.rank}, {self.schedule.kernel}: call {self.calls + 1} is past the last epoch "
                                f"{p.last_epoch} (this plan's flags would overflow 64 bits); build a new executor on a new context")
-        out = dict(out or {})
-        bound = {}
-        for name in p.placement.bound:
-            buf = b[name]
-            if buf.kind is BufferKind.INPUT:
-                bound[name] = inputs[name]
-            elif buf.kind is BufferKind.OUTPUT:
-                bound[name] = out.setdefault(name, torch.empty(buf.rows, buf.cols, device=self.device,
-                                                               dtype=getattr(torch, TORCH_DTYPES[buf.dtype])))
+        out = {} if out is None else dict(out)
+        bound, ptrs = {}, list(self._no_ptrs)
+        for bid, name, kind, shape, dt in self._bound:
+            if kind is BufferKind.INPUT:
+                t = inputs[name]
+            elif kind is BufferKind.OUTPUT:
+                t = out.get(name)
+                if t is None:
+                    t = out[name] = torch.empty(shape, device=dev, dtype=dt)
             else:
-                bound[name] = self.scratch[name]
-        bases_dev = self._bases(tuple(bound[name].data_ptr() if name in bound else 0 for name in p.buffers))
-        err = self.errors.words
-        stream = torch.cuda.current_stream(self.device)
+                t = self.scratch[name]
+            bound[name] = t
+            ptrs[bid] = t.data_ptr()
         capturing = torch.cuda.is_current_stream_capturing()
+        stream = torch._C._cuda_getCurrentRawStream(dev.index)
         if not capturing:
             # an earlier call's error raises here, before this call's kernels (no host wait)
             if self.ctx.proxy is not None:
                 self.ctx.proxy.check()
-            if self._last is not None and self._last[1].query() and int(self._failed[0]):
+            if self._failed_word[0]:
                 self.check()
-            if self._last is not None and self._last[0] != stream:
-                stream.wait_event(self._last[1])  # calls stay ordered when the caller switches streams
+            if self._last is not None and self._last != stream:  # calls stay ordered when the caller switches streams
+                done = torch.cuda.Event()
+                done.record(torch.cuda.ExternalStream(self._last, device=dev))
+                torch.cuda.current_stream(dev).wait_event(done)
         heap_outputs = [n for n in self.outputs if n in self.heap_views]
         if self.stage or (poison and heap_outputs):
-            fused.enter_kernel[(1,)](self.ctx.flag_ptrs, self.epoch, p.rank, p.world, p.exit0, self.timeout_ns,
-                                     err.view(torch.int32), err, self.ctx.ring.ctl_ptr)
+            self.enter(stream)
             for name in self.stage:
                 self.heap_views[name].copy_(inputs[name])
         if poison:
             for name in self.outputs:
                 (self.heap_views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
-        ring = self.ctx.ring
-        n, nb = p.role_tasks, self.blocks
         if self.ctx.proxy is not None:
             self.ctx.proxy.kick()  # an idle proxy naps; this call's commands are coming (hw/proxy.py)
-        fused.fused_kernel[(p.grid,)](
-            *self.tables, bases_dev, self.ctx.flag_ptrs, self.claims, self.epoch, self.done, self.locks,
-            *self._descriptors(bound), ring.ring_ptr, ring.ctl_ptr, ring.head, ring.capacity, err.view(torch.int32),
-            err, self._failed.data_ptr(), p.rank, p.world, p.gpus_per_node, p.arrive0, p.exit0, p.go, self.timeout_ns, self.sm_scale,
-            *n, *nb, self.state, self.log, *self.steer, **self.meta, num_warps=fused.NUM_WARPS,
-            num_stages=fused.NUM_STAGES)
+        self.launch(stream, bases=self.addresses(tuple(ptrs), capturing), **self._descriptors(bound))
         self.calls += 1
-        for name in self.outputs:
-            if name in self.heap_views:
-                out[name] = self.heap_views[name].clone()
+        for name in heap_outputs:
+            out[name] = self.heap_views[name].clone()
         if not capturing:
-            done = torch.cuda.Event()
-            done.record(stream)
-            self._last = (stream, done)
+            self._last = stream
             if self.ctx.inflight_calls is not None:  # a loopback proxy: calls queue boundedly (hw/context.py)
+                done = torch.cuda.Event()
+                done.record()
                 self._queued.append(done)
                 while len(self._queued) > self.ctx.inflight_calls:
                     self._queued.popleft().synchronize()
@@ -260,41 +286,15 @@ class Executor:
             points.append(((int(t) - start) / 1e3, int(target)))
         return sorted(points)
 
-    def _descriptors(self, bound: dict) -> tuple:
+    def _descriptors(self, bound: dict) -> dict:
         """Host TMA descriptors of the GEMM operands: A, the second A (A again where there is none)
         and B; stand-ins for a kernel without GEMMs."""
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        m = self.meta
         if self.gemm_ab is None:
             a = a2 = b = self._dummy
         else:
             a_names, b_name = self.gemm_ab  # one A or two: the second A is A itself where there is one
             a, a2, b = (bound.get(n, self.heap_views.get(n)) for n in (a_names[0], a_names[-1], b_name))
-        a_block = [m["BM"], m["BK"]]
-        return (TensorDescriptor.from_tensor(a, a_block), TensorDescriptor.from_tensor(a2, a_block),
-                TensorDescriptor.from_tensor(b, [m["BK"], m["BN"]]), self.a2_buf)
-
-    def _bases(self, ptrs: tuple[int, ...]):
-        """The device table of buffer addresses for these bound pointers. Cached: calls that reuse
-        their tensors (training steps, benchmarks, CUDA-graph replays) copy nothing to the GPU. A table
-        used while a CUDA graph is captured is never evicted: the graph reads it at every replay."""
-        import torch
-
-        hit = self._captured.get(ptrs) or self._bases_cache.get(ptrs)
-        if hit is None:
-            bases = self.static_bases.copy()
-            p = self.plan
-            for bid, ptr in enumerate(ptrs):
-                if ptr:
-                    bases[bid * p.world + p.rank] = ptr
-            if len(self._bases_cache) >= 16:
-                self._bases_cache.pop(next(iter(self._bases_cache)))
-            host = torch.from_numpy(bases).pin_memory()  # pinned: no host sync, and legal inside graph capture
-            hit = self._bases_cache[ptrs] = (host, host.to(self.device, non_blocking=True))
-        if torch.cuda.is_current_stream_capturing():
-            self._captured[ptrs] = hit
-        return hit[1]
+        return {"a_host": self._a_descs(a), "a2_host": self._a_descs(a2), "b_host": self._b_descs(b)}
 
     def fast_forward(self, epoch: int) -> None:
         """Put this rank's flags and epoch where ``epoch`` calls leave them, so the next call is

@@ -7,6 +7,11 @@ its slots to reach the epoch's targets, does its op, and bumps its signals with 
 release. The op set is a compile-time switch, so each fused op compiles to its own kernel with only
 the code it uses (a GEMM op carries no attention code, and the other way round).
 
+The compute role first runs the plan's GEMM table (:func:`plan.gemm_table`: the queue's leading GEMM
+tiles that nothing makes wait) in one flattened tile loop per segment, blocks taking rows by index,
+so Triton pipelines the next tile's TMA loads under this tile's epilogue, as in a standalone
+persistent GEMM; then it claims the rest of its queue like every other role.
+
 Progress: the grid is the schedule's SM budget (at most the SMs this rank may use) and every block
 fits on one SM, so all blocks are co-resident and a spinning block never keeps another from
 running. Every wait is bounded (``timeout_ns``) and stops early once any block has recorded an
@@ -37,13 +42,24 @@ import triton.language as tl
 
 from mkernel import controller
 
-from .sync import (_clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait,
-                   enter_kernel)
-from .tiles import _attn, _copy, _gather, _gemm, _norm, _reduce
+from mkernel.ir import Op
+
+from .layout import COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
+from .plan import GEMM_TILE
+from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
+from .tiles import _attn, _copy, _gather, _gemm, _gemm_table, _norm, _reduce
 
 C = tl.constexpr
-GEMM, COPY, REDUCE, GATHER, PUT, ATTN, NORM = C(0), C(1), C(2), C(3), C(4), C(5), C(6)  # plan.OP_CODE (ir.Op order)
-TW, CW = C(16), C(8)  # plan.TASK_WIDTH, COMMAND_WIDTH
+GEMM, COPY, REDUCE, GATHER, PUT, ATTN, NORM = (C(OP_CODE[op]) for op in (Op.GEMM, Op.COPY, Op.REDUCE, Op.GATHER,
+                                                                         Op.PUT, Op.ATTN, Op.NORM))
+TW, CW, WW, SW = C(TASK_WIDTH), C(COMMAND_WIDTH), C(WAIT_WIDTH), C(SIGNAL_WIDTH)
+T_OP, T_NREADS, T_R0, T_W0, T_W1, T_S0, T_S1, T_A0, T_A1, T_Q0, T_K0, T_MASKED, T_LOCK, T_TASK, T_WORK = (
+    C(int(c)) for c in (Task.OP, Task.NREADS, Task.R0, Task.W0, Task.W1, Task.S0, Task.S1, Task.A0, Task.A1, Task.Q0,
+                        Task.K0, Task.MASKED, Task.LOCK, Task.TASK_ID, Task.WORK_NS))
+W_SLOT, W_COUNT, W_BUMPS = (C(int(c)) for c in Wait)
+S_RANK, S_SLOT = (C(int(c)) for c in Signal)
+C_KIND, C_DST, C_FLAG, C_BYTES, C_SRC, C_DSTOFF = (C(int(c)) for c in (Command.KIND, Command.DST_RANK, Command.FLAG,
+                                                                   Command.NBYTES, Command.SRC_OFF, Command.DST_OFF))
 
 __all__ = ["fused_kernel", "enter_kernel", "signature", "constexprs", "NUM_WARPS", "NUM_STAGES"]
 
@@ -53,14 +69,14 @@ __all__ = ["fused_kernel", "enter_kernel", "signature", "constexprs", "NUM_WARPS
 # emulated cluster, sharing one GPU under MPS, would each compile and run a different binary of the
 # same op; with these left unspecialised every rank runs one binary, compiled once.
 PER_RANK_ARGS = ("rank", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3", "a2_buf",
-                 "ctrl0", "work")
+                 "ctrl0", "work", "n_seg", "n_gemm")
 
 
 @triton.jit(do_not_specialize=PER_RANK_ARGS)
-def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims, epoch_ptr, done_ptr, locks, a_host,
-                 a2_host, b_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host, rank, world, gpn, arrive0, exit0, go,
-                 timeout_ns, sm_scale,
-                 n0, n1, n2, n3, b0, b1, b2, b3, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
+def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, bases, flag_bases, claims, epoch_ptr,
+                 done_ptr, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host,
+                 rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
+                 n0, n1, n2, n3, b0, b1, b2, b3, n_seg, n_gemm, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
                  BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
                  HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
@@ -91,7 +107,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
                 i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
                 if i < tl.where(role == 0, n0, n1):
                     row = tasks + (tl.where(role == 0, 0, n0) + i) * TW
-                    units = (tl.load(row + 15) + UNIT_NS - 1) // UNIT_NS
+                    units = (tl.load(row + T_WORK) + UNIT_NS - 1) // UNIT_NS
                     tl.atomic_add(state + WORK, -(units << (32 * role)), sem="relaxed", scope="gpu")
                     _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                           head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state,
@@ -103,13 +119,17 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
                 live = role >= 0
         else:
             _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
-                   head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
+                   head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, 0,
                    HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
                    BKV)
     else:
+        if HAS_GEMM:  # the compute queue's leading GEMM tiles, in a flattened loop (plan.gemm_table)
+            if role == 0:
+                _gemm_table(gemm_tiles, segments, n_seg, pid, b0, a_host, a2_host, b_host, bases, flag_bases, rank,
+                            BM, BN, BK)
         _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
-               HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+               n_gemm, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
     # the last block to finish resets the call's counters and stores the epoch for the next launch
     tl.debug_barrier()
     if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
@@ -129,15 +149,17 @@ def fused_kernel(tasks, regions, waits, signals, aux, bases, flag_bases, claims,
 
 @triton.jit
 def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head,
-           capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
+           capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, skip,
            HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
            HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
-    """A block of a fixed role: claim that role's tasks in queue order until none is left. It
-    counts no blocked waits (``blocked_bit`` 0, so Triton drops that branch and the ``state``
-    argument, here ``claims``, is never touched)."""
-    n_tasks = tl.where(role == 0, n0, tl.where(role == 1, n1, tl.where(role == 2, n2, n3)))
-    first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2)))
+    """A block of a fixed role: claim that role's tasks in queue order until none is left, from task
+    ``skip`` of the compute queue on (the ones before it ran from the GEMM table). It counts no
+    blocked waits (``blocked_bit`` 0, so Triton drops that branch and the ``state`` argument, here
+    ``claims``, is never touched)."""
+    skip = tl.where(role == 0, skip, 0)
+    n_tasks = tl.where(role == 0, n0, tl.where(role == 1, n1, tl.where(role == 2, n2, n3))) - skip
+    first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2))) + skip
     i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
     while i < n_tasks:
         _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf,
@@ -153,16 +175,16 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
-    """One task row: wait for its slots, run its op, bump its signals. With a ``blocked_bit`` (the
-    adaptive kernel), a wait that has to spin counts itself in the controller word while it spins
-    (the policy lends blocked SMs to the other role)."""
-    op = tl.load(row)
-    nreads = tl.load(row + 1)
-    r0 = tl.load(row + 2)
-    task = tl.load(row + 14)
-    for w in range(tl.load(row + 4), tl.load(row + 5)):
-        slot = tl.load(waits + 3 * w)
-        target = (epoch - 1) * tl.load(waits + 3 * w + 2) + tl.load(waits + 3 * w + 1)
+    """One task row (layout.Task): wait for its slots, run its op, bump its signals. With a
+    ``blocked_bit`` (the adaptive kernel), a wait that has to spin counts itself in the controller
+    word while it spins (the policy lends blocked SMs to the other role)."""
+    op = tl.load(row + T_OP)
+    nreads = tl.load(row + T_NREADS)
+    r0 = tl.load(row + T_R0)
+    task = tl.load(row + T_TASK)
+    for w in range(tl.load(row + T_W0), tl.load(row + T_W1)):
+        slot = tl.load(waits + WW * w + W_SLOT)
+        target = (epoch - 1) * tl.load(waits + WW * w + W_BUMPS) + tl.load(waits + WW * w + W_COUNT)
         if blocked_bit != 0:  # the check must be block-uniform: an atomic's result is the same for every thread
             seen = tl.atomic_add(_raw(own_flags + 8 * slot, tl.int64), 0, sem="acquire", scope="sys")
             if seen < target:
@@ -171,6 +193,8 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
                 tl.atomic_add(state + CTRL, -blocked_bit, sem="relaxed", scope="gpu")
         else:
             _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
+    a0 = tl.load(row + T_A0)
+    a1 = tl.load(row + T_A1)
     if HAS_GEMM:
         if op == GEMM:
             _fence_async()
@@ -183,33 +207,28 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
             _reduce(regions, bases, r0, nreads, CR, CC)
     if HAS_GATHER:
         if op == GATHER:
-            _gather(regions, bases, aux, r0, tl.load(row + 8), tl.load(row + 9), CR, CC)
+            _gather(regions, bases, aux, r0, a0, a1, CR, CC)
     if HAS_PUT:
         if op == PUT:
             tl.debug_barrier()
-            for c in range(tl.load(row + 8), tl.load(row + 9)):
+            for c in range(a0, a1):
                 cmd = aux + c * CW
-                _push(tl.load(cmd), tl.load(cmd + 1), tl.load(cmd + 2), tl.load(cmd + 3), tl.load(cmd + 4),
-                      tl.load(cmd + 5), epoch, records, ctl, head, capacity, task, rank, timeout_ns, err32, err64)
+                _push(tl.load(cmd + C_KIND), tl.load(cmd + C_DST), tl.load(cmd + C_FLAG), tl.load(cmd + C_BYTES),
+                      tl.load(cmd + C_SRC), tl.load(cmd + C_DSTOFF), epoch, records, ctl, head, capacity, task, rank,
+                      timeout_ns, err32, err64)
     if HAS_ATTN:
         if op == ATTN:
-            _attn(regions, bases, locks, aux, r0, tl.load(row + 8), tl.load(row + 9), tl.load(row + 13),
-                  tl.load(row + 10), tl.load(row + 11), tl.load(row + 12), epoch, task, rank, timeout_ns, err32, err64,
+            _attn(regions, bases, locks, aux, r0, a0, a1, tl.load(row + T_LOCK), tl.load(row + T_Q0),
+                  tl.load(row + T_K0), tl.load(row + T_MASKED), epoch, task, rank, timeout_ns, err32, err64,
                   sm_scale, D, BQ, BKV)
         if op == NORM:
             _norm(regions, bases, r0, D, BQ)
-    s0 = tl.load(row + 6)
-    s1 = tl.load(row + 7)
+    s0 = tl.load(row + T_S0)
+    s1 = tl.load(row + T_S1)
     if s1 > s0:
         tl.debug_barrier()
         for s in range(s0, s1):
-            target = tl.load(signals + 2 * s)
-            flag = _raw(tl.load(flag_bases + target) + 8 * tl.load(signals + 2 * s + 1), tl.int64)
-            if target == rank:  # this GPU only: a gpu-scope release is enough and far cheaper
-                tl.atomic_add(flag, 1, sem="release", scope="gpu")
-            else:
-                _fence_sys()
-                tl.atomic_add(flag, 1, sem="release", scope="sys")
+            _bump(flag_bases, tl.load(signals + SW * s + S_RANK), tl.load(signals + SW * s + S_SLOT), rank)
 
 
 # -- the adaptive SM partition (issue 7): the controller state, one int64 array per executor ------
@@ -310,7 +329,7 @@ def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -
              "ctl": "i64", "capacity": "i64", "err32": "*i32", "err_host": "i64", "timeout_ns": "i64", "sm_scale": "fp32",
              "ctrl0": "i64", "work": "i64"}
     ints = {"a2_buf", "rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",
-            "min_sms", "hysteresis", "link_sms"}
+            "n_seg", "n_gemm", "min_sms", "hysteresis", "link_sms"}
     sig = {n: types.get(n, "i32" if n in ints else "*i64") for n in fused_kernel.arg_names if n not in const}
     return sig, const
 
@@ -325,9 +344,10 @@ def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int
     gather step moves copy_rows x 256 bf16 per SM; peer loads take microseconds to return, so an
     SM's NVLink rate is about the bytes in flight over that latency (16-row steps made gemm_ar 1.5x
     slower at 16 intra SMs on an H200 pair: docs/results/2026-11-30-nvlink.md)."""
+    bm, bn, bk = GEMM_TILE
     return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
-            "BM": 128, "BN": 256 if "attn" not in ops else 128, "BK": 64, "CR": copy_rows, "CC": 256,
+            "BM": bm, "BN": bn, "BK": bk, "CR": copy_rows, "CC": 256,
             "D": head_dim, "BQ": 128, "BKV": 128 if head_dim <= 64 else 64, "ADAPTIVE": adaptive, "LOG": LOG_ENTRIES}
 
 

@@ -9,6 +9,8 @@ the previous call's data, and the output differs from the oracle. What it models
 
 - each role of each rank claims its queue in order with its block count; a claimed task runs, as
   one step, once every wait's flag reaches ``(epoch - 1) * bumps + count``, then bumps its signals;
+  the compute role first runs its GEMM table as the kernel does, row g on block g mod blocks in
+  row order, each block claiming from the rest of the queue once its own rows are done;
 - a put's ring commands become messages that land later, in random order between ranks (``unordered``
   also lets PUTs to one rank overtake each other; a SIGNAL still lands after the data posted before
   it, the order every transport keeps); a message copies heap bytes and *sets* its flag to the epoch;
@@ -29,7 +31,8 @@ from mkernel.errors import DeadlockError, InputError
 from mkernel.ir import BufferKind, Op, Schedule
 
 from . import ring
-from .lower import OPS, ROLES
+from .layout import OPS, GemmTile, Segment, Signal, Task, Wait
+from .lower import ROLES
 from .plan import Plan, build
 
 
@@ -88,8 +91,8 @@ class Machine:
 
 
 def _execute(m: Machine, p: Plan, row: np.ndarray, outbox: list, epoch: int) -> None:
-    op = OPS[int(row[0])]
-    nreads, r0, a0, a1 = int(row[1]), int(row[2]), int(row[8]), int(row[9])
+    op = OPS[int(row[Task.OP])]
+    nreads, r0, a0, a1 = (int(row[c]) for c in (Task.NREADS, Task.R0, Task.A0, Task.A1))
     if op is Op.GEMM:
         m.region(p, r0 + 2)[:] = m.region(p, r0) @ m.region(p, r0 + 1)
     elif op is Op.COPY:
@@ -112,7 +115,8 @@ def _execute(m: Machine, p: Plan, row: np.ndarray, outbox: list, epoch: int) -> 
 
 def _attn(m: Machine, p: Plan, row: np.ndarray, epoch: int) -> None:
     """One key block's softmax(q k^T * scale) v merged into the tile's (acc, m, l)."""
-    r0, q0, k0, masked, lock = int(row[2]), int(row[10]), int(row[11]), bool(row[12]), int(row[13])
+    r0, q0, k0, lock = (int(row[c]) for c in (Task.R0, Task.Q0, Task.K0, Task.LOCK))
+    masked = bool(row[Task.MASKED])
     q, k, v = m.region(p, r0), m.region(p, r0 + 1), m.region(p, r0 + 2)
     acc, stats = m.region(p, r0 + 3), m.rows(p, r0 + 4)
     s = (q @ k.T) * m.sm_scale
@@ -130,7 +134,7 @@ def _attn(m: Machine, p: Plan, row: np.ndarray, epoch: int) -> None:
         fo, fi = np.exp(m_o - safe), np.exp(m_i - safe)
         acc_i, l_i, m_i = acc * fo[:, None] + acc_i * fi[:, None], l_o * fo + l_i * fi, m_n
     merged = 1 if fresh else m.merged[(p.rank, lock)] + 1
-    a0, a1 = int(row[8]), int(row[9])
+    a0, a1 = int(row[Task.A0]), int(row[Task.A1])
     if a1 > a0 and merged == p.aux[a0, 0]:  # a folded tile's last merge: its norm too (plan.py)
         m.region(p, r0 + 5)[:] = acc_i / l_i[:, None]
         m.rows(p, r0 + 6)[:, 0] = m_i + np.log(l_i)
@@ -138,6 +142,23 @@ def _attn(m: Machine, p: Plan, row: np.ndarray, epoch: int) -> None:
         acc[:] = acc_i
         stats[:, 0], stats[:, 1] = m_i, l_i
     m.stamps[(p.rank, lock)], m.merged[(p.rank, lock)] = epoch, merged
+
+
+def _gemm_tile(m: Machine, p: Plan, g: int) -> None:
+    """GEMM table row ``g`` (plan.gemm_table): C tile = A rows x B columns over its segment's K range,
+    then its signal."""
+    t = p.gemm_tiles[g]
+    seg = next(sg for sg in p.segments if sg[Segment.FIRST] <= g < sg[Segment.END])
+    (a_names, b_name), k0, kc = p.gemm_operands, int(seg[Segment.K0]), int(seg[Segment.K_COLS])
+    rows, cols = int(t[GemmTile.C_ROWS]), int(t[GemmTile.C_COLS])
+    a = m.arrays[(a_names[int(seg[Segment.A_INDEX])], p.rank)]
+    b = m.arrays[(b_name, p.rank)]
+    bid, owner = divmod(int(t[GemmTile.C_SLOT]), p.world)
+    c = m.arrays[(p.buffers[bid], owner)]
+    a_r0, b_c0, c_r0, c_c0 = (int(t[k]) for k in (GemmTile.A_ROW0, GemmTile.B_COL0, GemmTile.C_ROW0, GemmTile.C_COL0))
+    c[c_r0:c_r0 + rows, c_c0:c_c0 + cols] = a[a_r0:a_r0 + rows, k0:k0 + kc] @ b[k0:k0 + kc, b_c0:b_c0 + cols]
+    if t[GemmTile.SIG_RANK] >= 0:
+        m.flags[int(t[GemmTile.SIG_RANK])][int(t[GemmTile.SIG_SLOT])] += 1
 
 
 def _deliver(m: Machine, msg: _Message) -> None:
@@ -180,34 +201,44 @@ def call(m: Machine, inputs: dict[str, list[np.ndarray]], epoch: int, rng: np.ra
             elif b.kind is BufferKind.OUTPUT:
                 m.arrays[(b.name, r)] = np.full((b.rows, b.cols), np.nan, np.float32)
     queues = []  # per rank and role: the plan, its first table row, the blocks, the tasks not run yet
+    tiles = []  # per rank's compute role: each block's GEMM table rows not run yet
     for p in plans:
         first = 0
-        for role_tasks, blocks in zip(p.role_tasks, p.blocks):
-            queues.append((p, first, int(blocks), list(range(int(role_tasks)))))
+        for role, (role_tasks, blocks) in enumerate(zip(p.role_tasks, p.blocks)):
+            skip = len(p.gemm_tiles) if role == 0 else 0
+            queues.append((p, first, int(blocks), list(range(skip, int(role_tasks)))))
+            if role == 0:
+                tiles.append([list(range(b, skip, max(1, int(blocks)))) for b in range(int(blocks))])
             first += int(role_tasks)
     inflight: list[_Message] = []
     while True:
         steps = []
         for q, (p, first, blocks, pending) in enumerate(queues):
-            for k in pending[:blocks]:  # the tasks its blocks have claimed
+            free = blocks if q % len(ROLES) else sum(not rows for rows in tiles[q // len(ROLES)])
+            for k in pending[:free]:  # the tasks its free blocks have claimed
                 row = p.tasks[first + k]
-                if all(m.flags[p.rank][int(slot)] >= (epoch - 1) * int(bumps) + int(count)
-                       for slot, count, bumps in p.waits[int(row[4]):int(row[5])]):
+                if all(m.flags[p.rank][int(w[Wait.SLOT])] >= (epoch - 1) * int(w[Wait.BUMPS]) + int(w[Wait.COUNT])
+                       for w in p.waits[int(row[Task.W0]):int(row[Task.W1])]):
                     steps.append((q, k))
+        steps += [(-2, r * 65536 + b) for r, per_block in enumerate(tiles) for b, rows in enumerate(per_block) if rows]
         steps += [(-1, i) for i in _deliverable(inflight, unordered, fence)]
         if not steps:
             break
         q, k = steps[int(rng.integers(len(steps)))]
-        if q < 0:
+        if q == -1:
             _deliver(m, inflight.pop(k))
+            continue
+        if q == -2:
+            r, b = divmod(k, 65536)
+            _gemm_tile(m, plans[r], tiles[r][b].pop(0))
             continue
         p, first, _, pending = queues[q]
         row = p.tasks[first + k]
         _execute(m, p, row, inflight, epoch)
-        for rank, slot in p.signals[int(row[6]):int(row[7])]:
-            m.flags[int(rank)][int(slot)] += 1
+        for sig in p.signals[int(row[Task.S0]):int(row[Task.S1])]:
+            m.flags[int(sig[Signal.RANK])][int(sig[Signal.SLOT])] += 1
         pending.remove(k)
-    stuck = [f"rank {p.rank} {ROLES[q % len(ROLES)].value}: {s.tasks[int(p.tasks[first + k][14])].describe()}"
+    stuck = [f"rank {p.rank} {ROLES[q % len(ROLES)].value}: {s.tasks[int(p.tasks[first + k][Task.TASK_ID])].describe()}"
              for q, (p, first, _, pending) in enumerate(queues) for k in pending]
     if stuck:
         raise DeadlockError(f"{s.kernel} call {epoch}: {len(stuck)} tasks never ran, first {stuck[0]}")
@@ -219,8 +250,8 @@ def fast_forward(m: Machine, epoch: int) -> None:
     """Put every rank's flags where ``epoch`` calls leave them (a slot: epoch x its bumps per call),
     so the next call is ``epoch + 1``: the top of the epoch range, tested without 2^50 calls."""
     for p in m.plans:
-        for slot, _count, bumps in p.waits:
-            m.flags[p.rank][int(slot)] = epoch * int(bumps)
+        for w in p.waits:
+            m.flags[p.rank][int(w[Wait.SLOT])] = epoch * int(w[Wait.BUMPS])
 
 
 def machine(s: Schedule) -> Machine:

@@ -15,17 +15,21 @@ device needs and nothing the device could get wrong:
 - **locks**: attention tiles that merge into the same accumulator hold its lock (the IR treats the
   merge as order-free, the hardware needs it atomic), and the lock's stamp says whether the state
   is from this call;
+- **the GEMM table**: the compute queue's leading GEMM tasks that nothing makes wait, one row per
+  output tile, which the kernel runs in one flattened, software-pipelined tile loop
+  (:func:`gemm_table`);
 - **folded norms**: a NORM that waits for exactly the merges of its tile, and signals nothing, runs
   inside the last of those merges (the lock counts them): that merge writes out and lse from
   registers, so the fp32 accumulator is neither stored nor read back, and the NORM's claim goes.
   A folded ATTN row carries the NORM's writes as regions 5 and 6 and its merge count as its one
   aux row.
 
-Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
+The columns of every table are named in :mod:`layout`. Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
 with a :class:`~mkernel.errors.ScheduleError` before any launch.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,18 +40,13 @@ from mkernel.errors import ScheduleError
 from mkernel.ir import Op, Role, Schedule, Task
 
 from . import ring
-from .lower import OPS, ROLES, Lowered, lower
+from .layout import (COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH, SEGMENT_WIDTH,
+                     SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Region, Segment, Task)
+from .lower import ROLES, Lowered, lower
 
 ALIGN = 256
 INT64_MAX = (1 << 63) - 1
-# Task row: op, nreads, [r0, r1) regions, [w0, w1) waits, [s0, s1) signals, [a0, a1) aux (gather rows,
-# ring commands, or a folded attention tile's merge count), causal mask q0, k0, has_mask, lock, schedule
-# task id, work (ns of one SM, at least 1, for the adaptive SM partition; 0 when the plan is built
-# without a cost model).
-TASK_WIDTH = 16
-REGION_WIDTH = 8  # bases slot, row0, col0, rows, cols, ld (buffer columns), buffer rows, buffer id
-COMMAND_WIDTH = 8  # type, dst rank, flag slot, bytes, src off, dst off, spare, spare
-OP_CODE = {op: OPS.index(op) for op in Op}
+GEMM_TILE = (128, 256, 64)  # BM, BN, BK of the kernel's GEMM tiles (fused.constexprs compiles them)
 KERNEL_DTYPES = {Op.GEMM: ("bf16", "bf16", "bf16"), Op.COPY: None, Op.REDUCE: None, Op.GATHER: None,
                  Op.ATTN: ("bf16", "bf16", "bf16", "fp32", "fp32"), Op.NORM: ("fp32", "fp32", "bf16", "fp32")}
 
@@ -70,11 +69,13 @@ class Plan:
     gpus_per_node: int
     blocks: tuple[int, int, int, int]  # blocks per role, in ROLES order (compute, intra, send, recv)
     role_tasks: tuple[int, int, int, int]  # tasks per role queue
-    tasks: np.ndarray  # int64 [n, TASK_WIDTH], role queues one after the other
-    regions: np.ndarray  # int64 [*, REGION_WIDTH]
-    waits: np.ndarray  # int64 [*, 3]: slot, count, bumps per call
-    signals: np.ndarray  # int64 [*, 2]: rank, slot
-    aux: np.ndarray  # int64 [*, COMMAND_WIDTH]: gather rows (column 0) or ring commands
+    tasks: np.ndarray  # int64 [n, layout.Task], role queues one after the other
+    regions: np.ndarray  # int64 [*, layout.Region]
+    waits: np.ndarray  # int64 [*, layout.Wait]
+    signals: np.ndarray  # int64 [*, layout.Signal]
+    aux: np.ndarray  # int64 [*, layout.Command]: gather rows (column 0) or ring commands
+    gemm_tiles: np.ndarray  # int64 [g, layout.GemmTile]: the compute queue's first g tasks as GEMM tiles
+    segments: np.ndarray  # int64 [<= MAX_SEGMENTS, layout.Segment]: runs of gemm_tiles with one A and K
     n_flags: int  # slots per rank, barrier and sink slots included (the same on every rank)
     n_locks: int
     placement: Placement
@@ -112,13 +113,13 @@ class Plan:
         """The A buffers (one or two) and the B buffer of this rank's GEMM tiles, or None without
         GEMMs: the kernel takes a host-built TMA descriptor for each (:func:`tiles._gemm`). Raises
         ScheduleError for more, or for operands on another rank."""
-        gemm = self.tasks[self.tasks[:, 0] == OP_CODE[Op.GEMM]]
+        gemm = self.tasks[self.tasks[:, Task.OP] == OP_CODE[Op.GEMM]]
         if not len(gemm):
             return None
-        a_rows, b_rows = self.regions[gemm[:, 2]], self.regions[gemm[:, 2] + 1]
-        a_ids, b_ids = sorted(set(a_rows[:, 7].tolist())), sorted(set(b_rows[:, 7].tolist()))
+        a_rows, b_rows = self.regions[gemm[:, Task.R0]], self.regions[gemm[:, Task.R0] + 1]
+        a_ids, b_ids = sorted(set(a_rows[:, Region.BUF_ID].tolist())), sorted(set(b_rows[:, Region.BUF_ID].tolist()))
         ops = np.concatenate([a_rows, b_rows])
-        local = (ops[:, 0] == ops[:, 7] * self.world + self.rank).all()  # address-table slot: buffer x world + rank
+        local = (ops[:, Region.SLOT] == ops[:, Region.BUF_ID] * self.world + self.rank).all()
         if len(a_ids) > 2 or len(b_ids) > 1 or not local:
             raise ScheduleError(f"rank {self.rank}: GEMM tiles read A from {[self.buffers[i] for i in a_ids]} and B "
                                 f"from {[self.buffers[i] for i in b_ids]}; the kernel takes at most two A buffers and "
@@ -128,7 +129,7 @@ class Plan:
     @property
     def ops(self) -> frozenset[str]:
         """The op kinds this rank's kernel runs: its compile-time op set."""
-        return frozenset(OPS[int(op)].value for op in self.tasks[:, 0])
+        return frozenset(OPS[int(op)].value for op in self.tasks[:, Task.OP])
 
 
 def placement(s: Schedule) -> Placement:
@@ -287,11 +288,51 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
     def arr(rows, width):
         return np.asarray(rows, dtype=np.int64).reshape(-1, width)
 
-    plan = Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), arr(tasks, TASK_WIDTH),
-                arr(regions, REGION_WIDTH), arr(waits, 3), arr(signals, 2), arr(aux, COMMAND_WIDTH), n_flags,
-                len(locks), place, low.buffers, low.slot_names, low, last)
-    plan.gemm_operands  # noqa: B018 - refuses GEMM operands the kernel cannot take, at plan time
-    return plan
+    tasks_a, regions_a, signals_a = arr(tasks, TASK_WIDTH), arr(regions, REGION_WIDTH), arr(signals, SIGNAL_WIDTH)
+    empty = (arr([], GEMM_TILE_WIDTH), arr([], SEGMENT_WIDTH))
+    plan = Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), tasks_a, regions_a, arr(waits, WAIT_WIDTH),
+                signals_a, arr(aux, COMMAND_WIDTH), *empty, n_flags, len(locks), place, low.buffers, low.slot_names,
+                low, last)
+    operands = plan.gemm_operands  # refuses GEMM operands the kernel cannot take, at plan time
+    if operands is None:
+        return plan
+    a2 = plan.buffers.index(operands[0][1]) if len(operands[0]) > 1 else -1
+    return dataclasses.replace(plan, **dict(zip(("gemm_tiles", "segments"),
+                                                gemm_table(tasks_a[:counts[0]], regions_a, signals_a, a2))))
+
+
+def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2_buf: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The compute queue's leading GEMM tasks as one row per output tile (layout.GemmTile), in runs
+    of one A operand and K range (layout.Segment). The kernel runs these rows in a flattened tile
+    loop, blocks taking rows by index (row g on block g mod blocks), so that Triton pipelines the
+    next tile's loads under this tile's epilogue; the rest of the queue is claimed as before.
+
+    A task qualifies when nothing can make it wait: it has no waits (the loop prefetches the next
+    tile's operands before this tile is done, so a wait there would guard nothing), one BM x BN
+    output tile, at most one signal, and a K range that both A's and B's buffer end at (TMA
+    zero-fills past an edge, not inside a buffer). The table stops at the first task that does
+    not, and after MAX_SEGMENTS runs."""
+    bm, bn, _bk = GEMM_TILE
+    tiles, segments = [], []
+    for t in compute:
+        if t[Task.OP] != OP_CODE[Op.GEMM] or t[Task.W1] > t[Task.W0] or t[Task.S1] - t[Task.S0] > 1:
+            break
+        a, b, c = regions[t[Task.R0]:t[Task.R0] + 3]
+        if c[Region.ROWS] > bm or c[Region.COLS] > bn or b[Region.ROW0] != a[Region.COL0] \
+                or b[Region.ROWS] != a[Region.COLS] or b[Region.ROW0] + b[Region.ROWS] != b[Region.BUF_ROWS]:
+            break
+        key = (int(a[Region.BUF_ID] == a2_buf), int(a[Region.COL0]), int(a[Region.COLS]))
+        if not segments or tuple(segments[-1][2:]) != key:
+            if len(segments) == MAX_SEGMENTS:
+                break
+            segments.append([len(tiles), len(tiles), *key])
+        sig = signals[t[Task.S0]] if t[Task.S1] > t[Task.S0] else (-1, -1)
+        tiles.append((a[Region.ROW0], b[Region.COL0], c[Region.SLOT], c[Region.LD], c[Region.ROW0], c[Region.COL0],
+                      c[Region.ROWS], c[Region.COLS], *sig))
+        segments[-1][Segment.END] = len(tiles)
+    return (np.asarray(tiles, np.int64).reshape(-1, GEMM_TILE_WIDTH),
+            np.asarray(segments, np.int64).reshape(-1, SEGMENT_WIDTH))
 
 
 def _folded_norms(s: Schedule, low: Lowered) -> dict[tuple[str, int], tuple[Task, int]]:

@@ -86,6 +86,40 @@ def _st_release64(addr, value):
 
 
 @triton.jit
+def _bump(flag_bases, target, slot, rank):
+    """Add one to ``slot`` of rank ``target``, releasing what this block wrote before it (the
+    caller's barrier comes first). Another GPU reads it across the system: a ``fence.acq_rel.sys``
+    and a system-scope release; this GPU only: a gpu-scope release is enough and far cheaper."""
+    flag = _raw(tl.load(flag_bases + target) + 8 * slot, tl.int64)
+    if target == rank:
+        tl.atomic_add(flag, 1, sem="release", scope="gpu")
+    else:
+        _fence_sys()
+        tl.atomic_add(flag, 1, sem="release", scope="sys")
+
+
+@triton.jit
+def _bar_sync():
+    """``bar.sync 0`` as inline assembly: the block barrier that ``tl.debug_barrier`` emits, in a form
+    Triton's software pipeliner accepts inside a loop (it refuses to pipeline a loop that holds a
+    ``gpu.barrier``). Every thread of the block must reach it."""
+    tl.inline_asm_elementwise("bar.sync 0; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _bump_masked(flag_bases, target, slot, rank):
+    """:func:`_bump` with no branch, for loops Triton must flatten (an ``scf.if`` in a loop nest
+    stops it): nothing when ``target`` < 0; the fence and the atomics are predicated instead."""
+    here = target == rank
+    away = (target >= 0) & (target != rank)
+    flag = _raw(tl.load(flag_bases + tl.where(away, target, rank)) + 8 * slot, tl.int64)
+    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p fence.acq_rel.sys; mov.u32 $0, 0; }", "=r,r",
+                              [away.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+    tl.atomic_add(flag, 1, mask=here, sem="release", scope="gpu")
+    tl.atomic_add(flag, 1, mask=away, sem="release", scope="sys")
+
+
+@triton.jit
 def _raw(addr, dtype: tl.constexpr):
     """A pointer from an address, for scalar accesses (ring records, flags)."""
     return addr.to(tl.pointer_type(dtype))

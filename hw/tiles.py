@@ -10,11 +10,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .sync import ERR_TIMEOUT, _clock_uniform, _record
+from .layout import COMMAND_WIDTH, GEMM_TILE_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, GemmTile, Region, Segment
+from .sync import ERR_TIMEOUT, _bar_sync, _bump_masked, _clock_uniform, _record
 
 C = tl.constexpr
-RW = C(8)  # plan.REGION_WIDTH
-CW = C(8)  # plan.COMMAND_WIDTH (gather rows use column 0)
+RW, CW, GW, SGW = C(REGION_WIDTH), C(COMMAND_WIDTH), C(GEMM_TILE_WIDTH), C(SEGMENT_WIDTH)
+R_BUF_ID = C(int(Region.BUF_ID))
+G_A_ROW0, G_B_COL0, G_C_SLOT, G_C_LD, G_C_ROW0, G_C_COL0, G_C_ROWS, G_C_COLS, G_SIG_RANK, G_SIG_SLOT = (
+    C(int(c)) for c in GemmTile)
+SG_FIRST, SG_END, SG_A_INDEX, SG_K0, SG_K_COLS = (C(int(c)) for c in Segment)
 
 
 @triton.jit
@@ -38,9 +42,9 @@ def _buf(bases, slot, dtype: tl.constexpr, ELEM: tl.constexpr):
 
 @triton.jit
 def _region(regions, i):
+    """Region row ``i`` (layout.Region, in column order): slot, row0, col0, rows, cols, ld, buffer rows."""
     row = regions + i * RW
-    base_slot = tl.load(row)
-    return base_slot, tl.load(row + 1), tl.load(row + 2), tl.load(row + 3), tl.load(row + 4), tl.load(row + 5), \
+    return tl.load(row), tl.load(row + 1), tl.load(row + 2), tl.load(row + 3), tl.load(row + 4), tl.load(row + 5), \
         tl.load(row + 6)
 
 
@@ -57,7 +61,7 @@ def _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM: tl.constexpr,
     c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + 2)
     c = _buf(bases, c_s, tl.bfloat16, 2)
     c_ld, c_c0, c_cols = _m8(c_ld, 8), _m8(c_c0, 8), _m8(c_cols, 8)  # the plan checks: 16-byte stores
-    if tl.load(regions + r0 * RW + 7) == a2_buf:
+    if tl.load(regions + r0 * RW + R_BUF_ID) == a2_buf:
         _mma(a2_host, b_host, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM, BN, BK)
     else:
         _mma(a_host, b_host, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM, BN, BK)
@@ -79,6 +83,53 @@ def _mma(a_desc, b_desc, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, 
         rn = sn * BN + tl.arange(0, BN)
         dst = c + (c_r0 + rm[:, None]).to(tl.int64) * c_ld + c_c0 + rn[None, :]
         tl.store(dst, acc.to(tl.bfloat16), mask=(rm[:, None] < c_rows) & (rn[None, :] < c_cols))
+
+
+@triton.jit
+def _gemm_table(gemm_tiles, segments, n_seg, pid, nb, a_host, a2_host, b_host, bases, flag_bases, rank,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """This block's rows of the GEMM table (row g on block g mod ``nb``), one segment after the
+    other: a segment reads one A operand over one K range (layout.Segment)."""
+    for s in range(n_seg):
+        seg = segments + s * SGW
+        first = tl.load(seg + SG_FIRST).to(tl.int32)
+        start = first + ((pid - first) % nb + nb) % nb  # 32-bit: Triton flattens loops of i32 only
+        end = tl.load(seg + SG_END).to(tl.int32)
+        k0 = tl.load(seg + SG_K0).to(tl.int32)
+        k_cols = tl.load(seg + SG_K_COLS).to(tl.int32)
+        a_desc = a_host
+        if tl.load(seg + SG_A_INDEX) == 1:
+            a_desc = a2_host
+        if start < end:  # a region op between the loops: Triton flattens nests of exactly two loops
+            _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_host, k0, k_cols, bases, flag_bases, rank, BM, BN, BK)
+
+
+@triton.jit
+def _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_desc, k0, k_cols, bases, flag_bases, rank, BM: tl.constexpr,
+               BN: tl.constexpr, BK: tl.constexpr):
+    """GEMM table rows start, start + nb, ... < end: C tile = A[a_row0 +: BM, k0 +: k_cols] @
+    B[k0 +: k_cols, b_col0 +: BN], stored clipped to the tile's rows and columns, then its signal.
+    ``flatten``: the tile loop and the K loop become one loop that Triton software-pipelines, so
+    the next tile's first loads are in flight while this tile's accumulator is stored."""
+    for g in tl.range(start, end, nb, flatten=True):
+        row = gemm_tiles + g * GW
+        a_r0 = tl.load(row + G_A_ROW0).to(tl.int32)
+        b_c0 = tl.load(row + G_B_COL0).to(tl.int32)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kt in range(tl.cdiv(k_cols, BK)):
+            kk = k0 + kt * BK
+            acc = tl.dot(a_desc.load([a_r0, kk]), b_desc.load([kk, b_c0]), acc)
+        c = _buf(bases, tl.load(row + G_C_SLOT), tl.bfloat16, 2)
+        c_ld, c_c0, c_cols = _m8(tl.load(row + G_C_LD), 8), _m8(tl.load(row + G_C_COL0), 8), \
+            _m8(tl.load(row + G_C_COLS), 8)  # the plan checks: 16-byte stores
+        c_r0 = tl.load(row + G_C_ROW0)
+        c_rows = tl.load(row + G_C_ROWS)
+        rm = tl.arange(0, BM)
+        rn = tl.arange(0, BN)
+        dst = c + (c_r0 + rm[:, None]).to(tl.int64) * c_ld + c_c0 + rn[None, :]
+        tl.store(dst, acc.to(tl.bfloat16), mask=(rm[:, None] < c_rows) & (rn[None, :] < c_cols))
+        _bar_sync()  # every thread's stores are done before the signal releases them
+        _bump_masked(flag_bases, tl.load(row + G_SIG_RANK), tl.load(row + G_SIG_SLOT), rank)
 
 
 @triton.jit

@@ -143,3 +143,47 @@ def test_a_norm_that_signals_stays_a_task_and_still_matches():
     attn = [p.tasks[p.tasks[:, 0] == interp.OPS.index(Op.ATTN)] for p in m.plans]
     assert all((a[:, 9] == a[:, 8]).all() and (a[:, 3] - a[:, 2] == 5).all() for a in attn)  # nothing folded
     assert max(_calls(w, c, seed=3, m=m)) < 1e-5
+
+
+@pytest.mark.parametrize("case,nodes,gpn", [("gemm_ar", 1, 1), ("gemm_rs", 2, 2), ("gemm_ar", 2, 2),
+                                            ("ag_gemm", 2, 2), ("moe_dispatch_gemm", 2, 2)])
+def test_the_gemm_table_holds_the_leading_gemm_tiles_that_nothing_makes_wait(case, nodes, gpn):
+    """The kernel's flattened tile loop prefetches the next tile before this one is done, so the
+    table may hold only GEMM tasks with no waits: every such leading task of the compute queue,
+    and nothing after the first that waits (AllGather+GEMM's gathered rows, MoE's dispatched
+    tokens)."""
+    from mkernel.hw.layout import GemmTile, Task
+
+    s = builders.get(case).build(workload(case), Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn)))
+    for p in interp.build(s):
+        compute = p.tasks[:p.role_tasks[0]]
+        lead = 0
+        while lead < len(compute) and interp.OPS[int(compute[lead][Task.OP])] is Op.GEMM \
+                and compute[lead][Task.W1] == compute[lead][Task.W0]:
+            lead += 1
+        assert len(p.gemm_tiles) == lead, (p.rank, len(p.gemm_tiles), lead)
+        assert (p.gemm_tiles[:, GemmTile.C_ROWS] <= 128).all() and (p.gemm_tiles[:, GemmTile.C_COLS] <= 256).all()
+        assert len(p.segments) <= 4 and (p.segments[-1][1] if len(p.segments) else 0) == lead
+
+
+def test_a_gemm_table_row_that_signals_nobody_stalls_its_reduction():
+    """GEMM+ReduceScatter's tiles tell the reduction their partial is ready; drop one row's signal
+    on rank 0 and the reduction of that tile never runs: the interpreter reports the deadlock."""
+    from mkernel.hw.layout import GemmTile
+
+    w, c = workload("gemm_rs"), Cluster("t", 2, 2).with_sms(33)
+    m = interp.machine(builders.get(w.kernel).build(w, c))
+    m.plans[0].gemm_tiles[3, GemmTile.SIG_RANK] = -1
+    with pytest.raises(DeadlockError, match="never ran"):
+        _calls(w, c, seed=1, m=m, calls=1)
+
+
+def test_a_gemm_table_row_that_writes_beside_its_tile_is_caught():
+    """One row's C column offset moved by 8: that tile's columns are left unwritten or written with
+    the wrong product, and the output no longer matches the oracle."""
+    from mkernel.hw.layout import GemmTile
+
+    w, c = workload("gemm_ar"), Cluster("t", 1, 1)
+    m = interp.machine(builders.get(w.kernel).build(w, c))
+    m.plans[0].gemm_tiles[0, GemmTile.C_COL0] += 8
+    assert max(_calls(w, c, seed=2, m=m, calls=1)) > 1e-2

@@ -1,0 +1,124 @@
+"""The fused kernel's launch: every argument by name, built once per executor; a call sets four.
+
+Why not ``fused_kernel[grid](...)`` on every call: Triton's JIT entry binds the kernel's 60-odd
+arguments, computes their specialisation key and looks the binary up each time, tens of
+microseconds of Python per call, although an executor's arguments never change between calls
+except the address table of the call's tensors and the three TMA descriptors of its GEMM
+operands. So :class:`Launch` holds the whole argument list by name; the first call goes through the
+JIT (it compiles, checks and caches as usual), and later calls hand the compiled kernel the same
+list with the per-call values in their places, through Triton's own launcher
+(``CompiledKernel.run``), as the JIT entry itself ends up doing.
+
+:class:`Addresses` and :class:`Descriptors` build the two per-call values from a call's tensors,
+cached by address so that calls reusing their tensors (training steps, benchmarks, graph replays)
+build nothing.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+CACHED_CALLS = 16  # address tables and descriptors kept per executor (the allocator cycles a few addresses)
+
+
+class Launch:
+    """One kernel's launch with fixed grid, options and arguments; ``per_call`` names the arguments a
+    call supplies. Arguments are given by the kernel's parameter names (constexprs included)."""
+
+    def __init__(self, kernel, grid: int, args: dict, options: dict, per_call: tuple[str, ...]):
+        names = list(kernel.arg_names)
+        unknown = set(args) - set(names)
+        missing = set(names) - set(args) - set(per_call)
+        if unknown or missing:
+            raise TypeError(f"{kernel.__name__} launch: unknown arguments {sorted(unknown)}, missing {sorted(missing)}")
+        self.kernel, self.grid, self.options = kernel, grid, options
+        self.args = args
+        self._slots = {name: names.index(name) for name in per_call}
+        # the compiled launcher takes pointers as integers: no data_ptr() call per argument per launch
+        self._values = [_raw(args.get(n)) for n in names]
+        self._compiled = None
+
+    def __call__(self, stream: int, **per_call) -> None:
+        """Launch on ``stream`` (a raw CUDA stream handle) with this call's values."""
+        if self._compiled is None:
+            self._compiled = self.kernel[(self.grid,)](**self.args, **per_call, **self.options)
+            return
+        values = self._values.copy()
+        for name, value in per_call.items():
+            values[self._slots[name]] = value
+        k = self._compiled
+        from triton import knobs
+
+        enter = knobs.runtime.launch_enter_hook
+        meta = k.launch_metadata((self.grid, 1, 1), stream, *values) if enter is not None else None
+        k.run(self.grid, 1, 1, stream, k.function, k.packed_metadata, meta, enter, knobs.runtime.launch_exit_hook,
+              *values)
+
+
+def _raw(value):
+    return value.data_ptr() if hasattr(value, "data_ptr") and not isinstance(value, _Address) else value
+
+
+class _Address:
+    """A stand-in for a tensor in a TMA descriptor: its address and dtype only, so a cached
+    descriptor keeps no tensor alive."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+class Descriptors:
+    """Host TMA descriptors of 2-D bf16 tensors with one block shape, by (address, shape)."""
+
+    def __init__(self, block: tuple[int, int]):
+        self.block = list(block)
+        self._cache: OrderedDict[tuple, object] = OrderedDict()
+
+    def __call__(self, t):
+        key = (t.data_ptr(), t.shape[0], t.shape[1], t.stride(0))
+        hit = self._cache.get(key)
+        if hit is None:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            if len(self._cache) >= CACHED_CALLS:
+                self._cache.popitem(last=False)
+            hit = self._cache[key] = TensorDescriptor(_Address(key[0], t.dtype), list(t.shape), list(t.stride()),
+                                                      self.block)
+        return hit
+
+
+class Addresses:
+    """The per-call address table (int64 [buffers x world], the kernel's ``bases``): the static
+    heap addresses of every rank, with this rank's bound buffers at the call's tensors. Cached by
+    the bound addresses; a table used while a CUDA graph is captured is kept for good, since the
+    graph reads it at every replay."""
+
+    def __init__(self, static: np.ndarray, rank: int, world: int, device):
+        self.static, self.rank, self.world, self.device = static, rank, world, device
+        self._cache: OrderedDict[tuple[int, ...], tuple] = OrderedDict()
+        self._captured: dict[tuple[int, ...], tuple] = {}
+
+    def __call__(self, ptrs: tuple[int, ...], capturing: bool) -> int:
+        """The device address of the table for ``ptrs`` (one per buffer id, 0 for heap buffers)."""
+        hit = self._captured.get(ptrs) or self._cache.get(ptrs)
+        if hit is None:
+            import torch
+
+            table = self.static.copy()
+            for bid, ptr in enumerate(ptrs):
+                if ptr:
+                    table[bid * self.world + self.rank] = ptr
+            if len(self._cache) >= CACHED_CALLS:
+                self._cache.popitem(last=False)
+            host = torch.from_numpy(table).pin_memory()  # pinned: no host sync, and legal inside graph capture
+            dev = host.to(self.device, non_blocking=True)
+            hit = self._cache[ptrs] = (host, dev, dev.data_ptr())
+        if capturing:
+            self._captured[ptrs] = hit
+        return hit[2]

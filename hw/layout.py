@@ -1,0 +1,151 @@
+"""The device contract: every column of every table the fused kernel reads, and the error block's
+fields, named once.
+
+The planner (:mod:`plan`) writes these tables, the interpreter (:mod:`interp`) and the kernel
+(:mod:`fused`, :mod:`tiles`, :mod:`sync`) read them, and the executor decodes the error block.
+Each of them imports its columns from here (the Triton modules as ``tl.constexpr`` globals), so a
+column moved here moves everywhere, and nothing reads a table by a bare offset.
+
+All tables are int64, row-major, one row per entry.
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+
+from mkernel.ir import Op
+
+
+class Task(IntEnum):
+    """A task row: op code; reads; [R0, R1) regions (reads, then writes); [W0, W1) waits; [S0, S1)
+    signals; [A0, A1) aux rows (gather rows, ring commands, or a folded attention tile's merge
+    count); the causal mask's query and key offsets and whether it has one; its attention lock (or
+    -1); the schedule task id (error messages); its work in ns of one SM (the adaptive controller;
+    0 when the plan is built without a cost model)."""
+
+    OP = 0
+    NREADS = 1
+    R0 = 2
+    R1 = 3
+    W0 = 4
+    W1 = 5
+    S0 = 6
+    S1 = 7
+    A0 = 8
+    A1 = 9
+    Q0 = 10
+    K0 = 11
+    MASKED = 12
+    LOCK = 13
+    TASK_ID = 14
+    WORK_NS = 15
+
+
+class Region(IntEnum):
+    """An operand: its slot in the per-call address table (buffer id x world + owning rank), first
+    row and column, rows and columns, leading dimension (the buffer's columns), the buffer's rows,
+    and the buffer id."""
+
+    SLOT = 0
+    ROW0 = 1
+    COL0 = 2
+    ROWS = 3
+    COLS = 4
+    LD = 5
+    BUF_ROWS = 6
+    BUF_ID = 7
+
+
+class Wait(IntEnum):
+    """A wait: the slot on this rank, the bumps it waits for in a call, the slot's bumps per call
+    (the epoch target is ``(epoch - 1) * BUMPS + COUNT``)."""
+
+    SLOT = 0
+    COUNT = 1
+    BUMPS = 2
+
+
+class Signal(IntEnum):
+    """A signal: the rank whose slot is bumped, and the slot."""
+
+    RANK = 0
+    SLOT = 1
+
+
+class Command(IntEnum):
+    """An aux row. Ring commands: kind (ring.PUT or ring.SIGNAL), destination rank, flag slot,
+    bytes, source and destination heap offsets. Gather rows use column 0 for the source row;
+    a folded attention tile's one aux row holds its merges per call in column 0."""
+
+    KIND = 0
+    DST_RANK = 1
+    FLAG = 2
+    NBYTES = 3
+    SRC_OFF = 4
+    DST_OFF = 5
+    SPARE0 = 6
+    SPARE1 = 7
+
+
+class GemmTile(IntEnum):
+    """A row of the compute role's GEMM table (the flattened tile loop, :func:`fused._gemm_loop`):
+    one BM x BN output tile with A's first row, B's first column, C's slot in the address table,
+    C's leading dimension, first row and column, the rows and columns of C that the tile writes,
+    and the rank and slot the tile bumps when it is done (rank -1: none)."""
+
+    A_ROW0 = 0
+    B_COL0 = 1
+    C_SLOT = 2
+    C_LD = 3
+    C_ROW0 = 4
+    C_COL0 = 5
+    C_ROWS = 6
+    C_COLS = 7
+    SIG_RANK = 8
+    SIG_SLOT = 9
+
+
+class Segment(IntEnum):
+    """A run of GEMM table rows [FIRST, END) that read the same A operand (A_INDEX 0: A, 1: the
+    second A) over the same K range: columns [K0, K0 + K_COLS) of A, rows of B."""
+
+    FIRST = 0
+    END = 1
+    A_INDEX = 2
+    K0 = 3
+    K_COLS = 4
+
+
+class ErrorField(IntEnum):
+    """Byte offsets in the 64-byte device error block (int32 code, rank, role, what; int64 index,
+    epoch, seen, expected, schedule task). The first error wins; CODE 0 means none."""
+
+    CODE = 0
+    RANK = 4
+    ROLE = 8
+    WHAT = 12
+    INDEX = 16
+    EPOCH = 24
+    SEEN = 32
+    EXPECTED = 40
+    TASK = 48
+
+
+class ErrorCode(IntEnum):
+    """Device error codes (the proxy's codes 1-7 live in csrc/mk_ring.h and :data:`ring.ERRORS`)."""
+
+    TIMEOUT = 8
+    ABORTED = 9
+
+
+OPS = tuple(Op)  # op code = index into the IR's Op enum
+OP_CODE = {op: i for i, op in enumerate(OPS)}
+TASK_WIDTH = len(Task)
+REGION_WIDTH = len(Region)
+WAIT_WIDTH = len(Wait)
+SIGNAL_WIDTH = len(Signal)
+COMMAND_WIDTH = len(Command)
+GEMM_TILE_WIDTH = len(GemmTile)
+SEGMENT_WIDTH = len(Segment)
+ERROR_BYTES = 64
+MAX_SEGMENTS = 4  # GEMM table segments the kernel walks (a longer list: the tiles take the general path)
+
