@@ -326,7 +326,7 @@ class Executor:
         if failure is not None:
             from .runtime import DeviceWaitError
 
-            task = int(self.errors.words[6].item())
+            task = self.errors.task()
             what = self.schedule.tasks[task].describe() if 0 <= task < len(self.schedule.tasks) else "the call barrier"
             slot = failure.index
             name = self.plan.slot_names[slot] if failure.what == "flag" and slot < len(self.plan.slot_names) else None

@@ -14,6 +14,8 @@ from enum import IntEnum
 
 from mkernel.ir import Op
 
+from . import ring
+
 
 class Task(IntEnum):
     """A task row: op code; reads; [R0, R1) regions (reads, then writes); [W0, W1) waits; [S0, S1)
@@ -131,10 +133,10 @@ class ErrorField(IntEnum):
 
 
 class ErrorCode(IntEnum):
-    """Device error codes (the proxy's codes 1-7 live in csrc/mk_ring.h and :data:`ring.ERRORS`)."""
+    """Device error codes, shared with the proxy's (csrc/mk_ring.h, :data:`ring.ERRORS`)."""
 
-    TIMEOUT = 8
-    ABORTED = 9
+    TIMEOUT = ring.ERR_TIMEOUT
+    ABORTED = ring.ERR_ABORTED
 
 
 OPS = tuple(Op)  # op code = index into the IR's Op enum

@@ -17,6 +17,7 @@ import numpy as np
 from mkernel.errors import MkernelError
 
 from . import ring
+from .layout import ERROR_BYTES, ErrorField
 
 ROLES = ("compute", "intra", "send", "recv")
 WHATS = ("flag", "ring slot")
@@ -85,12 +86,13 @@ class WaitFailure:
 
 
 class ErrorBlock:
-    """mk_dev_err in device memory: int code, rank, role, what; u64 index, epoch, observed, expected."""
+    """The device error block (layout.ErrorField): int code, rank, role, what; u64 index, epoch,
+    observed, expected; the schedule task."""
 
     def __init__(self, device):
         import torch
 
-        self.words = torch.zeros(8, dtype=torch.int64, device=device)
+        self.words = torch.zeros(ERROR_BYTES // 8, dtype=torch.int64, device=device)
 
     @property
     def ptr(self) -> np.uint64:
@@ -98,14 +100,21 @@ class ErrorBlock:
 
     def read(self) -> WaitFailure | None:
         """The first recorded failure, or None (synchronises with the device)."""
-        raw = self.words.cpu().numpy()
-        ints = raw[:2].view(np.int32)
-        if ints[0] == 0:
+        raw = self.words.cpu().numpy().view(np.uint8)
+        i32 = {f: int(raw[f:f + 4].view(np.int32)[0]) for f in (ErrorField.CODE, ErrorField.RANK, ErrorField.ROLE,
+                                                                 ErrorField.WHAT)}
+        if i32[ErrorField.CODE] == 0:
             return None
-        u = raw[2:6].view(np.uint64)
-        return WaitFailure(int(ints[0]), int(ints[1]), ROLES[ints[2]] if 0 <= ints[2] < 4 else str(ints[2]),
-                           WHATS[ints[3]] if 0 <= ints[3] < 2 else str(ints[3]), int(u[0]), int(u[1]), int(u[2]),
-                           int(u[3]))
+        u64 = {f: int(raw[f:f + 8].view(np.uint64)[0]) for f in (ErrorField.INDEX, ErrorField.EPOCH, ErrorField.SEEN,
+                                                                  ErrorField.EXPECTED)}
+        role, what = i32[ErrorField.ROLE], i32[ErrorField.WHAT]
+        return WaitFailure(i32[ErrorField.CODE], i32[ErrorField.RANK], ROLES[role] if 0 <= role < 4 else str(role),
+                           WHATS[what] if 0 <= what < 2 else str(what), u64[ErrorField.INDEX], u64[ErrorField.EPOCH],
+                           u64[ErrorField.SEEN], u64[ErrorField.EXPECTED])
+
+    def task(self) -> int:
+        """The schedule task of the recorded failure (-1: the call barrier); synchronises."""
+        return int(self.words[ErrorField.TASK // 8].item())
 
     def check(self) -> None:
         failure = self.read()

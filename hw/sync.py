@@ -14,9 +14,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from . import ring
+from .layout import ErrorCode, ErrorField
+
 C = tl.constexpr
-SIGNAL = C(2)  # ring.SIGNAL
-ERR_TIMEOUT, ERR_ABORTED = C(8), C(9)
+SIGNAL = C(ring.SIGNAL)
+ERR_TIMEOUT, ERR_ABORTED = C(int(ErrorCode.TIMEOUT)), C(int(ErrorCode.ABORTED))
+E_RANK, E_ROLE, E_WHAT, E_INDEX, E_EPOCH, E_SEEN, E_EXPECTED, E_TASK = (
+    C(int(f)) for f in (ErrorField.RANK, ErrorField.ROLE, ErrorField.WHAT, ErrorField.INDEX, ErrorField.EPOCH,
+                        ErrorField.SEEN, ErrorField.EXPECTED, ErrorField.TASK))
 MAX_NAP_NS = C(512)  # a waiting block sleeps 32, 64, ... up to this many ns between polls
 
 
@@ -156,14 +162,14 @@ def _record(err32, err64, code, rank, role, what, index, epoch, seen, expected, 
     a64 = err64.to(tl.int64)
     zero = a32 - a32  # a runtime int64, so constant arguments become values the asm can take
     if _cas_zero32(a32, (zero + code).to(tl.int32)) == 0:
-        _st32(a32 + 4, (zero + rank).to(tl.int32))
-        _st32(a32 + 8, (zero + role).to(tl.int32))
-        _st32(a32 + 12, (zero + what).to(tl.int32))
-        _st64(a64 + 16, zero + index)
-        _st64(a64 + 24, zero + epoch)
-        _st64(a64 + 32, zero + seen)
-        _st64(a64 + 40, zero + expected)
-        _st64(a64 + 48, zero + task)
+        _st32(a32 + E_RANK, (zero + rank).to(tl.int32))
+        _st32(a32 + E_ROLE, (zero + role).to(tl.int32))
+        _st32(a32 + E_WHAT, (zero + what).to(tl.int32))
+        _st64(a64 + E_INDEX, zero + index)
+        _st64(a64 + E_EPOCH, zero + epoch)
+        _st64(a64 + E_SEEN, zero + seen)
+        _st64(a64 + E_EXPECTED, zero + expected)
+        _st64(a64 + E_TASK, zero + task)
 
 
 @triton.jit
