@@ -1,7 +1,7 @@
 """The implementations `mkernel bench` times for one (op, shape) on one rank: the fused op, its
 torch/NCCL baselines, and the no-communication ceiling, with one independent reference.
 
-The reference is the float32 fallback of :mod:`mkernel.hw.api` where it fits in memory, and the
+The reference is the float64 reference of :mod:`mkernel.hw.fallbacks` where it fits in memory, and the
 ceiling's own output (flash SDPA over the gathered K/V; per-expert torch.matmul) for attention and
 MoE, whose float32 fallbacks would need tens of GB at the grid's sizes.
 """
@@ -13,8 +13,9 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from . import api
+from . import api, fallbacks
 from .emulate import RankInfo
+from .groups import group_info
 
 NO_NCCL = "NCCL needs one GPU per rank; these ranks share a GPU (gloo group)"
 NO_SYMM = ("torch's symmetric-memory kernels take every SM and spin on their peers; ranks sharing a GPU have no "
@@ -55,7 +56,7 @@ def make(kernel: str, shape: dict, info: RankInfo, gpn: int, nccl: bool) -> Case
 
 
 def _opts(info: RankInfo, gpn: int) -> dict:
-    return {"gpus_per_node": gpn, "sms": info.sm_budget}
+    return {"gpus_per_node": gpn, "sms": info.sm_budget, "mode": "fused"}  # the fused kernel, whatever auto picks
 
 
 def _randn(*shape, scale: float = 1.0) -> torch.Tensor:
@@ -80,7 +81,7 @@ def _gemm_ar(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
 
     impls = {"fused": lambda: api.gemm_ar(a, b, **_opts(info, gpn)), "nccl+matmul": nccl_matmul if nccl else NO_NCCL,
              "symm_mem": symm if not info.emulated else NO_SYMM, "ceiling": lambda: a @ b}
-    return Case(2.0 * m * n * k, impls, api.fallback_gemm_ar(a, b), scratch=[buf],
+    return Case(2.0 * m * n * k, impls, fallbacks.reference_gemm_ar(a, b), scratch=[buf],
                 unchecked=("ceiling",) if info.world > 1 else ())
 
 
@@ -98,14 +99,14 @@ def _gemm_rs(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
              "symm_mem": (lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, group))
              if not info.emulated else NO_SYMM,
              "ceiling": lambda: (a @ b)[info.rank * out.shape[0]:][:out.shape[0]]}
-    return Case(2.0 * m * n * k, impls, api.fallback_gemm_rs(a, b), unchecked=("ceiling",) if info.world > 1 else ())
+    return Case(2.0 * m * n * k, impls, fallbacks.reference_gemm_rs(a, b), unchecked=("ceiling",) if info.world > 1 else ())
 
 
 def _ag_gemm(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
     m, n, k = s["m"], s["n"], s["k"]
     a, b = _randn(m // info.world, k), _randn(k, n, scale=k ** -0.5)
     group = dist.group.WORLD.group_name
-    gathered = api._all_gather(a, None)  # the ceiling's operand, gathered once outside the timing
+    gathered = fallbacks._all_gather(a, group_info(None))  # the ceiling's operand, gathered once outside the timing
 
     def nccl_matmul():
         g = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
@@ -116,7 +117,7 @@ def _ag_gemm(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
              "symm_mem": (lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], 0, group)[1][0])
              if not info.emulated else NO_SYMM,
              "ceiling": lambda: gathered @ b}
-    return Case(2.0 * m * n * k, impls, api.fallback_ag_gemm(a, b))
+    return Case(2.0 * m * n * k, impls, fallbacks.reference_ag_gemm(a, b))
 
 
 def _flash(q, k, v):
@@ -129,8 +130,8 @@ def _attention(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
     S, D, B, H = s["m"], s["k"], 4, s["n"] // 4
     W, rank = info.world, info.rank
     q, k, v = (_randn(B, H, S, D) for _ in range(3))
-    kg = api._all_gather(k.permute(2, 0, 1, 3).contiguous(), None).view(W * S, B, H, D).permute(1, 2, 0, 3).contiguous()
-    vg = api._all_gather(v.permute(2, 0, 1, 3).contiguous(), None).view(W * S, B, H, D).permute(1, 2, 0, 3).contiguous()
+    kg = fallbacks._all_gather(k.permute(2, 0, 1, 3).contiguous(), group_info(None)).view(W * S, B, H, D).permute(1, 2, 0, 3).contiguous()
+    vg = fallbacks._all_gather(v.permute(2, 0, 1, 3).contiguous(), group_info(None)).view(W * S, B, H, D).permute(1, 2, 0, 3).contiguous()
     bufs = [(torch.empty_like(k), torch.empty_like(v)) for _ in range(2)]
 
     def ring():
@@ -210,7 +211,7 @@ def _moe(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
         dist.all_to_all_single(recv, x.index_select(0, send_idx_t), recv_counts, send_counts)
         dispatched = recv.index_select(0, perm_t)
     else:
-        tokens = api._all_gather(x, None).view(W, T // W, hidden)
+        tokens = fallbacks._all_gather(x, group_info(None)).view(W, T // W, hidden)
         dispatched = torch.cat([tokens[sg.source][list(sg.tokens)] for sg in segments[rank]])
     reference = experts_over(dispatched).clone()
     impls = {"fused": lambda: api.moe_dispatch_gemm(x, w, h), "a2a+matmul": a2a if nccl else NO_NCCL,

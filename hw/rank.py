@@ -197,7 +197,10 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3,
 
     world = info.world
     g = torch.Generator(device="cuda").manual_seed(seed * 1000 + info.rank)
-    kw = {"gpus_per_node": gpus_per_node, "sms": info.sm_budget}  # emulated ranks share the GPU's SMs
+    from . import fallbacks as ref
+
+    # the fused path (auto would take torch's at world 1); emulated ranks share the GPU's SMs
+    kw = {"gpus_per_node": gpus_per_node, "sms": info.sm_budget, "mode": "fused"}
 
     def rnd(*shape):
         return torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -211,18 +214,18 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3,
         cases = {}
         a, b = rnd(300, 72), rnd(72, 520)
         if "gemm_ar" in ops:
-            cases["gemm_ar"] = (api.gemm_ar(a, b, **kw), api.fallback_gemm_ar(a, b))
+            cases["gemm_ar"] = (api.gemm_ar(a, b, **kw), ref.reference_gemm_ar(a, b))
         a = rnd(80 * world, 72)
         if "gemm_rs" in ops:
-            cases["gemm_rs"] = (api.gemm_rs(a, b, **kw), api.fallback_gemm_rs(a, b))
+            cases["gemm_rs"] = (api.gemm_rs(a, b, **kw), ref.reference_gemm_rs(a, b))
         a, b2 = rnd(100, 40), rnd(40, 264)
         if "ag_gemm" in ops:
-            cases["ag_gemm"] = (api.ag_gemm(a, b2, **kw), api.fallback_ag_gemm(a, b2))
+            cases["ag_gemm"] = (api.ag_gemm(a, b2, **kw), ref.reference_ag_gemm(a, b2))
         q, k, v = (rnd(2, 3, 200, 64) for _ in range(3))
         for causal in (False, True) if "ring_attention" in ops else ():
             out, lse = api.ring_attention(q, k, v, causal=causal, **kw)
-            ref, ref_lse = api.fallback_ring_attention(q, k, v, causal=causal)
-            cases[f"ring_attention{'_causal' if causal else ''}"] = (out, ref)
+            want, ref_lse = ref.reference_ring_attention(q, k, v, causal=causal)
+            cases[f"ring_attention{'_causal' if causal else ''}"] = (out, want)
             cases[f"ring_attention{'_causal' if causal else ''}_lse"] = (lse, ref_lse)
         for name, (got, ref) in cases.items():
             nan += int(got.isnan().sum().item())
@@ -230,8 +233,8 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3,
     traced = None
     if world == 1:
         def f(a, b, q):
-            x = api.gemm_ar(a, b) + api.gemm_rs(a, b) + api.ag_gemm(a, b)
-            o, lse = api.ring_attention(q, q, q)
+            x = api.gemm_ar(a, b, mode="fused") + api.gemm_rs(a, b, mode="fused") + api.ag_gemm(a, b, mode="fused")
+            o, lse = api.ring_attention(q, q, q, mode="fused")
             return x.float().sum() + o.float().sum() + lse.sum()
 
         a, b, q = rnd(256, 64), rnd(64, 256), rnd(1, 2, 128, 64)
@@ -301,19 +304,24 @@ def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, ti
 
 def fallback_fn(w: Workload, mine: dict, gpus_per_node: int):
     """A call of the op's torch fallback on this rank's bf16 inputs ``mine``, returning outputs by name."""
-    from . import api
+    from . import fallbacks
+    from .groups import group_info
 
     if w.kernel == "ring_attention":
         shape = (1, w.n, w.m, w.k)
 
         def fn():
-            out, lse = api.fallback_ring_attention(*(mine[n].view(shape) for n in "QKV"), causal=bool(w.causal))
+            out, lse = fallbacks.fallback_ring_attention(*(mine[n].view(shape) for n in "QKV"), causal=bool(w.causal))
             return {"OUT": out.reshape(w.n * w.m, w.k), "LSE": lse.reshape(w.n * w.m, 1)}
     elif w.kernel == "moe_dispatch_gemm":
+        g = group_info(None)
+        sources = fallbacks.moe_sources(w, g.rank, g.world // gpus_per_node, gpus_per_node)
+        rows = fallbacks.moe_rows(sources, w.m // g.world, w.k, w.experts // g.world, mine["X"].device)
+
         def fn():
-            return {"Y": api.fallback_moe(mine["X"], mine["W"], w, gpus_per_node)}
+            return {"Y": fallbacks.fallback_moe(mine["X"], mine["W"], rows)}
     else:
-        ref = getattr(api, f"fallback_{w.kernel}")
+        ref = getattr(fallbacks, f"fallback_{w.kernel}")
 
         def fn():
             return {"OUT": ref(mine["A"], mine["B"])}
@@ -343,15 +351,17 @@ def moe_api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int =
     g = torch.Generator(device="cuda").manual_seed(seed * 1000 + info.rank)
     idx = torch.stack([torch.randperm(experts, device="cuda", generator=g)[:topk] for _ in range(tokens)])
     weights = torch.rand(tokens, topk, device="cuda", generator=g).softmax(-1)
+    from .fallbacks import reference_moe
+
     h = api.moe_plan(idx, experts, hidden, width, topk_weights=weights, gpus_per_node=gpus_per_node,
-                     sms=info.sm_budget)
+                     sms=info.sm_budget, mode="fused")
     real = h.sources[:, 0] >= 0
     errors, nan, wrong = [], 0, []
     for _ in range(calls):
         x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
         w = (torch.randn(experts // info.world * hidden, width, device="cuda", generator=g) / hidden ** 0.5).bfloat16()
         y = api.moe_dispatch_gemm(x, w, h).float()
-        ref = api.fallback_moe(x, w, h.workload, gpus_per_node).float()
+        ref = reference_moe(x, w, h.torch_rows).float()
         nan += int(y.isnan().sum().item())
         errors.append(((y - ref).norm() / ref.norm()).item())
         bad = (y - ref).norm(dim=1) > 1e-2 * ref.norm(dim=1).clamp_min(1e-6)  # wrong rows, by source rank
@@ -377,7 +387,7 @@ def bad_input_rank(info: RankInfo) -> dict:
     world = info.world
     torch.manual_seed(info.rank)
     routes = torch.stack([torch.randperm(2 * world)[:2] for _ in range(64)]).cuda()  # distinct experts per token
-    moe = api.moe_plan(routes, experts=2 * world, hidden=32, width=64)
+    moe = api.moe_plan(routes, experts=2 * world, hidden=32, width=64, mode="fused")
     x, w = torch.randn(64, 32, **bf), torch.randn(2 * 32, 64, **bf)
     problem = Workload(kernel="gemm_ar", m=256, n=256, k=64)
     gemm = builders.get("gemm_ar").build(problem, Cluster("t", 1, world))
@@ -389,14 +399,18 @@ def bad_input_rank(info: RankInfo) -> dict:
             Executor(schedule, ctx)
             if second:
                 Executor(schedule, ctx)
+    fused = {"mode": "fused"}  # the fused kernel's refusals (auto takes the torch path on these)
     cases = {
-        "wrong dtype": lambda: api.gemm_ar(a.float(), b),
-        "wrong device": lambda: api.gemm_ar(a.cpu(), b.cpu()),
-        "not contiguous": lambda: api.gemm_ar(a.t().contiguous().t(), b),
+        "wrong dtype": lambda: api.gemm_ar(a.float(), b, **fused),
+        "wrong device": lambda: api.gemm_ar(a.cpu(), b.cpu(), **fused),
+        "not contiguous": lambda: api.gemm_ar(a.t().contiguous().t(), b, **fused),
+        "rows not whole 16-byte vectors": lambda: api.gemm_ar(torch.randn(64, 97, **bf), torch.randn(97, 64, **bf),
+                                                             **fused),
         "inner dims differ": lambda: api.gemm_ar(a, torch.randn(31, 64, **bf)),
-        "no rows to split": lambda: api.gemm_rs(torch.randn(0, 32, **bf), b),
+        "no rows to split": lambda: api.gemm_rs(torch.randn(0, 32, **bf), b, **fused),
         "q, k, v shapes differ": lambda: api.ring_attention(q, q[:, :1].contiguous(), q),
-        "head dim not a multiple of 16": lambda: api.ring_attention(*(torch.randn(1, 2, 64, 24, **bf),) * 3),
+        "head dim not one the tile takes": lambda: api.ring_attention(*(torch.randn(1, 2, 64, 24, **bf),) * 3, **fused),
+        "an unknown mode": lambda: api.gemm_ar(a, b, mode="fastest"),
         "gpus_per_node does not divide the group": lambda: api.gemm_ar(a, b, gpus_per_node=3),
         "3-D operand": lambda: api.ag_gemm(a.view(2, 32, 32), b),
         "moe tokens differ from the routing": lambda: api.moe_dispatch_gemm(x[:32].contiguous(), w, moe),

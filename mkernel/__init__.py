@@ -4,7 +4,8 @@ An op is declared once as a :class:`Schedule` (see :mod:`mkernel.ir`) by its bui
 (:mod:`mkernel.builders`), checked by :func:`validate`, and executed by a backend: ``sim`` (SimPy)
 or ``hw`` (GPUs). Importing this package needs only numpy: no torch, SimPy or GPU; the PyTorch
 ops (``mkernel.gemm_ar``, ``gemm_rs``, ``ag_gemm``, ``ring_attention``, ``moe_plan`` +
-``moe_dispatch_gemm``) load torch when first used.
+``moe_dispatch_gemm``, and ``explain``, ``check``, ``close``, the ``fallback_*`` torch paths) load
+torch when first used.
 """
 from .cluster import Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import (BackendUnavailable, DeadlockError, InputError, MkernelError, ProblemError,
@@ -23,13 +24,19 @@ __all__ = [
 ]
 
 
-TORCH_OPS = ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention", "moe_plan", "moe_dispatch_gemm")
+TORCH_OPS = ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention", "moe_plan", "moe_dispatch_gemm", "explain",
+             "check", "close", "MoeHandle")
+FALLBACKS = ("fallback_gemm_ar", "fallback_gemm_rs", "fallback_ag_gemm", "fallback_ring_attention", "fallback_moe")
 
 
 def __getattr__(name: str):
-    """The PyTorch ops, imported on first use (see :mod:`mkernel.hw.api`)."""
+    """The PyTorch ops and their torch paths, imported on first use (:mod:`mkernel.hw.api`)."""
     if name in TORCH_OPS:
         from .hw import api
 
         return getattr(api, name)
+    if name in FALLBACKS:
+        from .hw import fallbacks
+
+        return getattr(fallbacks, name)
     raise AttributeError(f"module 'mkernel' has no attribute {name!r}")
