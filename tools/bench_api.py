@@ -1,0 +1,177 @@
+"""The public ops on one GPU at world 1, the way a user calls them, against torch in the same run.
+
+Per op and shape it prints and records:
+- **host us per eager call**: p50 and p99 over 200 back-to-back calls with no sync, for
+  ``mode="auto"`` (what a user gets), ``mode="fused"`` and the torch call itself;
+- **graph-timed kernel time**: CUDA-graph replays (triton.testing.do_bench_cudagraph) of the fused
+  op and of the torch call, and their ratio (torch time / fused time: > 1 means fused faster);
+- **which path auto took**, and ||out - ref|| / ||ref|| of the fused output against float64.
+
+GEMMs: M = N in {4096, 8192, 16384} x K in {512, 1024, 2048, 8192}, plus shapes no tile divides,
+against ``a @ b`` (cuBLAS). Attention: B = 4, 16 heads, D = 128 (and 64), S in {768, ..., 12288},
+full and causal, against ``F.scaled_dot_product_attention`` with torch's default dispatch (the
+backend it picked is recorded from the profiler's kernel names). MoE: the fused op against its
+torch path (gather + per-expert matmul).
+
+    python tools/bench_api.py --out bench_api.json [--only gemm,attn,moe] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+GEMMS = [(m, m, k) for m in (4096, 8192, 16384) for k in (512, 1024, 2048, 8192)] + \
+    [(5000, 3000, 7000), (3000, 5000, 1000), (12000, 9000, 2056)]
+SEQS = (768, 1536, 3072, 6144, 12288)
+HOST_CALLS = 200
+
+
+def _rel(out, ref) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def _graph_us(fn) -> float:
+    from triton.testing import do_bench_cudagraph
+
+    fn()
+    return do_bench_cudagraph(fn, rep=100) * 1e3
+
+
+def _host_us(fn) -> tuple[float, float]:
+    """p50 and p99 of the host time of each of HOST_CALLS back-to-back calls (no sync between)."""
+    import numpy as np
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    laps = []
+    for _ in range(HOST_CALLS):
+        t = time.perf_counter()
+        fn()
+        laps.append(time.perf_counter() - t)
+    torch.cuda.synchronize()
+    return float(np.percentile(laps, 50) * 1e6), float(np.percentile(laps, 99) * 1e6)
+
+
+def _row(name: str, flops: float, fused, torch_fn, auto, path: str, err: float) -> dict:
+    fused_us, torch_us = _graph_us(fused), _graph_us(torch_fn)
+    row = {"name": name, "path_auto": path, "rel_err": err, "fused_graph_us": fused_us, "torch_graph_us": torch_us,
+           "ratio": torch_us / fused_us, "fused_tflops": flops / fused_us / 1e6, "torch_tflops": flops / torch_us / 1e6}
+    for label, fn in (("auto", auto), ("fused", fused), ("torch", torch_fn)):
+        row[f"host_{label}_p50_us"], row[f"host_{label}_p99_us"] = _host_us(fn)
+    print(f"{name:34s} auto={path:8s} fused {fused_us:9.1f} us  torch {torch_us:9.1f} us  ratio {row['ratio']:.3f}  "
+          f"host p50 auto/fused/torch {row['host_auto_p50_us']:.0f}/{row['host_fused_p50_us']:.0f}/"
+          f"{row['host_torch_p50_us']:.0f} us  err {err:.1e}", flush=True)
+    return row
+
+
+def bench_gemm(rows: list, quick: bool) -> None:
+    import torch
+
+    import mkernel
+
+    for m, n, k in (GEMMS[:2] + GEMMS[-1:] if quick else GEMMS):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16) * k ** -0.5
+        out = mkernel.gemm_ar(a, b, mode="fused")
+        err = _rel(out, a.double() @ b.double())
+        path = mkernel.explain("gemm_ar", a, b).path
+        rows.append({"op": "gemm_ar", "m": m, "n": n, "k": k, **_row(
+            f"gemm_ar {m}x{n}x{k}", 2.0 * m * n * k, lambda: mkernel.gemm_ar(a, b, mode="fused"), lambda: a @ b,
+            lambda: mkernel.gemm_ar(a, b), path, err)})
+        mkernel.close()
+        del a, b, out
+        torch.cuda.empty_cache()
+
+
+def _sdpa_backend(q, causal: bool) -> str:
+    import torch
+    import torch.nn.functional as F
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        F.scaled_dot_product_attention(q, q, q, is_causal=causal)
+        torch.cuda.synchronize()
+    names = " ".join(e.name.lower() for e in prof.events())
+    return next((b for b in ("cudnn", "flash", "efficient", "cutlass") if b in names), "math or unknown")
+
+
+def bench_attention(rows: list, quick: bool) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    import mkernel
+    from mkernel.hw import fallbacks
+
+    for d in (128, 64):
+        for s in (SEQS[:1] + SEQS[-1:] if quick or d == 64 else SEQS):
+            for causal in (False, True):
+                q, k, v = (torch.randn(4, 16, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                out, lse = mkernel.ring_attention(q, k, v, causal=causal, mode="fused")
+                ref, ref_lse = fallbacks.reference_ring_attention(q, k, v, causal=causal)
+                err = max(_rel(out, ref), _rel(lse, ref_lse))
+                path = mkernel.explain("ring_attention", q, k, v, causal=causal).path
+                flops = 4.0 * 4 * 16 * s * s * d / (2 if causal else 1)
+                row = _row(f"attention S={s} D={d}{' causal' if causal else ''}", flops,
+                           lambda: mkernel.ring_attention(q, k, v, causal=causal, mode="fused"),
+                           lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                           lambda: mkernel.ring_attention(q, k, v, causal=causal), path, err)
+                row["sdpa_backend"] = _sdpa_backend(q, causal)
+                row["torch_path_lse_graph_us"] = _graph_us(lambda: fallbacks.attention_lse(q, k, v, causal))
+                rows.append({"op": "ring_attention", "s": s, "d": d, "causal": causal, **row})
+                mkernel.close()
+
+
+def bench_moe(rows: list, quick: bool) -> None:
+    import torch
+
+    import mkernel
+
+    experts, topk, hidden, width = 256, 8, 7168, 2048
+    for tokens in (8192,) if quick else (8192, 16384):
+        g = torch.Generator(device="cuda").manual_seed(tokens)
+        idx = torch.stack([torch.randperm(experts, device="cuda", generator=g)[:topk] for _ in range(tokens)])
+        x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(experts * hidden, width, device="cuda", dtype=torch.bfloat16) * hidden ** -0.5
+        fused_h = mkernel.moe_plan(idx, experts, hidden, width, mode="fused")
+        auto_h = mkernel.moe_plan(idx, experts, hidden, width)
+        torch_h = mkernel.moe_plan(idx, experts, hidden, width, mode="fallback")
+        ref = mkernel.moe_dispatch_gemm(x, w, torch_h)
+        err = _rel(mkernel.moe_dispatch_gemm(x, w, fused_h), ref)
+        rows.append({"op": "moe_dispatch_gemm", "tokens": tokens, **_row(
+            f"moe T={tokens}", 2.0 * tokens * topk * hidden * width, lambda: mkernel.moe_dispatch_gemm(x, w, fused_h),
+            lambda: mkernel.moe_dispatch_gemm(x, w, torch_h), lambda: mkernel.moe_dispatch_gemm(x, w, auto_h),
+            auto_h.decision.path, err)})
+        mkernel.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench_api.json")
+    ap.add_argument("--only", default="gemm,attn,moe")
+    ap.add_argument("--quick", action="store_true", help="a few shapes per op (a smoke run)")
+    args = ap.parse_args()
+    import torch
+    import torch.distributed as dist
+    import triton
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29541")
+    dist.init_process_group("gloo", rank=0, world_size=1)  # the fused path's symmetric memory needs a group
+    commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
+    meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "gpu": torch.cuda.get_device_name(),
+            "torch": torch.__version__, "triton": triton.__version__, "host": platform.node(),
+            "command": "python tools/bench_api.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items())}
+    rows: list = []
+    for part, fn in (("gemm", bench_gemm), ("attn", bench_attention), ("moe", bench_moe)):
+        if part in args.only.split(","):
+            fn(rows, args.quick)
+            Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(json.dumps(meta))
+
+
+if __name__ == "__main__":
+    main()
