@@ -148,6 +148,7 @@ class Executor:
         self._dummy = torch.zeros(256, 256, dtype=torch.bfloat16, device=dev)  # descriptors' stand-in
         self._a_descs = Descriptors((self.meta["BM"], self.meta["BK"]))
         self._b_descs = Descriptors((self.meta["BK"], self.meta["BN"]))
+        self._c_descs = Descriptors((self.meta["BM"], self.meta["BN"]))
         self._last = None  # the raw stream of the last call: one call's launches never overlap the next's
         self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
         # the error word: the kernel's last block stores it here, and a call reads it with no CUDA call
@@ -167,7 +168,7 @@ class Executor:
             n_seg=n_seg, n_gemm=n_gemm, state=self.state, log=self.log,
             **dict(zip(("ctrl0", "work", "min_sms", "hysteresis", "link_sms"), self.steer)), **self.meta),
             options={"num_warps": fused.NUM_WARPS, "num_stages": fused.NUM_STAGES},
-            per_call=("bases", "a_host", "a2_host", "b_host"))
+            per_call=("bases", "a_host", "a2_host", "b_host", "c_host"))
         self.enter = Launch(fused.enter_kernel, 1, dict(
             flag_bases=ctx.flag_ptrs, epoch_ptr=self.epoch, rank=p.rank, world=p.world, exit0=p.exit0,
             timeout_ns=self.timeout_ns, err32=self._err32, err64=err, ctl=ring.ctl_ptr), options={}, per_call=())
@@ -287,14 +288,16 @@ class Executor:
         return sorted(points)
 
     def _descriptors(self, bound: dict) -> dict:
-        """Host TMA descriptors of the GEMM operands: A, the second A (A again where there is none)
-        and B; stand-ins for a kernel without GEMMs."""
-        if self.gemm_ab is None:
-            a = a2 = b = self._dummy
-        else:
+        """Host TMA descriptors of the GEMM operands: A, the second A (A again where there is none),
+        B, and the GEMM table's C; stand-ins for a kernel without GEMMs (or without a table)."""
+        a = a2 = b = c = self._dummy
+        if self.gemm_ab is not None:
             a_names, b_name = self.gemm_ab  # one A or two: the second A is A itself where there is one
             a, a2, b = (bound.get(n, self.heap_views.get(n)) for n in (a_names[0], a_names[-1], b_name))
-        return {"a_host": self._a_descs(a), "a2_host": self._a_descs(a2), "b_host": self._b_descs(b)}
+        if self.plan.gemm_c is not None:
+            c = bound.get(self.plan.gemm_c, self.heap_views.get(self.plan.gemm_c))
+        return {"a_host": self._a_descs(a), "a2_host": self._a_descs(a2), "b_host": self._b_descs(b),
+                "c_host": self._c_descs(c)}
 
     def fast_forward(self, epoch: int) -> None:
         """Put this rank's flags and epoch where ``epoch`` calls leave them, so the next call is

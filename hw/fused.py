@@ -74,7 +74,7 @@ PER_RANK_ARGS = ("rank", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0",
 
 @triton.jit(do_not_specialize=PER_RANK_ARGS)
 def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, bases, flag_bases, claims, epoch_ptr,
-                 done_ptr, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host,
+                 done_ptr, locks, a_host, a2_host, b_host, c_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host,
                  rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
                  n0, n1, n2, n3, b0, b1, b2, b3, n_seg, n_gemm, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
                  BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
@@ -125,7 +125,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
     else:
         if HAS_GEMM:  # the compute queue's leading GEMM tiles, in a flattened loop (plan.gemm_table)
             if role == 0:
-                _gemm_table(gemm_tiles, segments, n_seg, pid, b0, a_host, a2_host, b_host, bases, flag_bases, rank,
+                _gemm_table(gemm_tiles, segments, n_seg, pid, b0, a_host, a2_host, b_host, c_host, flag_bases, rank,
                             BM, BN, BK)
         _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
@@ -325,7 +325,8 @@ def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -
     const = constexprs(ops, head_dim, barrier=True, adaptive=adaptive)
     types = {"a_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "a2_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
-             "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
+             "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>",
+             "c_host": f"tensordesc<bf16[{const['BM']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
              "ctl": "i64", "capacity": "i64", "err32": "*i32", "err_host": "i64", "timeout_ns": "i64", "sm_scale": "fp32",
              "ctrl0": "i64", "work": "i64"}
     ints = {"a2_buf", "rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",

@@ -41,7 +41,7 @@ from mkernel.ir import Op, Role, Schedule, Task
 
 from . import ring
 from .layout import (COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH, SEGMENT_WIDTH,
-                     SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Region, Segment, Task)
+                     SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, GemmTile, Region, Segment, Task)
 from .lower import ROLES, Lowered, lower
 
 ALIGN = 256
@@ -125,6 +125,13 @@ class Plan:
                                 f"from {[self.buffers[i] for i in b_ids]}; the kernel takes at most two A buffers and "
                                 f"one B, all this rank's own (host-built TMA descriptors)")
         return tuple(self.buffers[i] for i in a_ids), self.buffers[b_ids[0]]
+
+    @property
+    def gemm_c(self) -> str | None:
+        """The C buffer of the GEMM table's tiles (the kernel's TMA store descriptor), or None."""
+        if not len(self.gemm_tiles):
+            return None
+        return self.buffers[int(self.gemm_tiles[0, GemmTile.C_SLOT]) // self.world]
 
     @property
     def ops(self) -> frozenset[str]:
@@ -310,17 +317,24 @@ def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2
 
     A task qualifies when nothing can make it wait: it has no waits (the loop prefetches the next
     tile's operands before this tile is done, so a wait there would guard nothing), one BM x BN
-    output tile, at most one signal, and a K range that both A's and B's buffer end at (TMA
-    zero-fills past an edge, not inside a buffer). The table stops at the first task that does
-    not, and after MAX_SEGMENTS runs."""
+    output tile that a TMA store can write whole (a full tile, or one that ends at its buffer's
+    edges, where TMA clips), the C buffer of the table's first tile (one store descriptor), at
+    most one signal, and a K range that both A's and B's buffer end at (TMA zero-fills past an
+    edge, not inside a buffer). The table stops at the first task that does not, and after
+    MAX_SEGMENTS runs."""
     bm, bn, _bk = GEMM_TILE
     tiles, segments = [], []
+    c_slot = None
     for t in compute:
         if t[Task.OP] != OP_CODE[Op.GEMM] or t[Task.W1] > t[Task.W0] or t[Task.S1] - t[Task.S0] > 1:
             break
         a, b, c = regions[t[Task.R0]:t[Task.R0] + 3]
-        if c[Region.ROWS] > bm or c[Region.COLS] > bn or b[Region.ROW0] != a[Region.COL0] \
-                or b[Region.ROWS] != a[Region.COLS] or b[Region.ROW0] + b[Region.ROWS] != b[Region.BUF_ROWS]:
+        c_slot = c[Region.SLOT] if c_slot is None else c_slot
+        whole = (c[Region.ROWS] == bm or c[Region.ROW0] + c[Region.ROWS] == c[Region.BUF_ROWS]) and \
+            (c[Region.COLS] == bn or c[Region.COL0] + c[Region.COLS] == c[Region.LD])
+        if c[Region.ROWS] > bm or c[Region.COLS] > bn or not whole or c[Region.SLOT] != c_slot \
+                or b[Region.ROW0] != a[Region.COL0] or b[Region.ROWS] != a[Region.COLS] \
+                or b[Region.ROW0] + b[Region.ROWS] != b[Region.BUF_ROWS]:
             break
         key = (int(a[Region.BUF_ID] == a2_buf), int(a[Region.COL0]), int(a[Region.COLS]))
         if not segments or tuple(segments[-1][2:]) != key:

@@ -197,7 +197,7 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3,
 
     world = info.world
     g = torch.Generator(device="cuda").manual_seed(seed * 1000 + info.rank)
-    from . import fallbacks as ref
+    from . import fallbacks as refs
 
     # the fused path (auto would take torch's at world 1); emulated ranks share the GPU's SMs
     kw = {"gpus_per_node": gpus_per_node, "sms": info.sm_budget, "mode": "fused"}
@@ -214,17 +214,17 @@ def api_rank(info: RankInfo, gpus_per_node: int, seed: int = 0, calls: int = 3,
         cases = {}
         a, b = rnd(300, 72), rnd(72, 520)
         if "gemm_ar" in ops:
-            cases["gemm_ar"] = (api.gemm_ar(a, b, **kw), ref.reference_gemm_ar(a, b))
+            cases["gemm_ar"] = (api.gemm_ar(a, b, **kw), refs.reference_gemm_ar(a, b))
         a = rnd(80 * world, 72)
         if "gemm_rs" in ops:
-            cases["gemm_rs"] = (api.gemm_rs(a, b, **kw), ref.reference_gemm_rs(a, b))
+            cases["gemm_rs"] = (api.gemm_rs(a, b, **kw), refs.reference_gemm_rs(a, b))
         a, b2 = rnd(100, 40), rnd(40, 264)
         if "ag_gemm" in ops:
-            cases["ag_gemm"] = (api.ag_gemm(a, b2, **kw), ref.reference_ag_gemm(a, b2))
+            cases["ag_gemm"] = (api.ag_gemm(a, b2, **kw), refs.reference_ag_gemm(a, b2))
         q, k, v = (rnd(2, 3, 200, 64) for _ in range(3))
         for causal in (False, True) if "ring_attention" in ops else ():
             out, lse = api.ring_attention(q, k, v, causal=causal, **kw)
-            want, ref_lse = ref.reference_ring_attention(q, k, v, causal=causal)
+            want, ref_lse = refs.reference_ring_attention(q, k, v, causal=causal)
             cases[f"ring_attention{'_causal' if causal else ''}"] = (out, want)
             cases[f"ring_attention{'_causal' if causal else ''}_lse"] = (lse, ref_lse)
         for name, (got, ref) in cases.items():

@@ -113,6 +113,16 @@ def _bar_sync():
 
 
 @triton.jit
+def _bulk_writes_done():
+    """Wait until this thread's bulk asynchronous copies (TMA stores) have written global memory,
+    then order them before its later generic accesses: ``cp.async.bulk.wait_group 0`` (not the
+    ``.read`` form Triton uses, which only frees the shared memory) and ``fence.proxy.async``.
+    Threads that issued none pass at once; the caller's barrier then covers the one that did."""
+    tl.inline_asm_elementwise("cp.async.bulk.wait_group 0; fence.proxy.async.global; mov.u32 $0, 0;", "=r", [],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _bump_masked(flag_bases, target, slot, rank):
     """:func:`_bump` with no branch, for loops Triton must flatten (an ``scf.if`` in a loop nest
     stops it): nothing when ``target`` < 0; the fence and the atomics are predicated instead."""

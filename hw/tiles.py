@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from .layout import COMMAND_WIDTH, GEMM_TILE_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, GemmTile, Region, Segment
-from .sync import ERR_TIMEOUT, _bar_sync, _bump_masked, _clock_uniform, _record
+from .sync import ERR_TIMEOUT, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, _record
 
 C = tl.constexpr
 RW, CW, GW, SGW = C(REGION_WIDTH), C(COMMAND_WIDTH), C(GEMM_TILE_WIDTH), C(SEGMENT_WIDTH)
@@ -86,7 +86,7 @@ def _mma(a_desc, b_desc, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, 
 
 
 @triton.jit
-def _gemm_table(gemm_tiles, segments, n_seg, pid, nb, a_host, a2_host, b_host, bases, flag_bases, rank,
+def _gemm_table(gemm_tiles, segments, n_seg, pid, nb, a_host, a2_host, b_host, c_host, flag_bases, rank,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     """This block's rows of the GEMM table (row g on block g mod ``nb``), one segment after the
     other: a segment reads one A operand over one K range (layout.Segment)."""
@@ -101,16 +101,24 @@ def _gemm_table(gemm_tiles, segments, n_seg, pid, nb, a_host, a2_host, b_host, b
         if tl.load(seg + SG_A_INDEX) == 1:
             a_desc = a2_host
         if start < end:  # a region op between the loops: Triton flattens nests of exactly two loops
-            _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_host, k0, k_cols, bases, flag_bases, rank, BM, BN, BK)
+            _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_host, c_host, k0, k_cols, flag_bases, rank, BM, BN, BK)
 
 
 @triton.jit
-def _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_desc, k0, k_cols, bases, flag_bases, rank, BM: tl.constexpr,
+def _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_desc, c_desc, k0, k_cols, flag_bases, rank, BM: tl.constexpr,
                BN: tl.constexpr, BK: tl.constexpr):
     """GEMM table rows start, start + nb, ... < end: C tile = A[a_row0 +: BM, k0 +: k_cols] @
-    B[k0 +: k_cols, b_col0 +: BN], stored clipped to the tile's rows and columns, then its signal.
+    B[k0 +: k_cols, b_col0 +: BN], TMA-stored (clipped at C's edges), then its signal.
+
     ``flatten``: the tile loop and the K loop become one loop that Triton software-pipelines, so
-    the next tile's first loads are in flight while this tile's accumulator is stored."""
+    the next tile's first loads are in flight while this tile's accumulator is stored, and the TMA
+    store writes while the next tile's products run. A tile's signal is therefore sent one tile
+    late: at the next tile's epilogue its store has had a whole main loop to land, the block waits
+    for it (``cp.async.bulk.wait_group 0``: the writes are done, not only the shared memory read),
+    orders it before generic accesses (``fence.proxy.async``), and releases it; the last tile's
+    signal follows the loop."""
+    sig_rank = rank - rank - 1  # no tile before the first
+    sig_slot = rank - rank
     for g in tl.range(start, end, nb, flatten=True):
         row = gemm_tiles + g * GW
         a_r0 = tl.load(row + G_A_ROW0).to(tl.int32)
@@ -119,17 +127,16 @@ def _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_desc, k0, k_cols, bases, fl
         for kt in range(tl.cdiv(k_cols, BK)):
             kk = k0 + kt * BK
             acc = tl.dot(a_desc.load([a_r0, kk]), b_desc.load([kk, b_c0]), acc)
-        c = _buf(bases, tl.load(row + G_C_SLOT), tl.bfloat16, 2)
-        c_ld, c_c0, c_cols = _m8(tl.load(row + G_C_LD), 8), _m8(tl.load(row + G_C_COL0), 8), \
-            _m8(tl.load(row + G_C_COLS), 8)  # the plan checks: 16-byte stores
-        c_r0 = tl.load(row + G_C_ROW0)
-        c_rows = tl.load(row + G_C_ROWS)
-        rm = tl.arange(0, BM)
-        rn = tl.arange(0, BN)
-        dst = c + (c_r0 + rm[:, None]).to(tl.int64) * c_ld + c_c0 + rn[None, :]
-        tl.store(dst, acc.to(tl.bfloat16), mask=(rm[:, None] < c_rows) & (rn[None, :] < c_cols))
-        _bar_sync()  # every thread's stores are done before the signal releases them
-        _bump_masked(flag_bases, tl.load(row + G_SIG_RANK), tl.load(row + G_SIG_SLOT), rank)
+        _bulk_writes_done()
+        _bar_sync()  # every thread's wait is done before the signal releases the tile
+        _bump_masked(flag_bases, sig_rank, sig_slot, rank)
+        c_desc.store([tl.load(row + G_C_ROW0).to(tl.int32), tl.load(row + G_C_COL0).to(tl.int32)],
+                     acc.to(tl.bfloat16))
+        sig_rank = tl.load(row + G_SIG_RANK).to(tl.int32)
+        sig_slot = tl.load(row + G_SIG_SLOT).to(tl.int32)
+    _bulk_writes_done()
+    _bar_sync()
+    _bump_masked(flag_bases, sig_rank, sig_slot, rank)
 
 
 @triton.jit
