@@ -6,8 +6,10 @@ microseconds of Python per call, although an executor's arguments never change b
 except the address table of the call's tensors and the three TMA descriptors of its GEMM
 operands. So :class:`Launch` holds the whole argument list by name; the first call goes through the
 JIT (it compiles, checks and caches as usual), and later calls hand the compiled kernel the same
-list with the per-call values in their places, through Triton's own launcher
-(``CompiledKernel.run``), as the JIT entry itself ends up doing.
+list with the per-call values in their places, through Triton's own launcher. Where that launcher
+is the one Triton 3.6 builds (a C ``launch`` behind a Python wrapper that expands each TMA
+descriptor into its CUtensorMap, shape and strides, per call), the expanded arguments are built
+once per descriptor and handed to the C function directly; on another Triton, the wrapper.
 
 :class:`Addresses` and :class:`Descriptors` build the two per-call values from a call's tensors,
 cached by address so that calls reusing their tensors (training steps, benchmarks, graph replays)
@@ -38,25 +40,92 @@ class Launch:
         # the compiled launcher takes pointers as integers: no data_ptr() call per argument per launch
         self._values = [_raw(args.get(n)) for n in names]
         self._compiled = None
+        self._direct = None  # (C launch, its fixed arguments, flat argument template, per-call slots), or False
+        self._expanded: OrderedDict[tuple, list] = OrderedDict()
 
     def __call__(self, stream: int, **per_call) -> None:
         """Launch on ``stream`` (a raw CUDA stream handle) with this call's values (tensors as
         tensors: the first call's JIT infers pointer types from them)."""
         if self._compiled is None:
-            self._compiled = self.kernel[(self.grid,)](**self.args, **per_call, **self.options)
+            unwrapped = {n: v.descriptor if isinstance(v, Desc) else v for n, v in per_call.items()}
+            self._compiled = self.kernel[(self.grid,)](**self.args, **unwrapped, **self.options)
+            return
+        hooks = knobs()
+        quiet = _idle(hooks.launch_enter_hook) and _idle(hooks.launch_exit_hook)
+        if self._direct is None:
+            self._direct = self._prepare(self._compiled, per_call)
+        if self._direct and quiet:
+            raw, fixed, template, slots = self._direct
+            flat = template.copy()
+            for name, value in per_call.items():
+                pos, meta = slots[name]
+                if meta is False:
+                    flat[pos] = _raw(value)
+                else:
+                    args = self._expand(value, meta)
+                    flat[pos:pos + len(args)] = args
+            raw(self.grid, 1, 1, stream, *fixed, *flat)
             return
         values = self._values.copy()
         for name, value in per_call.items():
-            values[self._slots[name]] = _raw(value)
+            values[self._slots[name]] = value.descriptor if isinstance(value, Desc) else _raw(value)
         k = self._compiled
-        from triton import knobs
-
-        enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
-        if _idle(enter) and _idle(leave):  # no profiler listening: nothing to describe or call per launch
+        if quiet:  # no profiler listening: nothing to describe or call per launch
             k.run(self.grid, 1, 1, stream, k.function, k.packed_metadata, None, None, None, *values)
         else:
             k.run(self.grid, 1, 1, stream, k.function, k.packed_metadata,
-                  k.launch_metadata((self.grid, 1, 1), stream, *values), enter, leave, *values)
+                  k.launch_metadata((self.grid, 1, 1), stream, *values), hooks.launch_enter_hook,
+                  hooks.launch_exit_hook, *values)
+
+    def _prepare(self, k, per_call: dict):
+        """The C launch function of Triton 3.6's launcher and a flat template of this kernel's
+        arguments (each descriptor expanded to its CUtensorMap, shape and strides), or False
+        (another launcher, or a kernel that asks for scratch memory: the wrapper path then)."""
+        runner = getattr(k, "run", None)
+        inner = getattr(runner, "launch", None)
+        cells = dict(zip(getattr(getattr(inner, "__code__", None), "co_freevars", ()),
+                         (c.cell_contents for c in (getattr(inner, "__closure__", None) or ()))))
+        raw = cells.get("launcher", inner if not cells else None)
+        signature = getattr(getattr(k, "src", None), "signature", None)
+        if raw is None or signature is None or k.metadata.global_scratch_size or \
+                getattr(k.metadata, "profile_scratch_size", 0):
+            return False
+        metas = list(getattr(k.metadata, "tensordesc_meta", None) or [])
+        template, slots, n_desc = [], {}, 0
+        for name, value in zip(self.kernel.arg_names, self._values):
+            sig = signature.get(name, "constexpr")
+            is_desc = isinstance(sig, str) and sig.startswith("tensordesc")
+            meta = (metas[n_desc] if metas else None) if is_desc else False
+            n_desc += is_desc
+            if name in self._slots:
+                slots[name] = (len(template), meta)
+                template.extend(self._expand(per_call[name], meta) if is_desc else [None])
+            elif is_desc:
+                template.extend(self._expand(value, meta))
+            else:
+                template.append(value)
+        fixed = (k.function, runner.launch_cooperative_grid, runner.launch_pdl, None, None)
+        return raw, fixed, template, slots
+
+    def _expand(self, desc, meta) -> list:
+        """A descriptor's launch arguments (its CUtensorMap, shape and strides), built once per key
+        (every descriptor of one launch slot has the same rank, so the same width)."""
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+
+        if not isinstance(desc, Desc):
+            return make_tensordesc_arg(desc, meta)
+        hit = self._expanded.get(desc.key)
+        if hit is None:
+            if len(self._expanded) >= CACHED_CALLS * 4:
+                self._expanded.popitem(last=False)
+            hit = self._expanded[desc.key] = make_tensordesc_arg(desc.descriptor, meta)
+        return hit
+
+
+def knobs():
+    from triton import knobs as k
+
+    return k.runtime
 
 
 def _idle(hook) -> bool:
@@ -81,23 +150,32 @@ class _Address:
         return self.ptr
 
 
+class Desc:
+    """A host TMA descriptor and the key that determines it (address, shape, leading stride, block)."""
+
+    __slots__ = ("key", "descriptor")
+
+    def __init__(self, key: tuple, descriptor):
+        self.key, self.descriptor = key, descriptor
+
+
 class Descriptors:
     """Host TMA descriptors of 2-D bf16 tensors with one block shape, by (address, shape)."""
 
     def __init__(self, block: tuple[int, int]):
         self.block = list(block)
-        self._cache: OrderedDict[tuple, object] = OrderedDict()
+        self._cache: OrderedDict[tuple, Desc] = OrderedDict()
 
-    def __call__(self, t):
-        key = (t.data_ptr(), t.shape[0], t.shape[1], t.stride(0))
+    def __call__(self, t) -> Desc:
+        key = (t.data_ptr(), t.shape[0], t.shape[1], t.stride(0), *self.block)
         hit = self._cache.get(key)
         if hit is None:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             if len(self._cache) >= CACHED_CALLS:
                 self._cache.popitem(last=False)
-            hit = self._cache[key] = TensorDescriptor(_Address(key[0], t.dtype), list(t.shape), list(t.stride()),
-                                                      self.block)
+            hit = self._cache[key] = Desc(key, TensorDescriptor(_Address(key[0], t.dtype), list(t.shape),
+                                                                list(t.stride()), self.block))
         return hit
 
 

@@ -31,14 +31,42 @@ class _Kernel:
     arg_names = ["table", "bases", "n", "BLOCK"]
     __name__ = "stand_in"
 
-    def __init__(self):
+    def __init__(self, compiled=None):
         self.log = []
+        self.compiled = compiled
 
     def __getitem__(self, grid):
         def jit(**kwargs):
             self.log.append(("jit", grid, kwargs))
-            return _Compiled(self.log)
+            return self.compiled or _Compiled(self.log)
         return jit
+
+
+class _Launcher36:
+    """The shape of Triton 3.6's CudaLauncher: ``launch`` wraps the C ``launcher`` in a closure."""
+
+    launch_cooperative_grid, launch_pdl = 0, 0
+
+    def __init__(self, log):
+        def launcher(*args):
+            log.append(("raw", args))
+
+        def inner(*args):
+            return launcher(*args)
+        self.launch = inner
+
+    def __call__(self, *args):
+        raise AssertionError("the direct path must not call the Python wrapper")
+
+
+class _Compiled36:
+    function, packed_metadata = "fn", "meta"
+
+    def __init__(self, log, signature):
+        self.run = _Launcher36(log)
+        self.src = type("Src", (), {"signature": signature})()
+        self.metadata = type("Meta", (), {"global_scratch_size": 0, "profile_scratch_size": 0,
+                                          "tensordesc_meta": None})()
 
 
 def test_the_first_call_binds_by_name_and_later_calls_reuse_the_list():
@@ -67,5 +95,20 @@ def test_descriptors_are_cached_by_address_and_hold_no_tensor():
     d = Descriptors((16, 32))
     t = torch.zeros(64, 64, dtype=torch.bfloat16)
     first = d(t)
-    assert d(t) is first and first.base.data_ptr() == t.data_ptr() and not isinstance(first.base, torch.Tensor)
+    base = first.descriptor.base
+    assert d(t) is first and base.data_ptr() == t.data_ptr() and not isinstance(base, torch.Tensor)
     assert d(torch.zeros(32, 64, dtype=torch.bfloat16)) is not first
+
+
+def test_on_triton_36_later_calls_go_to_the_c_launch_with_a_flat_template():
+    pytest.importorskip("triton", reason="the launch reads triton's launch hooks")
+    log = []
+    k = _Kernel(_Compiled36(log, {"table": "*i64", "bases": "*i64", "n": "i32", "BLOCK": "constexpr"}))
+    launch = Launch(k, 3, {"table": _Tensor(64), "n": 5, "BLOCK": 32}, {}, per_call=("bases",))
+    launch(1, bases=_Tensor(128))  # the JIT call
+    launch(2, bases=_Tensor(256))
+    launch(3, bases=_Tensor(512))
+    raws = [args for kind, args in log if kind == "raw"]
+    assert len(raws) == 2
+    assert raws[1][:4] == (3, 1, 1, 3) and raws[1][4:9] == ("fn", 0, 0, None, None)
+    assert raws[1][9:] == (64, 512, 5, 32)
