@@ -107,7 +107,7 @@ def _bind_gemm(op: str, a, b, group, gpus_per_node, sms, mode) -> tuple[Decision
 
 
 def _gemm(op: str, a, b, group, gpus_per_node, sms, mode):
-    if mode == "auto" and group is None and group_info(None).world == 1:  # the common case, first and cheapest
+    if mode == "auto" and group is None and gpus_per_node is None and group_info(None).world == 1:  # cheapest first
         if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
             _matmul_checked(op, a, b)
         return torch.matmul(a, b)  # one rank: every GEMM op is the plain product (dispatch rule 2)

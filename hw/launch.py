@@ -104,7 +104,11 @@ class Launch:
                 template.extend(self._expand(value, meta))
             else:
                 template.append(value)
-        fixed = (k.function, runner.launch_cooperative_grid, runner.launch_pdl, None, None)
+        # the C launch's leading arguments after the grid and stream (its format "iiiKKppOOOOOO"):
+        # function, cooperative, PDL, global and profile scratch, kernel metadata, launch metadata
+        # and the two hooks (none: nothing listens)
+        fixed = (k.function, runner.launch_cooperative_grid, runner.launch_pdl, None, None, k.packed_metadata, None,
+                 None, None)
         return raw, fixed, template, slots
 
     def _expand(self, desc, meta) -> list:

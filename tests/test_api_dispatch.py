@@ -103,6 +103,8 @@ def test_bad_arguments_raise_in_every_mode():
     import mkernel
 
     for mode in ("auto", "fallback", "fused"):
+        with pytest.raises(InputError, match="gpus_per_node=3 must divide the group's 1 ranks"):
+            mkernel.gemm_ar(torch.randn(4, 8), torch.randn(8, 4), gpus_per_node=3, mode=mode)
         with pytest.raises(InputError, match="must be 2-D with one K"):
             mkernel.gemm_ar(torch.randn(4, 8), torch.randn(7, 4), mode=mode)
         with pytest.raises(InputError, match="must share one"):

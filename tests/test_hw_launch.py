@@ -110,5 +110,7 @@ def test_on_triton_36_later_calls_go_to_the_c_launch_with_a_flat_template():
     launch(3, bases=_Tensor(512))
     raws = [args for kind, args in log if kind == "raw"]
     assert len(raws) == 2
-    assert raws[1][:4] == (3, 1, 1, 3) and raws[1][4:9] == ("fn", 0, 0, None, None)
-    assert raws[1][9:] == (64, 512, 5, 32)
+    # Triton 3.6's C format "iiiKKppOOOOOO": grid, stream, function, cooperative, PDL, two scratch
+    # buffers, kernel metadata, launch metadata, two hooks; then the kernel's arguments
+    assert raws[1][:4] == (3, 1, 1, 3) and raws[1][4:13] == ("fn", 0, 0, None, None, "meta", None, None, None)
+    assert raws[1][13:] == (64, 512, 5, 32)
