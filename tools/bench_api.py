@@ -28,6 +28,8 @@ GEMMS = [(m, m, k) for m in (4096, 8192, 16384) for k in (512, 1024, 2048, 8192)
     [(5000, 3000, 7000), (3000, 5000, 1000), (12000, 9000, 2056)]
 SEQS = (768, 1536, 3072, 6144, 12288)
 HOST_CALLS = 200
+SEQS_RUN = set(SEQS)  # --seqs narrows it
+LSE_PATH = True  # --no-lse-path skips timing the torch path's attention with lse (cuDNN) in a graph
 
 
 def _rel(out, ref) -> float:
@@ -114,6 +116,8 @@ def bench_attention(rows: list, quick: bool) -> None:
 
     for d in (128, 64):
         for s in (SEQS[:1] + SEQS[-1:] if quick or d == 64 else SEQS):
+            if s not in SEQS_RUN:
+                continue
             for causal in (False, True):
                 q, k, v = (torch.randn(4, 16, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 out, lse = mkernel.ring_attention(q, k, v, causal=causal, mode="fused")
@@ -127,7 +131,8 @@ def bench_attention(rows: list, quick: bool) -> None:
                            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                            lambda: mkernel.ring_attention(q, k, v, causal=causal), path, err)
                 row["sdpa_backend"] = _sdpa_backend(q, causal)
-                row["torch_path_lse_graph_us"] = _graph_us(lambda: fallbacks.attention_lse(q, k, v, causal))
+                if LSE_PATH:
+                    row["torch_path_lse_graph_us"] = _graph_us(lambda: fallbacks.attention_lse(q, k, v, causal))
                 rows.append({"op": "ring_attention", "s": s, "d": d, "causal": causal, **row})
                 mkernel.close()
 
@@ -217,7 +222,12 @@ def main() -> None:
     ap.add_argument("--out", default="bench_api.json")
     ap.add_argument("--only", default="gemm,attn,moe", help="any of gemm, attn, moe, tiles, profile")
     ap.add_argument("--quick", action="store_true", help="a few shapes per op (a smoke run)")
+    ap.add_argument("--seqs", default=",".join(map(str, SEQS)), help="attention sequences to run")
+    ap.add_argument("--no-lse-path", action="store_true", help="skip the torch path's attention-with-lse timing")
     args = ap.parse_args()
+    global LSE_PATH
+    SEQS_RUN.intersection_update(int(x) for x in args.seqs.split(","))
+    LSE_PATH = not args.no_lse_path
     import torch
     import torch.distributed as dist
     import triton
