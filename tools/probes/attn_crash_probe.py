@@ -15,22 +15,27 @@ import mkernel  # noqa: E402
 from triton import knobs  # noqa: E402
 
 path, s = sys.argv[1], int(sys.argv[2])
+causal = len(sys.argv) > 3 and sys.argv[3] == "causal"
 if path == "wrapper":
     knobs.runtime.launch_enter_hook.add(lambda *a, **k: None)
 q, k, v = (torch.randn(4, 16, s, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 for step in range(3):
-    out, lse = mkernel.ring_attention(q, k, v, mode="fused")
+    out, lse = mkernel.ring_attention(q, k, v, causal=causal, mode="fused")
     torch.cuda.synchronize()
-    print(f"{path} S={s} eager call {step}: ok, nan={int(out.isnan().sum())}", flush=True)
+    print(f"{path} S={s} causal={causal} eager call {step}: ok, nan={int(out.isnan().sum())}", flush=True)
+for _ in range(50):
+    mkernel.ring_attention(q, k, v, causal=causal, mode="fused")
+torch.cuda.synchronize()
+print(f"{path} S={s} 50 back-to-back calls: ok", flush=True)
 side = torch.cuda.Stream()
 with torch.cuda.stream(side):
-    mkernel.ring_attention(q, k, v, mode="fused")
+    mkernel.ring_attention(q, k, v, causal=causal, mode="fused")
     torch.cuda.synchronize()
     print(f"{path} S={s} side-stream call: ok", flush=True)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for _ in range(5):
-            mkernel.ring_attention(q, k, v, mode="fused")
+            mkernel.ring_attention(q, k, v, causal=causal, mode="fused")
     torch.cuda.synchronize()
     print(f"{path} S={s} captured: ok", flush=True)
     g.replay()
