@@ -345,8 +345,28 @@ def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2
         tiles.append((a[Region.ROW0], b[Region.COL0], c[Region.SLOT], c[Region.LD], c[Region.ROW0], c[Region.COL0],
                       c[Region.ROWS], c[Region.COLS], *sig))
         segments[-1][Segment.END] = len(tiles)
-    return (np.asarray(tiles, np.int64).reshape(-1, GEMM_TILE_WIDTH),
-            np.asarray(segments, np.int64).reshape(-1, SEGMENT_WIDTH))
+    table = np.asarray(tiles, np.int64).reshape(-1, GEMM_TILE_WIDTH)
+    for first, end, *_ in segments:
+        table[first:end] = _grouped(table[first:end])
+    return table, np.asarray(segments, np.int64).reshape(-1, SEGMENT_WIDTH)
+
+
+GROUP_M = 8  # row tiles per group of the table's order (the standalone GEMM's L2-friendly order, hw/gemm.py)
+
+
+def _grouped(rows: np.ndarray) -> np.ndarray:
+    """Table rows in grouped order: within each run of rows that signal one rank (an owner's tiles
+    stay together, so its reduction can start as early as before), GROUP_M row tiles at a time,
+    column after column. A wave of the blocks then reads GROUP_M row blocks of A and a few column
+    blocks of B, which stay in L2, instead of one row block and all of B."""
+    if len(rows) < 2:
+        return rows
+    bm, bn, _bk = GEMM_TILE
+    r = rows[:, GemmTile.C_ROW0] // bm
+    c = rows[:, GemmTile.C_COL0] // bn
+    run = np.concatenate([[0], np.cumsum(rows[1:, GemmTile.SIG_RANK] != rows[:-1, GemmTile.SIG_RANK])])
+    order = np.lexsort((r % GROUP_M, c, r // GROUP_M, run))
+    return rows[order]
 
 
 def _folded_norms(s: Schedule, low: Lowered) -> dict[tuple[str, int], tuple[Task, int]]:

@@ -217,6 +217,18 @@ def profile_host(rows: list, quick: bool) -> None:
     mkernel.close()
 
 
+class _Saved(list):
+    """Rows written to the output file as each one lands, so a run cut short keeps what it measured."""
+
+    def __init__(self, path: Path, meta: dict):
+        super().__init__()
+        self.path, self.meta = path, meta
+
+    def append(self, row) -> None:
+        super().append(row)
+        self.path.write_text(json.dumps({"meta": self.meta, "rows": list(self)}, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench_api.json")
@@ -239,7 +251,7 @@ def main() -> None:
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__, "triton": triton.__version__, "host": platform.node(),
             "command": "python tools/bench_api.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items())}
-    rows: list = []
+    rows = _Saved(Path(args.out), meta)
     for part, fn in (("profile", profile_host), ("gemm", bench_gemm), ("attn", bench_attention), ("moe", bench_moe),
                      ("tiles", bench_attention_tiles)):
         if part in args.only.split(","):
