@@ -40,7 +40,7 @@ from mkernel.errors import InputError, MkernelError
 from mkernel.ir import BufferKind, Schedule
 
 from . import fused
-from .launch import Addresses, Descriptors, Launch
+from .launch import CACHED_CALLS, Addresses, Descriptors, Launch
 from .plan import Plan, build
 from .runtime import ErrorBlock
 
@@ -149,6 +149,8 @@ class Executor:
         self._a_descs = Descriptors((self.meta["BM"], self.meta["BK"]))
         self._b_descs = Descriptors((self.meta["BK"], self.meta["BN"]))
         self._c_descs = Descriptors((self.meta["BM"], self.meta["BN"]))
+        self._gemm_c = p.gemm_c
+        self._call_descs: collections.OrderedDict[tuple[int, ...], dict] = collections.OrderedDict()
         self._last = None  # the raw stream of the last call: one call's launches never overlap the next's
         self._queued = collections.deque()  # events of calls still queued, with a loopback proxy (ctx.inflight_calls)
         # the error word: the kernel's last block stores it here, and a call reads it with no CUDA call
@@ -238,7 +240,13 @@ class Executor:
                 (self.heap_views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
         if self.ctx.proxy is not None:
             self.ctx.proxy.kick()  # an idle proxy naps; this call's commands are coming (hw/proxy.py)
-        self.launch(stream, bases=self.addresses(tuple(ptrs), capturing), **self._descriptors(bound))
+        key = tuple(ptrs)  # the bound tensors' addresses fix the address table and every descriptor
+        descs = self._call_descs.get(key)
+        if descs is None:
+            if len(self._call_descs) >= CACHED_CALLS:
+                self._call_descs.popitem(last=False)
+            descs = self._call_descs[key] = self._descriptors(bound)
+        self.launch(stream, bases=self.addresses(key, capturing), **descs)
         self.calls += 1
         for name in heap_outputs:
             out[name] = self.heap_views[name].clone()
@@ -294,8 +302,8 @@ class Executor:
         if self.gemm_ab is not None:
             a_names, b_name = self.gemm_ab  # one A or two: the second A is A itself where there is one
             a, a2, b = (bound.get(n, self.heap_views.get(n)) for n in (a_names[0], a_names[-1], b_name))
-        if self.plan.gemm_c is not None:
-            c = bound.get(self.plan.gemm_c, self.heap_views.get(self.plan.gemm_c))
+        if self._gemm_c is not None:
+            c = bound.get(self._gemm_c, self.heap_views.get(self._gemm_c))
         return {"a_host": self._a_descs(a), "a2_host": self._a_descs(a2), "b_host": self._b_descs(b),
                 "c_host": self._c_descs(c)}
 
