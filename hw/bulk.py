@@ -1,0 +1,428 @@
+"""The fused kernel's copy, reduce, gather and reduce-add steps on Hopper's bulk asynchronous
+copies (Triton + inline PTX, sm_90): data moves global -> shared -> global through a ring of
+shared-memory stages with ``cp.async.bulk``, several stages in flight per SM, each stage's arrival
+waited on with an mbarrier; nothing in flight occupies a register.
+
+Why: the register path (:func:`tiles._copy` and friends) holds every byte in flight in registers
+until its load returns, so an SM's rate is its registers over the load latency, a few GB/s per SM
+over NVLink (docs/results/2026-11-30-nvlink.md). A bulk copy is issued by one thread and completes
+on its own; the SM's in-flight bytes are its shared memory.
+
+Why 1-D bulk copies and inline PTX, not Triton's tensor descriptors: Triton 3.6 lowers
+``tl.make_tensor_descriptor`` + ``.load`` / ``.store`` to 2-D TMA, but every descriptor is built on
+the device into the launch's global scratch (128 bytes each, tensormap.replace + a proxy fence, per
+region per task), and ``.store`` takes its data from registers (shared -> registers -> shared ->
+TMA store, one store in flight); a reduce over a variable number of sources would need a
+descriptor per source per tile. A 1-D bulk copy takes a plain address and a byte count (a multiple
+of 16): region rows (lines) are copied as they are, no descriptor, no scratch, no register.
+
+Which lines: a region is ``rows`` lines of ``cols`` x 2 bytes at its buffer's row stride, or one
+line when its rows are contiguous (``cols == ld`` on both sides). A line is cut into pieces of at
+most one stage; a stage holds ``k`` pieces of one width ``W``, piece ``t`` loaded and stored by
+thread ``t`` (the bulk copies of a stage are issued in parallel, one per thread), thread 0 arriving
+on the stage's mbarrier with the stage's byte count. A copy's store is a bulk copy out of the same
+stage; a reduce sums the stage's sources from shared memory in fp32 (registers hold one 16-byte
+chunk per source, not the bytes in flight).
+
+Shared memory: the steps use the block's whole dynamic shared memory, ``global_smem[0 :
+%dynamic_smem_size)`` (mbarriers in the first ``DATA0`` bytes, then the stages), and size their ring
+to it at run time, so a kernel with more shared memory gets more stages. This overlays Triton's own
+allocation: correct because no Triton shared buffer is live across a step (in ``fused._task`` each
+buffer lives inside one op's code: the GEMM's pipeline, a reduction's scratch), and every step
+starts and ends with a block barrier. The kernel must use some Triton shared memory, or PTX has no
+``global_smem``; every step does (its block-uniform start time, :func:`sync._clock_uniform`).
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .layout import COMMAND_WIDTH, REGION_WIDTH, Command, Region
+from .sync import ERR_TIMEOUT, _bar_sync, _clock, _clock_uniform, _record
+
+C = tl.constexpr
+RW, CW = C(REGION_WIDTH), C(COMMAND_WIDTH)
+R_SLOT, R_ROW0, R_COL0, R_ROWS, R_COLS, R_LD = (C(int(c)) for c in (Region.SLOT, Region.ROW0, Region.COL0, Region.ROWS,
+                                                                  Region.COLS, Region.LD))
+A_ROW = C(int(Command.KIND))  # a gather row's source row (layout.Command: gather rows use column 0)
+MAX_STAGES = C(16)  # mbarriers reserved at the start of shared memory
+DATA0 = C(1024)  # first stage byte (the mbarriers before it)
+WHAT_STAGE = C(2)  # the error record's ``what`` for a bulk stage (runtime.WHATS: flag 0, ring slot 1)
+COPY, ADD, GATHER = C(0), C(1), C(2)  # what a stage's store does: copy, bf16 reduce-add, copy of indexed rows
+STAGE_BYTES = 16384  # a copy stage: 16 KiB (eleven stages in a GEMM kernel's 180 KiB, two in 48 KiB)
+REDUCE_BYTES = 8192  # one source's share of a reduce stage: 8 KiB (16 lines of 256 bf16)
+
+
+@triton.jit
+def _do(asm: tl.constexpr, constraints: tl.constexpr, args):
+    """An asm statement run for its effect (Triton's inline asm needs an output: a dummy 0)."""
+    return tl.inline_asm_elementwise(asm, constraints, args, dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _reg(asm: tl.constexpr):
+    return tl.inline_asm_elementwise(asm, "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _tid():
+    return _reg("mov.u32 $0, %tid.x;")
+
+
+@triton.jit
+def _nthreads():
+    return _reg("mov.u32 $0, %ntid.x;")
+
+
+@triton.jit
+def _smem():
+    """The shared-window address of the block's dynamic shared memory."""
+    return _reg("mov.u32 $0, global_smem;")
+
+
+@triton.jit
+def _smem_bytes():
+    return _reg("mov.u32 $0, %dynamic_smem_size;")
+
+
+@triton.jit
+def _mbar_init(bar, ok):
+    _do("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p mbarrier.init.shared::cta.b64 [$2], 1; mov.u32 $0, 0; }",
+        "=r,r,r", [ok.to(tl.int32), bar.to(tl.int32)])
+
+
+@triton.jit
+def _mbar_inval(bar, ok):
+    _do("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p mbarrier.inval.shared::cta.b64 [$2]; mov.u32 $0, 0; }",
+        "=r,r,r", [ok.to(tl.int32), bar.to(tl.int32)])
+
+
+@triton.jit
+def _mbar_expect(bar, nbytes, ok):
+    """Arrive on ``bar`` (its one expected arrival) and add ``nbytes`` to the bytes it waits for."""
+    _do("{ .reg .pred p; .reg .b64 s; setp.ne.s32 p, $1, 0; "
+        "@p mbarrier.arrive.expect_tx.shared::cta.b64 s, [$2], $3; mov.u32 $0, 0; }",
+        "=r,r,r,r", [ok.to(tl.int32), bar.to(tl.int32), nbytes.to(tl.int32)])
+
+
+@triton.jit
+def _mbar_done(bar, parity):
+    """1 once the phase of parity ``parity`` of ``bar`` has completed (its bytes have landed)."""
+    return tl.inline_asm_elementwise("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; "
+                                     "selp.u32 $0, 1, 0, p; }", "=r,r,r", [bar.to(tl.int32), parity.to(tl.int32)], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _load(dst, src, nbytes, bar, ok):
+    """Global -> shared, ``nbytes`` (a multiple of 16, both ends 16-byte aligned), completing on ``bar``."""
+    _do("{ .reg .pred p; setp.ne.s32 p, $1, 0; "
+        "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$2], [$3], $4, [$5]; "
+        "mov.u32 $0, 0; }", "=r,r,r,l,r,r",
+        [ok.to(tl.int32), dst.to(tl.int32), src.to(tl.int64), nbytes.to(tl.int32), bar.to(tl.int32)])
+
+
+@triton.jit
+def _store(dst, src, nbytes, ok, MODE: tl.constexpr):
+    """Shared -> global (COPY, GATHER) or shared +-> global as bf16 adds at the destination (ADD),
+    into this thread's current bulk group."""
+    if MODE == ADD:
+        _do("{ .reg .pred p; setp.ne.s32 p, $1, 0; "
+            "@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [$2], [$3], $4; mov.u32 $0, 0; }",
+            "=r,r,l,r,r", [ok.to(tl.int32), dst.to(tl.int64), src.to(tl.int32), nbytes.to(tl.int32)])
+    else:
+        _do("{ .reg .pred p; setp.ne.s32 p, $1, 0; "
+            "@p cp.async.bulk.global.shared::cta.bulk_group [$2], [$3], $4; mov.u32 $0, 0; }",
+            "=r,r,l,r,r", [ok.to(tl.int32), dst.to(tl.int64), src.to(tl.int32), nbytes.to(tl.int32)])
+
+
+@triton.jit
+def _commit():
+    _do("cp.async.bulk.commit_group; mov.u32 $0, 0;", "=r", [])
+
+
+@triton.jit
+def _wait_read():
+    """This thread's bulk stores have read their shared memory (the stage may be refilled)."""
+    _do("cp.async.bulk.wait_group.read 0; mov.u32 $0, 0;", "=r", [])
+
+
+@triton.jit
+def _wait_written():
+    """This thread's bulk stores are complete, then ordered before its later generic accesses."""
+    _do("cp.async.bulk.wait_group 0; fence.proxy.async.global; mov.u32 $0, 0;", "=r", [])
+
+
+@triton.jit
+def _fence_async():
+    """What this block read after its waits (peers' generic stores) is visible to its bulk loads."""
+    _do("fence.proxy.async.global; mov.u32 $0, 0;", "=r", [])
+
+
+@triton.jit
+def _open(ns):
+    """Start a step: the block is done with Triton's own shared memory, ``ns`` mbarriers are fresh.
+    Returns (shared base, thread, threads, deadline start)."""
+    start = _clock_uniform()
+    _bar_sync()
+    sm = _smem()
+    tid = _tid()
+    for s in range(ns):
+        _mbar_init(sm + 8 * s, tid == 0)
+    _fence_async()
+    _bar_sync()
+    return sm, tid, _nthreads(), start
+
+
+@triton.jit
+def _close(sm, ns, tid):
+    """End a step: this thread's bulk stores are written, then the mbarriers are gone and the block
+    leaves together (Triton may reuse the memory right after)."""
+    _wait_written()
+    _bar_sync()
+    for s in range(ns):
+        _mbar_inval(sm + 8 * s, tid == 0)
+    _bar_sync()
+
+
+@triton.jit
+def _stages(stage_bytes):
+    """Stages that fit the block's dynamic shared memory (0: not even one)."""
+    return tl.minimum((_smem_bytes() - DATA0) // stage_bytes, MAX_STAGES)
+
+
+@triton.jit
+def _short(ns, need, err32, err64, rank, role, task, epoch):
+    """Record that the block's shared memory holds no stage (the launch gave it too little)."""
+    if ns < 1:
+        _record(err32, err64, ERR_TIMEOUT, rank, role, WHAT_STAGE, -1, epoch, _smem_bytes(), need + DATA0, task)
+
+
+@triton.jit
+def _wait_stage(bar, parity, s, start, timeout_ns, err32, err64, rank, role, task, epoch):
+    """Wait (bounded by the step's deadline) for stage ``s``'s bytes; no barrier inside, so each
+    thread leaves on its own."""
+    done = _mbar_done(bar, parity)
+    while (done == 0) & (_clock() - start < timeout_ns):
+        done = _mbar_done(bar, parity)
+    if done == 0:
+        _record(err32, err64, ERR_TIMEOUT, rank, role, WHAT_STAGE, s, epoch, parity, parity ^ 1, task)
+
+
+@triton.jit
+def _where(regions, bases, i):
+    """Region row ``i``: the byte address of its first element, its row stride in bytes, rows,
+    cols, and the leading dimension in elements."""
+    row = regions + i * RW
+    ld = tl.load(row + R_LD)
+    addr = tl.load(bases + tl.load(row + R_SLOT)) + (tl.load(row + R_ROW0) * ld + tl.load(row + R_COL0)) * 2
+    return addr, ld * 2, tl.load(row + R_ROWS), tl.load(row + R_COLS), ld
+
+
+@triton.jit
+def _lines(rows, cols, s_ld, d_ld):
+    """(lines, bytes per line) of a region pair: one line when both sides' rows are contiguous."""
+    whole = (cols == s_ld) & (cols == d_ld)
+    return tl.where(whole, 1, rows), tl.where(whole, rows * cols * 2, cols * 2)
+
+
+@triton.jit
+def _geometry(n_lines, line_bytes, unit, nth):
+    """How a region's lines fill stages of ``unit`` bytes: piece width, pieces per line, lines per
+    stage (one thread each), and the region's stage loads."""
+    w = tl.maximum(tl.minimum(line_bytes, unit), 16).to(tl.int32)
+    nc = tl.cdiv(line_bytes, w).to(tl.int32)
+    k = tl.minimum(unit // w, nth)
+    return w, nc, k, (tl.cdiv(n_lines, k) * nc).to(tl.int32)
+
+
+@triton.jit
+def _piece(j, u0, ns, sm, tid, n_lines, line_bytes, w, nc, k, stage_bytes):
+    """Stage load ``j`` of a region (the block's ``u0 + j``-th): its stage, the mbarrier phase's
+    parity, mbarrier and stage addresses, this thread's line and whether it has one, the stage's
+    lines, bytes per line piece, and the piece's index in its line."""
+    u = u0 + j
+    s = u % ns
+    lb = j // nc
+    c = j % nc
+    nl = tl.minimum(k, n_lines - lb * k).to(tl.int32)
+    nb = tl.minimum(w, line_bytes - c.to(tl.int64) * w).to(tl.int32)
+    return s, (u // ns) & 1, sm + 8 * s, sm + DATA0 + s * stage_bytes, lb * k + tid, tid < nl, nl, nb, c
+
+
+@triton.jit
+def _fill(j, u0, ns, sm, tid, src, s_stride, n_lines, line_bytes, w, nc, k, aux, a0, MODE: tl.constexpr,
+          SB: tl.constexpr):
+    """Issue stage load ``j``: each of the stage's lines by its own thread, thread 0 arriving with the
+    stage's byte count."""
+    s, parity, bar, stage, line, ok, nl, nb, c = _piece(j, u0, ns, sm, tid, n_lines, line_bytes, w, nc, k, SB)
+    _mbar_expect(bar, nl * nb, tid == 0)
+    row = line.to(tl.int64)
+    if MODE == GATHER:
+        row = tl.load(aux + (a0 + line) * CW + A_ROW, mask=ok, other=0)
+    _load(stage + tid * w, src + row * s_stride + c * w, nb, bar, ok)
+
+
+@triton.jit
+def _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, aux, a0, u0, ns, sm, tid, nth, ctx, MODE: tl.constexpr,
+          SB: tl.constexpr):
+    """Move one region pair through the ring: ``ns`` stage loads in flight; each stage, once landed,
+    is stored by the threads that loaded it, and refilled once its store has read it. One block
+    barrier per stage: a thread with no piece in a stage could otherwise fall two mbarrier phases
+    behind and wait for a phase that never comes. Returns the block's stage loads so far (the
+    mbarrier phases continue from there)."""
+    w, nc, k, n = _geometry(n_lines, line_bytes, SB, nth)
+    for j in range(tl.minimum(ns, n)):
+        _fill(j, u0, ns, sm, tid, src, s_stride, n_lines, line_bytes, w, nc, k, aux, a0, MODE, SB)
+    for j in range(n):
+        if (j >= 1) & (j - 1 + ns < n):  # refill the previous stage with its next load
+            _wait_read()  # this thread's store of it has read it
+            _bar_sync()  # so has every thread's, and every thread has waited for its phase (none falls behind)
+            _fill(j - 1 + ns, u0, ns, sm, tid, src, s_stride, n_lines, line_bytes, w, nc, k, aux, a0, MODE, SB)
+        s, parity, bar, stage, line, ok, nl, nb, c = _piece(j, u0, ns, sm, tid, n_lines, line_bytes, w, nc, k, SB)
+        _wait_stage(bar, parity, s, *ctx)
+        _store(dst + line.to(tl.int64) * d_stride + c * w, stage + tid * w, nb, ok, MODE)
+        _commit()
+    _wait_read()
+    _bar_sync()  # the next region's pieces have other widths: every store has read its stage first
+    return u0 + n
+
+
+@triton.jit
+def _copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
+    """writes[i] = reads[i], pairwise (peer loads or stores where a region is another rank's)."""
+    ns = _stages(SB)
+    _short(ns, SB, err32, err64, rank, role, task, epoch)
+    if ns > 0:
+        sm, tid, nth, start = _open(ns)
+        ctx = (start, timeout_ns, err32, err64, rank, role, task, epoch)
+        u = 0
+        for p in range(nreads):
+            src, s_stride, rows, cols, s_ld = _where(regions, bases, r0 + p)
+            dst, d_stride, _r, _c, d_ld = _where(regions, bases, r0 + nreads + p)
+            n_lines, line_bytes = _lines(rows, cols, s_ld, d_ld)
+            u = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, regions, 0, u, ns, sm, tid, nth, ctx, COPY,
+                      SB)
+        _close(sm, ns, tid)
+
+
+@triton.jit
+def _accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
+    """writes[0] += reads[0] + ... + reads[n-1], each added in bf16 at the destination
+    (``cp.reduce.async.bulk .add``: the memory that holds writes[0] does the adds, atomically per
+    element, so several ranks may add into one owner's tile at once). For accumulate-into-owner
+    steps; one bf16 rounding per add, where :func:`_reduce` rounds once."""
+    ns = _stages(SB)
+    _short(ns, SB, err32, err64, rank, role, task, epoch)
+    if ns > 0:
+        sm, tid, nth, start = _open(ns)
+        ctx = (start, timeout_ns, err32, err64, rank, role, task, epoch)
+        dst, d_stride, _r, _c, d_ld = _where(regions, bases, r0 + nreads)
+        u = 0
+        for p in range(nreads):
+            src, s_stride, rows, cols, s_ld = _where(regions, bases, r0 + p)
+            n_lines, line_bytes = _lines(rows, cols, s_ld, d_ld)
+            u = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, regions, 0, u, ns, sm, tid, nth, ctx, ADD, SB)
+        _close(sm, ns, tid)
+
+
+@triton.jit
+def _gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
+    """Row i of writes[0] = row aux[a0 + i] of reads[0]: one line per row."""
+    ns = _stages(SB)
+    _short(ns, SB, err32, err64, rank, role, task, epoch)
+    if ns > 0:
+        sm, tid, nth, start = _open(ns)
+        ctx = (start, timeout_ns, err32, err64, rank, role, task, epoch)
+        src, s_stride, _r, _c, _l = _where(regions, bases, r0)
+        dst, d_stride, _r2, cols, _l2 = _where(regions, bases, r0 + 1)
+        _pipe(src, s_stride, dst, d_stride, a1 - a0, cols * 2, aux, a0, 0, ns, sm, tid, nth, ctx, GATHER, SB)
+        _close(sm, ns, tid)
+
+
+@triton.jit
+def _lds(addr):
+    """Sixteen bytes of shared memory per element of ``addr``, as four 32-bit words."""
+    return tl.inline_asm_elementwise("ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r", [addr.to(tl.int32)],
+                                     dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=False, pack=1)
+
+
+@triton.jit
+def _stg(addr, w0, w1, w2, w3, ok):
+    _do("{ .reg .pred p; setp.ne.s32 p, $6, 0; @p st.global.v4.b32 [$1], {$2, $3, $4, $5}; mov.u32 $0, 0; }",
+        "=r,l,r,r,r,r,r", [addr.to(tl.int64), w0, w1, w2, w3, ok.to(tl.int32)])
+
+
+@triton.jit
+def _lo(word):
+    """The fp32 value of a word's low bf16 (exact: bf16 is fp32's top half)."""
+    return (word << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _hi(word):
+    return (word & -65536).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _pack(hi, lo):
+    """Two fp32 values rounded (to nearest even, as ``.to(tl.bfloat16)``) into one bf16 pair."""
+    return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo], dtype=tl.int32,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
+def _fill_sources(j, ns, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, nc, k, RB: tl.constexpr):
+    """Issue stage load ``j`` of a reduce: the same piece of every source, source p at p x RB."""
+    s, parity, bar, stage, line, ok, nl, nb, c = _piece(j, 0, ns, sm, tid, n_lines, line_bytes, w, nc, k, nreads * RB)
+    _mbar_expect(bar, nreads.to(tl.int32) * nl * nb, tid == 0)
+    for p in range(nreads):
+        src, s_stride, _r, _c, _l = _where(regions, bases, r0 + p)
+        _load(stage + p * RB + tid * w, src + line.to(tl.int64) * s_stride + c * w, nb, bar, ok)
+
+
+@triton.jit
+def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB: tl.constexpr):
+    """writes[0] = sum(reads), summed in fp32 and rounded once, in the register path's order (so the
+    two paths agree bit for bit). Every source's piece of a stage lands through bulk loads (the
+    ring holds ``ns`` stages of nreads x RB bytes); the block then sums it from shared memory, 16
+    bytes per element, and stores the bf16 result with 16-byte stores. RB // 16 must be at least the
+    block's threads (else elements are replicated across warps and stored twice)."""
+    ns = _stages(nreads * RB)
+    _short(ns, nreads * RB, err32, err64, rank, role, task, epoch)
+    if ns > 0:
+        sm, tid, nth, start = _open(ns)
+        dst, d_stride, rows, cols, d_ld = _where(regions, bases, r0 + nreads)
+        whole = cols == d_ld
+        for p in range(nreads):
+            whole = whole & (tl.load(regions + (r0 + p) * RW + R_LD) == cols)
+        n_lines = tl.where(whole, 1, rows)
+        line_bytes = tl.where(whole, rows * cols * 2, cols * 2)
+        w, nc, k, n = _geometry(n_lines, line_bytes, RB, nth)
+        for j in range(tl.minimum(ns, n)):
+            _fill_sources(j, ns, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, nc, k, RB)
+        e = tl.arange(0, RB // 16)  # one 16-byte chunk (8 bf16) of the stage's piece per element
+        in_line = e // (w // 16)
+        off = (e % (w // 16)) * 16
+        for j in range(n):
+            s, parity, bar, stage, line, ok, nl, nb, c = _piece(j, 0, ns, sm, tid, n_lines, line_bytes, w, nc, k,
+                                                               nreads * RB)
+            _wait_stage(bar, parity, s, start, timeout_ns, err32, err64, rank, role, task, epoch)
+            a0 = tl.zeros([RB // 16], tl.float32)
+            a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
+            for p in range(nreads):
+                x0, x1, x2, x3 = _lds(stage + p * RB + e * 16)
+                a0 += _lo(x0)
+                a1 += _hi(x0)
+                a2 += _lo(x1)
+                a3 += _hi(x1)
+                a4 += _lo(x2)
+                a5 += _hi(x2)
+                a6 += _lo(x3)
+                a7 += _hi(x3)
+            at = dst + ((j // nc) * k + in_line).to(tl.int64) * d_stride + c * w + off
+            _stg(at, _pack(a1, a0), _pack(a3, a2), _pack(a5, a4), _pack(a7, a6), (in_line < nl) & (off < nb))
+            _bar_sync()  # every thread has read the stage: it may be refilled
+            if j + ns < n:
+                _fill_sources(j + ns, ns, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, nc, k, RB)
+        _close(sm, ns, tid)
