@@ -19,10 +19,14 @@ of 16): region rows (lines) are copied as they are, no descriptor, no scratch, n
 Which lines: a region is ``rows`` lines of ``cols`` x 2 bytes at its buffer's row stride, or one
 line when its rows are contiguous (``cols == ld`` on both sides). A line is cut into pieces of at
 most one stage; a stage holds ``k`` pieces of one width ``W``, piece ``t`` loaded and stored by
-thread ``t`` (the bulk copies of a stage are issued in parallel, one per thread), thread 0 arriving
-on the stage's mbarrier with the stage's byte count. A copy's store is a bulk copy out of the same
-stage; a reduce sums the stage's sources from shared memory in fp32 (registers hold one 16-byte
-chunk per source, not the bytes in flight).
+thread ``t``, thread 0 arriving on the stage's mbarrier with the stage's byte count. Copies,
+gathers and reduce-adds run in warp 0 alone (up to 32 bulk copies per stage, issued in parallel;
+the other warps wait at the step's closing barrier), so the loop's scalar work is done once, not
+once per warp. A reduce sums each stage's sources from shared memory in fp32 with the whole block
+(registers hold one 16-byte chunk per source, not the bytes in flight).
+
+Cost per step: two block barriers, ``ns`` mbarrier inits and invalidations, and the drain: the last
+stores must be complete before the caller's signal (``cp.async.bulk.wait_group 0``).
 
 Shared memory: the steps use the block's whole dynamic shared memory, ``global_smem[0 :
 %dynamic_smem_size)`` (mbarriers in the first ``DATA0`` bytes, then the stages), and size their ring
@@ -30,7 +34,8 @@ to it at run time, so a kernel with more shared memory gets more stages. This ov
 allocation: correct because no Triton shared buffer is live across a step (in ``fused._task`` each
 buffer lives inside one op's code: the GEMM's pipeline, a reduction's scratch), and every step
 starts and ends with a block barrier. The kernel must use some Triton shared memory, or PTX has no
-``global_smem``; every step does (its block-uniform start time, :func:`sync._clock_uniform`).
+``global_smem`` (ptxas: "Unknown symbol 'global_smem'"): every fused kernel does (its GEMM or
+attention tiles, :func:`sync._block_max`); others call :func:`_declare_smem`.
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ import triton
 import triton.language as tl
 
 from .layout import COMMAND_WIDTH, REGION_WIDTH, Command, Region
-from .sync import ERR_TIMEOUT, _bar_sync, _clock, _clock_uniform, _record
+from .sync import ERR_TIMEOUT, _bar_sync, _clock, _record
 
 C = tl.constexpr
 RW, CW = C(REGION_WIDTH), C(COMMAND_WIDTH)
@@ -78,6 +83,14 @@ def _nthreads():
 def _smem():
     """The shared-window address of the block's dynamic shared memory."""
     return _reg("mov.u32 $0, global_smem;")
+
+
+@triton.jit
+def _declare_smem(out, never):
+    """For a kernel that uses no Triton shared memory of its own: a block reduction under a branch
+    that is never taken (``never`` false at run time), so that Triton declares ``global_smem``."""
+    if never:
+        tl.store(out, tl.max(tl.zeros([1024], tl.int64) + tl.program_id(0), 0))
 
 
 @triton.jit
@@ -160,26 +173,35 @@ def _fence_async():
 
 
 @triton.jit
-def _open(ns):
-    """Start a step: the block is done with Triton's own shared memory, ``ns`` mbarriers are fresh.
-    Returns (shared base, thread, threads, deadline start)."""
-    start = _clock_uniform()
-    _bar_sync()
-    sm = _smem()
-    tid = _tid()
-    for s in range(ns):
-        _mbar_init(sm + 8 * s, tid == 0)
-    _fence_async()
-    _bar_sync()
-    return sm, tid, _nthreads(), start
+def _warp_sync():
+    _do("bar.warp.sync -1; mov.u32 $0, 0;", "=r", [])
 
 
 @triton.jit
-def _close(sm, ns, tid):
-    """End a step: this thread's bulk stores are written, then the mbarriers are gone and the block
+def _open(ns, tid, WARP: tl.constexpr):
+    """Start a step: every warp is done with Triton's shared memory (block barrier), then thread 0
+    makes ``ns`` fresh mbarriers, visible to the threads that use them (warp 0 or the block)."""
+    _bar_sync()
+    sm = _smem()
+    for s in range(ns):
+        _mbar_init(sm + 8 * s, tid == 0)
+    _fence_async()
+    if WARP:
+        _warp_sync()
+    else:
+        _bar_sync()
+    return sm
+
+
+@triton.jit
+def _close(sm, ns, tid, WARP: tl.constexpr):
+    """End a step: this thread's bulk stores are written, the mbarriers are gone, and the block
     leaves together (Triton may reuse the memory right after)."""
     _wait_written()
-    _bar_sync()
+    if WARP:
+        _warp_sync()
+    else:
+        _bar_sync()
     for s in range(ns):
         _mbar_inval(sm + 8 * s, tid == 0)
     _bar_sync()
@@ -237,55 +259,65 @@ def _geometry(n_lines, line_bytes, unit, nth):
 
 
 @triton.jit
-def _piece(j, u0, ns, sm, tid, n_lines, line_bytes, w, nc, k, stage_bytes):
-    """Stage load ``j`` of a region (the block's ``u0 + j``-th): its stage, the mbarrier phase's
-    parity, mbarrier and stage addresses, this thread's line and whether it has one, the stage's
-    lines, bytes per line piece, and the piece's index in its line."""
-    u = u0 + j
-    s = u % ns
-    lb = j // nc
-    c = j % nc
+def _next(s, ph, lb, c, ns, nc):
+    """The stage load after (stage s, phase parity ph, line block lb, piece c): the ring and the
+    region are walked in order, so no division is needed in the loop."""
+    c1 = c + 1
+    s1 = s + 1
+    return tl.where(s1 == ns, 0, s1), tl.where(s1 == ns, ph ^ 1, ph), tl.where(c1 == nc, lb + 1, lb), \
+        tl.where(c1 == nc, 0, c1)
+
+
+@triton.jit
+def _piece(lb, c, tid, n_lines, line_bytes, w, k):
+    """A stage load's lines (this thread's line, whether it has one, the stage's lines) and bytes
+    per line piece."""
     nl = tl.minimum(k, n_lines - lb * k).to(tl.int32)
     nb = tl.minimum(w, line_bytes - c.to(tl.int64) * w).to(tl.int32)
-    return s, (u // ns) & 1, sm + 8 * s, sm + DATA0 + s * stage_bytes, lb * k + tid, tid < nl, nl, nb, c
+    return (lb * k + tid).to(tl.int64), tid < nl, nl, nb
 
 
 @triton.jit
-def _fill(j, u0, ns, sm, tid, src, s_stride, n_lines, line_bytes, w, nc, k, aux, a0, MODE: tl.constexpr,
+def _fill(s, lb, c, sm, tid, src, s_stride, n_lines, line_bytes, w, k, aux, a0, MODE: tl.constexpr,
           SB: tl.constexpr):
-    """Issue stage load ``j``: each of the stage's lines by its own thread, thread 0 arriving with the
-    stage's byte count."""
-    s, parity, bar, stage, line, ok, nl, nb, c = _piece(j, u0, ns, sm, tid, n_lines, line_bytes, w, nc, k, SB)
+    """Issue a stage load: each of its lines by its own thread, thread 0 arriving with the bytes."""
+    line, ok, nl, nb = _piece(lb, c, tid, n_lines, line_bytes, w, k)
+    bar = sm + 8 * s
     _mbar_expect(bar, nl * nb, tid == 0)
-    row = line.to(tl.int64)
+    row = line
     if MODE == GATHER:
         row = tl.load(aux + (a0 + line) * CW + A_ROW, mask=ok, other=0)
-    _load(stage + tid * w, src + row * s_stride + c * w, nb, bar, ok)
+    _load(sm + DATA0 + s * SB + tid * w, src + row * s_stride + c * w, nb, bar, ok)
 
 
 @triton.jit
-def _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, aux, a0, u0, ns, sm, tid, nth, ctx, MODE: tl.constexpr,
+def _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, aux, a0, s0, ph0, ns, sm, tid, ctx, MODE: tl.constexpr,
           SB: tl.constexpr):
-    """Move one region pair through the ring: ``ns`` stage loads in flight; each stage, once landed,
-    is stored by the threads that loaded it, and refilled once its store has read it. One block
-    barrier per stage: a thread with no piece in a stage could otherwise fall two mbarrier phases
-    behind and wait for a phase that never comes. Returns the block's stage loads so far (the
-    mbarrier phases continue from there)."""
-    w, nc, k, n = _geometry(n_lines, line_bytes, SB, nth)
+    """Move one region pair through the ring, in warp 0: ``ns`` stage loads in flight; each stage,
+    once landed, is stored by the threads that loaded it and refilled once its stores have read it.
+    One warp barrier per stage: a thread with no piece in a stage could otherwise fall two mbarrier
+    phases behind and wait for a phase that never comes. Returns the ring position after it (the
+    next region's stage and phase parity)."""
+    w, nc, k, n = _geometry(n_lines, line_bytes, SB, 32)
+    fs, fph, flb, fc = s0, ph0, 0, 0  # the next stage load
     for j in range(tl.minimum(ns, n)):
-        _fill(j, u0, ns, sm, tid, src, s_stride, n_lines, line_bytes, w, nc, k, aux, a0, MODE, SB)
+        _fill(fs, flb, fc, sm, tid, src, s_stride, n_lines, line_bytes, w, k, aux, a0, MODE, SB)
+        fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
+    s, ph, lb, c = s0, ph0, 0, 0  # the next stage store
     for j in range(n):
         if (j >= 1) & (j - 1 + ns < n):  # refill the previous stage with its next load
             _wait_read()  # this thread's store of it has read it
-            _bar_sync()  # so has every thread's, and every thread has waited for its phase (none falls behind)
-            _fill(j - 1 + ns, u0, ns, sm, tid, src, s_stride, n_lines, line_bytes, w, nc, k, aux, a0, MODE, SB)
-        s, parity, bar, stage, line, ok, nl, nb, c = _piece(j, u0, ns, sm, tid, n_lines, line_bytes, w, nc, k, SB)
-        _wait_stage(bar, parity, s, *ctx)
-        _store(dst + line.to(tl.int64) * d_stride + c * w, stage + tid * w, nb, ok, MODE)
+            _warp_sync()  # so has every thread's, and every thread has waited for its phase
+            _fill(fs, flb, fc, sm, tid, src, s_stride, n_lines, line_bytes, w, k, aux, a0, MODE, SB)
+            fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
+        line, ok, nl, nb = _piece(lb, c, tid, n_lines, line_bytes, w, k)
+        _wait_stage(sm + 8 * s, ph, s, *ctx)
+        _store(dst + line * d_stride + c * w, sm + DATA0 + s * SB + tid * w, nb, ok, MODE)
         _commit()
+        s, ph, lb, c = _next(s, ph, lb, c, ns, nc)
     _wait_read()
-    _bar_sync()  # the next region's pieces have other widths: every store has read its stage first
-    return u0 + n
+    _warp_sync()  # the next region's pieces have other widths: every store has read its stage first
+    return s, ph
 
 
 @triton.jit
@@ -294,16 +326,20 @@ def _copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task
     ns = _stages(SB)
     _short(ns, SB, err32, err64, rank, role, task, epoch)
     if ns > 0:
-        sm, tid, nth, start = _open(ns)
-        ctx = (start, timeout_ns, err32, err64, rank, role, task, epoch)
-        u = 0
-        for p in range(nreads):
-            src, s_stride, rows, cols, s_ld = _where(regions, bases, r0 + p)
-            dst, d_stride, _r, _c, d_ld = _where(regions, bases, r0 + nreads + p)
-            n_lines, line_bytes = _lines(rows, cols, s_ld, d_ld)
-            u = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, regions, 0, u, ns, sm, tid, nth, ctx, COPY,
-                      SB)
-        _close(sm, ns, tid)
+        tid = _tid()
+        sm = _open(ns, tid, True)
+        if tid < 32:  # warp 0 moves the data; the other warps wait at the closing barrier
+            ctx = (_clock(), timeout_ns, err32, err64, rank, role, task, epoch)
+            s, ph = tid - tid, tid - tid
+            for p in range(nreads):
+                src, s_stride, rows, cols, s_ld = _where(regions, bases, r0 + p)
+                dst, d_stride, _r, _c, d_ld = _where(regions, bases, r0 + nreads + p)
+                n_lines, line_bytes = _lines(rows, cols, s_ld, d_ld)
+                s, ph = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, regions, 0, s, ph, ns, sm, tid, ctx,
+                              COPY, SB)
+            _close(sm, ns, tid, True)
+        else:
+            _bar_sync()
 
 
 @triton.jit
@@ -315,15 +351,20 @@ def _accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role
     ns = _stages(SB)
     _short(ns, SB, err32, err64, rank, role, task, epoch)
     if ns > 0:
-        sm, tid, nth, start = _open(ns)
-        ctx = (start, timeout_ns, err32, err64, rank, role, task, epoch)
-        dst, d_stride, _r, _c, d_ld = _where(regions, bases, r0 + nreads)
-        u = 0
-        for p in range(nreads):
-            src, s_stride, rows, cols, s_ld = _where(regions, bases, r0 + p)
-            n_lines, line_bytes = _lines(rows, cols, s_ld, d_ld)
-            u = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, regions, 0, u, ns, sm, tid, nth, ctx, ADD, SB)
-        _close(sm, ns, tid)
+        tid = _tid()
+        sm = _open(ns, tid, True)
+        if tid < 32:
+            ctx = (_clock(), timeout_ns, err32, err64, rank, role, task, epoch)
+            dst, d_stride, _r, _c, d_ld = _where(regions, bases, r0 + nreads)
+            s, ph = tid - tid, tid - tid
+            for p in range(nreads):
+                src, s_stride, rows, cols, s_ld = _where(regions, bases, r0 + p)
+                n_lines, line_bytes = _lines(rows, cols, s_ld, d_ld)
+                s, ph = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, regions, 0, s, ph, ns, sm, tid, ctx,
+                              ADD, SB)
+            _close(sm, ns, tid, True)
+        else:
+            _bar_sync()
 
 
 @triton.jit
@@ -332,12 +373,17 @@ def _gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, rol
     ns = _stages(SB)
     _short(ns, SB, err32, err64, rank, role, task, epoch)
     if ns > 0:
-        sm, tid, nth, start = _open(ns)
-        ctx = (start, timeout_ns, err32, err64, rank, role, task, epoch)
-        src, s_stride, _r, _c, _l = _where(regions, bases, r0)
-        dst, d_stride, _r2, cols, _l2 = _where(regions, bases, r0 + 1)
-        _pipe(src, s_stride, dst, d_stride, a1 - a0, cols * 2, aux, a0, 0, ns, sm, tid, nth, ctx, GATHER, SB)
-        _close(sm, ns, tid)
+        tid = _tid()
+        sm = _open(ns, tid, True)
+        if tid < 32:
+            ctx = (_clock(), timeout_ns, err32, err64, rank, role, task, epoch)
+            src, s_stride, _r, _c, _l = _where(regions, bases, r0)
+            dst, d_stride, _r2, cols, _l2 = _where(regions, bases, r0 + 1)
+            _pipe(src, s_stride, dst, d_stride, a1 - a0, cols * 2, aux, a0, tid - tid, tid - tid, ns, sm, tid, ctx,
+                  GATHER, SB)
+            _close(sm, ns, tid, True)
+        else:
+            _bar_sync()
 
 
 @triton.jit
@@ -372,42 +418,50 @@ def _pack(hi, lo):
 
 
 @triton.jit
-def _fill_sources(j, ns, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, nc, k, RB: tl.constexpr):
-    """Issue stage load ``j`` of a reduce: the same piece of every source, source p at p x RB."""
-    s, parity, bar, stage, line, ok, nl, nb, c = _piece(j, 0, ns, sm, tid, n_lines, line_bytes, w, nc, k, nreads * RB)
+def _fill_sources(s, lb, c, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB: tl.constexpr):
+    """Issue a reduce's stage load: the same piece of every source, source p at p x RB."""
+    line, ok, nl, nb = _piece(lb, c, tid, n_lines, line_bytes, w, k)
+    bar = sm + 8 * s
+    stage = sm + DATA0 + s * (nreads * RB).to(tl.int32)
     _mbar_expect(bar, nreads.to(tl.int32) * nl * nb, tid == 0)
     for p in range(nreads):
         src, s_stride, _r, _c, _l = _where(regions, bases, r0 + p)
-        _load(stage + p * RB + tid * w, src + line.to(tl.int64) * s_stride + c * w, nb, bar, ok)
+        _load(stage + p * RB + tid * w, src + line * s_stride + c * w, nb, bar, ok)
 
 
 @triton.jit
 def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB: tl.constexpr):
     """writes[0] = sum(reads), summed in fp32 and rounded once, in the register path's order (so the
     two paths agree bit for bit). Every source's piece of a stage lands through bulk loads (the
-    ring holds ``ns`` stages of nreads x RB bytes); the block then sums it from shared memory, 16
-    bytes per element, and stores the bf16 result with 16-byte stores. RB // 16 must be at least the
-    block's threads (else elements are replicated across warps and stored twice)."""
+    ring holds ``ns`` stages of nreads x RB bytes); the whole block then sums it from shared
+    memory, 16 bytes per element, and stores the bf16 result with 16-byte stores. RB // 16 must be
+    at least the block's threads (else elements are replicated across warps and stored twice)."""
     ns = _stages(nreads * RB)
     _short(ns, nreads * RB, err32, err64, rank, role, task, epoch)
     if ns > 0:
-        sm, tid, nth, start = _open(ns)
+        tid = _tid()
+        sm = _open(ns, tid, False)
+        start = _clock()
         dst, d_stride, rows, cols, d_ld = _where(regions, bases, r0 + nreads)
         whole = cols == d_ld
         for p in range(nreads):
             whole = whole & (tl.load(regions + (r0 + p) * RW + R_LD) == cols)
         n_lines = tl.where(whole, 1, rows)
         line_bytes = tl.where(whole, rows * cols * 2, cols * 2)
-        w, nc, k, n = _geometry(n_lines, line_bytes, RB, nth)
+        w, nc, k, n = _geometry(n_lines, line_bytes, RB, _nthreads())
+        stage_bytes = (nreads * RB).to(tl.int32)
+        fs, fph, flb, fc = tid - tid, tid - tid, 0, 0  # the next stage load
         for j in range(tl.minimum(ns, n)):
-            _fill_sources(j, ns, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, nc, k, RB)
+            _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
+            fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
         e = tl.arange(0, RB // 16)  # one 16-byte chunk (8 bf16) of the stage's piece per element
         in_line = e // (w // 16)
         off = (e % (w // 16)) * 16
+        s, ph, lb, c = tid - tid, tid - tid, 0, 0  # the next stage to sum
         for j in range(n):
-            s, parity, bar, stage, line, ok, nl, nb, c = _piece(j, 0, ns, sm, tid, n_lines, line_bytes, w, nc, k,
-                                                               nreads * RB)
-            _wait_stage(bar, parity, s, start, timeout_ns, err32, err64, rank, role, task, epoch)
+            _line, _ok, nl, nb = _piece(lb, c, tid, n_lines, line_bytes, w, k)
+            _wait_stage(sm + 8 * s, ph, s, start, timeout_ns, err32, err64, rank, role, task, epoch)
+            stage = sm + DATA0 + s * stage_bytes
             a0 = tl.zeros([RB // 16], tl.float32)
             a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
             for p in range(nreads):
@@ -420,9 +474,11 @@ def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, ta
                 a5 += _hi(x2)
                 a6 += _lo(x3)
                 a7 += _hi(x3)
-            at = dst + ((j // nc) * k + in_line).to(tl.int64) * d_stride + c * w + off
+            at = dst + (lb * k + in_line).to(tl.int64) * d_stride + c * w + off
             _stg(at, _pack(a1, a0), _pack(a3, a2), _pack(a5, a4), _pack(a7, a6), (in_line < nl) & (off < nb))
-            _bar_sync()  # every thread has read the stage: it may be refilled
+            _bar_sync()  # every thread has read the stage (and waited for its phase): it may be refilled
             if j + ns < n:
-                _fill_sources(j + ns, ns, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, nc, k, RB)
-        _close(sm, ns, tid)
+                _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
+                fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
+            s, ph, lb, c = _next(s, ph, lb, c, ns, nc)
+        _close(sm, ns, tid, False)

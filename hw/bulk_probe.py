@@ -71,6 +71,8 @@ def steps_kernel(tasks, regions, bases, aux, n_tasks, timeout_ns, err32, err64, 
                  PATH: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, SB: tl.constexpr, RB: tl.constexpr,
                  STAGES: tl.constexpr):
     pid = tl.program_id(0)
+    if PATH == BULK:
+        bulk._declare_smem(err64, n_tasks < 0)
     for i in range(pid, n_tasks, tl.num_programs(0)):
         row = tasks + i * TASK_COLS
         r0 = tl.load(row)

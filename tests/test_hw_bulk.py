@@ -58,8 +58,8 @@ def test_bulk_steps_compile_to_bulk_copies_for_sm90a(op):
 
 @pytest.mark.parametrize("op", sorted(EXPECT))
 def test_bulk_steps_use_no_triton_shared_memory_beside_their_ring(op):
-    """The ring overlays Triton's shared memory, so inside a step Triton must allocate none but the
-    block reduction of its opening (which is done before the step's first barrier)."""
+    """The ring overlays Triton's shared memory, so inside a step Triton must allocate none: the
+    probe's one block reduction is its ``_declare_smem`` (a branch never taken)."""
     k = compiled(op, "BULK")
     ttgir = k.asm["ttgir"]
     assert "ttg.local_alloc" not in ttgir and "ttg.convert_layout" not in ttgir
@@ -117,6 +117,39 @@ def test_tables_lay_out_regions_tasks_and_gather_rows_as_the_plan_does():
         tables([Task(((0, 2, 4, 3, 16),), ((1, 0, 0, 3, 16),))], [(8, 24), (8, 24)])
     with pytest.raises(ValueError, match=r"rows 6\+3, cols 0\+16\) is outside buffer 1 \(8 x 24\)"):
         tables([Task(((0, 0, 0, 3, 16),), ((1, 6, 0, 3, 16),))], [(8, 24), (8, 24)])
+
+
+def _overlay_kernel():
+    """A kernel whose blocks alternate a bulk copy with a Triton op that uses shared memory (a
+    wgmma tile: its operands go through shared memory at offsets the ring also uses)."""
+    import triton
+    import triton.language as tl
+
+    from mkernel.hw import bulk
+
+    @triton.jit
+    def overlay(tasks, regions, bases, n_tasks, a, b, c, timeout_ns, err32, err64):
+        rm = tl.arange(0, 64)
+        for i in range(tl.program_id(0), n_tasks, tl.num_programs(0)):
+            bulk._copy(regions, bases, tl.load(tasks + 4 * i), tl.load(tasks + 4 * i + 1), timeout_ns, err32, err64,
+                       0, 1, i, 1, 16384)
+            x = tl.load(a + i * 4096 + rm[:, None] * 64 + rm[None, :])
+            y = tl.load(b + i * 4096 + rm[:, None] * 64 + rm[None, :])
+            tl.store(c + i * 4096 + rm[:, None] * 64 + rm[None, :], tl.dot(x, y))
+
+    return overlay
+
+
+def test_a_kernel_mixing_bulk_steps_and_triton_shared_memory_compiles():
+    triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig = {"tasks": "*i64", "regions": "*i64", "bases": "*i64", "n_tasks": "i32", "a": "*bf16", "b": "*bf16",
+           "c": "*fp32", "timeout_ns": "i64", "err32": "*i32", "err64": "*i64"}
+    k = triton.compile(ASTSource(fn=_overlay_kernel(), signature=sig), target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": 8})
+    assert "wgmma.mma_async" in k.asm["ptx"] and BULK_LOAD in k.asm["ptx"] and k.metadata.shared >= 8192
 
 
 # -- on a GPU -----------------------------------------------------------------------------------
@@ -268,3 +301,37 @@ def test_too_little_shared_memory_is_an_error_not_a_hang():
     torch.cuda.synchronize()
     err = probe.error()
     assert err is not None and "waiting on 2 " in err and "(saw 8192, needed 17408)" in err, err
+
+
+@pytest.mark.gpu
+def test_bulk_steps_and_triton_shared_memory_take_turns_in_one_block():
+    """The ring overlays Triton's shared memory: each block copies, then multiplies through shared
+    memory, ten times over; both results must be exact (the product against torch's fp32 matmul
+    within fp32 accumulation error)."""
+    import numpy as np
+    import torch
+
+    from mkernel.hw.bulk_probe import Task, _raise_shared_limit, tables
+
+    n = 10
+    src, dst = _buffers(torch, [(n * 64, 520), (n * 64, 520)], seed=7)
+    dst.fill_(float("nan"))
+    a, b = (torch.randn(n, 64, 64, device="cuda").bfloat16() for _ in range(2))
+    c = torch.full((n, 64, 64), float("nan"), device="cuda")
+    t, r, _ = tables([Task(((0, 64 * i, 0, 64, 520),), ((1, 64 * i, 0, 64, 520),)) for i in range(n)],
+                     [tuple(src.shape), tuple(dst.shape)])
+    tasks, regions = torch.from_numpy(t).cuda(), torch.from_numpy(r).cuda()
+    bases = torch.tensor([src.data_ptr(), dst.data_ptr()], dtype=torch.int64, device="cuda")
+    err = torch.zeros(8, dtype=torch.int64, device="cuda")
+    args = (tasks, regions, bases, n, a, b, c, 5 * 10**9, err.view(torch.int32), err)
+    k = _overlay_kernel().warmup(*args, grid=(3,), num_warps=8)
+    k._init_handles()
+    shared = max(k.metadata.shared, 100 * 1024)
+    _raise_shared_limit(k.function, shared)
+    k.run(3, 1, 1, torch.cuda.current_stream().cuda_stream, k.function, (8, 1, shared), None, None, None,
+          *[v.data_ptr() if hasattr(v, "data_ptr") else v for v in args])
+    torch.cuda.synchronize()
+    assert int(err[0]) == 0
+    assert torch.equal(dst, src)
+    assert torch.allclose(c, a.float() @ b.float(), rtol=1e-3, atol=1e-3)
+    assert np.isfinite(c.cpu().numpy()).all()
