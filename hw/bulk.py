@@ -207,6 +207,11 @@ def _close(sm, ns, tid, WARP: tl.constexpr):
     _bar_sync()
 
 
+def stages(smem: int, stage_bytes: int) -> int:
+    """Host side of :func:`_stages`: the ring's stages in ``smem`` bytes of dynamic shared memory."""
+    return min((smem - int(DATA0)) // stage_bytes, int(MAX_STAGES))
+
+
 @triton.jit
 def _stages(stage_bytes):
     """Stages that fit the block's dynamic shared memory (0: not even one)."""
@@ -222,11 +227,17 @@ def _short(ns, need, err32, err64, rank, role, task, epoch):
 
 @triton.jit
 def _wait_stage(bar, parity, s, start, timeout_ns, err32, err64, rank, role, task, epoch):
-    """Wait (bounded by the step's deadline) for stage ``s``'s bytes; no barrier inside, so each
-    thread leaves on its own."""
+    """Wait for stage ``s``'s bytes, bounded by the step's deadline and abandoned once any block
+    has recorded an error (so a failed call ends after one timeout, not one per stage). No barrier
+    inside: each thread leaves on its own."""
     done = _mbar_done(bar, parity)
+    it = 0
     while (done == 0) & (_clock() - start < timeout_ns):
-        done = _mbar_done(bar, parity)
+        done = _mbar_done(bar, parity)  # try_wait suspends the thread for a while before it says no
+        it += 1
+        if (it % 64) == 0:
+            if tl.load(err32, volatile=True) != 0:
+                start = start - timeout_ns  # give up
     if done == 0:
         _record(err32, err64, ERR_TIMEOUT, rank, role, WHAT_STAGE, s, epoch, parity, parity ^ 1, task)
 
@@ -432,10 +443,11 @@ def _fill_sources(s, lb, c, sm, tid, regions, bases, r0, nreads, n_lines, line_b
 @triton.jit
 def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB: tl.constexpr):
     """writes[0] = sum(reads), summed in fp32 and rounded once, in the register path's order (so the
-    two paths agree bit for bit). Every source's piece of a stage lands through bulk loads (the
-    ring holds ``ns`` stages of nreads x RB bytes); the whole block then sums it from shared
-    memory, 16 bytes per element, and stores the bf16 result with 16-byte stores. RB // 16 must be
-    at least the block's threads (else elements are replicated across warps and stored twice)."""
+    two paths agree bit for bit). Every source's piece of a stage lands through bulk loads issued
+    by warp 0 (the ring holds ``ns`` stages of nreads x RB bytes); the whole block then sums it
+    from shared memory, 16 bytes per element, and stores the bf16 result with 16-byte stores.
+    RB // 16 must be at least the block's threads (else elements are replicated across warps and
+    stored twice)."""
     ns = _stages(nreads * RB)
     _short(ns, nreads * RB, err32, err64, rank, role, task, epoch)
     if ns > 0:
@@ -448,11 +460,12 @@ def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, ta
             whole = whole & (tl.load(regions + (r0 + p) * RW + R_LD) == cols)
         n_lines = tl.where(whole, 1, rows)
         line_bytes = tl.where(whole, rows * cols * 2, cols * 2)
-        w, nc, k, n = _geometry(n_lines, line_bytes, RB, _nthreads())
+        w, nc, k, n = _geometry(n_lines, line_bytes, RB, 32)  # warp 0 issues the loads
         stage_bytes = (nreads * RB).to(tl.int32)
         fs, fph, flb, fc = tid - tid, tid - tid, 0, 0  # the next stage load
         for j in range(tl.minimum(ns, n)):
-            _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
+            if tid < 32:
+                _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
             fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
         e = tl.arange(0, RB // 16)  # one 16-byte chunk (8 bf16) of the stage's piece per element
         in_line = e // (w // 16)
@@ -478,7 +491,8 @@ def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, ta
             _stg(at, _pack(a1, a0), _pack(a3, a2), _pack(a5, a4), _pack(a7, a6), (in_line < nl) & (off < nb))
             _bar_sync()  # every thread has read the stage (and waited for its phase): it may be refilled
             if j + ns < n:
-                _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
+                if tid < 32:
+                    _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
                 fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
             s, ph, lb, c = _next(s, ph, lb, c, ns, nc)
         _close(sm, ns, tid, False)

@@ -131,18 +131,24 @@ def tables(tasks: list[Task], shapes: list[tuple[int, int]]) -> tuple[np.ndarray
 
 class Probe:
     """One op on one path over fixed tasks and buffers (bf16 CUDA tensors), on ``blocks`` SMs.
-    ``smem``: the bulk path's dynamic shared memory per block (its ring); the other paths get what
-    Triton allocated. Compiled on construction; each call launches once on the current stream."""
+    ``smem``: the bulk path's dynamic shared memory per block (its ring; refused when it holds no
+    stage, unless ``refuse_small_ring`` is off to test the device's own check); the other paths get
+    what Triton allocated. Compiled on construction; each call launches once on the current stream."""
 
     def __init__(self, op: Op, path: Path, tasks: list[Task], buffers: list, blocks: int, smem: int = DEFAULT_SMEM,
-                 timeout_s: float = 5.0, copy_rows: int = 64, stage_bytes: int = bulk.STAGE_BYTES,
-                 reduce_bytes: int = bulk.REDUCE_BYTES, tma_stages: int = 4):
+                 timeout_s: float = 2.0, copy_rows: int = 64, stage_bytes: int = bulk.STAGE_BYTES,
+                 reduce_bytes: int = bulk.REDUCE_BYTES, tma_stages: int = 4,
+                 refuse_small_ring: bool = True):
         import torch
 
         if path is Path.TMA and op is not Op.COPY or path is Path.REGISTER and op is Op.ACCUMULATE:
             raise ValueError(f"the {path.name.lower()} path has no {op.name.lower()} step")
         if not 0 < smem <= OPTIN_SMEM:
             raise ValueError(f"smem {smem}: a block has at most {OPTIN_SMEM} bytes of dynamic shared memory")
+        unit = reduce_bytes * max(len(t.reads) for t in tasks) if op is Op.REDUCE else stage_bytes
+        if path is Path.BULK and refuse_small_ring and bulk.stages(smem, unit) < 1:
+            raise ValueError(f"smem {smem}: the bulk ring holds no stage of {unit} bytes (and {int(bulk.DATA0)} "
+                             f"bytes of mbarriers)")
         dev = buffers[0].device
         t, r, a = tables(tasks, [tuple(b.shape) for b in buffers])
         self.tasks, self.regions = torch.from_numpy(t).to(dev), torch.from_numpy(r).to(dev)

@@ -295,8 +295,10 @@ def test_too_little_shared_memory_is_an_error_not_a_hang():
     from mkernel.hw import bulk_probe as bp
 
     bufs = _buffers(torch, [(64, 256), (64, 256)], seed=6)
-    probe = bp.Probe(bp.Op.COPY, bp.Path.BULK, [bp.Task(((0, 0, 0, 64, 256),), ((1, 0, 0, 64, 256),))], bufs, 1,
-                     smem=8 * 1024)
+    task = bp.Task(((0, 0, 0, 64, 256),), ((1, 0, 0, 64, 256),))
+    with pytest.raises(ValueError, match="the bulk ring holds no stage of 16384 bytes"):
+        bp.Probe(bp.Op.COPY, bp.Path.BULK, [task], bufs, 1, smem=8 * 1024)
+    probe = bp.Probe(bp.Op.COPY, bp.Path.BULK, [task], bufs, 1, smem=8 * 1024, refuse_small_ring=False)
     probe()
     torch.cuda.synchronize()
     err = probe.error()

@@ -209,18 +209,22 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
         buffers, tasks, moved, idx = build(case, torch, seed=ci)
         for path in case.paths:
             smem = 48 * KIB if path.endswith("@48K") else args.smem
-            probe = bp.Probe(bp.Op[case.op], bp.Path[path.split("@")[0].upper()], tasks, buffers, max(sms), smem=smem,
-                             stage_bytes=args.stage_bytes, reduce_bytes=args.reduce_bytes)
+            try:
+                probe = bp.Probe(bp.Op[case.op], bp.Path[path.split("@")[0].upper()], tasks, buffers, max(sms),
+                                 smem=smem, stage_bytes=args.stage_bytes, reduce_bytes=args.reduce_bytes)
+            except ValueError as e:  # a ring that holds no stage: not runnable, not a failure
+                print(f"{case.name:<13} {path:<9} skipped: {e}", flush=True)
+                continue
             for n in sms:
                 probe.blocks = n
                 ok, how = check(case, probe, buffers, idx, torch)
-                us = timed(lambda: probe(n), args.reps, torch) if ok else float("nan")
-                rate = moved / us / 1e3
+                us = timed(lambda: probe(n), args.reps, torch) if ok else None
+                rate = moved / us / 1e3 if ok else 0.0
                 failed += not ok
                 rows.append({"case": case.name, "path": path, "sms": n, "smem": smem if path != "register" else None,
                              "bytes": moved, "us": us, "gb_per_s": rate, "of_d2d": rate / base["baseline_gb_per_s"],
                              "ok": ok, "check": how})
-                print(f"{case.name:<13} {path:<9} {n:>3} SMs {us:>10.1f} us {rate:>8.1f} GB/s  {how}", flush=True)
+                print(f"{case.name:<13} {path:<9} {n:>3} SMs {us or 0:>10.1f} us {rate:>8.1f} GB/s  {how}", flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "commit": _commit(args.commit), "machine": props.name,
               "sms_on_gpu": props.multi_processor_count, "torch": torch.__version__, "triton": triton.__version__,
               "command": " ".join(sys.argv), "seconds": round(time.time() - t0, 1), "d2d": base, "results": rows,
@@ -232,14 +236,15 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
 
 
 def _goals(rows: list[dict]) -> dict:
-    """Each goal case's best path within GOAL_SMS SMs, as a share of D2D."""
+    """Per goal case and path: the best share of D2D within GOAL_SMS SMs, and at how many."""
     out = {}
     for case, goal in GOALS.items():
-        got = [r for r in rows if r["case"] == case and r["sms"] <= GOAL_SMS and r["ok"]]
-        if got:
-            best = max(got, key=lambda r: r["of_d2d"])
-            out[case] = {"goal": goal, "best": best["of_d2d"], "path": best["path"], "sms": best["sms"],
-                         "met": best["of_d2d"] >= goal}
+        for path in dict.fromkeys(r["path"] for r in rows if r["case"] == case):
+            got = [r for r in rows if (r["case"], r["path"]) == (case, path) and r["sms"] <= GOAL_SMS and r["ok"]]
+            if got:
+                best = max(got, key=lambda r: r["of_d2d"])
+                out.setdefault(case, {"goal": goal})[path] = {"of_d2d": best["of_d2d"], "sms": best["sms"],
+                                                              "met": best["of_d2d"] >= goal}
     return out
 
 
@@ -266,8 +271,9 @@ def _table(rows: list[dict], base: dict, sms: list[int]) -> None:
         best = max((r["of_d2d"] for r in got.values() if r["sms"] <= GOAL_SMS and r["ok"]), default=0.0)
         print(f"{key[0]:<13} {key[1]:<9}{cells}{best:>7.0%}")
     for case, g in _goals(rows).items():
-        print(f"goal {case}: {g['best']:.0%} of D2D ({g['path']}, {g['sms']} SMs) against {g['goal']:.0%}: "
-              f"{'met' if g['met'] else 'not met'}")
+        paths = ", ".join(f"{p} {v['of_d2d']:.0%} ({v['sms']} SMs{', met' if v['met'] else ''})"
+                          for p, v in g.items() if p != "goal")
+        print(f"goal {case} >= {g['goal']:.0%} of D2D within {GOAL_SMS} SMs: {paths}")
 
 
 def _commit(given: str | None) -> str:
