@@ -150,31 +150,18 @@ def _store(dst, src, nbytes, ok, MODE: tl.constexpr):
 
 
 @triton.jit
-def _commit():
-    _do("cp.async.bulk.commit_group; mov.u32 $0, 0;", "=r", [])
+def _asm0(asm: tl.constexpr):
+    """A statement with no operands (see the constants below)."""
+    _do(asm, "=r", [])
 
 
-@triton.jit
-def _wait_read():
-    """This thread's bulk stores have read their shared memory (the stage may be refilled)."""
-    _do("cp.async.bulk.wait_group.read 0; mov.u32 $0, 0;", "=r", [])
-
-
-@triton.jit
-def _wait_written():
-    """This thread's bulk stores are complete, then ordered before its later generic accesses."""
-    _do("cp.async.bulk.wait_group 0; fence.proxy.async.global; mov.u32 $0, 0;", "=r", [])
-
-
-@triton.jit
-def _fence_async():
-    """What this block read after its waits (peers' generic stores) is visible to its bulk loads."""
-    _do("fence.proxy.async.global; mov.u32 $0, 0;", "=r", [])
-
-
-@triton.jit
-def _warp_sync():
-    _do("bar.warp.sync -1; mov.u32 $0, 0;", "=r", [])
+COMMIT = C("cp.async.bulk.commit_group; mov.u32 $0, 0;")
+WAIT_READ = C("cp.async.bulk.wait_group.read 0; mov.u32 $0, 0;")  # this thread's bulk stores have read their stage
+# this thread's bulk stores are complete, then ordered before its later generic accesses (the signal)
+WAIT_WRITTEN = C("cp.async.bulk.wait_group 0; fence.proxy.async.global; mov.u32 $0, 0;")
+# what this thread read after its waits (peers' generic stores) is visible to its bulk loads
+FENCE_ASYNC = C("fence.proxy.async.global; mov.u32 $0, 0;")
+WARP_SYNC = C("bar.warp.sync -1; mov.u32 $0, 0;")
 
 
 @triton.jit
@@ -185,9 +172,9 @@ def _open(ns, tid, WARP: tl.constexpr):
     sm = _smem()
     for s in range(ns):
         _mbar_init(sm + 8 * s, tid == 0)
-    _fence_async()
+    _asm0(FENCE_ASYNC)
     if WARP:
-        _warp_sync()
+        _asm0(WARP_SYNC)
     else:
         _bar_sync()
     return sm
@@ -197,9 +184,9 @@ def _open(ns, tid, WARP: tl.constexpr):
 def _close(sm, ns, tid, WARP: tl.constexpr):
     """End a step: this thread's bulk stores are written, the mbarriers are gone, and the block
     leaves together (Triton may reuse the memory right after)."""
-    _wait_written()
+    _asm0(WAIT_WRITTEN)
     if WARP:
-        _warp_sync()
+        _asm0(WARP_SYNC)
     else:
         _bar_sync()
     for s in range(ns):
@@ -317,40 +304,51 @@ def _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, aux, a0, s0, ph0, n
     s, ph, lb, c = s0, ph0, 0, 0  # the next stage store
     for j in range(n):
         if (j >= 1) & (j - 1 + ns < n):  # refill the previous stage with its next load
-            _wait_read()  # this thread's store of it has read it
-            _warp_sync()  # so has every thread's, and every thread has waited for its phase
+            _asm0(WAIT_READ)  # this thread's store of it has read it
+            _asm0(WARP_SYNC)  # so has every thread's, and every thread has waited for its phase
             _fill(fs, flb, fc, sm, tid, src, s_stride, n_lines, line_bytes, w, k, aux, a0, MODE, SB)
             fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
         line, ok, nl, nb = _piece(lb, c, tid, n_lines, line_bytes, w, k)
         _wait_stage(sm + 8 * s, ph, s, *ctx)
         _store(dst + line * d_stride + c * w, sm + DATA0 + s * SB + tid * w, nb, ok, MODE)
-        _commit()
+        _asm0(COMMIT)
         s, ph, lb, c = _next(s, ph, lb, c, ns, nc)
-    _wait_read()
-    _warp_sync()  # the next region's pieces have other widths: every store has read its stage first
+    _asm0(WAIT_READ)
+    _asm0(WARP_SYNC)  # the next region's pieces have other widths: every store has read its stage first
     return s, ph
 
 
 @triton.jit
-def _copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
-    """writes[i] = reads[i], pairwise (peer loads or stores where a region is another rank's)."""
+def _steps(regions, bases, aux, r0, nreads, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch,
+           MODE: tl.constexpr, SB: tl.constexpr):
+    """Copy, reduce-add or gather: each of the task's region pairs through the ring in turn, in
+    warp 0 (the other warps wait at the closing barrier)."""
     ns = _stages(SB)
     _short(ns, SB, err32, err64, rank, role, task, epoch)
     if ns > 0:
         tid = _tid()
         sm = _open(ns, tid, True)
-        if tid < 32:  # warp 0 moves the data; the other warps wait at the closing barrier
+        if tid < 32:
             ctx = (_clock(), timeout_ns, err32, err64, rank, role, task, epoch)
             s, ph = tid - tid, tid - tid
             for p in range(nreads):
                 src, s_stride, rows, cols, s_ld = _where(regions, bases, r0 + p)
-                dst, d_stride, _r, _c, d_ld = _where(regions, bases, r0 + nreads + p)
+                # writes[p] for a copy, writes[0] for a reduce-add or a gather (one read)
+                dst, d_stride, _r, d_cols, d_ld = _where(regions, bases, r0 + nreads + tl.where(MODE == COPY, p, 0))
                 n_lines, line_bytes = _lines(rows, cols, s_ld, d_ld)
-                s, ph = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, regions, 0, s, ph, ns, sm, tid, ctx,
-                              COPY, SB)
+                if MODE == GATHER:
+                    n_lines, line_bytes = a1 - a0, d_cols * 2
+                s, ph = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, aux, a0, s, ph, ns, sm, tid, ctx, MODE,
+                              SB)
             _close(sm, ns, tid, True)
         else:
             _bar_sync()
+
+
+@triton.jit
+def _copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
+    """writes[i] = reads[i], pairwise (peer loads or stores where a region is another rank's)."""
+    _steps(regions, bases, regions, r0, nreads, 0, 0, timeout_ns, err32, err64, rank, role, task, epoch, COPY, SB)
 
 
 @triton.jit
@@ -359,42 +357,13 @@ def _accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role
     (``cp.reduce.async.bulk .add``: the memory that holds writes[0] does the adds, atomically per
     element, so several ranks may add into one owner's tile at once). For accumulate-into-owner
     steps; one bf16 rounding per add, where :func:`_reduce` rounds once."""
-    ns = _stages(SB)
-    _short(ns, SB, err32, err64, rank, role, task, epoch)
-    if ns > 0:
-        tid = _tid()
-        sm = _open(ns, tid, True)
-        if tid < 32:
-            ctx = (_clock(), timeout_ns, err32, err64, rank, role, task, epoch)
-            dst, d_stride, _r, _c, d_ld = _where(regions, bases, r0 + nreads)
-            s, ph = tid - tid, tid - tid
-            for p in range(nreads):
-                src, s_stride, rows, cols, s_ld = _where(regions, bases, r0 + p)
-                n_lines, line_bytes = _lines(rows, cols, s_ld, d_ld)
-                s, ph = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, regions, 0, s, ph, ns, sm, tid, ctx,
-                              ADD, SB)
-            _close(sm, ns, tid, True)
-        else:
-            _bar_sync()
+    _steps(regions, bases, regions, r0, nreads, 0, 0, timeout_ns, err32, err64, rank, role, task, epoch, ADD, SB)
 
 
 @triton.jit
 def _gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
     """Row i of writes[0] = row aux[a0 + i] of reads[0]: one line per row."""
-    ns = _stages(SB)
-    _short(ns, SB, err32, err64, rank, role, task, epoch)
-    if ns > 0:
-        tid = _tid()
-        sm = _open(ns, tid, True)
-        if tid < 32:
-            ctx = (_clock(), timeout_ns, err32, err64, rank, role, task, epoch)
-            src, s_stride, _r, _c, _l = _where(regions, bases, r0)
-            dst, d_stride, _r2, cols, _l2 = _where(regions, bases, r0 + 1)
-            _pipe(src, s_stride, dst, d_stride, a1 - a0, cols * 2, aux, a0, tid - tid, tid - tid, ns, sm, tid, ctx,
-                  GATHER, SB)
-            _close(sm, ns, tid, True)
-        else:
-            _bar_sync()
+    _steps(regions, bases, aux, r0, 1, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, GATHER, SB)
 
 
 @triton.jit

@@ -5,6 +5,7 @@ descriptors, against torch's device-to-device copy (cudaMemcpy via ``tensor.copy
 Local HBM stands in for a peer (the code path is the same). Each op runs as a standalone
 persistent kernel (hw/bulk_probe.py) on 1, 2, 4, ... SMs over tasks shaped like the plans':
 - ``copy-tile``: 128 x 256 tiles of 8192-column buffers (GEMM+AR / GEMM+RS partial tiles);
+- ``copy-tile16``: 16 x 256 tiles (8 KiB tasks): with copy-tile, a fit of the fixed cost per task;
 - ``copy-rows``: 128 whole rows (AllGather+GEMM shards: one contiguous range per task);
 - ``reduce-G``: writes = the sum of G sources, 128 x 256 tiles, fp32 sum (G = 2, 4, 8);
 - ``accumulate-G``: the same G sources added in bf16 at the destination (cp.reduce.async.bulk .add,
@@ -51,6 +52,7 @@ def cases(scale: int) -> list[Case]:
     r = 8192 // scale
     reg_bulk = ("register", "bulk", "bulk@48K")
     return ([Case("copy-tile", "COPY", 1, r, 8192, (128, 256), reg_bulk + ("tma",)),
+             Case("copy-tile16", "COPY", 1, r // 4, 8192, (16, 256), ("register", "bulk")),
              Case("copy-rows", "COPY", 1, r, 8192, (128, 8192), reg_bulk + ("tma",))]
             + [Case(f"reduce-{g}", "REDUCE", g, r // 2, 8192, (128, 256), reg_bulk) for g in (2, 4, 8)]
             + [Case(f"accumulate-{g}", "ACCUMULATE", g, r // 2, 8192, (128, 256), ("bulk", "bulk@48K"))
@@ -222,7 +224,7 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
                 rate = moved / us / 1e3 if ok else 0.0
                 failed += not ok
                 rows.append({"case": case.name, "path": path, "sms": n, "smem": smem if path != "register" else None,
-                             "bytes": moved, "us": us, "gb_per_s": rate, "of_d2d": rate / base["baseline_gb_per_s"],
+                             "tasks": len(tasks), "bytes": moved, "us": us, "gb_per_s": rate, "of_d2d": rate / base["baseline_gb_per_s"],
                              "ok": ok, "check": how})
                 print(f"{case.name:<13} {path:<9} {n:>3} SMs {us or 0:>10.1f} us {rate:>8.1f} GB/s  {how}", flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "commit": _commit(args.commit), "machine": props.name,
@@ -249,8 +251,10 @@ def _goals(rows: list[dict]) -> dict:
 
 
 def _terms(rows: list[dict]) -> dict:
-    """Per case and path, what the simulator's profile would take: one SM's rate (median over 1-8
-    SMs of rate / SMs) and the most any SM count reached."""
+    """What the simulator's profile would take, per case and path: one SM's rate (median over 1-8
+    SMs of rate / SMs) and the most any SM count reached; per path, a copy task's fixed cost and
+    one SM's streaming rate, from the line through (bytes, time) per task of copy-tile16 and
+    copy-tile on one SM (time = task_us + bytes / rate)."""
     out = {}
     for key in sorted({(r["case"], r["path"]) for r in rows}):
         got = [r for r in rows if (r["case"], r["path"]) == key and r["ok"]]
@@ -258,6 +262,14 @@ def _terms(rows: list[dict]) -> dict:
         if got:
             out[f"{key[0]} {key[1]}"] = {"sm_gb_per_s": statistics.median(few) if few else None,
                                          "max_gb_per_s": max(r["gb_per_s"] for r in got)}
+    for path in sorted({r["path"] for r in rows}):
+        one = {r["case"]: r for r in rows if r["path"] == path and r["sms"] == 1 and r["ok"]}
+        if "copy-tile16" in one and "copy-tile" in one:
+            (b1, t1), (b2, t2) = ((one[c]["bytes"] / one[c]["tasks"], one[c]["us"] / one[c]["tasks"])
+                                  for c in ("copy-tile16", "copy-tile"))
+            if t2 > t1:
+                rate = (b2 - b1) / (t2 - t1) / 1e3  # GB/s, bytes read + written
+                out[f"copy task {path}"] = {"task_us": t1 - b1 / rate / 1e3, "sm_gb_per_s": rate}
     return out
 
 
