@@ -122,8 +122,8 @@ def _mbar_expect(bar, nbytes, ok):
 def _mbar_done(bar, parity):
     """1 once the phase of parity ``parity`` of ``bar`` has completed (its bytes have landed)."""
     return tl.inline_asm_elementwise("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; "
-                                     "selp.u32 $0, 1, 0, p; }", "=r,r,r", [bar.to(tl.int32), parity.to(tl.int32)], dtype=tl.int32,
-                                     is_pure=False, pack=1)
+                                     "selp.u32 $0, 1, 0, p; }", "=r,r,r", [bar.to(tl.int32), parity.to(tl.int32)],
+                                     dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit

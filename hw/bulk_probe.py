@@ -26,10 +26,6 @@ from . import bulk, tiles
 from .layout import COMMAND_WIDTH, REGION_WIDTH
 from .runtime import ErrorBlock
 
-C = tl.constexpr
-COPY, REDUCE, GATHER, ACCUMULATE = C(0), C(1), C(2), C(3)
-REGISTER, BULK, TMA = C(0), C(1), C(2)
-TASK_COLS = C(4)  # a task row: first region, reads, first and last aux row
 NUM_WARPS = 8  # as the fused kernel (fused.NUM_WARPS)
 OPTIN_SMEM = 227 * 1024  # an H100/H200 block's most dynamic shared memory (cudaDevAttrMaxSharedMemoryPerBlockOptin)
 DEFAULT_SMEM = 180 * 1024  # what the fused GEMM kernels already have (their pipeline buffers)
@@ -46,6 +42,12 @@ class Path(IntEnum):
     REGISTER = 0
     BULK = 1
     TMA = 2
+
+
+C = tl.constexpr
+COPY, REDUCE, GATHER, ACCUMULATE = (C(int(o)) for o in Op)
+REGISTER, BULK, TMA = (C(int(p)) for p in Path)
+TASK_COLS = C(4)  # a task row: first region, reads, first and last aux row
 
 
 @triton.jit
@@ -125,8 +127,8 @@ def tables(tasks: list[Task], shapes: list[tuple[int, int]]) -> tuple[np.ndarray
             regions.append((buf, row0, col0, n, cols, ld, b_rows, buf))
         aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in t.index)
         rows.append((r0, len(t.reads), a0, len(aux)))
-    return (np.asarray(rows, np.int64).reshape(-1, int(TASK_COLS)), np.asarray(regions, np.int64).reshape(-1, REGION_WIDTH),
-            np.asarray(aux, np.int64).reshape(-1, COMMAND_WIDTH))
+    as_table = lambda x, width: np.asarray(x, np.int64).reshape(-1, width)
+    return as_table(rows, int(TASK_COLS)), as_table(regions, REGION_WIDTH), as_table(aux, COMMAND_WIDTH)
 
 
 class Probe:

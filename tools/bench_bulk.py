@@ -113,8 +113,9 @@ def check(case: Case, probe, buffers, idx, torch) -> tuple[bool, str]:
             acc += s.float()
         ref = acc.bfloat16()
         ok = torch.equal(out, ref)
+        worst = float((out.float() - acc).abs().max())
         return ok, "bit-exact (fp32 sum in source order)" if ok else \
-            f"{int((out != ref).sum())} elements differ from the fp32 sum, max {float((out.float() - acc).abs().max()):.3g}"
+            f"{int((out != ref).sum())} elements differ from the fp32 sum, max {worst:.3g}"
     ref64 = start + sum(s.double() for s in srcs)
     rel = float((out.double() - ref64).norm() / ref64.norm())
     return rel <= 1e-2 and not bool(out.isnan().any()), f"||out - ref|| / ||ref|| = {rel:.2e} (bf16 adds)"
@@ -224,8 +225,8 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
                 rate = moved / us / 1e3 if ok else 0.0
                 failed += not ok
                 rows.append({"case": case.name, "path": path, "sms": n, "smem": smem if path != "register" else None,
-                             "tasks": len(tasks), "bytes": moved, "us": us, "gb_per_s": rate, "of_d2d": rate / base["baseline_gb_per_s"],
-                             "ok": ok, "check": how})
+                             "tasks": len(tasks), "bytes": moved, "us": us, "gb_per_s": rate,
+                             "of_d2d": rate / base["baseline_gb_per_s"], "ok": ok, "check": how})
                 print(f"{case.name:<13} {path:<9} {n:>3} SMs {us or 0:>10.1f} us {rate:>8.1f} GB/s  {how}", flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "commit": _commit(args.commit), "machine": props.name,
               "sms_on_gpu": props.multi_processor_count, "torch": torch.__version__, "triton": triton.__version__,
