@@ -22,7 +22,7 @@ from mkernel.hw import native, netboot, ring
 from mkernel.hw.proxy import HostRing, Proxy, ProxyError
 
 from transport_net import CASES, DictStore, Layout, Memory, Streams, commands, data_mismatches, flagged, \
-    op_streams, order_violations, wait_until
+    mesh_streams, op_streams, order_violations, wait_until
 
 pytestmark = pytest.mark.skipif("verbs" not in native.features(),
                                 reason="the native library was built without infiniband/verbs.h (libibverbs-dev; "
@@ -133,27 +133,6 @@ class Net:
                 p.close()
         if check and errors:
             raise errors[0]
-
-
-def mesh_streams(n_chunks: int, world: int = 4, gpn: int = 2, signal_every: int = 0) -> Streams:
-    """Each rank PUTs n_chunks chunks of 64 bytes to every remote rank (own flag and range each,
-    from the upper half of its heap, which nobody writes); with ``signal_every``, data-only PUTs to
-    the sink and one SIGNAL per that many."""
-    chunk, sink, src0 = 64, world * n_chunks + world, world * n_chunks
-    out = {}
-    for r in range(world):
-        cmds = []
-        for c in range(n_chunks):
-            for d in netboot.remote_peers(r, world, gpn):
-                off = (r * n_chunks + c) * chunk
-                if signal_every:
-                    cmds.append((ring.PUT, d, sink, chunk, (src0 + c) * chunk, off))
-                    if c % signal_every == signal_every - 1:
-                        cmds.append((ring.SIGNAL, d, r * n_chunks + c, 0, 0, 0))
-                else:
-                    cmds.append((ring.PUT, d, r * n_chunks + c, chunk, (src0 + c) * chunk, off))
-        out[r] = cmds
-    return Streams(sink + 1, 2 * world * n_chunks * chunk, sink, out)
 
 
 def layout_of(s: Streams) -> Layout:

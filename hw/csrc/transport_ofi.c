@@ -5,8 +5,10 @@
  * publishes the flag (a CPU store, or an fi_write to itself), so no flag is inferred from the order
  * of separate writes, which libfabric does not promise. Writes complete with FI_DELIVERY_COMPLETE
  * (the data is placed at the target), and a SIGNAL waits for every earlier write to its peer
- * (mk_fence). The provider is named (fabric_attr.prov_name, e.g. "tcp;ofi_rxm") or discovered in
- * the order efa, cxi, verbs;ofi_rxm, tcp;ofi_rxm (shm reaches only this host: name it).
+ * (mk_fence); it carries 8 bytes into the peer's last flag, the plan's sink that nobody waits on (a
+ * zero-length write with delivery-complete never completed on shm, libfabric 1.17). The provider is
+ * named (fabric_attr.prov_name, e.g. "tcp;ofi_rxm") or discovered in the order efa, cxi,
+ * verbs;ofi_rxm, tcp;ofi_rxm (shm reaches only this host: name it).
  *
  * libfabric is opened with dlopen: its exported calls are fi_getinfo, fi_freeinfo, fi_dupinfo,
  * fi_fabric and fi_strerror; every other call is an inline through the objects' ops tables. GPU
@@ -131,10 +133,13 @@ static int post_admitted(ofi_tr *t, const mk_op *ops, int n) {
         t->pub[f] = op->epoch;
         rc = issue(t, f, &t->pub[f], 8, t->pub_desc, c->addr, remote(c, op->flag), c->peer.key, 0, 0);
       }
-    } else {
-      const void *src = op->bytes ? (const void *)(uintptr_t)op->src : (const void *)t->scratch;
-      rc = issue(t, k, src, op->bytes, op->bytes ? t->desc : t->pub_desc, c->addr,
-                 remote(c, op->bytes ? op->dst : op->flag), c->peer.key, 1,
+    } else if (op->bytes) {
+      rc = issue(t, k, (void *)(uintptr_t)op->src, op->bytes, t->desc, c->addr, remote(c, op->dst), c->peer.key, 1,
+                 mk_imm_encode(t->chunk_bits, op->chunk, op->epoch));
+    } else { /* a SIGNAL: 8 bytes into the sink flag (see the top), its own flag in the CQ data */
+      t->pub[k] = op->epoch;
+      uint64_t sink = c->peer.base + 8ull * (t->o.n_flags - 1);
+      rc = issue(t, k, &t->pub[k], 8, t->pub_desc, c->addr, remote(c, sink), c->peer.key, 1,
                  mk_imm_encode(t->chunk_bits, op->chunk, op->epoch));
     }
     if (rc) {
@@ -234,12 +239,12 @@ static int on_error(ofi_tr *t) {
   if (c && (c->kind == DATA || c->kind == FLAG)) {
     t->base.err_op = c->op;
     t->base.err_has_op = 1;
-    snprintf(t->base.err, sizeof t->base.err, "rank %d -> rank %u: %s of chunk %u (epoch %llu) failed: %s (%s; %s)",
+    snprintf(t->base.err, sizeof t->base.err, "rank %d -> rank %u: %s of chunk %u (epoch %llu) failed: %s (%s%s%s)",
              t->o.rank, c->op.dst_rank, what, c->op.chunk, (unsigned long long)c->op.epoch, t->api.strerror(e.err),
-             prov, t->prov);
+             t->prov, prov[0] ? ": " : "", prov);
   } else {
-    snprintf(t->base.err, sizeof t->base.err, "rank %d: %s failed: %s (%s; %s)", t->o.rank, what,
-             t->api.strerror(e.err), prov, t->prov);
+    snprintf(t->base.err, sizeof t->base.err, "rank %d: %s failed: %s (%s%s%s)", t->o.rank, what,
+             t->api.strerror(e.err), t->prov, prov[0] ? ": " : "", prov);
   }
   return -1;
 }
