@@ -118,6 +118,7 @@ def load() -> ctypes.CDLL:
         "mk_ofi_providers": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int]),
         "mk_ofi_provider": (ctypes.c_char_p, [P]),
         "mk_srd_unsolicited": (ctypes.c_int, [P]),
+        "mk_verbs_dmabuf": (ctypes.c_int, []),
         "mk_efa_caps": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(U32), ctypes.POINTER(U32),
                                        ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_int]),
     }

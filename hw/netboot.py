@@ -18,14 +18,16 @@ Use::
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import datetime
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mkernel.errors import BackendUnavailable, InputError
 
-from . import native, ring
-from .proxy import ProxyError, Regions
+from . import native, nics, ring
+from .proxy import Proxy, ProxyError, Regions
 
 NETWORK = ("verbs_rc", "verbs_srd", "ofi")
 PUBLISH = {"store": ring.PUBLISH_STORE, "loopback": ring.PUBLISH_LOOPBACK}
@@ -225,3 +227,47 @@ def open_network(name: str, *, store, tag: str, rank: int, world: int, gpus_per_
     except BaseException:
         ep.close()
         raise
+
+
+def for_gpu(transport: str, cuda_device: int | None, options: NetOptions, nic_map: dict[int, str] | None = None,
+            sysfs=nics.SYSFS) -> NetOptions:
+    """``options`` with the verbs device this GPU should use filled in when it is "": the explicit map,
+    else the nearest NIC by PCIe distance (:func:`mkernel.hw.nics.choose`); and on RoCE, its RoCE v2
+    GID when ``gid_index`` is -1. Host memory and ofi keep what they were given."""
+    if transport == "ofi" or cuda_device is None or options.device:
+        return options
+    found = nics.nics(sysfs)
+    if transport == "verbs_srd":
+        found = [n for n in found if n.is_efa]
+    pick = nics.choose(nics.gpu_pci_ids(), found, nic_map, sysfs).get(cuda_device)
+    if pick is None:
+        return options
+    nic = next((n for n in found if n.name == pick[0]), None)
+    gid = options.gid_index
+    if gid < 0 and nic is not None and nic.ports:
+        port = next((q for q in nic.ports if q.number == options.port), nic.ports[0])
+        gid = nics.roce_gid_index(port)
+    return dataclasses.replace(options, device=pick[0], gid_index=gid)
+
+
+_CONTEXTS = itertools.count()  # contexts opened by this process: every rank opens them in the same order
+
+
+def context_proxy(ctx, transport: str, *, capacity: int, window_us: float, faults=None,
+                  options: NetOptions = NetOptions(), nic_map: dict[int, str] | None = None) -> Proxy:
+    """The started proxy of a hw Context (mkernel/hw/context.py) whose ranks in other nodes are
+    reached through ``transport``: its symmetric buffer registered (GPU memory, dmabuf or peer
+    memory), its address exchanged through torch.distributed's default store, its peers (every rank
+    in another node) connected, and the regions taken from their registrations. The one call
+    context.py needs in place of its loopback Proxy (docs/multinode.md)."""
+    import torch.distributed as dist
+
+    store = dist.distributed_c10d._get_default_store()
+    lay = ctx.layout
+    region = Region(ctx.buffer.data_ptr(), lay.total, lay.recv_off, lay.recv_bytes, lay.send_off, lay.send_bytes,
+                    ctx.device.index)
+    options = for_gpu(transport, ctx.device.index, options, nic_map)
+    ep, regions = open_network(transport, store=store, tag=f"ctx{next(_CONTEXTS)}", rank=ctx.rank, world=ctx.world,
+                               gpus_per_node=ctx.gpus_per_node, n_flags=lay.n_flags, region=region, options=options)
+    return Proxy(rank=ctx.rank, nranks=ctx.world, ring_ptr=ctx.ring.ring_ptr, ctl_ptr=ctx.ring.ctl_ptr,
+                 capacity=capacity, regions=regions, transport=ep, window_us=window_us, faults=faults).start()

@@ -18,7 +18,9 @@ import pytest
 
 from mkernel.hw import native, ring
 
-from transport_net import mesh_streams, ofi_rank, source_bytes
+from mkernel.hw.netcheck import mesh, source_bytes
+
+from transport_net import ofi_rank
 
 WORLD, GPN = 4, 2
 
@@ -40,12 +42,14 @@ def need(provider: str) -> None:
         pytest.skip(f"libfabric here offers no {provider} RDM endpoint with RMA and delivery-complete writes")
 
 
-def run(tmp_path, provider: str, *, publish: str = "store", calls: int = 3, faults=None, wait_s: float = 10.0):
+def run(tmp_path, provider: str, *, publish: str = "store", calls: int = 3, faults=None, wait_s: float = 10.0,
+        store: str | None = None):
     """Every rank's report, by rank; a rank that did not report within the bound is a failure."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     faults = faults or {}
-    procs = [ctx.Process(target=ofi_rank, args=(r, WORLD, GPN, str(tmp_path / "store"), provider, publish, calls,
+    store = store or str(tmp_path / "store")
+    procs = [ctx.Process(target=ofi_rank, args=(r, WORLD, GPN, store, provider, publish, calls,
                                                  faults.get(r, {}), wait_s, out)) for r in range(WORLD)]
     for p in procs:
         p.start()
@@ -67,10 +71,10 @@ def run(tmp_path, provider: str, *, publish: str = "store", calls: int = 3, faul
 
 def expected_heap(rank: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
     """(bytes, mask) of the lower half of ``rank``'s heap after call ``epoch``: what its peers sent."""
-    s = mesh_streams(16, WORLD, GPN, signal_every=4)
-    half = s.heap_bytes // 2
+    _n, heap_bytes, _sink, streams = mesh(WORLD, GPN, 16)
+    half = heap_bytes // 2
     want, mask = np.zeros(half, np.uint8), np.zeros(half, bool)
-    for src, cmds in s.commands.items():
+    for src, cmds in streams.items():
         sent = source_bytes(src, epoch, half)
         for kind, dst, _f, n, s_off, d_off in cmds:
             if kind == ring.PUT and dst == rank:
@@ -79,10 +83,21 @@ def expected_heap(rank: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
     return want, mask
 
 
-@pytest.mark.parametrize("provider,publish", [("tcp;ofi_rxm", "store"), ("shm", "store"), ("shm", "loopback")])
-def test_chunks_move_between_processes_exactly_call_after_call(tmp_path, provider, publish):
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("provider,publish,store", [("tcp;ofi_rxm", "store", "file"), ("shm", "store", "file"),
+                                                    ("shm", "loopback", "file"), ("tcp;ofi_rxm", "loopback", "torch")])
+def test_chunks_move_between_processes_exactly_call_after_call(tmp_path, provider, publish, store):
     need(provider)
-    reports = run(tmp_path, provider, publish=publish)
+    if store == "torch":  # the bootstrap real runs use: torch.distributed's TCPStore
+        pytest.importorskip("torch.distributed", reason="torch is not installed (CI installs none)")
+    reports = run(tmp_path, provider, publish=publish, store=f"tcp:{_free_port()}" if store == "torch" else None)
     for r, rep in sorted(reports.items()):
         assert rep["errors"] == [], (r, rep["errors"])
         assert rep["provider"] == provider

@@ -19,7 +19,7 @@ import numpy as np
 from mkernel import builders
 from mkernel.cluster import Cluster
 from mkernel.hw import plan, ring
-from mkernel.hw.netboot import Region, remote_peers
+from mkernel.hw.netboot import Region
 from mkernel.ir import Op
 
 ALIGN = 256
@@ -121,24 +121,12 @@ def op_streams(kernel: str, nodes: int = 2, gpn: int = 2, seed: int = 0) -> Stre
 
 
 def mesh_streams(n_chunks: int, world: int = 4, gpn: int = 2, signal_every: int = 0) -> Streams:
-    """Each rank PUTs n_chunks chunks of 64 bytes to every remote rank (own flag and range each,
-    from the upper half of its heap, which nobody writes); with ``signal_every``, data-only PUTs to
-    the sink and one SIGNAL per that many."""
-    chunk, sink, src0 = 64, world * n_chunks + world, world * n_chunks
-    out = {}
-    for r in range(world):
-        cmds = []
-        for c in range(n_chunks):
-            for d in remote_peers(r, world, gpn):
-                off = (r * n_chunks + c) * chunk
-                if signal_every:
-                    cmds.append((ring.PUT, d, sink, chunk, (src0 + c) * chunk, off))
-                    if c % signal_every == signal_every - 1:
-                        cmds.append((ring.SIGNAL, d, r * n_chunks + c, 0, 0, 0))
-                else:
-                    cmds.append((ring.PUT, d, r * n_chunks + c, chunk, (src0 + c) * chunk, off))
-        out[r] = cmds
-    return Streams(sink + 1, 2 * world * n_chunks * chunk, sink, out)
+    """netcheck's mesh with 64-byte chunks: each rank sends n_chunks chunks to every remote rank;
+    with ``signal_every``, every other group of that many goes as data-only PUTs and a SIGNAL."""
+    from mkernel.hw.netcheck import mesh
+
+    n_flags, heap, sink, cmds = mesh(world, gpn, n_chunks, 64, signal_every)
+    return Streams(n_flags, heap, sink, cmds)
 
 
 def commands(stream, epoch: int) -> list[ring.Command]:
@@ -258,57 +246,20 @@ class FileStore:
 
 # -- a rank process of the libfabric test (tests/test_transport_ofi.py) ------------------------------
 
-def source_bytes(rank: int, epoch: int, nbytes: int) -> np.ndarray:
-    """What ``rank`` sends in call ``epoch``: the upper half of its heap, seeded."""
-    return np.random.default_rng(epoch * 1000 + rank).integers(0, 256, nbytes, dtype=np.uint8)
-
-
-def barrier(store, name: str, rank: int, world: int, timeout_s: float) -> None:
-    store.set(f"barrier/{name}/{rank}", b"1")
-    store.wait([f"barrier/{name}/{r}" for r in range(world)], datetime.timedelta(seconds=timeout_s))
-
-
-def ofi_rank(rank: int, world: int, gpn: int, store_dir: str, provider: str, publish: str, calls: int,
+def ofi_rank(rank: int, world: int, gpn: int, store: str, provider: str, publish: str, calls: int,
              faults: dict, wait_s: float, out) -> None:
-    """One rank in its own process: bootstrap through a file store, then ``calls`` calls of the mesh
-    stream through the real proxy and ofi transport; reports what landed in its memory per call
-    (the test judges it) and any error, as text."""
-    from mkernel.hw.netboot import NetOptions, open_network
-    from mkernel.hw.proxy import HostRing, Proxy, ProxyFaults
+    """One rank in its own process: mkernel.hw.netcheck's rank, bootstrapped through a file store
+    (``store`` a folder: CI has no torch) or torch.distributed's TCPStore (``store`` "tcp:PORT");
+    its report (what landed, errors as text) goes to the test, which judges it."""
+    from mkernel.hw.netboot import NetOptions
+    from mkernel.hw.netcheck import run_rank
+    from mkernel.hw.proxy import ProxyFaults
 
-    result = {"rank": rank, "calls": [], "errors": [], "provider": None}
-    try:
-        streams = mesh_streams(16, world, gpn, signal_every=4)
-        layout = Layout(streams.n_flags, streams.heap_bytes)
-        mem, half = Memory(layout, rank, 0), layout.recv_bytes // 2
-        store = FileStore(Path(store_dir))
-        ep, regions = open_network("ofi", store=store, tag="t", rank=rank, world=world, gpus_per_node=gpn,
-                                   n_flags=layout.n_flags, region=mem.region(),
-                                   options=NetOptions(provider=provider, publish=publish, timeout_s=wait_s))
-        result["provider"] = ep.provider()
-        hr = HostRing(64)
-        proxy = Proxy(rank=rank, nranks=world, ring_ptr=hr.ring_ptr, ctl_ptr=hr.ctl_ptr, capacity=64, regions=regions,
-                      transport=ep, faults=ProxyFaults(**faults)).start()
-        mine = sorted({f for cmds in streams.commands.values() for _k, d, f, *_ in cmds if d == rank and f != streams.sink})
-        try:
-            for epoch in range(1, calls + 1):
-                mem.heap(half, half)[:] = source_bytes(rank, epoch, half)
-                barrier(store, f"src{epoch}", rank, world, wait_s)
-                for cmd in commands(streams.commands[rank], epoch):
-                    hr.push(cmd, timeout_s=wait_s)
-                done = wait_until(lambda: all(int(mem.flags[f]) == epoch for f in mine), wait_s)
-                result["calls"].append({"epoch": epoch, "heap": mem.heap(0, half).copy(), "flags": mem.flags.copy(),
-                                        "complete": done})
-                if not done:
-                    missing = [f for f in mine if int(mem.flags[f]) != epoch]
-                    raise TimeoutError(f"rank {rank}: flags {missing} not set to epoch {epoch} within {wait_s} s")
-                barrier(store, f"done{epoch}", rank, world, wait_s)
-        finally:
-            try:
-                proxy.stop(timeout_s=wait_s)
-            except Exception as exc:  # noqa: BLE001 - reported to the test, which judges it
-                result["errors"].append(f"stop: {type(exc).__name__}: {exc}")
-            proxy.close()
-    except Exception as exc:  # noqa: BLE001
-        result["errors"].insert(0, f"{type(exc).__name__}: {exc}")
-    out.put(result)
+    if store.startswith("tcp:"):
+        import torch.distributed as dist
+
+        kv = dist.TCPStore("127.0.0.1", int(store[4:]), world, rank == 0, timeout=datetime.timedelta(seconds=wait_s))
+    else:
+        kv = FileStore(Path(store))
+    out.put(run_rank(rank, world, gpn, kv, "ofi", calls=calls, faults=ProxyFaults(**faults),
+                     options=NetOptions(provider=provider, publish=publish, timeout_s=wait_s)))

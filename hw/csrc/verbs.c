@@ -237,7 +237,18 @@ out:
   return rc;
 }
 
+/* 1 if libibverbs has ibv_reg_dmabuf_mr, 0 if not, -1 if it does not load. */
+int mk_verbs_dmabuf(void) {
+  void *lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return -1;
+  int have = dlsym(lib, "ibv_reg_dmabuf_mr") != NULL;
+  dlclose(lib);
+  return have;
+}
+
 #else
+
+int mk_verbs_dmabuf(void) { return -1; }
 
 int mk_efa_caps(const char *device, unsigned *caps, unsigned *max_rdma, int *dmabuf, char *err, int errlen) {
   (void)device, (void)caps, (void)max_rdma, (void)dmabuf;
