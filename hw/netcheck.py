@@ -124,6 +124,7 @@ def run_rank(rank: int, world: int, gpn: int, store, transport: str, *, options:
                 mem.write(half, source_bytes(rank, epoch, half))
                 _barrier(store, f"{tag}/src{epoch}", rank, world, options.timeout_s)
                 t0 = time.perf_counter()
+                proxy.kick()  # as the executor does at every launch: poll flat out, a call is coming
                 for kind, dst, flag, nbytes, s_off, d_off in streams[rank]:
                     hr.push(ring.Command(kind, dst, flag, nbytes, s_off, d_off, epoch), timeout_s=options.timeout_s)
                 deadline = time.monotonic() + options.timeout_s
@@ -201,12 +202,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout * 4))
     store = dist.distributed_c10d._get_default_store()
-    opts = for_gpu(args.transport, local if args.memory == "cuda" else None,
-                   NetOptions(device=args.device, provider=args.provider, gid_index=args.gid_index,
-                              timeout_s=args.timeout))
+    gpu = None
+    if args.memory == "cuda":
+        import torch
+
+        gpu = local % max(1, torch.cuda.device_count())  # ranks beyond the GPUs share them (one H200)
+    opts = for_gpu(args.transport, gpu, NetOptions(device=args.device, provider=args.provider,
+                                                   gid_index=args.gid_index, timeout_s=args.timeout))
     device = opts.device
-    result = run_rank(rank, world, gpn, store, args.transport, options=opts, calls=args.calls,
-                      cuda_device=local if args.memory == "cuda" else None)
+    result = run_rank(rank, world, gpn, store, args.transport, options=opts, calls=args.calls, cuda_device=gpu)
     why = verdict(result, world, gpn, args.calls)
     speed = f", {np.median(result['seconds']) * 1e3:.2f} ms per call" if result["seconds"] else ""
     print(f"rank {rank}: {'ok' if why is None else 'FAIL: ' + why} ({args.transport}"
