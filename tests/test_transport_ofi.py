@@ -18,7 +18,7 @@ import pytest
 
 from mkernel.hw import native, ring
 
-from mkernel.hw.netcheck import mesh, source_bytes
+from mkernel.hw.netcheck import expected
 
 from transport_net import ofi_rank
 
@@ -69,20 +69,6 @@ def run(tmp_path, provider: str, *, publish: str = "store", calls: int = 3, faul
     return reports
 
 
-def expected_heap(rank: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes, mask) of the lower half of ``rank``'s heap after call ``epoch``: what its peers sent."""
-    _n, heap_bytes, _sink, streams = mesh(WORLD, GPN, 16)
-    half = heap_bytes // 2
-    want, mask = np.zeros(half, np.uint8), np.zeros(half, bool)
-    for src, cmds in streams.items():
-        sent = source_bytes(src, epoch, half)
-        for kind, dst, _f, n, s_off, d_off in cmds:
-            if kind == ring.PUT and dst == rank:
-                want[d_off:d_off + n] = sent[s_off - half:s_off - half + n]
-                mask[d_off:d_off + n] = True
-    return want, mask
-
-
 def _free_port() -> int:
     import socket
 
@@ -103,7 +89,7 @@ def test_chunks_move_between_processes_exactly_call_after_call(tmp_path, provide
         assert rep["provider"] == provider
         assert [c["epoch"] for c in rep["calls"]] == [1, 2, 3]
         for call in rep["calls"]:
-            want, mask = expected_heap(r, call["epoch"])
+            want, mask = expected(r, WORLD, GPN, call["epoch"])
             assert mask.any() and np.array_equal(call["heap"][mask], want[mask]), (r, call["epoch"])
 
 

@@ -136,7 +136,7 @@ class Net:
 
 
 def layout_of(s: Streams) -> Layout:
-    return Layout(s.n_flags, s.heap_bytes)
+    return Layout(s.n_flags, s.heap_bytes, 0)
 
 
 # -- every op's protocol, in every order the harness produces -------------------------------------
@@ -239,7 +239,7 @@ def test_a_command_outside_the_peers_registration_is_refused_before_posting(fake
     import dataclasses
 
     fake.mk_fake_verbs_reset(1, CAPS_WRITE, 4)
-    lay = Layout(8, 4096)
+    lay = Layout(8, 4096, 0)
     mems = {r: Memory(lay, r, 0) for r in (0, 1)}
     eps = {r: netboot.Endpoint("verbs_rc", rank=r, world=2, n_flags=8, region=mems[r].region(), peers=[1 - r],
                                options=netboot.NetOptions(device=f"fake_rc{r}"), verbs_api=fake.mk_fake_verbs_api())
@@ -263,7 +263,7 @@ def test_a_command_outside_the_peers_registration_is_refused_before_posting(fake
 
 def _one(fake, name, device, caps=CAPS_WRITE, cuda=False):
     fake.mk_fake_verbs_reset(1, caps, 4)
-    mem = Memory(Layout(8, 4096), 0, 0)
+    mem = Memory(Layout(8, 4096, 0), 0, 0)
     return netboot.Endpoint(name, rank=0, world=2, n_flags=8, region=mem.region(0 if cuda else None), peers=[1],
                             options=netboot.NetOptions(device=device), verbs_api=fake.mk_fake_verbs_api())
 
@@ -284,7 +284,7 @@ def test_gpu_memory_falls_back_from_dmabuf_to_peer_memory_and_names_both_failure
     _one(fake, "verbs_rc", "fake_rc0", cuda=True).close()
     fake.mk_fake_verbs_reset(1, CAPS_WRITE, 4)
     fake.mk_fake_verbs_fail_registration(1)
-    mem = Memory(Layout(8, 8192), 0, 0)
+    mem = Memory(Layout(8, 8192, 0), 0, 0)
     with pytest.raises(BackendUnavailable, match=r"registering \d+ bytes of GPU memory failed: dmabuf: .+; peer memory "
                                                  r"\(ibv_reg_mr, needs the nvidia_peermem module\): Bad address"):
         netboot.Endpoint("verbs_rc", rank=0, world=2, n_flags=8, region=mem.region(0), peers=[1],
@@ -293,7 +293,7 @@ def test_gpu_memory_falls_back_from_dmabuf_to_peer_memory_and_names_both_failure
 
 
 def test_the_real_libibverbs_with_no_device_says_so():
-    mem = Memory(Layout(8, 4096), 0, 0)
+    mem = Memory(Layout(8, 4096, 0), 0, 0)
     with pytest.raises(BackendUnavailable, match=r"cannot open transport verbs_rc: verbs_rc: no RDMA device|"
                                                  r"needs libibverbs.so.1"):
         netboot.Endpoint("verbs_rc", rank=0, world=2, n_flags=8, region=mem.region(), peers=[1])
@@ -301,7 +301,7 @@ def test_the_real_libibverbs_with_no_device_says_so():
 
 def test_a_peer_that_never_publishes_is_a_bounded_error_naming_it(fake):
     fake.mk_fake_verbs_reset(1, CAPS_WRITE, 4)
-    mem = Memory(Layout(8, 4096), 0, 0)
+    mem = Memory(Layout(8, 4096, 0), 0, 0)
     with pytest.raises(ProxyError, match=r"rank 0: rank 1's verbs_rc address \(store key 'mkernel/net/x/addr/1'\) did "
                                          r"not arrive within 0.2 s"):
         netboot.open_network("verbs_rc", store=DictStore(), tag="x", rank=0, world=2, gpus_per_node=1, n_flags=8,
@@ -311,7 +311,7 @@ def test_a_peer_that_never_publishes_is_a_bounded_error_naming_it(fake):
 
 def test_peers_that_chose_different_transports_get_one_clear_error(fake):
     fake.mk_fake_verbs_reset(1, CAPS_WRITE, 4)
-    mems = [Memory(Layout(8, 4096), r, 0) for r in range(2)]
+    mems = [Memory(Layout(8, 4096, 0), r, 0) for r in range(2)]
     rc = netboot.Endpoint("verbs_rc", rank=0, world=2, n_flags=8, region=mems[0].region(), peers=[1],
                           options=netboot.NetOptions(device="fake_rc0"), verbs_api=fake.mk_fake_verbs_api())
     srd = netboot.Endpoint("verbs_srd", rank=1, world=2, n_flags=8, region=mems[1].region(), peers=[0],

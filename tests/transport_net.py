@@ -19,36 +19,9 @@ import numpy as np
 from mkernel import builders
 from mkernel.cluster import Cluster
 from mkernel.hw import plan, ring
+from mkernel.hw.context import Layout  # the layout every rank's symmetric buffer has
 from mkernel.hw.netboot import Region
 from mkernel.ir import Op
-
-ALIGN = 256
-
-
-def _align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The shared layout: flags at 0, then the receive area (the heap), then the send area."""
-
-    n_flags: int
-    recv_bytes: int
-    send_bytes: int = 0
-
-    @property
-    def recv_off(self) -> int:
-        return _align(8 * self.n_flags)
-
-    @property
-    def send_off(self) -> int:
-        return self.recv_off + _align(self.recv_bytes)
-
-    @property
-    def total(self) -> int:
-        return self.send_off + _align(self.send_bytes)
-
 
 class Memory:
     """One rank's registered region in host memory: zeroed flags, a seeded random heap."""

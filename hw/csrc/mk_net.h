@@ -77,6 +77,9 @@ mk_transport *mk_ofi_transport(const mk_net_opts *o, char *err, int errlen);
 
 /* Common checks. */
 int mk_net_check_opts(const mk_net_opts *o, const char *name, char *err, int errlen);
+/* A transport's own copy of its options: defaults for the zero fields, its own copy of the peer mask
+ * (returned, for the transport to free). */
+uint8_t *mk_net_adopt(mk_net_opts *dst, const mk_net_opts *src);
 void mk_net_fill_addr(mk_net_addr *a, uint32_t kind, const mk_net_opts *o, uint64_t key, uint32_t len);
 int mk_net_read_addr(const uint8_t *blob, int len, uint32_t kind, int peer, const mk_net_opts *o, mk_peer *out,
                      char *err, int errlen);
@@ -136,4 +139,25 @@ void mk_fence_posted(mk_fence *f, int peer);
 void mk_fence_completed(mk_fence *f, int peer);
 /* Pops into `out` (at most max) the held ops of `peer` that may now be posted. */
 int mk_fence_release(mk_fence *f, int peer, mk_op *out, int max);
+
+/* The sending side of the unordered transports (verbs_srd, ofi): every op checked against the
+ * peers' registrations, send-queue room waited for (bounded), then the fence; `post` receives the
+ * ops admitted, to one peer, with room for them. An op counts as posted when admitted, so a SIGNAL
+ * later in the same batch waits for it. */
+typedef struct mk_sender {
+  mk_fence fence;
+  mk_peer *peers;    /* per rank, filled by connect */
+  uint32_t per_op;   /* writes an op takes (2 with the planted flag write) */
+  uint32_t *n_free;  /* the transport's free send slots */
+  void *owner;
+  int (*post)(void *owner, const mk_op *ops, int n);
+  int (*progress)(mk_transport *t);
+} mk_sender;
+
+int mk_sender_init(mk_sender *s, int nranks, uint32_t per_op, uint32_t *n_free, void *owner,
+                   int (*post)(void *, const mk_op *, int), int (*progress)(mk_transport *));
+void mk_sender_free(mk_sender *s);
+int mk_sender_post(mk_transport *t, mk_sender *s, const mk_net_opts *o, const mk_op *ops, int n);
+/* Post the held ops that may go now (after a SIGNAL's writes completed), while slots last. */
+int mk_sender_sweep(mk_sender *s, int nranks);
 #endif

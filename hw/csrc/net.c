@@ -58,6 +58,18 @@ int mk_net_check_opts(const mk_net_opts *o, const char *name, char *err, int err
   return 0;
 }
 
+uint8_t *mk_net_adopt(mk_net_opts *dst, const mk_net_opts *src) {
+  *dst = *src;
+  if (!dst->sq_depth) dst->sq_depth = 256;
+  if (!dst->rq_depth) dst->rq_depth = 512;
+  if (!dst->signal_every) dst->signal_every = 16;
+  if (!dst->timeout_ns) dst->timeout_ns = 5000000000ull;
+  uint8_t *peers = malloc(src->nranks);
+  memcpy(peers, src->peers, src->nranks);
+  dst->peers = peers;
+  return peers;
+}
+
 void mk_net_fill_addr(mk_net_addr *a, uint32_t kind, const mk_net_opts *o, uint64_t key, uint32_t len) {
   memset(a, 0, sizeof *a);
   a->magic = MK_NET_MAGIC;
@@ -272,6 +284,70 @@ int mk_fence_release(mk_fence *f, int peer, mk_op *out, int max) {
     f->total_held--;
   }
   return n;
+}
+
+/* -- the unordered transports' sending side -------------------------------------------------------- */
+
+int mk_sender_init(mk_sender *s, int nranks, uint32_t per_op, uint32_t *n_free, void *owner,
+                   int (*post)(void *, const mk_op *, int), int (*progress)(mk_transport *)) {
+  memset(s, 0, sizeof *s);
+  s->peers = calloc(nranks, sizeof(mk_peer));
+  s->per_op = per_op;
+  s->n_free = n_free;
+  s->owner = owner;
+  s->post = post;
+  s->progress = progress;
+  return s->peers && mk_fence_init(&s->fence, nranks) == 0 ? 0 : -1;
+}
+
+void mk_sender_free(mk_sender *s) {
+  mk_fence_free(&s->fence);
+  free(s->peers);
+  s->peers = NULL;
+}
+
+static void admit(mk_sender *s, const mk_op *op, mk_op *now, int *m) {
+  now[(*m)++] = *op;
+  for (uint32_t k = 0; k < s->per_op; k++) mk_fence_posted(&s->fence, (int)op->dst_rank);
+}
+
+int mk_sender_post(mk_transport *t, mk_sender *s, const mk_net_opts *o, const mk_op *ops, int n) {
+  static const mk_peer none;
+  for (int i = 0; i < n; i++) {
+    uint32_t d = ops[i].dst_rank;
+    if (mk_net_check_op(t, o, d < (uint32_t)o->nranks && d == ops[0].dst_rank ? &s->peers[d] : &none, &ops[i]))
+      return -1;
+  }
+  /* room first, then the fence: ops held earlier go out (progress sweeps) before these are admitted */
+  uint64_t deadline = 0;
+  while (*s->n_free < (uint32_t)n * s->per_op) {
+    if (s->progress(t) < 0) return -1;
+    uint64_t now = mk_now_ns();
+    if (!deadline) deadline = now + o->timeout_ns;
+    else if (now > deadline)
+      return snprintf(t->err, sizeof t->err, "rank %d: %u writes stayed in flight (the send queue is full) for "
+                      "%.3f s", o->rank, o->sq_depth, o->timeout_ns / 1e9), -1;
+  }
+  mk_op now[MK_MAX_BATCH];
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (mk_fence_admit(&s->fence, &ops[i])) admit(s, &ops[i], now, &m);
+  return m ? s->post(s->owner, now, m) : 0;
+}
+
+int mk_sender_sweep(mk_sender *s, int nranks) {
+  mk_op now[MK_MAX_BATCH];
+  for (int p = 0; s->fence.total_held && p < nranks; p++) {
+    uint32_t cap;
+    int n;
+    while (s->fence.held[p].n && (cap = *s->n_free / s->per_op) > 0 &&
+           (n = mk_fence_release(&s->fence, p, now, cap < MK_MAX_BATCH ? (int)cap : MK_MAX_BATCH)) > 0) {
+      for (int i = 0; i < n; i++)
+        for (uint32_t k = 0; k < s->per_op; k++) mk_fence_posted(&s->fence, p);
+      if (s->post(s->owner, now, n)) return -1;
+    }
+  }
+  return 0;
 }
 
 /* What this build holds: 1 verbs (infiniband/verbs.h), 2 libfabric (rdma/fabric.h), 4 CUDA (cuda.h). */

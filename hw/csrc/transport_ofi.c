@@ -54,7 +54,6 @@ typedef struct ofi_addr { /* follows mk_net_addr in the blob */
 } ofi_addr;
 
 typedef struct ofi_conn {
-  mk_peer peer;
   fi_addr_t addr;
   int virt_addr;
 } ofi_conn;
@@ -77,7 +76,7 @@ typedef struct ofi_tr {
   fi_addr_t self;
   ofi_conn *conns;
   mk_arrivals arr;
-  mk_fence fence;
+  mk_sender send; /* checks, room and the SIGNAL fence (net.c) */
   mk_backlog backlog;
   uint32_t chunk_bits;
   octx *ctx; /* sq_depth writes, rq_depth publishes, rq_depth receives */
@@ -92,9 +91,7 @@ static int ofi_err(ofi_tr *t, const char *what, int rc) {
   return -1;
 }
 
-static uint64_t remote(const ofi_conn *c, uint64_t addr) { return c->virt_addr ? addr : addr - c->peer.base; }
-
-static uint32_t per_op(const ofi_tr *t) { return t->o.plant == MK_PLANT_FLAG_WRITE ? 2 : 1; }
+static uint64_t remote(const ofi_conn *c, const mk_peer *p, uint64_t addr) { return c->virt_addr ? addr : addr - p->base; }
 
 static int ofi_progress(mk_transport *b);
 
@@ -120,26 +117,27 @@ static int post_admitted(ofi_tr *t, const mk_op *ops, int n) {
   for (int i = 0; i < n; i++) {
     const mk_op *op = &ops[i];
     ofi_conn *c = &t->conns[op->dst_rank];
+    const mk_peer *peer = &t->send.peers[op->dst_rank];
     uint32_t k = t->free_data[--t->n_free_data];
     t->ctx[k].op = *op;
     t->ctx[k].kind = DATA;
     int rc;
     if (t->o.plant == MK_PLANT_FLAG_WRITE && op->bytes) { /* the defect: data, then the flag as its own write */
-      rc = issue(t, k, (void *)(uintptr_t)op->src, op->bytes, t->desc, c->addr, remote(c, op->dst), c->peer.key, 0, 0);
+      rc = issue(t, k, (void *)(uintptr_t)op->src, op->bytes, t->desc, c->addr, remote(c, peer, op->dst), peer->key, 0, 0);
       if (!rc) {
           uint32_t f = t->free_data[--t->n_free_data];
         t->ctx[f].op = *op;
         t->ctx[f].kind = FLAG;
         t->pub[f] = op->epoch;
-        rc = issue(t, f, &t->pub[f], 8, t->pub_desc, c->addr, remote(c, op->flag), c->peer.key, 0, 0);
+        rc = issue(t, f, &t->pub[f], 8, t->pub_desc, c->addr, remote(c, peer, op->flag), peer->key, 0, 0);
       }
     } else if (op->bytes) {
-      rc = issue(t, k, (void *)(uintptr_t)op->src, op->bytes, t->desc, c->addr, remote(c, op->dst), c->peer.key, 1,
+      rc = issue(t, k, (void *)(uintptr_t)op->src, op->bytes, t->desc, c->addr, remote(c, peer, op->dst), peer->key, 1,
                  mk_imm_encode(t->chunk_bits, op->chunk, op->epoch));
     } else { /* a SIGNAL: 8 bytes into the sink flag (see the top), its own flag in the CQ data */
       t->pub[k] = op->epoch;
-      uint64_t sink = c->peer.base + 8ull * (t->o.n_flags - 1);
-      rc = issue(t, k, &t->pub[k], 8, t->pub_desc, c->addr, remote(c, sink), c->peer.key, 1,
+      uint64_t sink = peer->base + 8ull * (t->o.n_flags - 1);
+      rc = issue(t, k, &t->pub[k], 8, t->pub_desc, c->addr, remote(c, peer, sink), peer->key, 1,
                  mk_imm_encode(t->chunk_bits, op->chunk, op->epoch));
     }
     if (rc) {
@@ -151,48 +149,11 @@ static int post_admitted(ofi_tr *t, const mk_op *ops, int n) {
   return 0;
 }
 
-static void admitted(ofi_tr *t, const mk_op *op, mk_op *now, int *m) {
-  now[(*m)++] = *op;
-  for (uint32_t k = 0; k < per_op(t); k++) mk_fence_posted(&t->fence, (int)op->dst_rank);
-}
-
-static int sweep(ofi_tr *t) {
-  mk_op now[MK_MAX_BATCH];
-  for (int p = 0; t->fence.total_held && p < t->o.nranks; p++) {
-    uint32_t cap;
-    int n;
-    while (t->fence.held[p].n && (cap = t->n_free_data / per_op(t)) > 0 &&
-           (n = mk_fence_release(&t->fence, p, now, cap < MK_MAX_BATCH ? (int)cap : MK_MAX_BATCH)) > 0) {
-      for (int i = 0; i < n; i++)
-        for (uint32_t k = 0; k < per_op(t); k++) mk_fence_posted(&t->fence, p);
-      if (post_admitted(t, now, n)) return -1;
-    }
-  }
-  return 0;
-}
+static int post_batch(void *owner, const mk_op *ops, int n) { return post_admitted((ofi_tr *)owner, ops, n); }
 
 static int ofi_post(mk_transport *b, const mk_op *ops, int n) {
   ofi_tr *t = (ofi_tr *)b;
-  static const mk_peer none;
-  for (int i = 0; i < n; i++) {
-    uint32_t d = ops[i].dst_rank;
-    const mk_peer *p = d < (uint32_t)t->o.nranks && d == ops[0].dst_rank ? &t->conns[d].peer : &none;
-    if (mk_net_check_op(b, &t->o, p, &ops[i])) return -1;
-  }
-  uint64_t deadline = 0;
-  while (t->n_free_data < (uint32_t)n * per_op(t)) { /* room first, then the fence (see verbs_srd) */
-    if (ofi_progress(b) < 0) return -1;
-    uint64_t now = mk_now_ns();
-    if (!deadline) deadline = now + t->o.timeout_ns;
-    else if (now > deadline)
-      return snprintf(b->err, sizeof b->err, "rank %d: %u writes stayed in flight for %.3f s", t->o.rank,
-                      t->o.sq_depth, t->o.timeout_ns / 1e9), -1;
-  }
-  mk_op now[MK_MAX_BATCH];
-  int m = 0;
-  for (int i = 0; i < n; i++) /* an op admitted counts as posted at once: a SIGNAL later in the batch waits */
-    if (mk_fence_admit(&t->fence, &ops[i])) admitted(t, &ops[i], now, &m);
-  return m ? post_admitted(t, now, m) : 0;
+  return mk_sender_post(b, &t->send, &t->o, ops, n);
 }
 
 static int post_recv(ofi_tr *t, uint32_t k) {
@@ -239,11 +200,11 @@ static int on_error(ofi_tr *t) {
   if (c && (c->kind == DATA || c->kind == FLAG)) {
     t->base.err_op = c->op;
     t->base.err_has_op = 1;
-    snprintf(t->base.err, sizeof t->base.err, "rank %d -> rank %u: %s of chunk %u (epoch %llu) failed: %s (%s%s%s)",
+    snprintf(t->base.err, sizeof t->base.err, "rank %d -> rank %u: %s of chunk %u (epoch %llu) failed: %s (%.40s%s%.60s)",
              t->o.rank, c->op.dst_rank, what, c->op.chunk, (unsigned long long)c->op.epoch, t->api.strerror(e.err),
              t->prov, prov[0] ? ": " : "", prov);
   } else {
-    snprintf(t->base.err, sizeof t->base.err, "rank %d: %s failed: %s (%s%s%s)", t->o.rank, what,
+    snprintf(t->base.err, sizeof t->base.err, "rank %d: %s failed: %s (%.40s%s%.60s)", t->o.rank, what,
              t->api.strerror(e.err), t->prov, prov[0] ? ": " : "", prov);
   }
   return -1;
@@ -268,7 +229,7 @@ static int on_entry(ofi_tr *t, const struct fi_cq_data_entry *e) {
   if (kind == PUBLISH) t->free_pub[t->n_free_pub++] = k;
   else if (kind == DATA || kind == FLAG) {
     t->free_data[t->n_free_data++] = k;
-    mk_fence_completed(&t->fence, (int)c->op.dst_rank);
+    mk_fence_completed(&t->send.fence, (int)c->op.dst_rank);
   }
   return 0;
 }
@@ -283,8 +244,8 @@ static int ofi_progress(mk_transport *b) {
     b->activity++;
     if (on_entry(t, &e[i])) return -1;
   }
-  if (sweep(t) || publish(t)) return -1;
-  uint64_t pending = t->fence.total_out + t->fence.total_held + t->backlog.n + (t->o.rq_depth - t->n_free_pub);
+  if (mk_sender_sweep(&t->send, t->o.nranks) || publish(t)) return -1;
+  uint64_t pending = t->send.fence.total_out + t->send.fence.total_held + t->backlog.n + (t->o.rq_depth - t->n_free_pub);
   return (int)(pending > 0x7fffffff ? 0x7fffffff : pending);
 }
 
@@ -334,7 +295,7 @@ static int ofi_connect(mk_transport *b, int peer, const uint8_t *blob, int len) 
   int rc = fi_av_insert(t->av, a->name, 1, &c->addr, 0, NULL);
   if (rc != 1) return snprintf(b->err, sizeof b->err, "fi_av_insert of rank %d (%s) failed (%d)", peer, t->prov, rc), -1;
   c->virt_addr = (int)a->virt_addr;
-  c->peer = p;
+  t->send.peers[peer] = p;
   return 0;
 }
 
@@ -350,7 +311,7 @@ static void ofi_destroy(mk_transport *b) {
   if (t->info) t->api.freeinfo(t->info);
   if (t->lib) dlclose(t->lib);
   mk_arrivals_free(&t->arr);
-  mk_fence_free(&t->fence);
+  mk_sender_free(&t->send);
   mk_backlog_free(&t->backlog);
   free(t->ctx);
   free(t->free_data);
@@ -449,13 +410,7 @@ mk_transport *mk_ofi_transport(const mk_net_opts *o, char *err, int errlen) {
   if (mk_net_check_opts(o, "ofi", err, errlen)) return NULL;
   ofi_tr *t = calloc(1, sizeof *t);
   int rc;
-  t->o = *o;
-  if (!t->o.sq_depth) t->o.sq_depth = 256;
-  if (!t->o.rq_depth) t->o.rq_depth = 512;
-  if (!t->o.timeout_ns) t->o.timeout_ns = 5000000000ull;
-  t->peers = malloc(o->nranks);
-  memcpy(t->peers, o->peers, o->nranks);
-  t->o.peers = t->peers;
+  t->peers = mk_net_adopt(&t->o, o);
   t->base.name = "ofi";
   t->base.post = ofi_post;
   t->base.progress = ofi_progress;
@@ -473,7 +428,9 @@ mk_transport *mk_ofi_transport(const mk_net_opts *o, char *err, int errlen) {
   for (uint32_t i = 0; i < t->o.sq_depth; i++) t->free_data[t->n_free_data++] = t->o.sq_depth - 1 - i;
   for (uint32_t i = 0; i < t->o.rq_depth; i++) t->free_pub[t->n_free_pub++] = t->o.sq_depth + t->o.rq_depth - 1 - i;
   t->chunk_bits = mk_chunk_bits(o->n_flags);
-  if (mk_arrivals_init(&t->arr, o->n_flags, o->flag_base, err, errlen) || mk_fence_init(&t->fence, o->nranks))
+  if (mk_arrivals_init(&t->arr, o->n_flags, o->flag_base, err, errlen) ||
+      mk_sender_init(&t->send, o->nranks, o->plant == MK_PLANT_FLAG_WRITE ? 2 : 1, &t->n_free_data, t, post_batch,
+                     ofi_progress))
     goto fail;
   t->lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!t->lib) {

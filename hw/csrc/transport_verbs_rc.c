@@ -255,13 +255,7 @@ static void rc_destroy(mk_transport *b) {
 mk_transport *mk_verbs_rc_transport(const mk_net_opts *o, const void *api, char *err, int errlen) {
   if (mk_net_check_opts(o, "verbs_rc", err, errlen)) return NULL;
   rc_tr *t = calloc(1, sizeof *t);
-  t->o = *o;
-  if (!t->o.sq_depth) t->o.sq_depth = 256;
-  if (!t->o.signal_every) t->o.signal_every = 16;
-  if (!t->o.timeout_ns) t->o.timeout_ns = 5000000000ull;
-  t->peers = malloc(o->nranks);
-  memcpy(t->peers, o->peers, o->nranks);
-  t->o.peers = t->peers;
+  t->peers = mk_net_adopt(&t->o, o);
   t->base.name = "verbs_rc";
   t->base.post = rc_post;
   t->base.progress = rc_progress;

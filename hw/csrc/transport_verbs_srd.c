@@ -38,7 +38,6 @@ typedef struct srd_addr { /* follows mk_net_addr in the blob */
 } srd_addr;
 
 typedef struct srd_conn {
-  mk_peer peer;
   struct ibv_ah *ah;
   uint32_t qpn, qkey;
 } srd_conn;
@@ -59,7 +58,7 @@ typedef struct srd_tr {
   struct ibv_ah *self_ah;
   srd_conn *conns;
   mk_arrivals arr;
-  mk_fence fence;
+  mk_sender send; /* checks, room and the SIGNAL fence (net.c) */
   uint32_t chunk_bits, caps;
   int unsolicited;
   sslot *slots; /* sq_depth for writes, then rq_depth for loopback publishes */
@@ -107,21 +106,22 @@ static int complete(srd_tr *t, const char *what) {
 /* Post ops the fence admitted, all to one peer; slots were checked by the caller. */
 static int post_admitted(srd_tr *t, const mk_op *ops, int n) {
   srd_conn *c = &t->conns[ops[0].dst_rank];
+  const mk_peer *peer = &t->send.peers[ops[0].dst_rank];
   ibv_wr_start(t->qpx);
   for (int i = 0; i < n; i++) {
     const mk_op *op = &ops[i];
     uint32_t s = take(t->free_data, &t->n_free_data);
     t->slots[s] = (sslot){*op, DATA};
     if (t->o.plant == MK_PLANT_FLAG_WRITE && op->bytes) { /* the defect: data, then the flag as its own write */
-      queue_write(t, s, (uint32_t)c->peer.key, op->dst, c->ah, c->qpn, t->v.mr->lkey, op->src, (uint32_t)op->bytes,
+      queue_write(t, s, (uint32_t)peer->key, op->dst, c->ah, c->qpn, t->v.mr->lkey, op->src, (uint32_t)op->bytes,
                   0, 0);
       uint32_t f = take(t->free_data, &t->n_free_data);
       t->slots[f] = (sslot){*op, FLAG};
       t->pub[f] = op->epoch;
-      queue_write(t, f, (uint32_t)c->peer.key, op->flag, c->ah, c->qpn, t->pub_mr->lkey, (uintptr_t)&t->pub[f], 8, 0,
+      queue_write(t, f, (uint32_t)peer->key, op->flag, c->ah, c->qpn, t->pub_mr->lkey, (uintptr_t)&t->pub[f], 8, 0,
                   0);
     } else {
-      queue_write(t, s, (uint32_t)c->peer.key, op->bytes ? op->dst : op->flag, c->ah, c->qpn, t->v.mr->lkey,
+      queue_write(t, s, (uint32_t)peer->key, op->bytes ? op->dst : op->flag, c->ah, c->qpn, t->v.mr->lkey,
                   op->src, (uint32_t)op->bytes, 1, mk_imm_encode(t->chunk_bits, op->chunk, op->epoch));
     }
   }
@@ -133,56 +133,11 @@ static int post_admitted(srd_tr *t, const mk_op *ops, int n) {
   return 0;
 }
 
-static int srd_progress(mk_transport *b);
-
-static uint32_t per_op(const srd_tr *t) { return t->o.plant == MK_PLANT_FLAG_WRITE ? 2 : 1; }
-
-static void admitted(srd_tr *t, const mk_op *op, mk_op *now, int *m) {
-  now[(*m)++] = *op;
-  for (uint32_t k = 0; k < per_op(t); k++) mk_fence_posted(&t->fence, (int)op->dst_rank);
-}
-
-/* Post the held ops that may go now (after a SIGNAL's writes completed), while send slots last. */
-static int sweep(srd_tr *t) {
-  mk_op now[MK_MAX_BATCH];
-  for (int p = 0; t->fence.total_held && p < t->o.nranks; p++) {
-    uint32_t cap;
-    int n;
-    while (t->fence.held[p].n && (cap = t->n_free_data / per_op(t)) > 0 &&
-           (n = mk_fence_release(&t->fence, p, now, cap < MK_MAX_BATCH ? (int)cap : MK_MAX_BATCH)) > 0) {
-      for (int i = 0; i < n; i++)
-        for (uint32_t k = 0; k < per_op(t); k++) mk_fence_posted(&t->fence, p);
-      if (post_admitted(t, now, n)) return -1;
-    }
-  }
-  return 0;
-}
+static int post_batch(void *owner, const mk_op *ops, int n) { return post_admitted((srd_tr *)owner, ops, n); }
 
 static int srd_post(mk_transport *b, const mk_op *ops, int n) {
   srd_tr *t = (srd_tr *)b;
-  static const mk_peer none;
-  for (int i = 0; i < n; i++) {
-    uint32_t d = ops[i].dst_rank;
-    const mk_peer *p = d < (uint32_t)t->o.nranks && d == ops[0].dst_rank ? &t->conns[d].peer : &none;
-    if (mk_net_check_op(b, &t->o, p, &ops[i])) return -1;
-  }
-  /* room first, then the fence: ops held earlier go out (in progress) before these are admitted */
-  uint64_t deadline = 0;
-  while (t->n_free_data < (uint32_t)n * per_op(t)) {
-    if (srd_progress(b) < 0) return -1;
-    uint64_t clock = mk_now_ns();
-    if (!deadline) deadline = clock + t->o.timeout_ns;
-    else if (clock > deadline) {
-      snprintf(b->err, sizeof b->err, "rank %d: the send queue stayed full (%u requests) for %.3f s", t->o.rank,
-               t->o.sq_depth, t->o.timeout_ns / 1e9);
-      return -1;
-    }
-  }
-  mk_op now[MK_MAX_BATCH];
-  int m = 0;
-  for (int i = 0; i < n; i++) /* an op admitted counts as posted at once: a SIGNAL later in the batch waits */
-    if (mk_fence_admit(&t->fence, &ops[i])) admitted(t, &ops[i], now, &m);
-  return m ? post_admitted(t, now, m) : 0;
+  return mk_sender_post(b, &t->send, &t->o, ops, n);
 }
 
 /* Publish arrived flags in arrival order: a store, or a loopback write while publish slots last. */
@@ -209,7 +164,7 @@ static int publish(srd_tr *t) {
 
 static const char *peer_of_qpn(srd_tr *t, uint32_t qpn, char *buf, int n) {
   for (int r = 0; r < t->o.nranks; r++)
-    if (t->conns[r].peer.connected && t->conns[r].qpn == qpn) return snprintf(buf, n, "rank %d", r), buf;
+    if (t->send.peers[r].connected && t->conns[r].qpn == qpn) return snprintf(buf, n, "rank %d", r), buf;
   return snprintf(buf, n, "QP %u", qpn), buf;
 }
 
@@ -259,7 +214,7 @@ static int on_send(srd_tr *t, const struct ibv_wc *wc) {
     return 0;
   }
   t->free_data[t->n_free_data++] = (uint32_t)s;
-  mk_fence_completed(&t->fence, peer);
+  mk_fence_completed(&t->send.fence, peer);
   return 0;
 }
 
@@ -274,8 +229,8 @@ static int srd_progress(mk_transport *b) {
     int recv = (wc[i].wr_id & RECV_BIT) || (wc[i].status == IBV_WC_SUCCESS && (wc[i].opcode & IBV_WC_RECV));
     if (recv ? on_receive(t, &wc[i]) : on_send(t, &wc[i])) return -1;
   }
-  if (sweep(t) || publish(t)) return -1;
-  uint64_t pending = t->fence.total_out + t->fence.total_held + t->backlog.n + (t->o.rq_depth - t->n_free_pub);
+  if (mk_sender_sweep(&t->send, t->o.nranks) || publish(t)) return -1;
+  uint64_t pending = t->send.fence.total_out + t->send.fence.total_held + t->backlog.n + (t->o.rq_depth - t->n_free_pub);
   return (int)(pending > 0x7fffffff ? 0x7fffffff : pending);
 }
 
@@ -330,7 +285,7 @@ static int srd_connect(mk_transport *b, int peer, const uint8_t *blob, int len) 
   if (!c->ah) return snprintf(b->err, sizeof b->err, "ibv_create_ah for rank %d failed: %s", peer, strerror(errno)), -1;
   c->qpn = a->qpn;
   c->qkey = a->qkey;
-  c->peer = p;
+  t->send.peers[peer] = p;
   return 0;
 }
 
@@ -347,7 +302,7 @@ static void srd_destroy(mk_transport *b) {
   }
   mk_verbs_close(&t->v);
   mk_arrivals_free(&t->arr);
-  mk_fence_free(&t->fence);
+  mk_sender_free(&t->send);
   free(t->slots);
   free(t->free_data);
   free(t->free_pub);
@@ -417,13 +372,7 @@ static int make_qp(srd_tr *t, char *err, int errlen) {
 mk_transport *mk_verbs_srd_transport(const mk_net_opts *o, const void *api, char *err, int errlen) {
   if (mk_net_check_opts(o, "verbs_srd", err, errlen)) return NULL;
   srd_tr *t = calloc(1, sizeof *t);
-  t->o = *o;
-  if (!t->o.sq_depth) t->o.sq_depth = 256;
-  if (!t->o.rq_depth) t->o.rq_depth = 512;
-  if (!t->o.timeout_ns) t->o.timeout_ns = 5000000000ull;
-  t->peers = malloc(o->nranks);
-  memcpy(t->peers, o->peers, o->nranks);
-  t->o.peers = t->peers;
+  t->peers = mk_net_adopt(&t->o, o);
   t->base.name = "verbs_srd";
   t->base.post = srd_post;
   t->base.progress = srd_progress;
@@ -441,7 +390,9 @@ mk_transport *mk_verbs_srd_transport(const mk_net_opts *o, const void *api, char
   for (uint32_t i = 0; i < t->o.sq_depth; i++) t->free_data[t->n_free_data++] = t->o.sq_depth - 1 - i;
   for (uint32_t i = 0; i < t->o.rq_depth; i++) t->free_pub[t->n_free_pub++] = t->n_slots - 1 - i;
   t->chunk_bits = mk_chunk_bits(o->n_flags);
-  if (mk_arrivals_init(&t->arr, o->n_flags, o->flag_base, err, errlen) || mk_fence_init(&t->fence, o->nranks))
+  if (mk_arrivals_init(&t->arr, o->n_flags, o->flag_base, err, errlen) ||
+      mk_sender_init(&t->send, o->nranks, o->plant == MK_PLANT_FLAG_WRITE ? 2 : 1, &t->n_free_data, t, post_batch,
+                     srd_progress))
     goto fail;
   if (mk_verbs_open(&t->v, &t->o, api, 1, "verbs_srd", err, errlen) || make_qp(t, err, errlen)) goto fail;
   const int local = IBV_ACCESS_LOCAL_WRITE;
