@@ -81,8 +81,10 @@ typedef struct ofi_tr {
   uint32_t chunk_bits;
   octx *ctx; /* sq_depth writes, rq_depth publishes, rq_depth receives */
   uint32_t *free_data, *free_pub, n_free_data, n_free_pub, n_ctx;
-  uint64_t *pub; /* per context: the 8 bytes a publish or planted flag write sends */
-  uint8_t scratch[64];
+  uint64_t *pub; /* per context: the 8 bytes a publish, SIGNAL or planted flag write sends; then 64
+                  * bytes of scratch for posted receives: all in the pub MR */
+  uint8_t *scratch;
+  int posting;   /* inside post_admitted: a progress from there must not sweep (it takes slots) */
   char prov[64];
 } ofi_tr;
 
@@ -149,7 +151,13 @@ static int post_admitted(ofi_tr *t, const mk_op *ops, int n) {
   return 0;
 }
 
-static int post_batch(void *owner, const mk_op *ops, int n) { return post_admitted((ofi_tr *)owner, ops, n); }
+static int post_batch(void *owner, const mk_op *ops, int n) {
+  ofi_tr *t = (ofi_tr *)owner;
+  t->posting = 1;
+  int rc = post_admitted(t, ops, n);
+  t->posting = 0;
+  return rc;
+}
 
 static int ofi_post(mk_transport *b, const mk_op *ops, int n) {
   ofi_tr *t = (ofi_tr *)b;
@@ -158,7 +166,7 @@ static int ofi_post(mk_transport *b, const mk_op *ops, int n) {
 
 static int post_recv(ofi_tr *t, uint32_t k) {
   t->ctx[k].kind = RECV;
-  ssize_t rc = fi_recv(t->ep, t->scratch, sizeof t->scratch, t->pub_desc, FI_ADDR_UNSPEC, &t->ctx[k]);
+  ssize_t rc = fi_recv(t->ep, t->scratch, 64, t->pub_desc, FI_ADDR_UNSPEC, &t->ctx[k]);
   return rc ? ofi_err(t, "fi_recv", (int)rc) : 0;
 }
 
@@ -217,8 +225,8 @@ static int on_entry(ofi_tr *t, const struct fi_cq_data_entry *e) {
     if (mk_arrival(&t->arr, (uint32_t)e->data, &flag, &epoch, t->base.err, sizeof t->base.err)) return -1;
     if (mk_backlog_push(&t->backlog, flag, epoch))
       return snprintf(t->base.err, sizeof t->base.err, "out of memory for arrived flags"), -1;
-    if (c && c->kind == RECV) return post_recv(t, (uint32_t)(c - t->ctx));
-    return 0;
+    if (t->rx_cq_data && c && c->kind == RECV) return post_recv(t, (uint32_t)(c - t->ctx));
+    return 0; /* without FI_RX_CQ_DATA no receive was consumed, and op_context means nothing */
   }
   if (!c || c < t->ctx || c >= t->ctx + t->n_ctx || c->kind == FREE)
     return snprintf(t->base.err, sizeof t->base.err, "a completion (flags %#llx) names no operation of this rank",
@@ -244,7 +252,7 @@ static int ofi_progress(mk_transport *b) {
     b->activity++;
     if (on_entry(t, &e[i])) return -1;
   }
-  if (mk_sender_sweep(&t->send, t->o.nranks) || publish(t)) return -1;
+  if ((!t->posting && mk_sender_sweep(&t->send, t->o.nranks)) || publish(t)) return -1;
   uint64_t pending = t->send.fence.total_out + t->send.fence.total_held + t->backlog.n + (t->o.rq_depth - t->n_free_pub);
   return (int)(pending > 0x7fffffff ? 0x7fffffff : pending);
 }
@@ -422,7 +430,8 @@ mk_transport *mk_ofi_transport(const mk_net_opts *o, char *err, int errlen) {
   t->conns = calloc(o->nranks, sizeof(ofi_conn));
   t->n_ctx = t->o.sq_depth + 2 * t->o.rq_depth;
   t->ctx = calloc(t->n_ctx, sizeof(octx));
-  t->pub = calloc(t->n_ctx, sizeof(uint64_t));
+  t->pub = calloc(t->n_ctx + 8, sizeof(uint64_t));
+  t->scratch = (uint8_t *)(t->pub + t->n_ctx);
   t->free_data = malloc(t->o.sq_depth * sizeof(uint32_t));
   t->free_pub = malloc(t->o.rq_depth * sizeof(uint32_t));
   for (uint32_t i = 0; i < t->o.sq_depth; i++) t->free_data[t->n_free_data++] = t->o.sq_depth - 1 - i;
@@ -462,7 +471,7 @@ mk_transport *mk_ofi_transport(const mk_net_opts *o, char *err, int errlen) {
   CHECK(fi_enable(t->ep), "fi_enable");
   if (reg(t, (void *)(uintptr_t)o->mem_base, o->mem_bytes, o->mem_kind == MK_MEM_CUDA,
           FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 2ull * o->rank + 1, &t->mr, &t->desc, err, errlen) ||
-      reg(t, t->pub, t->n_ctx * sizeof(uint64_t), 0, FI_READ | FI_WRITE | FI_RECV | FI_SEND, 2ull * o->rank + 2,
+      reg(t, t->pub, (t->n_ctx + 8) * sizeof(uint64_t), 0, FI_READ | FI_WRITE | FI_RECV | FI_SEND, 2ull * o->rank + 2,
           &t->pub_mr, &t->pub_desc, err, errlen))
     goto fail;
   uint8_t name[NAME_MAX_BYTES];
