@@ -13,14 +13,16 @@ import json
 import sys
 from pathlib import Path
 
+from mkernel.hw.transports import TRANSPORTS as _HW  # names only: nothing is probed at import
+
 from . import cli_measure as measure
 from .cluster import NOTIFY_MODES, TRANSPORTS
-
-HW_TRANSPORTS = ("auto", "loopback", "verbs_rc", "verbs_srd", "ofi")  # mkernel.hw.transports; SIM_MODEL simulates them
 from .errors import BackendUnavailable, InputError, MkernelError
 from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
+
+HW_TRANSPORTS = tuple(t for t in _HW if t != "fake")  # the simulator models them (hw.transports.SIM_MODEL)
 
 
 def _parser() -> argparse.ArgumentParser:

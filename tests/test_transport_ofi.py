@@ -97,7 +97,7 @@ def test_a_dropped_message_fails_its_sender_naming_it_and_its_receivers_time_out
     """Rank 0's proxy loses a command (a failed completion after retries, injected): it fails naming
     the destination, chunk and epoch; the receivers waiting for that chunk give up at their bound."""
     need("tcp;ofi_rxm")
-    reports = run(tmp_path, "tcp;ofi_rxm", calls=1, faults={0: dict(drop=0.2, seed=3)}, wait_s=3.0)
+    reports = run(tmp_path, "tcp;ofi_rxm", calls=1, faults={0: dict(drop=0.2, seed=3)}, wait_s=2.0)
     sender = " ".join(reports[0]["errors"])
     assert "lost: the transport reports a failed completion (injected drop)" in sender, sender
     assert "proxy rank 0: transport failure at ring slot" in sender and "epoch 1" in sender
@@ -110,7 +110,7 @@ def test_a_dead_proxy_leaves_every_peer_a_bounded_error(tmp_path):
     nor publishes what arrives. Every rank ends within its bounds: rank 2 learns its proxy is dead,
     and the ranks waiting for rank 2's chunks time out naming the flags."""
     need("tcp;ofi_rxm")
-    reports = run(tmp_path, "tcp;ofi_rxm", calls=1, faults={2: dict(die_after=5)}, wait_s=3.0)
+    reports = run(tmp_path, "tcp;ofi_rxm", calls=1, faults={2: dict(die_after=5)}, wait_s=2.0)
     dead = " ".join(reports[2]["errors"])
     assert "the proxy thread is dead (injected: it died after 5 commands)" in dead or "no credit" in dead, dead
     waiting = [r for r in (0, 1) if any("not set to epoch 1" in e for e in reports[r]["errors"])]

@@ -126,7 +126,7 @@ class Net:
         errors = []
         for p in self.proxies.values():
             try:
-                p.stop()
+                p.stop(timeout_s=5.0 if check else 1.0)
             except ProxyError as exc:
                 errors.append(exc)
             finally:

@@ -458,7 +458,9 @@ mk_transport *mk_ofi_transport(const mk_net_opts *o, char *err, int errlen) {
   struct fi_cq_attr cqa;
   memset(&cqa, 0, sizeof cqa);
   cqa.format = FI_CQ_FORMAT_DATA;
-  cqa.size = t->n_ctx;
+  int npeers = 0;
+  for (int r = 0; r < o->nranks; r++) npeers += t->peers[r];
+  cqa.size = t->n_ctx + (size_t)npeers * t->o.sq_depth; /* and the peers' writes in flight to this rank */
   CHECK(fi_cq_open(t->domain, &cqa, &t->cq, NULL), "fi_cq_open");
   struct fi_av_attr ava;
   memset(&ava, 0, sizeof ava);

@@ -328,7 +328,12 @@ static int make_qp(srd_tr *t, char *err, int errlen) {
     return -1;
   }
   t->unsolicited = (t->caps & MK_EFADV_CAPS_UNSOLICITED_WRITE_RECV) != 0;
-  t->cq = t->v.api->create_cq(t->v.ctx, (int)(2 * (t->o.sq_depth + t->o.rq_depth)), NULL, NULL, 0);
+  int npeers = 0;
+  for (int r = 0; r < t->o.nranks; r++) npeers += t->peers[r];
+  /* room for our writes, publishes and receives; with unsolicited write-recv, for every peer's
+   * writes in flight to us too (no posted receive bounds them) */
+  uint64_t cqe = 2ull * (t->o.sq_depth + t->o.rq_depth) + (t->unsolicited ? (uint64_t)npeers * t->o.sq_depth : 0);
+  t->cq = t->v.api->create_cq(t->v.ctx, (int)(cqe > 1u << 22 ? 1u << 22 : cqe), NULL, NULL, 0);
   if (!t->cq) return snprintf(err, errlen, "verbs_srd: ibv_create_cq failed: %s", strerror(errno)), -1;
   struct ibv_qp_init_attr_ex ia;
   memset(&ia, 0, sizeof ia);
