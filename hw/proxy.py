@@ -134,7 +134,7 @@ class Proxy:
     out."""
 
     def __init__(self, *, rank: int, nranks: int, ring_ptr: int, ctl_ptr: int, capacity: int, regions: Regions,
-                 transport: str = "fake", max_batch: int = ring.MAX_BATCH, window_us: float = 2.0,
+                 transport="fake", max_batch: int = ring.MAX_BATCH, window_us: float = 2.0,
                  seed: int = 0, unordered: bool = False, gbytes_per_s: float = 0.0, latency_us: float = 0.0,
                  device: int = 0, streams: int = 1, flag_early: bool = False, cpu: int = -1,
                  faults: ProxyFaults | None = None, idle_spin_us: float = 2000.0, idle_sleep_us: float = 50.0):
@@ -147,19 +147,30 @@ class Proxy:
         cfg = ring.ProxyConfig(rank, nranks, capacity, max_batch, regions.n_flags, int(window_us * 1000),
                                regions.src[0], regions.src[1], *self._keep, cpu, (faults or ProxyFaults()).native(),
                                int(idle_spin_us * 1000), int(idle_sleep_us * 1000))
-        opts = ring.TransportOptions(seed, int(unordered), gbytes_per_s, int(latency_us * 1000), device, streams,
-                                     int(flag_early))
         err = ctypes.create_string_buffer(256)
-        self._p = self._lib.mk_proxy_create(ctypes.byref(cfg), ring_ptr, ctl_ptr, transport.encode(),
-                                            ctypes.byref(opts), err, 256)
+        if hasattr(transport, "take"):  # a network endpoint, connected: the proxy owns it from here
+            name = transport.name
+            self._p = self._lib.mk_proxy_create_with(ctypes.byref(cfg), ring_ptr, ctl_ptr, transport.take(), err, 256)
+        else:
+            name = transport
+            opts = ring.TransportOptions(seed, int(unordered), gbytes_per_s, int(latency_us * 1000), device, streams,
+                                         int(flag_early))
+            self._p = self._lib.mk_proxy_create(ctypes.byref(cfg), ring_ptr, ctl_ptr, transport.encode(),
+                                                ctypes.byref(opts), err, 256)
         if not self._p:
             raise ProxyError(f"rank {rank}: cannot create the proxy: {err.value.decode()}")
-        self.rank, self.transport = rank, transport
+        self.rank, self.transport = rank, name
         self._final: tuple[dict, np.ndarray | None] | None = None
 
     def kick(self) -> None:
         """A call was just launched: poll flat out (``idle_spin_us`` from now) for its commands."""
         self._lib.mk_proxy_kick(self._live())
+
+    def rebase(self, epoch: int) -> None:
+        """Tell a receiving transport (verbs_srd, ofi) that every flag now holds ``epoch``: the
+        window it rebuilds epochs in from the immediate's low bits (Executor.fast_forward does
+        this to the flags). Call it with no message in flight; other transports ignore it."""
+        self._lib.mk_proxy_rebase(self._live(), epoch)
 
     def start(self) -> Proxy:
         if self._lib.mk_proxy_start(self._p):

@@ -100,3 +100,32 @@ class ProxyError(ctypes.Structure):
 class ProxyStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("commands", "batches", "bytes", "full_batches", "polls_idle",
                                                "transport_ns", "driver_calls", "killed", "idle_sleeps")]
+
+
+class NetOptions(ctypes.Structure):
+    """mk_net_opts (csrc/mk_net.h): one rank's network transport, before it connects."""
+
+    _fields_ = [
+        ("rank", ctypes.c_int32), ("nranks", ctypes.c_int32), ("n_flags", ctypes.c_uint32),
+        ("mem_kind", ctypes.c_int32), ("cuda_device", ctypes.c_int32),
+        ("mem_base", ctypes.c_uint64), ("mem_bytes", ctypes.c_uint64), ("flag_base", ctypes.c_uint64),
+        ("peers", ctypes.POINTER(ctypes.c_uint8)), ("device", ctypes.c_char * 64), ("provider", ctypes.c_char * 64),
+        ("port", ctypes.c_int32), ("gid_index", ctypes.c_int32), ("sq_depth", ctypes.c_uint32),
+        ("rq_depth", ctypes.c_uint32), ("signal_every", ctypes.c_uint32), ("publish", ctypes.c_int32),
+        ("plant", ctypes.c_int32), ("timeout_ns", ctypes.c_uint64),
+    ]
+
+
+class NetAddr(ctypes.Structure):
+    """mk_net_addr: the header of every address blob a rank publishes for its peers."""
+
+    _fields_ = [("magic", ctypes.c_uint32), ("kind", ctypes.c_uint32), ("rank", ctypes.c_int32),
+                ("nranks", ctypes.c_int32), ("base", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
+                ("key", ctypes.c_uint64), ("n_flags", ctypes.c_uint32), ("len", ctypes.c_uint32)]
+
+
+NET_MAGIC = 0x314E4B4D
+NET_ADDR_MAX = 8192
+MEM_HOST, MEM_CUDA = 0, 1
+PUBLISH_STORE, PUBLISH_LOOPBACK = 0, 1
+PLANT_NONE, PLANT_FLAG_WRITE = 0, 1

@@ -13,12 +13,16 @@ import json
 import sys
 from pathlib import Path
 
+from mkernel.hw.transports import TRANSPORTS as _HW  # names only: nothing is probed at import
+
 from . import cli_measure as measure
 from .cluster import NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
 from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
+
+HW_TRANSPORTS = tuple(t for t in _HW if t != "fake")  # the simulator models them (hw.transports.SIM_MODEL)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--kernel", choices=KERNELS)
     shared.add_argument("--nodes", type=int)
     shared.add_argument("--gpus-per-node", type=int)
-    shared.add_argument("--transport", choices=TRANSPORTS)
+    shared.add_argument("--transport", choices=TRANSPORTS + HW_TRANSPORTS,
+                        help="sim: the NIC protocol; hw names (auto, loopback, verbs_rc, verbs_srd, ofi) run on --backend hw "
+                             "and are simulated as their protocol")
     shared.add_argument("--notify", choices=NOTIFY_MODES, help="how a receiver learns a chunk landed")
     shared.add_argument("--m", type=int)
     shared.add_argument("--n", type=int)
@@ -114,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     va.add_argument("--fit-overheads", action="store_true",
                     help="also fit the fused kernel's per-call and per-tile costs from the world-1 bench (printed)")
     va.add_argument("--debug", action="store_true", help="show tracebacks")
+    dr = sub.add_parser("doctor", help="RDMA devices, ports, GIDs, EFA caps, dmabuf, libfabric providers, the NIC per "
+                                       "GPU and the transport auto picks")
+    dr.add_argument("--require", choices=("auto", "verbs_rc", "verbs_srd", "ofi"),
+                    help="end with PASS or FAIL for this transport (exit 0 or 1)")
+    dr.add_argument("--nic-map", help="GPU=NIC pairs, e.g. 0=mlx5_0,1=mlx5_1 (default: nearest by PCIe distance)")
+    dr.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
@@ -128,8 +140,13 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         raise InputError("--seq applies to --kernel ring_attention (it sets m, the sequence per GPU)")
     if args.seq is not None:
         args.m = args.seq
+    sim_transport = args.transport
+    if args.transport in HW_TRANSPORTS:  # the simulator models the NIC protocol; loopback and auto keep the scenario's
+        from mkernel.hw.transports import SIM_MODEL
+
+        sim_transport = SIM_MODEL.get(args.transport)
     cluster = {k: v for k, v in (("nodes", args.nodes), ("gpus_per_node", args.gpus_per_node),
-                                 ("transport", args.transport), ("notify", args.notify)) if v is not None}
+                                 ("transport", sim_transport), ("notify", args.notify)) if v is not None}
     for key, value in cluster.items():
         if isinstance(value, int) and value < 1:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")
@@ -150,6 +167,10 @@ def _run(args: argparse.Namespace) -> int:
     from .report import print_result
 
     sc = scenario_from_args(args)
+    if args.backend == "hw" and args.transport is not None:
+        from mkernel.hw.transports import check_hw_run
+
+        check_hw_run(args.transport)  # one clear error before any launch
     if args.splits:
         from .splits import apply
 
@@ -291,12 +312,20 @@ def _scaleout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from mkernel.hw import doctor, nics
+
+    lines, ok = doctor.report(nic_map=nics.parse_nic_map(args.nic_map) if args.nic_map else None, require=args.require)
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "scaleout": _scaleout,
                     "selftest": measure.selftest, "calibrate": measure.calibrate, "bench": measure.bench,
-                    "validate": measure.validate}
+                    "validate": measure.validate, "doctor": _doctor}
         return commands[args.command](args)
     except MkernelError as exc:
         if args.debug:

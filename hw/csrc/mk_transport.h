@@ -1,9 +1,11 @@
 /* The narrow interface between the host proxy and a transport.
  *
  * The proxy validates every command and resolves it to absolute addresses before a transport sees
- * it, so a transport never checks bounds and never touches memory the proxy did not approve.
+ * it: in this process for the in-host transports (fake, cuda), in the destination's address space
+ * for the network ones (mk_net.h), whose registered regions the proxy's bounds come from.
  * post() receives up to MK_MAX_BATCH ops for one destination rank; progress() moves posted work on and
- * returns how many ops are still in flight (or -1 with `err` filled).
+ * returns how many ops are still in flight (or -1 with `err` filled, and `err_op` naming the op when
+ * one failed).
  */
 #ifndef MK_TRANSPORT_H
 #define MK_TRANSPORT_H
@@ -34,7 +36,15 @@ struct mk_transport {
   int (*progress)(mk_transport *t);
   int (*drain)(mk_transport *t, uint64_t timeout_ns);
   void (*destroy)(mk_transport *t);
+  /* Network transports only (NULL elsewhere): this endpoint's connection data for its peers, a
+   * peer's connection data, and every flag's last published epoch (a receiving proxy's window). */
+  int (*address)(mk_transport *t, uint8_t *out, int max);
+  int (*connect)(mk_transport *t, int peer, const uint8_t *addr, int len);
+  void (*rebase)(mk_transport *t, uint64_t epoch);
   uint64_t driver_calls; /* copies and memory-op submissions issued (cuda), for the stats */
+  uint64_t activity;     /* completions handled: a change is work, so a receiving proxy keeps polling */
+  mk_op err_op;          /* the op that failed, when err_has_op */
+  int err_has_op;
   char err[256];
 };
 

@@ -196,6 +196,20 @@ static void shuffle_puts(mk_proxy *p, pending *q) {
   }
 }
 
+/* A transport failure, naming the op the transport says failed (if it says). */
+static void transport_error(mk_proxy *p, uint64_t slot, const char *fmt, int rank) {
+  mk_cmd c;
+  memset(&c, 0, sizeof c);
+  const mk_transport *t = p->tr;
+  if (t->err_has_op) {
+    c.type = t->err_op.bytes ? MK_CMD_PUT : MK_CMD_SIGNAL;
+    c.dst_rank = (uint16_t)t->err_op.dst_rank;
+    c.chunk = t->err_op.chunk;
+    c.epoch = t->err_op.epoch;
+  }
+  set_error(p, MK_ERR_TRANSPORT, slot, t->err_has_op ? &c : NULL, fmt, t->name, rank, t->err);
+}
+
 static int flush(mk_proxy *p, int rank) {
   pending *q = &p->pend[rank];
   if (q->n == 0) return 0;
@@ -208,8 +222,7 @@ static int flush(mk_proxy *p, int rank) {
   int rc = p->tr->post(p->tr, q->ops, q->n);
   p->stats.transport_ns += mk_now_ns() - t0;
   if (rc != 0) {
-    set_error(p, MK_ERR_TRANSPORT, 0, NULL, "transport %s failed to post to rank %d: %s", p->tr->name, rank,
-              p->tr->err);
+    transport_error(p, 0, "transport %s failed to post to rank %d: %s", rank);
     return -1;
   }
   p->stats.batches++;
@@ -294,7 +307,7 @@ static void *proxy_main(void *arg) {
   prctl(PR_SET_TIMERSLACK, 1000UL); /* naps of a few us, not the default 50 us of slack */
   uint64_t next = __atomic_load_n(&p->ctl->tail, __ATOMIC_ACQUIRE);
   const uint64_t cap = p->cfg.capacity;
-  uint64_t idle_since = 0, nap = 0;
+  uint64_t idle_since = 0, nap = 0, last_activity = p->tr->activity;
   for (;;) {
     /* Read `stop` before polling: a command committed before stop() was called is then seen by the
      * poll below, so the thread never leaves with it still in the ring. */
@@ -336,16 +349,19 @@ static void *proxy_main(void *arg) {
     if (flush_expired(p, got == 0)) goto fail;
     int inflight = p->tr->progress(p->tr);
     if (inflight < 0) {
-      set_error(p, MK_ERR_TRANSPORT, next, NULL, "transport %s failed: %s", p->tr->name, p->tr->err);
+      transport_error(p, next, "transport %s failed (proxy of rank %d): %s", p->cfg.rank);
       goto fail;
     }
+    const uint64_t activity = p->tr->activity; /* completions handled: arrivals count as work */
+    const int active = activity != last_activity;
+    last_activity = activity;
     if (stopping && got == 0 && p->n_active == 0 && inflight == 0) break;
     if (__atomic_load_n(&p->ctl->abort, __ATOMIC_ACQUIRE)) {
       set_error(p, MK_ERR_ABORTED, next, NULL, "aborted by a producer or waiter (code %llu)",
                 (unsigned long long)p->ctl->abort);
       goto fail;
     }
-    if (got) idle_since = nap = 0;
+    if (got || active) idle_since = nap = 0;
     else idle_wait(p, p->n_active != 0 || inflight != 0, &idle_since, &nap);
   }
   p->done = 1;
@@ -387,24 +403,28 @@ static int register_regions(const mk_proxy_cfg *cfg, char *err, int errlen) {
   return 0;
 }
 
-mk_proxy *mk_proxy_create(const mk_proxy_cfg *cfg, mk_cmd *ring, mk_ring_ctl *ctl, const char *transport,
-                          const mk_transport_opts *topts, char *err, int errlen) {
+static int check_cfg(const mk_proxy_cfg *cfg, char *err, int errlen) {
   if (cfg->nranks < 1 || cfg->nranks > MK_MAX_RANKS || cfg->rank < 0 || cfg->rank >= cfg->nranks) {
     snprintf(err, errlen, "rank %d / nranks %d: nranks must be in [1, %d] and rank in [0, nranks)", cfg->rank,
              cfg->nranks, MK_MAX_RANKS);
-    return NULL;
+    return -1;
   }
   if (cfg->max_batch < 1 || cfg->max_batch > MK_MAX_BATCH || cfg->capacity < 1 || cfg->n_flags < 1) {
     snprintf(err, errlen, "max_batch %u must be in [1, %d]; capacity %llu and n_flags %u must be >= 1",
              cfg->max_batch, MK_MAX_BATCH, (unsigned long long)cfg->capacity, cfg->n_flags);
+    return -1;
+  }
+  return register_regions(cfg, err, errlen);
+}
+
+/* A proxy over a transport the caller made (a network transport, connected to its peers); the
+ * proxy owns it from here, and destroys it on failure too. */
+mk_proxy *mk_proxy_create_with(const mk_proxy_cfg *cfg, mk_cmd *ring, mk_ring_ctl *ctl, mk_transport *tr, char *err,
+                               int errlen) {
+  if (check_cfg(cfg, err, errlen)) {
+    tr->destroy(tr);
     return NULL;
   }
-  if (register_regions(cfg, err, errlen)) return NULL;
-  mk_transport *tr = NULL;
-  if (strcmp(transport, "fake") == 0) tr = mk_fake_transport(topts, err, errlen);
-  else if (strcmp(transport, "cuda") == 0) tr = mk_cuda_transport(topts, err, errlen);
-  else snprintf(err, errlen, "native transport %s is not one of: fake, cuda", transport);
-  if (!tr) return NULL;
   mk_proxy *p = calloc(1, sizeof *p);
   int n = cfg->nranks;
   p->cfg = *cfg;
@@ -422,6 +442,18 @@ mk_proxy *mk_proxy_create(const mk_proxy_cfg *cfg, mk_cmd *ring, mk_ring_ctl *ct
   p->ctl = ctl;
   p->tr = tr;
   return p;
+}
+
+mk_proxy *mk_proxy_create(const mk_proxy_cfg *cfg, mk_cmd *ring, mk_ring_ctl *ctl, const char *transport,
+                          const mk_transport_opts *topts, char *err, int errlen) {
+  if (check_cfg(cfg, err, errlen)) return NULL;
+  mk_transport *tr = NULL;
+  if (strcmp(transport, "fake") == 0) tr = mk_fake_transport(topts, err, errlen);
+  else if (strcmp(transport, "cuda") == 0) tr = mk_cuda_transport(topts, err, errlen);
+  else snprintf(err, errlen, "native transport %s is not one of: fake, cuda (network transports: mk_net_create)",
+                transport);
+  if (!tr) return NULL;
+  return mk_proxy_create_with(cfg, ring, ctl, tr, err, errlen);
 }
 
 int mk_proxy_start(mk_proxy *p) {
@@ -455,7 +487,7 @@ int mk_proxy_stop(mk_proxy *p, uint64_t timeout_ns) {
   pthread_join(p->thread, NULL);
   p->started = 0;
   if (p->tr->drain && p->tr->drain(p->tr, timeout_ns)) {
-    set_error(p, MK_ERR_TRANSPORT, 0, NULL, "transport %s failed to drain: %s", p->tr->name, p->tr->err);
+    transport_error(p, 0, "transport %s failed to drain (proxy of rank %d): %s", p->cfg.rank);
     return MK_ERR_TRANSPORT;
   }
   return p->error.code;
@@ -468,6 +500,12 @@ void mk_proxy_get_stats(mk_proxy *p, mk_proxy_stats *s) {
   s->driver_calls = p->tr->driver_calls;
 }
 mk_transport *mk_proxy_transport(mk_proxy *p) { return p->tr; }
+
+/* Every flag's last published epoch, for a receiving transport's window (Executor.fast_forward):
+ * call it with no message in flight. */
+void mk_proxy_rebase(mk_proxy *p, uint64_t epoch) {
+  if (p->tr->rebase) p->tr->rebase(p->tr, epoch);
+}
 
 void mk_proxy_destroy(mk_proxy *p) {
   if (!p) return;
