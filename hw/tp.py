@@ -60,19 +60,26 @@ class _Parallel(torch.nn.Module):
                 torch.manual_seed(seed)
                 self.load_(torch.nn.Linear(in_features, out_features, bias=bias))
 
-    def load_(self, linear: torch.nn.Linear):
-        """Copy this rank's shard of ``linear`` (weight [out, in], the same full layer on every rank)."""
+    def shard(self, linear: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """This rank's (weight [in, out], bias) of ``linear`` (weight [out, in]), as views."""
         if (linear.in_features, linear.out_features) != (self.in_features, self.out_features) or \
                 (linear.bias is None) != (self.bias is None):
-            raise InputError(f"{type(self).__name__}.load_: a Linear({self.in_features}, {self.out_features}, "
+            raise InputError(f"{type(self).__name__}: a Linear({self.in_features}, {self.out_features}, "
                              f"bias={self.bias is not None}) is needed, got {linear}")
         n = self.weight.shape[0 if self.split == "in" else 1]
         mine = slice(self.rank * n, (self.rank + 1) * n)
+        full = linear.weight.t()
+        weight = full[mine] if self.split == "in" else full[:, mine]
+        bias = None if linear.bias is None else linear.bias[mine] if self.split == "out" else linear.bias
+        return weight, bias
+
+    def load_(self, linear: torch.nn.Linear):
+        """Copy this rank's shard of ``linear`` (the same full layer on every rank)."""
+        weight, bias = self.shard(linear)
         with torch.no_grad():
-            full = linear.weight.t()
-            self.weight.copy_(full[mine] if self.split == "in" else full[:, mine])
+            self.weight.copy_(weight)
             if self.bias is not None:
-                self.bias.copy_(linear.bias[mine] if self.split == "out" else linear.bias)
+                self.bias.copy_(bias)
         return self
 
     @classmethod
@@ -133,23 +140,25 @@ class RowParallelLinear(_Parallel):
 
 
 class ParallelMLP(torch.nn.Module):
-    """``fc2(activation(fc1(x)))`` with fc1 column- and fc2 row-parallel (scatter): x and the
-    result are this rank's tokens [T / world, hidden]; the [T, ffn / world] in between never
-    leaves the rank. ``knobs``: gpus_per_node, sms, mode, device, dtype (both layers)."""
+    """``fc2(activation(fc1(x)))`` with fc1 column- and fc2 row-parallel: x is this rank's tokens
+    [T / world, hidden], and so is the result (``reduce="scatter"``), or every token [T, hidden]
+    on every rank (``reduce="all"``); the [T, ffn / world] in between never leaves the rank.
+    ``knobs``: gpus_per_node, sms, mode, device, dtype (both layers)."""
 
-    def __init__(self, hidden: int, ffn: int, bias: bool = True, group=None, *, activation=None,
-                 seed: int | None = 0, **knobs):
+    def __init__(self, hidden: int, ffn: int, bias: bool = True, group=None, *, reduce: str = "scatter",
+                 activation=None, seed: int | None = 0, **knobs):
         super().__init__()
         self.fc1 = ColumnParallelLinear(hidden, ffn, bias, group, seed=seed, **knobs)
-        self.fc2 = RowParallelLinear(ffn, hidden, bias, group, seed=None if seed is None else seed + 1, **knobs)
+        self.fc2 = RowParallelLinear(ffn, hidden, bias, group, reduce=reduce, seed=None if seed is None else seed + 1,
+                                     **knobs)
         self.activation = activation or torch.nn.functional.gelu
 
     @classmethod
-    def from_mlp(cls, fc1: torch.nn.Linear, fc2: torch.nn.Linear, group=None, *, activation=None,
-                 **knobs) -> ParallelMLP:
+    def from_mlp(cls, fc1: torch.nn.Linear, fc2: torch.nn.Linear, group=None, *, reduce: str = "scatter",
+                 activation=None, **knobs) -> ParallelMLP:
         """The TP shards of a torch MLP ``fc2(activation(fc1(x)))`` (every rank passes the same layers)."""
-        mlp = cls(fc1.in_features, fc1.out_features, fc1.bias is not None, group, activation=activation, seed=None,
-                  device=fc1.weight.device, dtype=fc1.weight.dtype, **knobs)
+        mlp = cls(fc1.in_features, fc1.out_features, fc1.bias is not None, group, reduce=reduce, activation=activation,
+                  seed=None, device=fc1.weight.device, dtype=fc1.weight.dtype, **knobs)
         mlp.fc1.load_(fc1)
         mlp.fc2.load_(fc2)
         return mlp

@@ -1,10 +1,11 @@
-"""The backward of every op, on the CPU, on 1, 2 and 4 gloo ranks, in float64 on small odd shapes.
+"""The backward of every op, and training with it, on the CPU: 1, 2 and 4 gloo ranks, float64,
+small odd shapes.
 
-The oracle is independent of the distributed code: every rank draws every rank's inputs and
-output gradients (seeded by rank), writes the whole computation with plain torch (cat, matmul,
-a masked softmax over sequence positions, the MoE rows picked by index) in one process, and lets
-torch's autograd differentiate it; then it compares its own shard's gradients with what each
-path gives:
+Gradients. The oracle is independent of the distributed code: every rank draws every rank's
+inputs and output gradients (seeded by rank), writes the whole computation with plain torch
+(cat, matmul, a masked softmax over sequence positions, the MoE rows picked by index) in one
+process, and lets torch's autograd differentiate it; then it compares its own shard's gradients
+with what each path gives:
 
 - ``api``: the public op (auto: at world 1 torch.matmul; at world > 1 the torch path recorded as
   ``torch.ops.mkernel.torch_*``, whose backward is the shared formula of hw/autograd.py);
@@ -12,12 +13,16 @@ path gives:
   gradient through the zigzag merge);
 - ``fused-op``: the fused op ``torch.ops.mkernel.*`` with its registered backward, its forward
   stood in for on the CPU by the torch path (the kernel needs a GPU; the backward formula is what
-  is checked here);
-- ``compiled`` (world 2): the public op under ``torch.compile(fullgraph=True, backend="aot_eager")``.
+  is checked here).
 
-Attention's torch path computes in float32 on the CPU (hw/fallbacks.py), so its bound is 1e-5;
-every other path is float64 throughout (1e-10). The GPU runs of the fused backward:
-tests/test_train.py.
+Training (hw/tp_check.py): a two-layer TP MLP (gemm_rs or gemm_ar after ag_gemm) and a
+ring-attention block (sequence split over the ranks, zigzag when causal), 20 SGD steps against
+the same model written with torch only, loss by loss, and the weights after; float64 and
+(the MLP) float32; at world 2 also under ``torch.compile(fullgraph=True, dynamic=False,
+backend="aot_eager")``.
+
+Attention's torch path computes in float32 on the CPU (hw/fallbacks.py), so its bounds are
+looser; every other path is float64 throughout. GPU runs: tests/test_train.py.
 """
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ from test_api_dispatch import _ranks  # noqa: E402 - the gloo-rank harness
 
 F64 = torch.float64
 EXACT = 1e-10  # float64 paths
-ATTENTION = 1e-5  # the CPU attention kernel computes in float32
+ATTENTION = 1e-5  # the CPU attention kernel computes in float32, even on float64 inputs
+TRAIN = {"float64": 1e-10, "float32": 1e-5, "attention": 1e-6}  # relative loss difference, any step
 
 
 def _rel(x, y) -> float:
@@ -60,12 +66,6 @@ def stand_in_kernels() -> None:
     torch.library.register_kernel(
         "mkernel::moe_dispatch_gemm", "cpu", lambda x, w, handle_id:
         f.fallback_moe(x, w, ops.handle(handle_id).torch_rows, ops.handle(handle_id).group_name or None))
-
-
-def _compiled(fn):
-    """``fn`` under torch.compile: one graph, static shapes (the ops' path rule reads sizes as
-    constants, which sizes made dynamic by a recompile are not)."""
-    return torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=False)
 
 
 def _grads_of(fn, inputs, cotangents) -> list:
@@ -105,7 +105,7 @@ def _gemm_oracle(op: str, ab, grads, rank: int, world: int):
     return [t.grad for t in leaves[rank]]
 
 
-def _gemm_paths(op: str, compiled: bool) -> dict:
+def _gemm_paths(op: str) -> dict:
     import mkernel
     from mkernel.hw.groups import group_info
 
@@ -115,8 +115,6 @@ def _gemm_paths(op: str, compiled: bool) -> dict:
              "fallback": getattr(mkernel, f"fallback_{op}"),
              "fused-op": lambda a, b: getattr(torch.ops.mkernel, op)(a, b, name, 0, 0, "auto"),
              "torch-op": lambda a, b: torch.ops.mkernel.torch_gemm(a, b, op, name, 0, 0, "auto")}
-    if compiled:
-        paths["compiled"] = _compiled(getattr(mkernel, op))
     return paths
 
 
@@ -151,17 +149,14 @@ def _attention_oracle(qkv, cot, rank: int, world: int, causal: bool):
     return [t.grad for t in leaves[rank]]
 
 
-def _attention_paths(causal: bool, compiled: bool) -> dict:
+def _attention_paths(causal: bool) -> dict:
     import mkernel
     from mkernel.hw.groups import group_info
 
     name = group_info(None).name
-    paths = {"api": lambda q, k, v: mkernel.ring_attention(q, k, v, causal=causal),
-             "fallback": lambda q, k, v: mkernel.fallback_ring_attention(q, k, v, causal=causal),
-             "fused-op": lambda q, k, v: torch.ops.mkernel.ring_attention(q, k, v, causal, name, 0, 0, "auto")}
-    if compiled:
-        paths["compiled"] = _compiled(functools.partial(mkernel.ring_attention, causal=causal))
-    return paths
+    return {"api": lambda q, k, v: mkernel.ring_attention(q, k, v, causal=causal),
+            "fallback": lambda q, k, v: mkernel.fallback_ring_attention(q, k, v, causal=causal),
+            "fused-op": lambda q, k, v: torch.ops.mkernel.ring_attention(q, k, v, causal, name, 0, 0, "auto")}
 
 
 # ---- MoE ----
@@ -210,31 +205,49 @@ def _moe_errors(rank: int, world: int) -> dict:
 
 def _grad_errors(rank: int, world: int) -> dict:
     """Every op's every path: max relative error of its gradients against the oracle's."""
+    torch.set_num_threads(1)  # tiny ops: a second intra-op thread only waits (100x slower on a loaded machine)
     stand_in_kernels()
     errors = {}
     for op in ("gemm_ar", "gemm_rs", "ag_gemm"):
         ab, grads = _gemm_case(op, rank, world)
         want = _gemm_oracle(op, ab, grads, rank, world)
-        for path, fn in _gemm_paths(op, compiled=world == 2).items():
+        for path, fn in _gemm_paths(op).items():
             errors[f"{op} {path}"] = max(map(_rel, _grads_of(fn, ab[rank], [grads[rank]]), want))
     for causal, s in ((False, 5), (True, 6)):
         qkv = [_draw(r, *[(B, H, s, D)] * 3) for r in range(world)]
         cot = [_draw(300 + r, (B, H, s, D), (B, H, s)) for r in range(world)]
         want = _attention_oracle(qkv, cot, rank, world, causal)
-        for path, fn in _attention_paths(causal, compiled=world == 2).items():
+        for path, fn in _attention_paths(causal).items():
             errors[f"attention causal={causal} {path}"] = max(map(_rel, _grads_of(fn, qkv[rank], cot[rank]), want))
     errors.update(_moe_errors(rank, world))
     return errors
 
 
+def _train_runs(world: int) -> dict:
+    from mkernel.hw import tp_check
+
+    runs = {f"{kind} float64": tp_check.train(kind, tokens=8 * world) for kind in tp_check.KINDS}
+    runs["mlp float32"] = tp_check.train("mlp", tokens=8 * world, dtype=torch.float32)
+    if world == 2:  # static shapes: the path rule reads sizes as constants, which dynamic sizes are not
+        for kind in ("mlp", "mlp-ar", "attention-causal"):
+            runs[f"{kind} compiled"] = tp_check.train(kind, tokens=16, compile_backend="aot_eager")
+    return runs
+
+
+def _checks(rank: int, world: int) -> dict:
+    torch.set_num_threads(1)  # tiny ops: a second intra-op thread only waits (100x slower on a loaded machine)
+    return {"grads": _grad_errors(rank, world), "runs": _train_runs(world)}
+
+
 @functools.cache
-def _errors(world: int) -> list[dict]:
-    return [err for _, err in _ranks(world, _grad_errors)]
+def _results(world: int) -> list[dict]:
+    """Every rank's checks, one spawn per world (starting 4 ranks costs about 30 s here)."""
+    return [out for _, out in _ranks(world, _checks)]
 
 
 def _check(world: int, prefix: str, bound: float) -> None:
-    for rank, err in enumerate(_errors(world)):
-        mine = {k: v for k, v in err.items() if k.startswith(prefix)}
+    for rank, out in enumerate(_results(world)):
+        mine = {k: v for k, v in out["grads"].items() if k.startswith(prefix)}
         assert mine, f"rank {rank}: no {prefix} paths ran"
         bad = {k: v for k, v in mine.items() if not v <= bound}
         assert not bad, f"rank {rank} of {world}: gradients off the oracle's by more than {bound}: {bad}"
@@ -263,7 +276,21 @@ def test_moe_backward_combines_x_gradients_back_to_each_tokens_rank(world):
     _check(world, "moe ", EXACT)
 
 
-def test_compiled_paths_ran_at_world_2():
-    assert {k for k in _errors(2)[0] if k.endswith("compiled")} == {
-        "gemm_ar compiled", "gemm_rs compiled", "ag_gemm compiled", "attention causal=False compiled",
-        "attention causal=True compiled"}
+def _train_bound(name: str) -> float:
+    return TRAIN["attention" if "attention" in name else "float32" if "float32" in name else "float64"]
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_tp_training_matches_the_torch_model_step_by_step(world):
+    from mkernel.hw import tp_check
+
+    for rank, out in enumerate(_results(world)):
+        for name, run in out["runs"].items():
+            err, bound = tp_check.curve_error(run), _train_bound(name)
+            assert len(run["tp"]) == 20 and err <= bound, f"rank {rank} of {world}, {name}: loss off by {err}"
+            assert run["weights"] <= 10 * bound, f"rank {rank} of {world}, {name}: weights off by {run['weights']}"
+            assert run["torch"][-1] < 0.9 * run["torch"][0], f"{name}: the model did not train: {run['torch']}"
+
+
+def test_compiled_tp_models_ran_at_world_2():
+    assert {"mlp compiled", "mlp-ar compiled", "attention-causal compiled"} <= set(_results(2)[0]["runs"])
