@@ -92,10 +92,14 @@ def _(x, group_name):
     return x.new_empty(group_info(group_name or None).world * x.shape[0], *x.shape[1:])
 
 
+def _reduce_scatter_copy(x: torch.Tensor, g: GroupInfo) -> torch.Tensor:
+    """:func:`_reduce_scatter` without touching ``x`` (on the host that one sums in place)."""
+    return _reduce_scatter(x.clone() if g.host or g.world == 1 else x, g)
+
+
 @torch.library.custom_op("mkernel::reduce_scatter", mutates_args=())
 def _reduce_scatter_op(x: torch.Tensor, group_name: str) -> torch.Tensor:
-    g = group_info(group_name or None)
-    return _reduce_scatter(x.clone() if g.host or g.world == 1 else x, g)  # on the host it works in place
+    return _reduce_scatter_copy(x, group_info(group_name or None))
 
 
 @_reduce_scatter_op.register_fake
@@ -113,14 +117,12 @@ def _replicate_op(x: torch.Tensor, group_name: str) -> torch.Tensor:
     return x.clone()
 
 
-@_all_reduce_op.register_fake
-def _(x, group_name):
+def _same_shape(x, group_name):
     return torch.empty_like(x)
 
 
-@_replicate_op.register_fake
-def _(x, group_name):
-    return torch.empty_like(x)
+_all_reduce_op.register_fake(_same_shape)
+_replicate_op.register_fake(_same_shape)
 
 
 def _keep_group(ctx, inputs, output) -> None:
@@ -132,8 +134,8 @@ torch.library.register_autograd("mkernel::all_gather", lambda ctx, grad: (reduce
 torch.library.register_autograd("mkernel::reduce_scatter", lambda ctx, grad: (all_gather(grad, ctx.group_name), None),
                                 setup_context=_keep_group)
 torch.library.register_autograd("mkernel::all_reduce", lambda ctx, grad: (grad, None), setup_context=_keep_group)
-torch.library.register_autograd("mkernel::replicate", lambda ctx, grad: (all_reduce(grad, ctx.group_name), None),
-                                setup_context=_keep_group)
+torch.library.register_autograd("mkernel::replicate", lambda ctx, grad: (all_reduce(grad.clone(), ctx.group_name), None),
+                                setup_context=_keep_group)  # a copy: the incoming gradient may be another's too
 
 
 def _collective(op, plain, x: torch.Tensor, group) -> torch.Tensor:
@@ -151,8 +153,8 @@ def all_gather(x: torch.Tensor, group=None) -> torch.Tensor:
 
 
 def reduce_scatter(x: torch.Tensor, group=None) -> torch.Tensor:
-    """This rank's rows of the sum over ranks; its gradient is all-gathered."""
-    return _collective(torch.ops.mkernel.reduce_scatter, _reduce_scatter, x, group)
+    """This rank's rows of the sum over ranks (``x`` left as it was); its gradient is all-gathered."""
+    return _collective(torch.ops.mkernel.reduce_scatter, _reduce_scatter_copy, x, group)
 
 
 def all_reduce(x: torch.Tensor, group=None) -> torch.Tensor:

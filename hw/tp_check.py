@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from mkernel.errors import InputError
+
 from . import api
 from .fallbacks import _all_reduce, replicate
 from .groups import group_info
@@ -100,7 +102,7 @@ def token_rows(kind: str, rank: int, world: int, tokens: int) -> torch.Tensor:
 def models(kind: str, hidden: int, ffn: int, heads: int, dtype, device, **knobs):
     """(the torch-only model, its TP twin on this rank) with the same weights."""
     if kind not in KINDS:
-        raise ValueError(f"kind {kind!r} is not one of {KINDS}")
+        raise InputError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
     if kind.startswith("mlp"):
         ref = Mlp(hidden, ffn).to(device, dtype)
         tp = ParallelMLP.from_mlp(ref.fc1, ref.fc2, reduce="all" if kind == "mlp-ar" else "scatter", **knobs)
@@ -187,7 +189,7 @@ def _device_error() -> str | None:
     return None
 
 
-def _grads(fn, inputs, cotangents, dtype) -> list[torch.Tensor]:
+def grads_of(fn, inputs, cotangents, dtype=torch.float64) -> list[torch.Tensor]:
     """Gradients of sum(<output_i, cotangent_i>) with the inputs cast to ``dtype``."""
     leaves = [t.detach().to(dtype).requires_grad_() for t in inputs]
     outs = fn(*leaves)
@@ -222,16 +224,15 @@ def grads_rank(info, gpus_per_node: int, seed: int = 0) -> dict:
     moe_inputs = [rnd(tokens, hidden), (rnd(experts // world * hidden, width).float() / hidden ** 0.5).bfloat16()]
     errors, nan = {}, 0
     for name, (fn, inputs, cots) in cases.items():
-        fused = _grads(lambda *t: fn(*t, mode="fused", **kw), inputs, cots, torch.bfloat16)
-        want = _grads(lambda *t: fn(*t, mode="fallback", **kw), inputs, cots, torch.float64)
+        fused = grads_of(lambda *t: fn(*t, mode="fused", **kw), inputs, cots, torch.bfloat16)
+        want = grads_of(lambda *t: fn(*t, mode="fallback", **kw), inputs, cots)
         nan += sum(int(t.isnan().sum()) for t in fused)
         errors[name] = max(float((a.double() - b).norm() / b.norm()) for a, b in zip(fused, want))
     cot = [rnd(handle.rows, width)]
-    fused = _grads(lambda x, w: api.moe_dispatch_gemm(x, w, handle), moe_inputs, cot, torch.bfloat16)
+    fused = grads_of(lambda x, w: api.moe_dispatch_gemm(x, w, handle), moe_inputs, cot, torch.bfloat16)
     from .fallbacks import fallback_moe
 
-    want = _grads(lambda x, w: fallback_moe(x, w, handle.torch_rows, handle.group_name or None), moe_inputs, cot,
-                  torch.float64)
+    want = grads_of(lambda x, w: fallback_moe(x, w, handle.torch_rows, handle.group_name or None), moe_inputs, cot)
     errors["moe_dispatch_gemm"] = max(float((a.double() - b).norm() / b.norm()) for a, b in zip(fused, want))
     failure = _device_error()
     return {"rank": info.rank, "errors": errors, "nan": nan, "device_error": failure,
@@ -266,11 +267,16 @@ def replay_rank(info, gpus_per_node: int, mode: str, how: str = "graph", steps: 
     """The TP MLP's training step (forward, backward, SGD) captured in a CUDA graph (``how="graph"``)
     or under ``torch.compile(fullgraph=True, dynamic=False)`` (``how="compile"``), against the same
     steps in eager mode from the same weights, on fresh data each step: per-step relative loss
-    difference."""
+    difference. Ranks on GPUs of their own run the TP model on an NCCL group: emulate.launch's
+    group is gloo, whose host collectives a CUDA graph cannot capture."""
     import copy
 
+    import torch.distributed as dist
+
     s = GPU_SIZES
-    _, tp = models("mlp", s["hidden"], s["ffn"], s["heads"], torch.bfloat16, "cuda", **_knobs(info, gpus_per_node, mode))
+    group = dist.new_group(backend="nccl") if info.world > 1 and not info.emulated else None
+    _, tp = models("mlp", s["hidden"], s["ffn"], s["heads"], torch.bfloat16, "cuda", group=group,
+                   **_knobs(info, gpus_per_node, mode))
     gen = torch.Generator(device="cuda").manual_seed(7 + info.rank)
     data = [[torch.randn(s["tokens"] // info.world, s["hidden"], device="cuda", dtype=torch.bfloat16, generator=gen)
              for _ in range(2)] for _ in range(steps + 3)]

@@ -34,6 +34,8 @@ torch = pytest.importorskip("torch", reason="autograd of the torch ops needs tor
 
 from test_api_dispatch import _ranks  # noqa: E402 - the gloo-rank harness
 
+from mkernel.hw.tp_check import grads_of  # noqa: E402 - gradients of sum(<output, cotangent>)
+
 F64 = torch.float64
 EXACT = 1e-10  # float64 paths
 ATTENTION = 1e-5  # the CPU attention kernel computes in float32, even on float64 inputs
@@ -66,15 +68,6 @@ def stand_in_kernels() -> None:
     torch.library.register_kernel(
         "mkernel::moe_dispatch_gemm", "cpu", lambda x, w, handle_id:
         f.fallback_moe(x, w, ops.handle(handle_id).torch_rows, ops.handle(handle_id).group_name or None))
-
-
-def _grads_of(fn, inputs, cotangents) -> list:
-    """Every input's gradient of sum(<output_i, cotangent_i>)."""
-    leaves = [t.detach().clone().requires_grad_() for t in inputs]
-    outs = fn(*leaves)
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    sum((o * c).sum() for o, c in zip(outs, cotangents)).backward()
-    return [t.grad for t in leaves]
 
 
 # ---- GEMM ops ----
@@ -200,7 +193,7 @@ def _moe_errors(rank: int, world: int) -> dict:
     paths = {"fallback": lambda x, wt: f.fallback_moe(x, wt, rows_of[rank]),
              "api": lambda x, wt: mkernel.moe_dispatch_gemm(x, wt, handle),
              "fused-op": lambda x, wt: torch.ops.mkernel.moe_dispatch_gemm(x, wt, handle.id)}
-    return {f"moe {p}": max(map(_rel, _grads_of(fn, xw[rank], [grads[rank]]), want)) for p, fn in paths.items()}
+    return {f"moe {p}": max(map(_rel, grads_of(fn, xw[rank], [grads[rank]]), want)) for p, fn in paths.items()}
 
 
 def _grad_errors(rank: int, world: int) -> dict:
@@ -212,13 +205,13 @@ def _grad_errors(rank: int, world: int) -> dict:
         ab, grads = _gemm_case(op, rank, world)
         want = _gemm_oracle(op, ab, grads, rank, world)
         for path, fn in _gemm_paths(op).items():
-            errors[f"{op} {path}"] = max(map(_rel, _grads_of(fn, ab[rank], [grads[rank]]), want))
+            errors[f"{op} {path}"] = max(map(_rel, grads_of(fn, ab[rank], [grads[rank]]), want))
     for causal, s in ((False, 5), (True, 6)):
         qkv = [_draw(r, *[(B, H, s, D)] * 3) for r in range(world)]
         cot = [_draw(300 + r, (B, H, s, D), (B, H, s)) for r in range(world)]
         want = _attention_oracle(qkv, cot, rank, world, causal)
         for path, fn in _attention_paths(causal).items():
-            errors[f"attention causal={causal} {path}"] = max(map(_rel, _grads_of(fn, qkv[rank], cot[rank]), want))
+            errors[f"attention causal={causal} {path}"] = max(map(_rel, grads_of(fn, qkv[rank], cot[rank]), want))
     errors.update(_moe_errors(rank, world))
     return errors
 

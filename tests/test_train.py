@@ -101,3 +101,53 @@ def test_tp_step_on_real_nvlink_under_cuda_graphs_and_torch_compile(how):
     for mode in ("fallback", "fused"):
         for r in _launch(tp_check.replay_rank, 1, gpus, mode, how):
             assert r["ok"], (mode, r)
+
+
+# ---- tools/bench_train.py ----
+
+TOOL = __import__("pathlib").Path(__file__).resolve().parents[1] / "tools" / "bench_train.py"
+
+
+def _tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_train", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_train_refuses_bad_sizes_with_exit_2_and_one_sentence():
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(TOOL), "--sizes", "4096x2048"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "must be TxHxF" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_bench_train_reports_the_slowest_rank_and_both_speedups():
+    tool = _tool()
+    fast = {"loss": 1.0, "loss_rel_diff": 0.0, "eager_s": 2.0}
+    per_rank = [{"torch": {**fast, "eager_s": 4.0}, "tp-fallback": fast, "tp-auto": {**fast, "eager_s": 1.0},
+                 "tp-fused": {"failed": "InputError: no"}},
+                {"torch": {**fast, "eager_s": 4.0}, "tp-fallback": {**fast, "eager_s": 3.0},
+                 "tp-auto": {**fast, "eager_s": 1.5}, "tp-fused": {"failed": "InputError: no"}}]
+    out = tool._combine(per_rank)
+    assert out["tp-fallback"]["eager_s"] == 3.0 and out["tp-auto"]["eager_speedup_over_torch"] == 4.0 / 1.5
+    assert out["tp-auto"]["eager_speedup_over_tp-fallback"] == 2.0 and out["tp-fused"] == {"failed": "InputError: no"}
+
+
+@pytest.mark.gpu
+def test_bench_train_runs_at_world_1_with_graphs(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "train.json"
+    res = subprocess.run([sys.executable, str(TOOL), "--sizes", "1024x512x2048", "--iters", "3", "--graphs",
+                          "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    variants = json.loads(out.read_text())["results"][0]["variants"]
+    assert set(variants) == {"torch", "tp-fallback", "tp-auto", "tp-fused"}
+    assert all("failed" not in v and v["graph_s"] > 0 for v in variants.values()), variants
