@@ -27,7 +27,7 @@ import torch
 from mkernel.errors import InputError
 from mkernel.problems import Workload
 
-from . import autograd, fallbacks, ops
+from . import autograd, fallbacks, ops  # noqa: F401 - autograd registers the ops' backward
 from .dispatch import Call, Decision, decide
 from .fallbacks import fallback_ag_gemm, fallback_gemm_ar, fallback_gemm_rs, fallback_moe, \
     fallback_ring_attention

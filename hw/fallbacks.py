@@ -134,8 +134,9 @@ torch.library.register_autograd("mkernel::all_gather", lambda ctx, grad: (reduce
 torch.library.register_autograd("mkernel::reduce_scatter", lambda ctx, grad: (all_gather(grad, ctx.group_name), None),
                                 setup_context=_keep_group)
 torch.library.register_autograd("mkernel::all_reduce", lambda ctx, grad: (grad, None), setup_context=_keep_group)
-torch.library.register_autograd("mkernel::replicate", lambda ctx, grad: (all_reduce(grad.clone(), ctx.group_name), None),
-                                setup_context=_keep_group)  # a copy: the incoming gradient may be another's too
+torch.library.register_autograd("mkernel::replicate",  # summed in a copy: the incoming gradient may be another's too
+                                lambda ctx, grad: (all_reduce(grad.clone(), ctx.group_name), None),
+                                setup_context=_keep_group)
 
 
 def _collective(op, plain, x: torch.Tensor, group) -> torch.Tensor:

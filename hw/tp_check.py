@@ -158,7 +158,8 @@ def train(kind: str, *, steps: int = 20, tokens: int = 24, hidden: int = 8, ffn:
         curves["torch"].append(float(loss_ref.detach()))
         curves["tp"].append(float(whole))
     with torch.no_grad():
-        weights = max(float((p.double() - want.double()).norm() / want.double().norm()) for p, want in _pairs(kind, ref, tp))
+        weights = max(float((p.double() - want.double()).norm() / want.double().norm())
+                      for p, want in _pairs(kind, ref, tp))
     return {**curves, "weights": weights}
 
 

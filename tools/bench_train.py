@@ -180,8 +180,9 @@ def main() -> int:
                     print(f"{r['tokens']:>6}x{r['hidden']}x{r['ffn']:<6} {variant:>12} FAILED {row['failed']}")
                     continue
                 graph = f"{row['graph_s'] * 1e3:9.3f}" if "graph_s" in row else f"{'-':>9}"
+                vs_torch, vs_fallback = (row.get(f"eager_speedup_over_{b}", 0.0) for b in ("torch", "tp-fallback"))
                 print(f"{r['tokens']:>6}x{r['hidden']}x{r['ffn']:<6} {variant:>12} {row['eager_s'] * 1e3:9.3f} {graph} "
-                      f"{row.get('eager_speedup_over_torch', 0):8.2f}x {row.get('eager_speedup_over_tp-fallback', 0):8.2f}x")
+                      f"{vs_torch:8.2f}x {vs_fallback:8.2f}x")
         if args.out:
             args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
         for size, variant in bad:
