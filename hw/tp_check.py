@@ -23,6 +23,7 @@ from mkernel.errors import InputError
 from . import api
 from .fallbacks import _all_reduce, replicate
 from .groups import group_info
+from .rank import _device_error
 from .tp import ParallelMLP
 
 KINDS = ("mlp", "mlp-ar", "attention", "attention-causal")
@@ -177,19 +178,6 @@ def _knobs(info, gpus_per_node: int, mode: str) -> dict:
     return {"gpus_per_node": gpus_per_node, "sms": info.sm_budget, "mode": mode}
 
 
-def _device_error() -> str | None:
-    """The first device, proxy or wait error of the ops' executors (none: None), then close them."""
-    from mkernel.errors import MkernelError
-
-    try:
-        api.check()
-    except MkernelError as exc:
-        return str(exc)
-    finally:
-        api.close()
-    return None
-
-
 def grads_of(fn, inputs, cotangents, dtype=torch.float64) -> list[torch.Tensor]:
     """Gradients of sum(<output_i, cotangent_i>) with the inputs cast to ``dtype``."""
     leaves = [t.detach().to(dtype).requires_grad_() for t in inputs]
@@ -235,7 +223,7 @@ def grads_rank(info, gpus_per_node: int, seed: int = 0) -> dict:
 
     want = grads_of(lambda x, w: fallback_moe(x, w, handle.torch_rows, handle.group_name or None), moe_inputs, cot)
     errors["moe_dispatch_gemm"] = max(float((a.double() - b).norm() / b.norm()) for a, b in zip(fused, want))
-    failure = _device_error()
+    failure = _device_error(api)
     return {"rank": info.rank, "errors": errors, "nan": nan, "device_error": failure,
             "ok": failure is None and nan == 0 and all(e <= 1e-2 for e in errors.values())}
 
@@ -251,7 +239,7 @@ def train_rank(info, gpus_per_node: int, modes: tuple[str, ...] = ("auto", "fuse
                         **GPU_SIZES, **_knobs(info, gpus_per_node, mode))
             runs[f"{kind} {mode}"] = {"error": curve_error(run), "torch": run["torch"], "tp": run["tp"],
                                       "weights": run["weights"], "trains": run["torch"][-1] < run["torch"][0]}
-    failure = _device_error()
+    failure = _device_error(api)
     return {"rank": info.rank, "runs": {k: {"error": v["error"], "weights": v["weights"]} for k, v in runs.items()},
             "curves": runs, "device_error": failure,
             "ok": failure is None and all(v["error"] <= BF16_TOLERANCE and v["trains"] for v in runs.values())}
@@ -311,6 +299,6 @@ def replay_rank(info, gpus_per_node: int, mode: str, how: str = "graph", steps: 
         eager_opt.zero_grad(set_to_none=True)
         want = float(_step(eager, eager_opt, x, y).detach())
         errors.append(abs(got - want) / abs(want))
-    failure = _device_error()
+    failure = _device_error(api)
     return {"rank": info.rank, "errors": errors, "device_error": failure,
             "ok": failure is None and max(errors) <= BF16_TOLERANCE}
