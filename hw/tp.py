@@ -13,7 +13,9 @@ dimension is split). Inside a block they are split by features. So
 
 Weights are stored [in, out] per rank, the ops' B layout, so no call transposes them;
 :meth:`from_linear` shards a ``torch.nn.Linear`` (weight [out, in]). Every op call goes through the
-public wrappers, so the path rule, ``mode``, torch.compile and autograd apply as there; nothing
+public wrappers, so the path rule, ``mode``, torch.compile and autograd apply as there (compile
+with ``dynamic=False``: the path rule reads sizes as constants, and a recompile that makes them
+dynamic fails in ``api._traced_path``); nothing
 synchronises the host, so a warmed-up step (forward and backward: the first calls build the
 executors, collectively) can be captured in a CUDA graph.
 
