@@ -17,7 +17,8 @@ Why a call is cheap: the first call on a (shape, dtype, group, topology, mode) r
 (and, for the fused one, builds the executor: collective) and keeps it; later calls are one
 dictionary lookup and the path itself. In eager mode the fused path calls its executor directly;
 under torch.compile, or when autograd must record the op, it goes through ``torch.ops.mkernel.*``
-(:mod:`ops`).
+(:mod:`ops`), and the torch path at world > 1 through its twin ``torch.ops.mkernel.torch_*``;
+both have a backward (:mod:`autograd`) whose dual ops take their path by this same rule and mode.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import torch
 from mkernel.errors import InputError
 from mkernel.problems import Workload
 
-from . import fallbacks, ops
+from . import autograd, fallbacks, ops  # noqa: F401 - autograd registers the ops' backward
 from .dispatch import Call, Decision, decide
 from .fallbacks import fallback_ag_gemm, fallback_gemm_ar, fallback_gemm_rs, fallback_moe, \
     fallback_ring_attention
@@ -93,15 +94,20 @@ def _bind_gemm(op: str, a, b, group, gpus_per_node, sms, mode) -> tuple[Decision
         if call.world == 1:
             return d, torch.matmul  # every GEMM op is the plain product on one rank
         fallback = {"gemm_ar": fallback_gemm_ar, "gemm_rs": fallback_gemm_rs, "ag_gemm": fallback_ag_gemm}[op]
-        g = group_info(group)
-        return d, lambda x, y: fallback(x, y, g)
+        g, name, n_gpn, n_sms = group_info(group), _name(group), gpus_per_node or 0, sms or 0
+
+        def torch_path(x, y):
+            if _needs_autograd(x, y):
+                return torch.ops.mkernel.torch_gemm(x, y, op, name, n_gpn, n_sms, mode)
+            return fallback(x, y, g)
+        return d, torch_path
     name, n_sms = _name(group), sms or 0
     ex = ops.executor(Workload(kernel=op, m=m, n=b.shape[1], k=a.shape[1]), name, gpn, n_sms)
     traced = getattr(torch.ops.mkernel, op)
 
     def fused(x, y):
         if _needs_autograd(x, y):
-            return traced(x, y, name, gpn, n_sms)
+            return traced(x, y, name, gpn, n_sms, mode)
         return ex({"A": x, "B": y})["OUT"]
     return d, fused
 
@@ -114,14 +120,21 @@ def _gemm(op: str, a, b, group, gpus_per_node, sms, mode):
     if torch.compiler.is_compiling():
         path = _traced_path(op, tuple(a.shape), tuple(b.shape), _name(group), gpus_per_node or 0, mode)
         if path == "fused":
-            return getattr(torch.ops.mkernel, op)(a, b, _name(group), gpus_per_node or 0, sms or 0)
-        return {"gemm_ar": fallback_gemm_ar, "gemm_rs": fallback_gemm_rs, "ag_gemm": fallback_ag_gemm}[op](a, b, group)
+            return getattr(torch.ops.mkernel, op)(a, b, _name(group), gpus_per_node or 0, sms or 0, mode)
+        if _traced_world(_name(group)) == 1:
+            return torch.matmul(a, b)
+        return torch.ops.mkernel.torch_gemm(a, b, op, _name(group), gpus_per_node or 0, sms or 0, mode)
     key = (op, a.shape, b.shape, a.dtype, b.dtype, a.get_device(), a.is_contiguous(), b.is_contiguous(), group,
            gpus_per_node, sms, mode)
     hit = _BOUND.get(key)
     if hit is None:
         hit = _BOUND[key] = _bind_gemm(op, a, b, group, gpus_per_node, sms, mode)
     return hit[1](a, b)
+
+
+@torch._dynamo.assume_constant_result
+def _traced_world(group_name: str) -> int:
+    return group_info(group_name or None).world
 
 
 @torch._dynamo.assume_constant_result
@@ -177,14 +190,19 @@ def _decide_attention(q, k, v, causal, group, gpus_per_node, mode) -> tuple[Deci
 def _bind_attention(q, k, v, causal, group, gpus_per_node, sms, mode) -> tuple[Decision, object]:
     d, gpn = _decide_attention(q, k, v, causal, group, gpus_per_node, mode)
     if not d.fused:
-        g = group_info(group)
-        return d, lambda x, y, z: fallback_ring_attention(x, y, z, g, causal=causal)
+        g, name, n_gpn, n_sms = group_info(group), _name(group), gpus_per_node or 0, sms or 0
+
+        def torch_path(x, y, z):  # at world 1 too: torch's attention kernels drop lse's gradient
+            if _needs_autograd(x, y, z):
+                return torch.ops.mkernel.torch_ring_attention(x, y, z, causal, name, n_gpn, n_sms, mode)
+            return fallback_ring_attention(x, y, z, g, causal=causal)
+        return d, torch_path
     name, n_sms = _name(group), sms or 0
     ex = ops.executor(ops.attention_workload(q, causal), name, gpn, n_sms)
 
     def fused(x, y, z):
         if _needs_autograd(x, y, z):
-            return torch.ops.mkernel.ring_attention(x, y, z, causal, name, gpn, n_sms)
+            return torch.ops.mkernel.ring_attention(x, y, z, causal, name, gpn, n_sms, mode)
         return ops.run_attention(ex, x, y, z)
     return d, fused
 
@@ -194,8 +212,11 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group=None
                    mode: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of this rank's queries over every rank's keys and values: (out, lse)."""
     if torch.compiler.is_compiling():
+        call = (bool(causal), _name(group), gpus_per_node or 0, sms or 0, mode)
         if _traced_attention_path(tuple(q.shape), bool(causal), _name(group), gpus_per_node or 0, mode) == "fused":
-            return torch.ops.mkernel.ring_attention(q, k, v, causal, _name(group), gpus_per_node or 0, sms or 0)
+            return torch.ops.mkernel.ring_attention(q, k, v, *call)
+        if _needs_autograd(q, k, v) or _traced_world(_name(group)) > 1:
+            return torch.ops.mkernel.torch_ring_attention(q, k, v, *call)
         return fallback_ring_attention(q, k, v, group, causal=causal)
     key = ("ring_attention", q.shape, k.shape, v.shape, q.dtype, q.get_device(), q.is_contiguous(),
            k.is_contiguous(), v.is_contiguous(), bool(causal), group, gpus_per_node, sms, mode)

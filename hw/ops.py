@@ -4,7 +4,9 @@ implementations, so torch.compile traces them), the executors they run, and MoE 
 Each op runs its schedule through a cached :class:`~mkernel.hw.executor.Executor`, one per op,
 shape, group and topology, built collectively on first use (every rank of the group makes that
 call, as with any symmetric-memory op). The public wrappers (:mod:`api`) call an executor directly
-in eager mode; the custom ops are what torch.compile and autograd see.
+in eager mode; the custom ops are what torch.compile and autograd see. ``mode`` (the call's, default
+"auto") does not change the forward, which is always fused here: the backward (:mod:`autograd`)
+runs its dual ops by the rule under that mode.
 """
 from __future__ import annotations
 
@@ -64,35 +66,38 @@ def _world(group_name: str) -> int:
 # ---- custom ops (what torch.compile and autograd see) ----
 
 @torch.library.custom_op("mkernel::gemm_ar", mutates_args=())
-def _gemm_ar(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int) -> torch.Tensor:
+def _gemm_ar(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int,
+             mode: str = "auto") -> torch.Tensor:
     w = Workload(kernel="gemm_ar", m=a.shape[0], n=b.shape[1], k=a.shape[1])
     return executor(w, group_name, gpus_per_node, sms)({"A": a, "B": b})["OUT"]
 
 
 @_gemm_ar.register_fake
-def _(a, b, group_name, gpus_per_node, sms):
+def _(a, b, group_name, gpus_per_node, sms, mode="auto"):
     return a.new_empty(a.shape[0], b.shape[1])
 
 
 @torch.library.custom_op("mkernel::gemm_rs", mutates_args=())
-def _gemm_rs(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int) -> torch.Tensor:
+def _gemm_rs(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int,
+             mode: str = "auto") -> torch.Tensor:
     w = Workload(kernel="gemm_rs", m=a.shape[0], n=b.shape[1], k=a.shape[1])
     return executor(w, group_name, gpus_per_node, sms)({"A": a, "B": b})["OUT"]
 
 
 @_gemm_rs.register_fake
-def _(a, b, group_name, gpus_per_node, sms):
+def _(a, b, group_name, gpus_per_node, sms, mode="auto"):
     return a.new_empty(a.shape[0] // _world(group_name), b.shape[1])
 
 
 @torch.library.custom_op("mkernel::ag_gemm", mutates_args=())
-def _ag_gemm(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int) -> torch.Tensor:
+def _ag_gemm(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int,
+             mode: str = "auto") -> torch.Tensor:
     w = Workload(kernel="ag_gemm", m=a.shape[0] * _world(group_name), n=b.shape[1], k=a.shape[1])
     return executor(w, group_name, gpus_per_node, sms)({"A": a, "B": b})["OUT"]
 
 
 @_ag_gemm.register_fake
-def _(a, b, group_name, gpus_per_node, sms):
+def _(a, b, group_name, gpus_per_node, sms, mode="auto"):
     return a.new_empty(a.shape[0] * _world(group_name), b.shape[1])
 
 
@@ -103,7 +108,7 @@ def attention_workload(q: torch.Tensor, causal: bool) -> Workload:
 
 @torch.library.custom_op("mkernel::ring_attention", mutates_args=())
 def _ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, group_name: str,
-                    gpus_per_node: int, sms: int) -> tuple[torch.Tensor, torch.Tensor]:
+                    gpus_per_node: int, sms: int, mode: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     return run_attention(executor(attention_workload(q, causal), group_name, gpus_per_node, sms), q, k, v)
 
 
@@ -114,7 +119,7 @@ def run_attention(ex: Executor, q, k, v) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @_ring_attention.register_fake
-def _(q, k, v, causal, group_name, gpus_per_node, sms):
+def _(q, k, v, causal, group_name, gpus_per_node, sms, mode="auto"):
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
