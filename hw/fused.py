@@ -44,7 +44,7 @@ from mkernel import controller
 
 from mkernel.ir import Op
 
-from .layout import COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
+from .layout import ATTN_QUERY_ROWS, COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
 from .plan import GEMM_TILE
 from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
 from .tiles import _attn, _copy, _gather, _gemm, _gemm_table, _norm, _reduce
@@ -349,7 +349,7 @@ def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int
     return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
             "BM": bm, "BN": bn, "BK": bk, "CR": copy_rows, "CC": 256,
-            "D": head_dim, "BQ": 128, "BKV": 128 if head_dim <= 64 else 64, "ADAPTIVE": adaptive, "LOG": LOG_ENTRIES}
+            "D": head_dim, "BQ": ATTN_QUERY_ROWS, "BKV": 128, "ADAPTIVE": adaptive, "LOG": LOG_ENTRIES}
 
 
 LOG_ENTRIES = 4096  # target changes the controller logs per call (a ring: a longer call keeps its last ones)

@@ -149,5 +149,6 @@ COMMAND_WIDTH = len(Command)
 GEMM_TILE_WIDTH = len(GemmTile)
 SEGMENT_WIDTH = len(Segment)
 ERROR_BYTES = 64
+ATTN_QUERY_ROWS = 128  # query rows of one attention block: each has its own lock, so tiles of several merge in parallel
 MAX_SEGMENTS = 4  # GEMM table segments the kernel walks (a longer list: the tiles take the general path)
 

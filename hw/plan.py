@@ -40,7 +40,7 @@ from mkernel.errors import ScheduleError
 from mkernel.ir import Op, Role, Schedule, Task
 
 from . import ring
-from .layout import (COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH, SEGMENT_WIDTH,
+from .layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH, SEGMENT_WIDTH,
                      SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, GemmTile, Region, Segment, Task)
 from .lower import ROLES, Lowered, lower
 
@@ -77,7 +77,7 @@ class Plan:
     gemm_tiles: np.ndarray  # int64 [g, layout.GemmTile]: the compute queue's first g tasks as GEMM tiles
     segments: np.ndarray  # int64 [<= MAX_SEGMENTS, layout.Segment]: runs of gemm_tiles with one A and K
     n_flags: int  # slots per rank, barrier and sink slots included (the same on every rank)
-    n_locks: int
+    n_locks: int  # attention lock words: one per query block of each tile (ATTN_QUERY_ROWS rows)
     placement: Placement
     buffers: tuple[str, ...]  # buffer id -> name
     slot_names: tuple  # slot -> Signal (for error messages)
@@ -239,7 +239,8 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
     buffers = {b.name: b for b in s.buffers}
     bid = {name: i for i, name in enumerate(low.buffers)}
     tasks, regions, waits, signals, aux = [], [], [], [], []
-    locks: dict[tuple[str, int], int] = {}
+    locks: dict[tuple[str, int], int] = {}  # tile -> its first lock
+    n_lock_words = 0
     counts = []
     folds = _folded_norms(s, low)
     for role in ROLES:
@@ -281,7 +282,10 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))
             lock = -1
             if task.op is Op.ATTN:
-                lock = locks.setdefault(_tile(task), len(locks))
+                if _tile(task) not in locks:  # one lock per query block of the tile (layout.ATTN_QUERY_ROWS)
+                    locks[_tile(task)] = n_lock_words
+                    n_lock_words += -(-(task.reads[0].row1 - task.reads[0].row0) // ATTN_QUERY_ROWS)
+                lock = locks[_tile(task)]
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
                           a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, max(1, ns(work(task))) if work else 0))
@@ -298,7 +302,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
     tasks_a, regions_a, signals_a = arr(tasks, TASK_WIDTH), arr(regions, REGION_WIDTH), arr(signals, SIGNAL_WIDTH)
     empty = (arr([], GEMM_TILE_WIDTH), arr([], SEGMENT_WIDTH))
     plan = Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), tasks_a, regions_a, arr(waits, WAIT_WIDTH),
-                signals_a, arr(aux, COMMAND_WIDTH), *empty, n_flags, len(locks), place, low.buffers, low.slot_names,
+                signals_a, arr(aux, COMMAND_WIDTH), *empty, n_flags, n_lock_words, place, low.buffers, low.slot_names,
                 low, last)
     operands = plan.gemm_operands  # refuses GEMM operands the kernel cannot take, at plan time
     if operands is None:

@@ -200,9 +200,13 @@ def _gather(regions, bases, aux, r0, a0, a1, CR: tl.constexpr, CC: tl.constexpr)
 @triton.jit
 def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, task, rank, timeout_ns, err32, err64,
           sm_scale, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
-    """Merge softmax(q k^T * scale) v of one key block into the tile's (acc, m, l) under its lock.
-    A folded tile (one aux row: its merges per call; regions 5 and 6: out and lse) counts its
-    merges in the lock, and the last one writes (acc / l, m + log l) instead of the fp32 state."""
+    """Merge softmax(q k^T * scale) v of one key block into the tile's (acc, m, l).
+
+    Each query block of BQ rows computes its partial softmax in registers first and takes its own
+    lock (``lock + block``) only to merge: merges of one tile from several key blocks (the zigzag
+    halves, the ring's slices) then overlap their products and serialise only the read-modify-write
+    of the fp32 state. A folded tile (one aux row: its merges per call; regions 5 and 6: out and
+    lse) counts its merges in each lock, and the last one writes (acc / l, m + log l) instead."""
     q_s, q_r0, q_c0, q_rows, _c, q_ld, _ = _region(regions, r0)
     k_s, k_r0, k_c0, k_rows, _c2, k_ld, _ = _region(regions, r0 + 1)
     v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + 2)
@@ -219,30 +223,18 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
     tp = _buf(bases, t_s, tl.float32, 4)
     d = tl.arange(0, D)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e)
-    # the lock serialises merges into this accumulator; its stamp says whether the state is this call's
-    lk = locks + 4 * lock  # lock word, epoch stamp, merges so far in that epoch
-    free = epoch - epoch  # int64 zero: the lock word's type
-    start = _clock_uniform()
-    owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
-    # the atomic's result reaches every thread through a barrier: the loop's exit must be uniform too
-    while (not owned) & (_clock_uniform() - start < timeout_ns):
-        owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
-    if not owned:
-        _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock, epoch, 1, 0, task)
-    tl.debug_barrier()
-    fresh = tl.load(lk + 1, volatile=True) < epoch
-    merged = tl.where(fresh, 1, tl.load(lk + 2, volatile=True) + 1)
-    final = merged == tl.load(aux + a0 * CW, mask=a1 > a0, other=-1)  # an unfolded tile has no aux row
-    for qb in range(tl.cdiv(q_rows, BQ)):
+    total = tl.load(aux + a0 * CW, mask=a1 > a0, other=-1)  # merges per call of a folded tile; -1: not folded
+    for qb in range(tl.cdiv(q_rows, BQ).to(tl.int32)):
         rm = qb * BQ + tl.arange(0, BQ)
         mm = rm < q_rows
         q = tl.load(qp + (q_r0 + rm[:, None]).to(tl.int64) * q_ld + q_c0 + d[None, :], mask=mm[:, None], other=0.0)
         # key blocks [0, full) are whole and visible to every row of this query block: no masks;
-        # [full, end) need the bounds or the causal mask; blocks from `end` on are hidden from every row
+        # [full, end) need the bounds or the causal mask; blocks from `end` on are hidden from every row.
+        # 32-bit bounds: Triton pipelines (cp.async, stages) only loops with an i32 induction variable
         first = tl.where(masked == 0, k_rows, q0 + qb * BQ - k0 + 1)
         last = tl.where(masked == 0, k_rows, q0 + qb * BQ + BQ - k0)
-        full = tl.minimum(tl.maximum(first, 0), k_rows) // BKV
-        end = tl.cdiv(tl.minimum(tl.maximum(last, 0), k_rows), BKV)
+        full = (tl.minimum(tl.maximum(first, 0), k_rows) // BKV).to(tl.int32)
+        end = tl.cdiv(tl.minimum(tl.maximum(last, 0), k_rows), BKV).to(tl.int32)
         m_i = tl.full((BQ,), float("-inf"), tl.float32)
         l_i = tl.zeros((BQ,), tl.float32)
         acc = tl.zeros((BQ, D), tl.float32)
@@ -255,7 +247,7 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
             p = tl.exp2(s * qk_scale - m_new[:, None])  # log2 units
             alpha = tl.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.bfloat16), v)
+            acc = tl.dot(p.to(tl.bfloat16), v, acc * alpha[:, None])  # accumulate in place: one fp32 tile
             m_i = m_new
         for kb in range(full, end):
             rn = kb * BKV + tl.arange(0, BKV)
@@ -270,9 +262,22 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
             alpha = tl.exp2(m_i - m_safe)
             p = tl.exp2(s - m_safe[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.bfloat16), v)
+            acc = tl.dot(p.to(tl.bfloat16), v, acc * alpha[:, None])
             m_i = m_new
         m_i = m_i * 0.6931471805599453  # back to natural-log units for the stored state
+        # this query block's lock: word, epoch stamp, merges so far in that epoch
+        lk = locks + 4 * (lock + qb)
+        free = epoch - epoch  # int64 zero: the lock word's type
+        start = _clock_uniform()
+        owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
+        # the atomic's result reaches every thread through a barrier: the loop's exit must be uniform too
+        while (not owned) & (_clock_uniform() - start < timeout_ns):
+            owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
+        if not owned:
+            _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock + qb, epoch, 1, 0, task)
+        tl.debug_barrier()
+        fresh = tl.load(lk + 1, volatile=True) < epoch
+        merged = tl.where(fresh, 1, tl.load(lk + 2, volatile=True) + 1)
         a_ptr = ap + (a_r0 + rm[:, None]).to(tl.int64) * a_ld + a_c0 + d[None, :]
         t_ptr = tp + (t_r0 + rm).to(tl.int64) * t_ld
         if not fresh:
@@ -286,7 +291,7 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
             acc = acc_o * fo[:, None] + acc * fi[:, None]
             l_i = l_o * fo + l_i * fi
             m_i = m_n
-        if final:  # regions 5 and 6 exist
+        if merged == total:  # the tile's last merge: regions 5 and 6 exist
             o_s, o_r0, o_c0, _r4, _c7, o_ld, _ = _region(regions, r0 + 5)
             e_s, e_r0, _c8, _r5, _c9, e_ld, _ = _region(regions, r0 + 6)
             o_ld, o_c0 = _m8(o_ld, 8), _m8(o_c0, 8)
@@ -299,11 +304,11 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
             tl.store(a_ptr, acc, mask=mm[:, None])
             tl.store(t_ptr, m_i, mask=mm)
             tl.store(t_ptr + 1, l_i, mask=mm)
-    tl.debug_barrier()
-    if owned:
-        tl.store(lk + 2, merged)
-        tl.store(lk + 1, epoch)
-        tl.atomic_xchg(lk, free, sem="release", scope="gpu")
+        tl.debug_barrier()
+        if owned:
+            tl.store(lk + 2, merged)
+            tl.store(lk + 1, epoch)
+            tl.atomic_xchg(lk, free, sem="release", scope="gpu")
 
 
 @triton.jit
