@@ -210,24 +210,20 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
     q_s, q_r0, q_c0, q_rows, _c, q_ld, _ = _region(regions, r0)
     k_s, k_r0, k_c0, k_rows, _c2, k_ld, _ = _region(regions, r0 + 1)
     v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + 2)
-    a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + 3)
-    t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + 4)
-    q_ld, k_ld, v_ld, a_ld = _m8(q_ld, 8), _m8(k_ld, 8), _m8(v_ld, 8), \
-        _m8(a_ld, 8)  # the plan checks these: 16-byte vector loads and stores
-    q_c0, k_c0, v_c0, a_c0 = _m8(q_c0, 8), _m8(k_c0, 8), _m8(v_c0, 8), \
-        _m8(a_c0, 8)
-    qp = _buf(bases, q_s, tl.bfloat16, 2)
-    kp = _buf(bases, k_s, tl.bfloat16, 2)
-    vp = _buf(bases, v_s, tl.bfloat16, 2)
-    ap = _buf(bases, a_s, tl.float32, 4)
-    tp = _buf(bases, t_s, tl.float32, 4)
+    q_ld, k_ld, v_ld = _m8(q_ld, 8), _m8(k_ld, 8), _m8(v_ld, 8)  # the plan checks these: 16-byte vectors
+    q_c0, k_c0, v_c0 = _m8(q_c0, 8), _m8(k_c0, 8), _m8(v_c0, 8)
+    q_rows, k_rows = q_rows.to(tl.int32), k_rows.to(tl.int32)
+    # scalar 64-bit pointers to each region's first element, 32-bit offsets inside it (a region's
+    # rows x ld fit: the plan checks), so a tile's address tensors take one register per vector
+    qp = _buf(bases, q_s, tl.bfloat16, 2) + q_r0.to(tl.int64) * q_ld + q_c0
+    kp = _buf(bases, k_s, tl.bfloat16, 2) + k_r0.to(tl.int64) * k_ld + k_c0
+    vp = _buf(bases, v_s, tl.bfloat16, 2) + v_r0.to(tl.int64) * v_ld + v_c0
     d = tl.arange(0, D)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e)
-    total = tl.load(aux + a0 * CW, mask=a1 > a0, other=-1)  # merges per call of a folded tile; -1: not folded
     for qb in range(tl.cdiv(q_rows, BQ).to(tl.int32)):
         rm = qb * BQ + tl.arange(0, BQ)
         mm = rm < q_rows
-        q = tl.load(qp + (q_r0 + rm[:, None]).to(tl.int64) * q_ld + q_c0 + d[None, :], mask=mm[:, None], other=0.0)
+        q = tl.load(qp + rm[:, None] * q_ld + d[None, :], mask=mm[:, None], other=0.0)
         # key blocks [0, full) are whole and visible to every row of this query block: no masks;
         # [full, end) need the bounds or the causal mask; blocks from `end` on are hidden from every row.
         # 32-bit bounds: Triton pipelines (cp.async, stages) only loops with an i32 induction variable
@@ -240,8 +236,8 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
         acc = tl.zeros((BQ, D), tl.float32)
         for kb in range(full):
             rn = kb * BKV + tl.arange(0, BKV)
-            k = tl.load(kp + (k_r0 + rn[:, None]).to(tl.int64) * k_ld + k_c0 + d[None, :])
-            v = tl.load(vp + (v_r0 + rn[:, None]).to(tl.int64) * v_ld + v_c0 + d[None, :])
+            k = tl.load(kp + rn[:, None] * k_ld + d[None, :])
+            v = tl.load(vp + rn[:, None] * v_ld + d[None, :])
             s = tl.dot(q, tl.trans(k))
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # finite: every key is visible
             p = tl.exp2(s * qk_scale - m_new[:, None])  # log2 units
@@ -252,8 +248,8 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
         for kb in range(full, end):
             rn = kb * BKV + tl.arange(0, BKV)
             mn = rn < k_rows
-            k = tl.load(kp + (k_r0 + rn[:, None]).to(tl.int64) * k_ld + k_c0 + d[None, :], mask=mn[:, None], other=0.0)
-            v = tl.load(vp + (v_r0 + rn[:, None]).to(tl.int64) * v_ld + v_c0 + d[None, :], mask=mn[:, None], other=0.0)
+            k = tl.load(kp + rn[:, None] * k_ld + d[None, :], mask=mn[:, None], other=0.0)
+            v = tl.load(vp + rn[:, None] * v_ld + d[None, :], mask=mn[:, None], other=0.0)
             s = tl.dot(q, tl.trans(k)) * qk_scale
             visible = mn[None, :] & ((masked == 0) | ((k0 + rn)[None, :] <= (q0 + rm)[:, None]))
             s = tl.where(visible, s, float("-inf"))
@@ -265,6 +261,13 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
             acc = tl.dot(p.to(tl.bfloat16), v, acc * alpha[:, None])
             m_i = m_new
         m_i = m_i * 0.6931471805599453  # back to natural-log units for the stored state
+        # the state's regions are read only now: what lives across the key loops is what they need
+        a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + 3)
+        t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + 4)
+        a_ld, a_c0 = _m8(a_ld, 8), _m8(a_c0, 8)
+        ap = _buf(bases, a_s, tl.float32, 4) + a_r0.to(tl.int64) * a_ld + a_c0
+        tp = _buf(bases, t_s, tl.float32, 4) + t_r0.to(tl.int64) * t_ld
+        total = tl.load(aux + a0 * CW, mask=a1 > a0, other=-1)  # merges per call of a folded tile; -1: not folded
         # this query block's lock: word, epoch stamp, merges so far in that epoch
         lk = locks + 4 * (lock + qb)
         free = epoch - epoch  # int64 zero: the lock word's type
@@ -278,8 +281,8 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
         tl.debug_barrier()
         fresh = tl.load(lk + 1, volatile=True) < epoch
         merged = tl.where(fresh, 1, tl.load(lk + 2, volatile=True) + 1)
-        a_ptr = ap + (a_r0 + rm[:, None]).to(tl.int64) * a_ld + a_c0 + d[None, :]
-        t_ptr = tp + (t_r0 + rm).to(tl.int64) * t_ld
+        a_ptr = ap + rm[:, None] * a_ld + d[None, :]
+        t_ptr = tp + rm * t_ld.to(tl.int32)
         if not fresh:
             m_o = tl.load(t_ptr, mask=mm, other=float("-inf"))
             l_o = tl.load(t_ptr + 1, mask=mm, other=0.0)
@@ -295,11 +298,10 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
             o_s, o_r0, o_c0, _r4, _c7, o_ld, _ = _region(regions, r0 + 5)
             e_s, e_r0, _c8, _r5, _c9, e_ld, _ = _region(regions, r0 + 6)
             o_ld, o_c0 = _m8(o_ld, 8), _m8(o_c0, 8)
-            op = _buf(bases, o_s, tl.bfloat16, 2)
-            ep = _buf(bases, e_s, tl.float32, 4)
-            tl.store(op + (o_r0 + rm[:, None]).to(tl.int64) * o_ld + o_c0 + d[None, :],
-                     (acc / l_i[:, None]).to(tl.bfloat16), mask=mm[:, None])
-            tl.store(ep + (e_r0 + rm).to(tl.int64) * e_ld, m_i + tl.log(l_i), mask=mm)
+            op = _buf(bases, o_s, tl.bfloat16, 2) + o_r0.to(tl.int64) * o_ld + o_c0
+            ep = _buf(bases, e_s, tl.float32, 4) + e_r0.to(tl.int64) * e_ld
+            tl.store(op + rm[:, None] * o_ld + d[None, :], (acc / l_i[:, None]).to(tl.bfloat16), mask=mm[:, None])
+            tl.store(ep + rm * e_ld.to(tl.int32), m_i + tl.log(l_i), mask=mm)
         else:
             tl.store(a_ptr, acc, mask=mm[:, None])
             tl.store(t_ptr, m_i, mask=mm)

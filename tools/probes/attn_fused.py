@@ -23,6 +23,8 @@ def main() -> None:
     ap.add_argument("--dims", default="128")
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--variant", default=None, help="a copy of hw/tiles.py whose _attn replaces the kernel's")
+    ap.add_argument("--tag", default="")
     args = ap.parse_args()
     import torch
     import torch.distributed as dist
@@ -33,6 +35,13 @@ def main() -> None:
     import mkernel
     from mkernel.hw import fallbacks, fused
 
+    if args.variant:  # before the first compile: Triton resolves the kernel's globals then
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("variant_tiles", args.variant)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        fused._attn = mod._attn
+    from mkernel.hw import ops
     original = fused.constexprs
     rows = []
     for bkv in (int(x) for x in args.bkv.split(",")):
@@ -45,16 +54,18 @@ def main() -> None:
                     ref, ref_lse = fallbacks.reference_ring_attention(*(x[:1, :2] for x in (q, k, v)), causal=causal)
                     err = max(float((out[:1, :2].double() - ref).norm() / ref.norm()),
                               float((lse[:1, :2].double() - ref_lse).norm() / ref_lse.norm()))
+                    compiled = next(iter(ops._EXECUTORS.values()))[1].launch._compiled
+                    regs = (getattr(compiled, "n_regs", None), getattr(compiled, "n_spills", None))
                     ours = do_bench_cudagraph(lambda: mkernel.ring_attention(q, k, v, causal=causal, mode="fused"),
                                               rep=100) * 1e3
                     sdpa = do_bench_cudagraph(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                                               rep=100) * 1e3
                     flops = 4.0 * 4 * 16 * s * s * d / (2 if causal else 1)
-                    row = {"bkv": bkv, "d": d, "s": s, "causal": causal, "fused_us": ours, "sdpa_us": sdpa,
+                    row = {"tag": args.tag, "regs": regs[0], "spills": regs[1], "bkv": bkv, "d": d, "s": s, "causal": causal, "fused_us": ours, "sdpa_us": sdpa,
                            "ratio": sdpa / ours, "fused_tflops": flops / ours / 1e6,
                            "sdpa_tflops": flops / sdpa / 1e6, "rel_err": err}
                     rows.append(row)
-                    print(f"BKV={bkv} D={d} S={s}{' causal' if causal else ''}: fused {ours:.1f} us "
+                    print(f"{args.tag} regs={regs[0]} spills={regs[1]} BKV={bkv} D={d} S={s}{' causal' if causal else ''}: fused {ours:.1f} us "
                           f"({row['fused_tflops']:.0f} TFLOPS), SDPA {sdpa:.1f} us ({row['sdpa_tflops']:.0f}), "
                           f"ratio {row['ratio']:.3f}, err {err:.1e}", flush=True)
                     mkernel.close()
