@@ -32,10 +32,17 @@ from .dispatch import Call, Decision, decide
 from .fallbacks import fallback_ag_gemm, fallback_gemm_ar, fallback_gemm_rs, fallback_moe, \
     fallback_ring_attention
 from .groups import group_info
-from .ops import MoeHandle, check, close  # noqa: F401 - the public names
+from .ops import MoeHandle, check  # noqa: F401 - the public names
 
 _BOUND: dict[tuple, tuple[Decision, object]] = {}  # call key -> (decision, the path's callable)
 HEAD_DIMS = (64, 128)  # the attention tile's head dimensions (tests run both)
+
+
+def close() -> None:
+    """Free every cached executor (collective) and forget the calls bound to them: a call after
+    close() builds its path again instead of launching on freed memory."""
+    _BOUND.clear()
+    ops.close()
 
 
 def _name(group) -> str:

@@ -211,3 +211,19 @@ def _moe_errors(rank: int, world: int) -> float:
 def test_the_moe_torch_path_matches_its_reference(world):
     for _rank, err in _ranks(world, _moe_errors):
         assert err < 1e-6, err
+
+
+def test_close_forgets_the_bound_calls_so_a_later_call_binds_again():
+    """A call bound before close() held the closed executor: after close() it must bind anew
+    (a stale binding would launch the fused kernel on freed symmetric memory)."""
+    import torch
+
+    import mkernel
+    from mkernel.hw import api
+
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+    mkernel.gemm_ar(a, b, mode="fallback")
+    assert api._BOUND, "the call was not bound"
+    mkernel.close()
+    assert not api._BOUND
+    torch.testing.assert_close(mkernel.gemm_ar(a, b, mode="fallback"), a @ b)
