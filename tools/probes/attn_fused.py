@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--variant", default=None, help="a copy of hw/tiles.py whose _attn replaces the kernel's")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--tile-m", type=int, default=0, help="query rows per task (0: the op's own choice)")
     args = ap.parse_args()
     import torch
     import torch.distributed as dist
@@ -42,6 +43,10 @@ def main() -> None:
         spec.loader.exec_module(mod)
         fused._attn = mod._attn
     from mkernel.hw import ops
+    if args.tile_m:
+        import dataclasses
+        workload = ops.attention_workload
+        ops.attention_workload = lambda *a, **k: dataclasses.replace(workload(*a, **k), tile_m=args.tile_m)
     original = fused.constexprs
     rows = []
     for bkv in (int(x) for x in args.bkv.split(",")):
@@ -61,7 +66,7 @@ def main() -> None:
                     sdpa = do_bench_cudagraph(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                                               rep=100) * 1e3
                     flops = 4.0 * 4 * 16 * s * s * d / (2 if causal else 1)
-                    row = {"tag": args.tag, "regs": regs[0], "spills": regs[1], "bkv": bkv, "d": d, "s": s, "causal": causal, "fused_us": ours, "sdpa_us": sdpa,
+                    row = {"tag": args.tag, "tile_m": args.tile_m, "regs": regs[0], "spills": regs[1], "bkv": bkv, "d": d, "s": s, "causal": causal, "fused_us": ours, "sdpa_us": sdpa,
                            "ratio": sdpa / ours, "fused_tflops": flops / ours / 1e6,
                            "sdpa_tflops": flops / sdpa / 1e6, "rel_err": err}
                     rows.append(row)
