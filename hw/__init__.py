@@ -61,11 +61,11 @@ class HwBackend:
         on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time.
         ``controller`` (a :class:`mkernel.controller.Balance`) runs the fused kernel's compute and
         intra roles under the adaptive SM partition; metrics["trajectory"] then has each rank's.
-        ``faults`` (:class:`~mkernel.hw.proxy.ProxyFaults`): what the fused run's proxies inject."""
+        ``faults`` (:class:`~mkernel.hw.runtime.proxy.ProxyFaults`): what the fused run's proxies inject."""
         from mkernel.report import static_bytes
 
         from . import rank
-        from .emulate import EMULATION_NOTE, launch
+        from .runtime.emulate import EMULATION_NOTE, launch
 
         reason = unavailable()
         if reason:

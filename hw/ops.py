@@ -1,7 +1,7 @@
 """The fused path of the PyTorch ops: ``torch.ops.mkernel.*`` custom ops (with fake
 implementations, so torch.compile traces them), the executors they run, and MoE routing handles.
 
-Each op runs its schedule through a cached :class:`~mkernel.hw.executor.Executor`, one per op,
+Each op runs its schedule through a cached :class:`~mkernel.hw.runtime.executor.Executor`, one per op,
 shape, group and topology, built collectively on first use (every rank of the group makes that
 call, as with any symmetric-memory op). The public wrappers (:mod:`api`) call an executor directly
 in eager mode; the custom ops are what torch.compile and autograd see. ``mode`` (the call's, default
@@ -21,12 +21,12 @@ from mkernel.cluster import Cluster
 from mkernel.errors import InputError
 from mkernel.problems import Workload
 
-from .context import Context
 from .dispatch import Decision
-from .executor import Executor
 from .fallbacks import MoeRows
 from .groups import group_info
-from .safety import apply_no_multicast
+from .runtime.context import Context
+from .runtime.executor import Executor
+from .runtime.safety import apply_no_multicast
 
 _EXECUTORS: dict[tuple, tuple[Context, Executor]] = {}
 

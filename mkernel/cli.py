@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from mkernel.hw.transports import TRANSPORTS as _HW  # names only: nothing is probed at import
+from mkernel.hw.runtime.transports import TRANSPORTS as _HW  # names only: nothing is probed at import
 
 from . import cli_measure as measure
 from .cluster import NOTIFY_MODES, TRANSPORTS
@@ -142,7 +142,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         args.m = args.seq
     sim_transport = args.transport
     if args.transport in HW_TRANSPORTS:  # the simulator models the NIC protocol; loopback and auto keep the scenario's
-        from mkernel.hw.transports import SIM_MODEL
+        from mkernel.hw.runtime.transports import SIM_MODEL
 
         sim_transport = SIM_MODEL.get(args.transport)
     cluster = {k: v for k, v in (("nodes", args.nodes), ("gpus_per_node", args.gpus_per_node),
@@ -168,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
 
     sc = scenario_from_args(args)
     if args.backend == "hw" and args.transport is not None:
-        from mkernel.hw.transports import check_hw_run
+        from mkernel.hw.runtime.transports import check_hw_run
 
         check_hw_run(args.transport)  # one clear error before any launch
     if args.splits:
@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
         sc = apply(sc, args.splits)
     faults = None
     if args.faults and args.backend == "hw":
-        from mkernel.hw.proxy import ProxyFaults
+        from mkernel.hw.runtime.proxy import ProxyFaults
 
         faults = ProxyFaults.parse(args.faults)
     elif args.faults:
@@ -313,7 +313,8 @@ def _scaleout(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from mkernel.hw import doctor, nics
+    from mkernel.hw.measure import doctor
+    from mkernel.hw.runtime import nics
 
     lines, ok = doctor.report(nic_map=nics.parse_nic_map(args.nic_map) if args.nic_map else None, require=args.require)
     print("\n".join(lines))

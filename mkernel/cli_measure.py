@@ -38,7 +38,7 @@ def gpu_ready() -> None:
 def calibrate(args: argparse.Namespace) -> int:
     gpu_ready()
     from mkernel import profile
-    from mkernel.hw import calibrate
+    from mkernel.hw.measure import calibrate
 
     command = "mkernel calibrate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["calibrate"] else "mkernel calibrate"
     only = tuple(args.only or calibrate.SECTIONS)
@@ -71,7 +71,7 @@ def bench(args: argparse.Namespace) -> int:
     if args.sizes is not None and args.sizes < 1 or args.iters < 1:
         raise InputError("--sizes and --iters must be >= 1")
     gpu_ready()
-    from mkernel.hw import bench
+    from mkernel.hw.measure import bench
 
     points = bench.grid(args.kernels or KERNELS, args.sizes)
     result = bench.run(points, emulate=emulate, iters=args.iters)
@@ -139,7 +139,8 @@ def selftest(args: argparse.Namespace) -> int:
         reason = "mkernel selftest loads its CUDA C++ kernels through CuPy (pip install 'mkernel[hw]')"
     if reason:
         raise BackendUnavailable(reason)
-    from mkernel.hw import emulate, selftest
+    from mkernel.hw.measure import selftest
+    from mkernel.hw.runtime import emulate
 
     rows = selftest.summary(args.nodes, args.gpus_per_node, args.shaped)
     for name, ok, detail in rows:

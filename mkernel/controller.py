@@ -16,7 +16,7 @@ GEMM+ReduceScatter the intra work trails the tiles it reduces, so intra starts s
 
 The policy is :func:`split`, one integer function: the simulator calls it (through
 :meth:`Balance.targets` and :func:`sim_controller`) and the GPU kernel compiles the same function
-(:mod:`mkernel.hw.fused`), where blocks keep the counters it reads (remaining work claimed, blocks
+(:mod:`mkernel.hw.kernels.fused`), where blocks keep the counters it reads (remaining work claimed, blocks
 active and blocked per role) and change roles at task boundaries.
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ def split(movable, compute, intra, current, blocked_compute, blocked_intra, min_
     A role with work keeps ``min_sms``; one without gives all away; ``hysteresis`` keeps the target
     from flapping by an SM at every boundary.
 
-    Written once, for both backends: the simulator calls it as Python, and :mod:`mkernel.hw.fused`
+    Written once, for both backends: the simulator calls it as Python, and :mod:`mkernel.hw.kernels.fused`
     compiles the same function into the GPU kernel with ``triton.jit``. Hence the restricted form:
     integer arithmetic, builtin ``min``/``max`` and 0/1 flags instead of branches.
     """

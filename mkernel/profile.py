@@ -8,7 +8,7 @@ A profile is a TOML file in ``scenarios/hardware/``. Its ``[gpu]``, ``[nvlink]``
 commit and command of the run. ``[extra]`` holds measured figures the model does not use (host copy
 rates), kept so that the profile is the whole record of the run.
 
-Fitting is pure Python over the raw measurements (a dict that :mod:`mkernel.hw.calibrate` produces
+Fitting is pure Python over the raw measurements (a dict that :mod:`mkernel.hw.measure.calibrate` produces
 on a GPU), so it is tested without one. What each parameter is fitted from:
 
 - ``gpu.matmul_tflops``: torch.matmul (cuBLAS) bf16 on all SMs, the largest square shape;
@@ -32,7 +32,7 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
   --splits``, :func:`mkernel.accuracy.fit_peer_costs`): the fused kernel's fixed cost per
   communication task that touches a peer, the load round trip each of its copy steps waits, and
   one SM's rate while those loads stream;
-- ``nvlink.*`` (two or more GPUs, :mod:`mkernel.hw.peer`): ``bw_gb_per_s`` the most one GPU's SMs
+- ``nvlink.*`` (two or more GPUs, :mod:`mkernel.hw.measure.peer`): ``bw_gb_per_s`` the most one GPU's SMs
   store into the peer, ``sm_copy_gb_per_s`` the median per block on 1-8 blocks,
   ``half_efficiency_bytes`` cost x rate of a line fit of one block's flagged messages against their
   size, ``latency_us`` half a flag ping-pong's round trip;
@@ -56,7 +56,7 @@ UNMEASURED = {
     "nvlink.half_efficiency_bytes": ("estimate", "message size at half the link rate; measured with >= 2 GPUs"),
     "gpu.l2_operand_miss": ("estimate", "share of GEMM operand reads that reach HBM; not separable from "
                                         "the per-SM rate on one GPU"),
-    "proxy.batch": ("design", "the native proxy's batch limit per connection (hw/csrc/proxy.c)"),
+    "proxy.batch": ("design", "the native proxy's batch limit per connection (hw/runtime/csrc/proxy.c)"),
     "proxy.batch_window_us": ("design", "the proxy's polling window for a partial batch"),
     "proxy.queue_depth": ("design", "ring entries: the credits a GPU holds"),
     "proxy.max_outstanding": ("estimate", "RDMA writes in flight per proxy; needs a verbs device"),
@@ -131,7 +131,7 @@ def fit(raw: dict) -> dict:
 
 
 def _fit_peer(peer: dict, put) -> None:
-    """The NVLink terms from :mod:`mkernel.hw.peer`'s measurements between two GPUs."""
+    """The NVLink terms from :mod:`mkernel.hw.measure.peer`'s measurements between two GPUs."""
     copy = peer["copy"]
     best = max(copy, key=lambda r: r["gb_per_s"])
     put("nvlink.bw_gb_per_s", best["gb_per_s"], f"SM stores into the peer GPU, 256 MiB, most GB/s over 1-132 blocks "

@@ -47,7 +47,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     ops are then built for the simulated nodes alone, so 64 nodes cost about what 2 do, and the
     static race check (whose cost grows faster than the schedule) is skipped. ``faults`` injects
     seeded faults: into both simulated runs (:class:`mkernel.sim.faults.Faults`), or into the hw
-    fused run's host proxy (:class:`mkernel.hw.proxy.ProxyFaults`, 2 or more nodes). ``adaptive`` runs
+    fused run's host proxy (:class:`mkernel.hw.runtime.proxy.ProxyFaults`, 2 or more nodes). ``adaptive`` runs
     the fused op under the adaptive SM partition (:mod:`mkernel.controller`): the simulator's role
     pools, or the GPU kernel's shared target.
     """

@@ -73,7 +73,7 @@ def scenario_tables(draw) -> dict:
 
 def scenario_target(raw) -> str:
     """Parse; build, validate and plan what is accepted and small. Returns what happened."""
-    from mkernel.hw import plan
+    from mkernel.hw.lowering import plan
 
     try:
         sc = parse(raw, "fuzz.toml")
@@ -153,7 +153,7 @@ def _edit(t, what: str, value: int, pick: int):
 
 
 def schedule_target(edit) -> str:
-    from mkernel.hw import plan
+    from mkernel.hw.lowering import plan
 
     kernel, i, what, value, pick = edit
     s = small_schedule(kernel)
@@ -175,7 +175,7 @@ def schedule_target(edit) -> str:
 
 def command_target(raw: bytes) -> str:
     """Decode 48 bytes; re-encoding the decoded command must give the same bytes."""
-    from mkernel.hw import ring
+    from mkernel.hw.lowering import ring
 
     seq, cmd = ring.decode(raw)
     if ring.encode(cmd, seq) != raw:
@@ -223,7 +223,7 @@ def proxy_garbage_target(records: list[tuple]) -> str:
     the registered buffers and flags changes (guard bytes around each)."""
     import numpy as np
 
-    from mkernel.hw.proxy import HostRing, Proxy, ProxyError, Regions
+    from mkernel.hw.runtime.proxy import HostRing, Proxy, ProxyError, Regions
 
     nranks, g = 2, GARBAGE_GUARD
     rng = np.random.default_rng(len(records))

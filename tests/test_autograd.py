@@ -15,7 +15,7 @@ with what each path gives:
   stood in for on the CPU by the torch path (the kernel needs a GPU; the backward formula is what
   is checked here).
 
-Training (hw/tp_check.py): a two-layer TP MLP (gemm_rs or gemm_ar after ag_gemm) and a
+Training (tests/harness/training.py): a two-layer TP MLP (gemm_rs or gemm_ar after ag_gemm) and a
 ring-attention block (sequence split over the ranks, zigzag when causal), 20 SGD steps against
 the same model written with torch only, loss by loss, and the weights after; float64 and
 (the MLP) float32; at world 2 also under ``torch.compile(fullgraph=True, dynamic=False,
@@ -32,9 +32,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="autograd of the torch ops needs torch (pip install torch)")
 
+from harness.training import grads_of  # noqa: E402 - gradients of sum(<output, cotangent>)
 from test_api_dispatch import _ranks  # noqa: E402 - the gloo-rank harness
-
-from mkernel.hw.tp_check import grads_of  # noqa: E402 - gradients of sum(<output, cotangent>)
 
 F64 = torch.float64
 EXACT = 1e-10  # float64 paths
@@ -217,13 +216,13 @@ def _grad_errors(rank: int, world: int) -> dict:
 
 
 def _train_runs(world: int) -> dict:
-    from mkernel.hw import tp_check
+    from harness import training
 
-    runs = {f"{kind} float64": tp_check.train(kind, tokens=8 * world) for kind in tp_check.KINDS}
-    runs["mlp float32"] = tp_check.train("mlp", tokens=8 * world, dtype=torch.float32)
+    runs = {f"{kind} float64": training.train(kind, tokens=8 * world) for kind in training.KINDS}
+    runs["mlp float32"] = training.train("mlp", tokens=8 * world, dtype=torch.float32)
     if world == 2:  # static shapes: the path rule reads sizes as constants, which dynamic sizes are not
         for kind in ("mlp", "mlp-ar", "attention-causal"):
-            runs[f"{kind} compiled"] = tp_check.train(kind, tokens=16, compile_backend="aot_eager")
+            runs[f"{kind} compiled"] = training.train(kind, tokens=16, compile_backend="aot_eager")
     return runs
 
 
@@ -275,11 +274,11 @@ def _train_bound(name: str) -> float:
 
 @pytest.mark.parametrize("world", WORLDS)
 def test_tp_training_matches_the_torch_model_step_by_step(world):
-    from mkernel.hw import tp_check
+    from harness import training
 
     for rank, out in enumerate(_results(world)):
         for name, run in out["runs"].items():
-            err, bound = tp_check.curve_error(run), _train_bound(name)
+            err, bound = training.curve_error(run), _train_bound(name)
             assert len(run["tp"]) == 20 and err <= bound, f"rank {rank} of {world}, {name}: loss off by {err}"
             assert run["weights"] <= 10 * bound, f"rank {rank} of {world}, {name}: weights off by {run['weights']}"
             assert run["torch"][-1] < 0.9 * run["torch"][0], f"{name}: the model did not train: {run['torch']}"

@@ -199,7 +199,7 @@ def test_validate_refuses_files_that_are_not_measurements(tmp_path, capsys):
 
 
 def test_bench_combines_ranks_by_the_slowest_and_reports_ratios():
-    from mkernel.hw import bench  # torch-free at import: the ranks import torch
+    from mkernel.hw.measure import bench  # torch-free at import: the ranks import torch
 
     def rank(fused, base):
         return [{"kernel": "gemm_ar", "size": 2048, "shape": {}, "flops_per_gpu": 1e12,
@@ -219,7 +219,7 @@ def test_calibration_copy_kernel_compiles_for_sm90():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from mkernel.hw import calibrate
+    from mkernel.hw.measure import calibrate
 
     sig, const = calibrate.COPY_SIGNATURE
     k = triton.compile(ASTSource(fn=calibrate.copy_kernel, signature=sig, constexprs=const),
@@ -233,7 +233,7 @@ def test_nvlink_calibration_kernels_compile_for_sm90a(name):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from mkernel.hw import peer
+    from mkernel.hw.measure import peer
 
     sig, const = {"peer_copy_kernel": ({"src": "*i64", "dst_addr": "i64", "n": "i32"},
                                        {"BLOCK": peer.BLOCK, "NUM_PROGRAMS": 8}),

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mkernel.hw.emulate import RankFailed, _collect
+from mkernel.hw.runtime.emulate import RankFailed, _collect
 
 
 def _ok(rank: int, out) -> None:
@@ -82,7 +82,7 @@ def test_a_silent_rank_fails_at_the_deadline():
 
 def test_an_unknown_module_loading_is_refused_before_any_rank_starts():
     from mkernel.errors import InputError
-    from mkernel.hw.emulate import launch
+    from mkernel.hw.runtime.emulate import launch
 
     with pytest.raises(InputError, match="module_loading='lazy': EAGER or LAZY"):
         launch(_ok, 2, gpus=1, module_loading="lazy")

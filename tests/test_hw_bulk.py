@@ -1,4 +1,4 @@
-"""The bulk-copy steps (hw/bulk.py): compiled for sm_90a without a GPU (the PTX holds the bulk
+"""The bulk-copy steps (hw/kernels/bulk.py): compiled for sm_90a without a GPU (the PTX holds the bulk
 copies, mbarriers and bf16 reduce-adds they are built from, and nothing multicast), and, on a GPU
 (marked gpu), every step against torch on odd shapes: outputs poisoned with NaN, fresh seeded random
 inputs, copies and gathers bit-exact, reduces bit-exact against the fp32 sum in source order (the
@@ -30,7 +30,7 @@ def compiled(op: str, path: str):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from mkernel.hw import bulk_probe as bp
+    from mkernel.hw.measure import bulk_probe as bp
 
     names = bp.steps_kernel.arg_names
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in POINTERS}
@@ -137,8 +137,8 @@ def test_a_descriptor_atomic_add_of_bf16_is_a_bulk_tensor_reduce_add():
 
 def test_tables_lay_out_regions_tasks_and_gather_rows_as_the_plan_does():
     pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
-    from mkernel.hw.bulk_probe import Task, tables
-    from mkernel.hw.layout import Region
+    from mkernel.hw.measure.bulk_probe import Task, tables
+    from mkernel.hw.lowering.layout import Region
 
     tasks, regions, aux = tables([Task(((0, 2, 8, 3, 16),), ((1, 0, 0, 3, 16),)),
                                   Task(((0, 0, 0, 4, 24),), ((1, 4, 0, 2, 24),), index=(3, 1))], [(5, 24), (8, 24)])
@@ -158,7 +158,7 @@ def _overlay_kernel():
     import triton
     import triton.language as tl
 
-    from mkernel.hw import bulk
+    from mkernel.hw.kernels import bulk
 
     @triton.jit
     def overlay(tasks, regions, bases, n_tasks, a, b, c, timeout_ns, err32, err64):
@@ -196,7 +196,7 @@ def _run(op: str, path: str, tasks, bufs, blocks: int = 3, **kw) -> None:
     import torch
     import triton
 
-    from mkernel.hw import bulk_probe as bp
+    from mkernel.hw.measure import bulk_probe as bp
 
     if path == "TMA":  # device-built descriptors live in the launch's global scratch
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
@@ -221,7 +221,7 @@ COPY_SHAPES = [(300, 520), (300, 520), (70, 12000), (70, 12000)]
 
 
 def _copy_tasks():
-    from mkernel.hw.bulk_probe import Task
+    from mkernel.hw.measure.bulk_probe import Task
 
     return [Task(((0, 5, 8, 100, 264),), ((1, 190, 256, 100, 264),)),
             Task(((0, 105, 0, 70, 520),), ((1, 0, 0, 70, 520),)),
@@ -255,7 +255,7 @@ def test_copy_on_odd_regions_is_bit_exact(path, smem):
 def test_reduce_is_the_fp32_sum_rounded_once_on_both_paths(g, smem):
     import torch
 
-    from mkernel.hw.bulk_probe import Task
+    from mkernel.hw.measure.bulk_probe import Task
 
     shapes = [(257, 1040)] * g + [(257, 1040)]
     reads = lambda r0, c0, n, c: tuple((p, r0, c0, n, c) for p in range(g))
@@ -286,7 +286,7 @@ def test_reduce_is_the_fp32_sum_rounded_once_on_both_paths(g, smem):
 def test_gather_picks_indexed_rows_with_repeats(path, cols):
     import torch
 
-    from mkernel.hw.bulk_probe import Task
+    from mkernel.hw.measure.bulk_probe import Task
 
     bufs = _buffers(torch, [(97, cols), (70, cols)], seed=3)
     g = torch.Generator().manual_seed(4)
@@ -306,7 +306,7 @@ def test_accumulate_adds_every_source_into_the_owner_even_from_many_blocks_at_on
     (cp.reduce.async.bulk adds atomically per element): base + sum within the bf16 criterion."""
     import torch
 
-    from mkernel.hw.bulk_probe import Task
+    from mkernel.hw.measure.bulk_probe import Task
 
     bufs = _buffers(torch, [(130, 520)] * 8 + [(130, 520)], seed=5)
     start = bufs[8].double()
@@ -326,7 +326,7 @@ def test_too_little_shared_memory_is_an_error_not_a_hang():
     """A ring that cannot hold one stage records an error the host reads (what 2: a bulk stage)."""
     import torch
 
-    from mkernel.hw import bulk_probe as bp
+    from mkernel.hw.measure import bulk_probe as bp
 
     bufs = _buffers(torch, [(64, 256), (64, 256)], seed=6)
     task = bp.Task(((0, 0, 0, 64, 256),), ((1, 0, 0, 64, 256),))
@@ -347,7 +347,7 @@ def test_bulk_steps_and_triton_shared_memory_take_turns_in_one_block():
     import numpy as np
     import torch
 
-    from mkernel.hw.bulk_probe import Task, _raise_shared_limit, tables
+    from mkernel.hw.measure.bulk_probe import Task, _raise_shared_limit, tables
 
     n = 10
     src, dst = _buffers(torch, [(n * 64, 520), (n * 64, 520)], seed=7)

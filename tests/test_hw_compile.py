@@ -6,14 +6,15 @@ import shutil
 
 import pytest
 
-from mkernel.hw import kernels, native
+from mkernel.hw.measure import nvcc
+from mkernel.hw.runtime import native
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not (kernels.Path("/usr/local/cuda/bin/nvcc").exists()),
+@pytest.mark.skipif(shutil.which("nvcc") is None and not (nvcc.Path("/usr/local/cuda/bin/nvcc").exists()),
                     reason="nvcc is not installed on this machine")
-@pytest.mark.parametrize("src", kernels.sources(), ids=lambda p: p.name)
+@pytest.mark.parametrize("src", nvcc.sources(), ids=lambda p: p.name)
 def test_device_source_compiles_for_sm90a(src, tmp_path):
-    cubin = kernels.build(src.stem, cache_dir=tmp_path)
+    cubin = nvcc.build(src.stem, cache_dir=tmp_path)
     assert cubin.stat().st_size > 1000
 
 

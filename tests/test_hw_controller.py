@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from harness.cases import CASES, assert_exact, run_case, workload
 
 from mkernel import Cluster
 from mkernel.builders import get
 from mkernel.controller import Balance, ns, split
-from mkernel.hw import plan
+from mkernel.hw.lowering import plan
 from mkernel.sim.cost import sm_work_us
-from test_hw_fused import CASES, _assert_ok, _run, workload
 
 triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]' pins 3.6.0)")
 tl = triton.language
-fused = pytest.importorskip("mkernel.hw.fused")
+fused = pytest.importorskip("mkernel.hw.kernels.fused")
 
 # a restless policy: no hysteresis, no NVLink floor, so blocks change roles as often as the policy lets them
 RESTLESS = Balance(min_sms=1, hysteresis=0, link_sms=1)
@@ -90,8 +90,8 @@ def test_emulated_2x2_adaptive(case):
     """Compute and intra blocks change roles at task boundaries, and the outputs stay exact (poisoned
     before each of 3 calls). Each call's trajectory starts at the initial split and changes at least
     once: when one role's queue empties, the other gets every movable block."""
-    results = _run(case, 2, 2, controller=RESTLESS)
-    _assert_ok(results, 3)
+    results = run_case(case, 2, 2, controller=RESTLESS)
+    assert_exact(results, 3)
     for r in results:
         movable = r["blocks"][0] + r["blocks"][1]
         points = r["trajectory"]
@@ -103,6 +103,6 @@ def test_emulated_2x2_adaptive(case):
 @pytest.mark.gpu
 def test_emulated_2x2_adaptive_hundred_calls_reset_the_controller_state():
     """Claims, active counts and the target return to the initial split after every call."""
-    results = _run("gemm_rs", 2, 2, calls=100, controller=RESTLESS)
-    _assert_ok(results, 100)
+    results = run_case("gemm_rs", 2, 2, calls=100, controller=RESTLESS)
+    assert_exact(results, 100)
     assert all(len(r["trajectory"]) >= 2 for r in results)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from mkernel.hw.proxy import ProxyFaults
+from harness.cases import CASES, assert_exact, run_case, workload
 
-from test_hw_fused import CASES, _assert_ok, _run
+from mkernel.hw.runtime.proxy import ProxyFaults
 
 EXACT = {"reorder": ProxyFaults(seed=1, reorder=True), "delay": ProxyFaults(delay_us=30.0)}
 FATAL = {"drop": (ProxyFaults(seed=2, drop=1.0), r"injected drop|aborted"),  # the first message is lost
@@ -20,7 +20,7 @@ FATAL = {"drop": (ProxyFaults(seed=2, drop=1.0), r"injected drop|aborted"),  # t
 @pytest.mark.parametrize("fault", sorted(EXACT))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_survivable_faults_leave_outputs_exact(case, fault):
-    _assert_ok(_run(case, 2, 2, faults=EXACT[fault], wait_s=2.0), 3)
+    assert_exact(run_case(case, 2, 2, faults=EXACT[fault], wait_s=2.0), 3)
 
 
 @pytest.mark.gpu
@@ -29,12 +29,12 @@ def test_survivable_faults_leave_outputs_exact(case, fault):
 def test_fatal_faults_end_in_a_clear_error_within_the_timeout(case, fault):
     import time
 
-    from mkernel.hw.emulate import RankFailed
+    from mkernel.hw.runtime.emulate import RankFailed
 
     faults, pattern = FATAL[fault]
     t0 = time.perf_counter()
     with pytest.raises(RankFailed, match=pattern):
-        _run(case, 2, 2, faults=faults, wait_s=2.0)
+        run_case(case, 2, 2, faults=faults, wait_s=2.0)
     assert time.perf_counter() - t0 < 120  # waits of 2 s each, plus process start-up
 
 
@@ -42,10 +42,9 @@ def test_fatal_faults_end_in_a_clear_error_within_the_timeout(case, fault):
 def test_a_failed_call_raises_from_the_next_call_without_check():
     """Nothing calls check() after each torch op: a call that failed (its outputs are wrong) must
     raise from the executor's next call once it has finished, on every rank."""
-    from mkernel.hw import rank
-    from mkernel.hw.emulate import launch
+    from harness import rank
 
-    from test_hw_fused import workload
+    from mkernel.hw.runtime.emulate import launch
 
     raised = launch(rank.unchecked_rank, 4, args=(workload("gemm_ar"), 2, 2, FATAL["drop"][0]), timeout_s=300)
     print("call that raised, per rank:", [r and r[0] for r in raised])

@@ -13,26 +13,13 @@ from __future__ import annotations
 
 import pytest
 
+from harness.cases import CASES, assert_exact, run_case, workload
+
 from mkernel import Cluster, Workload
 from mkernel.builders import get
 from mkernel.errors import ScheduleError
-from mkernel.hw import plan
+from mkernel.hw.lowering import plan
 from mkernel.ir import Op
-
-# odd shapes: nothing divides its tile
-CASES = {
-    "gemm_ar": dict(m=300, n=520, k=72),
-    "gemm_rs": dict(m=640, n=520, k=72),
-    "ag_gemm": dict(m=400, n=264, k=40),
-    "ring_attention": dict(m=200, n=2, k=64),
-    "ring_attention_causal": dict(m=200, n=2, k=64, causal=1),
-    "moe_dispatch_gemm": dict(m=256, n=264, k=136, experts=8, topk=2),
-}
-
-
-def workload(case: str) -> Workload:
-    return Workload(kernel=case.removesuffix("_causal"), **CASES[case])
-
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("nodes,gpn", [(1, 1), (1, 2), (2, 2), (2, 1), (4, 2)])
@@ -125,7 +112,7 @@ def test_every_rank_runs_one_binary_of_its_op(case):
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.nvidia.compiler import CUDABackend
 
-    from mkernel.hw import fused
+    from mkernel.hw.kernels import fused
 
     params = {p.name: p for p in fused.fused_kernel.params}
     keys = set()
@@ -160,7 +147,7 @@ def test_the_simulator_steps_copies_as_the_kernel_does():
     copy, reduce and gather step (CR x CC) must be that tile, or the fitted step costs mean nothing."""
     pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
     from mkernel.cluster import GpuSpec
-    from mkernel.hw import fused
+    from mkernel.hw.kernels import fused
 
     meta = fused.constexprs(frozenset({"copy"}), 64, barrier=True)
     assert (meta["CR"], meta["CC"]) == (GpuSpec().fused_step_rows, GpuSpec().fused_step_cols)
@@ -175,7 +162,7 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from mkernel.hw import fused
+    from mkernel.hw.kernels import fused
 
     sig, const = fused.signature(frozenset(ops.split()), head_dim)
     k = triton.compile(ASTSource(fn=fused.fused_kernel, signature=sig, constexprs=const),
@@ -191,15 +178,6 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim):
     assert "ld.acquire.sys" in ptx and "multimem" not in ptx
 
 
-def _run(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, controller=None, faults=None,
-         wait_s: float = 5.0) -> list[dict]:
-    from mkernel.hw import rank
-    from mkernel.hw.emulate import launch
-
-    return launch(rank.run_rank, nodes * gpn, args=(workload(case), nodes, gpn, 7, calls, 0, wait_s, "loopback", shaping,
-                                                    controller, faults), timeout_s=600)
-
-
 def need_gpus(n: int) -> int:
     """The GPUs of this host, or skip: the case needs ``n`` of them."""
     import torch
@@ -210,16 +188,10 @@ def need_gpus(n: int) -> int:
     return have
 
 
-def _assert_ok(results: list[dict], calls: int) -> None:
-    for r in results:
-        assert r["ok"], r
-        assert r["epoch"] == calls
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_world_1(case):
-    _assert_ok(_run(case, 1, 1), 3)
+    assert_exact(run_case(case, 1, 1), 3)
 
 
 @pytest.mark.gpu
@@ -229,27 +201,29 @@ def test_attention_at_head_dim_128_runs_its_unmasked_key_blocks_exactly(causal, 
     """Sequences long enough that the attention tile takes its unmasked path (whole key blocks
     visible to every query row: no bounds, no causal mask), beside the masked diagonal and the ragged
     tail (1000 rows per GPU, key blocks of 64 at D = 128)."""
-    from mkernel.hw import rank
-    from mkernel.hw.emulate import launch
+    from harness import rank
+
+    from mkernel.hw.runtime.emulate import launch
 
     w = Workload(kernel="ring_attention", m=1000, n=2, k=128, causal=causal)
-    _assert_ok(launch(rank.run_rank, nodes * gpn, args=(w, nodes, gpn, 11, 2), timeout_s=600), 2)
+    assert_exact(launch(rank.run_rank, nodes * gpn, args=(w, nodes, gpn, 11, 2), timeout_s=600), 2)
 
 
 @pytest.mark.gpu
 def test_a_graph_replay_survives_the_executor_evicting_address_tables():
-    from mkernel.hw import rank
-    from mkernel.hw.emulate import launch
+    from harness import rank
+
+    from mkernel.hw.runtime.emulate import launch
 
     (r,) = launch(rank.graph_rank, 1, timeout_s=300)
-    assert r["ok"] and r["unwritten"] == 0, r
+    assert r["error"] <= rank.TOLERANCE and r["others_error"] <= rank.TOLERANCE and r["unwritten"] == 0, r
     assert r["epoch"] == 1 + 24 + 1  # warm-up, the evicting calls, the replay (capturing runs nothing)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_emulated_2x2(case):
-    _assert_ok(_run(case, 2, 2), 3)
+    assert_exact(run_case(case, 2, 2), 3)
 
 
 @pytest.mark.gpu
@@ -258,7 +232,7 @@ def test_emulated_2x2(case):
 def test_real_nvlink(case, world):
     """One rank per GPU, one node: every intra-node transfer is a peer load or store over NVLink."""
     need_gpus(world)
-    _assert_ok(_run(case, 1, world), 3)
+    assert_exact(run_case(case, 1, world), 3)
 
 
 @pytest.mark.gpu
@@ -266,10 +240,10 @@ def test_real_nvlink(case, world):
 def test_emulated_two_nodes_over_a_shaped_loopback(case):
     """The host's GPUs (up to 8) as 2 nodes: NVLink inside each half, the loopback transport shaped
     to 50 GB/s per GPU and 5 us between the halves."""
-    from mkernel.hw.transports import Shaping
+    from mkernel.hw.runtime.transports import Shaping
 
     gpn = min(need_gpus(2), 8) // 2
-    _assert_ok(_run(case, 2, gpn, shaping=Shaping(gbytes_per_s=50.0, latency_us=5.0)), 3)
+    assert_exact(run_case(case, 2, gpn, shaping=Shaping(gbytes_per_s=50.0, latency_us=5.0)), 3)
 
 
 @pytest.mark.gpu
@@ -278,15 +252,15 @@ def test_emulated_2x2_over_an_unordered_loopback(case):
     """SRD-like delivery between the emulated nodes: chunks on 4 copy streams at random, released
     with jitter. Ring attention's puts of several pairs end in a SIGNAL, which the transport must
     fence behind their data (tests/test_hw_proxy.py checks the same on the fake transport)."""
-    from mkernel.hw.transports import Shaping
+    from mkernel.hw.runtime.transports import Shaping
 
-    _assert_ok(_run(case, 2, 2, shaping=Shaping(gbytes_per_s=50.0, latency_us=5.0, unordered=True, streams=4,
+    assert_exact(run_case(case, 2, 2, shaping=Shaping(gbytes_per_s=50.0, latency_us=5.0, unordered=True, streams=4,
                                                 seed=3)), 3)
 
 
 @pytest.mark.gpu
 def test_emulated_2x2_hundred_calls_reuse_epochs():
-    _assert_ok(_run("gemm_ar", 2, 2, calls=100), 100)
+    assert_exact(run_case("gemm_ar", 2, 2, calls=100), 100)
 
 
 @pytest.mark.gpu
@@ -296,11 +270,12 @@ def test_the_last_epochs_compute_exactly_and_the_one_after_is_refused(case, node
     """Issue 10's epochs across their range: flags fast-forwarded to the last two epochs (targets near
     2^63; a 32-bit truncation anywhere would show) still give exact outputs, and the next call is
     refused before launch instead of overflowing."""
-    from mkernel.hw import rank
-    from mkernel.hw.emulate import launch
+    from harness import rank
+
+    from mkernel.hw.runtime.emulate import launch
 
     for r in launch(rank.epoch_top_rank, nodes * gpn, args=(workload(case), nodes, gpn), timeout_s=300):
-        assert r["ok"], r
+        assert r["epoch"] == r["last_epoch"] and all(e <= rank.TOLERANCE for e in r["errors"].values()), r
         assert r["last_epoch"] > 1 << 50 and "past the last epoch" in r["refused"], r
 
 

@@ -15,7 +15,7 @@ def test_gemm_compiles_for_sm90_with_wgmma_and_tma(wait, config, flatten):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from mkernel.hw import gemm
+    from mkernel.hw.kernels import gemm
 
     c = replace(gemm.CONFIGS[config], flatten=flatten)
     sig, const = gemm.signature(c, wait)
@@ -30,7 +30,7 @@ def test_gemm_compiles_for_sm90_with_wgmma_and_tma(wait, config, flatten):
 
 
 def test_config_choice_avoids_idle_sms_and_flattens_short_k():
-    from mkernel.hw import gemm
+    from mkernel.hw.kernels import gemm
 
     assert gemm.choose(8192, 8192, 8192, 132) == gemm.CONFIGS[0]  # 2048 tiles: big tiles, long K
     assert gemm.choose(4096, 2304, 4096, 132).BN == 128  # 288 big tiles fill 3 waves to 73%; small ones 87%
@@ -45,7 +45,7 @@ SHAPES = [(256, 256, 256), (1001, 264, 520), (8191, 1000, 776), (128, 8, 8), (30
 def test_gemm_matches_fp32_reference(shape):
     import torch
 
-    from mkernel.hw import gemm
+    from mkernel.hw.kernels import gemm
 
     M, N, K = shape
     g = torch.Generator(device="cuda").manual_seed(M * 7 + N)
@@ -62,8 +62,8 @@ def test_gemm_matches_fp32_reference(shape):
 def test_gemm_waits_on_flags_and_a_missing_flag_names_itself():
     import torch
 
-    from mkernel.hw import gemm
-    from mkernel.hw.runtime import ErrorBlock
+    from mkernel.hw.kernels import gemm
+    from mkernel.hw.runtime.state import ErrorBlock
 
     M, N, K = 512, 512, 256
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
@@ -85,7 +85,7 @@ def test_gemm_waits_on_flags_and_a_missing_flag_names_itself():
 def test_gemm_refuses_unaligned_rows_before_launch():
     import torch
 
-    from mkernel.hw import gemm
+    from mkernel.hw.kernels import gemm
 
     a = torch.randn(64, 777, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(777, 64, device="cuda", dtype=torch.bfloat16)

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_epochs_survive_more_than_2_16_calls_without_zeroing():
-    from mkernel.hw import selftest
+    from mkernel.hw.measure import selftest
 
     r = selftest.check_epochs(n_epochs=70_000)
     assert r["error"] is None
@@ -18,7 +18,7 @@ def test_epochs_survive_more_than_2_16_calls_without_zeroing():
 
 
 def test_bounded_wait_names_rank_role_flag_and_epoch():
-    from mkernel.hw import selftest
+    from mkernel.hw.measure import selftest
 
     r = selftest.check_timeout(timeout_s=0.002)
     t = r["timeout"]["failure"]
@@ -30,7 +30,7 @@ def test_bounded_wait_names_rank_role_flag_and_epoch():
 
 
 def test_ring_call_captured_in_a_cuda_graph_replays_as_fresh_calls():
-    from mkernel.hw import selftest
+    from mkernel.hw.measure import selftest
 
     r = selftest.check_graph(replays=200)
     assert r["error"] is None and r["proxy"]["error"] is None
@@ -40,8 +40,8 @@ def test_ring_call_captured_in_a_cuda_graph_replays_as_fresh_calls():
 
 @pytest.mark.parametrize("shaped", [False, True], ids=["rc", "srd-shaped"])
 def test_ring_and_proxy_end_to_end(shaped):
-    from mkernel.hw import selftest
-    from mkernel.hw.transports import Shaping
+    from mkernel.hw.measure import selftest
+    from mkernel.hw.runtime.transports import Shaping
 
     shaping = Shaping(gbytes_per_s=50.0, latency_us=5.0, unordered=True, seed=7) if shaped else None
     r = selftest.stream(n_blocks=16, chunks_per_block=64, chunk_bytes=4096, epochs=3, shaping=shaping,
@@ -53,7 +53,7 @@ def test_ring_and_proxy_end_to_end(shaped):
 
 
 def test_bad_device_command_reaches_the_caller_and_releases_the_waiter():
-    from mkernel.hw import selftest
+    from mkernel.hw.measure import selftest
 
     r = selftest.roundtrip(n=4, nbytes=1 << 20, buf_bytes=256)  # larger than the registered buffers
     assert r["completed"] == 0
@@ -63,7 +63,7 @@ def test_bad_device_command_reaches_the_caller_and_releases_the_waiter():
 
 
 def test_emulated_2x2_cluster_exchange_with_epoch_reuse():
-    from mkernel.hw import selftest
+    from mkernel.hw.measure import selftest
 
     results = selftest.check_exchange(nodes=2, gpn=2, shard_bytes=1 << 18, chunk_bytes=16 << 10, epochs=100)
     assert [r["rank"] for r in results] == [0, 1, 2, 3]

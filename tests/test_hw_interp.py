@@ -1,19 +1,18 @@
-"""The hw plan interpreter (hw/interp.py): every rank's lowered tables, run on numpy call after call
+"""The hw plan interpreter (hw/lowering/interp.py): every rank's lowered tables, run on numpy call after call
 with fresh inputs and the heap kept between calls, must match the oracle, in any order the waits
 allow; and it must catch a lowering that lost a wait."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from harness.cases import CASES, workload
 
 from mkernel import builders, reference
 from mkernel.errors import DeadlockError, InputError
 from mkernel.cluster import Cluster
-from mkernel.hw import interp
+from mkernel.hw.lowering import interp
 from mkernel.ir import Op
 from mkernel.problems import Workload
-
-from test_hw_fused import CASES, workload
 
 def _calls(w: Workload, c: Cluster, seed: int, calls: int = 3, unordered: bool = False, m=None,
            fence: bool = True, first: int = 1) -> list[float]:
@@ -153,7 +152,7 @@ def test_the_gemm_table_holds_the_leading_gemm_tiles_that_nothing_makes_wait(cas
     tiles that are whole or end at C's edges: every such leading task of the compute queue, and
     nothing after the first that is not (AllGather+GEMM's gathered rows, MoE's dispatched tokens,
     a tile cut short at another rank's rows)."""
-    from mkernel.hw.layout import GemmTile, Region, Task
+    from mkernel.hw.lowering.layout import GemmTile, Region, Task
 
     s = builders.get(case).build(workload(case), Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn)))
     for p in interp.build(s):
@@ -175,7 +174,7 @@ def test_the_gemm_table_holds_the_leading_gemm_tiles_that_nothing_makes_wait(cas
 def test_a_gemm_table_row_that_signals_nobody_stalls_its_reduction():
     """GEMM+ReduceScatter's tiles tell the reduction their partial is ready; drop one row's signal
     on rank 0 and the reduction of that tile never runs: the interpreter reports the deadlock."""
-    from mkernel.hw.layout import GemmTile
+    from mkernel.hw.lowering.layout import GemmTile
 
     w, c = workload("gemm_rs"), Cluster("t", 2, 2).with_sms(33)
     m = interp.machine(builders.get(w.kernel).build(w, c))
@@ -187,7 +186,7 @@ def test_a_gemm_table_row_that_signals_nobody_stalls_its_reduction():
 def test_a_gemm_table_row_that_writes_beside_its_tile_is_caught():
     """One row's C column offset moved by 8: that tile's columns are left unwritten or written with
     the wrong product, and the output no longer matches the oracle."""
-    from mkernel.hw.layout import GemmTile
+    from mkernel.hw.lowering.layout import GemmTile
 
     w, c = workload("gemm_ar"), Cluster("t", 1, 1)
     m = interp.machine(builders.get(w.kernel).build(w, c))

@@ -1,4 +1,4 @@
-"""The fused kernel's launch (hw/launch.py) on the CPU, with a stand-in for the Triton kernel: the
+"""The fused kernel's launch (hw/runtime/launch.py) on the CPU, with a stand-in for the Triton kernel: the
 first call goes through the JIT entry with every argument by name and tensors as tensors (Triton
 infers pointer types from them); later calls hand the compiled kernel the same argument list, in
 parameter order, with this call's values in their places and pointers as integers."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mkernel.hw.launch import Descriptors, Launch
+from mkernel.hw.runtime.launch import Descriptors, Launch
 
 
 class _Tensor:

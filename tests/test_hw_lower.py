@@ -7,7 +7,7 @@ import pytest
 from mkernel import Cluster, Workload
 from mkernel.builders import get
 from mkernel.errors import ScheduleError
-from mkernel.hw import lower
+from mkernel.hw.lowering import lower
 from mkernel.ir import Region
 
 SHAPES = {"gemm_ar": dict(m=300, n=520, k=24, chunk_tiles=2), "gemm_rs": dict(m=520, n=300, k=24, chunk_tiles=2),

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mkernel.hw import native, ring
-from mkernel.hw.proxy import HostRing, Proxy, ProxyError, Regions
+from mkernel.hw.lowering import ring
+from mkernel.hw.runtime import native
+from mkernel.hw.runtime.proxy import HostRing, Proxy, ProxyError, Regions
 
 CHUNK = 64  # bytes per chunk in these tests
 
@@ -120,7 +121,7 @@ def test_no_flag_before_its_data(unordered, seed):
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
 def test_a_signal_lands_after_every_put_posted_before_it_to_its_rank(unordered, seed):
-    """A put of several pairs is data-only PUTs (flag: the sink) and then a SIGNAL (hw/plan.py): the
+    """A put of several pairs is data-only PUTs (flag: the sink) and then a SIGNAL (hw/lowering/plan.py): the
     receiver trusts the SIGNAL's flag for all of them, so no transport may land it before any data
     posted ahead of it to that rank, SRD included (the order the protocol asks of every transport)."""
     nranks, groups, per_group, sink = 4, 4, 6, 31

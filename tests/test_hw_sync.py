@@ -12,7 +12,7 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from mkernel.hw.sync import _record, _wait  # noqa: E402
+from mkernel.hw.kernels.sync import _record, _wait  # noqa: E402
 
 
 @triton.jit
@@ -49,8 +49,8 @@ def test_a_block_reduction_covers_every_thread_of_the_kernel():
     more elements than the tensor has repeats it in the last warps, whose own values then drop out."""
     import re
 
-    from mkernel.hw.fused import NUM_WARPS
-    from mkernel.hw.sync import _block_max
+    from mkernel.hw.kernels.fused import NUM_WARPS
+    from mkernel.hw.kernels.sync import _block_max
 
     @triton.jit
     def kernel(out):

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from mkernel.errors import BackendUnavailable, InputError
-from mkernel.hw import nics, transports
+from mkernel.hw.runtime import nics, transports
 
 
 def test_unknown_transport_lists_the_allowed_ones():
@@ -129,7 +129,7 @@ def test_verbs_without_a_device_says_no_rdma_device(tmp_path):
 
 
 def test_srd_needs_an_efa_device_and_rc_an_active_ib_port(sysfs, tmp_path):
-    from mkernel.hw import native
+    from mkernel.hw.runtime import native
 
     if "verbs" not in native.features() or transports.loadable("libibverbs.so.1"):
         pytest.skip("needs libibverbs (rdma-core) and its headers, which .ci/run installs")
@@ -141,7 +141,7 @@ def test_srd_needs_an_efa_device_and_rc_an_active_ib_port(sysfs, tmp_path):
 
 
 def test_auto_picks_by_what_the_host_has(sysfs, tmp_path):
-    from mkernel.hw import native
+    from mkernel.hw.runtime import native
 
     name, why = transports.auto(tmp_path)
     assert name in ("loopback", "ofi") and why
@@ -152,7 +152,7 @@ def test_auto_picks_by_what_the_host_has(sysfs, tmp_path):
 # -- mkernel doctor ------------------------------------------------------------------------------
 
 def test_doctor_on_a_host_with_no_rdma_device_says_so_and_picks_a_transport(tmp_path, capsys):
-    from mkernel.hw import doctor
+    from mkernel.hw.measure import doctor
 
     lines, ok = doctor.report(sysfs=tmp_path)
     text = "\n".join(lines)
@@ -165,7 +165,7 @@ def test_doctor_on_a_host_with_no_rdma_device_says_so_and_picks_a_transport(tmp_
 
 
 def test_doctor_lists_devices_ports_and_gids(sysfs):
-    from mkernel.hw import doctor
+    from mkernel.hw.measure import doctor
 
     text = "\n".join(doctor.report(sysfs=sysfs)[0])
     assert "RDMA devices: 3" in text and "mlx5_1: driver mlx5_core, PCI 0000:07:00.0" in text

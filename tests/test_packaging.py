@@ -19,10 +19,11 @@ def test_wheel_installs_the_folder_mapped_packages(tmp_path):
     assert tops == {"mkernel"}, tops  # no generic top-level sim/ or hw/ in site-packages
     assert {"mkernel/sim/engine.py", "mkernel/hw/__init__.py", "mkernel/scenarios/default.toml"} <= set(names)
     # the native proxy and the CUDA C++ self-test kernels are built from source on the user's machine
-    from mkernel.hw import kernels, native
+    from mkernel.hw.measure import nvcc
+    from mkernel.hw.runtime import native
 
-    shipped = {f"mkernel/hw/csrc/{n}" for n in native.SOURCES + native.HEADERS}
-    shipped |= {f"mkernel/hw/device/{p.name}" for p in kernels.sources()}
+    shipped = {f"mkernel/hw/runtime/csrc/{n}" for n in native.SOURCES + native.HEADERS}
+    shipped |= {f"mkernel/hw/measure/device/{p.name}" for p in nvcc.sources()}
     assert shipped <= set(names), sorted(shipped - set(names))
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from mkernel.errors import InputError
-from mkernel.hw import ring
-from mkernel.hw.proxy import HostRing, ProxyError, ProxyFaults
+from mkernel.hw.lowering import ring
+from mkernel.hw.runtime.proxy import HostRing, ProxyError, ProxyFaults
 
 from test_hw_proxy import Mesh, flag_before_data
 

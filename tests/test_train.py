@@ -1,6 +1,6 @@
 """Training with the ops on the GPU: the fused backward of every op against the torch path's
 float64 gradients, and 20 bf16 SGD steps of a two-layer TP MLP and a ring-attention block
-against the same model written with torch only, step by step (hw/tp_check.py), at world 1 and
+against the same model written with torch only, step by step (tests/harness/training.py), at world 1 and
 on the emulated 2x2 cluster; the TP step captured in a CUDA graph and compiled with inductor.
 The same on the CPU (torch path, float64, gloo ranks): tests/test_autograd.py. Also here: the
 TP layers' shapes and errors."""
@@ -10,12 +10,14 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="training with the torch ops needs torch (pip install torch)")
 
+from harness import training  # noqa: E402
+from harness.rank import TOLERANCE  # noqa: E402
+
 from mkernel.errors import InputError  # noqa: E402
-from mkernel.hw import tp_check  # noqa: E402
 
 
 def test_the_zigzag_layout_gives_each_rank_two_chunks_from_both_ends():
-    rows = [tp_check.token_rows("attention-causal", r, 2, 16).tolist() for r in range(2)]
+    rows = [training.token_rows("attention-causal", r, 2, 16).tolist() for r in range(2)]
     assert rows == [[0, 1, 2, 3, 12, 13, 14, 15], [4, 5, 6, 7, 8, 9, 10, 11]]
 
 
@@ -51,17 +53,17 @@ def test_a_ranks_shard_is_its_slice_of_the_full_layer():
 def test_layers_at_world_1_are_the_torch_mlp_on_sequence_first_inputs():
     from mkernel.hw import tp
 
-    ref = tp_check.Mlp(8, 16).double()
+    ref = training.Mlp(8, 16).double()
     x = torch.randn(5, 3, 8, dtype=torch.float64)  # [S, B, H]: only the leading dimension is split
     for reduce in ("scatter", "all"):
         mlp = tp.ParallelMLP.from_mlp(ref.fc1, ref.fc2, reduce=reduce)
         assert torch.allclose(mlp(x), ref(x), rtol=1e-12, atol=1e-12)
 
 
-# ---- on the GPU (hw/tp_check.py's rank functions, through emulate.launch) ----
+# ---- on the GPU (tests/harness/training.py's rank functions, through emulate.launch) ----
 
 def _launch(fn, nodes: int, gpn: int, *args, timeout_s: float = 600):
-    from mkernel.hw.emulate import launch
+    from mkernel.hw.runtime.emulate import launch
 
     return launch(fn, nodes * gpn, args=(gpn, *args), timeout_s=timeout_s)
 
@@ -72,24 +74,27 @@ TOPOLOGIES = [pytest.param(1, 1, id="world1"), pytest.param(2, 2, id="emulated-2
 @pytest.mark.gpu
 @pytest.mark.parametrize("nodes,gpn", TOPOLOGIES)
 def test_fused_backward_of_every_op_matches_the_torch_paths_float64_gradients(nodes, gpn):
-    for r in _launch(tp_check.grads_rank, nodes, gpn):
-        assert r["ok"], r
+    for r in _launch(training.grads_rank, nodes, gpn):
+        assert r["device_error"] is None and r["nan"] == 0, r
+        assert all(e <= TOLERANCE for e in r["errors"].values()), r
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("nodes,gpn", TOPOLOGIES)
 def test_bf16_training_on_the_fused_path_matches_the_torch_model(nodes, gpn):
     modes = ("auto", "fused") if nodes * gpn == 1 else ("fused", "fallback")
-    for r in _launch(tp_check.train_rank, nodes, gpn, modes, timeout_s=900):
-        assert r["ok"], {k: r[k] for k in ("rank", "runs", "device_error")}
+    for r in _launch(training.train_rank, nodes, gpn, modes, timeout_s=900):
+        summary = {k: r[k] for k in ("rank", "runs", "device_error")}
+        assert r["device_error"] is None, summary
+        assert all(v["error"] <= training.BF16_TOLERANCE and v["trains"] for v in r["curves"].values()), summary
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("how", ["graph", "compile"])
 @pytest.mark.parametrize("mode", ["auto", "fused"])
 def test_tp_step_under_cuda_graphs_and_torch_compile_matches_eager(mode, how):
-    for r in _launch(tp_check.replay_rank, 1, 1, mode, how):
-        assert r["ok"], r
+    for r in _launch(training.replay_rank, 1, 1, mode, how):
+        assert r["device_error"] is None and max(r["errors"]) <= training.BF16_TOLERANCE, r
 
 
 @pytest.mark.gpu
@@ -99,8 +104,8 @@ def test_tp_step_on_real_nvlink_under_cuda_graphs_and_torch_compile(how):
     if gpus < 2:
         pytest.skip(f"needs 2 GPUs (one rank per GPU, NCCL); this host has {gpus}")
     for mode in ("fallback", "fused"):
-        for r in _launch(tp_check.replay_rank, 1, gpus, mode, how):
-            assert r["ok"], (mode, r)
+        for r in _launch(training.replay_rank, 1, gpus, mode, how):
+            assert r["device_error"] is None and max(r["errors"]) <= training.BF16_TOLERANCE, (mode, r)
 
 
 # ---- tools/bench_train.py ----

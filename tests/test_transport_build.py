@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from mkernel.hw import native
+from mkernel.hw.runtime import native
 
 
 def _build(tmp_path, defines: list[str], name: str):
@@ -37,7 +37,7 @@ def test_every_transport_compiles_with_its_headers(tmp_path):
 def test_every_transport_compiles_without_them_as_a_stub_naming_what_is_missing(tmp_path):
     import ctypes
 
-    from mkernel.hw import ring
+    from mkernel.hw.lowering import ring
 
     lib = ctypes.CDLL(str(_build(tmp_path, [], "stubs")))
     lib.mk_net_create.restype = ctypes.c_void_p

@@ -16,9 +16,10 @@ import time
 import numpy as np
 import pytest
 
-from mkernel.hw import native, ring
+from mkernel.hw.lowering import ring
+from mkernel.hw.runtime import native
 
-from mkernel.hw.netcheck import expected
+from mkernel.hw.measure.netcheck import expected
 
 from transport_net import ofi_rank
 

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from mkernel.errors import BackendUnavailable
-from mkernel.hw import native, netboot, ring
-from mkernel.hw.proxy import HostRing, Proxy, ProxyError
+from mkernel.hw.lowering import ring
+from mkernel.hw.runtime import native, netboot
+from mkernel.hw.runtime.proxy import HostRing, Proxy, ProxyError
 
 from transport_net import CASES, DictStore, Layout, Memory, Streams, commands, data_mismatches, flagged, \
     mesh_streams, op_streams, order_violations, wait_until

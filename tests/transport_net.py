@@ -18,9 +18,9 @@ import numpy as np
 
 from mkernel import builders
 from mkernel.cluster import Cluster
-from mkernel.hw import plan, ring
-from mkernel.hw.context import Layout  # the layout every rank's symmetric buffer has
-from mkernel.hw.netboot import Region
+from mkernel.hw.lowering import plan, ring
+from mkernel.hw.runtime.context import Layout  # the layout every rank's symmetric buffer has
+from mkernel.hw.runtime.netboot import Region
 from mkernel.ir import Op
 
 class Memory:
@@ -96,7 +96,7 @@ def op_streams(kernel: str, nodes: int = 2, gpn: int = 2, seed: int = 0) -> Stre
 def mesh_streams(n_chunks: int, world: int = 4, gpn: int = 2, signal_every: int = 0) -> Streams:
     """netcheck's mesh with 64-byte chunks: each rank sends n_chunks chunks to every remote rank;
     with ``signal_every``, every other group of that many goes as data-only PUTs and a SIGNAL."""
-    from mkernel.hw.netcheck import mesh
+    from mkernel.hw.measure.netcheck import mesh
 
     n_flags, heap, sink, cmds = mesh(world, gpn, n_chunks, 64, signal_every)
     return Streams(n_flags, heap, sink, cmds)
@@ -221,12 +221,12 @@ class FileStore:
 
 def ofi_rank(rank: int, world: int, gpn: int, store: str, provider: str, publish: str, calls: int,
              faults: dict, wait_s: float, out) -> None:
-    """One rank in its own process: mkernel.hw.netcheck's rank, bootstrapped through a file store
+    """One rank in its own process: mkernel.hw.measure.netcheck's rank, bootstrapped through a file store
     (``store`` a folder: CI has no torch) or torch.distributed's TCPStore (``store`` "tcp:PORT");
     its report (what landed, errors as text) goes to the test, which judges it."""
-    from mkernel.hw.netboot import NetOptions
-    from mkernel.hw.netcheck import run_rank
-    from mkernel.hw.proxy import ProxyFaults
+    from mkernel.hw.runtime.netboot import NetOptions
+    from mkernel.hw.measure.netcheck import run_rank
+    from mkernel.hw.runtime.proxy import ProxyFaults
 
     if store.startswith("tcp:"):
         import torch.distributed as dist

@@ -78,7 +78,7 @@ def bench_gemm(rows: list, quick: bool) -> None:
     import torch
 
     import mkernel
-    from mkernel.hw.gemm import gemm
+    from mkernel.hw.kernels.gemm import gemm
 
     for m, n, k in (GEMMS[:2] + GEMMS[-1:] if quick else GEMMS):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -167,7 +167,7 @@ def bench_attention_tiles(rows: list, quick: bool) -> None:
     import torch.nn.functional as F
 
     import mkernel
-    from mkernel.hw import fused
+    from mkernel.hw.kernels import fused
 
     constexprs, stages = fused.constexprs, fused.NUM_STAGES
     try:

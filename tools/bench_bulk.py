@@ -1,9 +1,9 @@
 """Per-SM data-movement benchmark on one GPU (issue 27): the fused kernel's copy, reduce and gather
-steps on the register path (hw/tiles.py), the bulk path (hw/bulk.py) and, for copies, Triton's TMA
+steps on the register path (hw/kernels/tiles.py), the bulk path (hw/kernels/bulk.py) and, for copies, Triton's TMA
 descriptors, against torch's device-to-device copy (cudaMemcpy via ``tensor.copy_``) in the same run.
 
 Local HBM stands in for a peer (the code path is the same). Each op runs as a standalone
-persistent kernel (hw/bulk_probe.py) on 1, 2, 4, ... SMs over tasks shaped like the plans':
+persistent kernel (hw/measure/bulk_probe.py) on 1, 2, 4, ... SMs over tasks shaped like the plans':
 - ``copy-tile``: 128 x 256 tiles of 8192-column buffers (GEMM+AR / GEMM+RS partial tiles);
 - ``copy-tile16``: 16 x 256 tiles (8 KiB tasks): with copy-tile, a fit of the fixed cost per task;
 - ``copy-rows``: 128 whole rows (AllGather+GEMM shards: one contiguous range per task);
@@ -62,7 +62,7 @@ def cases(scale: int) -> list[Case]:
 
 def build(case: Case, torch, seed: int):
     """(buffers: the sources, then the output; tasks; bytes read + written; a gather's index)."""
-    from mkernel.hw.bulk_probe import Task
+    from mkernel.hw.measure.bulk_probe import Task
 
     dev = "cuda"
     g = torch.Generator(device=dev).manual_seed(seed)
@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_bulk: --only {args.only!r} names no case; cases: "
               f"{', '.join(c.name for c in cases(1))}", file=sys.stderr)
         return 2
-    from mkernel.hw import safety, unavailable
+    from mkernel.hw import unavailable
+    from mkernel.hw.runtime import safety
 
     if unavailable():
         print(f"bench_bulk: {unavailable()}", file=sys.stderr)
@@ -197,7 +198,7 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
     import torch
     import triton
 
-    from mkernel.hw import bulk_probe as bp
+    from mkernel.hw.measure import bulk_probe as bp
 
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
     t0 = time.time()

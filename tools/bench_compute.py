@@ -43,7 +43,8 @@ def main() -> None:
         fn()
         return do_bench_cudagraph(fn, rep=rep)
 
-    from mkernel.hw import gemm, safety
+    from mkernel.hw.kernels import gemm
+    from mkernel.hw.runtime import safety
 
     safety.apply_no_multicast()
     rows, raw = [], {}

@@ -49,8 +49,8 @@ def _init_group() -> None:
 
 
 def _executor(schedule):
-    from mkernel.hw.context import Context
-    from mkernel.hw.executor import Executor
+    from mkernel.hw.runtime.context import Context
+    from mkernel.hw.runtime.executor import Executor
 
     ctx = Context(None, gpus_per_node=1, send_bytes=0, **Executor.context_sizes(schedule))
     return ctx, Executor(schedule, ctx)
@@ -127,7 +127,7 @@ def bench_attention(rows: list, tag: str = "") -> None:
 
 def bench_attention_tiles(rows: list, variants: str) -> None:
     """bench_attention once per ``BKVxSTAGES`` variant (each compiles its own kernel)."""
-    from mkernel.hw import fused
+    from mkernel.hw.kernels import fused
 
     constexprs, stages = fused.constexprs, fused.NUM_STAGES
     try:
@@ -212,7 +212,7 @@ def main() -> None:
     ap.add_argument("--only", default="gemm,attn,moe")
     ap.add_argument("--attn-tiles", default="", help="BKVxSTAGES variants of the attention part, e.g. 64x3,128x2")
     args = ap.parse_args()
-    from mkernel.hw import safety
+    from mkernel.hw.runtime import safety
 
     safety.apply_no_multicast()
     import torch

@@ -35,7 +35,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.commit is None and Path(".commit").is_file():  # written by the caller: a device copy has no history
         args.commit = Path(".commit").read_text().strip()
-    from mkernel.hw import safety, selftest
+    from mkernel.hw.measure import selftest
+    from mkernel.hw.runtime import safety
 
     safety.apply_no_multicast()
     import torch

@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # harness.training: the torch-only model
+
 SIZES = ((4096, 2048, 8192), (8192, 4096, 16384), (16384, 8192, 28672))  # T x H x F (GPT-like ffn = 4 H)
 VARIANTS = ("torch", "tp-fallback", "tp-auto", "tp-fused")
 LOSS_RTOL = 2e-2
@@ -81,12 +83,12 @@ def _step(model, x, y, elements: int):
 def _measure(tokens: int, hidden: int, ffn: int, warmup: int, iters: int, graphs: bool) -> dict:
     import torch
     import torch.distributed as dist
+    from harness.training import Mlp
 
-    from mkernel.hw.bench import _graph_time, time_events
+    from mkernel.hw.measure.bench import _graph_time, time_events
     from mkernel.hw.fallbacks import _all_reduce
     from mkernel.hw.groups import group_info
     from mkernel.hw.tp import ParallelMLP
-    from mkernel.hw.tp_check import Mlp
 
     g = group_info(None)
     if tokens % g.world or ffn % g.world:
@@ -149,7 +151,7 @@ def main() -> int:
     sizes = _sizes(args.sizes)
     if args.warmup < 1 or args.iters < 1:
         _bad("--warmup and --iters must be at least 1")
-    from mkernel.hw import safety
+    from mkernel.hw.runtime import safety
 
     safety.apply_no_multicast()
     import torch

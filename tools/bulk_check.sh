@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the bulk-copy steps (issue 27, about 4 minutes on one H200): install offline,
-# then the GPU and compile tests of hw/bulk.py, then the per-SM data-movement benchmark.
+# then the GPU and compile tests of hw/kernels/bulk.py, then the per-SM data-movement benchmark.
 # Usage: here `git rev-parse --short HEAD > .commit` (carry it); there OUT=/dir tools/bulk_check.sh
 set -uo pipefail
 . "$(dirname "$0")/device_setup.sh"

@@ -15,10 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def main() -> None:
-    from test_hw_fused import CASES, workload
+    from harness import rank
+    from harness.cases import CASES, workload
 
-    from mkernel.hw import rank
-    from mkernel.hw.emulate import launch
+    from mkernel.hw.runtime.emulate import launch
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=2)
@@ -33,7 +33,8 @@ def main() -> None:
             res = launch(rank.run_rank, a.nodes * a.gpn, args=(workload(case), a.nodes, a.gpn, 11, a.calls),
                          timeout_s=300)
             worst = max(max(r["errors"].values()) for r in res)
-            rows.append({"case": case, "ok": all(r["ok"] for r in res), "worst_error": worst,
+            exact = worst <= rank.TOLERANCE and not any(any(r["unwritten"].values()) for r in res)
+            rows.append({"case": case, "ok": exact, "worst_error": worst,
                          "unwritten": sum(sum(r["unwritten"].values()) for r in res), "epoch": res[0]["epoch"],
                          "blocks": res[0]["blocks"], "ranks": res})
         except Exception as e:  # noqa: BLE001 - the table shows the failure and goes on

@@ -35,7 +35,7 @@ def _spin_kernel():
     import triton
     import triton.language as tl
 
-    from mkernel.hw.sync import _clock
+    from mkernel.hw.kernels.sync import _clock
 
     @triton.jit
     def spin(flag, out, timeout_ns):
@@ -150,8 +150,8 @@ def main() -> None:
     from pathlib import Path
     import tempfile
 
-    from mkernel.hw.emulate import Mps
-    from mkernel.hw.safety import apply_no_multicast
+    from mkernel.hw.runtime.emulate import Mps
+    from mkernel.hw.runtime.safety import apply_no_multicast
 
     env = apply_no_multicast(dict(os.environ))
     env["CUDA_MODULE_LOADING"] = a.loading

@@ -55,8 +55,8 @@ def rank_main(info, configs, nodes: int, gpn: int, splits: list[int], iters: int
     import torch
 
     from mkernel.controller import Balance
-    from mkernel.hw.context import Context
-    from mkernel.hw.executor import Executor
+    from mkernel.hw.runtime.context import Context
+    from mkernel.hw.runtime.executor import Executor
     from mkernel.hw.rank import cluster_for, median_s
     from mkernel.ir import BufferKind, Role
 
@@ -103,7 +103,7 @@ def rank_main(info, configs, nodes: int, gpn: int, splits: list[int], iters: int
 def run_device(out: Path, configs, nodes: int, gpn: int, splits: list[int], iters: int) -> None:
     import torch
 
-    from mkernel.hw.emulate import launch
+    from mkernel.hw.runtime.emulate import launch
 
     t0 = time.perf_counter()
     per_rank = launch(rank_main, nodes * gpn, args=(configs, nodes, gpn, splits, iters), timeout_s=540)

@@ -31,8 +31,8 @@ def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int,
     from mkernel import builders
     from mkernel.cluster import Cluster
     from mkernel.hw import rank as hw_rank
-    from mkernel.hw.context import Context
-    from mkernel.hw.executor import Executor
+    from mkernel.hw.runtime.context import Context
+    from mkernel.hw.runtime.executor import Executor
     from mkernel.ir import Role
     from mkernel.problems import Workload
     from mkernel.sweep import reference_grid
@@ -69,8 +69,8 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from mkernel.hw import fused
-    from mkernel.hw.safety import apply_no_multicast
+    from mkernel.hw.kernels import fused
+    from mkernel.hw.runtime.safety import apply_no_multicast
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--comm-sms", default="2,4,8,16,32,64")

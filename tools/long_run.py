@@ -18,10 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def main() -> None:
-    from test_hw_fused import CASES, workload
+    from harness import long_run
+    from harness.cases import CASES, workload
+    from harness.rank import TOLERANCE
 
-    from mkernel.hw import long_run
-    from mkernel.hw.emulate import launch
+    from mkernel.hw.runtime.emulate import launch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=10_000)
@@ -40,7 +41,10 @@ def main() -> None:
     res = launch(long_run.long_run_rank, a.nodes * a.gpn, args=(cases, a.nodes, a.gpn, a.calls, a.sync_every), timeout_s=3000,
                  sms=a.sms)
     wall = time.time() - t0
-    for r in res:
+    for r in res:  # exact outputs, no error, and no memory, file or thread left behind
+        r["ok"] = (not r["errors"] and all(e <= TOLERANCE for e in r["worst_error"].values())
+                   and r["after"]["allocated"] <= r["middle"]["allocated"] and r["after"]["fds"] <= r["before"]["fds"]
+                   and r["after"]["threads"] <= r["before"]["threads"])
         print(f"rank {r['rank']}: ok={r['ok']} worst={max(r['worst_error'].values()):.2e} before={r['before']} "
               f"after={r['after']} warmup={r['warmup']}")
         for name, error in r["errors"].items():

@@ -35,11 +35,12 @@ CONFIGS = {
 
 def mix_rank(info, built: tuple, called: tuple, calls: int, nodes: int, gpn: int, variant: str) -> dict:
     import torch
-    from test_hw_fused import workload
+    from harness.cases import workload
+    from harness.rank import _case
 
-    from mkernel.hw.context import Context
-    from mkernel.hw.executor import Executor
-    from mkernel.hw.rank import _case, cluster_for
+    from mkernel.hw.rank import cluster_for
+    from mkernel.hw.runtime.context import Context
+    from mkernel.hw.runtime.executor import Executor
 
     keep = []
     if variant == "stagger":
@@ -69,7 +70,7 @@ def mix_rank(info, built: tuple, called: tuple, calls: int, nodes: int, gpn: int
 
 
 def main() -> None:
-    from mkernel.hw.emulate import launch
+    from mkernel.hw.runtime.emulate import launch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=36)

@@ -13,17 +13,17 @@ if ls .deb/libfabric-dev_*.deb >/dev/null 2>&1 && [ ! -f /usr/include/rdma/fabri
     && cp -r /tmp/libfabric-dev/usr/include/rdma /usr/local/include/ && echo "libfabric headers from .deb/"
 fi
 status=0
-python3 -c "from mkernel.hw import native; print('native library built with', sorted(native.features()))" \
+python3 -c "from mkernel.hw.runtime import native; print('native library built with', sorted(native.features()))" \
   2>&1 | tee "$OUT/features.txt"
 python3 -m mkernel doctor 2>&1 | tee "$OUT/doctor.txt"
 timeout 600 python3 -m pytest -q tests/test_transport_build.py tests/test_transport_verbs.py tests/test_transport_ofi.py \
   tests/test_hw_transports.py 2>&1 | tee "$OUT/tests.log" | tail -5 || status=1
 for provider in "tcp;ofi_rxm" shm; do
-  timeout 300 torchrun --nproc-per-node 4 -m mkernel.hw.netcheck --transport ofi --provider "$provider" \
+  timeout 300 torchrun --nproc-per-node 4 -m mkernel.hw.measure.netcheck --transport ofi --provider "$provider" \
     --gpus-per-node 2 --memory host 2>&1 | grep -v "^W" | tee "$OUT/netcheck-host-${provider%%;*}.log" | tail -5 \
     || status=1
 done
 # expected FAIL (exit 1 or 2) with "FI_HMEM" or a registration error named: the image's libfabric has no CUDA HMEM
-timeout 300 torchrun --nproc-per-node 4 -m mkernel.hw.netcheck --transport ofi --provider shm --gpus-per-node 2 \
+timeout 300 torchrun --nproc-per-node 4 -m mkernel.hw.measure.netcheck --transport ofi --provider shm --gpus-per-node 2 \
   --memory cuda 2>&1 | grep -v "^W" | tee "$OUT/netcheck-cuda-shm.log" | tail -5
 exit $status

@@ -1,0 +1,358 @@
+"""The fused kernel: one persistent Triton kernel that walks a rank's plan (see :mod:`plan`).
+
+Why one kernel for every op: a schedule is data, so the device code is an interpreter of role
+tables. Blocks take roles by index (compute, intra, send, recv, in that order); each role's blocks
+claim the tasks of their queue in order from a counter, like the simulator's SMs. A task waits for
+its slots to reach the epoch's targets, does its op, and bumps its signals with a system-scope
+release. The op set is a compile-time switch, so each fused op compiles to its own kernel with only
+the code it uses (a GEMM op carries no attention code, and the other way round).
+
+The compute role first runs the plan's GEMM table (:func:`plan.gemm_table`: the queue's leading GEMM
+tiles that nothing makes wait) in one flattened tile loop per segment, blocks taking rows by index,
+so Triton pipelines the next tile's TMA loads under this tile's epilogue, as in a standalone
+persistent GEMM; then it claims the rest of its queue like every other role.
+
+Progress: the grid is the schedule's SM budget (at most the SMs this rank may use) and every block
+fits on one SM, so all blocks are co-resident and a spinning block never keeps another from
+running. Every wait is bounded (``timeout_ns``) and stops early once any block has recorded an
+error or the proxy has aborted; the first error names rank, role, slot, epoch, seen and expected,
+and the schedule task (:class:`mkernel.hw.runtime.ErrorBlock`).
+
+Memory order: a signal to a peer is ``atom.add.release.sys`` after a block barrier and a
+``fence.acq_rel.sys``; a signal to the own GPU is a gpu-scope release after the barrier (far
+cheaper, and every reader is on this GPU); waits are ``ld.acquire.sys``; the compute role adds ``fence.proxy.async`` after a wait, because its
+TMA loads read through the async proxy what peers wrote through the generic one. Ring records are
+committed with ``st.release.sys`` after the body (runtime.cuh describes the protocol).
+
+Epochs live on the device (read + 1 at start, stored by the last block to finish, which also
+resets the claim counters), so calls need no host synchronisation and no flag is ever zeroed.
+
+Adaptive kernels (``ADAPTIVE``, issue 7): the compute and intra blocks are movable. At each task
+boundary a block re-evaluates the simulator's policy (:func:`mkernel.controller.split`, compiled
+here as ``_policy``) from two shared words and picks its next role (``_steer``, ``_pick``); send
+and receive blocks keep theirs. A role with unclaimed work always keeps at least one block, so the
+progress argument above still holds.
+
+The pieces: :mod:`sync` (waits, ring producer, barriers) and :mod:`tiles` (the data ops).
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from mkernel import controller
+
+from mkernel.ir import Op
+
+from ..lowering.layout import ATTN_QUERY_ROWS, COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
+from ..lowering.plan import GEMM_TILE
+from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
+from .tiles import _attn, _copy, _gather, _gemm, _gemm_table, _norm, _reduce
+
+C = tl.constexpr
+GEMM, COPY, REDUCE, GATHER, PUT, ATTN, NORM = (C(OP_CODE[op]) for op in (Op.GEMM, Op.COPY, Op.REDUCE, Op.GATHER,
+                                                                         Op.PUT, Op.ATTN, Op.NORM))
+TW, CW, WW, SW = C(TASK_WIDTH), C(COMMAND_WIDTH), C(WAIT_WIDTH), C(SIGNAL_WIDTH)
+T_OP, T_NREADS, T_R0, T_W0, T_W1, T_S0, T_S1, T_A0, T_A1, T_Q0, T_K0, T_MASKED, T_LOCK, T_TASK, T_WORK = (
+    C(int(c)) for c in (Task.OP, Task.NREADS, Task.R0, Task.W0, Task.W1, Task.S0, Task.S1, Task.A0, Task.A1, Task.Q0,
+                        Task.K0, Task.MASKED, Task.LOCK, Task.TASK_ID, Task.WORK_NS))
+W_SLOT, W_COUNT, W_BUMPS = (C(int(c)) for c in Wait)
+S_RANK, S_SLOT = (C(int(c)) for c in Signal)
+C_KIND, C_DST, C_FLAG, C_BYTES, C_SRC, C_DSTOFF = (C(int(c)) for c in (Command.KIND, Command.DST_RANK, Command.FLAG,
+                                                                   Command.NBYTES, Command.SRC_OFF, Command.DST_OFF))
+
+__all__ = ["fused_kernel", "enter_kernel", "signature", "constexprs", "NUM_WARPS", "NUM_STAGES"]
+
+
+# Arguments whose values differ between the ranks of one op. Triton would specialise the binary on
+# them (a value of 1 becomes a constant, a multiple of 16 an alignment hint), so the ranks of an
+# emulated cluster, sharing one GPU under MPS, would each compile and run a different binary of the
+# same op; with these left unspecialised every rank runs one binary, compiled once.
+PER_RANK_ARGS = ("rank", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3", "a2_buf",
+                 "ctrl0", "work", "n_seg", "n_gemm")
+
+
+@triton.jit(do_not_specialize=PER_RANK_ARGS)
+def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, bases, flag_bases, claims, epoch_ptr,
+                 done_ptr, locks, a_host, a2_host, b_host, c_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host,
+                 rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
+                 n0, n1, n2, n3, b0, b1, b2, b3, n_seg, n_gemm, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
+                 BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+                 HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
+                 D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr, ADAPTIVE: tl.constexpr, LOG: tl.constexpr):
+    pid = tl.program_id(0)
+    epoch = tl.load(epoch_ptr, volatile=True) + 1
+    role = (pid >= b0).to(tl.int32) + (pid >= b0 + b1).to(tl.int32) + (pid >= b0 + b1 + b2).to(tl.int32)
+    own_flags = tl.load(flag_bases + rank)
+    if ADAPTIVE:
+        if pid == 0:
+            tl.store(state + START, _clock())
+    if BARRIER:  # every peer has entered this call: it finished the last one and staged its inputs
+        if pid == 0:
+            _tell_peers(arrive0, flag_bases, epoch, rank, world, gpn, records, ctl, head, capacity, timeout_ns,
+                        err32, err64, HAS_PUT)
+            for p in range(world):
+                if p != rank:
+                    _wait(own_flags + 8 * (arrive0 + p), epoch, arrive0 + p, epoch, -1, rank, role, timeout_ns,
+                          err32, err64, ctl)
+            _st_release64(own_flags + 8 * go, epoch)
+        else:
+            _wait(own_flags + 8 * go, epoch, go, epoch, -1, rank, role, timeout_ns, err32, err64, ctl)
+    movable = b0 + b1
+    if ADAPTIVE:
+        if pid < movable:  # compute and intra blocks follow the shared target: a role per task (_pick)
+            live = True
+            while live:
+                i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
+                if i < tl.where(role == 0, n0, n1):
+                    row = tasks + (tl.where(role == 0, 0, n0) + i) * TW
+                    units = (tl.load(row + T_WORK) + UNIT_NS - 1) // UNIT_NS
+                    tl.atomic_add(state + WORK, -(units << (32 * role)), sem="relaxed", scope="gpu")
+                    _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
+                          head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state,
+                          _bit(BLOCKED + 8 * role), HAS_GEMM, HAS_COPY, HAS_REDUCE,
+                          HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+                tl.atomic_add(state + CTRL, -_bit(ACTIVE + 8 * role), sem="relaxed", scope="gpu")
+                rem_c, rem_i = _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG)
+                role = _pick(state, rem_c, rem_i, movable, role)
+                live = role >= 0
+        else:
+            _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
+                   head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, 0,
+                   HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
+                   BKV)
+    else:
+        if HAS_GEMM:  # the compute queue's leading GEMM tiles, in a flattened loop (plan.gemm_table)
+            if role == 0:
+                _gemm_table(gemm_tiles, segments, n_seg, pid, b0, a_host, a2_host, b_host, c_host, flag_bases, rank,
+                            BM, BN, BK)
+        _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
+               head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
+               n_gemm, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+    # the last block to finish resets the call's counters and stores the epoch for the next launch
+    tl.debug_barrier()
+    if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
+        tl.store(done_ptr, 0)
+        for r in range(4):
+            tl.store(claims + r, 0)
+        if ADAPTIVE:
+            _reset(state, ctrl0, work)
+        tl.store(epoch_ptr, epoch)
+        # the error word to pinned host memory: the executor sees a failed call with no copy launched
+        tl.store(_raw(err_host, tl.int64), tl.load(err64, volatile=True))
+        if BARRIER:  # tell peers this call is over here: they may overwrite what this rank read of theirs
+            _fence_sys()
+            _tell_peers(exit0, flag_bases, epoch, rank, world, gpn, records, ctl, head, capacity, timeout_ns,
+                        err32, err64, HAS_PUT)
+
+
+@triton.jit
+def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head,
+           capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, skip,
+           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+    """A block of a fixed role: claim that role's tasks in queue order until none is left, from task
+    ``skip`` of the compute queue on (the ones before it ran from the GEMM table). It counts no
+    blocked waits (``blocked_bit`` 0, so Triton drops that branch and the ``state`` argument, here
+    ``claims``, is never touched)."""
+    skip = tl.where(role == 0, skip, 0)
+    n_tasks = tl.where(role == 0, n0, tl.where(role == 1, n1, tl.where(role == 2, n2, n3))) - skip
+    first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2))) + skip
+    i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
+    while i < n_tasks:
+        _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf,
+              records, ctl, head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, claims,
+              0, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
+              D, BQ, BKV)
+        i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head, capacity,
+          err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state, blocked_bit,
+          HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
+          HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+          BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+    """One task row (layout.Task): wait for its slots, run its op, bump its signals. With a
+    ``blocked_bit`` (the adaptive kernel), a wait that has to spin counts itself in the controller
+    word while it spins (the policy lends blocked SMs to the other role)."""
+    op = tl.load(row + T_OP)
+    nreads = tl.load(row + T_NREADS)
+    r0 = tl.load(row + T_R0)
+    task = tl.load(row + T_TASK)
+    for w in range(tl.load(row + T_W0), tl.load(row + T_W1)):
+        slot = tl.load(waits + WW * w + W_SLOT)
+        target = (epoch - 1) * tl.load(waits + WW * w + W_BUMPS) + tl.load(waits + WW * w + W_COUNT)
+        if blocked_bit != 0:  # the check must be block-uniform: an atomic's result is the same for every thread
+            seen = tl.atomic_add(_raw(own_flags + 8 * slot, tl.int64), 0, sem="acquire", scope="sys")
+            if seen < target:
+                tl.atomic_add(state + CTRL, blocked_bit, sem="relaxed", scope="gpu")
+                _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
+                tl.atomic_add(state + CTRL, -blocked_bit, sem="relaxed", scope="gpu")
+        else:
+            _wait(own_flags + 8 * slot, target, slot, epoch, task, rank, role, timeout_ns, err32, err64, ctl)
+    a0 = tl.load(row + T_A0)
+    a1 = tl.load(row + T_A1)
+    if HAS_GEMM:
+        if op == GEMM:
+            _fence_async()
+            _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM, BN, BK)
+    if HAS_COPY:
+        if op == COPY:
+            _copy(regions, bases, r0, nreads, CR, CC)
+    if HAS_REDUCE:
+        if op == REDUCE:
+            _reduce(regions, bases, r0, nreads, CR, CC)
+    if HAS_GATHER:
+        if op == GATHER:
+            _gather(regions, bases, aux, r0, a0, a1, CR, CC)
+    if HAS_PUT:
+        if op == PUT:
+            tl.debug_barrier()
+            for c in range(a0, a1):
+                cmd = aux + c * CW
+                _push(tl.load(cmd + C_KIND), tl.load(cmd + C_DST), tl.load(cmd + C_FLAG), tl.load(cmd + C_BYTES),
+                      tl.load(cmd + C_SRC), tl.load(cmd + C_DSTOFF), epoch, records, ctl, head, capacity, task, rank,
+                      timeout_ns, err32, err64)
+    if HAS_ATTN:
+        if op == ATTN:
+            _attn(regions, bases, locks, aux, r0, a0, a1, tl.load(row + T_LOCK), tl.load(row + T_Q0),
+                  tl.load(row + T_K0), tl.load(row + T_MASKED), epoch, task, rank, timeout_ns, err32, err64,
+                  sm_scale, D, BQ, BKV)
+        if op == NORM:
+            _norm(regions, bases, r0, D, BQ)
+    s0 = tl.load(row + T_S0)
+    s1 = tl.load(row + T_S1)
+    if s1 > s0:
+        tl.debug_barrier()
+        for s in range(s0, s1):
+            _bump(flag_bases, tl.load(signals + SW * s + S_RANK), tl.load(signals + SW * s + S_SLOT), rank)
+
+
+# -- the adaptive SM partition (issue 7): the controller state, one int64 array per executor ------
+# Two packed words hold what a decision reads, so a task boundary costs two reads, not seven:
+# CTRL: 8-bit fields target intra blocks | active compute | active intra | blocked compute | blocked
+# intra; WORK: the unclaimed work of compute | intra, 32 bits each, in UNIT_NS units. Then the log.
+CTRL, WORK, WRITTEN, FIRST, LAST, START = C(0), C(1), C(2), C(3), C(4), C(5)
+TARGET, ACTIVE, BLOCKED = C(0), C(8), C(24)  # CTRL bit offsets; per-role fields follow at +8
+FIELD = C(255)
+UNIT_NS = C(256)
+STATE_WORDS = 6
+_policy = triton.jit(controller.split)  # the one policy, compiled from the same Python function the simulator calls
+
+
+@triton.jit
+def _read(ptr):
+    """A shared word, read the same by every thread of the block. A volatile load is not: each
+    thread loads for itself, and threads that see different values take different branches (a
+    warpgroup split across roles runs wgmma half-populated). A scalar atomic runs once per block
+    and hands its result to every thread."""
+    return tl.atomic_add(ptr, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG: tl.constexpr):
+    """Re-evaluate the target at a task boundary; a change is a compare-and-swap of the control
+    word, logged by the block whose swap won. Returns the unclaimed work of compute and intra."""
+    ctrl = _read(state + CTRL)
+    work = _read(state + WORK)
+    rem_c = work & 0xFFFFFFFF
+    rem_i = work >> 32
+    cur = (ctrl >> TARGET) & FIELD
+    want = _policy(movable.to(tl.int64), rem_c, rem_i, cur, (ctrl >> BLOCKED) & FIELD, (ctrl >> (BLOCKED + 8)) & FIELD,
+                   min_sms, hysteresis, link_sms)
+    if want != cur:
+        if tl.atomic_cas(state + CTRL, ctrl, ctrl - cur + want, sem="relaxed", scope="gpu") == ctrl:
+            k = tl.atomic_add(state + WRITTEN, 1, sem="relaxed", scope="gpu") % LOG
+            tl.store(log + 2 * k, _clock())
+            tl.store(log + 2 * k + 1, want)
+    return rem_c, rem_i
+
+
+@triton.jit
+def _pick(state, rem_c, rem_i, movable, role):
+    """The role this block serves next, or -1 to retire: its own role if that has unclaimed work
+    and fewer active blocks than its target, else the other role on the same terms (the
+    simulator's :meth:`~mkernel.sim.sms.RolePool.next_task`). A block joins a role by an atomic
+    increment of its active field, judged against the target in the same word, and takes it back
+    when the role turns out full: no role with unclaimed work and a target of at least one is
+    ever left without a block."""
+    choice = role - role - 1
+    for k in tl.static_range(2):
+        cand = role if k == 0 else 1 - role
+        if choice < 0:
+            if tl.where(cand == 0, rem_c, rem_i) > 0:
+                one = _bit(ACTIVE + 8 * cand)
+                old = tl.atomic_add(state + CTRL, one, sem="relaxed", scope="gpu")
+                intra = (old >> TARGET) & FIELD
+                target = tl.where(cand == 1, intra, movable - intra)
+                if ((old >> (ACTIVE + 8 * cand)) & FIELD) < target:
+                    choice = cand
+                else:
+                    tl.atomic_add(state + CTRL, -one, sem="relaxed", scope="gpu")
+    return choice
+
+
+@triton.jit
+def _reset(state, ctrl0, work):
+    """After the last block: the initial control word and work again, and this call's log window."""
+    tl.store(state + CTRL, ctrl0)
+    tl.store(state + WORK, work)
+    tl.store(state + FIRST, tl.load(state + LAST))
+    tl.store(state + LAST, tl.load(state + WRITTEN, volatile=True))
+
+
+@triton.jit
+def _bit(shift):
+    """1 << shift in 64 bits (the control word's fields reach bit 40)."""
+    return tl.full((), 1, tl.int64) << shift
+
+
+def control_word(target: int, active_compute: int, active_intra: int) -> int:
+    """The CTRL word the kernel starts from (nothing blocked)."""
+    return target << int(TARGET) | active_compute << int(ACTIVE) | active_intra << (int(ACTIVE) + 8)
+
+
+def work_units(ns: int) -> int:
+    """A task's work in the kernel's unit (at least 1 for any task with work)."""
+    return -(-ns // int(UNIT_NS))
+
+
+def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -> tuple[dict, dict]:
+    """(signature, constexprs) for compiling without a GPU (CI), for a kernel holding ``ops``."""
+    const = constexprs(ops, head_dim, barrier=True, adaptive=adaptive)
+    types = {"a_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
+             "a2_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
+             "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>",
+             "c_host": f"tensordesc<bf16[{const['BM']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
+             "ctl": "i64", "capacity": "i64", "err32": "*i32", "err_host": "i64", "timeout_ns": "i64", "sm_scale": "fp32",
+             "ctrl0": "i64", "work": "i64"}
+    ints = {"a2_buf", "rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",
+            "n_seg", "n_gemm", "min_sms", "hysteresis", "link_sms"}
+    sig = {n: types.get(n, "i32" if n in ints else "*i64") for n in fused_kernel.arg_names if n not in const}
+    return sig, const
+
+
+COPY_ROWS = 64  # rows of one copy/reduce/gather step (x 256 columns): the bytes each SM has in flight
+
+
+def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int = COPY_ROWS,
+               adaptive: bool = False) -> dict:
+    """The compile-time switches of the kernel for one op set. ``adaptive``: compute and intra
+    blocks follow the controller's shared target (else their roles are fixed). ``copy_rows``: a copy, reduce or
+    gather step moves copy_rows x 256 bf16 per SM; peer loads take microseconds to return, so an
+    SM's NVLink rate is about the bytes in flight over that latency (16-row steps made gemm_ar 1.5x
+    slower at 16 intra SMs on an H200 pair: docs/results/2026-11-30-nvlink.md)."""
+    bm, bn, bk = GEMM_TILE
+    return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
+            "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
+            "BM": bm, "BN": bn, "BK": bk, "CR": copy_rows, "CC": 256,
+            "D": head_dim, "BQ": ATTN_QUERY_ROWS, "BKV": 128, "ADAPTIVE": adaptive, "LOG": LOG_ENTRIES}
+
+
+LOG_ENTRIES = 4096  # target changes the controller logs per call (a ring: a longer call keeps its last ones)
+
+
+NUM_WARPS, NUM_STAGES = 8, 3

@@ -1,0 +1,264 @@
+"""Device-side synchronisation for the fused kernel (Triton): bounded waits, the error record, the
+GPU->host ring producer, and the call barriers.
+
+Every wait is bounded by ``%globaltimer`` and gives up early once any block has recorded an error
+(``err32[0]``) or the proxy has aborted (the ring's control word); the first error wins and names
+rank, role, what (flag or ring slot), index, epoch, seen, expected and the schedule task: the
+layout :class:`mkernel.hw.runtime.state.ErrorBlock` reads. Waits are ``ld.acquire.sys`` with a
+``nanosleep`` backoff (32 ns doubling to MAX_NAP_NS): without it, a hundred compute blocks polling
+flat out slowed the MoE dispatch blocks they waited on by 8-37x. Ring records are committed with
+``st.release.sys`` after their body (the protocol of ``csrc/mk_ring.h``).
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..lowering import ring
+from ..lowering.layout import ErrorCode, ErrorField
+
+C = tl.constexpr
+SIGNAL = C(ring.SIGNAL)
+ERR_TIMEOUT, ERR_ABORTED = C(int(ErrorCode.TIMEOUT)), C(int(ErrorCode.ABORTED))
+E_RANK, E_ROLE, E_WHAT, E_INDEX, E_EPOCH, E_SEEN, E_EXPECTED, E_TASK = (
+    C(int(f)) for f in (ErrorField.RANK, ErrorField.ROLE, ErrorField.WHAT, ErrorField.INDEX, ErrorField.EPOCH,
+                        ErrorField.SEEN, ErrorField.EXPECTED, ErrorField.TASK))
+MAX_NAP_NS = C(512)  # a waiting block sleeps 32, 64, ... up to this many ns between polls
+
+
+@triton.jit
+def _asm64(asm: tl.constexpr, constraints: tl.constexpr, args):
+    return tl.inline_asm_elementwise(asm, constraints, args, dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _clock():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _block_max(x):
+    """The max of every thread's own scalar ``x`` over the block (a block reduction): one value, so a
+    branch or loop condition on it is block-uniform. All threads must call it. The tensor has 1024
+    elements (a CTA's most threads) so that every thread holds some of it: a smaller one is held by
+    the first threads only and copied in the rest (128 elements in the kernel's 8 warps: warps 4-7
+    hold copies), and the reduction would then leave those threads' values out."""
+    return tl.max(tl.zeros([1024], x.dtype) + x, 0)
+
+
+@triton.jit
+def _clock_uniform():
+    """%globaltimer as one value for the whole block, for loop conditions that must not split it."""
+    return _block_max(_clock())
+
+
+@triton.jit
+def _block_all(cond):
+    """Whether ``cond`` holds in every thread of the block (block-uniform, like :func:`_block_max`)."""
+    return _block_max((cond == 0).to(tl.int32)) == 0
+
+
+@triton.jit
+def _ld_acquire(addr):
+    return _asm64("ld.acquire.sys.global.u64 $0, [$1];", "=l,l", [addr])
+
+
+@triton.jit
+def _nanosleep(ns):
+    tl.inline_asm_elementwise("nanosleep.u32 $1; mov.u32 $0, 0;", "=r,r", [ns], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _fence_sys():
+    tl.inline_asm_elementwise("fence.acq_rel.sys; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _fence_async():
+    tl.inline_asm_elementwise("fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False,
+                              pack=1)
+
+
+@triton.jit
+def _st_release32(addr, value):
+    tl.inline_asm_elementwise("st.release.sys.global.u32 [$1], $2; mov.u32 $0, 0;", "=r,l,r", [addr, value],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _st_release64(addr, value):
+    tl.inline_asm_elementwise("st.release.sys.global.u64 [$1], $2; mov.u32 $0, 0;", "=r,l,l", [addr, value],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _bump(flag_bases, target, slot, rank):
+    """Add one to ``slot`` of rank ``target``, releasing what this block wrote before it (the
+    caller's barrier comes first). Another GPU reads it across the system: a ``fence.acq_rel.sys``
+    and a system-scope release; this GPU only: a gpu-scope release is enough and far cheaper."""
+    flag = _raw(tl.load(flag_bases + target) + 8 * slot, tl.int64)
+    if target == rank:
+        tl.atomic_add(flag, 1, sem="release", scope="gpu")
+    else:
+        _fence_sys()
+        tl.atomic_add(flag, 1, sem="release", scope="sys")
+
+
+@triton.jit
+def _bar_sync():
+    """``bar.sync 0`` as inline assembly: the block barrier that ``tl.debug_barrier`` emits, in a form
+    Triton's software pipeliner accepts inside a loop (it refuses to pipeline a loop that holds a
+    ``gpu.barrier``). Every thread of the block must reach it."""
+    tl.inline_asm_elementwise("bar.sync 0; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _bulk_writes_done():
+    """Wait until this thread's bulk asynchronous copies (TMA stores) have written global memory,
+    then order them before its later generic accesses: ``cp.async.bulk.wait_group 0`` (not the
+    ``.read`` form Triton uses, which only frees the shared memory) and ``fence.proxy.async``.
+    Threads that issued none pass at once; the caller's barrier then covers the one that did."""
+    tl.inline_asm_elementwise("cp.async.bulk.wait_group 0; fence.proxy.async.global; mov.u32 $0, 0;", "=r", [],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _bump_masked(flag_bases, target, slot, rank):
+    """:func:`_bump` with no branch, for loops Triton must flatten (an ``scf.if`` in a loop nest
+    stops it): nothing when ``target`` < 0; the fence and the atomics are predicated instead."""
+    here = target == rank
+    away = (target >= 0) & (target != rank)
+    flag = _raw(tl.load(flag_bases + tl.where(away, target, rank)) + 8 * slot, tl.int64)
+    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p fence.acq_rel.sys; mov.u32 $0, 0; }", "=r,r",
+                              [away.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+    tl.atomic_add(flag, 1, mask=here, sem="release", scope="gpu")
+    tl.atomic_add(flag, 1, mask=away, sem="release", scope="sys")
+
+
+@triton.jit
+def _raw(addr, dtype: tl.constexpr):
+    """A pointer from an address, for scalar accesses (ring records, flags)."""
+    return addr.to(tl.pointer_type(dtype))
+
+
+@triton.jit
+def _cas_zero32(addr, value):
+    """Per thread: compare-and-swap the u32 at ``addr`` from 0 to ``value``; returns the old value."""
+    return tl.inline_asm_elementwise("atom.global.acq_rel.gpu.cas.b32 $0, [$1], $2, $3;", "=r,l,r,r",
+                                     [addr, value - value, value], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _st32(addr, value):
+    tl.inline_asm_elementwise("st.global.u32 [$1], $2; mov.u32 $0, 0;", "=r,l,r", [addr, value], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
+@triton.jit
+def _st64(addr, value):
+    tl.inline_asm_elementwise("st.global.u64 [$1], $2; mov.u32 $0, 0;", "=r,l,l", [addr, value], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
+@triton.jit
+def _record(err32, err64, code, rank, role, what, index, epoch, seen, expected, task):
+    """The first error wins; later ones leave it as it is. Per thread and without a barrier: every
+    thread that gets here tries the compare-and-swap, and the one that finds the record empty writes
+    the rest. Why: a wait's warps leave on their own (one times out, another sees the flag or this
+    error first), so code they may or may not all reach must hold no barrier; Triton's scalar
+    atomic broadcasts its result through shared memory between two barriers, and warps that took
+    different exits then met at different barriers and ran on out of step."""
+    a32 = err32.to(tl.int64)
+    a64 = err64.to(tl.int64)
+    zero = a32 - a32  # a runtime int64, so constant arguments become values the asm can take
+    if _cas_zero32(a32, (zero + code).to(tl.int32)) == 0:
+        _st32(a32 + E_RANK, (zero + rank).to(tl.int32))
+        _st32(a32 + E_ROLE, (zero + role).to(tl.int32))
+        _st32(a32 + E_WHAT, (zero + what).to(tl.int32))
+        _st64(a64 + E_INDEX, zero + index)
+        _st64(a64 + E_EPOCH, zero + epoch)
+        _st64(a64 + E_SEEN, zero + seen)
+        _st64(a64 + E_EXPECTED, zero + expected)
+        _st64(a64 + E_TASK, zero + task)
+
+
+@triton.jit
+def _wait(addr, target, index, epoch, task, rank, role, timeout_ns, err32, err64, ctl):
+    """Spin until the u64 at ``addr`` reaches ``target``: bounded, and abandoned once anyone failed."""
+    v = _ld_acquire(addr)
+    if v < target:
+        start = _clock()
+        it = 0
+        nap = 32
+        going = True
+        while going & (v < target):
+            _nanosleep(nap)  # back off: blocks spinning flat out starve the blocks they wait for
+            nap = tl.minimum(nap * 2, MAX_NAP_NS)
+            v = _ld_acquire(addr)
+            it += 1
+            if (it % 256) == 0:
+                if tl.load(err32, volatile=True) != 0:
+                    going = False
+                elif (ctl != 0) & ((it % 4096) == 0):
+                    if _ld_acquire(ctl + 64) != 0:
+                        _record(err32, err64, ERR_ABORTED, rank, role, 0, index, epoch, v, target, task)
+                        going = False
+                if going & (_clock() - start > timeout_ns):
+                    _record(err32, err64, ERR_TIMEOUT, rank, role, 0, index, epoch, v, target, task)
+                    going = False
+
+
+@triton.jit
+def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, head, capacity, task, rank, timeout_ns,
+          err32, err64):
+    """One command into the GPU->host ring: claim a slot, wait for its credit, write, commit."""
+    slot = tl.atomic_add(head, 1, sem="relaxed", scope="gpu")
+    tail = _ld_acquire(ctl)
+    if slot - tail >= capacity:
+        start = _clock()
+        going = True
+        while going & (slot - tail >= capacity):
+            tail = _ld_acquire(ctl)
+            if _ld_acquire(ctl + 64) != 0:
+                _record(err32, err64, ERR_ABORTED, rank, 2, 1, slot, epoch, tail, slot - capacity + 1, task)
+                going = False
+            elif _clock() - start > timeout_ns:
+                _record(err32, err64, ERR_TIMEOUT, rank, 2, 1, slot, epoch, tail, slot - capacity + 1, task)
+                going = False
+    # warps may have left the credit wait on different paths (credit, abort, timeout): write and
+    # commit only if every thread saw its credit, so the barrier below is reached by all or none
+    if _block_all(slot - tail < capacity):
+        rec = records + (slot % capacity) * 48
+        tl.store(_raw(rec, tl.int32) + 1, (kind | (dst_rank << 16)).to(tl.int32))
+        tl.store(_raw(rec + 8, tl.int64), flag | (nbytes << 32))
+        tl.store(_raw(rec + 16, tl.int64), src_off)
+        tl.store(_raw(rec + 24, tl.int64), dst_off)
+        tl.store(_raw(rec + 32, tl.int64), epoch)
+        tl.store(_raw(rec + 40, tl.int64), _clock())
+        tl.debug_barrier()
+        _st_release32(rec, (slot + 1).to(tl.int32))
+
+
+@triton.jit
+def _tell_peers(first_slot, flag_bases, epoch, rank, world, gpn, records, ctl, head, capacity, timeout_ns, err32,
+                err64, NETWORK: tl.constexpr):
+    """Set flag ``first_slot + rank`` to the epoch on every peer: a peer store in the node, a ring
+    SIGNAL to other nodes."""
+    for p in range(world):
+        if p != rank:
+            if p // gpn == rank // gpn:
+                _st_release64(tl.load(flag_bases + p) + 8 * (first_slot + rank), epoch)
+            elif NETWORK:
+                _push(SIGNAL, p, first_slot + rank, 0, 0, 0, epoch, records, ctl, head, capacity, -1, rank,
+                      timeout_ns, err32, err64)
+
+
+@triton.jit(do_not_specialize=("rank",))  # one binary for every rank (hw/kernels/fused.py, PER_RANK_ARGS)
+def enter_kernel(flag_bases, epoch_ptr, rank, world, exit0, timeout_ns, err32, err64, ctl):
+    """Before a call stages inputs into the heap: wait until every peer finished the previous call,
+    so nothing a peer may still read is overwritten."""
+    done = tl.load(epoch_ptr, volatile=True)  # the previous call's epoch
+    own = tl.load(flag_bases + rank)
+    for p in range(world):
+        if p != rank:
+            _wait(own + 8 * (exit0 + p), done, exit0 + p, done + 1, -1, rank, 0, timeout_ns, err32, err64, ctl)

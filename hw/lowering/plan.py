@@ -1,0 +1,459 @@
+"""A rank's plan: the lowered role tables packed into the flat int64 arrays the fused kernel walks.
+
+:mod:`lower` keeps the schedule's vocabulary (buffer ids, regions, slots). A plan adds what the
+device needs and nothing the device could get wrong:
+
+- **placement**: a buffer that some task touches on another rank, or that a network put reads or
+  writes, lives in the symmetric heap at the same offset on every rank; every other buffer is
+  *bound*: the caller's tensor (inputs), a fresh tensor (outputs) or plan-owned scratch, given to
+  the kernel per call through the ``bases`` table;
+- **commands**: each put becomes its ring commands, with heap offsets precomputed. A one-pair put
+  is one PUT that sets the arrival flag; a put of several pairs sends data-only PUTs (their flag is
+  the sink slot nobody waits on) and then one SIGNAL, which the proxy orders after them, so the
+  flag never overtakes data on an unordered transport;
+- **waits** carry the slot's bumps per call, so the kernel computes epoch targets itself;
+- **locks**: attention tiles that merge into the same accumulator hold its lock (the IR treats the
+  merge as order-free, the hardware needs it atomic), and the lock's stamp says whether the state
+  is from this call;
+- **the GEMM table**: the compute queue's leading GEMM tasks that nothing makes wait, one row per
+  output tile, which the kernel runs in one flattened, software-pipelined tile loop
+  (:func:`gemm_table`);
+- **folded norms**: a NORM that waits for exactly the merges of its tile, and signals nothing, runs
+  inside the last of those merges (the lock counts them): that merge writes out and lse from
+  registers, so the fp32 accumulator is neither stored nor read back, and the NORM's claim goes.
+  A folded ATTN row carries the NORM's writes as regions 5 and 6 and its merge count as its one
+  aux row.
+
+The columns of every table are named in :mod:`layout`. Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
+with a :class:`~mkernel.errors.ScheduleError` before any launch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mkernel.controller import ns
+from mkernel.errors import ScheduleError
+from mkernel.ir import Op, Role, Schedule, Task
+
+from . import ring
+from .layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH, SEGMENT_WIDTH,
+                     SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, GemmTile, Region, Segment, Task)
+from .lower import ROLES, Lowered, lower
+
+ALIGN = 256
+INT64_MAX = (1 << 63) - 1
+GEMM_TILE = (128, 256, 64)  # BM, BN, BK of the kernel's GEMM tiles (fused.constexprs compiles them)
+KERNEL_DTYPES = {Op.GEMM: ("bf16", "bf16", "bf16"), Op.COPY: None, Op.REDUCE: None, Op.GATHER: None,
+                 Op.ATTN: ("bf16", "bf16", "bf16", "fp32", "fp32"), Op.NORM: ("fp32", "fp32", "bf16", "fp32")}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where every buffer lives: heap offsets (same on every rank) or bound per call."""
+
+    heap: dict[str, int]  # buffer -> byte offset in the symmetric heap
+    heap_bytes: int
+    bound: tuple[str, ...]  # buffers given per call (inputs, outputs, plan-owned scratch)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One rank's fused kernel: role grid, tables, and the slot bookkeeping."""
+
+    rank: int
+    world: int
+    gpus_per_node: int
+    blocks: tuple[int, int, int, int]  # blocks per role, in ROLES order (compute, intra, send, recv)
+    role_tasks: tuple[int, int, int, int]  # tasks per role queue
+    tasks: np.ndarray  # int64 [n, layout.Task], role queues one after the other
+    regions: np.ndarray  # int64 [*, layout.Region]
+    waits: np.ndarray  # int64 [*, layout.Wait]
+    signals: np.ndarray  # int64 [*, layout.Signal]
+    aux: np.ndarray  # int64 [*, layout.Command]: gather rows (column 0) or ring commands
+    gemm_tiles: np.ndarray  # int64 [g, layout.GemmTile]: the compute queue's first g tasks as GEMM tiles
+    segments: np.ndarray  # int64 [<= MAX_SEGMENTS, layout.Segment]: runs of gemm_tiles with one A and K
+    n_flags: int  # slots per rank, barrier and sink slots included (the same on every rank)
+    n_locks: int  # attention lock words: one per query block of each tile (ATTN_QUERY_ROWS rows)
+    placement: Placement
+    buffers: tuple[str, ...]  # buffer id -> name
+    slot_names: tuple  # slot -> Signal (for error messages)
+    lowered: Lowered
+    last_epoch: int  # the last call whose flag values fit 64 bits, the same on every rank (:func:`last_epoch`)
+
+    @property
+    def grid(self) -> int:
+        return sum(self.blocks)
+
+    @property
+    def sink(self) -> int:
+        """A slot nobody waits on: where data-only PUTs set their flag."""
+        return self.n_flags - 1
+
+    @property
+    def arrive0(self) -> int:
+        """Flag ``arrive0 + p`` holds the last call rank p entered (the start barrier)."""
+        return self.n_flags - 2 - 2 * self.world
+
+    @property
+    def exit0(self) -> int:
+        """Flag ``exit0 + p`` holds the last call rank p finished (guards overwriting shared inputs)."""
+        return self.n_flags - 2 - self.world
+
+    @property
+    def go(self) -> int:
+        """Set by block 0 once every peer has entered the call; the other blocks wait for it."""
+        return self.n_flags - 2
+
+    @property
+    def gemm_operands(self) -> tuple[tuple[str, ...], str] | None:
+        """The A buffers (one or two) and the B buffer of this rank's GEMM tiles, or None without
+        GEMMs: the kernel takes a host-built TMA descriptor for each (:func:`tiles._gemm`). Raises
+        ScheduleError for more, or for operands on another rank."""
+        gemm = self.tasks[self.tasks[:, Task.OP] == OP_CODE[Op.GEMM]]
+        if not len(gemm):
+            return None
+        a_rows, b_rows = self.regions[gemm[:, Task.R0]], self.regions[gemm[:, Task.R0] + 1]
+        a_ids, b_ids = sorted(set(a_rows[:, Region.BUF_ID].tolist())), sorted(set(b_rows[:, Region.BUF_ID].tolist()))
+        ops = np.concatenate([a_rows, b_rows])
+        local = (ops[:, Region.SLOT] == ops[:, Region.BUF_ID] * self.world + self.rank).all()
+        if len(a_ids) > 2 or len(b_ids) > 1 or not local:
+            raise ScheduleError(f"rank {self.rank}: GEMM tiles read A from {[self.buffers[i] for i in a_ids]} and B "
+                                f"from {[self.buffers[i] for i in b_ids]}; the kernel takes at most two A buffers and "
+                                f"one B, all this rank's own (host-built TMA descriptors)")
+        return tuple(self.buffers[i] for i in a_ids), self.buffers[b_ids[0]]
+
+    @property
+    def gemm_c(self) -> str | None:
+        """The C buffer of the GEMM table's tiles (the kernel's TMA store descriptor), or None."""
+        if not len(self.gemm_tiles):
+            return None
+        return self.buffers[int(self.gemm_tiles[0, GemmTile.C_SLOT]) // self.world]
+
+    @property
+    def ops(self) -> frozenset[str]:
+        """The op kinds this rank's kernel runs: its compile-time op set."""
+        return frozenset(OPS[int(op)].value for op in self.tasks[:, Task.OP])
+
+
+def placement(s: Schedule) -> Placement:
+    """Heap offsets of the shared buffers; the rest are bound."""
+    shared = set()
+    for t in s.tasks:
+        for r in t.reads + t.writes:
+            if r.rank != t.rank or t.op is Op.PUT:
+                shared.add(r.buffer)
+    heap, off = {}, 0
+    for b in s.buffers:
+        if b.name in shared:
+            heap[b.name] = off
+            off += -(-b.rows * b.cols * b.itemsize // ALIGN) * ALIGN
+    return Placement(heap, off, tuple(b.name for b in s.buffers if b.name not in shared))
+
+
+def build(s: Schedule, rank: int | None = None, work: Callable[[Task], float] | None = None) -> list[Plan]:
+    """Plans of every rank (or of ``rank`` only, as a one-element list). ``work`` (us of one SM per
+    task, :func:`mkernel.sim.cost.sm_work_us`) fills the work column the GPU's controller sums."""
+    lowered, place, net, n_flags = _shared(s)
+    ranks = range(s.world) if rank is None else (rank,)
+    last = last_epoch(lowered)
+    return [_plan(s, lowered, place, r, n_flags, net, work, last) for r in ranks]
+
+
+def last_epoch(lowered: list[Lowered]) -> int:
+    """The last epoch (call) whose flags fit a signed 64-bit word on every rank: after call E a slot
+    holds E x its bumps per call, and waits poll for at most that. Out of reach in practice (a slot
+    bumped 2^13 times per call gets there after 35 years of one call per microsecond), and the
+    executor refuses the call after it rather than let a flag overflow."""
+    most = max((int(low.slot_bumps.max()) for low in lowered if len(low.slot_bumps)), default=1)
+    return INT64_MAX // max(1, most)
+
+
+_LAST: list = [None, None]  # the last schedule planned, and _shared's result for it
+
+
+def _shared(s: Schedule) -> tuple[list[Lowered], Placement, _NetFlags, int]:
+    """What every rank's plan shares: the schedule validated and lowered, the heap placement, the
+    network flags, the flag count. Kept for the last schedule object (frozen, so its identity is its
+    value): a rank sizes its Context and then builds its Executor from the same schedule, and at
+    32768^2 on 2 x 2 validating and lowering take ~7 s of the ~7.2 s a plan costs. One entry, by
+    identity (a schedule's hash would walk its hundreds of thousands of tasks); it keeps that
+    schedule alive until the next one is planned, as its executor does anyway."""
+    if _LAST[0] is not s:
+        s.validate()
+        lowered = lower(s)
+        net = _network_flags(s, lowered)
+        # then per rank: an arrival and an exit flag per peer (the call barriers), the go flag, the sink
+        n_flags = max(len(low.slot_bumps) + len(net.extra.get(r, ())) for r, low in enumerate(lowered)) + 2 * s.world + 2
+        _LAST[:] = [s, (lowered, placement(s), net, n_flags)]
+    return _LAST[1]
+
+
+@dataclass(frozen=True)
+class _NetFlags:
+    """Arrival flags of network messages. The proxy *sets* a flag to the epoch (RDMA has no portable
+    remote add: EFA lacks atomics), so a signal that k puts bump becomes k flags, one per put, and a
+    wait for all k bumps becomes k waits."""
+
+    flag_of: dict[int, int]  # put task id -> flag slot on its destination
+    split: dict[tuple[int, int], tuple[int, ...]]  # (rank, slot) -> the flags it became
+    extra: dict[int, list[int]]  # rank -> flag slots added after the lowered ones
+
+
+def _network_flags(s: Schedule, lowered: list[Lowered]) -> _NetFlags:
+    by_slot: dict[tuple[int, int], list[Task]] = {}
+    slot_of = {sig: slot for low in lowered for slot, sig in enumerate(low.slot_names)}  # a signal names its rank
+    for t in s.tasks:
+        if t.op is Op.PUT:
+            if len(t.signals) != 1:
+                raise _fail(s, t, f"it bumps {len(t.signals)} signals; a network message sets one arrival flag")
+            sig = t.signals[0]
+            by_slot.setdefault((sig.rank, slot_of[sig]), []).append(t)
+    flag_of, split, extra = {}, {}, {}
+    for (rank, slot), puts in by_slot.items():
+        if lowered[rank].slot_bumps[slot] != len(puts):
+            raise _fail(s, puts[0], f"its arrival flag {puts[0].signals[0]} is also bumped by peer or local tasks; "
+                                    f"a network flag belongs to network messages only")
+        if len(puts) == 1:
+            flag_of[puts[0].id] = slot
+            continue
+        added = extra.setdefault(rank, [])
+        first = len(lowered[rank].slot_bumps) + len(added)
+        subs = tuple(range(first, first + len(puts)))
+        added.extend(subs)
+        split[(rank, slot)] = subs
+        flag_of.update({t.id: f for t, f in zip(puts, subs)})
+    return _NetFlags(flag_of, split, extra)
+
+
+def _fail(s: Schedule, task: Task, why: str) -> ScheduleError:
+    return ScheduleError(f"{s.kernel}/{s.variant}: {task.describe()}: {why}; the hw backend cannot run it")
+
+
+def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int, net: _NetFlags,
+          work: Callable[[Task], float] | None, last: int) -> Plan:
+    low = lowered[rank]
+    buffers = {b.name: b for b in s.buffers}
+    bid = {name: i for i, name in enumerate(low.buffers)}
+    tasks, regions, waits, signals, aux = [], [], [], [], []
+    locks: dict[tuple[str, int], int] = {}  # tile -> its first lock
+    n_lock_words = 0
+    counts = []
+    folds = _folded_norms(s, low)
+    for role in ROLES:
+        table = low.roles.get(role)
+        counts.append(0 if table is None else len(table.tasks))
+        if table is None:
+            continue
+        for row, tid in zip(table.tasks, table.task_ids):
+            task = s.tasks[int(tid)]
+            _check(s, task, buffers)
+            fold = folds.get(_tile(task)) if task.op is Op.ATTN else None
+            if task.op is Op.NORM and _tile(task) in folds:
+                counts[-1] -= 1  # runs inside its tile's last merge
+                continue
+            r0 = len(regions)
+            for reg in task.reads + task.writes + (fold[0].writes if fold else ()):
+                b = buffers[reg.buffer]
+                regions.append((bid[reg.buffer] * s.world + reg.rank, reg.row0, reg.col0, reg.row1 - reg.row0,
+                                reg.col1 - reg.col0, b.cols, b.rows, bid[reg.buffer]))
+            w0 = len(waits)
+            for slot, count in low.roles[role].waits[row[5]:row[6]]:
+                subs = net.split.get((rank, int(slot)))
+                if subs is None:
+                    waits.append((slot, count, low.slot_bumps[slot]))
+                elif count == len(subs):
+                    waits.extend((f, 1, 1) for f in subs)
+                else:
+                    raise _fail(s, task, f"it waits for {count} of the {len(subs)} network messages that bump "
+                                         f"{low.slot_names[slot]}; on hw it can wait for all of them only")
+            s0 = len(signals)
+            if task.op is not Op.PUT:  # a put's arrival flag travels in its last command
+                signals.extend(tuple(x) for x in low.roles[role].signals[row[7]:row[8]])
+            a0 = len(aux)
+            if task.op is Op.GATHER:
+                aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)
+            elif task.op is Op.PUT:
+                aux.extend(_commands(task, buffers, place, net.flag_of[task.id], n_flags - 1))
+            elif fold:
+                aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))
+            lock = -1
+            if task.op is Op.ATTN:
+                if _tile(task) not in locks:  # one lock per query block of the tile (layout.ATTN_QUERY_ROWS)
+                    locks[_tile(task)] = n_lock_words
+                    n_lock_words += -(-(task.reads[0].row1 - task.reads[0].row0) // ATTN_QUERY_ROWS)
+                lock = locks[_tile(task)]
+            q0, k0 = task.mask if task.mask else (0, 0)
+            tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
+                          a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, max(1, ns(work(task))) if work else 0))
+    launch = s.launches[0]
+    blocks = tuple(launch.budget(r) for r in ROLES)
+    for role, n, nb in zip(ROLES, counts, blocks):
+        if n and nb < 1:
+            raise ScheduleError(f"{s.kernel}/{s.variant}: rank {rank} has {n} {role.value} tasks and no "
+                                f"{role.value} SMs")
+
+    def arr(rows, width):
+        return np.asarray(rows, dtype=np.int64).reshape(-1, width)
+
+    tasks_a, regions_a, signals_a = arr(tasks, TASK_WIDTH), arr(regions, REGION_WIDTH), arr(signals, SIGNAL_WIDTH)
+    empty = (arr([], GEMM_TILE_WIDTH), arr([], SEGMENT_WIDTH))
+    plan = Plan(rank, s.world, s.gpus_per_node, blocks, tuple(counts), tasks_a, regions_a, arr(waits, WAIT_WIDTH),
+                signals_a, arr(aux, COMMAND_WIDTH), *empty, n_flags, n_lock_words, place, low.buffers, low.slot_names,
+                low, last)
+    operands = plan.gemm_operands  # refuses GEMM operands the kernel cannot take, at plan time
+    if operands is None:
+        return plan
+    a2 = plan.buffers.index(operands[0][1]) if len(operands[0]) > 1 else -1
+    return dataclasses.replace(plan, **dict(zip(("gemm_tiles", "segments"),
+                                                gemm_table(tasks_a[:counts[0]], regions_a, signals_a, a2))))
+
+
+def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2_buf: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The compute queue's leading GEMM tasks as one row per output tile (layout.GemmTile), in runs
+    of one A operand and K range (layout.Segment). The kernel runs these rows in a flattened tile
+    loop, blocks taking rows by index (row g on block g mod blocks), so that Triton pipelines the
+    next tile's loads under this tile's epilogue; the rest of the queue is claimed as before.
+
+    A task qualifies when nothing can make it wait: it has no waits (the loop prefetches the next
+    tile's operands before this tile is done, so a wait there would guard nothing), one BM x BN
+    output tile that a TMA store can write whole (a full tile, or one that ends at its buffer's
+    edges, where TMA clips), the C buffer of the table's first tile (one store descriptor), at
+    most one signal, and a K range that both A's and B's buffer end at (TMA zero-fills past an
+    edge, not inside a buffer). The table stops at the first task that does not, and after
+    MAX_SEGMENTS runs."""
+    bm, bn, _bk = GEMM_TILE
+    tiles, segments = [], []
+    c_slot = None
+    for t in compute:
+        if t[Task.OP] != OP_CODE[Op.GEMM] or t[Task.W1] > t[Task.W0] or t[Task.S1] - t[Task.S0] > 1:
+            break
+        a, b, c = regions[t[Task.R0]:t[Task.R0] + 3]
+        c_slot = c[Region.SLOT] if c_slot is None else c_slot
+        whole = (c[Region.ROWS] == bm or c[Region.ROW0] + c[Region.ROWS] == c[Region.BUF_ROWS]) and \
+            (c[Region.COLS] == bn or c[Region.COL0] + c[Region.COLS] == c[Region.LD])
+        if c[Region.ROWS] > bm or c[Region.COLS] > bn or not whole or c[Region.SLOT] != c_slot \
+                or b[Region.ROW0] != a[Region.COL0] or b[Region.ROWS] != a[Region.COLS] \
+                or b[Region.ROW0] + b[Region.ROWS] != b[Region.BUF_ROWS]:
+            break
+        key = (int(a[Region.BUF_ID] == a2_buf), int(a[Region.COL0]), int(a[Region.COLS]))
+        if not segments or tuple(segments[-1][2:]) != key:
+            if len(segments) == MAX_SEGMENTS:
+                break
+            segments.append([len(tiles), len(tiles), *key])
+        sig = signals[t[Task.S0]] if t[Task.S1] > t[Task.S0] else (-1, -1)
+        tiles.append((a[Region.ROW0], b[Region.COL0], c[Region.SLOT], c[Region.LD], c[Region.ROW0], c[Region.COL0],
+                      c[Region.ROWS], c[Region.COLS], *sig))
+        segments[-1][Segment.END] = len(tiles)
+    table = np.asarray(tiles, np.int64).reshape(-1, GEMM_TILE_WIDTH)
+    for first, end, *_ in segments:
+        table[first:end] = _grouped(table[first:end])
+    return table, np.asarray(segments, np.int64).reshape(-1, SEGMENT_WIDTH)
+
+
+GROUP_M = 8  # row tiles per group of the table's order (the standalone GEMM's L2-friendly order, hw/kernels/gemm.py)
+
+
+def _grouped(rows: np.ndarray) -> np.ndarray:
+    """Table rows in grouped order: within each run of rows that signal one rank (an owner's tiles
+    stay together, so its reduction can start as early as before), GROUP_M row tiles at a time,
+    column after column. A wave of the blocks then reads GROUP_M row blocks of A and a few column
+    blocks of B, which stay in L2, instead of one row block and all of B."""
+    if len(rows) < 2:
+        return rows
+    bm, bn, _bk = GEMM_TILE
+    r = rows[:, GemmTile.C_ROW0] // bm
+    c = rows[:, GemmTile.C_COL0] // bn
+    run = np.concatenate([[0], np.cumsum(rows[1:, GemmTile.SIG_RANK] != rows[:-1, GemmTile.SIG_RANK])])
+    order = np.lexsort((r % GROUP_M, c, r // GROUP_M, run))
+    return rows[order]
+
+
+def _folded_norms(s: Schedule, low: Lowered) -> dict[tuple[str, int], tuple[Task, int]]:
+    """(accumulator buffer, first row) -> (its NORM, merges per call), for each NORM of this rank
+    that can run inside its tile's last merge: it reads exactly what the merges write, signals
+    nothing, and waits for every merge of the tile and for nothing else."""
+    table = low.roles.get(Role.COMPUTE)
+    if table is None:
+        return {}
+    tasks = [s.tasks[int(t)] for t in table.task_ids]
+    merges: dict[tuple[str, int], list[Task]] = {}
+    for t in tasks:
+        if t.op is Op.ATTN:
+            merges.setdefault(_tile(t), []).append(t)
+    slot_of = {sig: i for i, sig in enumerate(low.slot_names)}
+    folds = {}
+    for t in tasks:
+        tile = merges.get(_tile(t)) if t.op is Op.NORM else None
+        if not tile or t.signals or any(a.writes != t.reads for a in tile):
+            continue
+        waited = {w.signal for w in t.waits}
+        bumps = [sum(sig == w.signal for a in tile for sig in a.signals) for w in t.waits]
+        slots = [slot_of.get(w.signal) for w in t.waits]
+        if t.waits and None not in slots and all(any(sig in waited for sig in a.signals) for a in tile) \
+                and all(b == w.count == low.slot_bumps[i] for b, w, i in zip(bumps, t.waits, slots)):
+            folds[_tile(t)] = (t, len(tile))
+    return folds
+
+
+def _tile(task: Task) -> tuple[str, int]:
+    """The attention accumulator an ATTN merges into or a NORM reads: (buffer, first row)."""
+    acc = task.writes[0] if task.op is Op.ATTN else task.reads[0]
+    return acc.buffer, acc.row0
+
+
+def _check(s: Schedule, task: Task, buffers: dict) -> None:
+    """The rules the kernel's op code relies on."""
+    dtypes = KERNEL_DTYPES.get(task.op)
+    regions = task.reads + task.writes
+    if dtypes is None and task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
+        dtypes = ("bf16",) * len(regions)
+    if dtypes is not None:
+        have = tuple(buffers[r.buffer].dtype for r in regions)
+        if have != dtypes:
+            raise _fail(s, task, f"its operands are {have}; the kernel's {task.op.value} takes {dtypes}")
+    if task.accumulate and task.op is not Op.ATTN:
+        raise _fail(s, task, "it accumulates into its destination; only attention merges are atomic on hw")
+    if task.op is Op.GEMM:
+        a, b = task.reads
+        if a.col1 != buffers[a.buffer].cols:
+            raise _fail(s, task, f"its K range ends at column {a.col1} of {a.buffer}, not at the buffer's edge "
+                                 f"({buffers[a.buffer].cols}); TMA zero-fills only past the edge")
+        for name in (a.buffer, b.buffer):
+            if buffers[name].cols % 8:
+                raise _fail(s, task, f"{name} has {buffers[name].cols} columns; TMA needs rows that are a "
+                                     f"multiple of 16 bytes (8 bf16 columns)")
+    # regions the kernel moves in 16-byte vectors (attention stats and lse are per-row scalars)
+    vectors = {Op.COPY: regions, Op.REDUCE: regions, Op.GATHER: regions, Op.GEMM: task.writes,
+               Op.ATTN: regions[:4], Op.NORM: regions[0::2]}.get(task.op, ())
+    if vectors:
+        for r in vectors:
+            if r.col0 % 8 or (r.col1 - r.col0) % 8 or buffers[r.buffer].cols % 8:
+                raise _fail(s, task, f"{r} (columns {r.col0}:{r.col1} of a {buffers[r.buffer].cols}-column buffer) "
+                                     f"is not in 8-column units; the kernel moves 16-byte vectors")
+    if task.op is Op.PUT:
+        if sum(r.size * buffers[r.buffer].itemsize for r in task.reads) >= 2**32:
+            raise _fail(s, task, "it moves 4 GiB or more; a ring command carries a 32-bit byte count")
+        for r in regions:
+            if r.col0 != 0 or r.col1 != buffers[r.buffer].cols:
+                raise _fail(s, task, f"{r} is not whole rows; a network message moves one contiguous range")
+
+
+def _commands(task: Task, buffers: dict, place: Placement, slot: int, sink: int) -> list[tuple]:
+    """Ring commands of one put: data-only PUTs, then the flag (PUT of the last pair, or SIGNAL)."""
+    dst = task.writes[0].rank
+    out = []
+    pairs = list(zip(task.reads, task.writes))
+    for src, dstr in pairs:
+        b = buffers[src.buffer]
+        row_bytes = b.cols * b.itemsize
+        flag = slot if len(pairs) == 1 else sink
+        out.append((ring.PUT, dst, flag, src.size * b.itemsize, place.heap[src.buffer] + src.row0 * row_bytes,
+                    place.heap[dstr.buffer] + dstr.row0 * buffers[dstr.buffer].cols * b.itemsize, 0, 0))
+    if len(pairs) > 1:
+        out.append((ring.SIGNAL, dst, slot, 0, 0, 0, 0, 0))
+    return out

@@ -1,0 +1,41 @@
+"""The odd shapes the fused GPU tests and their tools run: nothing divides its tile."""
+from __future__ import annotations
+
+from mkernel import Workload
+
+CASES = {
+    "gemm_ar": dict(m=300, n=520, k=72),
+    "gemm_rs": dict(m=640, n=520, k=72),
+    "ag_gemm": dict(m=400, n=264, k=40),
+    "ring_attention": dict(m=200, n=2, k=64),
+    "ring_attention_causal": dict(m=200, n=2, k=64, causal=1),
+    "moe_dispatch_gemm": dict(m=256, n=264, k=136, experts=8, topk=2),
+}
+
+
+def workload(case: str) -> Workload:
+    """The workload of a :data:`CASES` name (``_causal`` names the causal variant of its op)."""
+    return Workload(kernel=case.removesuffix("_causal"), **CASES[case])
+
+
+def run_case(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, controller=None, faults=None,
+             wait_s: float = 5.0) -> list[dict]:
+    """:func:`harness.rank.run_rank` of ``case`` on ``nodes`` x ``gpn`` emulated ranks: each rank's
+    worst error per output, unwritten elements and epoch after ``calls`` checked calls."""
+    from mkernel.hw.runtime.emulate import launch
+
+    from .rank import run_rank
+
+    return launch(run_rank, nodes * gpn, args=(workload(case), nodes, gpn, 7, calls, 0, wait_s, "loopback", shaping,
+                                               controller, faults), timeout_s=600)
+
+
+def assert_exact(results: list[dict], calls: int) -> None:
+    """The fused tests' verdict on :func:`run_case`'s results: every output of every rank within
+    :data:`harness.rank.TOLERANCE` of the float64 oracle, no element unwritten, one epoch per call."""
+    from .rank import TOLERANCE
+
+    for r in results:
+        assert all(e <= TOLERANCE for e in r["errors"].values()), r
+        assert not any(r["unwritten"].values()), r
+        assert r["epoch"] == calls, r
