@@ -23,7 +23,7 @@ def main() -> None:
     ap.add_argument("--dims", default="128")
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--variant", default=None, help="a copy of hw/tiles.py whose _attn replaces the kernel's")
+    ap.add_argument("--variant", default=None, help="a copy of hw/kernels/tiles.py whose _attn replaces the kernel's")
     ap.add_argument("--tag", default="")
     ap.add_argument("--tile-m", type=int, default=0, help="query rows per task (0: the op's own choice)")
     args = ap.parse_args()
@@ -34,7 +34,8 @@ def main() -> None:
 
     dist.init_process_group("gloo", rank=0, world_size=1)
     import mkernel
-    from mkernel.hw import fallbacks, fused
+    from mkernel.hw import fallbacks
+    from mkernel.hw.kernels import fused
 
     if args.variant:  # before the first compile: Triton resolves the kernel's globals then
         import importlib.util

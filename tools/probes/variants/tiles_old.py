@@ -10,8 +10,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from mkernel.hw.layout import COMMAND_WIDTH, GEMM_TILE_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, GemmTile, Region, Segment
-from mkernel.hw.sync import ERR_TIMEOUT, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, _record
+from mkernel.hw.lowering.layout import COMMAND_WIDTH, GEMM_TILE_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, GemmTile, Region, Segment
+from mkernel.hw.kernels.sync import ERR_TIMEOUT, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, _record
 
 C = tl.constexpr
 RW, CW, GW, SGW = C(REGION_WIDTH), C(COMMAND_WIDTH), C(GEMM_TILE_WIDTH), C(SEGMENT_WIDTH)
