@@ -349,7 +349,10 @@ def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int
     return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
             "BM": bm, "BN": bn, "BK": bk, "CR": copy_rows, "CC": 256,
-            "D": head_dim, "BQ": ATTN_QUERY_ROWS, "BKV": 128, "ADAPTIVE": adaptive, "LOG": LOG_ENTRIES}
+            "D": head_dim, "BQ": ATTN_QUERY_ROWS,
+            # 64-row key blocks at D = 128: 128-row blocks need 224 KiB of stages and spill twice as much
+            # in this kernel (docs/results/2026-12-02-attention-locks.md)
+            "BKV": 128 if head_dim <= 64 else 64, "ADAPTIVE": adaptive, "LOG": LOG_ENTRIES}
 
 
 LOG_ENTRIES = 4096  # target changes the controller logs per call (a ring: a longer call keeps its last ones)
