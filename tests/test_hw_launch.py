@@ -114,3 +114,41 @@ def test_on_triton_36_later_calls_go_to_the_c_launch_with_a_flat_template():
     # buffers, kernel metadata, launch metadata, two hooks; then the kernel's arguments
     assert raws[1][:4] == (3, 1, 1, 3) and raws[1][4:13] == ("fn", 0, 0, None, None, "meta", None, None, None)
     assert raws[1][13:] == (64, 512, 5, 32)
+
+
+def test_a_kernel_with_global_scratch_gets_one_aligned_buffer_on_both_paths(monkeypatch):
+    """Device-built TMA descriptors (the attention tile's K and V) live in Triton's global scratch:
+    the JIT call is given this launch's buffer through Triton's allocator (the caller's allocator
+    restored after), and the direct C launch passes the same address, block slices included."""
+    pytest.importorskip("triton", reason="the launch reads triton's launch hooks")
+    from triton.runtime import _allocation
+
+    from mkernel.hw.runtime import launch as launch_mod
+
+    made = []
+
+    def fake_allocate(self, size, alignment, stream=None):  # the CPU has no CUDA memory: record the request
+        made.append((size, alignment))
+        return launch_mod._Aligned(1000, alignment)
+
+    monkeypatch.setattr(Launch, "_allocate", fake_allocate)
+    log = []
+    compiled = _Compiled36(log, {"table": "*i64", "bases": "*i64", "n": "i32", "BLOCK": "constexpr"})
+    compiled.metadata.global_scratch_size, compiled.metadata.global_scratch_align = 256, 128
+    seen = []
+
+    class _ScratchKernel(_Kernel):
+        def __getitem__(self, grid):
+            def jit(**kwargs):
+                seen.append(_allocation._allocator.get()(3 * 256, 128, None).data_ptr())
+                return compiled
+            return jit
+
+    before = _allocation._allocator.get()
+    launch = Launch(_ScratchKernel(), 3, {"table": _Tensor(64), "n": 5, "BLOCK": 32}, {}, per_call=("bases",))
+    launch(1, bases=_Tensor(128))
+    assert _allocation._allocator.get() is before  # the caller's allocator is theirs again
+    launch(2, bases=_Tensor(256))
+    raw = next(args for kind, args in log if kind == "raw")
+    assert seen == [1024] and raw[7] == 1024  # 1000 rounded up to 128 bytes, the same on both paths
+    assert made[-1] == (3 * 256, 128)  # one 256-byte slice per block of the grid of 3

@@ -218,6 +218,7 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
                       timeout_ns, err32, err64)
     if HAS_ATTN:
         if op == ATTN:
+            _fence_async()  # its K and V come through TMA (the async proxy); peers wrote them through the generic one
             _attn(regions, bases, locks, aux, r0, a0, a1, tl.load(row + T_LOCK), tl.load(row + T_Q0),
                   tl.load(row + T_K0), tl.load(row + T_MASKED), epoch, task, rank, timeout_ns, err32, err64,
                   sm_scale, D, BQ, BKV)

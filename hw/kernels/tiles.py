@@ -52,10 +52,10 @@ def _region(regions, i):
 def _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     """writes[0] = reads[0] @ reads[1] in BM x BN sub-tiles, through the host-built TMA descriptors
     of the rank's GEMM operands (kernel parameters): B, and A or, for tiles reading buffer
-    ``a2_buf``, the second A (AllGather+GEMM's own rows and gathered rows). Why never descriptors
-    built on the device: each would be written to Triton's global scratch and fenced per tile, and
-    that scratch must be allocated per launch (and kept at one address for a CUDA graph); kernel
-    parameters cost neither. The plan refuses GEMMs with more operand buffers."""
+    ``a2_buf``, the second A (AllGather+GEMM's own rows and gathered rows). Why not descriptors
+    built on the device (as the attention tile's are): each is written to Triton's global scratch
+    and fenced, a cost a few-microsecond GEMM tile would feel and a long attention task does not;
+    kernel parameters cost nothing per tile. The plan refuses GEMMs with more operand buffers."""
     a_s, a_r0, a_c0, a_rows, a_cols, a_ld, a_brows = _region(regions, r0)
     b_s, b_r0, b_c0, b_rows, b_cols, b_ld, b_brows = _region(regions, r0 + 1)
     c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + 2)
@@ -216,8 +216,12 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
     # scalar 64-bit pointers to each region's first element, 32-bit offsets inside it (a region's
     # rows x ld fit: the plan checks), so a tile's address tensors take one register per vector
     qp = _buf(bases, q_s, tl.bfloat16, 2) + q_r0.to(tl.int64) * q_ld + q_c0
-    kp = _buf(bases, k_s, tl.bfloat16, 2) + k_r0.to(tl.int64) * k_ld + k_c0
-    vp = _buf(bases, v_s, tl.bfloat16, 2) + v_r0.to(tl.int64) * v_ld + v_c0
+    # K and V through TMA descriptors built here (one per region, in the launch's global scratch):
+    # no per-thread addresses in the key loops, and rows past the region read as zeros
+    k_desc = tl.make_tensor_descriptor(_buf(bases, k_s, tl.bfloat16, 2) + k_r0.to(tl.int64) * k_ld + k_c0,
+                                       shape=[k_rows, D], strides=[k_ld, 1], block_shape=[BKV, D])
+    v_desc = tl.make_tensor_descriptor(_buf(bases, v_s, tl.bfloat16, 2) + v_r0.to(tl.int64) * v_ld + v_c0,
+                                       shape=[k_rows, D], strides=[v_ld, 1], block_shape=[BKV, D])
     d = tl.arange(0, D)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e)
     for qb in range(tl.cdiv(q_rows, BQ).to(tl.int32)):
@@ -235,9 +239,8 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
         l_i = tl.zeros((BQ,), tl.float32)
         acc = tl.zeros((BQ, D), tl.float32)
         for kb in range(full):
-            rn = kb * BKV + tl.arange(0, BKV)
-            k = tl.load(kp + rn[:, None] * k_ld + d[None, :])
-            v = tl.load(vp + rn[:, None] * v_ld + d[None, :])
+            k = k_desc.load([kb * BKV, 0])
+            v = v_desc.load([kb * BKV, 0])
             s = tl.dot(q, tl.trans(k))
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # finite: every key is visible
             p = tl.exp2(s * qk_scale - m_new[:, None])  # log2 units
@@ -248,8 +251,8 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
         for kb in range(full, end):
             rn = kb * BKV + tl.arange(0, BKV)
             mn = rn < k_rows
-            k = tl.load(kp + rn[:, None] * k_ld + d[None, :], mask=mn[:, None], other=0.0)
-            v = tl.load(vp + rn[:, None] * v_ld + d[None, :], mask=mn[:, None], other=0.0)
+            k = k_desc.load([kb * BKV, 0])
+            v = v_desc.load([kb * BKV, 0])
             s = tl.dot(q, tl.trans(k)) * qk_scale
             visible = mn[None, :] & ((masked == 0) | ((k0 + rn)[None, :] <= (q0 + rm)[:, None]))
             s = tl.where(visible, s, float("-inf"))

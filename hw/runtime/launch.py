@@ -42,13 +42,36 @@ class Launch:
         self._compiled = None
         self._direct = None  # (C launch, its fixed arguments, flat argument template, per-call slots), or False
         self._expanded: OrderedDict[tuple, list] = OrderedDict()
+        self._scratch = None  # the kernel's global scratch (device-built TMA descriptors): one buffer, every call
+
+    def _allocate(self, size: int, alignment: int, stream=None):
+        """Triton's allocator protocol, answered with this launch's one scratch buffer: calls never
+        overlap (the executor's rule), so every call and every graph replay may use the same bytes,
+        and the direct path passes the address the JIT path was given."""
+        import torch
+
+        if self._scratch is None or self._scratch.numel() < size:
+            self._scratch = torch.empty(size + alignment, dtype=torch.uint8, device="cuda")
+        return _Aligned(self._scratch.data_ptr(), alignment)
+
+    def _with_scratch(self, fn):
+        """Run ``fn`` with this launch's scratch as Triton's allocator (restored after: a user's
+        allocator stays theirs)."""
+        from triton.runtime import _allocation
+
+        token = _allocation._allocator.set(self._allocate)
+        try:
+            return fn()
+        finally:
+            _allocation._allocator.reset(token)
 
     def __call__(self, stream: int, **per_call) -> None:
         """Launch on ``stream`` (a raw CUDA stream handle) with this call's values (tensors as
         tensors: the first call's JIT infers pointer types from them)."""
         if self._compiled is None:
             unwrapped = {n: v.descriptor if isinstance(v, Desc) else v for n, v in per_call.items()}
-            self._compiled = self.kernel[(self.grid,)](**self.args, **unwrapped, **self.options)
+            self._compiled = self._with_scratch(
+                lambda: self.kernel[(self.grid,)](**self.args, **unwrapped, **self.options))
             return
         hooks = knobs()
         quiet = _idle(hooks.launch_enter_hook) and _idle(hooks.launch_exit_hook)
@@ -71,25 +94,30 @@ class Launch:
             values[self._slots[name]] = value.descriptor if isinstance(value, Desc) else _raw(value)
         k = self._compiled
         if quiet:  # no profiler listening: nothing to describe or call per launch
-            k.run(self.grid, 1, 1, stream, k.function, k.packed_metadata, None, None, None, *values)
+            self._with_scratch(lambda: k.run(self.grid, 1, 1, stream, k.function, k.packed_metadata, None, None, None,
+                                             *values))
         else:
-            k.run(self.grid, 1, 1, stream, k.function, k.packed_metadata,
-                  k.launch_metadata((self.grid, 1, 1), stream, *values), hooks.launch_enter_hook,
-                  hooks.launch_exit_hook, *values)
+            self._with_scratch(lambda: k.run(self.grid, 1, 1, stream, k.function, k.packed_metadata,
+                                             k.launch_metadata((self.grid, 1, 1), stream, *values),
+                                             hooks.launch_enter_hook, hooks.launch_exit_hook, *values))
 
     def _prepare(self, k, per_call: dict):
         """The C launch function of Triton 3.6's launcher and a flat template of this kernel's
         arguments (each descriptor expanded to its CUtensorMap, shape and strides), or False
-        (another launcher, or a kernel that asks for scratch memory: the wrapper path then)."""
+        (another launcher, or a kernel that asks for profiler scratch: the wrapper path then). A kernel's
+        global scratch (device-built descriptors) is this launch's one buffer, on both paths."""
         runner = getattr(k, "run", None)
         inner = getattr(runner, "launch", None)
         cells = dict(zip(getattr(getattr(inner, "__code__", None), "co_freevars", ()),
                          (c.cell_contents for c in (getattr(inner, "__closure__", None) or ()))))
         raw = cells.get("launcher", inner if not cells else None)
         signature = getattr(getattr(k, "src", None), "signature", None)
-        if raw is None or signature is None or k.metadata.global_scratch_size or \
-                getattr(k.metadata, "profile_scratch_size", 0):
+        if raw is None or signature is None or getattr(k.metadata, "profile_scratch_size", 0):
             return False
+        scratch = None
+        if k.metadata.global_scratch_size:  # as Triton's wrapper sizes it: one slice per block
+            scratch = self._allocate(self.grid * getattr(runner, "num_ctas", 1) * k.metadata.global_scratch_size,
+                                     k.metadata.global_scratch_align).data_ptr()
         metas = list(getattr(k.metadata, "tensordesc_meta", None) or [])
         template, slots, n_desc = [], {}, 0
         for name, value in zip(self.kernel.arg_names, self._values):
@@ -107,7 +135,7 @@ class Launch:
         # the C launch's leading arguments after the grid and stream (its format "iiiKKppOOOOOO"):
         # function, cooperative, PDL, global and profile scratch, kernel metadata, launch metadata
         # and the two hooks (none: nothing listens)
-        fixed = (k.function, runner.launch_cooperative_grid, runner.launch_pdl, None, None, k.packed_metadata, None,
+        fixed = (k.function, runner.launch_cooperative_grid, runner.launch_pdl, scratch, None, k.packed_metadata, None,
                  None, None)
         return raw, fixed, template, slots
 
@@ -124,6 +152,17 @@ class Launch:
                 self._expanded.popitem(last=False)
             hit = self._expanded[desc.key] = make_tensordesc_arg(desc.descriptor, meta)
         return hit
+
+
+class _Aligned:
+    """An address inside the scratch buffer rounded up to the kernel's alignment (what Triton's
+    launcher reads from an allocation: ``data_ptr()``)."""
+
+    def __init__(self, ptr: int, alignment: int):
+        self.ptr = -(-ptr // alignment) * alignment
+
+    def data_ptr(self) -> int:
+        return self.ptr
 
 
 def knobs():
