@@ -14,7 +14,7 @@ Each rule raises :class:`ScheduleError` naming the task (or buffer) and the rule
 
 A schedule of the first nodes alone (``Schedule.first_nodes``) gets the per-task rules and the
 signal counts, folded onto those nodes as the builder counted them; cycles, output coverage and races need every node's
-tasks, so they are checked on full builds of the same op (tests/test_symmetry.py proves the two
+tasks, so they are checked on full builds of the same op (tests/core/test_symmetry.py proves the two
 builds simulate alike).
 """
 from __future__ import annotations

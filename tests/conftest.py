@@ -1,7 +1,9 @@
-"""Shared fixtures: small clusters and a tiny hand-built schedule that tests mutate."""
+"""Shared fixtures: the small workload of every op, small clusters and a tiny hand-built schedule that
+tests mutate."""
 from __future__ import annotations
 
 import pytest
+from harness import cases
 
 from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait
 
@@ -17,6 +19,12 @@ def tiny_schedule(rows: int = 4, cols: int = 4):
                writes=(Region("OUT", r, 0, rows, 0, cols),), signals=(Signal(r, "done"),), label="copy")
         sb.add(r, Role.INTRA, Op.NOP, waits=(Wait(Signal(r, "done"), 1),), label="drain")
     return sb.build(0.0)
+
+
+@pytest.fixture
+def small_workload():
+    """:func:`harness.cases.small_workload`: ``small_workload(kernel, **changes)``, the op's odd shape."""
+    return cases.small_workload
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ status=0
 step() { local name=$1 limit=$2; shift 2; echo "== $name"; timeout "$limit" "$@" >"$OUT/$name.log" 2>&1 || status=1; tail -4 "$OUT/$name.log"; }
 for s in ${STEPS:-fused api bench}; do
   case $s in
-    fused) step fused 240 python3 -m pytest -q tests/test_hw_fused.py -k "test_world_1 or graph_replay or (head_dim_128 and world_1)" ;;
-    api) step api 180 python3 -m pytest -q tests/test_hw_api.py -k "world_1 or world1" ;;
+    fused) step fused 240 python3 -m pytest -q tests/hw/test_hw_fused.py -k "test_world_1 or graph_replay or (head_dim_128 and world_1)" ;;
+    api) step api 180 python3 -m pytest -q tests/hw/test_hw_api.py -k "world_1 or world1" ;;
     bench) step bench 420 python3 tools/bench_api.py --out "$OUT/bench_api.json" ${BENCH_ARGS:-} ;;
   esac
 done

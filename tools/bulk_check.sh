@@ -7,6 +7,6 @@ set -uo pipefail
 status=0
 step() { local name=$1 limit=$2; shift 2; echo "== $name"; timeout "$limit" "$@" >"$OUT/$name.log" 2>&1 || status=1; tail -${TAIL:-4} "$OUT/$name.log"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
-step tests 240 python3 -m pytest -q -rs tests/test_hw_bulk.py
+step tests 240 python3 -m pytest -q -rs tests/hw/test_hw_bulk.py
 TAIL=24 step bench 300 python3 tools/bench_bulk.py --out "$OUT/bench_bulk.json"
 exit $status

@@ -1,6 +1,6 @@
 """Fuzz the parsers and checkers (issue 10): many examples per target, outcome counts and findings.
 
-Each target's invariant is in tests/fuzz_targets.py: an input is accepted or refused with an
+Each target's invariant is in tests/harness/fuzz_targets.py: an input is accepted or refused with an
 MkernelError; any other exception is a finding. Findings do not stop the run: each is recorded
 with its exception and example, and the run exits 1 if there is any.
 
@@ -46,8 +46,8 @@ def run_target(name: str, strategy, target, examples: int, seed: int) -> dict:
 def main() -> None:
     from hypothesis import strategies as st
 
-    from fuzz_targets import (command_target, proxy_garbage_target, ring_garbage, scenario_tables, scenario_target,
-                              schedule_edits, schedule_target)
+    from harness.fuzz_targets import (command_target, proxy_garbage_target, ring_garbage, scenario_tables,
+                                      scenario_target, schedule_edits, schedule_target)
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=10_000)

@@ -7,7 +7,7 @@ set -uo pipefail
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0
 # the emulated cluster first, from a process that has not touched CUDA before MPS starts
-timeout 300 python3 -m pytest -q -x tests/test_hw_gpu.py -k emulated 2>&1 | tee "$OUT/test_emulated.log" | tail -5 || status=1
-timeout 300 python3 -m pytest -q tests/test_hw_gpu.py tests/test_hw_proxy.py tests/test_hw_compile.py -k "not emulated" 2>&1 | tee "$OUT/test_gpu.log" | tail -5 || status=1
+timeout 300 python3 -m pytest -q -x tests/hw/test_hw_gpu.py -k emulated 2>&1 | tee "$OUT/test_emulated.log" | tail -5 || status=1
+timeout 300 python3 -m pytest -q tests/hw/test_hw_gpu.py tests/hw/test_hw_proxy.py tests/hw/test_hw_compile.py -k "not emulated" 2>&1 | tee "$OUT/test_gpu.log" | tail -5 || status=1
 timeout 300 python3 tools/bench_proxy.py --out "$OUT/bench_proxy.json" 2>&1 | tee "$OUT/bench_proxy.log" | tail -8 || status=1
 exit $status

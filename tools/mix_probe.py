@@ -1,5 +1,5 @@
 """Probe for the open defect of issues 6/10: on the emulated 2x2 cluster, fused launches stop with
-'illegal instruction' once executors of several ops live in one process (tests/test_hw_api.py's
+'illegal instruction' once executors of several ops live in one process (tests/hw/test_hw_api.py's
 2x2 test, tools/long_run.py). Each configuration runs in fresh rank processes: a set of executors is
 built, then ``calls`` calls cycle through the ``called`` subset with a synchronize after each, so the
 first failure names its op and call. What the H200 runs ruled out, and what they showed, is in

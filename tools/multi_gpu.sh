@@ -30,9 +30,9 @@ step() { local name=$1 limit=$2; shift 2; local left=$((DEADLINE - SECONDS)); [ 
 for s in $STEPS; do case $s in
   topo) nvidia-smi topo -m >"$OUT/topo.log" 2>&1; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >>"$OUT/topo.log"
         head -6 "$OUT/topo.log" ;;
-  emulated) step emulated "${EMULATED_S:-200}" python3 -m pytest -q -rs tests/test_hw_fused.py \
+  emulated) step emulated "${EMULATED_S:-200}" python3 -m pytest -q -rs tests/hw/test_hw_fused.py \
              -k "test_emulated_2x2 and not hundred" ;;  # first: MPS wants a process tree that has not used CUDA
-  correct) step correct "${CORRECT_S:-300}" python3 -m pytest -q -rs tests/test_hw_fused.py tests/test_hw_api.py \
+  correct) step correct "${CORRECT_S:-300}" python3 -m pytest -q -rs tests/hw/test_hw_fused.py tests/hw/test_hw_api.py \
              -k "real_nvlink or two_nodes ${CORRECT_MORE:-}" ;;
   calibrate) step calibrate 120 mkernel calibrate --only peer --out "$OUT/h200.toml" --raw "$OUT/calibration.json" ;;
   bench) step bench "${BENCH_S:-360}" torchrun --nproc-per-node "$GPUS" -m mkernel bench \

@@ -16,8 +16,8 @@ status=0
 python3 -c "from mkernel.hw.runtime import native; print('native library built with', sorted(native.features()))" \
   2>&1 | tee "$OUT/features.txt"
 python3 -m mkernel doctor 2>&1 | tee "$OUT/doctor.txt"
-timeout 600 python3 -m pytest -q tests/test_transport_build.py tests/test_transport_verbs.py tests/test_transport_ofi.py \
-  tests/test_hw_transports.py 2>&1 | tee "$OUT/tests.log" | tail -5 || status=1
+timeout 600 python3 -m pytest -q tests/hw/test_transport_build.py tests/hw/test_transport_verbs.py tests/hw/test_transport_ofi.py \
+  tests/hw/test_hw_transports.py 2>&1 | tee "$OUT/tests.log" | tail -5 || status=1
 for provider in "tcp;ofi_rxm" shm; do
   timeout 300 torchrun --nproc-per-node 4 -m mkernel.hw.measure.netcheck --transport ofi --provider "$provider" \
     --gpus-per-node 2 --memory host 2>&1 | grep -v "^W" | tee "$OUT/netcheck-host-${provider%%;*}.log" | tail -5 \

@@ -85,7 +85,7 @@ class Region:
 class Endpoint:
     """One rank's network transport, from creation until a proxy takes it (:meth:`take`).
 
-    ``verbs_api``: a test's verbs table (tests/native/fake_verbs.c) instead of libibverbs; ``plant``:
+    ``verbs_api``: a test's verbs table (tests/hw/native/fake_verbs.c) instead of libibverbs; ``plant``:
     a planted defect (``ring.PLANT_FLAG_WRITE``) for the tests that prove their checker.
     """
 

@@ -23,7 +23,7 @@ def get(kernel: str) -> ModuleType:
 
 def node_symmetric(w, c) -> bool:
     """Whether ``build(w, c, first_nodes=n)`` is exact: every node runs node 0's queues under the
-    node shift (tests/test_symmetry.py checks it against full builds). MoE routing drawn per rank,
+    node shift (tests/core/test_symmetry.py checks it against full builds). MoE routing drawn per rank,
     and causal attention's zigzag masks, depend on the rank, so neither is."""
     if c.nodes < 2:
         return False

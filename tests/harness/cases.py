@@ -1,21 +1,33 @@
-"""The odd shapes the fused GPU tests and their tools run: nothing divides its tile."""
+"""The small workload of every op, one table for every test: odd shapes (nothing divides its tile),
+so edge tiles, ragged chunks and partial vectors are exercised wherever a test runs an op.
+
+Tests take it through the ``small_workload`` fixture (tests/conftest.py) or :func:`small_workload`,
+changing only what they need (more chunks, a causal mask, a routing); the fused GPU tests and their
+tools name cases (:data:`CASES`: every op, and the causal ring attention).
+"""
 from __future__ import annotations
 
 from mkernel import Workload
 
-CASES = {
+SHAPES = {
     "gemm_ar": dict(m=300, n=520, k=72),
     "gemm_rs": dict(m=640, n=520, k=72),
     "ag_gemm": dict(m=400, n=264, k=40),
     "ring_attention": dict(m=200, n=2, k=64),
-    "ring_attention_causal": dict(m=200, n=2, k=64, causal=1),
     "moe_dispatch_gemm": dict(m=256, n=264, k=136, experts=8, topk=2),
 }
+CASES = {**{kernel: {} for kernel in SHAPES}, "ring_attention_causal": {"causal": 1}}  # case -> its changes
+
+
+def small_workload(kernel: str, **changes) -> Workload:
+    """``kernel``'s small workload, with ``changes`` (any :class:`~mkernel.problems.Workload` field)."""
+    return Workload(kernel=kernel, **{**SHAPES[kernel], **changes})
 
 
 def workload(case: str) -> Workload:
     """The workload of a :data:`CASES` name (``_causal`` names the causal variant of its op)."""
-    return Workload(kernel=case.removesuffix("_causal"), **CASES[case])
+    kernel = case.removesuffix("_causal")
+    return small_workload(kernel, **CASES[case])
 
 
 def run_case(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, controller=None, faults=None,

@@ -1,5 +1,5 @@
 """Training runs of tensor-parallel models against the same models written with torch only, and
-the GPU checks of the ops' backward (run by tests/test_train.py through :func:`emulate.launch`),
+the GPU checks of the ops' backward (run by tests/hw/test_train.py through :func:`emulate.launch`),
 each returning what it measured for the tests to judge.
 
 A run (:func:`train`): the torch-only model and its TP twin start from the same weights and see

@@ -1,7 +1,7 @@
 """Faults the proxy injects (issue 10), on the CPU with the fake transport: each either leaves the
 result exact or ends in a clear error within its timeout, never in silent corruption.
 
-The same native proxy runs the GPU path; tests/test_hw_faults.py (marked gpu) injects the same faults
+The same native proxy runs the GPU path; tests/hw/test_hw_faults.py (marked gpu) injects the same faults
 into the loopback transport under the fused kernels.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from mkernel.errors import InputError
 from mkernel.hw.lowering import ring
 from mkernel.hw.runtime.proxy import HostRing, ProxyError, ProxyFaults
 
-from test_hw_proxy import Mesh, flag_before_data
+from harness.mesh import Mesh, flag_before_data
 
 
 def _all_puts(mesh: Mesh, epoch: int = 5) -> HostRing:

@@ -2,14 +2,14 @@
 (hw/dispatch.py), that auto at world 1 is torch itself, that shapes the kernel cannot run take the
 torch path instead of raising, and that the torch paths (NCCL/gloo collectives + matmul, the
 zigzag-causal attention merge, the MoE gather + per-expert matmul) equal their float64 references
-on 1, 2 and 4 gloo ranks. GPU runs of the same API: tests/test_hw_api.py."""
+on 1, 2 and 4 gloo ranks. GPU runs of the same API: tests/hw/test_hw_api.py."""
 from __future__ import annotations
-
-import os
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="the torch API needs torch (pip install torch)")
+
+from harness.gloo import ranks  # noqa: E402
 
 from mkernel.errors import InputError  # noqa: E402
 from mkernel.hw import dispatch  # noqa: E402
@@ -129,38 +129,6 @@ def _rel(x, y) -> float:
 
 # ---- the torch paths on gloo ranks (every rank a CPU process) ----
 
-def _ranks(world: int, fn) -> list:
-    import torch.multiprocessing as mp
-
-    port = 29600 + world * 7 + os.getpid() % 97
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(r, world, port, fn, q)) for r in range(world)]
-    for p in procs:
-        p.start()
-    out = [q.get(timeout=180) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-    errors = [o for o in out if isinstance(o, str)]
-    assert not errors, errors[0]
-    return sorted(out)
-
-
-def _rank_main(rank: int, world: int, port: int, fn, q) -> None:
-    import traceback
-
-    import torch.distributed as dist
-
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        q.put((rank, fn(rank, world)))
-    except Exception:  # noqa: BLE001 - the test reports it
-        q.put(f"rank {rank}: {traceback.format_exc()}")
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
 def _collective_errors(rank: int, world: int) -> dict:
     from mkernel.hw import fallbacks as f
 
@@ -182,7 +150,7 @@ def _collective_errors(rank: int, world: int) -> dict:
 def test_the_torch_paths_match_the_float64_references_on_gloo_ranks(world):
     """The zigzag causal path attends each query half to the whole chunks before it and, causally,
     to its own chunk, merged by lse: it must agree with the masked float64 reference."""
-    for _rank, err in _ranks(world, _collective_errors):
+    for _rank, err in ranks(world, _collective_errors):
         assert max(err.values()) < 1e-5, err
 
 
@@ -209,7 +177,7 @@ def _moe_errors(rank: int, world: int) -> float:
 
 @pytest.mark.parametrize("world", [1, 2])
 def test_the_moe_torch_path_matches_its_reference(world):
-    for _rank, err in _ranks(world, _moe_errors):
+    for _rank, err in ranks(world, _moe_errors):
         assert err < 1e-6, err
 
 

@@ -2,7 +2,7 @@
 float64 gradients, and 20 bf16 SGD steps of a two-layer TP MLP and a ring-attention block
 against the same model written with torch only, step by step (tests/harness/training.py), at world 1 and
 on the emulated 2x2 cluster; the TP step captured in a CUDA graph and compiled with inductor.
-The same on the CPU (torch path, float64, gloo ranks): tests/test_autograd.py. Also here: the
+The same on the CPU (torch path, float64, gloo ranks): tests/hw/test_autograd.py. Also here: the
 TP layers' shapes and errors."""
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_tp_step_on_real_nvlink_under_cuda_graphs_and_torch_compile(how):
 
 # ---- tools/bench_train.py ----
 
-TOOL = __import__("pathlib").Path(__file__).resolve().parents[1] / "tools" / "bench_train.py"
+TOOL = __import__("pathlib").Path(__file__).resolve().parents[2] / "tools" / "bench_train.py"
 
 
 def _tool():

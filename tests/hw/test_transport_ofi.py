@@ -21,7 +21,7 @@ from mkernel.hw.runtime import native
 
 from mkernel.hw.measure.netcheck import expected
 
-from transport_net import ofi_rank
+from harness.transport_net import ofi_rank
 
 WORLD, GPN = 4, 2
 

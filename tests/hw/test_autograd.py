@@ -22,7 +22,7 @@ the same model written with torch only, loss by loss, and the weights after; flo
 backend="aot_eager")``.
 
 Attention's torch path computes in float32 on the CPU (hw/fallbacks.py), so its bounds are
-looser; every other path is float64 throughout. GPU runs: tests/test_train.py.
+looser; every other path is float64 throughout. GPU runs: tests/hw/test_train.py.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="autograd of the torch ops needs torch (pip install torch)")
 
 from harness.training import grads_of  # noqa: E402 - gradients of sum(<output, cotangent>)
-from test_api_dispatch import _ranks  # noqa: E402 - the gloo-rank harness
+from harness.gloo import ranks  # noqa: E402
 
 F64 = torch.float64
 EXACT = 1e-10  # float64 paths
@@ -234,7 +234,7 @@ def _checks(rank: int, world: int) -> dict:
 @functools.cache
 def _results(world: int) -> list[dict]:
     """Every rank's checks, one spawn per world (starting 4 ranks costs about 30 s here)."""
-    return [out for _, out in _ranks(world, _checks)]
+    return [out for _, out in ranks(world, _checks)]
 
 
 def _check(world: int, prefix: str, bound: float) -> None:

@@ -1,4 +1,4 @@
-"""Fuzz targets shared by tests/test_fuzz.py (a seeded slice in CI) and tools/fuzz.py (10k+ examples
+"""Fuzz targets shared by tests/hw/test_fuzz.py (a seeded slice in CI) and tools/fuzz.py (10k+ examples
 per target, recorded in docs/results/). Each target states its invariant: the input is either
 accepted or refused with an :class:`~mkernel.errors.MkernelError`; any other exception is a finding.
 
@@ -18,11 +18,13 @@ import dataclasses
 
 from hypothesis import strategies as st
 
-from mkernel import Cluster, Workload
+from mkernel import Cluster
 from mkernel.builders import get
 from mkernel.errors import MkernelError
 from mkernel.ir import Op, Signal, Wait
 from mkernel.scenario import parse
+
+from .cases import SHAPES, small_workload
 
 # -- scenario tables ------------------------------------------------------------------------------
 
@@ -45,11 +47,11 @@ def scenario_tables(draw) -> dict:
     removed, an unknown key added; one time in ten, not a table at all."""
     if draw(st.integers(0, 9)) == 0:
         return draw(VALUES)
-    kernel = draw(st.sampled_from(sorted(SMALL)))
+    kernel = draw(st.sampled_from(sorted(SHAPES)))
     raw = {"cluster": {"nodes": draw(st.integers(1, 3)), "gpus_per_node": draw(st.integers(1, 4)),
                        "transport": draw(st.sampled_from(["ib_rc", "efa_srd", "ibgda"]))},
            "workload": {"kernel": kernel, **{k: v * draw(st.integers(1, 2)) if k in "mnk" else v
-                                             for k, v in SMALL[kernel].items()}}}
+                                             for k, v in SHAPES[kernel].items()}}}
     for _ in range(draw(st.integers(0, 3))):
         section = draw(st.sampled_from(["cluster", "workload", "top"]))
         table = raw if section == "top" else raw.get(section)
@@ -93,15 +95,12 @@ def scenario_target(raw) -> str:
 
 # -- schedule edits -------------------------------------------------------------------------------
 
-SMALL = {"gemm_ar": dict(m=256, n=264, k=40), "gemm_rs": dict(m=512, n=264, k=40),
-         "ag_gemm": dict(m=512, n=136, k=40), "ring_attention": dict(m=64, n=2, k=32, tile_m=32, causal=1),
-         "moe_dispatch_gemm": dict(m=256, n=136, k=72, experts=8, topk=2)}
 _SCHEDULES: dict = {}
 
 
 def small_schedule(kernel: str):
     if kernel not in _SCHEDULES:
-        _SCHEDULES[kernel] = get(kernel).build(Workload(kernel=kernel, **SMALL[kernel]), Cluster("t", 2, 2))
+        _SCHEDULES[kernel] = get(kernel).build(small_workload(kernel), Cluster("t", 2, 2))
     return _SCHEDULES[kernel]
 
 
@@ -111,7 +110,7 @@ EDITS = ("row0", "row1", "col0", "col1", "rank", "buffer", "wait_count", "wait_r
 
 @st.composite
 def schedule_edits(draw):
-    kernel = draw(st.sampled_from(sorted(SMALL)))
+    kernel = draw(st.sampled_from(sorted(SHAPES)))
     s = small_schedule(kernel)
     i = draw(st.integers(0, len(s.tasks) - 1))
     return kernel, i, draw(st.sampled_from(EDITS)), draw(st.integers(-3, 2**31)), draw(st.integers(0, 7))

@@ -23,6 +23,8 @@ from mkernel.hw.runtime.context import Layout  # the layout every rank's symmetr
 from mkernel.hw.runtime.netboot import Region
 from mkernel.ir import Op
 
+from .cases import small_workload
+
 class Memory:
     """One rank's registered region in host memory: zeroed flags, a seeded random heap."""
 
@@ -47,15 +49,7 @@ class Memory:
         return b[self.layout.recv_off + off: self.layout.recv_off + off + nbytes]
 
 
-# -- the ops' command streams ------------------------------------------------------------------------
-
-CASES = {  # the shapes tests/test_hw_fused.py runs, on 2 x 2
-    "gemm_ar": dict(m=300, n=520, k=72),
-    "gemm_rs": dict(m=640, n=520, k=72),
-    "ag_gemm": dict(m=400, n=264, k=40),
-    "ring_attention": dict(m=200, n=2, k=64),
-    "moe_dispatch_gemm": dict(m=256, n=264, k=136, experts=8, topk=2),
-}
+# -- the ops' command streams (each op's small workload, on 2 x 2) -----------------------------------
 
 
 @dataclass(frozen=True)
@@ -72,9 +66,7 @@ def op_streams(kernel: str, nodes: int = 2, gpn: int = 2, seed: int = 0) -> Stre
     """The ring commands of one call of ``kernel``'s fused plan on every rank: the call barriers'
     SIGNALs to every remote rank, then each PUT task's commands (the tasks in a seeded order, as
     several send blocks may claim them; one task's commands stay in order), then the exit SIGNALs."""
-    from mkernel.problems import Workload
-
-    w = Workload(kernel=kernel, **CASES[kernel])
+    w = small_workload(kernel)
     c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
     plans = plan.build(builders.get(kernel).build(w, c))
     rng = np.random.default_rng(seed)
@@ -217,7 +209,7 @@ class FileStore:
             raise RuntimeError(f"Wait timeout for keys {keys}")
 
 
-# -- a rank process of the libfabric test (tests/test_transport_ofi.py) ------------------------------
+# -- a rank process of the libfabric test (tests/hw/test_transport_ofi.py) ------------------------------
 
 def ofi_rank(rank: int, world: int, gpn: int, store: str, provider: str, publish: str, calls: int,
              faults: dict, wait_s: float, out) -> None:

@@ -1,5 +1,5 @@
 /* A fake verbs provider at the ABI boundary, for tests of the real proxy and verbs transports with
- * no NIC (tests/test_transport_verbs.py).
+ * no NIC (tests/hw/test_transport_verbs.py).
  *
  * It fills mk_verbs_api (the setup calls, hw/runtime/csrc/mk_verbs.h) and hands out contexts and QPs whose
  * ops tables are its own, so the transports' ibv_post_send, ibv_post_recv, ibv_poll_cq and ibv_wr_*

@@ -6,7 +6,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_wheel_installs_the_folder_mapped_packages(tmp_path):

@@ -254,7 +254,7 @@ def test_emulated_two_nodes_over_a_shaped_loopback(case):
 def test_emulated_2x2_over_an_unordered_loopback(case):
     """SRD-like delivery between the emulated nodes: chunks on 4 copy streams at random, released
     with jitter. Ring attention's puts of several pairs end in a SIGNAL, which the transport must
-    fence behind their data (tests/test_hw_proxy.py checks the same on the fake transport)."""
+    fence behind their data (tests/hw/test_hw_proxy.py checks the same on the fake transport)."""
     from mkernel.hw.runtime.transports import Shaping
 
     assert_exact(run_case(case, 2, 2, shaping=Shaping(gbytes_per_s=50.0, latency_us=5.0, unordered=True, streams=4,

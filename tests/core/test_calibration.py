@@ -16,7 +16,7 @@ from mkernel.cli import main
 from mkernel.errors import InputError, ScenarioError
 from mkernel.scenario import load_scenario, parse
 
-DATA = Path(__file__).resolve().parents[1] / "docs" / "results" / "data" / "cal-2026-11-29"
+DATA = Path(__file__).resolve().parents[2] / "docs" / "results" / "data" / "cal-2026-11-29"
 
 
 def synthetic_raw(per_command=0.5, doorbell=3.0, sm_tflops=6.0) -> dict:
@@ -134,7 +134,7 @@ def test_a_missing_profile_names_the_key_and_the_bundled_ones():
 
 
 def test_paper_scenarios_use_the_bundled_h200_profile():
-    bundled = tomllib.loads((Path(__file__).resolve().parents[1] / "scenarios" / "hardware" / "h200.toml").read_text())
+    bundled = tomllib.loads((Path(__file__).resolve().parents[2] / "scenarios" / "hardware" / "h200.toml").read_text())
     for name in ("paper-ib-2x8", "paper-efa-2x8", "default"):
         c = load_scenario(name).cluster
         assert c.gpu.matmul_tflops == bundled["gpu"]["matmul_tflops"]

@@ -104,7 +104,7 @@ def test_python_dash_m_entry_point():
 def test_issue_acceptance_run_on_the_paper_testbed(tmp_path):
     """`mkernel run scenarios/paper-ib-2x8.toml --m 4096 --n 4096 --k 256 --data` reports correct: true."""
     out = tmp_path / "r.json"
-    scenario = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "scenarios" / "paper-ib-2x8.toml")
+    scenario = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "scenarios" / "paper-ib-2x8.toml")
     assert main(["run", scenario, "--m", "4096", "--n", "4096", "--k", "256", "--data", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["correct"] is True and result["error"] < 1e-5 and result["speedup"] > 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from harness.cases import SHAPES
 
 from mkernel import Cluster, Workload
 from mkernel.builders import get
@@ -10,14 +11,10 @@ from mkernel.errors import ScheduleError
 from mkernel.hw.lowering import lower
 from mkernel.ir import Region
 
-SHAPES = {"gemm_ar": dict(m=300, n=520, k=24, chunk_tiles=2), "gemm_rs": dict(m=520, n=300, k=24, chunk_tiles=2),
-          "ag_gemm": dict(m=600, n=264, k=40), "ring_attention": dict(m=40, n=2, k=32, tile_m=16, causal=1)}
-
-
 @pytest.fixture(params=sorted(SHAPES))
-def fused(request):
-    kernel = request.param
-    return get(kernel).build(Workload(kernel=kernel, **SHAPES[kernel]), Cluster("t", 2, 2))
+def fused(request, small_workload):
+    kernel = request.param  # two tiles a chunk: several chunks per rank
+    return get(kernel).build(small_workload(kernel, chunk_tiles=2), Cluster("t", 2, 2))
 
 
 def test_every_task_is_lowered_once_in_queue_order_and_decodes_back(fused):

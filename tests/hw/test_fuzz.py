@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz_targets import (command_target, proxy_garbage_target, ring_garbage, scenario_tables, scenario_target,
+from harness.fuzz_targets import (command_target, proxy_garbage_target, ring_garbage, scenario_tables, scenario_target,
                           schedule_edits, schedule_target)
 
 SLICE = settings(max_examples=150, derandomize=True, deadline=None,

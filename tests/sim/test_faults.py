@@ -6,23 +6,16 @@ import dataclasses
 import math
 
 import pytest
+from harness.cases import SHAPES, small_workload
 
-from mkernel import Cluster, NicSpec, Scenario, Workload, run
+from mkernel import Cluster, NicSpec, Scenario, run
 from mkernel.errors import DeadlockError, InputError
 from mkernel.sim.faults import Faults, parse
-
-OPS = {
-    "gemm_ar": dict(m=256, n=264, k=40),
-    "gemm_rs": dict(m=512, n=264, k=40),
-    "ag_gemm": dict(m=512, n=136, k=40),
-    "ring_attention": dict(m=64, n=2, k=32, tile_m=32, causal=1),
-    "moe_dispatch_gemm": dict(m=256, n=136, k=72, experts=8, topk=2),
-}
 
 
 def _scenario(kernel: str, nics: int = 1, transport: str = "ib_rc") -> Scenario:
     c = Cluster("faulty", 2, 2, transport=transport, nic=NicSpec(count=nics))
-    return Scenario("faulty", c, Workload(kernel=kernel, **OPS[kernel]))
+    return Scenario("faulty", c, small_workload(kernel))
 
 
 SURVIVABLE = {
@@ -35,7 +28,7 @@ SURVIVABLE = {
 }
 
 
-@pytest.mark.parametrize("kernel", sorted(OPS))
+@pytest.mark.parametrize("kernel", sorted(SHAPES))
 @pytest.mark.parametrize("fault", sorted(SURVIVABLE))
 def test_a_survivable_fault_leaves_the_result_correct(kernel, fault):
     f = SURVIVABLE[fault]
@@ -48,7 +41,7 @@ def test_a_survivable_fault_leaves_the_result_correct(kernel, fault):
         assert stats.metrics["faults"]["duplicated"] > 0
 
 
-@pytest.mark.parametrize("kernel", sorted(OPS))
+@pytest.mark.parametrize("kernel", sorted(SHAPES))
 @pytest.mark.parametrize("fault,names", [
     (Faults(seed=4, drop=1.0), "network messages dropped"),
     (Faults(stall_rank=1, stall_at_us=0.0, stall_us=math.inf), "the proxy of rank 1 stalled for good"),

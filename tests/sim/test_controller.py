@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from harness.cases import SHAPES, small_workload
 
-from mkernel import Cluster, Scenario, Workload, reference
+from mkernel import Cluster, Scenario, reference
 from mkernel.builders import get
 from mkernel.controller import Balance, sim_controller, split
 from mkernel.runner import DATA_RTOL
 from mkernel.sim import SimBackend
-
-from test_faults import OPS
 
 
 def test_split_follows_remaining_work_within_floor_and_cap():
@@ -31,9 +30,9 @@ def test_hysteresis_keeps_a_small_change_from_moving_anything():
     assert p.targets(100, compute_us=80.0, intra_us=20.0, current_intra=10) == 20
 
 
-@pytest.mark.parametrize("kernel", sorted(OPS))
+@pytest.mark.parametrize("kernel", sorted(SHAPES))
 def test_adaptive_runs_keep_every_op_correct(kernel):
-    sc = Scenario("adaptive", Cluster("t", 2, 2), Workload(kernel=kernel, **OPS[kernel]))
+    sc = Scenario("adaptive", Cluster("t", 2, 2), small_workload(kernel))
     w, c = sc.workload, sc.cluster
     inputs = get(kernel).make_inputs(w, c, np.random.default_rng(0))
     stats = SimBackend().run(get(kernel).build(w, c), c, inputs=inputs, controller=sim_controller(Balance()))

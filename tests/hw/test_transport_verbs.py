@@ -1,10 +1,10 @@
 """verbs_rc and verbs_srd with no NIC: the real proxy and transport code against a fake verbs
-provider at the ABI boundary (tests/native/fake_verbs.c), which moves the bytes, delivers in order
+provider at the ABI boundary (tests/hw/native/fake_verbs.c), which moves the bytes, delivers in order
 on RC and in a seeded shuffled order on SRD, returns completions with immediates, and injects
 error completions.
 
 Every op's real ring commands (2 x 2, the call barriers included) go through four ranks' proxies,
-call after call; the oracle (tests/transport_net.py) reads the order writes landed in and checks no
+call after call; the oracle (tests/harness/transport_net.py) reads the order writes landed in and checks no
 flag was visible before its data and no SIGNAL before a write posted ahead of it.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from mkernel.hw.lowering import ring
 from mkernel.hw.runtime import native, netboot
 from mkernel.hw.runtime.proxy import HostRing, Proxy, ProxyError
 
-from transport_net import CASES, DictStore, Layout, Memory, Streams, commands, data_mismatches, flagged, \
+from harness.cases import SHAPES
+from harness.transport_net import DictStore, Layout, Memory, Streams, commands, data_mismatches, flagged, \
     mesh_streams, op_streams, order_violations, wait_until
 
 pytestmark = pytest.mark.skipif("verbs" not in native.features(),
@@ -142,7 +143,7 @@ def layout_of(s: Streams) -> Layout:
 
 # -- every op's protocol, in every order the harness produces -------------------------------------
 
-@pytest.mark.parametrize("kernel", sorted(CASES))
+@pytest.mark.parametrize("kernel", sorted(SHAPES))
 @pytest.mark.parametrize("name,publish", [("verbs_rc", "store"), ("verbs_srd", "loopback")], ids=["rc", "srd"])
 def test_every_op_lands_each_flag_after_its_data_call_after_call(fake, kernel, name, publish):
     for seed in range(3):
