@@ -202,7 +202,7 @@ def fit_peer_costs(splits: dict, cluster: Cluster, rates: tuple[float, ...] = PE
     import numpy as np
 
     from . import builders
-    from .sim.cost import steps, touches_peer
+    from .cost import steps, touches_peer
 
     best = None
     for rate in rates:

@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 import random
 
+from mkernel import cost
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
 from mkernel.ir import Op, Role, Schedule, Signal, Task
 
-from . import cost
 from .data import DataStore
 from .faults import Faults, Injector
 from .flows import FlowNet, Link

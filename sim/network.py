@@ -39,9 +39,9 @@ from collections import deque
 
 import simpy
 
+from mkernel import cost
 from mkernel.ir import COMMAND_BYTES, Task
 
-from . import cost
 from .flows import Link
 
 

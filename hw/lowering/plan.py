@@ -156,7 +156,7 @@ def placement(s: Schedule) -> Placement:
 
 def build(s: Schedule, rank: int | None = None, work: Callable[[Task], float] | None = None) -> list[Plan]:
     """Plans of every rank (or of ``rank`` only, as a one-element list). ``work`` (us of one SM per
-    task, :func:`mkernel.sim.cost.sm_work_us`) fills the work column the GPU's controller sums."""
+    task, :func:`mkernel.cost.sm_work_us`) fills the work column the GPU's controller sums."""
     lowered, place, net, n_flags = _shared(s)
     ranks = range(s.world) if rank is None else (rank,)
     last = last_epoch(lowered)

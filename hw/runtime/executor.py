@@ -70,7 +70,7 @@ class Executor:
             raise InputError("an adaptive Executor needs the cluster its schedule was built for (task work estimates)")
         work = None
         if controller is not None:
-            from mkernel.sim.cost import sm_work_us
+            from mkernel.cost import sm_work_us
 
             itemsize = {b.name: b.itemsize for b in schedule.buffers}
 

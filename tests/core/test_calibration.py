@@ -143,7 +143,7 @@ def test_paper_scenarios_use_the_bundled_h200_profile():
 
 
 def test_fewer_busy_sms_compute_faster_each_and_fused_tiles_run_at_their_measured_share():
-    from mkernel.sim import cost
+    from mkernel import cost
 
     c = _cluster(sm=6.0, matmul=660.0)
     assert cost.sm_speed(c, 132) == 1.0 and cost.sm_speed(c, 8) == pytest.approx(6.0 / 5.0)

@@ -15,7 +15,7 @@ from mkernel import Cluster
 from mkernel.builders import get
 from mkernel.controller import Balance, ns, split
 from mkernel.hw.lowering import plan
-from mkernel.sim.cost import sm_work_us
+from mkernel.cost import sm_work_us
 
 triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]' pins 3.6.0)")
 tl = triton.language

@@ -143,7 +143,7 @@ def test_gemm_operands_are_one_or_two_own_a_buffers_and_one_b():
 
 
 def test_the_simulator_steps_copies_as_the_kernel_does():
-    """sim.cost.steps charges a round trip per fused_step_rows x fused_step_cols tile: the kernel's
+    """mkernel.cost.steps charges a round trip per fused_step_rows x fused_step_cols tile: the kernel's
     copy, reduce and gather step (CR x CC) must be that tile, or the fitted step costs mean nothing."""
     pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
     from mkernel.cluster import GpuSpec

@@ -5,11 +5,12 @@ import dataclasses
 
 import pytest
 
+from mkernel import cost
 from mkernel import (BufferKind, Cluster, DeadlockError, NicSpec, NvlinkSpec, Op, ProxySpec, Region, Role,
                      ScheduleBuilder, Signal, Wait, Workload)
 from mkernel.builders import gemm_ar
 from mkernel.cluster import GpuSpec
-from mkernel.sim import SimBackend, cost
+from mkernel.sim import SimBackend
 
 ROWS, COLS = 1024, 4096  # 8 MiB of bf16
 

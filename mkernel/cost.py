@@ -1,4 +1,6 @@
-"""Pure cost functions of the simulator: microseconds and bytes from a task's operands and specs.
+"""Pure cost functions: microseconds and bytes from a task's operands and specs. The simulator spends
+them, and the GPU backend writes :func:`sm_work_us` into the plan's work column for the adaptive
+SM partition, so both backends estimate a task's work with the same function.
 
 - A GEMM tile runs on one SM: ``max(flops / (per-SM matmul rate x efficiency(tile)), HBM bytes /
   per-SM HBM share)``, where HBM bytes are the output plus the ``l2_operand_miss`` share of the
