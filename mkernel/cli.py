@@ -1,5 +1,5 @@
 """The ``mkernel`` command. Subcommands only parse, call the public API, and print; the ones that
-measure on GPUs (and ``validate``) live in :mod:`mkernel.cli_measure`.
+measure on GPUs (and ``accuracy``) live in :mod:`mkernel.cli_measure`.
 
 Exit codes: 0 success, 1 a failed check (wrong output, an invalid schedule, a deadlock),
 2 bad input (scenario, flags, an unavailable backend). Errors are one sentence on stderr; ``--debug``
@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--debug", action="store_true", help="show tracebacks")
     cal = sub.add_parser("calibrate", help="microbenchmark the GPU at hand and write a hardware profile (TOML)")
     cal.add_argument("--out", type=Path, default=Path("scenarios/hardware/h200.toml"), help="the profile to write")
-    cal.add_argument("--raw", type=Path, help="also write the raw measurements (JSON; `mkernel validate` reads them)")
+    cal.add_argument("--raw", type=Path, help="also write the raw measurements (JSON; `mkernel accuracy` reads them)")
     cal.add_argument("--commit", help="the commit measured (default: git, or the .commit file)")
     cal.add_argument("--only", nargs="+", choices=("gpu", "proxy", "peer"), default=None,
                      help="measure only these sections (an existing profile at --out keeps every key this run "
@@ -108,7 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--emulate", help="NODESxGPUS ranks sharing this host's GPUs under MPS, e.g. 2x2")
     be.add_argument("--iters", type=int, default=20, help="timed calls per implementation")
     be.add_argument("--debug", action="store_true", help="show tracebacks")
-    va = sub.add_parser("validate", help="the simulator's error against calibrate and bench measurements")
+    va = sub.add_parser("accuracy", aliases=["validate"],  # validate: the old name, deprecated
+                        help="the simulator's error against calibrate and bench measurements")
     va.add_argument("--calibration", type=Path, required=True, help="raw JSON of `mkernel calibrate --raw`")
     va.add_argument("--bench", type=Path, nargs="*", default=[], help="bench.json files of `mkernel bench`")
     va.add_argument("--runs", type=Path, nargs="*", default=[],
@@ -172,7 +173,7 @@ def _run(args: argparse.Namespace) -> int:
 
         check_hw_run(args.transport)  # one clear error before any launch
     if args.splits:
-        from .splits import apply
+        from .studies.splits import apply
 
         sc = apply(sc, args.splits)
     faults = None
@@ -236,14 +237,14 @@ def _explore(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from . import study, sweep
+    from .studies import study, sweep
     if args.workers < 1:
         raise InputError(f"--workers {args.workers}: at least 1")
     options = sweep.parse_options(args.set)
     if args.grid == "scaling":
         if args.testbeds:
             raise InputError("--scenarios picks the reference grid's clusters; the scaling grid has its own "
-                             "(mkernel/study.py): drop one of them")
+                             "(mkernel/studies/study.py): drop one of them")
         points = study.grid(kernels=args.kernels or KERNELS)
     else:
         testbeds = sweep.expand_scenarios(args.testbeds) if args.testbeds else sweep.TESTBEDS
@@ -285,7 +286,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _split_sweep(args: argparse.Namespace, points) -> int:
-    from . import splits, sweep
+    from .studies import splits, sweep
 
     try:
         values = [int(v) for v in args.comm_sms.split(",")]
@@ -302,7 +303,7 @@ def _split_sweep(args: argparse.Namespace, points) -> int:
 
 
 def _scaleout(args: argparse.Namespace) -> int:
-    from . import scaleout
+    from .studies import scaleout
 
     if args.list:
         print("\n".join(f"scaleout/{name}" for name in scaleout.scenarios()))
@@ -326,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "scaleout": _scaleout,
                     "selftest": measure.selftest, "calibrate": measure.calibrate, "bench": measure.bench,
-                    "validate": measure.validate, "doctor": _doctor}
+                    "accuracy": measure.accuracy, "validate": measure.validate, "doctor": _doctor}
         return commands[args.command](args)
     except MkernelError as exc:
         if args.debug:

@@ -1,5 +1,5 @@
 """The ``mkernel`` subcommands that measure on GPUs, and the one that checks the simulator against
-those measurements: ``calibrate``, ``bench``, ``selftest`` and ``validate``. Like the rest of the
+those measurements: ``calibrate``, ``bench``, ``selftest`` and ``accuracy``. Like the rest of the
 command line (:mod:`mkernel.cli`), they only parse, call the library, and print."""
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def gpu_ready() -> None:
 
 def calibrate(args: argparse.Namespace) -> int:
     gpu_ready()
-    from mkernel import profile
+    from mkernel.studies import profile
     from mkernel.hw.measure import calibrate
 
     command = "mkernel calibrate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["calibrate"] else "mkernel calibrate"
@@ -88,7 +88,16 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    from mkernel import accuracy
+    """`mkernel validate`, the old name of `mkernel accuracy` (kept for one release): it said
+    "validate" beside :meth:`mkernel.ir.Schedule.validate`, which checks schedules, not the simulator."""
+    print("mkernel: `mkernel validate` is deprecated and goes in the next release; use `mkernel accuracy` "
+          "(same options)", file=sys.stderr)
+    return accuracy(args)
+
+
+def accuracy(args: argparse.Namespace) -> int:
+    """`mkernel accuracy`: the simulator's error against calibrate, bench, run and split measurements."""
+    from mkernel.studies import accuracy
 
     def read(path: Path) -> dict:
         try:

@@ -34,7 +34,7 @@ def one(args) -> dict:
     from mkernel.controller import Balance, Trajectory, sim_controller
     from mkernel.ir import Role
     from mkernel.sim import SimBackend
-    from mkernel.sweep import reference_grid, scenario_of
+    from mkernel.studies.sweep import reference_grid, scenario_of
 
     point = next(p for p in reference_grid(("paper-ib-2x8",)) if p.kernel == kernel and p.size == size)
     sc = scenario_of(point)

@@ -6,7 +6,7 @@
 #      the torch ops hung there until calls on that cluster returned finished (2026-12-01, 716b5e0);
 #      not rerun since. tools/emulated_runs.sh times that cluster through the executor.
 # Usage: here `git rev-parse --short HEAD > .commit` (carry it); there OUT=/dir tools/calibrate_check.sh
-# Then here: mkernel validate --calibration OUT/calibration.json --bench OUT/world1/bench.json --runs ...
+# Then here: mkernel accuracy --calibration OUT/calibration.json --bench OUT/world1/bench.json --runs ...
 set -uo pipefail
 . "$(dirname "$0")/device_setup.sh"
 status=0

@@ -34,7 +34,7 @@ CONFIGS = (("gemm_ar", 32768), ("moe_dispatch_gemm", 131072), ("gemm_ar", 8192),
 
 def workload(kernel: str, size: int):
     from mkernel.problems import Workload
-    from mkernel.sweep import reference_grid
+    from mkernel.studies.sweep import reference_grid
 
     point = next(p for p in reference_grid(testbeds=("paper-ib-2x8",), kernels=(kernel,)) if p.size == size)
     return Workload(kernel=kernel, **dict(point.shape))

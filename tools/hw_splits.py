@@ -5,7 +5,7 @@ grid it runs the fused schedule with every intra-node SM budget of ``--comm-sms`
 rest): one poisoned call checked against the op's torch fallback (NCCL + torch in float32, the same
 inputs), then ``--iters`` calls between CUDA events; the median per rank, then the slowest rank.
 The float32 fallback's time is recorded (``fallback_s``) but is no speed baseline: `mkernel bench`
-times the bf16 baselines. Rank 0 writes the table as JSON for `mkernel validate --splits`.
+times the bf16 baselines. Rank 0 writes the table as JSON for `mkernel accuracy --splits`.
 
     torchrun --nproc-per-node 2 tools/hw_splits.py --out splits.json
 """
@@ -35,7 +35,7 @@ def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int,
     from mkernel.hw.runtime.executor import Executor
     from mkernel.ir import Role
     from mkernel.problems import Workload
-    from mkernel.sweep import reference_grid
+    from mkernel.studies.sweep import reference_grid
 
     point = next(p for p in reference_grid(kernels=(kernel,)) if p.size == size)
     w = Workload(kernel=kernel, **dict(point.shape))

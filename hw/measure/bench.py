@@ -28,7 +28,7 @@ import math
 import statistics
 import sys
 
-from mkernel.sweep import reference_grid
+from mkernel.studies.sweep import reference_grid
 
 from ..runtime.emulate import RankInfo
 

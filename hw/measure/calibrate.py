@@ -1,5 +1,5 @@
 """`mkernel calibrate`: microbenchmarks on the GPU at hand, as the raw measurements that
-:func:`mkernel.profile.fit` turns into a hardware profile.
+:func:`mkernel.studies.profile.fit` turns into a hardware profile.
 
 Everything is timed as CUDA-graph replays (``triton.testing.do_bench_cudagraph``, its median), so
 Python launch cost is in no figure. What is measured, and why the simulator needs it:
@@ -193,7 +193,7 @@ SECTIONS = ("gpu", "proxy", "peer")
 def run(commit: str, command: str, progress=print, only: tuple[str, ...] = SECTIONS) -> dict:
     """The microbenchmarks of ``only`` (``gpu``: compute, HBM, attention, host copies; ``proxy``: the
     ring and loopback; ``peer``: NVLink, skipped below two GPUs); the raw measurements for
-    :func:`mkernel.profile.fit`."""
+    :func:`mkernel.studies.profile.fit`."""
     import torch
     import torch.distributed as dist
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mkernel import accuracy, profile
+from mkernel.studies import accuracy, profile
 from mkernel.cli import main
 from mkernel.errors import InputError, ScenarioError
 from mkernel.scenario import load_scenario, parse
@@ -179,10 +179,10 @@ def test_summary_statistics():
     assert accuracy.spearman([1, 2, 3, 4], [40, 30, 20, 10]) == pytest.approx(-1.0)
 
 
-def test_validate_on_the_committed_h200_measurements(tmp_path, capsys):
+def test_accuracy_on_the_committed_h200_measurements(tmp_path, capsys):
     out = tmp_path / "v.json"
     runs = [str(DATA / f"{k}.json") for k in ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention")]
-    assert main(["validate", "--calibration", str(DATA / "calibration.json"), "--bench",
+    assert main(["accuracy", "--calibration", str(DATA / "calibration.json"), "--bench",
                  str(DATA / "bench-world1.json"), "--runs", *runs, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert set(report["groups"]) == {"compute-role", "proxy", "world-1", "emulated"}
@@ -191,11 +191,21 @@ def test_validate_on_the_committed_h200_measurements(tmp_path, capsys):
     assert "largest error term" in capsys.readouterr().out
 
 
-def test_validate_refuses_files_that_are_not_measurements(tmp_path, capsys):
+def test_accuracy_refuses_files_that_are_not_measurements(tmp_path, capsys):
     bad = tmp_path / "x.json"
     bad.write_text('{"rows": []}')
-    assert main(["validate", "--calibration", str(bad)]) == 2
+    assert main(["accuracy", "--calibration", str(bad)]) == 2
     assert "gemm_sms" in capsys.readouterr().err
+
+
+def test_validate_is_accuracys_old_name_and_says_it_is_deprecated(capsys):
+    bench = ["--calibration", str(DATA / "calibration.json"), "--bench", str(DATA / "bench-world1.json")]
+    assert main(["accuracy", *bench]) == 0
+    new = capsys.readouterr()
+    assert main(["validate", *bench]) == 0
+    old = capsys.readouterr()
+    assert old.out == new.out and "deprecated" not in new.err
+    assert "`mkernel validate` is deprecated" in old.err and "mkernel accuracy" in old.err
 
 
 def test_bench_combines_ranks_by_the_slowest_and_reports_ratios():
@@ -304,7 +314,7 @@ def test_the_copy_costs_are_recovered_from_splits_the_model_made_and_the_split_o
     assert fit["gpu.fused_peer_task_us"] == pytest.approx(4.0, rel=0.15), fit
     assert fit["gpu.fused_peer_step_us"] == pytest.approx(0.5, rel=0.15), fit
     assert fit["gpu.fused_local_step_us"] == pytest.approx(0.3, rel=0.15), fit
-    text = (Path(profile.__file__).parents[1] / "scenarios/hardware/h200.toml").read_text()
+    text = (Path(profile.__file__).parents[2] / "scenarios/hardware/h200.toml").read_text()
     for key, value in fit.items():  # the bundled profile with the fitted terms
         table, name = key.split(".")
         head = text.index(f"[{table}]")

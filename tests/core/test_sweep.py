@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from mkernel import scaleout, study
+from mkernel.studies import scaleout, study
 from mkernel.cli import main
 from mkernel.errors import InputError
 from mkernel.scenario import bundled_scenarios, load_scenario
-from mkernel.sweep import Point, apply_options, parse_options, reference_grid, run_grid, scenario_of
+from mkernel.studies.sweep import Point, apply_options, parse_options, reference_grid, run_grid, scenario_of
 
 
 def test_reference_grid_is_design_section_8():
@@ -138,7 +138,7 @@ def test_the_controller_option_runs_the_fused_op_under_the_adaptive_partition(tm
 
 
 def test_scenario_globs_match_bundled_names_and_an_empty_glob_is_an_error():
-    from mkernel.sweep import expand_scenarios
+    from mkernel.studies.sweep import expand_scenarios
 
     names = expand_scenarios(["scaleout/ib-400g-rail-*", "paper-ib-2x8"])
     assert len(names) == 7 and names[-1] == "paper-ib-2x8" and "scaleout/ib-400g-rail-64x8" in names

@@ -22,9 +22,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError, MkernelError
-from .problems import KERNELS, Workload
-from .scenario import CHOICES, SPECS, Scenario, _count, _number, bundled_scenarios, check, load_scenario
+from ..errors import InputError, MkernelError
+from ..problems import KERNELS, Workload
+from ..scenario import CHOICES, SPECS, Scenario, _count, _number, bundled_scenarios, check, load_scenario
 
 TESTBEDS = ("paper-ib-2x8", "paper-efa-2x8")
 CONTROLLERS = ("static", "adaptive")  # the sweep-level option ``controller``: the SM split policy
@@ -162,7 +162,7 @@ def scenario_of(point: Point) -> Scenario:
 
 def run_point(point: Point) -> dict:
     """One point on the sim backend (collapsed where exact): a flat row of its numbers."""
-    from .runner import run
+    from ..runner import run
 
     sc = scenario_of(point)
     c = sc.cluster

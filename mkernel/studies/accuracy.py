@@ -1,4 +1,4 @@
-"""`mkernel validate`: the simulator's error against what the GPU measured, config by config.
+"""`mkernel accuracy`: the simulator's error against what the GPU measured, config by config.
 
 Inputs are the raw measurements of `mkernel calibrate` and the JSON of one or more `mkernel bench`
 runs. For each measured configuration this builds the same schedule, runs it on the sim backend
@@ -24,11 +24,11 @@ import dataclasses
 import math
 import statistics
 
-from .cluster import Cluster
-from .ir import BufferKind, Op, Region, Role, ScheduleBuilder, Signal
-from .problems import Workload
-from .errors import InputError
-from .scenario import SPECS, load_profile
+from ..cluster import Cluster
+from ..ir import BufferKind, Op, Region, Role, ScheduleBuilder, Signal
+from ..problems import Workload
+from ..errors import InputError
+from ..scenario import SPECS, load_profile
 
 
 def gemm_schedule(m: int, n: int, k: int, bm: int, bn: int, sms: int):
@@ -65,7 +65,7 @@ def profile_cluster(profile: str, nodes: int, gpus_per_node: int, emulated: bool
     ``gpus`` GPUs under MPS, so each has its share of SMs and HBM, and a "peer" copy within a node is
     an HBM-to-HBM copy on the same GPU (the NVLink port becomes that HBM share, one SM copies at the
     stream rate); the network is the profile's loopback transport."""
-    tables = load_profile(profile, "mkernel validate --profile")
+    tables = load_profile(profile, "mkernel accuracy --profile")
     c = Cluster(f"{profile}-{nodes}x{gpus_per_node}", nodes, gpus_per_node,
                 **{key: cls(**tables[key]) for key, cls in SPECS.items()})
     if not emulated:
@@ -79,7 +79,7 @@ def profile_cluster(profile: str, nodes: int, gpus_per_node: int, emulated: bool
 
 
 def _sim_us(schedule, cluster: Cluster) -> float:
-    from .sim.backend import SimBackend
+    from ..sim.backend import SimBackend
 
     return SimBackend().run(schedule, cluster, collapse=True).time_s * 1e6
 
@@ -107,7 +107,7 @@ def proxy_cases(raw: dict, cluster: Cluster) -> list[dict]:
 
 def bench_cases(bench: dict, cluster: Cluster) -> list[dict]:
     """The fused op of every bench row, simulated on ``cluster`` (nodes and GPUs as the bench ran)."""
-    from . import builders
+    from .. import builders
 
     group = "emulated" if bench.get("emulated") else f"world-{bench['world']}"
     rows = []
@@ -126,7 +126,7 @@ def splits_cases(splits: dict, cluster: Cluster) -> list[dict]:
     """Every static split of ``tools/hw_splits.py`` (real NVLink, one node), simulated with the same
     intra-SM budget; ``curve`` groups the points of one op so the report can say whether the
     simulator orders the splits as the GPU does."""
-    from . import builders
+    from .. import builders
 
     rows = []
     for r in splits["rows"]:
@@ -164,7 +164,7 @@ def fit_overheads(bench: dict, cluster: Cluster) -> tuple[float, float]:
     """The fused kernel's per-call and per-tile costs (us), least squares over a world-1 bench's
     short-K GEMM ops (gemm_ar, gemm_rs), where they show most: measured time minus the time
     simulated without them = call + tile x (GEMM tiles per compute SM)."""
-    from . import builders
+    from .. import builders
 
     g = dataclasses.replace(cluster.gpu, fused_call_us=0.0, fused_tile_us=0.0)
     base = dataclasses.replace(cluster, gpu=g)
@@ -201,8 +201,8 @@ def fit_peer_costs(splits: dict, cluster: Cluster, rates: tuple[float, ...] = PE
     step per round trip (2026-11-30-nvlink.md, 2026-12-01-validation.md)."""
     import numpy as np
 
-    from . import builders
-    from .cost import steps, touches_peer
+    from .. import builders
+    from ..cost import steps, touches_peer
 
     best = None
     for rate in rates:
@@ -255,7 +255,7 @@ def _nonnegative_lsq(a, y) -> tuple:
 
 def run_cases(results: list[dict], cluster: Cluster) -> list[dict]:
     """Fused runs of ``mkernel run --backend hw --json`` (result schema), simulated on ``cluster``."""
-    from . import builders
+    from .. import builders
 
     rows = []
     for r in results:

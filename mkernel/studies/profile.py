@@ -25,11 +25,11 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
 - ``proxy.per_command_us`` and ``proxy.doorbell_us``: a least-squares fit of the loopback SIGNAL
   path's time per command against 1 / batch size (one driver call per batch);
 - ``gpu.fused_call_us``, ``gpu.fused_tile_us``: not from calibrate but from a world-1 ``mkernel bench``
-  (``mkernel validate --fit-overheads``, :func:`mkernel.accuracy.fit_overheads`): the fused kernel's
+  (``mkernel accuracy --fit-overheads``, :func:`mkernel.studies.accuracy.fit_overheads`): the fused kernel's
   fixed cost per call and per compute tile, by least squares on its short-K GEMM ops;
 - ``gpu.fused_peer_task_us``, ``fused_peer_step_us``, ``fused_local_step_us``, ``fused_sm_copy_gb_per_s``:
-  from a splits run on real NVLink (``tools/hw_splits.py``; ``mkernel validate --fit-overheads
-  --splits``, :func:`mkernel.accuracy.fit_peer_costs`): the fused kernel's fixed cost per
+  from a splits run on real NVLink (``tools/hw_splits.py``; ``mkernel accuracy --fit-overheads
+  --splits``, :func:`mkernel.studies.accuracy.fit_peer_costs`): the fused kernel's fixed cost per
   communication task that touches a peer, the load round trip each of its copy steps waits, and
   one SM's rate while those loads stream;
 - ``nvlink.*`` (two or more GPUs, :mod:`mkernel.hw.measure.peer`): ``bw_gb_per_s`` the most one GPU's SMs

@@ -13,9 +13,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from .errors import InputError
-from .ir import Role
-from .scenario import Scenario
+from ..errors import InputError
+from ..ir import Role
+from ..scenario import Scenario
 
 
 def key(sc: Scenario) -> str:
@@ -31,7 +31,7 @@ def with_intra(sc: Scenario, sms: int) -> Scenario:
 
 def curve(sc: Scenario, splits: list[int], backend: str = "sim") -> dict:
     """Fused latency at each intra split, the best split, and the curve normalised to it."""
-    from .runner import run
+    from ..runner import run
 
     if not splits or any(n < 1 or n >= sc.cluster.gpu.sms for n in splits):
         raise InputError(f"--comm-sms values must be in [1, {sc.cluster.gpu.sms - 1}], got {splits}")

@@ -14,7 +14,7 @@ changes with scale is the communication:
   Zipf routing per rank instead, which is simulated whole.
 
 Shapes are rounded up to what the op can split over the world. Options ride on the clusters of
-:mod:`mkernel.scaleout`: forwarding (ring / direct) for AllGather+GEMM, Zipf-skewed routing for MoE,
+:mod:`mkernel.studies.scaleout`: forwarding (ring / direct) for AllGather+GEMM, Zipf-skewed routing for MoE,
 IBGDA against the proxy, proxy batch 1 against 8, SRD against RC on the same NICs, fence
 notification on SRD, chunk size for the GEMM collectives, and NCCL's flat ring as the baseline of
 the GEMM ops instead of the hierarchical one.
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .problems import KERNELS
+from ..problems import KERNELS
 from .scaleout import NODES
 from .sweep import Point
 
