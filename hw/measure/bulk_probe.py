@@ -1,6 +1,6 @@
 """A standalone persistent kernel that runs the fused kernel's copy, reduce and gather steps from
 plan-format tables (layout.Region rows, the ``bases`` address table, gather rows in aux column 0),
-on one of three paths, for the one-GPU data-movement benchmark (tools/bench_bulk.py) and the GPU
+on one of three paths, for the one-GPU data-movement benchmark (tools/bench/bench_bulk.py) and the GPU
 tests (tests/hw/test_hw_bulk.py):
 
 - ``register``: :mod:`tiles` (masked loads and stores of CR x CC tiles through registers), the

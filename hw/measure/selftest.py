@@ -1,7 +1,7 @@
 """GPU checks and measurements of the hw runtime (kernels in device/selftest.cu).
 
 Each function runs on the GPU at hand and returns a dict of what it measured; the GPU tests assert
-on those dicts, ``tools/bench_proxy.py`` tabulates them, and ``exchange_rank`` runs inside every rank
+on those dicts, ``tools/bench/bench_proxy.py`` tabulates them, and ``exchange_rank`` runs inside every rank
 of an emulated cluster (see :mod:`mkernel.hw.runtime.emulate`).
 """
 from __future__ import annotations

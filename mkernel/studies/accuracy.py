@@ -123,7 +123,7 @@ def bench_cases(bench: dict, cluster: Cluster) -> list[dict]:
 
 
 def splits_cases(splits: dict, cluster: Cluster) -> list[dict]:
-    """Every static split of ``tools/hw_splits.py`` (real NVLink, one node), simulated with the same
+    """Every static split of ``tools/studies/hw_splits.py`` (real NVLink, one node), simulated with the same
     intra-SM budget; ``curve`` groups the points of one op so the report can say whether the
     simulator orders the splits as the GPU does."""
     from .. import builders
@@ -140,9 +140,9 @@ def splits_cases(splits: dict, cluster: Cluster) -> list[dict]:
 
 
 def check_splits(where: str, sp: dict) -> None:
-    """Refuse, naming the file, what is not a splits.json of tools/hw_splits.py."""
+    """Refuse, naming the file, what is not a splits.json of tools/studies/hw_splits.py."""
     if not isinstance(sp, dict) or not {"rows", "world"} <= set(sp):
-        raise InputError(f"{where}: not a splits.json of tools/hw_splits.py (needs rows, world)")
+        raise InputError(f"{where}: not a splits.json of tools/studies/hw_splits.py (needs rows, world)")
 
 
 def curves(rows: list[dict]) -> list[dict]:

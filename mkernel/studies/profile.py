@@ -28,7 +28,7 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
   (``mkernel accuracy --fit-overheads``, :func:`mkernel.studies.accuracy.fit_overheads`): the fused kernel's
   fixed cost per call and per compute tile, by least squares on its short-K GEMM ops;
 - ``gpu.fused_peer_task_us``, ``fused_peer_step_us``, ``fused_local_step_us``, ``fused_sm_copy_gb_per_s``:
-  from a splits run on real NVLink (``tools/hw_splits.py``; ``mkernel accuracy --fit-overheads
+  from a splits run on real NVLink (``tools/studies/hw_splits.py``; ``mkernel accuracy --fit-overheads
   --splits``, :func:`mkernel.studies.accuracy.fit_peer_costs`): the fused kernel's fixed cost per
   communication task that touches a peer, the load round trip each of its copy steps waits, and
   one SM's rate while those loads stream;

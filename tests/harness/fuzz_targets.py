@@ -1,4 +1,4 @@
-"""Fuzz targets shared by tests/hw/test_fuzz.py (a seeded slice in CI) and tools/fuzz.py (10k+ examples
+"""Fuzz targets shared by tests/hw/test_fuzz.py (a seeded slice in CI) and tools/studies/fuzz.py (10k+ examples
 per target, recorded in docs/results/). Each target states its invariant: the input is either
 accepted or refused with an :class:`~mkernel.errors.MkernelError`; any other exception is a finding.
 

@@ -1,6 +1,6 @@
 """Issue 10's long run, in each rank process: many consecutive calls mixing the fused ops on one set
 of executors, every output checked on the GPU, memory, open files and threads compared before and
-after (``tools/long_run.py`` launches it on the emulated cluster and judges what it returns)."""
+after (``tools/studies/long_run.py`` launches it on the emulated cluster and judges what it returns)."""
 from __future__ import annotations
 
 from mkernel import builders

@@ -1,4 +1,4 @@
-"""A seeded slice of the fuzzers (tools/fuzz.py runs 10k+ examples per target): every input is
+"""A seeded slice of the fuzzers (tools/studies/fuzz.py runs 10k+ examples per target): every input is
 accepted or refused with an MkernelError; nothing else escapes."""
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def test_ops_match_fallbacks_at_world_1_and_trace_under_torch_compile():
 def test_ops_match_fallbacks_on_emulated_2x2():
     """Each rank computes the fallback (a copy to the host, a first cuBLAS call) right after the fused
     op: with the loopback proxy's copies held back by such blocking calls, this timed out until calls
-    on the emulated cluster returned only once finished (hw/runtime/context.py, tools/host_block_probe.py)."""
+    on the emulated cluster returned only once finished (hw/runtime/context.py, docs/results/data/reliability-hw-2026-12-01-d/host_block_probe.py)."""
     for r in _run(2, 2, timeout_s=180):
         assert_matches(r)
 

@@ -1,6 +1,6 @@
 """The hw runtime on a real GPU: epochs and flags, bounded waits, the ring and proxy end to end, a bad
 command from the device, and the emulated 2x2 cluster. Marked gpu; skipped with the reason elsewhere.
-The proxy's latency and throughput figures live in tools/bench_proxy.py, not here."""
+The proxy's latency and throughput figures live in tools/bench/bench_proxy.py, not here."""
 from __future__ import annotations
 
 import pytest

@@ -108,9 +108,9 @@ def test_tp_step_on_real_nvlink_under_cuda_graphs_and_torch_compile(how):
             assert r["device_error"] is None and max(r["errors"]) <= training.BF16_TOLERANCE, (mode, r)
 
 
-# ---- tools/bench_train.py ----
+# ---- tools/bench/bench_train.py ----
 
-TOOL = __import__("pathlib").Path(__file__).resolve().parents[2] / "tools" / "bench_train.py"
+TOOL = __import__("pathlib").Path(__file__).resolve().parents[2] / "tools" / "bench" / "bench_train.py"
 
 
 def _tool():

@@ -3,7 +3,7 @@
 # fused tile through the public op at the same shapes, and the causal illegal-instruction probe
 # (plain, then under compute-sanitizer memcheck where it crashes). Logs under $OUT.
 set -uo pipefail
-. "$(dirname "$0")/../device_setup.sh"
+. "$(dirname "$0")/../device/device_setup.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "== ceiling"; timeout 240 python3 tools/probes/attn_ceiling.py --seqs 3072,6144 --out "$OUT/ceiling.json" \
   > "$OUT/ceiling.log" 2>&1; echo "rc=$?"; grep -v "^$" "$OUT/ceiling.log" | tail -30

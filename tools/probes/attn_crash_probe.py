@@ -1,4 +1,4 @@
-"""Probe for the illegal instruction seen at S = 6144 (B = 4, 16 heads, D = 128) in tools/bench_api.py:
+"""Probe for the illegal instruction seen at S = 6144 (B = 4, 16 heads, D = 128) in tools/bench/bench_api.py:
 the fused attention at world 1, eager with a sync after every call, then captured in a CUDA graph on
 a side stream (as triton.testing.do_bench_cudagraph does), once through the launch's direct C path
 and once through Triton's wrapper (a no-op launch hook forces it). Prints which step fails."""

@@ -3,7 +3,7 @@
 # (world-1 fused cases, D = 128 attention on world 1 and the emulated 2x2, the world-1 API tests),
 # then the attention tile through the public op against the default SDPA.
 set -uo pipefail
-. "$(dirname "$0")/../device_setup.sh"
+. "$(dirname "$0")/../device/device_setup.sh"
 echo "== fused tests"; timeout 290 python3 -m pytest -q tests/hw/test_hw_fused.py \
   -k "test_world_1 or head_dim_128 or (test_emulated_2x2 and ring)" > "$OUT/fused.log" 2>&1; echo rc=$?; tail -3 "$OUT/fused.log"
 echo "== api tests"; timeout 100 python3 -m pytest -q tests/hw/test_hw_api.py -k "world_1 or world1" > "$OUT/api.log" 2>&1

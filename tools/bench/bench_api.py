@@ -13,7 +13,7 @@ full and causal, against ``F.scaled_dot_product_attention`` with torch's default
 backend it picked is recorded from the profiler's kernel names). MoE: the fused op against its
 torch path (gather + per-expert matmul).
 
-    python tools/bench_api.py --out bench_api.json [--only gemm,attn,moe] [--quick]
+    python tools/bench/bench_api.py --out bench_api.json [--only gemm,attn,moe] [--quick]
 """
 from __future__ import annotations
 
@@ -250,7 +250,7 @@ def main() -> None:
     commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__, "triton": triton.__version__, "host": platform.node(),
-            "command": "python tools/bench_api.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items())}
+            "command": "python tools/bench/bench_api.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items())}
     rows = _Saved(Path(args.out), meta)
     for part, fn in (("profile", profile_host), ("gemm", bench_gemm), ("attn", bench_attention), ("moe", bench_moe),
                      ("tiles", bench_attention_tiles)):

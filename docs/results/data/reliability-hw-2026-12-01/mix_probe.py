@@ -1,11 +1,11 @@
 """Probe for the open defect of issues 6/10: on the emulated 2x2 cluster, fused launches stop with
 'illegal instruction' once executors of several ops live in one process (tests/hw/test_hw_api.py's
-2x2 test, tools/long_run.py). Each configuration runs in fresh rank processes: a set of executors is
+2x2 test, tools/studies/long_run.py). Each configuration runs in fresh rank processes: a set of executors is
 built, then ``calls`` calls cycle through the ``called`` subset with a synchronize after each, so the
 first failure names its op and call. What the H200 runs ruled out, and what they showed, is in
 docs/results/2026-12-01-reliability-hw-2.md.
 
-    python tools/mix_probe.py [--calls 36] [--configs all,pair]      (GPU machine)
+    python docs/results/data/reliability-hw-2026-12-01/mix_probe.py [--calls 36] [--configs all,pair]      (GPU machine)
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "tests"))
 
 ALL = ("ag_gemm", "gemm_ar", "gemm_rs", "moe_dispatch_gemm", "ring_attention", "ring_attention_causal")
 PAIR = ("ag_gemm", "gemm_ar")

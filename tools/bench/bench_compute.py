@@ -7,7 +7,7 @@ either side.
 Shapes: 8192^3 and the per-GPU GEMMs of the reference grid (mkernel-design.md section 8, world 16).
 Targets (issue 6): >= 95% of torch.matmul TFLOPS; flag waits cost <= 3%.
 
-    python tools/bench_compute.py --out compute.json
+    python tools/bench/bench_compute.py --out compute.json
 """
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 # rdma-core 50, mkernel doctor, the harness and libfabric tests, and netcheck between four processes
 # as 2 nodes x 2 over libfabric (host memory; then GPU memory, which that libfabric cannot register:
 # it has no CUDA HMEM, so that run must FAIL with the provider's reason, not hang).
-# Usage: carry .whl/ as tools/device_setup.sh says, and Debian 12's libfabric-dev .deb in .deb/
+# Usage: carry .whl/ as tools/device/device_setup.sh says, and Debian 12's libfabric-dev .deb in .deb/
 # (`apt-get download libfabric-dev`, 0.9 MB: the image has libfabric 1.17's library but not its
-# headers); then on the GPU machine, from the repo root: OUT=/some/dir tools/net_check.sh
+# headers); then on the GPU machine, from the repo root: OUT=/some/dir tools/device/net_check.sh
 set -uo pipefail
 . "$(dirname "$0")/device_setup.sh"
 if ls .deb/libfabric-dev_*.deb >/dev/null 2>&1 && [ ! -f /usr/include/rdma/fabric.h ]; then

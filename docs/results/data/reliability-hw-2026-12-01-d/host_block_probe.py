@@ -14,7 +14,7 @@ A scenario is harmless when the kernel saw the flag about 0.3 s in; it stalls th
 kernel saw it only at its timeout (or never). ``--own-context`` gives the helper a context of its
 own (cuCtxCreate) instead of the device's primary one: does that decouple it?
 
-    python tools/host_block_probe.py [--mps] [--loading EAGER|LAZY] [--own-context] --out $OUT/probe.json
+    python docs/results/data/reliability-hw-2026-12-01-d/host_block_probe.py [--mps] [--loading EAGER|LAZY] [--own-context] --out $OUT/probe.json
 """
 from __future__ import annotations
 

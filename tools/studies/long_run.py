@@ -1,7 +1,7 @@
 """Issue 10's long run: many consecutive calls mixing the five fused ops on an emulated cluster,
 every output checked, memory / open files / threads compared before and after.
 
-    python tools/long_run.py --calls 10000 --nodes 2 --gpn 2 --out long_run.json   (GPU machine)
+    python tools/studies/long_run.py --calls 10000 --nodes 2 --gpn 2 --out long_run.json   (GPU machine)
 
 Epochs are 64-bit counters bumped once per call: no wraparound exists within any run's reach
 (2^64 calls), so none is exercised.
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 
 def main() -> None:

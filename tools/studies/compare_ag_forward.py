@@ -1,6 +1,6 @@
 """AllGather+GEMM beyond two nodes: direct sends against ring forwarding, with the baseline, in the sim.
 
-    python tools/compare_ag_forward.py [--nodes 2 4 8] [--sizes 8192 16384]
+    python tools/studies/compare_ag_forward.py [--nodes 2 4 8] [--sizes 8192 16384]
 
 Prints one row per (nodes, M): fused time with forward = direct and = ring, and the unfused
 baseline, on paper-ib-2x8 with more nodes (N_local = M / world, K = M), node-symmetric collapse.

@@ -5,8 +5,8 @@ A case that passes at pad 0 and fails at a large pad is an offset defect, small 
 ``--sizes`` runs GEMM+AR itself at M = N = S (K given) instead, inputs drawn on the GPU and rows
 checked against an fp32 torch reference there (a numpy oracle of 32768^2 per rank takes minutes).
 
-    python tools/heap_probe.py --pads 0,2.5,4.5 --cases gemm_ar,gemm_rs   (GPU machine)
-    python tools/heap_probe.py --sizes 24576,32768 --k 2048
+    python docs/results/data/reliability-hw-2026-12-01/heap_probe.py --pads 0,2.5,4.5 --cases gemm_ar,gemm_rs   (GPU machine)
+    python docs/results/data/reliability-hw-2026-12-01/heap_probe.py --sizes 24576,32768 --k 2048
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "tests"))
 
 
 def padded_rank(info, w, nodes: int, gpn: int, pad: int) -> dict:

@@ -1,6 +1,6 @@
 """Run each fused op at world 1 and on an emulated cluster and print a table of errors and times.
 
-Usage (GPU machine): python3 tools/fused_table.py --nodes 2 --gpn 2 [--cases gemm_ar,...] [--calls 3]
+Usage (GPU machine): python3 tools/studies/fused_table.py --nodes 2 --gpn 2 [--cases gemm_ar,...] [--calls 3]
 The emulated cluster's times are not NVLink or NIC times (EMULATION_NOTE); this tool checks
 correctness across many shapes, the benchmarks time things.
 """
@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 
 def main() -> None:

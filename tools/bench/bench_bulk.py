@@ -16,7 +16,7 @@ checked before it is timed: outputs poisoned with NaN, fresh random inputs, then
 (copies and gathers bit-exact, reduces bit-exact against the fp32 sum in source order, accumulates
 within 1e-2 of the float64 sum). Goals: copy >= 90% of D2D with <= 16 SMs, reduce-8 >= 75%.
 
-    python tools/bench_bulk.py --out bench_bulk.json        # about 2 minutes on an H200
+    python tools/bench/bench_bulk.py --out bench_bulk.json        # about 2 minutes on an H200
 
 Exit codes: 0 ok, 1 a check failed, 2 bad arguments or no GPU.
 """

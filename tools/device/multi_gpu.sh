@@ -8,10 +8,10 @@
 #   calibrate: NVLink copy rate per SM, port bandwidth, per-message cost and latency (mkernel calibrate --only peer);
 #   bench:     torchrun: mkernel bench on the reference grid's first BENCH_SIZES sizes (default 3) against
 #              NCCL + matmul, torch async-TP, the ring and MoE baselines, the matmul ceiling;
-#   splits:    tools/hw_splits.py: static intra-SM budgets of the fused ops on real NVLink;
+#   splits:    tools/studies/hw_splits.py: static intra-SM budgets of the fused ops on real NVLink;
 #   splits16:  (not in the default STEPS) the same for gemm_ar and gemm_rs with 16-row copy steps, as A/B.
 # STEPS picks steps (default: all, in this order). Usage: here `git rev-parse --short HEAD > .commit`
-# (carry it); there OUT=/dir tools/multi_gpu.sh. Everything lands in OUT/results.tgz (logs, bench/, splits.json,
+# (carry it); there OUT=/dir tools/device/multi_gpu.sh. Everything lands in OUT/results.tgz (logs, bench/, splits.json,
 # calibration.json, h200.toml): the device tool returns few files. Keep the step limits inside the call's.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
@@ -37,9 +37,9 @@ for s in $STEPS; do case $s in
   calibrate) step calibrate 120 mkernel calibrate --only peer --out "$OUT/h200.toml" --raw "$OUT/calibration.json" ;;
   bench) step bench "${BENCH_S:-360}" torchrun --nproc-per-node "$GPUS" -m mkernel bench \
            --sizes "${BENCH_SIZES:-3}" --iters "${ITERS:-20}" --out "$OUT/bench" ${BENCH_KERNELS:+--kernels $BENCH_KERNELS} ;;
-  splits) step splits "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/hw_splits.py --out "$OUT/splits.json" \
+  splits) step splits "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/studies/hw_splits.py --out "$OUT/splits.json" \
             --comm-sms "${COMM_SMS:-2,4,8,16,32,64}" ;;
-  splits16) step splits16 "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/hw_splits.py --copy-rows 16 \
+  splits16) step splits16 "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/studies/hw_splits.py --copy-rows 16 \
               --kernels gemm_ar gemm_rs --out "$OUT/splits16.json" ;;  # A/B: the fused kernel's copy step before 2026-11-30
 esac; done
 exit $status

@@ -4,8 +4,8 @@
 #   2. mkernel bench at world 1 (first BENCH_SIZES sizes of the GEMM ops and attention, default 3; MoE's first),
 #   3. with EMU_SIZES=N, first: mkernel bench on the emulated 2x2 cluster (first N sizes). Off by default:
 #      the torch ops hung there until calls on that cluster returned finished (2026-12-01, 716b5e0);
-#      not rerun since. tools/emulated_runs.sh times that cluster through the executor.
-# Usage: here `git rev-parse --short HEAD > .commit` (carry it); there OUT=/dir tools/calibrate_check.sh
+#      not rerun since. tools/device/emulated_runs.sh times that cluster through the executor.
+# Usage: here `git rev-parse --short HEAD > .commit` (carry it); there OUT=/dir tools/device/calibrate_check.sh
 # Then here: mkernel accuracy --calibration OUT/calibration.json --bench OUT/world1/bench.json --runs ...
 set -uo pipefail
 . "$(dirname "$0")/device_setup.sh"

@@ -7,7 +7,7 @@ inputs), then ``--iters`` calls between CUDA events; the median per rank, then t
 The float32 fallback's time is recorded (``fallback_s``) but is no speed baseline: `mkernel bench`
 times the bf16 baselines. Rank 0 writes the table as JSON for `mkernel accuracy --splits`.
 
-    torchrun --nproc-per-node 2 tools/hw_splits.py --out splits.json
+    torchrun --nproc-per-node 2 tools/studies/hw_splits.py --out splits.json
 """
 from __future__ import annotations
 

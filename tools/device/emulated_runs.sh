@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fused ops on the emulated 2x2 cluster through `mkernel run --backend hw` (4 ranks under MPS, 33 SMs
 # each, loopback transport between the two "nodes"), one JSON per op for `mkernel accuracy --runs`.
-# Usage: OUT=/dir tools/emulated_runs.sh   (each run also checks its outputs against numpy)
+# Usage: OUT=/dir tools/device/emulated_runs.sh   (each run also checks its outputs against numpy)
 set -uo pipefail
 . "$(dirname "$0")/device_setup.sh"
 mkdir -p "$OUT/runs"

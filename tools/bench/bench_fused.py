@@ -16,7 +16,7 @@ Shapes are the per-GPU shapes of the reference grid (mkernel-design.md section 8
 CUDA-graph replay (triton.testing.do_bench_cudagraph) of a call whose outputs were checked first
 against torch in float32 (||out - ref|| / ||ref||).
 
-    python tools/bench_fused.py --out fused.json [--only gemm,attn,moe] [--attn-tiles 64x3,128x2]
+    python tools/bench/bench_fused.py --out fused.json [--only gemm,attn,moe] [--attn-tiles 64x3,128x2]
 """
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ def main() -> None:
         print(f"{r['what']:18} {r['name']:32} {r['rel_err']:8.1e} {r['ours_tflops']:8.1f} {r['baseline_tflops']:8.1f} "
               f"{r['ratio']:9.3f}  {r['baseline']}")
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "gpu": torch.cuda.get_device_name(),
-            "torch": torch.__version__, "command": "python tools/bench_fused.py", "wall_s": time.time() - t0}
+            "torch": torch.__version__, "command": "python tools/bench/bench_fused.py", "wall_s": time.time() - t0}
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 

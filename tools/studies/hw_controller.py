@@ -15,8 +15,8 @@ budget each rank had) in the simulator, static and adaptive, and the comparison:
 and the convergence time of the two trajectories, adaptive / best static on both backends. Writes
 ``DIR/compare.json`` and ``DIR/trajectories.png``.
 
-    python tools/hw_controller.py --out DIR            # on the GPU machine
-    python tools/hw_controller.py --sim DIR            # anywhere, after
+    python tools/studies/hw_controller.py --out DIR            # on the GPU machine
+    python tools/studies/hw_controller.py --sim DIR            # anywhere, after
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ the best and worst static split and adaptive / best static; overall the geometri
 maximum (goals: <= 1.05 and <= 1.15). Static runs are collapsed to one node where the schedule is
 node-symmetric (exact times), adaptive runs too; MoE is not symmetric and runs in full.
 
-    python tools/bench_controller.py --out docs/results/data/controller.json [--plot traj.png]
-    python tools/bench_controller.py --trajectories --out traj.json --plot traj.png   # issue 7's two plots:
+    python tools/bench/bench_controller.py --out docs/results/data/controller.json [--plot traj.png]
+    python tools/bench/bench_controller.py --trajectories --out traj.json --plot traj.png   # issue 7's two plots:
         GEMM+AllReduce M = N = 32768, K = 2048 and MoE 131072 tokens, on 2 x 8
 """
 from __future__ import annotations
@@ -80,7 +80,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     if a.out:
         a.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "commit": commit, "splits": splits,
-                                     "command": "python tools/bench_controller.py", "geomean": geo,
+                                     "command": "python tools/bench/bench_controller.py", "geomean": geo,
                                      "max": max(ratios), "rows": rows}, indent=1))
     if a.plot:
         import matplotlib

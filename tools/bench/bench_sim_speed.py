@@ -6,7 +6,7 @@ Runs, one after the other on one core:
      runs build only the simulated node's tasks (``first_nodes``);
   3. the default scenario (2 x 8, 8192^2, K = 512) in full, as the events-per-second reference.
 
-Usage: python tools/bench_sim_speed.py [--out docs/results/sim-speed.json] [--skip-full-large]
+Usage: python tools/bench/bench_sim_speed.py [--out docs/results/sim-speed.json] [--skip-full-large]
 """
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ Each TP variant's first loss is checked against the torch model's (relative diff
 before it is timed. Speedups are torch time / variant time and tp-fallback time / variant time,
 each from the slowest rank. Writes JSON (``--out``) and prints a table.
 
-    python tools/bench_train.py --out train-w1.json                        # world 1
-    torchrun --nproc-per-node 2 tools/bench_train.py --out train-w2.json   # world 2: NCCL, a GPU per rank
-    python tools/bench_train.py --sizes 8192x4096x16384 --graphs --out t.json
+    python tools/bench/bench_train.py --out train-w1.json                        # world 1
+    torchrun --nproc-per-node 2 tools/bench/bench_train.py --out train-w2.json   # world 2: NCCL, a GPU per rank
+    python tools/bench/bench_train.py --sizes 8192x4096x16384 --graphs --out t.json
 
 Exit codes: 0 measured, 1 a variant's loss disagreed with torch's, 2 bad arguments or no GPU.
 """
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # harness.training: the torch-only model
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # harness.training: the torch-only model
 
 SIZES = ((4096, 2048, 8192), (8192, 4096, 16384), (16384, 8192, 28672))  # T x H x F (GPT-like ffn = 4 H)
 VARIANTS = ("torch", "tp-fallback", "tp-auto", "tp-fused")

@@ -4,7 +4,7 @@ Each target's invariant is in tests/harness/fuzz_targets.py: an input is accepte
 MkernelError; any other exception is a finding. Findings do not stop the run: each is recorded
 with its exception and example, and the run exits 1 if there is any.
 
-    python tools/fuzz.py --examples 10000 --out docs/results/data/fuzz.json
+    python tools/studies/fuzz.py --examples 10000 --out docs/results/data/fuzz.json
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 
 def run_target(name: str, strategy, target, examples: int, seed: int) -> dict:

@@ -7,7 +7,7 @@ tiers of the path (TIERS below):
 The baseline in the same run is the idle-main-thread case: a GIL-bound proxy would show the gap.
 Targets (issue 5): p50 <= 5 us and p99 <= 50 us busy; >= 500k commands/s.
 
-    python tools/bench_proxy.py --out results.json
+    python tools/bench/bench_proxy.py --out results.json
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="write every measurement as JSON here")
     ap.add_argument("--iters", type=int, default=20_000, help="round trips per case")
-    ap.add_argument("--commit", default=None, help="the commit measured (default: the .commit file, see tools/gpu_check.sh)")
+    ap.add_argument("--commit", default=None, help="the commit measured (default: the .commit file, see tools/device/gpu_check.sh)")
     args = ap.parse_args()
     if args.commit is None and Path(".commit").is_file():  # written by the caller: a device copy has no history
         args.commit = Path(".commit").read_text().strip()
