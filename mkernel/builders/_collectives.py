@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ir import Op, Region, Role, ScheduleBuilder, Signal, Wait
-from ._tiling import chunk_rows
+from ._tiling import baseline_rows_per_chunk, chunk_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,11 +236,17 @@ def flat_ring(c, w, blocks: list[list[tuple[int, int]]], cols: int, tag: str = "
     the hop out of each node over the network. ``blocks[lane][q]``: the rows rank q owns in the end."""
     from ..ir import DTYPE_BYTES
 
-    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (cols * DTYPE_BYTES[w.dtype]))
+    rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, cols, DTYPE_BYTES[w.dtype])
     return Ring(list(range(c.world)), blocks, cols, rows_per_chunk, False, tag, gpus_per_node=c.gpus_per_node)
+
+
+def network_sms(channels: int, nodes: int) -> int:
+    """SMs of each network role (send, receive) of an NCCL-style baseline with ``channels``
+    channels: a quarter of them, at least one, where there is a network (none on one node)."""
+    return max(1, channels // 4) if nodes > 1 else 0
 
 
 def flat_ring_launch(sb: ScheduleBuilder, c, w, name: str) -> None:
     ch = w.baseline_channels
-    net = max(1, ch // 4) if c.nodes > 1 else 0
+    net = network_sms(ch, c.nodes)
     sb.launch(name, {Role.INTRA: ch, Role.SEND: net, Role.RECV: net})

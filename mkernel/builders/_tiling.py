@@ -52,6 +52,12 @@ def chunk_rows(row0: int, row1: int, rows_per_chunk: int) -> list[tuple[int, int
     return [(r, min(row1, r + rows_per_chunk)) for r in range(row0, row1, rows_per_chunk)]
 
 
+def baseline_rows_per_chunk(chunk_kib: int, cols: int, dtype_bytes: int) -> int:
+    """Rows of a ``cols``-wide operand in one message of an NCCL-style baseline's ``chunk_kib`` KiB
+    chunks (at least one row)."""
+    return max(1, (chunk_kib * 1024) // (cols * dtype_bytes))
+
+
 def batches(items: list, size: int) -> list[list]:
     """Consecutive groups of ``size`` items (the last may be shorter)."""
     return [items[i:i + size] for i in range(0, len(items), size)]

@@ -33,7 +33,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import Workload
 from . import _collectives as coll
-from ._tiling import chunk_rows, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, chunk_rows, split_rows, tile_grid
 
 CHUNK_ROWS = 128  # rows of A per network chunk (design §6)
 DEFAULT_INTRA_SMS = 32  # per 132 SMs: measured and simulated best on an H200 pair and 2x8 (2026-11-30-nvlink.md)
@@ -142,8 +142,8 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes)
     S = _inputs(sb, w, c)
     ch = w.baseline_channels
-    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
-    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
+    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)})
+    rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.k, DTYPE_BYTES[w.dtype])
     parts = max(1, min(S, ch // nodes if g > 1 else ch))
 
     for rank in sb.ranks():  # the own shard into the gathered buffer

@@ -34,7 +34,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import Workload
 from . import _collectives as coll
-from ._tiling import batches, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, batches, split_rows, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -230,9 +230,9 @@ def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> No
     """
     g, nodes = c.gpus_per_node, c.nodes
     ch = w.baseline_channels
-    sb.launch("allreduce", {Role.INTRA: ch if g > 1 else 0, Role.SEND: max(1, ch // 4) if nodes > 1 else 0,
-                            Role.RECV: max(1, ch // 4) if nodes > 1 else 0})
-    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.n * DTYPE_BYTES[w.dtype]))
+    sb.launch("allreduce", {Role.INTRA: ch if g > 1 else 0, Role.SEND: coll.network_sms(ch, nodes),
+                            Role.RECV: coll.network_sms(ch, nodes)})
+    rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.n, DTYPE_BYTES[w.dtype])
     slices = [s for s in split_rows(0, w.m, min(ch, w.m // c.world)) if s[1] > s[0]]
     lanes = [split_rows(r0, r1, g) for r0, r1 in slices]  # lanes[lane][local] = rows local owns
 

@@ -37,7 +37,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import Workload
 from . import _collectives as coll
-from ._tiling import batches, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, batches, split_rows, tile_grid
 
 DEFAULT_INTRA_SMS = 48  # per 132 SMs: measured best 48-64 on an H200 pair, sim best 32-64 (2026-11-30-nvlink.md)
 DEFAULT_SEND_SMS = 2
@@ -187,9 +187,9 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
                             dest=lambda rank, r0, r1: Region("OUT", rank, r0 - rank * R, r1 - rank * R, 0, w.n))
         return sb.build(flops_per_gpu(w, c))
     ch = w.baseline_channels
-    sb.launch("reducescatter", {Role.INTRA: ch if g > 1 else 0, Role.SEND: max(1, ch // 4) if nodes > 1 else 0,
-                                Role.RECV: max(1, ch // 4) if nodes > 1 else 0})
-    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.n * DTYPE_BYTES[w.dtype]))
+    sb.launch("reducescatter", {Role.INTRA: ch if g > 1 else 0, Role.SEND: coll.network_sms(ch, nodes),
+                                Role.RECV: coll.network_sms(ch, nodes)})
+    rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.n, DTYPE_BYTES[w.dtype])
     parts = max(1, min(R, ch // nodes if g > 1 else ch))
 
     def block(q: int) -> list[tuple[int, int]]:  # block q's rows, cut for the channels

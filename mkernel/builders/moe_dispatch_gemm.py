@@ -220,7 +220,7 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
                default=0)
     _buffers(sb, w, c, rows, c.world * slot)
     ch = w.baseline_channels
-    sb.launch("alltoall", {Role.INTRA: ch, Role.SEND: max(1, ch // 4) if c.nodes > 1 else 0})
+    sb.launch("alltoall", {Role.INTRA: ch, Role.SEND: coll.network_sms(ch, c.nodes)})
     tokens = w.m // c.world
     def nearest(rank: int) -> list[int]:  # every rank, this rank's node first, then the next nodes
         return [c.rank((c.node_of(rank) + dn) % c.nodes, local) for dn in range(c.nodes)

@@ -38,6 +38,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
 from ..problems import MAX_TASKS, Workload
 from . import _collectives as coll
+from ._tiling import baseline_rows_per_chunk
 
 KV_TILE = 128  # rows of K and V per NVLink ring step (design §6)
 DEFAULT_INTRA_SMS = 24  # per 132 SMs at REFERENCE_TOKENS per GPU, scaled by REFERENCE_TOKENS / tokens, in 8..32
@@ -203,8 +204,8 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes)
     rows = _buffers(sb, w, c)
     ch = w.baseline_channels
-    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
-    rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
+    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)})
+    rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.k, DTYPE_BYTES[w.dtype])
     parts = max(1, min(rows, ch // nodes if g > 1 else ch))
 
     for rank in sb.ranks():  # the own slice into the gathered buffers
