@@ -139,6 +139,7 @@ class ErrorCode(IntEnum):
     ABORTED = ring.ERR_ABORTED
 
 
+ALIGN = 256  # bytes: every heap buffer and symmetric-buffer section starts on this boundary
 OPS = tuple(Op)  # op code = index into the IR's Op enum
 OP_CODE = {op: i for i, op in enumerate(OPS)}
 TASK_WIDTH = len(Task)

@@ -25,10 +25,10 @@ import numpy as np
 from mkernel.errors import MkernelError
 
 from ..lowering import ring
+from ..lowering.layout import ALIGN
 from ..runtime.netboot import NetOptions, Region, for_gpu, open_network, remote_peers
 
 CHUNK = 4096  # bytes per chunk
-ALIGN = 256
 
 
 def mesh(world: int, gpn: int, n_chunks: int, chunk: int = CHUNK, signal_every: int = 4):

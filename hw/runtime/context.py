@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 from mkernel.errors import InputError
 
+from ..lowering.layout import ALIGN
 from . import transports
 from .proxy import Proxy, ProxyFaults, Regions
 from .safety import apply_no_multicast
 from .state import DeviceRing, Epoch, ErrorBlock
-
-ALIGN = 256
 
 
 def _align(n: int) -> int:
