@@ -14,6 +14,7 @@ from mkernel.backend import RunStats
 from mkernel.cluster import Cluster
 from mkernel.errors import BackendUnavailable
 from mkernel.ir import Schedule
+from mkernel.reference import BF16_RTOL
 
 __all__ = ["HwBackend", "unavailable"]
 
@@ -39,7 +40,7 @@ def _gpus() -> int:
 
 class HwBackend:
     name = "hw"
-    rtol = 1e-2  # bf16 in and out, fp32 accumulation: ||out - ref|| / ||ref||
+    rtol = BF16_RTOL
 
     def cluster_for(self, cluster: Cluster) -> Cluster:
         """The cluster as this machine runs it: when ranks outnumber GPUs, each rank's SM budget

@@ -10,6 +10,12 @@ import numpy as np
 
 from .problems import Workload
 
+# ||out - ref|| / ||ref|| that a correct bf16 computation meets (8 bits of mantissa; a dropped or
+# doubled contribution lands near 1e-1):
+BF16_RTOL = 1e-2  # bf16 inputs and outputs, sums in fp32, against the oracle of the same bf16 inputs
+BF16_LOOSE_RTOL = 2e-2  # where bf16 rounding enters twice: outputs reduced in bf16 (NCCL collectives),
+#                         or two bf16 computations compared with each other (a TP model's loss against torch's)
+
 
 def expected(w: Workload, inputs: dict[str, list[np.ndarray]], gpus_per_node: int = 1) -> dict[str, list[np.ndarray]]:
     """The oracle of ``w.kernel`` on ``inputs`` (MoE's output layout also needs the node size)."""

@@ -28,11 +28,11 @@ import math
 import statistics
 import sys
 
+from mkernel.reference import BF16_LOOSE_RTOL
 from mkernel.studies.sweep import reference_grid
 
 from ..runtime.emulate import RankInfo
 
-TOLERANCE = 2e-2  # bf16 outputs of fp32-accumulated sums against the float32 fallback
 
 
 def grid(kernels, sizes: int | None) -> list[tuple[str, int, dict]]:
@@ -111,7 +111,7 @@ def bench_rank(info: RankInfo, points: list, gpus_per_node: int, warmup: int = 3
                 except Exception as exc:  # noqa: BLE001 - some calls cannot be captured; say which and why
                     graph_s, why = None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
                 row["impls"][name] = {"s": t, "graph_s": graph_s, "graph_error": why, "rel_err": err,
-                                      "ok": err is None or bool(err <= TOLERANCE and math.isfinite(err))}
+                                      "ok": err is None or bool(err <= BF16_LOOSE_RTOL and math.isfinite(err))}
             except Exception as exc:  # noqa: BLE001 - a baseline torch refuses here is reported, not fatal
                 if name == "fused":
                     raise
