@@ -323,6 +323,9 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from mkernel.hw.runtime.safety import apply_no_multicast  # the process's entry: before anything starts CUDA
+
+    apply_no_multicast()
     args = _parser().parse_args(argv)
     try:
         commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "scaleout": _scaleout,

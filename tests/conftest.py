@@ -37,6 +37,13 @@ def cluster_2x2():
     return Cluster("2x2", nodes=2, gpus_per_node=2)
 
 
+def pytest_configure(config):
+    """The test session is a process entry: the no-multicast environment before any test starts CUDA."""
+    from mkernel.hw.runtime.safety import apply_no_multicast
+
+    apply_no_multicast()
+
+
 def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if "gpu" in item.keywords]
     reason = None

@@ -162,9 +162,7 @@ def run(points: list, *, emulate: tuple[int, int] | None = None, warmup: int = 3
     import torch.distributed as dist
 
     from ..runtime import emulate as emu
-    from ..runtime.safety import apply_no_multicast
 
-    apply_no_multicast()
     if emulate is not None:
         nodes, gpn = emulate
         per_rank = emu.launch(bench_rank, nodes * gpn, args=(points, gpn, warmup, iters), timeout_s=580)

@@ -197,9 +197,6 @@ def run(commit: str, command: str, progress=print, only: tuple[str, ...] = SECTI
     import torch
     import torch.distributed as dist
 
-    from ..runtime.safety import apply_no_multicast
-
-    apply_no_multicast()
     raw = {"meta": meta(commit, command)}
     if "peer" in only and torch.cuda.device_count() >= 2:
         from . import peer

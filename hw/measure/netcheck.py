@@ -27,6 +27,7 @@ from mkernel.errors import MkernelError
 from ..lowering import ring
 from ..lowering.layout import ALIGN
 from ..runtime.netboot import NetOptions, Region, for_gpu, open_network, remote_peers
+from ..runtime.safety import apply_no_multicast
 
 CHUNK = 4096  # bytes per chunk
 
@@ -186,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=3)
     p.add_argument("--timeout", type=float, default=30.0)
     args = p.parse_args(argv)
+    apply_no_multicast()  # the process's entry (torchrun -m mkernel.hw.measure.netcheck)
     import torch.distributed as dist
 
     from ..runtime import transports

@@ -16,7 +16,7 @@ from mkernel.errors import InputError
 from ..lowering.layout import ALIGN
 from . import transports
 from .proxy import Proxy, ProxyFaults, Regions
-from .safety import apply_no_multicast
+from .safety import require_no_multicast
 from .state import DeviceRing, Epoch, ErrorBlock
 
 
@@ -58,7 +58,7 @@ class Context:
         between nodes, how many of an executor's calls may still be running on the GPU when a call
         returns (:attr:`inflight_calls`); 0, the default, makes each call return once its kernel
         has finished."""
-        apply_no_multicast()
+        require_no_multicast()
         import torch
         import torch.distributed as dist
         import torch.distributed._symmetric_memory as symm_mem
