@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from mkernel.hw.runtime.transports import TRANSPORTS as _HW  # names only: nothing is probed at import
+from mkernel.hw.runtime.transports import HW_TRANSPORTS  # names only: nothing is probed at import
 
 from . import cli_measure as measure
 from .cluster import NOTIFY_MODES, TRANSPORTS
@@ -21,8 +21,6 @@ from .errors import BackendUnavailable, InputError, MkernelError
 from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
-
-HW_TRANSPORTS = tuple(t for t in _HW if t != "fake")  # the simulator models them (hw.transports.SIM_MODEL)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -108,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--emulate", help="NODESxGPUS ranks sharing this host's GPUs under MPS, e.g. 2x2")
     be.add_argument("--iters", type=int, default=20, help="timed calls per implementation")
     be.add_argument("--debug", action="store_true", help="show tracebacks")
-    va = sub.add_parser("accuracy", aliases=["validate"],  # validate: the old name, deprecated
+    va = sub.add_parser("accuracy", aliases=["validate"],  # validate: its old name (deprecated)
                         help="the simulator's error against calibrate and bench measurements")
     va.add_argument("--calibration", type=Path, required=True, help="raw JSON of `mkernel calibrate --raw`")
     va.add_argument("--bench", type=Path, nargs="*", default=[], help="bench.json files of `mkernel bench`")

@@ -20,7 +20,7 @@ from collections import defaultdict
 from .errors import ScheduleError
 from .ir import Schedule
 
-MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes
+RACE_CHECK_MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes
 
 
 def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list[int]]:
@@ -141,9 +141,9 @@ def _conflicts(s: Schedule):
 
 def check_races(s: Schedule) -> None:
     """Raise ScheduleError naming two unordered conflicting tasks, or a remote write into an output
-    that its rank's kernel may end before, if any (schedules of at most MAX_TASKS tasks; cycles must
+    that its rank's kernel may end before, if any (schedules of at most RACE_CHECK_MAX_TASKS tasks; cycles must
     already have been ruled out)."""
-    if len(s.tasks) > MAX_TASKS:
+    if len(s.tasks) > RACE_CHECK_MAX_TASKS:
         return
     preds = happens_before_graph(s)
     pos = [0] * len(preds)

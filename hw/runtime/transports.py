@@ -27,7 +27,8 @@ from mkernel.errors import BackendUnavailable, InputError
 
 from . import nics
 
-TRANSPORTS = ("auto", "loopback", "verbs_rc", "verbs_srd", "ofi", "fake")
+HW_TRANSPORTS = ("auto", "loopback", "verbs_rc", "verbs_srd", "ofi")  # what a user chooses for the GPU backend
+KNOWN = (*HW_TRANSPORTS, "fake")  # and the host-memory fake of the CPU tests
 NETWORK = ("verbs_rc", "verbs_srd", "ofi")
 # how the simulator models each (mkernel.cluster.TRANSPORTS): RC orders a connection's writes; SRD
 # and libfabric do not, and notify by the write's immediate (a receiving proxy)
@@ -121,8 +122,8 @@ def unusable(name: str, sysfs: Path = nics.SYSFS) -> str | None:
         if not providers:
             return "transport 'ofi': libfabric offers no provider with RMA writes, remote CQ data and delivery-complete"
         return None
-    if name not in TRANSPORTS:
-        raise InputError(f"transport {name!r} is not one of: {', '.join(TRANSPORTS)}")
+    if name not in KNOWN:
+        raise InputError(f"transport {name!r} is not one of: {', '.join(KNOWN)}")
     return None
 
 
@@ -159,7 +160,7 @@ def check_hw_run(name: str) -> None:
     the loopback transport until hw/runtime/context.py opens network endpoints (:mod:`mkernel.hw.runtime.netboot`;
     docs/multinode.md), so a usable network transport is refused too, pointing at the check that
     runs it (``python -m mkernel.hw.measure.netcheck``)."""
-    if name not in TRANSPORTS or name == "fake":
+    if name not in HW_TRANSPORTS:
         raise InputError(f"--transport {name!r} for --backend hw is not one of: auto, loopback, "
                          f"{', '.join(NETWORK)}")
     pick = auto()[0] if name == "auto" else name
@@ -174,8 +175,8 @@ def check_hw_run(name: str) -> None:
 def resolve(name: str, shaping: Shaping | None = None) -> tuple[str, dict]:
     """(native transport name, its options) for a user-facing transport name, or a clear error.
     A network transport's options come from its bootstrap (:mod:`mkernel.hw.runtime.netboot`), not shaping."""
-    if name not in TRANSPORTS:
-        raise InputError(f"transport {name!r} is not one of: {', '.join(TRANSPORTS)}")
+    if name not in KNOWN:
+        raise InputError(f"transport {name!r} is not one of: {', '.join(KNOWN)}")
     if name == "auto":
         name = auto()[0]
     if name in NETWORK:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 NODES = (2, 4, 8, 16, 32, 64)
-TRANSPORTS = {  # the paper testbeds' NIC estimates (scenarios/paper-*-2x8.toml)
+NIC_ESTIMATES = {  # the paper testbeds' NIC estimates (scenarios/paper-*-2x8.toml)
     "ib": dict(transport="ib_rc", latency_us=2.0, per_message_us=0.5,
                nics={400: (1, 400.0), 800: (1, 800.0)}),
     "efa": dict(transport="efa_srd", latency_us=8.0, per_message_us=1.0,
@@ -59,7 +59,7 @@ def _toml(name: str, description: str, *, nodes: int, gpus: int, transport: str,
 def scenarios() -> dict[str, str]:
     """Every scale-out scenario: file stem -> TOML text."""
     out = {}
-    for tname, t in TRANSPORTS.items():
+    for tname, t in NIC_ESTIMATES.items():
         for gbps in GBPS:
             count, gbit = t["nics"][gbps]
             for fname, fabric in FABRICS.items():
