@@ -57,7 +57,7 @@ class HwBackend:
         return unavailable()
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs=None, seed: int = 0, trace: bool = False,
-            workload=None, timed: int = 10, controller=None, faults=None, **_ignored) -> RunStats:
+            workload=None, collapse: bool = False, faults=None, controller=None, timed: int = 10) -> RunStats:
         """The fused schedule on the GPUs, or (a multi-launch baseline) the op's torch fallback,
         on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time.
         ``controller`` (a :class:`mkernel.controller.Balance`) runs the fused kernel's compute and
@@ -68,6 +68,8 @@ class HwBackend:
         from . import rank
         from .runtime.emulate import EMULATION_NOTE, launch
 
+        if collapse:
+            raise BackendUnavailable("the hw backend runs every rank: collapse is a simulator option")
         reason = unavailable()
         if reason:
             raise BackendUnavailable(reason)

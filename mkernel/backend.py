@@ -43,8 +43,16 @@ class Backend(Protocol):
         """None if this backend can run the schedule here, else the reason it cannot."""
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
-            seed: int = 0, trace: bool = False) -> RunStats:
-        """Execute the schedule; with ``inputs``, on real data, returning the output buffers."""
+            seed: int = 0, trace: bool = False, workload=None, collapse: bool = False, faults=None,
+            controller=None) -> RunStats:
+        """Execute the schedule; with ``inputs``, on real data, returning the output buffers.
+
+        Every backend takes every option and says where one does not apply: ``workload`` (the
+        :class:`~mkernel.problems.Workload` the schedule was built from; the hw backend's baseline
+        runs it as the op's torch fallback), ``collapse`` (simulate one node of a node-symmetric
+        schedule: sim only; the hw backend refuses it), ``faults`` (the backend's own fault
+        injection: :class:`mkernel.sim.faults.Faults` or :class:`mkernel.hw.runtime.proxy.ProxyFaults`)
+        and ``controller`` (the adaptive SM partition: a policy or the simulator's hook)."""
 
 
 def get_backend(name: str) -> Backend:

@@ -29,7 +29,7 @@ class SimBackend:
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
-            collapse: bool = False, faults: Faults | None = None, controller=None) -> RunStats:
+            collapse: bool = False, faults: Faults | None = None, controller=None, workload=None) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
@@ -39,6 +39,7 @@ class SimBackend:
         alone (``Schedule.first_nodes``) always runs collapsed.
         ``faults`` injects seeded faults (:mod:`mkernel.sim.faults`); a faulty run is never collapsed.
         ``controller`` moves SMs between roles at task boundaries (:mod:`mkernel.controller`).
+        ``workload`` is not needed: the schedule holds everything the simulator runs.
         """
         wall = time.perf_counter()
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
