@@ -24,10 +24,11 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .errors import ScheduleError
-from .ir import BufferKind, Op, Region, Schedule, Task
+from .ir import BufferKind, Op, Region, Schedule, Task, paused_gc
 from .races import check_races, happens_before_graph, topological_order
 
 
+@paused_gc()
 def validate(s: Schedule, races: bool = True) -> None:
     """Check every rule (the race check only with ``races``); raise on the first broken one."""
     buffers = {b.name: b for b in s.buffers}

@@ -8,7 +8,7 @@ import numpy as np
 from mkernel.backend import RunStats
 from mkernel.cluster import Cluster
 from mkernel.errors import BackendUnavailable
-from mkernel.ir import BufferKind, Schedule
+from mkernel.ir import BufferKind, Schedule, paused_gc
 
 from .collapse import collapse as fold
 from .collapse import is_node_symmetric
@@ -27,6 +27,7 @@ class SimBackend:
             return f"schedule is for {schedule.world} ranks, cluster has {cluster.world}"
         return None
 
+    @paused_gc()  # a run makes millions of short-lived objects; the schedule's are scanned at every full pass
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
             collapse: bool = False, faults: Faults | None = None, controller=None) -> RunStats:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
 from ._tiling import chunk_rows, split_rows, tile_grid
@@ -76,6 +76,7 @@ def _source_order(c: Cluster, rank: int) -> list[int]:
     return [c.rank((node + dn) % c.nodes, (local + dl) % g) for dn in range(c.nodes) for dl in range(g)]
 
 
+@paused_gc()
 def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
@@ -134,6 +135,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     return sb.build(flops_per_gpu(w, c))
 
 
+@paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """An NCCL-style hierarchical all-gather in one launch, then the GEMM on all SMs."""
     check(w, c)

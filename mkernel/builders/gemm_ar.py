@@ -31,7 +31,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
 from ._tiling import batches, split_rows, tile_grid
@@ -70,6 +70,7 @@ def _inputs(sb: ScheduleBuilder, w: Workload) -> None:
     sb.buffer("B", w.k, w.n, w.dtype, BufferKind.INPUT)
 
 
+@paused_gc()
 def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
@@ -187,6 +188,7 @@ def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
         sb.add(rank, Role.COMPUTE, Op.NOP, waits=(Wait(sig, sb.bumped(sig)),), label="drain")
 
 
+@paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch."""
     check(w, c)

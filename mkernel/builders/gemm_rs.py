@@ -34,7 +34,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
 from ._tiling import batches, split_rows, tile_grid
@@ -72,6 +72,7 @@ def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
     return rows
 
 
+@paused_gc()
 def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
@@ -160,6 +161,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     return sb.build(flops_per_gpu(w, c))  # every output write is the owner's own: no drain needed
 
 
+@paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical reduce-scatter in a second launch."""
     check(w, c)

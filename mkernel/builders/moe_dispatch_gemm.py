@@ -38,7 +38,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
 from ..problems import Workload
 from ..routing import Routing
 from . import _collectives as coll
@@ -138,6 +138,7 @@ def node_symmetric(w: Workload) -> bool:
     return w.routing == "shifted" and not w.routes
 
 
+@paused_gc()
 def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
@@ -207,6 +208,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     return sb.build(flops_per_gpu(w, c))
 
 
+@paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs."""
     check(w, c)

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
 from ..problems import MAX_TASKS, Workload
 from . import _collectives as coll
 
@@ -141,6 +141,7 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
                    label=f"head {bh} tile {ti} norm")
 
 
+@paused_gc()
 def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
@@ -196,6 +197,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     return sb.build(flops_per_gpu(w, c))
 
 
+@paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     """A hierarchical all-gather of K and V in one launch, then every attention tile on all SMs."""
     check(w, c)
