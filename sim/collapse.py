@@ -54,6 +54,12 @@ def collapse(s: Schedule, span: int = 1) -> Schedule:
     def fold(r: Region) -> Region:
         return Region(r.buffer, r.rank % gpus, r.row0, r.row1, r.col0, r.col1)
 
+    if s.first_nodes == span:  # built for these nodes alone: by validate's locality rules only a put's
+        # signals reach past them (to the node it writes), so every other task is kept as it is
+        tasks = tuple(Task(t.id, t.rank, t.role, t.op, t.reads, t.writes, t.accumulate, t.waits,
+                           tuple(Signal(g.rank % gpus, g.name, g.index) for g in t.signals), t.launch, t.chunk,
+                           t.label, t.mask, t.index) if t.op is Op.PUT else t for t in s.tasks)
+        return dataclasses.replace(s, world=gpus, tasks=tasks, first_nodes=0)
     tasks = []
     for t in s.tasks:
         if t.rank >= gpus:
