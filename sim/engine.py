@@ -53,6 +53,7 @@ class Model:
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch)
         self.tracker = ArrivalTracker(s) if track_hazards else NullTracker()
+        self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)
@@ -161,14 +162,15 @@ class Model:
             yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow)
         elif task.op is Op.NORM:
             yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow)
-        elif task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
-            yield from self._nvlink_task(task)
+        paid = task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and cost.touches_peer(task)
+        tail = self.c.gpu.fused_peer_task_us if paid else 0.0  # the fused kernel's fixed cost of a peer task
+        if task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
+            yield from self._nvlink_task(task, tail if self.quiet else 0.0)
         self.tracker.landed_writes(task)
         if self.data is not None:
             self.data.apply(task)
-        paid = task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and cost.touches_peer(task)
-        if paid and self.c.gpu.fused_peer_task_us:  # the fused kernel's fixed cost of a peer task
-            yield self.env.timeout(self.c.gpu.fused_peer_task_us)
+        if tail and not self.quiet:
+            yield self.env.timeout(tail)
         for sig in task.signals:
             if sig.rank == task.rank or paid:
                 self.board.bump(sig)
@@ -176,22 +178,29 @@ class Model:
                 delay = self.env.timeout(self.c.nvlink.latency_us)
                 delay.callbacks.append(lambda _ev, sig=sig: self.board.bump(sig))
 
-    def _nvlink_task(self, task: Task):
-        """Local bytes stream while one weighted flow carries every peer transfer of the task."""
+    def _nvlink_task(self, task: Task, tail: float = 0.0):
+        """Local bytes stream while one weighted flow carries every peer transfer of the task; then
+        the fused kernel's load round trips, and ``tail`` more. One wake-up at the flow's end and
+        one at the task's end: the times of the same steps taken one after the other."""
         transfers = cost.remote_transfers(task, self.itemsize)
         local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream * self.inject.slowdown(task.rank)
+        start = self.env.now
         if not transfers:
-            yield self.env.timeout(local_us + cost.step_us(task, self.c))
+            yield self._until((start + (local_us + cost.step_us(task, self.c))) + tail)
             return
         half = self.c.nvlink.half_efficiency_bytes
         legs = []
         for src, dst, b in transfers:
             legs += [(self.nv_out[src], b, b + half), (self.nv_in[dst], b, b + half)]
         size = sum(b + half for _, _, b in transfers)
-        moved = self.flows.transfer_legs(size, legs, self.sm_copy)
-        yield self.env.all_of([moved, self.env.timeout(local_us)])
+        yield self.flows.transfer_legs(size, legs, self.sm_copy)
         # the fused kernel's steps each wait a peer round trip: latency the port does not see
-        yield self.env.timeout(self._stretch(self.c.nvlink.latency_us + cost.step_us(task, self.c)))
+        rtt = self._stretch(self.c.nvlink.latency_us + cost.step_us(task, self.c))
+        yield self._until((max(self.env.now, start + local_us) + rtt) + tail)
+
+    def _until(self, at: float):
+        """A timeout that fires at time ``at`` (not before now)."""
+        return self.env.timeout(max(0.0, at - self.env.now))
 
     def _stretch(self, us: float) -> float:
         """Under stress, a duration scaled by a seeded factor in [1/(1+stress), 1+stress]."""
