@@ -48,7 +48,10 @@ class Link:
 
 
 class Flow:
-    __slots__ = ("links", "cap", "remaining", "rate", "stamp", "token", "done")
+    """``count`` identical transfers started at one instant, moving together: one flow of
+    ``count`` times the weight, whose ``dones`` all fire at its end."""
+
+    __slots__ = ("links", "cap", "remaining", "rate", "stamp", "token", "dones")
 
     def __init__(self, links: tuple[Link, ...], nbytes: float, cap: float, done: simpy.Event, now: float) -> None:
         self.links = links
@@ -57,7 +60,7 @@ class Flow:
         self.rate = 0.0
         self.stamp = now
         self.token = 0
-        self.done = done
+        self.dones = [done]
 
 
 class FlowNet:
@@ -71,6 +74,7 @@ class FlowNet:
         self.armed = math.inf
         self.dirty: dict[Link, None] = {}  # links whose flows need a re-rate at this instant
         self.flush_pending = False
+        self.fresh: dict[tuple, Flow] = {}  # flows started at this instant, by (size, cap, weights)
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
@@ -88,7 +92,15 @@ class FlowNet:
         if size <= 0:
             done.succeed()
             return done
-        flow = Flow(tuple(weights), size, cap, done, self.env.now)
+        key = (size, cap, tuple(weights.items()))
+        flow = self.fresh.get(key)
+        if flow is not None:  # identical to a flow started at this instant: the same rate all along
+            flow.dones.append(done)
+            for link, w in weights.items():
+                link.flows[flow] += w
+                link.weight += w
+            return done
+        flow = self.fresh[key] = Flow(tuple(weights), size, cap, done, self.env.now)
         for link, w in weights.items():
             link.flows[flow] = w
             link.weight += w
@@ -104,6 +116,7 @@ class FlowNet:
 
     def _flush(self, _event) -> None:
         self.flush_pending = False
+        self.fresh.clear()
         links, self.dirty = self.dirty, {}
         flows = _component(links)
         self._rerate(flows, max_min(flows))
@@ -142,7 +155,7 @@ class FlowNet:
         finished = []
         while self.heap and self.heap[0][0] <= self.env.now + EPS_US:
             _, _, token, flow = heapq.heappop(self.heap)
-            if token != flow.token or flow.done.triggered:
+            if token != flow.token or flow.dones[0].triggered:
                 continue
             finished.append(flow)
             for link in flow.links:
@@ -150,7 +163,8 @@ class FlowNet:
                 if not link.flows:
                     link.weight = 0.0  # no drift from float sums
         for flow in finished:
-            flow.done.succeed()
+            for done in flow.dones:
+                done.succeed()
         if self.record:
             for flow in finished:
                 for link in flow.links:
