@@ -85,6 +85,15 @@ def build_pair(w, c, first_nodes: int, expand=None):
     return tuple(expand(s) for s in out) if expand else out
 
 
+def build_pair_grouped(w, c, first_nodes: int):
+    """The fused and baseline schedules of one case, built with groups."""
+    from mkernel import builders
+
+    module = builders.get(w.kernel)
+    kw = {"first_nodes": first_nodes} if first_nodes else {}
+    return module.build(w, c, grouped=True, **kw), module.build_baseline(w, c, grouped=True, **kw)
+
+
 def write() -> None:
     try:
         from mkernel.ir import expand

@@ -139,11 +139,11 @@ def node_symmetric(w: Workload) -> bool:
 
 
 @paused_gc()
-def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g = c.gpus_per_node
-    sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     routing = Routing(w, c.nodes, g)
     built = sb.ranks()
     unique = functools.cache(lambda r, m: routing.to_ranks(r, m * g, (m + 1) * g))  # each token once per node
@@ -209,11 +209,11 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
 
 
 @paused_gc()
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs."""
     check(w, c)
     sb = ScheduleBuilder("moe_dispatch_gemm", "nccl_a2a+grouped_gemm", c.world, c.gpus_per_node, c.gpu.sms,
-                         first_nodes=first_nodes)
+                         first_nodes=first_nodes, grouped=grouped)
     routing = Routing(w, c.nodes, c.gpus_per_node)
     built = sb.ranks()
     per_dest = functools.cache(lambda r, d: routing.to_ranks(r, d, d + 1))
