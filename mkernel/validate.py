@@ -12,6 +12,9 @@ Each rule raises :class:`ScheduleError` naming the task (or buffer) and the rule
 - an OUTPUT element not written exactly ``writes_per_element`` times;
 - a race: two conflicting accesses that no chain of waits orders (see :mod:`mkernel.races`).
 
+A group (``Task.count`` > 1) must carry a step that fits it, and its members keep the per-task
+rules; the rules over pairs of tasks (cycles, output coverage, races) run on the expanded schedule.
+
 A schedule of the first nodes alone (``Schedule.first_nodes``) gets the per-task rules and the
 signal counts, folded onto those nodes as the builder counted them; cycles, output coverage and races need every node's
 tasks, so they are checked on full builds of the same op (tests/test_symmetry.py proves the two
@@ -24,7 +27,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .errors import ScheduleError
-from .ir import BufferKind, Op, Region, Schedule, Task, paused_gc
+from .ir import BufferKind, Op, Region, Schedule, Task, expand, paused_gc
 from .races import check_races, happens_before_graph, topological_order
 
 
@@ -41,14 +44,35 @@ def validate(s: Schedule, races: bool = True) -> None:
     for i, task in enumerate(s.tasks):
         if task.id != i:
             raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
-        _check_task(s, task, buffers)
+        if task.count == 1:
+            _check_task(s, task, buffers)
+        else:
+            _check_group(s, task, buffers)
     _check_signals(s)
     if s.first_nodes:
         return
-    _check_cycles(s)
-    _check_outputs(s, buffers)
+    flat = expand(s)  # the rules over pairs of tasks need every member
+    _check_cycles(flat)
+    _check_outputs(flat, buffers)
     if races:
-        check_races(s)
+        check_races(flat)
+
+
+def _check_group(s: Schedule, task: Task, buffers: dict) -> None:
+    """A group's step fits its task, and its members keep every per-task rule: regions move evenly,
+    so the first and last member bound the rest, unless ranks step (then every member is checked)."""
+    st = task.step
+    if task.count < 2 or st is None:
+        _fail(task, f"a group of {task.count} members needs count >= 2 and a step")
+    for name, have, want in (("regions", st.regions, len(task.reads + task.writes)),
+                             ("signals", st.signals, len(task.signals)), ("waits", st.waits, len(task.waits))):
+        if have and len(have) != want:
+            _fail(task, f"its step has {len(have)} {name} steps for {want} {name}")
+    if "{}" not in task.label and st.label[1]:
+        _fail(task, f"its step numbers the label, but the label {task.label!r} has no {{}} for the number")
+    ranks_step = any(r[0] for r in st.regions) or any(g[0] for g in st.signals)
+    for i in range(task.count) if ranks_step else (0, task.count - 1):
+        _check_task(s, task.member(i), buffers)
 
 
 def _fail(task: Task, rule: str) -> None:
@@ -160,14 +184,21 @@ def _check_signals(s: Schedule) -> None:
     def key(sig):
         return (sig.rank % (s.first_nodes * s.gpus_per_node), sig.name, sig.index) if s.first_nodes else sig
 
-    bumps = Counter(key(sig) for task in s.tasks for sig in task.signals)
+    bumps: Counter = Counter()
     for task in s.tasks:
-        for wait in task.waits:
-            have = bumps[key(wait.signal)]
-            if have == 0:
-                _fail(task, f"waits on {wait.signal}, which no task signals")
-            if have < wait.count:
-                _fail(task, f"waits for {wait.signal} >= {wait.count}, but only {have} tasks bump it")
+        if task.count == 1 or not any(map(any, task.step.signals)):  # every member bumps the same signals
+            for sig in task.signals:
+                bumps[key(sig)] += task.count
+        else:
+            bumps.update(key(sig) for i in range(task.count) for sig in task.member(i).signals)
+    for task in s.tasks:
+        for member in (task,) if task.count == 1 or not any(task.step.waits) else task.members():
+            for wait in member.waits:
+                have = bumps[key(wait.signal)]
+                if have == 0:
+                    _fail(member, f"waits on {wait.signal}, which no task signals")
+                if have < wait.count:
+                    _fail(member, f"waits for {wait.signal} >= {wait.count}, but only {have} tasks bump it")
 
 
 def _check_cycles(s: Schedule) -> None:

@@ -13,6 +13,7 @@ import json
 import pytest
 
 import golden_schedules as golden
+from mkernel.errors import ScheduleError
 from mkernel.ir import Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, expand
 
 TABLE = json.loads(golden.FILE.read_text())
@@ -29,6 +30,34 @@ def test_flat_and_expanded_grouped_builds_equal_the_golden_schedules(name, w, c,
         e = expand(g)
         assert (len(e.tasks), golden.digest(e)) == (want["tasks"], want["sha256"]), f"grouped {g.variant}"
         assert e.tasks == f.tasks
+        g.validate()
+
+
+@pytest.mark.parametrize("kernel", sorted(golden.SHAPES))
+def test_hw_tables_of_a_grouped_schedule_equal_the_flat_ones(kernel):
+    from mkernel.hw.lower import lower
+
+    _, w, c, first = next(case for case in CASES if case[0].startswith(f"{kernel}/2x4"))
+    flat, grouped = golden.build_pair(w, c, 0)[0], golden.build_pair_grouped(w, c, 0)[0]
+    for a, b in zip(lower(flat), lower(grouped)):
+        assert a.rank == b.rank and a.sms == b.sms and a.slot_names == b.slot_names
+        assert (a.slot_bumps == b.slot_bumps).all() and a.roles.keys() == b.roles.keys()
+        for role in a.roles:
+            for field in ("tasks", "regions", "waits", "signals", "task_ids"):
+                assert (getattr(a.roles[role], field) == getattr(b.roles[role], field)).all(), (role, field)
+
+
+def test_validate_checks_every_member_of_a_group():
+    sb = _builder()
+    sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),),
+           label="c {}", count=9, step=Step(((0, 0, 8), (0, 0, 8)), label=(0, 1)))  # member 8 leaves X's 64 columns
+    with pytest.raises(ScheduleError, match="outside buffer X"):
+        sb.build(0.0).validate()
+    sb = _builder()
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),),
+           signals=(Signal(0, "s"),), label="c {}", count=3, step=Step(signals=((1, 0),), label=(0, 1)))
+    with pytest.raises(ScheduleError, match="rank outside|across nodes|outside 0"):
+        sb.build(0.0).validate()  # member 2 signals rank 2 of a 2-rank world
 
 
 @pytest.mark.parametrize("kernel,shape", [("gemm_ar", dict(m=4096, n=4096, k=64)),
