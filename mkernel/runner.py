@@ -24,13 +24,14 @@ PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fe
               "credit_wait_us")
 
 
-def build(scenario: Scenario, folded: bool = False) -> tuple[Schedule, Schedule]:
+def build(scenario: Scenario, folded: bool = False, grouped: bool = False) -> tuple[Schedule, Schedule]:
     """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
-    (:func:`mkernel.builders.node_symmetric`)."""
+    (:func:`mkernel.builders.node_symmetric`); with ``grouped``, with grouped tasks (the simulator's)."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
     kw = {"first_nodes": span} if folded and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
+    kw["grouped"] = grouped
     fused = module.build(w, c, **kw)
     baseline = module.build_baseline(w, c, **kw)
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
@@ -56,7 +57,8 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         scenario = dataclasses.replace(scenario, cluster=engine.cluster_for(scenario.cluster))
     w, c = scenario.workload, scenario.cluster
     data = data or backend == "hw"  # hw always checks its outputs against the oracle
-    fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults))
+    fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults),
+                            grouped=backend == "sim")
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")

@@ -70,8 +70,10 @@ def _check_group(s: Schedule, task: Task, buffers: dict) -> None:
             _fail(task, f"its step has {len(have)} {name} steps for {want} {name}")
     if "{}" not in task.label and st.label[1]:
         _fail(task, f"its step numbers the label, but the label {task.label!r} has no {{}} for the number")
-    ranks_step = any(r[0] for r in st.regions) or any(g[0] for g in st.signals)
-    for i in range(task.count) if ranks_step else (0, task.count - 1):
+    # a rule on ranks holds for every member if it holds for the first and last, ranks moving evenly and
+    # nodes being ranges of ranks; but "a put writes to another node" could skip over the own node
+    every = task.op is Op.PUT and any(r[0] for r in st.regions)
+    for i in range(task.count) if every else (0, task.count - 1):
         _check_task(s, task.member(i), buffers)
 
 
@@ -181,24 +183,30 @@ def _check_locality(s: Schedule, task: Task) -> None:
 
 
 def _check_signals(s: Schedule) -> None:
-    def key(sig):
-        return (sig.rank % (s.first_nodes * s.gpus_per_node), sig.name, sig.index) if s.first_nodes else sig
+    fold = s.first_nodes * s.gpus_per_node
+
+    def key(rank: int, name: str, index: int) -> tuple:
+        return (rank % fold if fold else rank, name, index)
 
     bumps: Counter = Counter()
     for task in s.tasks:
-        if task.count == 1 or not any(map(any, task.step.signals)):  # every member bumps the same signals
-            for sig in task.signals:
-                bumps[key(sig)] += task.count
-        else:
-            bumps.update(key(sig) for i in range(task.count) for sig in task.member(i).signals)
+        steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
+        for g, (dk, dx) in zip(task.signals, steps):
+            if dk == dx == 0:  # every member bumps the same signal
+                bumps[key(g.rank, g.name, g.index)] += task.count
+            else:
+                bumps.update(key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(task.count))
     for task in s.tasks:
-        for member in (task,) if task.count == 1 or not any(task.step.waits) else task.members():
-            for wait in member.waits:
-                have = bumps[key(wait.signal)]
-                if have == 0:
-                    _fail(member, f"waits on {wait.signal}, which no task signals")
-                if have < wait.count:
-                    _fail(member, f"waits for {wait.signal} >= {wait.count}, but only {have} tasks bump it")
+        steps = task.step.waits if task.count > 1 and task.step.waits else (0,) * len(task.waits)
+        for wait, dx in zip(task.waits, steps):
+            g = wait.signal
+            for i in range(task.count) if dx else (0,):
+                have = bumps[key(g.rank, g.name, g.index + i * dx)]
+                if have == 0 or have < wait.count:
+                    member = task.member(i)
+                    sig = member.waits[task.waits.index(wait)].signal
+                    _fail(member, f"waits on {sig}, which no task signals" if have == 0 else
+                          f"waits for {sig} >= {wait.count}, but only {have} tasks bump it")
 
 
 def _check_cycles(s: Schedule) -> None:

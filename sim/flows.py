@@ -80,14 +80,16 @@ class FlowNet:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
         return self.transfer_legs(nbytes, [(link, nbytes, nbytes) for link in links], cap)
 
-    def transfer_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf) -> simpy.Event:
-        """One flow of ``size`` bytes; each leg ``(link, payload, busy)`` puts ``busy`` bytes of link
-        time (payload plus per-message overhead) and ``payload`` bytes of data on its link."""
+    def transfer_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf,
+                      count: int = 1) -> simpy.Event:
+        """``count`` identical flows of ``size`` bytes each (the members of a group), one event at
+        their end; each leg ``(link, payload, busy)`` puts ``busy`` bytes of link time (payload plus
+        per-message overhead) and ``payload`` bytes of data on its link, per flow."""
         done = self.env.event()
         weights: dict[Link, float] = {}
         for link, payload, busy in legs:
-            link.bytes += payload
-            link.busy_bytes += busy
+            link.bytes += payload * count
+            link.busy_bytes += busy * count
             weights[link] = weights.get(link, 0.0) + busy / size if size > 0 else 0.0
         if size <= 0:
             done.succeed()
@@ -97,13 +99,13 @@ class FlowNet:
         if flow is not None:  # identical to a flow started at this instant: the same rate all along
             flow.dones.append(done)
             for link, w in weights.items():
-                link.flows[flow] += w
-                link.weight += w
+                link.flows[flow] += w * count
+                link.weight += w * count
             return done
         flow = self.fresh[key] = Flow(tuple(weights), size, cap, done, self.env.now)
         for link, w in weights.items():
-            link.flows[flow] = w
-            link.weight += w
+            link.flows[flow] = w * count
+            link.weight += w * count
         self._mark(flow.links)
         return done
 
