@@ -95,7 +95,7 @@ class Model:
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
-                 controller=None, faults: Faults | None = None) -> None:
+                 controller=None, faults: Faults | None = None, progress=None) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
         if not self.quiet:
             s = expand(s)  # the hazard tracker and the data store follow tasks one by one
@@ -129,6 +129,9 @@ class Model:
         self.queues = s.queues()
         self._gemm_cache: dict = {}
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
+        self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
+        self._total = sum(t.count for t in s.tasks)
+        self._ended, self._told = 0, 0
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -351,6 +354,11 @@ class Model:
             self._free(free)
 
     def _free(self, runs: list[Run]) -> None:
+        if self.progress is not None:
+            self._ended += sum(run.n for run in runs)
+            if self._ended - self._told >= self._total / 200 or self._ended == self._total:
+                self._told = self._ended
+                self.progress(self.s.variant, self._ended, self._total)
         self._pass(runs[0].lane, [(slot, run.role, run, j) for run in runs for j, slot in enumerate(run.slots)])
 
     def _landed(self, run: Run) -> None:
