@@ -3,11 +3,8 @@
 Each rank runs its launches in stream order. In a launch, the SMs of a :class:`~mkernel.sim.sms.RolePool`
 each serve one role at a time, taking that role's tasks (or a group's members) in queue order; an
 SM waits for its task's signals, then spends the task's cost. An optional controller may move SMs
-between roles at task boundaries. SMs are not processes: at each boundary the freed SMs pick their
-next members in order, and SMs that pick consecutive members of one group at one instant, ready
-with the same cost (or blocked on one signal), form a :class:`Run`: one cost, one event, each
-member's signals bumped at its end. The order of every step is the order the SMs took one by one,
-so the times are theirs; a wave of tiles costs a few events however wide it is. Costs:
+between roles at task boundaries. How SMs take work, and run neighbouring members of a group as
+one run, is :mod:`mkernel.sim.dispatch`; this module does the work. Costs:
 
 - GEMM: :func:`cost.gemm_us` on the SM (a roofline with a tile-size efficiency; faster per SM while
   fewer of the rank's SMs compute).
@@ -19,7 +16,7 @@ so the times are theirs; a wave of tiles costs a few events however wide it is. 
 
 Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
 it starts; its writes count as arrived when it ends (a PUT's when the data lands). Hazard tracking
-and data runs take flat schedules (the backend expands groups for them).
+and data runs take the flat schedule (the model expands groups for them).
 
 ``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
 seeded random factor, so races that a bug allows get a chance to show; it runs one member per run.
@@ -39,6 +36,7 @@ from mkernel.ir import Op, Role, Schedule, Signal, Task, expand
 
 from . import cost
 from .data import DataStore
+from .dispatch import NVLINK_OPS, Dispatch, Lane, Run
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
 from .hazards import ArrivalTracker, NullTracker
@@ -46,51 +44,9 @@ from .network import Network
 from .signals import CountingEnvironment, SignalBoard
 from .sms import RolePool
 
-NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 
 
-class Lane:
-    """One launch on one rank: its role pool, the SMs not yet retired, and the event of its end."""
-
-    __slots__ = ("rank", "pool", "alive", "done")
-
-    def __init__(self, rank: int, pool: RolePool, alive: int, done) -> None:
-        self.rank, self.pool, self.alive, self.done = rank, pool, alive, done
-
-
-class Run:
-    """Members ``first .. first + n - 1`` of one queue entry, taken together by the SMs ``slots``.
-
-    ``wait`` >= 0: blocked on that wait (``key`` reaching ``need``); ``speed``: the GEMM speed
-    class its members were taken at (:func:`cost.sm_speed`); ``start``: when its work began."""
-
-    __slots__ = ("lane", "role", "task", "first", "n", "slots", "wait", "key", "need", "speed", "start", "paid",
-                 "later")
-
-    def __init__(self, lane: Lane, role: Role, task: Task, first: int, slot: int, wait: int, key, need: int,
-                 speed: float) -> None:
-        self.lane, self.role, self.task, self.first, self.n, self.slots = lane, role, task, first, 1, [slot]
-        self.wait, self.key, self.need, self.speed, self.start = wait, key, need, speed, 0.0
-        self.paid, self.later = False, ()  # a peer copy's signals need no flag latency; flags in flight
-
-    def member(self, j: int = 0) -> Task:
-        return self.task.member(self.first + j) if self.task.count > 1 else self.task
-
-    def signal_keys(self):
-        """(key, times) of every bump its members make, member by member (a signal that does not
-        step is bumped n times at once)."""
-        t, n = self.task, self.n
-        steps = t.step.signals if t.count > 1 and t.step.signals else None
-        if steps is None:
-            return [((g.rank, g.name, g.index), n) for g in t.signals]
-        out = [((g.rank, g.name, g.index), n) for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
-        moving = [(g, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
-        for i in range(self.first, self.first + n):
-            out += [((g.rank + i * dk, g.name, g.index + i * dx), 1) for g, dk, dx in moving]
-        return out
-
-
-class Model:
+class Model(Dispatch):
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
@@ -130,6 +86,7 @@ class Model:
         self._gemm_cache: dict = {}
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
+        self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
         self._total = sum(t.count for t in s.tasks)
         self._ended, self._told = 0, 0
 
@@ -163,126 +120,13 @@ class Model:
                 self.controller(rank, pool, self.env.now)
             roles = pool.initial_roles()
             lane = Lane(rank, pool, len(roles), self.env.event())
-            self._pass(lane, [(slot, role, None, 0) for slot, role in enumerate(roles)])
+            if self._one_by_one:
+                self._pass(lane, [(slot, role, None, 0) for slot, role in enumerate(roles)])
+            else:
+                self._bulk(lane, [(role, n, None) for role, n in pool.target.items()])
             yield lane.done
         self.finish[rank] = self.env.now
         self.tracker.check_outputs_landed(rank, self.env.now)
-
-    # -- SMs taking work -------------------------------------------------------------------------
-    def _pass(self, lane: Lane, sms: list[tuple[int, Role, Run | None, int]]) -> None:
-        """SMs ``(slot, role, run, j)`` at a task boundary (SM j of ``run`` ending its member, unless
-        ``run`` is None), one after the other: each closes its last member and takes its next; then
-        the runs they form start, or wait."""
-        runs: list[Run] = []
-        for slot, role, ended, j in sms:
-            if ended is not None:
-                self._boundary(ended, j)
-            picked = lane.pool.next_task(role)
-            if picked is None:
-                lane.alive -= 1
-                continue
-            self._take(lane, runs, slot, *picked)
-        for run in runs:
-            if run.wait >= 0:
-                self._block(run)
-            else:
-                self._start(run)
-        if lane.alive == 0 and not lane.done.triggered:
-            lane.done.succeed()
-
-    def _boundary(self, run: Run, j: int) -> None:
-        """The SM ``j`` of ``run`` ends its member."""
-        rank = run.lane.rank
-        if run.role is Role.COMPUTE:
-            self._compute_edge(rank, -1)
-        if self.spans is not None:
-            t = run.member(j)
-            self.spans.append((rank, run.role.value, run.slots[j], t.label or t.op.value, run.start, self.env.now))
-        run.lane.pool.active[run.role] -= 1
-        if self.controller is not None:
-            self.controller(rank, run.lane.pool, self.env.now)
-
-    def _take(self, lane: Lane, runs: list[Run], slot: int, role: Role, task: Task, i: int) -> None:
-        """One SM takes member ``i`` of ``task``: it joins the last run if that is the member before,
-        in the same state, else it opens a run."""
-        wait, key, need = self._blocking(task, i, 0)
-        speed = 0.0
-        if wait < 0 and self.stress <= 0:
-            speed = self._ready(lane.rank, role, task, 1)
-        last = runs[-1] if runs else None
-        if (last is not None and last.task is task and last.first + last.n == i and last.role is role
-                and last.wait == wait and last.key == key and last.speed == speed and self._joins(task)):
-            last.n += 1
-            last.slots.append(slot)
-        else:
-            runs.append(Run(lane, role, task, i, slot, wait, key, need, speed))
-
-    def _joins(self, task: Task) -> bool:
-        """Whether members of ``task`` may share a run: not under stress (each SM starts late by its
-        own draw), not for puts (each is its own message), and not for a peer copy whose members
-        reach other ranks (each its own flow)."""
-        if task.count == 1 or self.stress > 0 or task.op is Op.PUT:
-            return False
-        return task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)
-
-    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
-        """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
-        or (-1, None, 0)."""
-        steps = task.step.waits if task.count > 1 and task.step.waits else None
-        for j in range(at, len(task.waits)):
-            w = task.waits[j]
-            g = w.signal
-            key = (g.rank, g.name, g.index + i * steps[j] if steps else g.index)
-            if self.board.count_key(key) < w.count:
-                return j, key, w.count
-        return -1, None, 0
-
-    def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
-        """``n`` members start now (on the compute role they count as computing, one by one); their
-        GEMM speed class (0 for other ops)."""
-        if role is not Role.COMPUTE:
-            return 0.0
-        busy = 0
-        for _ in range(n):
-            busy = self._compute_edge(rank, +1)
-        return cost.sm_speed(self.c, busy) if task.op is Op.GEMM else 0.0
-
-    def _block(self, run: Run) -> None:
-        if not self.board.wait_key(run.key, run.need, lambda: self._later(0.0, self._resume, run)):
-            self._resume([run])  # bumped since it was taken, by a task that ended at this instant
-            return
-        run.lane.pool.blocked[run.role] += run.n
-        self.blocked[id(run)] = run
-
-    def _resume(self, runs: list[Run]) -> None:
-        """Blocked runs whose wait now holds (those of one lane released at one instant, in order):
-        each checks its other waits; the ready ones start, neighbouring members of one group
-        together, split by GEMM speed class as their SMs resume one by one."""
-        ready: list[Run] = []
-        for run in runs:
-            if id(run) in self.blocked:
-                run.lane.pool.blocked[run.role] -= run.n
-                del self.blocked[id(run)]
-            run.wait, run.key, run.need = self._blocking(run.task, run.first, run.wait + 1)
-            if run.wait >= 0:
-                self._block(run)
-            elif self.stress > 0:
-                self._start(run)
-            else:
-                ready.append(run)
-        parts: list[Run] = []
-        for run in ready:
-            for j in range(run.n):
-                speed = self._ready(run.lane.rank, run.role, run.task, 1)
-                last = parts[-1] if parts else None
-                if (last is not None and last.task is run.task and last.first + last.n == run.first + j
-                        and last.role is run.role and last.speed == speed and self._joins(run.task)):
-                    last.n += 1
-                    last.slots.append(run.slots[j])
-                else:
-                    parts.append(Run(run.lane, run.role, run.task, run.first + j, run.slots[j], -1, None, 0, speed))
-        for part in parts:
-            self._start(part)
 
     # -- runs doing their work -------------------------------------------------------------------
     def _start(self, run: Run) -> None:
@@ -359,7 +203,10 @@ class Model:
             if self._ended - self._told >= self._total / 200 or self._ended == self._total:
                 self._told = self._ended
                 self.progress(self.s.variant, self._ended, self._total)
-        self._pass(runs[0].lane, [(slot, run.role, run, j) for run in runs for j, slot in enumerate(run.slots)])
+        if self._one_by_one:
+            self._pass(runs[0].lane, [(slot, run.role, run, j) for run in runs for j, slot in enumerate(run.slots)])
+        else:
+            self._bulk(runs[0].lane, [(run.role, run.n, run) for run in runs])
 
     def _landed(self, run: Run) -> None:
         if self.quiet:
@@ -392,14 +239,6 @@ class Model:
         sources = self.data.snapshot(task) if self.data is not None else None
         yield from self.net.send(task, sources)
         self._free([run])
-
-    def _compute_edge(self, rank: int, step: int) -> int:
-        if step > 0 and self._computing[rank] == 0:
-            self._compute_since[rank] = self.env.now
-        self._computing[rank] += step
-        if step < 0 and self._computing[rank] == 0:
-            self.compute_busy[rank] += self.env.now - self._compute_since[rank]
-        return self._computing[rank]
 
     def _nvlink(self, run: Run, task: Task) -> None:
         """Local bytes stream while one weighted flow carries every peer transfer of the members;

@@ -56,6 +56,21 @@ class RolePool:
                 return (other, *self._take(other))
         return None
 
+    def take_many(self, role: Role, most: int) -> tuple[Task, int, int]:
+        """For SMs of ``role`` that each take their own role's next member (its queue has work):
+        the entry, its first member taken, and how many (up to ``most``, within one entry)."""
+        at = self._at[role]
+        task, first = self._queues[role][at[0]], at[1]
+        n = min(most, task.count - first)
+        if first + n < task.count:
+            at[1] += n
+        else:
+            at[0], at[1] = at[0] + 1, 0
+        self.active[role] += n
+        if self._work is not None:
+            self.remaining[role] -= self._work(task) * n
+        return task, first, n
+
     def _take(self, role: Role) -> tuple[Task, int]:
         at = self._at[role]
         task, member = self._queues[role][at[0]], at[1]
