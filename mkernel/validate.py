@@ -73,15 +73,16 @@ def _check_group(s: Schedule, task: Task, buffers: dict) -> None:
     # a rule on ranks holds for every member if it holds for the first and last, ranks moving evenly and
     # nodes being ranges of ranks; but "a put writes to another node" could skip over the own node
     every = task.op is Op.PUT and any(r[0] for r in st.regions)
-    for i in range(task.count) if every else (0, task.count - 1):
-        _check_task(s, task.member(i), buffers)
+    _check_task(s, task, buffers)  # member 0's fields are the task's
+    for i in range(1, task.count) if every else (task.count - 1,):
+        _check_task(s, task.member(i), buffers, shapes=False)  # shapes do not step
 
 
 def _fail(task: Task, rule: str) -> None:
     raise ScheduleError(f"{task.describe()}: {rule}")
 
 
-def _check_task(s: Schedule, task: Task, buffers: dict) -> None:
+def _check_task(s: Schedule, task: Task, buffers: dict, shapes: bool = True) -> None:
     if not 0 <= task.rank < s.world:
         _fail(task, f"rank outside 0..{s.world - 1}")
     if not 0 <= task.launch < len(s.launches):
@@ -94,7 +95,8 @@ def _check_task(s: Schedule, task: Task, buffers: dict) -> None:
     for region in task.writes:
         if buffers[region.buffer].kind is BufferKind.INPUT:
             _fail(task, f"writes input buffer {region}")
-    _check_arity(task)
+    if shapes:
+        _check_arity(task)
     _check_locality(s, task)
     for wait in task.waits:
         if wait.signal.rank != task.rank:

@@ -196,7 +196,12 @@ class Dispatch:
         reach other ranks (each its own flow)."""
         if task.count == 1 or self.stress > 0 or task.op is Op.PUT:
             return False
-        return task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)
+        if task.op not in NVLINK_OPS:
+            return True
+        ok = self._joins_cache.get(id(task))
+        if ok is None:
+            ok = self._joins_cache[id(task)] = not any(r[0] for r in task.step.regions)
+        return ok
 
     def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
         """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),

@@ -84,6 +84,7 @@ class Model(Dispatch):
         self.proxy_spans: list[tuple] = []
         self.queues = s.queues()
         self._gemm_cache: dict = {}
+        self._joins_cache: dict[int, bool] = {}
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
@@ -176,7 +177,9 @@ class Model(Dispatch):
         self._later(max(0.0, at - self.env.now), then, run)
 
     def _gemm_us(self, task: Task, speed: float) -> float:
-        key = (id(task), speed)
+        a, b = task.reads
+        key = (a.buffer, a.row1 - a.row0, a.col1 - a.col0, b.buffer, b.col1 - b.col0, task.writes[0].buffer,
+               task.accumulate, speed)  # what the cost reads: shapes and item sizes
         us = self._gemm_cache.get(key)
         if us is None:
             us = self._gemm_cache[key] = cost.gemm_us_at(task, self.itemsize, self.c, speed)
