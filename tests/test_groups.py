@@ -35,7 +35,7 @@ def test_flat_and_expanded_grouped_builds_equal_the_golden_schedules(name, w, c,
 
 @pytest.mark.parametrize("kernel", sorted(golden.SHAPES))
 def test_hw_tables_of_a_grouped_schedule_equal_the_flat_ones(kernel):
-    from mkernel.hw.lower import lower
+    from mkernel.hw.lowering.lower import lower
 
     _, w, c, first = next(case for case in CASES if case[0].startswith(f"{kernel}/2x4"))
     flat, grouped = golden.build_pair(w, c, 0)[0], golden.build_pair_grouped(w, c, 0)[0]
