@@ -55,8 +55,9 @@ def _parser() -> argparse.ArgumentParser:
                                       "'reorder=1,delay_us=20,drop=0.01,die_after=100,seed=3'")
     run.add_argument("--adaptive", action="store_true",
                      help="run the fused op under the adaptive SM partition (compute <-> intra SMs; sim and hw)")
-    run.add_argument("--collapse", action="store_true",
-                     help="sim: simulate one node when all nodes are alike (exact times, no hazard checks)")
+    run.add_argument("--collapse", action=argparse.BooleanOptionalAction, default=None,
+                     help="sim: simulate one node when all nodes are alike (exact times, no hazard checks); "
+                          "the default where no --data, --trace, --faults or racy protocol asks for every node")
     sub.add_parser("show", parents=[shared], help="print the schedule's roles, tiles, chunks and bytes")
     sub.add_parser("explore", parents=[shared],
                    help="try every network delivery order of a small case (<= 2 x 2 GPUs, <= 8 messages in flight)")
@@ -183,8 +184,11 @@ def _run(args: argparse.Namespace) -> int:
         from mkernel.sim.faults import parse
 
         faults = parse(args.faults)
-    result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None,
-                        collapse=args.collapse, faults=faults, adaptive=args.adaptive)
+    from .report import progress_bar
+
+    with progress_bar() as progress:
+        result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None,
+                            collapse=args.collapse, faults=faults, adaptive=args.adaptive, progress=progress)
     problems = check_result(result)
     if problems:
         raise AssertionError("result does not match its schema: " + "; ".join(problems))

@@ -39,6 +39,11 @@ def sm_speed(c: Cluster, busy: int) -> float:
 
 
 def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster, busy: int = 0) -> float:
+    return gemm_us_at(task, itemsize, c, sm_speed(c, busy))
+
+
+def gemm_us_at(task: Task, itemsize: dict[str, int], c: Cluster, speed: float) -> float:
+    """A GEMM tile at ``speed`` times the all-SM per-SM rate (:func:`sm_speed`)."""
     a, b = task.reads
     out = task.writes[0]
     (m, k), (_, n) = a.shape, b.shape
@@ -46,7 +51,7 @@ def gemm_us(task: Task, itemsize: dict[str, int], c: Cluster, busy: int = 0) -> 
     # Operand panels are shared by neighbouring tiles and mostly served from L2; the output is not.
     operands = (nbytes(a, itemsize) + nbytes(b, itemsize)) * c.gpu.l2_operand_miss
     moved = operands + nbytes(out, itemsize) * (2 if task.accumulate else 1)
-    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * tile_efficiency(m * n, c) * sm_speed(c, busy)
+    sm_flops_per_us = c.gpu.matmul_tflops * 1e6 / c.gpu.sms * tile_efficiency(m * n, c) * speed
     sm_hbm = bytes_per_us(c.gpu.hbm_gb_per_s) / c.gpu.sms
     return max(flops / sm_flops_per_us, moved / sm_hbm)
 

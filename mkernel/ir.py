@@ -11,18 +11,44 @@ count, and bumps the signals it names by one when its writes are visible (for a 
 the data has landed at the remote rank). Signals are epoch-stamped in every backend: a value
 counts only if it was written in the current call's epoch, so no flag is zeroed between calls.
 
+A task may stand for ``count`` > 1 tasks, its *members* (the tiles of a compute wave, say): member i
+is the task with every number of its :class:`Step` times i added (regions move by rows, columns or
+ranks; signals and waits by index or rank; the label's number by its step). Members are
+consecutive in their queue, with consecutive ids in :func:`expand`, which gives the flat schedule
+the group stands for; the simulator runs a group with one cost and one event where its members
+would start and end together, and every other consumer may expand.
+
 Everything here is a frozen dataclass of ints, strings, enums and tuples, so schedules can be
 hashed, compared, and serialized. Derived views are plain functions.
 """
 from __future__ import annotations
 
+import gc
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 
 IR_VERSION = 1
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 COMMAND_BYTES = 48  # one command record in the GPU -> host ring (design §5)
+
+
+@contextmanager
+def paused_gc():
+    """Pause Python's cyclic garbage collector (builders, validate and the simulator use it).
+
+    Why: a schedule is up to millions of small frozen objects that all live until the run ends, and
+    each full collection re-scans every one of them: half of a large build's time went there, and a
+    third of a large run's. None of them is cyclic garbage, so nothing is lost by not looking; the
+    collector's previous state is restored on exit (nested pauses keep it paused)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Role(str, Enum):
@@ -113,6 +139,22 @@ class Wait:
 
 
 @dataclass(frozen=True, slots=True)
+class Step:
+    """How member i of a grouped task differs from member 0: i times each number here, added.
+
+    ``regions``: per region of ``reads + writes``, (rank, row, column) steps; ``signals``: per signal,
+    (rank, index) steps; ``waits``: per wait, its signal's index step (counts are the same); ``chunk``:
+    the chunk's step; ``label``: member 0's number and its step, written where the label says "{}".
+    An empty tuple means no step for any of its items."""
+
+    regions: tuple[tuple[int, int, int], ...] = ()
+    signals: tuple[tuple[int, int], ...] = ()
+    waits: tuple[int, ...] = ()
+    chunk: int = 0
+    label: tuple[int, int] = (0, 0)
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
     """One unit of work of one role on one rank.
 
@@ -123,6 +165,8 @@ class Task:
     PUT carries (-1 elsewhere). ``mask`` is an ATTN's causal mask: the global positions of its first
     query and first key row (key j is visible to query i when k0 + j <= q0 + i), or () for none.
     ``index`` is a GATHER's row list: row i of writes[0] is row index[i] of reads[0].
+    ``count`` > 1 makes it a group of that many members, ``step`` saying how they differ (see the
+    module docstring); its fields are member 0's, but for a label with "{}" in it.
     """
 
     id: int
@@ -139,11 +183,55 @@ class Task:
     label: str = ""
     mask: tuple[int, ...] = ()
     index: tuple[int, ...] = ()
+    count: int = 1
+    step: Step | None = None
 
     def describe(self) -> str:
         """A short name for error messages: id, op, rank, role and label."""
         tag = f" '{self.label}'" if self.label else ""
-        return f"task {self.id} ({self.op.value}{tag}, rank {self.rank}, role {self.role.value})"
+        group = f", {self.count} members" if self.count > 1 else ""
+        return f"task {self.id} ({self.op.value}{tag}, rank {self.rank}, role {self.role.value}{group})"
+
+    def member(self, i: int, id: int | None = None) -> Task:
+        """Member ``i`` of a group (a plain task, id ``id`` or this one's); the task itself for 0 of 1."""
+        if self.count == 1:
+            return self if id is None or id == self.id else Task(
+                id, self.rank, self.role, self.op, self.reads, self.writes, self.accumulate, self.waits,
+                self.signals, self.launch, self.chunk, self.label, self.mask, self.index)
+        st = self.step
+        regions = self.reads + self.writes
+        moved = tuple(Region(r.buffer, r.rank + i * dk, r.row0 + i * dr, r.row1 + i * dr, r.col0 + i * dc,
+                             r.col1 + i * dc) for r, (dk, dr, dc) in zip(regions, st.regions or _zeros(regions, 3)))
+        signals = tuple(Signal(g.rank + i * dk, g.name, g.index + i * dx)
+                        for g, (dk, dx) in zip(self.signals, st.signals or _zeros(self.signals, 2)))
+        waits = tuple(Wait(Signal(w.signal.rank, w.signal.name, w.signal.index + i * dx), w.count)
+                      for w, dx in zip(self.waits, st.waits or (0,) * len(self.waits)))
+        first, by = st.label
+        label = self.label.replace("{}", str(first + i * by))
+        n = len(self.reads)
+        return Task(self.id + i if id is None else id, self.rank, self.role, self.op, moved[:n], moved[n:],
+                    self.accumulate, waits, signals, self.launch, self.chunk + i * st.chunk, label, self.mask,
+                    self.index)
+
+    def members(self) -> list[Task]:
+        """Every member, ids counted on from this task's."""
+        return [self.member(i) for i in range(self.count)]
+
+
+def _zeros(items: tuple, width: int) -> tuple:
+    return ((0,) * width,) * len(items)
+
+
+def expand(s: Schedule) -> Schedule:
+    """The flat schedule a grouped one stands for: every group replaced by its members, ids renumbered."""
+    if all(t.count == 1 for t in s.tasks):
+        return s
+    tasks: list[Task] = []
+    for t in s.tasks:
+        for i in range(t.count):
+            tasks.append(t.member(i, len(tasks)))
+    return Schedule(s.version, s.kernel, s.variant, s.world, s.gpus_per_node, s.num_sms, s.buffers, s.launches,
+                    tuple(tasks), s.flops_per_gpu, s.first_nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +286,9 @@ class Schedule:
 class ScheduleBuilder:
     """Mutable helper that builders use to collect buffers and tasks, then freeze a Schedule.
 
+    ``grouped`` keeps the groups that :meth:`add` is given (``count``, ``step``); without it each is
+    added as its members, so a flat build is exactly the expanded grouped one.
+
     ``first_nodes`` = n > 0 builds the tasks of nodes 0..n-1 alone, for an op whose every node runs
     the same queues under the node shift (node m -> m - 1; see :mod:`mkernel.sim.collapse`), with n
     dividing the node count. Builders loop over :meth:`ranks` and :meth:`nodes`, :meth:`add` drops
@@ -214,8 +305,9 @@ class ScheduleBuilder:
     buffers: list[Buffer] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
     tasks: list[Task] = field(default_factory=list)
-    bumps: Counter = field(default_factory=Counter)
+    bumps: Counter = field(default_factory=Counter)  # (rank, name, index) -> bumps, folded with first_nodes
     first_nodes: int = 0
+    grouped: bool = False
 
     def emits(self, rank: int) -> bool:
         """Whether tasks of ``rank`` are built."""
@@ -229,8 +321,8 @@ class ScheduleBuilder:
         """The nodes whose tasks are built."""
         return range(self.first_nodes or self.world // self.gpus_per_node)
 
-    def _key(self, signal: Signal) -> Signal:
-        return Signal(signal.rank % (self.first_nodes * self.gpus_per_node), signal.name, signal.index)
+    def _key(self, rank: int, name: str, index: int) -> tuple[int, str, int]:
+        return (rank % (self.first_nodes * self.gpus_per_node) if self.first_nodes else rank, name, index)
 
     def buffer(self, name: str, rows: int, cols: int, dtype: str = "bf16",
                kind: BufferKind = BufferKind.SCRATCH, writes_per_element: int = 1) -> str:
@@ -244,18 +336,39 @@ class ScheduleBuilder:
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
             waits=(), signals=(), chunk: int = -1, label: str = "", mask: tuple[int, ...] = (),
-            index: tuple[int, ...] = ()) -> Task | None:
+            index: tuple[int, ...] = (), count: int = 1, step: Step | None = None) -> Task | None:
+        """Add a task, or with ``count`` > 1 a group of members differing by ``step`` (its label's
+        "{}" takes each member's number); returns it (member 0 of a flat build), or None for a rank
+        not built."""
         if not self.emits(rank):
             return None
+        if count < 1 or (count > 1 and step is None):
+            raise ValueError(f"a group of {count} members needs a step")
+        if count == 1 and step is not None:  # a group of one: a plain task
+            label, step = label.replace("{}", str(step.label[0])), None
         task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
-                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index))
+                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
+                    count, step)
+        if count > 1 and not self.grouped:
+            members = task.members()
+            self.tasks += members
+            for m in members:
+                self.bumps.update(self._key(g.rank, g.name, g.index) for g in m.signals)
+            return members[0]
         self.tasks.append(task)
-        self.bumps.update(map(self._key, task.signals) if self.first_nodes else task.signals)
+        if count == 1:
+            self.bumps.update(self._key(g.rank, g.name, g.index) for g in task.signals)
+            return task
+        for g, (dk, dx) in zip(task.signals, step.signals or _zeros(task.signals, 2)):
+            if dk == dx == 0:
+                self.bumps[self._key(g.rank, g.name, g.index)] += count
+            else:
+                self.bumps.update(self._key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(count))
         return task
 
     def bumped(self, signal: Signal) -> int:
         """How many tasks added so far bump ``signal``: the count a complete wait on it expects."""
-        return self.bumps[self._key(signal) if self.first_nodes else signal]
+        return self.bumps[self._key(signal.rank, signal.name, signal.index)]
 
     def build(self, flops_per_gpu: float) -> Schedule:
         return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,

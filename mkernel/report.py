@@ -1,7 +1,9 @@
 """Human-readable output: the run table and the schedule summary (rich), plus static byte counts."""
 from __future__ import annotations
 
+import time
 from collections import Counter
+from contextlib import contextmanager
 
 from .ir import COMMAND_BYTES, Op, Role, Schedule
 
@@ -65,11 +67,41 @@ def print_result(result: dict) -> None:
     if result["correct"] is not None:
         detail = f" (rel. error {result['error']:.2e})" if result["error"] is not None else " (hazards)"
         table.add_row("correct", f"{result['correct']}{detail}")
+    if result.get("collapsed"):
+        table.add_row("collapsed", "yes: one node simulated, all run alike (no hazard checks; --no-collapse: all)")
     if result["events"] is not None:
         table.add_row("simulated events / wall", f"{result['events']} / {result['wall_s']:.2f} s")
     if result["note"]:
         table.add_row("note", result["note"])
     Console().print(table)
+
+
+@contextmanager
+def progress_bar(after_s: float = 2.0):
+    """A ``progress(stage, done, total)`` callback for :func:`mkernel.runner.run` that shows a rich
+    progress bar once the run has lasted ``after_s`` seconds (a short run prints nothing extra),
+    and clears it at the end."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    start, shown, tasks = time.perf_counter(), [None], {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if shown[0] is None:
+            if time.perf_counter() - start < after_s:
+                return
+            shown[0] = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), transient=True)
+            shown[0].start()
+        label = "building and checking the schedules" if stage == "build" else f"simulating {stage} (tasks)"
+        if stage not in tasks:
+            tasks[stage] = shown[0].add_task(label, total=total or None)
+        shown[0].update(tasks[stage], completed=done, total=total or None)
+
+    try:
+        yield progress
+    finally:
+        if shown[0] is not None:
+            shown[0].stop()
 
 
 def print_schedule(s: Schedule) -> None:

@@ -16,7 +16,7 @@ TOP_LEVEL = {
     "baseline": (dict, type(None)), "speedup": _OPT_NUM, "bytes": (dict,), "bytes_per_gpu": (dict,),
     "roles": (dict,), "correct": (bool, type(None)), "error": _OPT_NUM, "hazards": (list,),
     "seed": (int,), "wall_s": _NUM, "events": (int, type(None)), "note": (str,),
-    "breakdown": (dict, type(None)), "proxy": (dict, type(None)),
+    "breakdown": (dict, type(None)), "proxy": (dict, type(None)), "collapsed": (bool, type(None)),
 }
 BREAKDOWN = ("total", "compute", "exposed_communication", "proxy_queueing", "fence_wait")
 CLUSTER = {"nodes": (int,), "gpus_per_node": (int,), "transport": (str,)}

@@ -24,13 +24,14 @@ PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fe
               "credit_wait_us")
 
 
-def build(scenario: Scenario, folded: bool = False) -> tuple[Schedule, Schedule]:
+def build(scenario: Scenario, folded: bool = False, grouped: bool = False) -> tuple[Schedule, Schedule]:
     """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
-    (:func:`mkernel.builders.node_symmetric`)."""
+    (:func:`mkernel.builders.node_symmetric`); with ``grouped``, with grouped tasks (the simulator's)."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
     kw = {"first_nodes": span} if folded and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
+    kw["grouped"] = grouped
     fused = module.build(w, c, **kw)
     baseline = module.build_baseline(w, c, **kw)
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
@@ -38,14 +39,28 @@ def build(scenario: Scenario, folded: bool = False) -> tuple[Schedule, Schedule]
     return fused, baseline
 
 
+def collapses(scenario: Scenario, *, data: bool = False, trace: bool = False, faults=None) -> bool:
+    """Whether a sim run collapses by default: the op is node-symmetric on this cluster, and nothing
+    asks for every node: no data, no trace, no faults, and no protocol whose flags may overtake
+    their data (``flag`` notification on ``efa_srd``: the hazard tracker's case)."""
+    w, c = scenario.workload, scenario.cluster
+    racy = c.notify_mode == "flag" and c.transport == "efa_srd"
+    return (not (data or trace or faults or racy) and 0 < c.fold_nodes < c.nodes
+            and builders.node_symmetric(w, c))
+
+
 def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: int = 0,
-        trace: bool = False, collapse: bool = False, faults=None, adaptive: bool = False) -> tuple[dict, RunStats]:
+        trace: bool = False, collapse: bool | None = None, faults=None, adaptive: bool = False,
+        progress=None) -> tuple[dict, RunStats]:
     """Run fused and baseline on one backend; with ``data``, check both against the oracle.
 
     ``collapse`` (sim only) simulates one node when every node does the same thing: exact times,
     far fewer events, but no hazard tracking; ignored with ``data`` or ``trace``. Node-symmetric
     ops are then built for the simulated nodes alone, so 64 nodes cost about what 2 do, and the
-    static race check (whose cost grows faster than the schedule) is skipped. ``faults`` injects
+    static race check (whose cost grows faster than the schedule) is skipped. None (the default)
+    collapses where :func:`collapses` says nothing asks for every node; the result says which
+    (``collapsed``). ``progress(stage, done, total)`` hears how far a sim run is (stages: build,
+    then each simulated variant). ``faults`` injects
     seeded faults: into both simulated runs (:class:`mkernel.sim.faults.Faults`), or into the hw
     fused run's host proxy (:class:`mkernel.hw.runtime.proxy.ProxyFaults`, 2 or more nodes). ``adaptive`` runs
     the fused op under the adaptive SM partition (:mod:`mkernel.controller`): the simulator's role
@@ -56,7 +71,12 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         scenario = dataclasses.replace(scenario, cluster=engine.cluster_for(scenario.cluster))
     w, c = scenario.workload, scenario.cluster
     data = data or backend == "hw"  # hw always checks its outputs against the oracle
-    fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults))
+    if collapse is None:
+        collapse = backend == "sim" and collapses(scenario, data=data, trace=trace, faults=faults)
+    if progress is not None:
+        progress("build", 0, 0)
+    fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults),
+                            grouped=backend == "sim")
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
@@ -68,8 +88,8 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if data:
         inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
         expected = reference.expected(w, inputs, c.gpus_per_node)
-    fold = {"collapse": collapse and not data and not trace, "faults": faults} if backend == "sim" else {
-        "workload": w, "faults": faults}
+    fold = {"collapse": collapse and not data and not trace, "faults": faults, "progress": progress} \
+        if backend == "sim" else {"workload": w, "faults": faults}
     trajectory = None
     if adaptive:
         from .controller import Balance, Trajectory, sim_controller
@@ -112,6 +132,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "seed": seed,
         "wall_s": stats.wall_s + base.wall_s,
         "events": None if stats.events is None else stats.events + (base.events or 0),
+        "collapsed": (stats.metrics or {}).get("collapsed") if backend == "sim" else None,
         "note": (stats.metrics.get("note", "") if backend != "sim" else
                  "simulated times; model parameters in the scenario file")
         + ("; adaptive SM partition: roles are the static split it starts from" if adaptive else ""),

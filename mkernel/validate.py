@@ -12,6 +12,9 @@ Each rule raises :class:`ScheduleError` naming the task (or buffer) and the rule
 - an OUTPUT element not written exactly ``writes_per_element`` times;
 - a race: two conflicting accesses that no chain of waits orders (see :mod:`mkernel.races`).
 
+A group (``Task.count`` > 1) must carry a step that fits it, and its members keep the per-task
+rules; the rules over pairs of tasks (cycles, output coverage, races) run on the expanded schedule.
+
 A schedule of the first nodes alone (``Schedule.first_nodes``) gets the per-task rules and the
 signal counts, folded onto those nodes as the builder counted them; cycles, output coverage and races need every node's
 tasks, so they are checked on full builds of the same op (tests/core/test_symmetry.py proves the two
@@ -24,10 +27,11 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .errors import ScheduleError
-from .ir import BufferKind, Op, Region, Schedule, Task
+from .ir import BufferKind, Op, Region, Schedule, Task, expand, paused_gc
 from .races import check_races, happens_before_graph, topological_order
 
 
+@paused_gc()
 def validate(s: Schedule, races: bool = True) -> None:
     """Check every rule (the race check only with ``races``); raise on the first broken one."""
     buffers = {b.name: b for b in s.buffers}
@@ -40,21 +44,45 @@ def validate(s: Schedule, races: bool = True) -> None:
     for i, task in enumerate(s.tasks):
         if task.id != i:
             raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
-        _check_task(s, task, buffers)
+        if task.count == 1:
+            _check_task(s, task, buffers)
+        else:
+            _check_group(s, task, buffers)
     _check_signals(s)
     if s.first_nodes:
         return
-    _check_cycles(s)
-    _check_outputs(s, buffers)
+    flat = expand(s)  # the rules over pairs of tasks need every member
+    _check_cycles(flat)
+    _check_outputs(flat, buffers)
     if races:
-        check_races(s)
+        check_races(flat)
+
+
+def _check_group(s: Schedule, task: Task, buffers: dict) -> None:
+    """A group's step fits its task, and its members keep every per-task rule: regions move evenly,
+    so the first and last member bound the rest, unless ranks step (then every member is checked)."""
+    st = task.step
+    if task.count < 2 or st is None:
+        _fail(task, f"a group of {task.count} members needs count >= 2 and a step")
+    for name, have, want in (("regions", st.regions, len(task.reads + task.writes)),
+                             ("signals", st.signals, len(task.signals)), ("waits", st.waits, len(task.waits))):
+        if have and len(have) != want:
+            _fail(task, f"its step has {len(have)} {name} steps for {want} {name}")
+    if "{}" not in task.label and st.label[1]:
+        _fail(task, f"its step numbers the label, but the label {task.label!r} has no {{}} for the number")
+    # a rule on ranks holds for every member if it holds for the first and last, ranks moving evenly and
+    # nodes being ranges of ranks; but "a put writes to another node" could skip over the own node
+    every = task.op is Op.PUT and any(r[0] for r in st.regions)
+    _check_task(s, task, buffers)  # member 0's fields are the task's
+    for i in range(1, task.count) if every else (task.count - 1,):
+        _check_task(s, task.member(i), buffers, shapes=False)  # shapes do not step
 
 
 def _fail(task: Task, rule: str) -> None:
     raise ScheduleError(f"{task.describe()}: {rule}")
 
 
-def _check_task(s: Schedule, task: Task, buffers: dict) -> None:
+def _check_task(s: Schedule, task: Task, buffers: dict, shapes: bool = True) -> None:
     if not 0 <= task.rank < s.world:
         _fail(task, f"rank outside 0..{s.world - 1}")
     if not 0 <= task.launch < len(s.launches):
@@ -67,7 +95,8 @@ def _check_task(s: Schedule, task: Task, buffers: dict) -> None:
     for region in task.writes:
         if buffers[region.buffer].kind is BufferKind.INPUT:
             _fail(task, f"writes input buffer {region}")
-    _check_arity(task)
+    if shapes:
+        _check_arity(task)
     _check_locality(s, task)
     for wait in task.waits:
         if wait.signal.rank != task.rank:
@@ -156,17 +185,30 @@ def _check_locality(s: Schedule, task: Task) -> None:
 
 
 def _check_signals(s: Schedule) -> None:
-    def key(sig):
-        return (sig.rank % (s.first_nodes * s.gpus_per_node), sig.name, sig.index) if s.first_nodes else sig
+    fold = s.first_nodes * s.gpus_per_node
 
-    bumps = Counter(key(sig) for task in s.tasks for sig in task.signals)
+    def key(rank: int, name: str, index: int) -> tuple:
+        return (rank % fold if fold else rank, name, index)
+
+    bumps: Counter = Counter()
     for task in s.tasks:
-        for wait in task.waits:
-            have = bumps[key(wait.signal)]
-            if have == 0:
-                _fail(task, f"waits on {wait.signal}, which no task signals")
-            if have < wait.count:
-                _fail(task, f"waits for {wait.signal} >= {wait.count}, but only {have} tasks bump it")
+        steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
+        for g, (dk, dx) in zip(task.signals, steps):
+            if dk == dx == 0:  # every member bumps the same signal
+                bumps[key(g.rank, g.name, g.index)] += task.count
+            else:
+                bumps.update(key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(task.count))
+    for task in s.tasks:
+        steps = task.step.waits if task.count > 1 and task.step.waits else (0,) * len(task.waits)
+        for wait, dx in zip(task.waits, steps):
+            g = wait.signal
+            for i in range(task.count) if dx else (0,):
+                have = bumps[key(g.rank, g.name, g.index + i * dx)]
+                if have == 0 or have < wait.count:
+                    member = task.member(i)
+                    sig = member.waits[task.waits.index(wait)].signal
+                    _fail(member, f"waits on {sig}, which no task signals" if have == 0 else
+                          f"waits for {sig} >= {wait.count}, but only {have} tasks bump it")
 
 
 def _check_cycles(s: Schedule) -> None:

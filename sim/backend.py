@@ -8,7 +8,7 @@ import numpy as np
 from mkernel.backend import RunStats
 from mkernel.cluster import Cluster
 from mkernel.errors import BackendUnavailable
-from mkernel.ir import BufferKind, Schedule
+from mkernel.ir import BufferKind, Schedule, paused_gc
 
 from .collapse import collapse as fold
 from .collapse import is_node_symmetric
@@ -27,9 +27,11 @@ class SimBackend:
             return f"schedule is for {schedule.world} ranks, cluster has {cluster.world}"
         return None
 
+    @paused_gc()  # a run makes millions of short-lived objects; the schedule's are scanned at every full pass
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
-            collapse: bool = False, faults: Faults | None = None, controller=None, workload=None) -> RunStats:
+            collapse: bool = False, faults: Faults | None = None, controller=None, workload=None,
+            progress=None) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
@@ -40,6 +42,7 @@ class SimBackend:
         ``faults`` injects seeded faults (:mod:`mkernel.sim.faults`); a faulty run is never collapsed.
         ``controller`` moves SMs between roles at task boundaries (:mod:`mkernel.controller`).
         ``workload`` is not needed: the schedule holds everything the simulator runs.
+        ``progress(variant, done, total)`` hears, now and then, how many tasks have ended.
         """
         wall = time.perf_counter()
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
@@ -51,7 +54,7 @@ class SimBackend:
         run_schedule = fold(schedule, span) if folded else schedule
         data = DataStore(schedule, inputs) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
-                      track_hazards=not folded, faults=faults, controller=controller)
+                      track_hazards=not folded, faults=faults, controller=controller, progress=progress)
         model.run()
         copies = schedule.world // run_schedule.world  # each simulated rank stands for this many
         tiers = {k: v * copies for k, v in

@@ -24,7 +24,20 @@ def _canon(task: Task, shift) -> tuple:
             tuple((r.buffer, shift[r.rank], r.row1 - r.row0, r.col1 - r.col0) for r in task.reads),
             tuple((r.buffer, shift[r.rank], r.row1 - r.row0, r.col1 - r.col0) for r in task.writes),
             tuple((shift[w.signal.rank], w.signal.name, w.signal.index, w.count) for w in task.waits),
-            tuple((shift[g.rank], g.name, g.index) for g in task.signals))
+            tuple((shift[g.rank], g.name, g.index) for g in task.signals), task.count, task.step)
+
+
+def _flat_puts(s: Schedule) -> Schedule:
+    """``s`` with its groups of puts expanded: a put group's ranks may step across nodes, where the
+    node shift and the fold do not keep them evenly spaced (every other group stays in its node)."""
+    if not any(t.op is Op.PUT and t.count > 1 for t in s.tasks):
+        return s
+    tasks = []
+    for t in s.tasks:
+        tasks += t.members() if t.op is Op.PUT and t.count > 1 else [t]
+    return dataclasses.replace(s, tasks=tuple(Task(i, t.rank, t.role, t.op, t.reads, t.writes, t.accumulate,
+                                                   t.waits, t.signals, t.launch, t.chunk, t.label, t.mask, t.index,
+                                                   t.count, t.step) for i, t in enumerate(tasks)))
 
 
 def is_node_symmetric(s: Schedule) -> bool:
@@ -33,6 +46,7 @@ def is_node_symmetric(s: Schedule) -> bool:
     nodes = s.world // gpus
     if nodes < 2:
         return False
+    s = _flat_puts(s)
     # shifts[n][rank]: rank renamed as seen from node n (node m -> node m - n, mod nodes)
     shifts = [[((r // gpus - n) % nodes) * gpus + r % gpus for r in range(s.world)] for n in range(nodes)]
     per_rank: dict[int, list[tuple]] = {r: [] for r in range(s.world)}
@@ -54,6 +68,13 @@ def collapse(s: Schedule, span: int = 1) -> Schedule:
     def fold(r: Region) -> Region:
         return Region(r.buffer, r.rank % gpus, r.row0, r.row1, r.col0, r.col1)
 
+    s = _flat_puts(s)
+    if s.first_nodes == span:  # built for these nodes alone: by validate's locality rules only a put's
+        # signals reach past them (to the node it writes), so every other task is kept as it is
+        tasks = tuple(Task(t.id, t.rank, t.role, t.op, t.reads, t.writes, t.accumulate, t.waits,
+                           tuple(Signal(g.rank % gpus, g.name, g.index) for g in t.signals), t.launch, t.chunk,
+                           t.label, t.mask, t.index) if t.op is Op.PUT else t for t in s.tasks)
+        return dataclasses.replace(s, world=gpus, tasks=tasks, first_nodes=0)
     tasks = []
     for t in s.tasks:
         if t.rank >= gpus:
@@ -65,5 +86,5 @@ def collapse(s: Schedule, span: int = 1) -> Schedule:
                           tuple(Wait(Signal(w.signal.rank % gpus, w.signal.name, w.signal.index), w.count)
                                 for w in t.waits),
                           tuple(Signal(g.rank % gpus, g.name, g.index) for g in t.signals), t.launch, t.chunk,
-                          t.label, t.mask, t.index))
+                          t.label, t.mask, t.index, t.count, t.step))
     return dataclasses.replace(s, world=gpus, gpus_per_node=s.gpus_per_node, tasks=tuple(tasks), first_nodes=0)

@@ -1,26 +1,29 @@
 """The SimPy model of one schedule on one cluster.
 
-Each rank runs its launches in stream order. In a launch, every SM is a process that serves one
-role of a :class:`~mkernel.sim.sms.RolePool` at a time, taking that role's tasks in queue order;
-it waits for the task's signals, then spends the task's cost. An optional controller may move SMs
-between roles at task boundaries. Costs:
+Each rank runs its launches in stream order. In a launch, the SMs of a :class:`~mkernel.sim.sms.RolePool`
+each serve one role at a time, taking that role's tasks (or a group's members) in queue order; an
+SM waits for its task's signals, then spends the task's cost. An optional controller may move SMs
+between roles at task boundaries. How SMs take work, and run neighbouring members of a group as
+one run, is :mod:`mkernel.sim.dispatch`; this module does the work. Costs:
 
 - GEMM: :func:`cost.gemm_us` on the SM (a roofline with a tile-size efficiency; faster per SM while
   fewer of the rank's SMs compute).
 - COPY/REDUCE/GATHER: the SM streams its local bytes at ``sm_stream_gb_per_s`` while it drives one flow
   per peer region over the NVLink ports (source egress, destination ingress), capped together by
-  what one SM can copy over NVLink (``sm_copy_gb_per_s``); then the NVLink latency.
-- PUT: handed to :class:`~mkernel.sim.network.Network` (ring, proxy, NIC, transport).
+  what one SM can copy over NVLink (``sm_copy_gb_per_s``); then the NVLink latency. A run of n
+  members is one flow of n times the weight.
+- PUT: handed to :class:`~mkernel.sim.network.Network` (ring, proxy, NIC, transport), one member at a time.
 
 Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
-it starts; its writes count as arrived when it ends (a PUT's when the data lands).
+it starts; its writes count as arrived when it ends (a PUT's when the data lands). Hazard tracking
+and data runs take the flat schedule (the model expands groups for them).
 
 ``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
-seeded random factor, so races that a bug allows get a chance to show.
+seeded random factor, so races that a bug allows get a chance to show; it runs one member per run.
 
 Signals are epoch-stamped counters. A flag stored to a peer lands one NVLink latency after it is
 issued, unless the task already waited that latency for its own peer stores. If the event queue
-drains while workers still wait, :class:`DeadlockError` lists every waiter.
+drains while SMs still wait, :class:`DeadlockError` lists every waiter.
 """
 from __future__ import annotations
 
@@ -30,9 +33,10 @@ import random
 from mkernel import cost
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
-from mkernel.ir import Op, Role, Schedule, Signal, Task
+from mkernel.ir import Op, Role, Schedule, Signal, Task, expand
 
 from .data import DataStore
+from .dispatch import NVLINK_OPS, Dispatch, Lane, Run
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
 from .hazards import ArrivalTracker, NullTracker
@@ -41,12 +45,16 @@ from .signals import CountingEnvironment, SignalBoard
 from .sms import RolePool
 
 
-class Model:
+
+class Model(Dispatch):
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
-                 controller=None, faults: Faults | None = None) -> None:
+                 controller=None, faults: Faults | None = None, progress=None) -> None:
+        self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
+        if not self.quiet:
+            s = expand(s)  # the hazard tracker and the data store follow tasks one by one
         self.s, self.c, self.data = s, c.for_variant(s.variant), data
         c = self.c
         self.env = CountingEnvironment()
@@ -69,12 +77,19 @@ class Model:
         self.compute_busy = [0.0] * s.world  # union of time with at least one compute task running
         self._computing = [0] * s.world
         self._compute_since = [0.0] * s.world
-        self.blocked: dict = {}
+        self.blocked: dict[int, Run] = {}  # blocked runs, by id
         self.controller = controller  # called as controller(rank, pool, now_us) at task boundaries
         self.pools: dict[int, RolePool] = {}
         self.spans: list[tuple] | None = [] if trace else None
         self.proxy_spans: list[tuple] = []
         self.queues = s.queues()
+        self._gemm_cache: dict = {}
+        self._joins_cache: dict[int, bool] = {}
+        self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
+        self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
+        self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
+        self._total = sum(t.count for t in s.tasks)
+        self._ended, self._told = 0, 0
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -82,8 +97,11 @@ class Model:
             self.env.process(self._rank(rank))
         self.env.run()
         if self.blocked:
-            lines = [f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {need}, "
-                     f"has {self.board.count(sig)}" for t, sig, need in self.blocked.values()]
+            lines = []
+            for run in self.blocked.values():
+                t, sig = run.member(), Signal(*run.key)
+                lines.append(f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {run.need}, "
+                             f"has {self.board.count(sig)}")
             injected = self.inject.report()
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
                                 f"{len(lines)} tasks wait on signals nothing will bump"
@@ -101,97 +119,171 @@ class Model:
             self.pools[rank] = pool
             if self.controller is not None:  # the initial split is the controller's too
                 self.controller(rank, pool, self.env.now)
-            workers = [self.env.process(self._sm(rank, slot, role, pool))
-                       for slot, role in enumerate(pool.initial_roles())]
-            yield self.env.all_of(workers)
+            roles = pool.initial_roles()
+            lane = Lane(rank, pool, len(roles), self.env.event())
+            if self._one_by_one:
+                self._pass(lane, [(slot, role, None, 0) for slot, role in enumerate(roles)])
+            else:
+                self._bulk(lane, [(role, n, None) for role, n in pool.target.items()])
+            yield lane.done
         self.finish[rank] = self.env.now
         self.tracker.check_outputs_landed(rank, self.env.now)
 
-    def _sm(self, rank: int, slot: int, role: Role, pool: RolePool):
-        """One SM: take tasks of its role; at each task boundary follow the pool's targets."""
-        key = (rank, slot)
-        while True:
-            picked = pool.next_task(role)
-            if picked is None:
-                return
-            role, task = picked
-            for wait in task.waits:
-                event = self.board.wait(wait.signal, wait.count)
-                if event is not None:
-                    self.blocked[key] = (task, wait.signal, wait.count)
-                    pool.blocked[role] += 1
-                    yield event
-                    pool.blocked[role] -= 1
-                    del self.blocked[key]
-            if self.stress > 0:
-                yield self.env.timeout(self._stretch(1.0))  # a stressed SM starts up to 1+stress us late
-            start = self.env.now
-            if role is Role.COMPUTE:
-                self._compute_edge(rank, +1)
-            yield from self._execute(task)
-            if role is Role.COMPUTE:
-                if self.c.gpu.fused_tile_us and task.op in (Op.GEMM, Op.ATTN):  # fill, epilogue, task row
-                    yield self.env.timeout(self.c.gpu.fused_tile_us)
-                self._compute_edge(rank, -1)
-            if self.spans is not None:
-                self.spans.append((rank, role.value, slot, task.label or task.op.value, start, self.env.now))
-            pool.active[role] -= 1
-            if self.controller is not None:
-                self.controller(rank, pool, self.env.now)
-
-    def _compute_edge(self, rank: int, step: int) -> None:
-        if step > 0 and self._computing[rank] == 0:
-            self._compute_since[rank] = self.env.now
-        self._computing[rank] += step
-        if step < 0 and self._computing[rank] == 0:
-            self.compute_busy[rank] += self.env.now - self._compute_since[rank]
-
-    # -- task effects --------------------------------------------------------------------------
-    def _execute(self, task: Task):
-        if task.op is Op.PUT:
-            sources = self.data.snapshot(task) if self.data is not None else None
-            yield from self.net.send(task, sources)
+    # -- runs doing their work -------------------------------------------------------------------
+    def _start(self, run: Run) -> None:
+        if self.stress > 0:  # a stressed SM starts up to 1+stress us late
+            self.env.timeout(self._stretch(1.0)).callbacks.append(lambda _ev: self._stressed(run))
             return
-        self.tracker.check_reads(task, self.env.now)
-        slow = self.inject.slowdown(task.rank)
-        busy = self._computing[task.rank]  # compute SMs running now, this one included
-        if task.op is Op.GEMM:
-            yield self.env.timeout(self._stretch(cost.gemm_us(task, self.itemsize, self.c, busy)) * slow)
-        elif task.op is Op.ATTN:
-            yield self.env.timeout(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow)
-        elif task.op is Op.NORM:
-            yield self.env.timeout(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow)
-        elif task.op in (Op.COPY, Op.REDUCE, Op.GATHER):
-            yield from self._nvlink_task(task)
-        self.tracker.landed_writes(task)
-        if self.data is not None:
-            self.data.apply(task)
-        paid = task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and cost.touches_peer(task)
-        if paid and self.c.gpu.fused_peer_task_us:  # the fused kernel's fixed cost of a peer task
-            yield self.env.timeout(self.c.gpu.fused_peer_task_us)
-        for sig in task.signals:
-            if sig.rank == task.rank or paid:
-                self.board.bump(sig)
-            else:  # a flag store to a peer lands one NVLink latency after it is issued
-                delay = self.env.timeout(self.c.nvlink.latency_us)
-                delay.callbacks.append(lambda _ev, sig=sig: self.board.bump(sig))
+        self._work(run)
 
-    def _nvlink_task(self, task: Task):
-        """Local bytes stream while one weighted flow carries every peer transfer of the task."""
+    def _stressed(self, run: Run) -> None:
+        self._ready(run.lane.rank, run.role, run.task, run.n)
+        run.speed = cost.sm_speed(self.c, self._computing[run.lane.rank]) if run.task.op is Op.GEMM else 0.0
+        self._work(run)
+
+    def _work(self, run: Run) -> None:
+        task, op = run.task, run.task.op  # a run's members share shapes, and ranks but for a put's or a copy's
+        if task.count > 1 and (op is Op.PUT or (op in NVLINK_OPS and not self._joins(task))):
+            task = run.member()
+        now = run.start = self.env.now
+        if op is Op.PUT:
+            self.env.process(self._put(run, task))
+            return
+        self.tracker.check_reads(task, now)
+        slow = self.inject.slowdown(task.rank)
+        if op is Op.GEMM:
+            us = self._gemm_us(task, run.speed if run.speed else cost.sm_speed(self.c, self._computing[task.rank]))
+            self._later(self._stretch(us) * slow, self._worked, run)
+        elif op is Op.ATTN:
+            self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, self._worked, run)
+        elif op is Op.NORM:
+            self._later(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow, self._worked, run)
+        elif op in NVLINK_OPS:
+            self._nvlink(run, task)
+        else:
+            self._worked([run])
+
+    def _later(self, delay: float, then, run: Run) -> None:
+        """Call ``then(runs)`` ``delay`` from now with every run of this lane that asked for the same
+        step at the same time: SMs that end together take their next work together."""
+        key = (id(run.lane), then, self.env.now + delay)
+        runs = self._timers.get(key)
+        if runs is None:
+            runs = self._timers[key] = []
+            self.env.timeout(delay).callbacks.append(lambda _ev: then(self._timers.pop(key)))
+        runs.append(run)
+
+    def _until(self, at: float, then, run: Run) -> None:
+        self._later(max(0.0, at - self.env.now), then, run)
+
+    def _gemm_us(self, task: Task, speed: float) -> float:
+        a, b = task.reads
+        key = (a.buffer, a.row1 - a.row0, a.col1 - a.col0, b.buffer, b.col1 - b.col0, task.writes[0].buffer,
+               task.accumulate, speed)  # what the cost reads: shapes and item sizes
+        us = self._gemm_cache.get(key)
+        if us is None:
+            us = self._gemm_cache[key] = cost.gemm_us_at(task, self.itemsize, self.c, speed)
+        return us
+
+    def _worked(self, runs: list[Run]) -> None:
+        """Compute-like runs' work is done: their writes land, their signals go; a GEMM or attention
+        tile on the compute role then pays the fused kernel's per-tile cost before its SM is free."""
+        free = []
+        tile = self.c.gpu.fused_tile_us
+        for run in runs:
+            self._landed(run)
+            self._signal(run, False)
+            if run.role is Role.COMPUTE and tile and run.task.op in (Op.GEMM, Op.ATTN):
+                self._later(tile, self._free, run)  # fill, epilogue, task row
+            else:
+                free.append(run)
+        if free:
+            self._free(free)
+
+    def _free(self, runs: list[Run]) -> None:
+        if self.progress is not None:
+            self._ended += sum(run.n for run in runs)
+            if self._ended - self._told >= self._total / 200 or self._ended == self._total:
+                self._told = self._ended
+                self.progress(self.s.variant, self._ended, self._total)
+        if self._one_by_one:
+            self._pass(runs[0].lane, [(slot, run.role, run, j) for run in runs for j, slot in enumerate(run.slots)])
+        else:
+            self._bulk(runs[0].lane, [(run.role, run.n, run) for run in runs])
+
+    def _landed(self, run: Run) -> None:
+        if self.quiet:
+            return
+        for j in range(run.n):
+            t = run.member(j)
+            self.tracker.landed_writes(t)
+            if self.data is not None:
+                self.data.apply(t)
+
+    def _signal(self, run: Run, paid: bool) -> None:
+        """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
+        (unless the task already waited that latency for its own peer stores)."""
+        rank, later = run.task.rank, []
+        for key, times in run.signal_keys():
+            if key[0] == rank or paid:
+                self.board.bump_key(key, times)
+            else:
+                later.append((key, times))
+        if later:
+            run.later = later
+            self._later(self.c.nvlink.latency_us, self._flags, run)
+
+    def _flags(self, runs: list[Run]) -> None:
+        for run in runs:
+            for key, times in run.later:
+                self.board.bump_key(key, times)
+
+    def _put(self, run: Run, task: Task):
+        sources = self.data.snapshot(task) if self.data is not None else None
+        yield from self.net.send(task, sources)
+        self._free([run])
+
+    def _nvlink(self, run: Run, task: Task) -> None:
+        """Local bytes stream while one weighted flow carries every peer transfer of the members;
+        then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
+        end and one at the run's end: the times of the same steps taken one after the other."""
+        run.paid = cost.touches_peer(task)
+        tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
+        merged = tail if self.quiet else 0.0
         transfers = cost.remote_transfers(task, self.itemsize)
         local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream * self.inject.slowdown(task.rank)
+        start = self.env.now
         if not transfers:
-            yield self.env.timeout(local_us + cost.step_us(task, self.c))
+            self._until((start + (local_us + cost.step_us(task, self.c))) + merged, self._copied, run)
             return
         half = self.c.nvlink.half_efficiency_bytes
         legs = []
         for src, dst, b in transfers:
             legs += [(self.nv_out[src], b, b + half), (self.nv_in[dst], b, b + half)]
         size = sum(b + half for _, _, b in transfers)
-        moved = self.flows.transfer_legs(size, legs, self.sm_copy)
-        yield self.env.all_of([moved, self.env.timeout(local_us)])
-        # the fused kernel's steps each wait a peer round trip: latency the port does not see
-        yield self.env.timeout(self._stretch(self.c.nvlink.latency_us + cost.step_us(task, self.c)))
+
+        def moved(_ev) -> None:
+            # the fused kernel's steps each wait a peer round trip: latency the port does not see
+            rtt = self._stretch(self.c.nvlink.latency_us + cost.step_us(task, self.c))
+            self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
+        self.flows.transfer_legs(size, legs, self.sm_copy, run.n).callbacks.append(moved)
+
+    def _copied(self, runs: list[Run]) -> None:
+        tail = self.c.gpu.fused_peer_task_us
+        now = []
+        for run in runs:
+            self._landed(run)
+            if run.paid and tail and not self.quiet:
+                self._later(tail, self._paid, run)
+            else:
+                now.append(run)
+        if now:
+            self._paid(now)
+
+    def _paid(self, runs: list[Run]) -> None:
+        for run in runs:
+            self._signal(run, run.paid)
+        self._free(runs)
 
     def _stretch(self, us: float) -> float:
         """Under stress, a duration scaled by a seeded factor in [1/(1+stress), 1+stress]."""

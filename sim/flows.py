@@ -16,11 +16,18 @@ Incremental: when flows start or end, only their *component* is re-solved: the f
 reachable from the changed links through shared flows. Flows elsewhere keep their rates and
 finish times.
 
-Cost: finish times sit in one heap with lazy deletion, and a single SimPy timeout is armed for the
-earliest, so the event count grows with the number of flows, not with flows x re-rates. Re-solves
-are batched per instant: flows that start or end at the same simulated time (a wave of tiles
-finishing together) mark their links, and one zero-delay event re-solves every marked component
-once. No time passes in between, so no byte moves at a stale rate.
+Groups: flows with the same links, weights and cap always get the same max-min rate, so they are
+one :class:`Flow` (a group) holding ``count`` of them, with ``count`` times the weight on each link:
+the solver rates groups, not flows. Each member keeps its own size and start: the group tracks its
+*virtual time* (bytes every member has moved since the group began), and a member ends when the
+virtual time passes its start plus its size. So a NIC carrying hundreds of messages to a few peers
+re-solves a few groups, and a wave of identical NVLink copies is one.
+
+Cost: each group's next finish sits in one heap with lazy deletion, and a single SimPy timeout is
+armed for the earliest, so the event count grows with the number of finishes, not with flows x
+re-rates. Re-solves are batched per instant: flows that start or end at the same simulated time (a
+wave of tiles finishing together) mark their links, and one zero-delay event re-solves every marked
+component once. No time passes in between, so no byte moves at a stale rate.
 """
 from __future__ import annotations
 
@@ -48,16 +55,37 @@ class Link:
 
 
 class Flow:
-    __slots__ = ("links", "cap", "remaining", "rate", "stamp", "token", "done")
+    """A group of flows with the same links, weights (``unit``: link -> weight of one flow) and
+    cap, all moving at ``rate`` each. ``vtime``: bytes each member has moved since the group began,
+    as of ``stamp``; ``ends``: a heap of (virtual end, seq, members, done event) per transfer."""
 
-    def __init__(self, links: tuple[Link, ...], nbytes: float, cap: float, done: simpy.Event, now: float) -> None:
-        self.links = links
+    __slots__ = ("links", "unit", "cap", "count", "vtime", "rate", "stamp", "token", "ends", "key")
+
+    def __init__(self, unit: dict[Link, float], cap: float, now: float, key=None) -> None:
+        self.links = tuple(unit)
+        self.unit = unit
         self.cap = cap
-        self.remaining = float(nbytes)
+        self.count = 0
+        self.vtime = 0.0
         self.rate = 0.0
         self.stamp = now
         self.token = 0
-        self.done = done
+        self.ends: list[tuple[float, int, int, simpy.Event]] = []
+        self.key = key
+
+    def advance(self, now: float) -> None:
+        """Bring the virtual time up to ``now`` at the current rate."""
+        if now > self.stamp:
+            self.vtime += self.rate * (now - self.stamp)
+        self.stamp = now
+
+    def add(self, n: int) -> None:
+        """``n`` more members (or fewer, for n < 0): ``count`` times the unit weight on every link."""
+        self.count += n
+        for link, w in self.unit.items():
+            old = link.flows.get(self, 0.0)
+            link.flows[self] = w * self.count
+            link.weight += w * self.count - old
 
 
 class FlowNet:
@@ -66,33 +94,43 @@ class FlowNet:
     def __init__(self, env: simpy.Environment, record: bool = False) -> None:
         self.env = env
         self.record = record
-        self.heap: list[tuple[float, int, int, Flow]] = []  # (finish, seq, token, flow)
+        self.heap: list[tuple[float, int, int, Flow]] = []  # (next finish, seq, token, group)
         self.seq = 0
         self.armed = math.inf
         self.dirty: dict[Link, None] = {}  # links whose flows need a re-rate at this instant
+        self.touched: dict[Flow, None] = {}  # groups whose members changed at this instant
         self.flush_pending = False
+        self.groups: dict[tuple, Flow] = {}  # (weights, cap) -> the live group
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
         return self.transfer_legs(nbytes, [(link, nbytes, nbytes) for link in links], cap)
 
-    def transfer_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf) -> simpy.Event:
-        """One flow of ``size`` bytes; each leg ``(link, payload, busy)`` puts ``busy`` bytes of link
-        time (payload plus per-message overhead) and ``payload`` bytes of data on its link."""
+    def transfer_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf,
+                      count: int = 1) -> simpy.Event:
+        """``count`` identical flows of ``size`` bytes each (the members of a group), one event at
+        their end; each leg ``(link, payload, busy)`` puts ``busy`` bytes of link time (payload plus
+        per-message overhead) and ``payload`` bytes of data on its link, per flow."""
         done = self.env.event()
-        weights: dict[Link, float] = {}
+        unit: dict[Link, float] = {}
         for link, payload, busy in legs:
-            link.bytes += payload
-            link.busy_bytes += busy
-            weights[link] = weights.get(link, 0.0) + busy / size if size > 0 else 0.0
+            link.bytes += payload * count
+            link.busy_bytes += busy * count
+            unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         if size <= 0:
             done.succeed()
             return done
-        flow = Flow(tuple(weights), size, cap, done, self.env.now)
-        for link, w in weights.items():
-            link.flows[flow] = w
-            link.weight += w
-        self._mark(flow.links)
+        now = self.env.now
+        key = (tuple(unit.items()), cap)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Flow(unit, cap, now, key)
+        group.advance(now)
+        self.seq += 1
+        heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))
+        group.add(count)
+        self.touched[group] = None
+        self._mark(group.links)
         return done
 
     def _mark(self, links) -> None:
@@ -107,20 +145,21 @@ class FlowNet:
         links, self.dirty = self.dirty, {}
         flows = _component(links)
         self._rerate(flows, max_min(flows))
+        self.touched.clear()
         self._arm()
 
     def _rerate(self, flows: dict[Flow, None], rates: dict[Flow, float]) -> None:
         now = self.env.now
         for flow in flows:
             rate = rates[flow]
-            if rate == flow.rate:
-                continue  # its finish time, and its heap entry, still hold
-            flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow.stamp))
-            flow.stamp = now
+            if rate == flow.rate and flow not in self.touched:
+                continue  # its next finish, and its heap entry, still hold
+            flow.advance(now)
             flow.rate = rate
             flow.token += 1
             self.seq += 1
-            heapq.heappush(self.heap, (now + flow.remaining / rate, self.seq, flow.token, flow))
+            left = max(0.0, flow.ends[0][0] - flow.vtime)
+            heapq.heappush(self.heap, (now + left / rate if left else now, self.seq, flow.token, flow))
         if self.record:
             for link in dict.fromkeys(link for flow in flows for link in flow.links):
                 if link.samples is None:
@@ -139,25 +178,38 @@ class FlowNet:
         if at != self.armed:
             return  # an earlier wake-up was armed after this one
         self.armed = math.inf
-        finished = []
-        while self.heap and self.heap[0][0] <= self.env.now + EPS_US:
+        now = self.env.now
+        done: list[simpy.Event] = []
+        changed: dict[Flow, None] = {}
+        while self.heap and self.heap[0][0] <= now + EPS_US:
             _, _, token, flow = heapq.heappop(self.heap)
-            if token != flow.token or flow.done.triggered:
+            if token != flow.token:
                 continue
-            finished.append(flow)
-            for link in flow.links:
-                link.weight -= link.flows.pop(flow)
-                if not link.flows:
-                    link.weight = 0.0  # no drift from float sums
-        for flow in finished:
-            flow.done.succeed()
+            flow.advance(now)
+            ends, ended = flow.ends, 0
+            while ends and (not ended or ends[0][0] - flow.vtime <= EPS_US * flow.rate):  # the due one,
+                _, _, n, event = heapq.heappop(ends)  # and every other that ends within EPS_US of now
+                done.append(event)
+                ended += n
+            flow.add(-ended)
+            changed[flow] = None
+            if not ends:
+                for link in flow.links:
+                    del link.flows[flow]
+                    if not link.flows:
+                        link.weight = 0.0  # no drift from float sums
+                del self.groups[flow.key]
+                flow.token += 1  # retired: no heap entry of it counts any more
+        for event in done:
+            event.succeed()
         if self.record:
-            for flow in finished:
+            for flow in changed:
                 for link in flow.links:
                     if not link.flows:
-                        link.samples.append((self.env.now, 0.0))
-        if finished:
-            self._mark([link for flow in finished for link in flow.links])
+                        link.samples.append((now, 0.0))
+        if changed:
+            self.touched.update((f, None) for f in changed if f.ends)
+            self._mark([link for flow in changed for link in flow.links])
         else:
             self._arm()
 

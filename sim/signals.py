@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 import simpy
 
@@ -23,37 +24,44 @@ class CountingEnvironment(simpy.Environment):
 class SignalBoard:
     """Epoch-stamped counters: a value counts only if it was written in the current epoch.
 
-    ``bump`` releases every waiter whose count is reached; ``wait`` returns None when the count
-    already holds, so the common case costs no event.
+    ``bump`` calls back every waiter whose count is reached; ``wait`` returns False when the count
+    already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
+    tuples, so the members of a group reach theirs without building a Signal each.
     """
 
     def __init__(self, env: simpy.Environment, epoch: int) -> None:
         self.env = env
         self.epoch = epoch
-        self.values: dict[Signal, tuple[int, int]] = {}
-        self.waiters: dict[Signal, list[tuple[int, simpy.Event]]] = defaultdict(list)
+        self.values: dict[tuple, tuple[int, int]] = {}
+        self.waiters: dict[tuple, list[tuple[int, Callable[[], None]]]] = defaultdict(list)
 
     def count(self, sig: Signal) -> int:
-        epoch, value = self.values.get(sig, (-1, 0))
+        return self.count_key((sig.rank, sig.name, sig.index))
+
+    def count_key(self, key: tuple) -> int:
+        epoch, value = self.values.get(key, (-1, 0))
         return value if epoch == self.epoch else 0
 
-    def bump(self, sig: Signal) -> None:
-        value = self.count(sig) + 1
-        self.values[sig] = (self.epoch, value)
-        waiting = self.waiters.get(sig)
+    def bump(self, sig: Signal, times: int = 1) -> None:
+        self.bump_key((sig.rank, sig.name, sig.index), times)
+
+    def bump_key(self, key: tuple, times: int = 1) -> None:
+        value = self.count_key(key) + times
+        self.values[key] = (self.epoch, value)
+        waiting = self.waiters.get(key)
         if waiting:
             still = []
-            for need, event in waiting:
+            for need, call in waiting:
                 if need <= value:
-                    event.succeed()
+                    call()
                 else:
-                    still.append((need, event))
-            self.waiters[sig] = still
+                    still.append((need, call))
+            self.waiters[key] = still
 
-    def wait(self, sig: Signal, need: int) -> simpy.Event | None:
-        """An event that fires when ``sig`` reaches ``need``; None if it already has."""
-        if self.count(sig) >= need:
-            return None
-        event = self.env.event()
-        self.waiters[sig].append((need, event))
-        return event
+    def wait_key(self, key: tuple, need: int, call: Callable[[], None]) -> bool:
+        """Whether ``key`` has yet to reach ``need``; if so, ``call()`` is made when it does (from
+        the bump, so it should only schedule work)."""
+        if self.count_key(key) >= need:
+            return False
+        self.waiters[key].append((need, call))
+        return True

@@ -10,23 +10,26 @@ A controller (issue 7) calls :meth:`RolePool.retarget`; the SMs follow at their 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from mkernel.ir import Role, Task
 
 
 class RolePool:
-    """Targets, active counts and task queues of the roles of one launch on one rank."""
+    """Targets, active counts and task queues of the roles of one launch on one rank.
+
+    A queue entry may be a group (``Task.count`` > 1): SMs take its members one by one, in order."""
 
     def __init__(self, budgets: dict[Role, int], queues: dict[Role, list[Task]],
                  work: Callable[[Task], float] | None = None) -> None:
         self.target = dict(budgets)
         self.active = dict.fromkeys(budgets, 0)
-        self._queues: dict[Role, Iterator[Task]] = {role: iter(queues.get(role, [])) for role in budgets}
-        self._next: dict[Role, Task | None] = {role: next(self._queues[role], None) for role in budgets}
+        self._queues: dict[Role, list[Task]] = {role: queues.get(role, []) for role in budgets}
+        self._at: dict[Role, list[int]] = {role: [0, 0] for role in budgets}  # entry, member
         # remaining work per role (SM-us, for a controller), when a cost estimate is given
         self._work = work
-        self.remaining = {role: sum(map(work, queues.get(role, []))) if work else 0.0 for role in budgets}
+        self.remaining = {role: sum(work(t) * t.count for t in queues.get(role, [])) if work else 0.0
+                          for role in budgets}
         self.blocked = dict.fromkeys(budgets, 0)  # SMs of each role waiting on a signal right now
 
     def initial_roles(self) -> list[Role]:
@@ -34,7 +37,7 @@ class RolePool:
         return [role for role, n in self.target.items() for _ in range(n)]
 
     def has_work(self, role: Role) -> bool:
-        return self._next[role] is not None
+        return self._at[role][0] < len(self._queues[role])
 
     def retarget(self, targets: dict[Role, int]) -> None:
         """Change the SMs each role should have; SMs move at their next task boundary."""
@@ -43,22 +46,39 @@ class RolePool:
                 raise ValueError(f"role {role.value} is not part of this launch")
             self.target[role] = n
 
-    def next_task(self, role: Role) -> tuple[Role, Task] | None:
-        """The role this SM should serve now and its next task, or None to retire the SM.
-
-        The caller has released ``role`` (its active count) before asking.
-        """
+    def next_task(self, role: Role) -> tuple[Role, Task, int] | None:
+        """The role this SM should serve now, its next task (a group, perhaps) and the member it
+        takes; or None to retire the SM. The caller has released ``role`` (its active count)."""
         if self.has_work(role) and self.active[role] < self.target[role]:
-            return role, self._take(role)
+            return (role, *self._take(role))
         for other in self.target:
             if self.has_work(other) and self.active[other] < self.target[other]:
-                return other, self._take(other)
+                return (other, *self._take(other))
         return None
 
-    def _take(self, role: Role) -> Task:
-        task = self._next[role]
-        self._next[role] = next(self._queues[role], None)
+    def take_many(self, role: Role, most: int) -> tuple[Task, int, int]:
+        """For SMs of ``role`` that each take their own role's next member (its queue has work):
+        the entry, its first member taken, and how many (up to ``most``, within one entry)."""
+        at = self._at[role]
+        task, first = self._queues[role][at[0]], at[1]
+        n = min(most, task.count - first)
+        if first + n < task.count:
+            at[1] += n
+        else:
+            at[0], at[1] = at[0] + 1, 0
+        self.active[role] += n
+        if self._work is not None:
+            self.remaining[role] -= self._work(task) * n
+        return task, first, n
+
+    def _take(self, role: Role) -> tuple[Task, int]:
+        at = self._at[role]
+        task, member = self._queues[role][at[0]], at[1]
+        if member + 1 < task.count:
+            at[1] += 1
+        else:
+            at[0], at[1] = at[0] + 1, 0
         self.active[role] += 1
         if self._work is not None:
             self.remaining[role] -= self._work(task)
-        return task
+        return task, member

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mkernel.errors import ScheduleError
-from mkernel.ir import Op, Role, Schedule, Signal
+from mkernel.ir import Op, Role, Schedule, Signal, expand
 
 OPS = tuple(Op)  # op code = index
 ROLES = tuple(Role)
@@ -71,7 +71,9 @@ def slots(schedule: Schedule) -> dict[Signal, int]:
 
 
 def lower(schedule: Schedule) -> list[Lowered]:
-    """Per-rank tables of a single-launch (fused) schedule; ranks in order."""
+    """Per-rank tables of a single-launch (fused) schedule; ranks in order. A grouped schedule is
+    lowered as its expansion: the device walks one row per member, as it did before groups."""
+    schedule = expand(schedule)
     if len(schedule.launches) != 1:
         raise ScheduleError(f"{schedule.kernel}/{schedule.variant} has {len(schedule.launches)} launches; the hw "
                             f"backend lowers fused (single-launch) schedules, baselines run as NCCL + torch")

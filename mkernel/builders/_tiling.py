@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir import Step
+
 
 @dataclass(frozen=True, slots=True)
 class Tile:
@@ -61,3 +63,26 @@ def baseline_rows_per_chunk(chunk_kib: int, cols: int, dtype_bytes: int) -> int:
 def batches(items: list, size: int) -> list[list]:
     """Consecutive groups of ``size`` items (the last may be shorter)."""
     return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def runs(tiles: list[Tile], stride: int = 1, period: int = 0) -> list[list[Tile]]:
+    """Maximal runs of tiles ``stride`` apart in index (so ``stride`` tile widths apart) along one
+    tile row, all of one shape: each can be one group whose members step by that many columns.
+    With ``period``, a run also ends where the tile index reaches a multiple of it (a quantity that
+    cycles with the index, such as the owner rank of a tile dealt round-robin, steps evenly only
+    inside one cycle)."""
+    out: list[list[Tile]] = []
+    for t in tiles:
+        prev = out[-1][-1] if out else None
+        if (prev is not None and t.index == prev.index + stride and t.row0 == prev.row0
+                and (t.rows, t.cols) == (prev.rows, prev.cols) and not (period and t.index % period == 0)):
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
+
+
+def row_step(t: Tile) -> Step:
+    """The step of a run of GEMM tiles along a row starting at ``t``: A (the row's operand rows) stays,
+    B and the output move one tile width; the label counts tile indices."""
+    return Step(((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)), label=(t.index, 1))

@@ -30,10 +30,10 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
-from ._tiling import baseline_rows_per_chunk, chunk_rows, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, chunk_rows, row_step, runs, split_rows, tile_grid
 
 CHUNK_ROWS = 128  # rows of A per network chunk (design §6)
 DEFAULT_INTRA_SMS = 32  # per 132 SMs: measured and simulated best on an H200 pair and 2x8 (2026-11-30-nvlink.md)
@@ -76,11 +76,12 @@ def _source_order(c: Cluster, rank: int) -> list[int]:
     return [c.rank((node + dn) % c.nodes, (local + dl) % g) for dn in range(c.nodes) for dl in range(g)]
 
 
-def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("ag_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("ag_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     S = _inputs(sb, w, c)
     chunks = chunk_rows(0, S, CHUNK_ROWS)
     sb.launch("fused", _roles(w, c))
@@ -124,22 +125,24 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
                                writes=(rows("AG", p, q, r0, r1),), signals=(landed(p, q, ci),),
                                label=f"shard {q} chunk {ci} to rank {p}")
         for q in _source_order(c, rank):  # compute, in input-availability order
-            for t in tile_grid(S, w.n, w.tile_m, w.tile_n):
+            for run in runs(tile_grid(S, w.n, w.tile_m, w.tile_n)):  # a row's tiles read the same chunks
+                t = run[0]
                 waits = () if q == rank else tuple(
                     Wait(landed(rank, q, ci), 1) for ci, (r0, r1) in enumerate(chunks) if r0 < t.row1 and t.row0 < r1)
                 src = rows("A" if q == rank else "AG", rank, q, t.row0, t.row1)
-                sb.add(rank, Role.COMPUTE, Op.GEMM, waits=waits, label=f"shard {q} tile {t.index}",
-                       reads=(src, Region("B", rank, 0, w.k, t.col0, t.col1)),
+                sb.add(rank, Role.COMPUTE, Op.GEMM, waits=waits, label=f"shard {q} tile {{}}", count=len(run),
+                       step=row_step(t), reads=(src, Region("B", rank, 0, w.k, t.col0, t.col1)),
                        writes=(Region("OUT", rank, q * S + t.row0, q * S + t.row1, t.col0, t.col1),))
     return sb.build(flops_per_gpu(w, c))
 
 
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """An NCCL-style hierarchical all-gather in one launch, then the GEMM on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "nccl_ring_ag+gemm" if w.baseline == "ring" else "nccl_hier_ag+gemm"
-    sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     S = _inputs(sb, w, c)
     ch = w.baseline_channels
     sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)})
@@ -160,9 +163,10 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
                                      rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     for rank in sb.ranks():
-        for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
-            sb.add(rank, Role.COMPUTE, Op.GEMM, label=f"tile {t.index}", writes=(Region("OUT", rank, t.row0, t.row1,
-                                                                                       t.col0, t.col1),),
+        for run in runs(tile_grid(w.m, w.n, w.tile_m, w.tile_n)):
+            t = run[0]
+            sb.add(rank, Role.COMPUTE, Op.GEMM, label="tile {}", count=len(run), step=row_step(t),
+                   writes=(Region("OUT", rank, t.row0, t.row1, t.col0, t.col1),),
                    reads=(Region("AG", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
     return sb.build(flops_per_gpu(w, c))
 

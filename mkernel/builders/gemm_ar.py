@@ -31,10 +31,10 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
-from ._tiling import baseline_rows_per_chunk, batches, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, batches, row_step, runs, split_rows, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -70,13 +70,14 @@ def _inputs(sb: ScheduleBuilder, w: Workload) -> None:
     sb.buffer("B", w.k, w.n, w.dtype, BufferKind.INPUT)
 
 
-def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
     slots = math.ceil(len(tiles) / g)
-    sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     _inputs(sb, w)
     if g > 1:
         sb.buffer("P", w.m, w.n, w.dtype)
@@ -107,22 +108,23 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
 
     for rank in sb.ranks():  # compute: slot-major, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
-        for slot in range(slots):
-            for d in range(g):
-                idx = slot * g + (local + d) % g
-                if idx >= len(tiles):
-                    continue
-                t = tiles[idx]
-                owner = c.rank(node, t.index % g)
-                if g > 1:
-                    dst, sig = tile_reg("P", rank, t), (Signal(owner, "contrib", t.index),)
-                elif nodes > 1:
-                    dst, sig = slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", chunk_of(t)),)
-                else:
-                    dst, sig = tile_reg("OUT", rank, t), (out_done(rank),)
-                sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
-                       reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
-                       label=f"tile {t.index}")
+        order = [tiles[idx] for slot in range(slots) for d in range(g) if (idx := slot * g + (local + d) % g) < len(tiles)]
+        # one group per run of tiles along a row that share how their signal steps: a cycle of owners
+        # (g > 1), a chunk (one node's PART slots), or nothing (the output itself)
+        for run in runs(order, period=g if g > 1 else w.chunk_tiles if nodes > 1 else 0):
+            t = run[0]
+            owner = c.rank(node, t.index % g)
+            if g > 1:
+                dst, sig, moves = tile_reg("P", rank, t), (Signal(owner, "contrib", t.index),), ((0, 0, t.cols), (1, 1))
+            elif nodes > 1:
+                dst, sig, moves = (slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", chunk_of(t)),),
+                                   ((0, w.tile_m, 0), (0, 0)))
+            else:
+                dst, sig, moves = tile_reg("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0))
+            sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
+                   reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
+                   label="tile {}", count=len(run), step=Step(((0, 0, 0), (0, 0, t.cols), moves[0]), (moves[1],),
+                                                              label=(t.index, 1)))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
@@ -143,12 +145,15 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
             for ci, chunk in enumerate(chunks):
                 # the other nodes' sums have landed, and so has this node's own sum of the chunk
                 waits = (Wait(Signal(rank, "arrived", ci), nodes - 1), Wait(Signal(rank, "chunk_ready", ci), len(chunk)))
-                for t in chunk:
+                for run in runs(chunk, stride=g):
+                    t = run[0]
                     sig = (Signal(rank, "final", t.index),) if g > 1 else ()
                     sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
                            reads=(slot_reg("PART", rank, t),) + tuple(slot_reg("RECV", rank, t, m) for m in others),
                            writes=(tile_reg("OUT", rank, t),), signals=sig + (out_done(rank),),
-                           label=f"tile {t.index} add remote")
+                           label="tile {} add remote", count=len(run),
+                           step=Step(((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),), ((0, g),) * len(sig) + ((0, 0),),
+                                     label=(t.index, g)))
     _drain(sb, c, out_done)
     return sb.build(flops_per_gpu(w, c))
 
@@ -159,21 +164,26 @@ def _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done
     lag = BCAST_LAG if nodes > 1 else 0
 
     def bcast(chunk) -> None:
-        for t in chunk:
+        for run in runs(chunk, stride=g):
+            t = run[0]
             sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", t.index), 1),),
                    reads=tuple(tile_reg("OUT", rank, t) for _ in peers[1:]),
                    writes=tuple(tile_reg("OUT", p, t) for p in peers[1:]),
-                   signals=tuple(out_done(p) for p in peers[1:]), label=f"tile {t.index} bcast")
+                   signals=tuple(out_done(p) for p in peers[1:]), label="tile {} bcast", count=len(run),
+                   step=Step(((0, 0, t.cols * g),) * (2 * g - 2), waits=(g,), label=(t.index, g)))
 
     for ci, chunk in enumerate(chunks):
-        for t in chunk:
+        for run in runs(chunk, stride=g):
+            t = run[0]
             if nodes > 1:
-                dst, sig = slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", ci),)
+                dst, sig, moves = slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", ci),), ((0, w.tile_m, 0), ((0, 0),))
             else:
                 dst, sig = tile_reg("OUT", rank, t), (Signal(rank, "final", t.index), out_done(rank))
+                moves = ((0, 0, t.cols * g), ((0, g), (0, 0)))
             sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", t.index), g),),
                    reads=tuple(tile_reg("P", p, t) for p in peers), writes=(dst,), signals=sig,
-                   label=f"tile {t.index} reduce")
+                   label="tile {} reduce", count=len(run),
+                   step=Step(((0, 0, t.cols * g),) * g + (moves[0],), moves[1], waits=(g,), label=(t.index, g)))
         if ci >= lag:
             bcast(chunks[ci - lag])
     for chunk in chunks[max(0, len(chunks) - lag):]:
@@ -187,11 +197,12 @@ def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
         sb.add(rank, Role.COMPUTE, Op.NOP, waits=(Wait(sig, sb.bumped(sig)),), label="drain")
 
 
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch."""
     check(w, c)
     name = "gemm+nccl_ring_ar" if w.baseline == "ring" else "gemm+nccl_hier_ar"
-    sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     _inputs(sb, w)
     for name in ("P", "IN1", "IN2", "STAGE"):
         sb.buffer(name, w.m, w.n, w.dtype)
@@ -199,8 +210,9 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     gemm_dst = "OUT" if c.world == 1 else "P"
     for rank in sb.ranks():
-        for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
-            sb.add(rank, Role.COMPUTE, Op.GEMM, label=f"tile {t.index}",
+        for run in runs(tile_grid(w.m, w.n, w.tile_m, w.tile_n)):
+            t = run[0]
+            sb.add(rank, Role.COMPUTE, Op.GEMM, label="tile {}", count=len(run), step=row_step(t),
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
                    writes=(Region(gemm_dst, rank, t.row0, t.row1, t.col0, t.col1),))
     if c.world > 1:

@@ -34,10 +34,10 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
-from ._tiling import baseline_rows_per_chunk, batches, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, batches, row_step, runs, split_rows, tile_grid
 
 DEFAULT_INTRA_SMS = 48  # per 132 SMs: measured best 48-64 on an H200 pair, sim best 32-64 (2026-11-30-nvlink.md)
 DEFAULT_SEND_SMS = 2
@@ -72,11 +72,12 @@ def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
     return rows
 
 
-def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("gemm_rs", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("gemm_rs", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     R = _inputs(sb, w, c)
     tiles = tile_grid(R, w.n, w.tile_m, w.tile_n)  # the tiles of one block, block-local rows
     chunks = batches(tiles, w.chunk_tiles)
@@ -115,12 +116,18 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
             return reg("PART", rank, t), (Signal(rank, "own_ready", chunk_of[t.index]),)
         return reg("OUT", rank, t), ()
 
+    def moves(dst: Region, t) -> tuple[int, int, int]:
+        """How a tile's output region steps to the next tile of its row: slot by slot in the
+        tile-major SEND, one tile width elsewhere."""
+        return (0, slot_rows, 0) if dst.buffer == "SEND" else (0, 0, t.cols)
+
     for rank in sb.ranks():  # compute: remote nodes' blocks first, then this node's
         node, local = c.node_of(rank), c.local_of(rank)
         order = [c.rank((node + dn) % nodes, (local + dl) % g) for dn in (*range(1, nodes), 0) for dl in range(g)]
         for q in order:
             owner = c.rank(node, c.local_of(q))
-            for t in tiles:
+            for run in runs(tiles, period=w.chunk_tiles if g == 1 and nodes > 1 else 0):  # G = 1: a chunk's signal
+                t = run[0]
                 a = Region("A", rank, q * R + t.row0, q * R + t.row1, 0, w.k)
                 b = Region("B", rank, 0, w.k, t.col0, t.col1)
                 if g > 1:
@@ -128,7 +135,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
                 else:
                     dst, sig = target(rank, q, t)
                 sb.add(rank, Role.COMPUTE, Op.GEMM, reads=(a, b), writes=(dst,), signals=sig,
-                       label=f"block {q} tile {t.index}")
+                       label=f"block {q} tile {{}}", count=len(run),
+                       step=Step(((0, 0, 0), (0, 0, t.cols), moves(dst, t)), ((0, int(g > 1)),) * len(sig),
+                                 label=(t.index, 1)))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
@@ -136,12 +145,14 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
         blocks = [c.rank((node + dn) % nodes, local) for dn in (*range(1, nodes), 0)]  # own block last
         if g > 1:
             for q in blocks:
-                for t in tiles:
+                for run in runs(tiles, period=w.chunk_tiles if nodes > 1 else 0):  # a chunk's signal
+                    t = run[0]
                     dst, sig = target(rank, q, t)
                     contrib = Signal(rank, "contrib", c.relative(q, rank) * len(tiles) + t.index)
                     sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(contrib, g),),
                            reads=tuple(reg("P", p, t, q * R) for p in peers), writes=(dst,), signals=sig,
-                           label=f"block {q} tile {t.index} reduce")
+                           label=f"block {q} tile {{}} reduce", count=len(run),
+                           step=Step(((0, 0, t.cols),) * g + (moves(dst, t),), waits=(1,), label=(t.index, 1)))
         if nodes > 1:
             for q in blocks[:-1]:
                 m = c.node_of(q)
@@ -153,29 +164,34 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
             others = [m for m in range(nodes) if m != node]
             for ci, chunk in enumerate(chunks):
                 waits = (Wait(Signal(rank, "arrived", ci), nodes - 1), Wait(Signal(rank, "own_ready", ci), len(chunk)))
-                for t in chunk:
+                for run in runs(chunk):
+                    t = run[0]
                     sb.add(rank, Role.RECV, Op.REDUCE, waits=waits, writes=(reg("OUT", rank, t),),
                            reads=(reg("PART", rank, t),) + tuple(slot("RECV", rank, m, t) for m in others),
-                           label=f"tile {t.index} add remote")
+                           label="tile {} add remote", count=len(run),
+                           step=Step(((0, 0, t.cols),) + ((0, slot_rows, 0),) * len(others) + ((0, 0, t.cols),),
+                                     label=(t.index, 1)))
     return sb.build(flops_per_gpu(w, c))  # every output write is the owner's own: no drain needed
 
 
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical reduce-scatter in a second launch."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "gemm+nccl_ring_rs" if w.baseline == "ring" else "gemm+nccl_hier_rs"
-    sb = ScheduleBuilder("gemm_rs", name, c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("gemm_rs", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     R = _inputs(sb, w, c)
     for name in ("P", "IN1", "IN2", "STAGE", "NODE"):
         sb.buffer(name, w.m, w.n, w.dtype)
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     for rank in sb.ranks():
-        for t in tile_grid(w.m, w.n, w.tile_m, w.tile_n):
+        for run in runs(tile_grid(w.m, w.n, w.tile_m, w.tile_n)):
+            t = run[0]
             dst = Region("P", rank, t.row0, t.row1, t.col0, t.col1)
             if c.world == 1:
                 dst = Region("OUT", rank, t.row0, t.row1, t.col0, t.col1)
-            sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), label=f"tile {t.index}",
+            sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), label="tile {}", count=len(run), step=row_step(t),
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
     if c.world == 1:
         return sb.build(flops_per_gpu(w, c))

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
 from ..problems import Workload
 from ..routing import Routing
 from . import _collectives as coll
@@ -138,11 +138,12 @@ def node_symmetric(w: Workload) -> bool:
     return w.routing == "shifted" and not w.routes
 
 
-def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g = c.gpus_per_node
-    sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     routing = Routing(w, c.nodes, g)
     built = sb.ranks()
     unique = functools.cache(lambda r, m: routing.to_ranks(r, m * g, (m + 1) * g))  # each token once per node
@@ -207,11 +208,12 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     return sb.build(flops_per_gpu(w, c))
 
 
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs."""
     check(w, c)
     sb = ScheduleBuilder("moe_dispatch_gemm", "nccl_a2a+grouped_gemm", c.world, c.gpus_per_node, c.gpu.sms,
-                         first_nodes=first_nodes)
+                         first_nodes=first_nodes, grouped=grouped)
     routing = Routing(w, c.nodes, c.gpus_per_node)
     built = sb.ranks()
     per_dest = functools.cache(lambda r, d: routing.to_ranks(r, d, d + 1))

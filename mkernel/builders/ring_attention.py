@@ -35,7 +35,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
 from ..problems import MAX_TASKS, Workload
 from . import _collectives as coll
 from ._tiling import baseline_rows_per_chunk
@@ -118,6 +118,7 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
                 kv = bh * S + (0 if local else q * rows)
                 k = Region("K" if local else "KA", rank, kv + k0, kv + k1, 0, w.k)
                 v = Region("V" if local else "VA", rank, kv + k0, kv + k1, 0, w.k)
+                todo = []  # (tile number, rows, mask) of the tiles this key span reaches
                 for ti, (t0, t1) in enumerate(tiles):
                     mask = ()
                     if w.causal:
@@ -126,27 +127,49 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
                             continue  # every key after every query of the tile
                         if kpos + (k1 - k0) - 1 > qpos:
                             mask = (qpos, kpos)
+                    todo.append((ti, t0, t1, mask))
+                for ti, t0, t1, mask, n in _runs(todo, lambda a, b: not (a[3] or b[3])):  # unmasked, one size
                     r0, r1 = bh * S + t0, bh * S + t1
                     sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits_for(rank, q, bh), mask=mask,
                            reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
                            writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
                            signals=(Signal(rank, "attn", bh * len(tiles) + ti),),
-                           label=f"slice {q} head {bh} keys {k0} tile {ti}")
+                           label=f"slice {q} head {bh} keys {k0} tile {{}}", count=n,
+                           step=Step(((0, t1 - t0, 0), (0, 0, 0), (0, 0, 0), (0, t1 - t0, 0), (0, t1 - t0, 0)),
+                                     ((0, 1),), label=(ti, 1)))
     for bh in range(w.n):
-        for ti, (t0, t1) in enumerate(tiles):
+        done = [Signal(rank, "attn", bh * len(tiles) + ti) for ti in range(len(tiles))]
+        norms = [(ti, t0, t1, sb.bumped(done[ti])) for ti, (t0, t1) in enumerate(tiles)]
+        for ti, t0, t1, bumps, n in _runs(norms, lambda a, b: a[3] == b[3]):  # norms waiting for as many bumps
             r0, r1 = bh * S + t0, bh * S + t1
-            done = Signal(rank, "attn", bh * len(tiles) + ti)
-            sb.add(rank, Role.COMPUTE, Op.NORM, waits=(Wait(done, sb.bumped(done)),),
+            sb.add(rank, Role.COMPUTE, Op.NORM, waits=(Wait(done[ti], bumps),),
                    reads=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
                    writes=(Region("OUT", rank, r0, r1, 0, w.k), Region("LSE", rank, r0, r1, 0, 1)),
-                   label=f"head {bh} tile {ti} norm")
+                   label=f"head {bh} tile {{}} norm", count=n, step=Step(((0, t1 - t0, 0),) * 4, waits=(1,),
+                                                                         label=(ti, 1)))
 
 
-def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+def _runs(items: list[tuple], alike) -> list[tuple]:
+    """Runs of consecutive tiles (number, row0, row1, ...) of one size, each next to the last and
+    ``alike(previous, next)``: (first item's fields..., run length)."""
+    out: list[list] = []
+    for it in items:
+        prev = out[-1][0] if out else None
+        n = out[-1][1] if out else 0
+        if (prev is not None and it[0] == prev[0] + n and it[1] == prev[1] + n * (prev[2] - prev[1])
+                and it[2] - it[1] == prev[2] - prev[1] and alike(prev, it)):
+            out[-1][1] += 1
+        else:
+            out.append([it, 1])
+    return [(*it, n) for it, n in out]
+
+
+@paused_gc()
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes, S = c.gpus_per_node, c.nodes, w.m
-    sb = ScheduleBuilder("ring_attention", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("ring_attention", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     rows = _buffers(sb, w, c)
     sb.launch("fused", _roles(w, c))
 
@@ -188,20 +211,25 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
                 if h == g - 1:
                     continue
                 for bh in range(w.n):
-                    for t, (k0, k1) in enumerate(kv_tiles):
-                        sb.add(rank, Role.INTRA, Op.COPY, waits=arrived(rank, q, bh, t),
+                    tiles = [(t, k0, k1) for t, (k0, k1) in enumerate(kv_tiles)]
+                    for t, k0, k1, n in _runs(tiles, lambda a, b: True):  # KV tiles of one size
+                        waits = arrived(rank, q, bh, t)
+                        sb.add(rank, Role.INTRA, Op.COPY, waits=waits,
                                reads=slice_regions(rank, q, bh, q == rank, k0, k1),
                                writes=slice_regions(nxt, q, bh, False, k0, k1), signals=(ringed(nxt, q, bh, t),),
-                               label=f"slice {q} head {bh} kv {k0} to rank {nxt}")
+                               label=f"slice {q} head {bh} kv {{}} to rank {nxt}", count=n,
+                               step=Step(((0, k1 - k0, 0),) * 4, ((0, 1),),
+                                         tuple(int(wt.signal.name == "ringed") for wt in waits), label=(k0, k1 - k0)))
         _attention(sb, w, c, rank, [q for q, _ in sources], lambda r, q, bh: arrived(r, q, bh))
     return sb.build(flops_per_gpu(w, c))
 
 
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+@paused_gc()
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """A hierarchical all-gather of K and V in one launch, then every attention tile on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes)
+    sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     rows = _buffers(sb, w, c)
     ch = w.baseline_channels
     sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)})

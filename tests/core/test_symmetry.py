@@ -76,7 +76,7 @@ def test_a_collapsed_run_builds_the_first_node_only_and_refuses_data():
     fused, _ = runner.build(sc, folded=True)
     assert fused.first_nodes == 1
     result, _ = runner.run(sc, collapse=True)
-    full, _ = runner.run(sc)
+    full, _ = runner.run(sc, collapse=False)
     assert result["time_s"] == pytest.approx(full["time_s"], rel=1e-9)
     from mkernel.errors import BackendUnavailable
     with pytest.raises(BackendUnavailable, match="first nodes only"):
@@ -93,7 +93,7 @@ def test_a_leaf_group_fold_is_exact_on_an_oversubscribed_spine(kernel):
     grouped = dataclasses.replace(c, fabric=FabricSpec(nodes_per_leaf=2, oversubscription=4.0))
     assert grouped.fold_nodes == 2
     sc = dataclasses.replace(load_scenario("paper-ib-2x8"), cluster=grouped, workload=w)
-    full, _ = runner.run(sc)
+    full, _ = runner.run(sc, collapse=False)
     folded, stats = runner.run(sc, collapse=True)
     assert stats.metrics["collapsed"]
     assert folded["time_s"] == pytest.approx(full["time_s"], rel=1e-9)

@@ -39,3 +39,39 @@ def test_data_runs_are_never_collapsed():
     s = gemm_ar.build(W, c)
     inputs = gemm_ar.make_inputs(W, c, __import__("numpy").random.default_rng(0))
     assert not SimBackend().run(s, c, inputs=inputs, collapse=True).metrics["collapsed"]
+
+
+@pytest.mark.parametrize("flags,collapsed", [
+    ([], True), (["--no-collapse"], False), (["--data"], False), (["--collapse"], True),
+    (["--transport", "efa_srd", "--notify", "flag"], False), (["--nodes", "1"], False)])
+def test_run_collapses_by_default_where_nothing_asks_for_every_node(tmp_path, flags, collapsed):
+    """`mkernel run` simulates one node of a node-symmetric op unless data, a trace, faults or a
+    racy protocol (SRD flags that may overtake data) asks for all; the result says which, and the
+    times are the full run's."""
+    import json
+
+    from mkernel.cli import main
+
+    out = tmp_path / "r.json"
+    small = ["--nodes", "2", "--gpus-per-node", "2", "--m", "256", "--n", "512", "--k", "64"]
+    main(["run", *small, *flags, "--json", str(out)])
+    result = json.loads(out.read_text())
+    assert result["collapsed"] is collapsed
+    if flags == []:
+        main(["run", *small, "--no-collapse", "--json", str(out)])
+        full = json.loads(out.read_text())
+        assert result["time_s"] == pytest.approx(full["time_s"], rel=1e-12)
+        assert result["baseline"]["time_s"] == pytest.approx(full["baseline"]["time_s"], rel=1e-12)
+
+
+def test_progress_hears_the_build_and_every_simulated_variant():
+    from mkernel import load_scenario
+    from mkernel.runner import run
+
+    heard = []
+    run(load_scenario("default"), progress=lambda stage, done, total: heard.append((stage, done, total)))
+    stages = list(dict.fromkeys(stage for stage, _, _ in heard))
+    assert stages[0] == "build" and stages[1] == "fused" and len(stages) == 3
+    for stage in stages[1:]:
+        last = [(d, t) for s, d, t in heard if s == stage][-1]
+        assert last[0] == last[1] > 0

@@ -17,13 +17,10 @@ from mkernel.sim.flows import Flow, FlowNet, Link, max_min
 
 def _flows(spec: list[tuple[list[tuple[Link, float]], float]]) -> dict[Flow, None]:
     """Flows from (legs [(link, weight)], cap), registered on their links as FlowNet does."""
-    env = simpy.Environment()
     out = {}
     for legs, cap in spec:
-        f = Flow(tuple(link for link, _ in legs), 1.0, cap, env.event(), 0.0)
-        for link, w in legs:
-            link.flows[f] = w
-            link.weight += w
+        f = Flow(dict(legs), cap, 0.0)
+        f.add(1)
         out[f] = None
     return out
 
@@ -83,3 +80,65 @@ def test_random_networks_get_feasible_max_min_rates(seed):
                       if sum(rates[g] * w for g, w in link.flows.items()) >= link.capacity * (1 - 1e-9)
                       and all(rates[g] <= rates[f] * (1 + 1e-9) for g in link.flows)]
         assert bottleneck, f"flow on {[link.name for link in f.links]} at {rates[f]} has no bottleneck"
+
+
+def _oracle(transfers, capacity: dict[str, float]) -> list[float]:
+    """Finish times of ``transfers`` (start, size, [(link, weight)], cap), one flow each, by brute
+    force: at every start or finish, the max-min rates of every active flow, from scratch."""
+    t, left, out = 0.0, {}, [math.nan] * len(transfers)
+    pending = sorted(range(len(transfers)), key=lambda i: transfers[i][0])
+    while pending or left:
+        links = {name: Link(name, cap) for name, cap in capacity.items()}
+        flows = {}
+        for i in left:
+            f = Flow({links[name]: w for name, w in transfers[i][2]}, transfers[i][3], t)
+            f.add(1)
+            flows[f] = i
+        rates = {flows[f]: r for f, r in max_min(dict.fromkeys(flows)).items()}
+        nxt = min((t + left[i] / rates[i] for i in left), default=math.inf)
+        start = transfers[pending[0]][0] if pending else math.inf
+        step = min(nxt, start)
+        for i in list(left):
+            left[i] -= rates[i] * (step - t)
+            if left[i] <= 1e-9 * transfers[i][1]:
+                out[i] = step
+                del left[i]
+        t = step
+        while pending and transfers[pending[0]][0] <= t:
+            i = pending.pop(0)
+            left[i] = transfers[i][1]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_grouped_flows_finish_when_one_flow_each_would(seed):
+    """Transfers arriving over time on a few links, many on the same links (so they share a group):
+    the grouped solver's finish times equal a from-scratch max-min of every flow at every event."""
+    rng = np.random.default_rng(seed)
+    capacity = {f"l{i}": float(rng.uniform(5, 50)) for i in range(int(rng.integers(2, 5)))}
+    paths = []
+    for _ in range(int(rng.integers(1, 5))):  # a few distinct paths, so flows repeat them
+        on = rng.choice(len(capacity), size=int(rng.integers(1, len(capacity) + 1)), replace=False)
+        paths.append(([(f"l{i}", float(rng.choice([1.0, 0.5, 1.25]))) for i in on],
+                      float(rng.uniform(2, 30)) if rng.random() < 0.3 else math.inf))
+    transfers = []
+    for _ in range(int(rng.integers(2, 30))):
+        legs, cap = paths[int(rng.integers(len(paths)))]
+        transfers.append((float(rng.choice([0.0, 1.0, 2.5]) + rng.integers(0, 3)), float(rng.uniform(5, 200)), legs, cap))
+    env = simpy.Environment()
+    net = FlowNet(env)
+    links = {name: Link(name, cap) for name, cap in capacity.items()}
+    got = [math.nan] * len(transfers)
+
+    def start(i):
+        at, size, legs, cap = transfers[i]
+        yield env.timeout(at)
+        done = net.transfer_legs(size, [(links[name], size, size * w) for name, w in legs], cap)
+        yield done
+        got[i] = env.now
+
+    for i in range(len(transfers)):
+        env.process(start(i))
+    env.run()
+    assert got == pytest.approx(_oracle(transfers, capacity), rel=1e-9)
+    assert len(net.groups) == 0 and all(not link.flows for link in links.values())

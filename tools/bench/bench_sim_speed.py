@@ -1,60 +1,101 @@
-"""Simulator speed benchmark (issue 3): wall time and events per second of the fused GEMM+AllReduce.
+"""Simulator speed benchmark (issues 3 and 30): every row of issue 30's table, in one run.
 
-Runs, one after the other on one core:
-  1. 2 x 8, M = N = 32768, K = 2048, in full and collapsed to one node;
-  2. 64 x 8, same shape, collapsed (the full run is out of reach: 512 ranks x 32768 tiles); collapsed
-     runs build only the simulated node's tasks (``first_nodes``);
-  3. the default scenario (2 x 8, 8192^2, K = 512) in full, as the events-per-second reference.
+Each row is the command a user types, run as a child process; its CPU time (user + system, the
+child's and its workers') and wall time are printed beside the figures issue 30 measured before the
+work on it (CPU on a 2-core machine like CI's) and the goal. Simulated times come from the runs'
+``--json`` so a speed-up that changes results shows.
 
-Usage: python tools/bench/bench_sim_speed.py [--out docs/results/sim-speed.json] [--skip-full-large]
+Usage: python tools/bench/bench_sim_speed.py [--out result.json] [--skip ROW ...] [--sweep-workers 2]
+
+Rows (names for --skip): collapsed, full, 64-nodes, default, ring-attention, sweep, scaleout.
+The sweep row runs the whole scale-out study (1,085 points) into a temporary folder.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import platform
+import resource
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-from mkernel import Cluster, Workload, load_scenario
-from mkernel.builders import gemm_ar
-from mkernel.sim import SimBackend
+BIG = ["scenarios/paper-ib-2x8.toml", "--kernel", "gemm_ar", "--m", "32768", "--n", "32768", "--k", "2048"]
+# name, command after `mkernel`, issue 30's figure before (CPU seconds; None: did not finish), goal (s)
+ROWS = [
+    ("collapsed", ["run", *BIG, "--collapse"], 50.6, 1.0),
+    ("full", ["run", *BIG, "--no-collapse"], 138.0, 3.0),
+    ("64-nodes", ["run", *BIG, "--nodes", "64", "--collapse"], 170.0, 5.0),
+    ("default", ["run"], 9.5, 1.0),
+    ("ring-attention", ["run", "paper-efa-2x8", "--kernel", "ring_attention", "--seq", "12288", "--n", "64",
+                        "--k", "128", "--collapse"], None, 10.0),
+    ("sweep", ["sweep", "--grid", "scaling"], 33 * 60.0, 300.0),
+    ("scaleout", ["run", "scaleout/ib-400g-rail-64x8"], None, 10.0),
+]
+BEFORE_NOTE = {"ring-attention": "did not finish in 240 s", "scaleout": "did not finish in 300 s",
+               "sweep": "33 min wall (2 workers)"}
 
 
-def one(name: str, cluster: Cluster, w: Workload, collapse: bool) -> dict:
-    t0 = time.perf_counter()
-    span = cluster.fold_nodes  # collapsed: build only the nodes the run simulates, as `mkernel run --collapse`
-    schedule = gemm_ar.build(w, cluster, **({"first_nodes": span} if collapse and 0 < span < cluster.nodes else {}))
-    build_s = time.perf_counter() - t0
-    stats = SimBackend().run(schedule, cluster, collapse=collapse)
-    row = {"case": name, "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node, "m": w.m, "n": w.n,
-           "k": w.k, "collapsed": stats.metrics["collapsed"], "tasks": len(schedule.tasks),
-           "build_s": round(build_s, 3), "sim_wall_s": round(stats.wall_s, 3), "events": stats.events,
-           "events_per_s": round(stats.events / stats.wall_s), "simulated_us": round(stats.time_s * 1e6, 2)}
-    print(json.dumps(row), flush=True)
+def measure(name: str, args: list[str], tmp: Path, workers: int) -> dict:
+    """Run ``mkernel ARGS`` once; its CPU and wall seconds, and its simulated times."""
+    out = tmp / f"{name}.json"
+    cmd = [sys.executable, "-m", "mkernel", *args]
+    if args[0] == "run":
+        cmd += ["--json", str(out)]
+    else:
+        cmd += ["--workers", str(workers), "--out", str(tmp / name)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    row = {"row": name, "command": "mkernel " + " ".join(args), "rc": proc.returncode, "cpu_s": round(cpu, 2),
+           "wall_s": round(wall, 2)}
+    if proc.returncode not in (0, 1):
+        row["error"] = proc.stderr.strip().splitlines()[-1:] or ["?"]
+    elif args[0] == "run":
+        result = json.loads(out.read_text())
+        row.update(fused_us=result["time_s"] * 1e6, baseline_us=result["baseline"]["time_s"] * 1e6,
+                   events=result["events"], collapsed=result.get("collapsed"))
+    else:
+        rows = json.loads((tmp / name / "results.json").read_text())
+        row.update(points=len(rows), failed=sum("error" in r for r in rows))
     return row
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--out")
-    p.add_argument("--skip-full-large", action="store_true", help="skip the full (uncollapsed) 2x8 32768^2 run")
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", help="write the rows and the machine's description here (JSON)")
+    p.add_argument("--skip", nargs="*", default=[], choices=[r[0] for r in ROWS])
+    p.add_argument("--sweep-workers", type=int, default=2)
     args = p.parse_args()
-    big = Workload(m=32768, n=32768, k=2048)
-    rows = []
-    default = load_scenario("default")
-    rows.append(one("default 2x8 8192^2 full", default.cluster, default.workload, False))
-    rows.append(one("2x8 32768^2 collapsed", Cluster("ib", 2, 8), big, True))
-    if not args.skip_full_large:
-        rows.append(one("2x8 32768^2 full", Cluster("ib", 2, 8), big, False))
-    rows.append(one("64x8 32768^2 collapsed", Cluster("ib", 64, 8), big, True))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "python": platform.python_version(),
-            "machine": platform.machine(), "cpu": platform.processor() or "unknown"}
+            "machine": f"{platform.machine()}, {platform.processor() or 'cpu unknown'}",
+            "cores": len(__import__("os").sched_getaffinity(0)),
+            "command": "python tools/bench/bench_sim_speed.py " + " ".join(sys.argv[1:])}
+    rows = []
+    print(f"{'row':16} {'before (issue 30)':>24} {'goal':>8} {'CPU now':>9} {'wall now':>9}  met  simulated (fused / baseline)")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, command, before, goal in ROWS:
+            if name in args.skip:
+                continue
+            row = measure(name, command, Path(tmp), args.sweep_workers)
+            row.update(before_cpu_s=before, goal_s=goal,
+                       met=("error" not in row) and (row["wall_s"] if name == "sweep" else row["cpu_s"]) <= goal)
+            rows.append(row)
+            was = BEFORE_NOTE.get(name) or f"{before:.1f} s CPU"
+            sim = (f"{row['fused_us']:.2f} / {row['baseline_us']:.2f} us" if "fused_us" in row else
+                   f"{row.get('points')} points, {row.get('failed')} failed" if "points" in row else row.get("error"))
+            print(f"{name:16} {was:>24} {goal:>7.0f}s {row['cpu_s']:>8.1f}s {row['wall_s']:>8.1f}s  "
+                  f"{'yes' if row['met'] else 'no ':3}  {sim}", flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""How the SMs of a launch take their work: members of queue entries, in runs.
+
+SMs are not processes. At each task boundary the freed SMs of a rank's launch, one after the other,
+close their member and take their role's next one (:class:`~mkernel.sim.sms.RolePool`); SMs that
+take neighbouring members of one group (``Task.count`` > 1) at one instant, ready with the same
+cost (or blocked on one signal), form one :class:`Run`. A run costs one event however many members
+it has, bumps every member's signals at its end, and frees its SMs together with every other run
+of the rank that ends at the same instant, so a wave of tiles stays one run from wave to wave.
+
+Every step is taken in the order the SMs would take it one by one (each ending SM counts itself out
+of the computing SMs and the next member in, so a GEMM's speed class is the one it would see), so
+the simulated times are those of the flat schedule. With a controller, a trace or stress the SMs
+are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
+(:meth:`Dispatch._bulk`), a whole entry at a time. :class:`~mkernel.sim.engine.Model` does the work.
+"""
+from __future__ import annotations
+
+from mkernel.ir import Op, Role, Task
+
+from . import cost
+from .sms import RolePool
+
+NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
+
+
+class Lane:
+    """One launch on one rank: its role pool, the SMs not yet retired, and the event of its end."""
+
+    __slots__ = ("rank", "pool", "alive", "done")
+
+    def __init__(self, rank: int, pool: RolePool, alive: int, done) -> None:
+        self.rank, self.pool, self.alive, self.done = rank, pool, alive, done
+
+
+class Run:
+    """Members ``first .. first + n - 1`` of one queue entry, taken together by the SMs ``slots``.
+
+    ``wait`` >= 0: blocked on that wait (``key`` reaching ``need``); ``speed``: the GEMM speed
+    class its members were taken at (:func:`cost.sm_speed`); ``start``: when its work began."""
+
+    __slots__ = ("lane", "role", "task", "first", "n", "slots", "wait", "key", "need", "speed", "start", "paid",
+                 "later")
+
+    def __init__(self, lane: Lane, role: Role, task: Task, first: int, slot: int, wait: int, key, need: int,
+                 speed: float) -> None:
+        self.lane, self.role, self.task, self.first, self.n, self.slots = lane, role, task, first, 1, [slot]
+        self.wait, self.key, self.need, self.speed, self.start = wait, key, need, speed, 0.0
+        self.paid, self.later = False, ()  # a peer copy's signals need no flag latency; flags in flight
+
+    def member(self, j: int = 0) -> Task:
+        return self.task.member(self.first + j) if self.task.count > 1 else self.task
+
+    def signal_keys(self):
+        """(key, times) of every bump its members make, member by member (a signal that does not
+        step is bumped n times at once)."""
+        t, n = self.task, self.n
+        steps = t.step.signals if t.count > 1 and t.step.signals else None
+        if steps is None:
+            return [((g.rank, g.name, g.index), n) for g in t.signals]
+        out = [((g.rank, g.name, g.index), n) for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
+        moving = [(g, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
+        for i in range(self.first, self.first + n):
+            out += [((g.rank + i * dk, g.name, g.index + i * dx), 1) for g, dk, dx in moving]
+        return out
+
+
+class Dispatch:
+    """The SM side of :class:`~mkernel.sim.engine.Model` (a mixin: the model owns the board, the
+    computing counts and the work)."""
+
+    def _pass(self, lane: Lane, sms: list[tuple[int, Role, Run | None, int]]) -> None:
+        """SMs ``(slot, role, run, j)`` at a task boundary (SM j of ``run`` ending its member, unless
+        ``run`` is None), one after the other: each closes its last member and takes its next; then
+        the runs they form start, or wait."""
+        runs: list[Run] = []
+        for slot, role, ended, j in sms:
+            if ended is not None:
+                self._boundary(ended, j)
+            picked = lane.pool.next_task(role)
+            if picked is None:
+                lane.alive -= 1
+                continue
+            self._take(lane, runs, slot, *picked)
+        self._go(lane, runs)
+
+    def _bulk(self, lane: Lane, chunks: list[tuple[Role, int, Run | None]]) -> None:
+        """:meth:`_pass` for SMs counted, not named (no controller, trace or stress): each chunk is
+        ``n`` SMs of one role (ending ``run``'s members, unless None), taking their own role's next
+        members a whole entry at a time; the steps and their order are those of the SMs one by one."""
+        pool, rank, runs = lane.pool, lane.rank, []
+        for role, n, ended in chunks:
+            compute = role is Role.COMPUTE
+            if ended is not None:
+                pool.active[role] -= n
+            while n and pool.has_work(role):
+                task, first, m = pool.take_many(role, n)
+                n -= m
+                for i, part, (wait, key, need) in self._waits_of(task, first, m):
+                    if wait >= 0:
+                        if compute and ended is not None:
+                            self._compute_edge(rank, -part)  # these SMs stop computing
+                        self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
+                    elif compute and ended is not None:  # each SM's -1 and +1: the count stays
+                        speed = cost.sm_speed(self.c, self._computing[rank]) if task.op is Op.GEMM else 0.0
+                        self._join(runs, lane, role, task, i, part, -1, None, 0, speed)
+                    elif compute:  # SMs starting: each counts itself in
+                        self._ready_split(runs, lane, role, task, i, part)
+                    else:
+                        self._join(runs, lane, role, task, i, part, -1, None, 0, 0.0)
+            for _ in range(n):  # this role's queue is done: the SM moves to another role, or retires
+                if compute and ended is not None:
+                    self._compute_edge(rank, -1)
+                picked = pool.next_task(role)
+                if picked is None:
+                    lane.alive -= 1
+                else:
+                    self._take(lane, runs, -1, *picked)
+        self._go(lane, runs)
+
+    def _waits_of(self, task: Task, first: int, n: int):
+        """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
+        one wait state: all of them when their waits do not step, else member by member."""
+        if task.count == 1 or not task.step.waits:
+            yield first, n, self._blocking(task, first, 0)
+            return
+        for i in range(first, first + n):
+            yield i, 1, self._blocking(task, i, 0)
+
+    def _ready_split(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int) -> None:
+        """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
+        rank = lane.rank
+        if task.op is not Op.GEMM or cost.sm_speed(self.c, self._computing[rank] + 1) == \
+                cost.sm_speed(self.c, self._computing[rank] + n):
+            speed = cost.sm_speed(self.c, self._compute_edge(rank, n)) if task.op is Op.GEMM else 0.0
+            self._join(runs, lane, role, task, first, n, -1, None, 0, speed)
+            return
+        for i in range(first, first + n):
+            self._join(runs, lane, role, task, i, 1, -1, None, 0, cost.sm_speed(self.c, self._compute_edge(rank, 1)))
+
+    def _join(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int, wait: int, key,
+              need: int, speed: float) -> None:
+        """Members ``first .. first+n-1`` join the last run if they follow it in the same state, else
+        open one (members that may not share a run open one each)."""
+        last = runs[-1] if runs else None
+        if (last is not None and last.task is task and last.first + last.n == first and last.role is role
+                and last.wait == wait and last.key == key and last.speed == speed and self._joins(task)):
+            last.n += n
+            return
+        if n > 1 and not self._joins(task):
+            for i in range(first, first + n):
+                runs.append(Run(lane, role, task, i, -1, wait, key, need, speed))
+            return
+        run = Run(lane, role, task, first, -1, wait, key, need, speed)
+        run.n = n
+        runs.append(run)
+
+    def _go(self, lane: Lane, runs: list[Run]) -> None:
+        for run in runs:
+            if run.wait >= 0:
+                self._block(run)
+            else:
+                self._start(run)
+        if lane.alive == 0 and not lane.done.triggered:
+            lane.done.succeed()
+
+    def _boundary(self, run: Run, j: int) -> None:
+        """The SM ``j`` of ``run`` ends its member."""
+        rank = run.lane.rank
+        if run.role is Role.COMPUTE:
+            self._compute_edge(rank, -1)
+        if self.spans is not None:
+            t = run.member(j)
+            self.spans.append((rank, run.role.value, run.slots[j], t.label or t.op.value, run.start, self.env.now))
+        run.lane.pool.active[run.role] -= 1
+        if self.controller is not None:
+            self.controller(rank, run.lane.pool, self.env.now)
+
+    def _take(self, lane: Lane, runs: list[Run], slot: int, role: Role, task: Task, i: int) -> None:
+        """One SM takes member ``i`` of ``task``: it joins the last run if that is the member before,
+        in the same state, else it opens a run."""
+        wait, key, need = self._blocking(task, i, 0)
+        speed = 0.0
+        if wait < 0 and self.stress <= 0:
+            speed = self._ready(lane.rank, role, task, 1)
+        last = runs[-1] if runs else None
+        if (last is not None and last.task is task and last.first + last.n == i and last.role is role
+                and last.wait == wait and last.key == key and last.speed == speed and self._joins(task)):
+            last.n += 1
+            last.slots.append(slot)
+        else:
+            runs.append(Run(lane, role, task, i, slot, wait, key, need, speed))
+
+    def _joins(self, task: Task) -> bool:
+        """Whether members of ``task`` may share a run: not under stress (each SM starts late by its
+        own draw), not for puts (each is its own message), and not for a peer copy whose members
+        reach other ranks (each its own flow)."""
+        if task.count == 1 or self.stress > 0 or task.op is Op.PUT:
+            return False
+        if task.op not in NVLINK_OPS:
+            return True
+        ok = self._joins_cache.get(id(task))
+        if ok is None:
+            ok = self._joins_cache[id(task)] = not any(r[0] for r in task.step.regions)
+        return ok
+
+    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
+        """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
+        or (-1, None, 0)."""
+        steps = task.step.waits if task.count > 1 and task.step.waits else None
+        for j in range(at, len(task.waits)):
+            w = task.waits[j]
+            g = w.signal
+            key = (g.rank, g.name, g.index + i * steps[j] if steps else g.index)
+            if self.board.count_key(key) < w.count:
+                return j, key, w.count
+        return -1, None, 0
+
+    def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
+        """``n`` members start now (on the compute role they count as computing, one by one); their
+        GEMM speed class (0 for other ops)."""
+        if role is not Role.COMPUTE:
+            return 0.0
+        busy = 0
+        for _ in range(n):
+            busy = self._compute_edge(rank, +1)
+        return cost.sm_speed(self.c, busy) if task.op is Op.GEMM else 0.0
+
+    def _block(self, run: Run) -> None:
+        if not self.board.wait_key(run.key, run.need, lambda: self._later(0.0, self._resume, run)):
+            self._resume([run])  # bumped since it was taken, by a task that ended at this instant
+            return
+        run.lane.pool.blocked[run.role] += run.n
+        self.blocked[id(run)] = run
+
+    def _resume(self, runs: list[Run]) -> None:
+        """Blocked runs whose wait now holds (those of one lane released at one instant, in order):
+        each checks its other waits; the ready ones start, neighbouring members of one group
+        together, split by GEMM speed class as their SMs resume one by one."""
+        ready: list[Run] = []
+        for run in runs:
+            if id(run) in self.blocked:
+                run.lane.pool.blocked[run.role] -= run.n
+                del self.blocked[id(run)]
+            run.wait, run.key, run.need = self._blocking(run.task, run.first, run.wait + 1)
+            if run.wait >= 0:
+                self._block(run)
+            elif self.stress > 0:
+                self._start(run)
+            else:
+                ready.append(run)
+        parts: list[Run] = []
+        for run in ready if not self._one_by_one else ():
+            if run.role is Role.COMPUTE:
+                self._ready_split(parts, run.lane, run.role, run.task, run.first, run.n)
+            else:
+                self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0)
+        for run in ready if self._one_by_one else ():
+            for j in range(run.n):
+                speed = self._ready(run.lane.rank, run.role, run.task, 1)
+                last = parts[-1] if parts else None
+                if (last is not None and last.task is run.task and last.first + last.n == run.first + j
+                        and last.role is run.role and last.speed == speed and self._joins(run.task)):
+                    last.n += 1
+                    last.slots.append(run.slots[j])
+                else:
+                    parts.append(Run(run.lane, run.role, run.task, run.first + j, run.slots[j], -1, None, 0, speed))
+        for part in parts:
+            self._start(part)
+
+    def _compute_edge(self, rank: int, step: int) -> int:
+        if step > 0 and self._computing[rank] == 0:
+            self._compute_since[rank] = self.env.now
+        self._computing[rank] += step
+        if step < 0 and self._computing[rank] == 0:
+            self.compute_busy[rank] += self.env.now - self._compute_since[rank]
+        return self._computing[rank]
+

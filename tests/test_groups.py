@@ -1,0 +1,113 @@
+"""Grouped tasks (issue 30): a group stands for exactly the tasks it replaced.
+
+For every op and variant on small clusters (tests/golden_schedules.py), the flat build and the
+expanded grouped build both hash to the schedules main built before groups existed, task for task;
+the hw tables of a grouped schedule equal those of the flat one; and validate judges a grouped
+schedule as it judges its expansion.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import golden_schedules as golden
+from mkernel.errors import ScheduleError
+from mkernel.ir import Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, expand
+
+TABLE = json.loads(golden.FILE.read_text())
+CASES = list(golden.cases())
+
+
+@pytest.mark.parametrize("name,w,c,first", CASES, ids=[case[0] for case in CASES])
+def test_flat_and_expanded_grouped_builds_equal_the_golden_schedules(name, w, c, first):
+    flat = golden.build_pair(w, c, first)
+    grouped = golden.build_pair_grouped(w, c, first)
+    for f, g in zip(flat, grouped):
+        want = TABLE[f"{name}/{f.variant}"]
+        assert (len(f.tasks), golden.digest(f)) == (want["tasks"], want["sha256"]), f"flat {f.variant}"
+        e = expand(g)
+        assert (len(e.tasks), golden.digest(e)) == (want["tasks"], want["sha256"]), f"grouped {g.variant}"
+        assert e.tasks == f.tasks
+        g.validate()
+
+
+@pytest.mark.parametrize("kernel", sorted(golden.SHAPES))
+def test_hw_tables_of_a_grouped_schedule_equal_the_flat_ones(kernel):
+    from mkernel.hw.lowering.lower import lower
+
+    _, w, c, first = next(case for case in CASES if case[0].startswith(f"{kernel}/2x4"))
+    flat, grouped = golden.build_pair(w, c, 0)[0], golden.build_pair_grouped(w, c, 0)[0]
+    for a, b in zip(lower(flat), lower(grouped)):
+        assert a.rank == b.rank and a.sms == b.sms and a.slot_names == b.slot_names
+        assert (a.slot_bumps == b.slot_bumps).all() and a.roles.keys() == b.roles.keys()
+        for role in a.roles:
+            for field in ("tasks", "regions", "waits", "signals", "task_ids"):
+                assert (getattr(a.roles[role], field) == getattr(b.roles[role], field)).all(), (role, field)
+
+
+def test_validate_checks_every_member_of_a_group():
+    sb = _builder()
+    sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),),
+           label="c {}", count=9, step=Step(((0, 0, 8), (0, 0, 8)), label=(0, 1)))  # member 8 leaves X's 64 columns
+    with pytest.raises(ScheduleError, match="outside buffer X"):
+        sb.build(0.0).validate()
+    sb = _builder()
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),),
+           signals=(Signal(0, "s"),), label="c {}", count=3, step=Step(signals=((1, 0),), label=(0, 1)))
+    with pytest.raises(ScheduleError, match="rank outside|across nodes|outside 0"):
+        sb.build(0.0).validate()  # member 2 signals rank 2 of a 2-rank world
+
+
+@pytest.mark.parametrize("kernel,shape", [("gemm_ar", dict(m=4096, n=4096, k=64)),
+                                          ("gemm_rs", dict(m=4096, n=4096, k=64)),
+                                          ("ag_gemm", dict(m=4096, n=4096, k=64)),
+                                          ("ring_attention", dict(m=2048, n=2, k=128, tile_m=128))])
+def test_grouping_shrinks_the_schedules(kernel, shape):
+    """The point of groups: both schedules of each tiled op are far fewer tasks than members."""
+    _, w, c, first = next(case for case in CASES if case[0].startswith(f"{kernel}/2x4"))
+    w = dataclasses.replace(w, **shape)
+    for f, g in zip(golden.build_pair(w, c, 1), golden.build_pair_grouped(w, c, 1)):
+        assert len(expand(g).tasks) == len(f.tasks)
+        assert len(g.tasks) < 0.6 * len(f.tasks), (g.variant, len(g.tasks), len(f.tasks))
+
+
+def _builder() -> ScheduleBuilder:
+    sb = ScheduleBuilder("t", "fused", 2, 2, 8, grouped=True)
+    sb.buffer("X", 4, 64)
+    sb.launch("l", {Role.COMPUTE: 2, Role.INTRA: 2})
+    return sb
+
+
+def test_members_step_every_number_and_keep_the_rest():
+    sb = _builder()
+    g = sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 1, 1, 2, 0, 8),),
+               waits=(Wait(Signal(0, "w", 3), 2),), signals=(Signal(1, "s", 10), Signal(0, "t")), chunk=-1,
+               label="copy {} now", count=3, step=Step(((0, 0, 8), (0, 1, 16)), ((0, 2), (0, 0)), (1,), 0, (5, 7)))
+    m = g.members()
+    assert [t.id for t in m] == [0, 1, 2] and [t.label for t in m] == ["copy 5 now", "copy 12 now", "copy 19 now"]
+    assert m[2].reads == (Region("X", 0, 0, 1, 16, 24),) and m[2].writes == (Region("X", 1, 3, 4, 32, 40),)
+    assert m[2].waits == (Wait(Signal(0, "w", 5), 2),) and m[2].signals == (Signal(1, "s", 14), Signal(0, "t"))
+    assert sb.bumped(Signal(0, "t")) == 3 and sb.bumped(Signal(1, "s", 12)) == 1
+    assert sb.add(0, Role.COMPUTE, Op.NOP, label="one {}", count=1, step=Step(label=(4, 1))).label == "one 4"
+    s = sb.build(0.0)
+    assert [t.id for t in expand(s).tasks] == [0, 1, 2, 3]
+
+
+SIM_CASES = [case for case in CASES if "/2x4/" in case[0] or "/3x2/" in case[0] or "/leaf" in case[0]]
+
+
+@pytest.mark.parametrize("name,w,c,first", SIM_CASES, ids=[case[0] for case in SIM_CASES])
+def test_grouped_runs_simulate_the_flat_times(name, w, c, first):
+    """Runs of members give the times the members give one by one: collapsed (no hazard tracking)
+    and, for full builds, tracked too (the engine then takes the expansion)."""
+    from mkernel.sim import SimBackend
+
+    for f, g in zip(golden.build_pair(w, c, first), golden.build_pair_grouped(w, c, first)):
+        for collapse in (True, False) if not first else (True,):
+            a, b = SimBackend().run(f, c, collapse=collapse), SimBackend().run(g, c, collapse=collapse)
+            assert b.time_s == pytest.approx(a.time_s, rel=1e-12, abs=0), (f.variant, collapse)
+            assert b.per_rank_s == pytest.approx(a.per_rank_s, rel=1e-12), (f.variant, collapse)
+            assert b.bytes_total == pytest.approx(a.bytes_total, rel=1e-12) and b.hazards == a.hazards
+            assert b.metrics["breakdown_us"] == pytest.approx(a.metrics["breakdown_us"], rel=1e-9, abs=1e-9)

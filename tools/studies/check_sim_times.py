@@ -1,0 +1,152 @@
+"""Simulated times against a recorded baseline (issue 30): speed work must not move them.
+
+``record`` runs a seeded slice of the reference grid (``mkernel sweep``), a seeded slice of the
+scale-out study (``mkernel sweep --grid scaling``) and the rows of issue 30's speed table, and
+writes every point's definition and its fused and baseline times (plus CPU and wall seconds) to a
+JSON file. ``compare`` reruns exactly the points of such a file on the code at hand and prints
+every point whose fused or baseline time moved by more than ``--tol`` (relative), and how many
+moved at all; it exits 1 if any moved beyond the tolerance.
+
+    python tools/studies/check_sim_times.py record --out base.json --ref 20 --scaling 40 --seed 30
+    python tools/studies/check_sim_times.py compare base.json [--only reference,scaling] [--tol 0.005]
+
+Grid points run as the sweep runs them (:func:`mkernel.sweep.run_point`: collapsed where exact);
+table rows run through :func:`mkernel.runner.run` with the row's own ``collapse``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import random
+import subprocess
+import sys
+import time
+
+TABLE = {  # issue 30's rows: scenario, cluster and workload overrides, collapse
+    "gemm_ar 2x8 32768^2 k2048 collapsed": ("paper-ib-2x8", {}, dict(kernel="gemm_ar", m=32768, n=32768, k=2048), True),
+    "gemm_ar 2x8 32768^2 k2048 full": ("paper-ib-2x8", {}, dict(kernel="gemm_ar", m=32768, n=32768, k=2048), False),
+    "gemm_ar 64x8 32768^2 k2048 collapsed": ("paper-ib-2x8", {"nodes": 64},
+                                             dict(kernel="gemm_ar", m=32768, n=32768, k=2048), True),
+    "default full": ("default", {}, {}, False),
+    "ring_attention efa 2x8 seq 12288 collapsed": ("paper-efa-2x8", {}, dict(kernel="ring_attention", m=12288, n=64,
+                                                                             k=128, tile_m=256), True),
+    "scaleout/ib-400g-rail-64x8 (its workload)": ("scaleout/ib-400g-rail-64x8", {}, {}, True),
+}
+
+
+def table_scenario(name: str):
+    from mkernel.scenario import check, load_scenario
+
+    spec, cluster, workload, _ = TABLE[name]
+    sc = load_scenario(spec)
+    sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, **cluster),
+                             workload=dataclasses.replace(sc.workload, **workload))
+    check(sc, name)
+    return sc
+
+
+def _point(d: dict):
+    from mkernel.sweep import Point
+
+    return Point(d["testbed"], d["kernel"], d["size"], tuple((k, v) for k, v in d["shape"]),
+                 tuple((k, v) for k, v in d["options"]))
+
+
+def run_entry(entry: dict) -> dict:
+    """Run one recorded point (its ``set`` and definition); return its times and costs."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    if entry["set"] == "table":
+        from mkernel.runner import run
+
+        result, _ = run(table_scenario(entry["key"]), backend="sim", collapse=TABLE[entry["key"]][3])
+        out = {"fused_us": result["time_s"] * 1e6, "baseline_us": result["baseline"]["time_s"] * 1e6,
+               "events": result["events"]}
+    else:
+        from mkernel.sweep import run_point
+
+        row = run_point(_point(entry["def"]))
+        out = ({"error": row["error"]} if "error" in row else
+               {"fused_us": row["fused_us"], "baseline_us": row["baseline_us"], "events": row["events"]})
+    return {**out, "cpu_s": round(time.process_time() - cpu, 3), "wall_s": round(time.perf_counter() - wall, 3)}
+
+
+def _entries(ref: int, scaling: int, seed: int, rows: list[str]) -> list[dict]:
+    from mkernel.study import grid
+    from mkernel.sweep import reference_grid
+
+    out = []
+    for name, points, n in (("reference", reference_grid(), ref), ("scaling", grid(), scaling)):
+        for p in random.Random(seed).sample(points, min(n, len(points))):
+            out.append({"set": name, "key": p.key, "def": {"testbed": p.testbed, "kernel": p.kernel, "size": p.size,
+                                                          "shape": list(p.shape), "options": list(p.options)}})
+    out += [{"set": "table", "key": name} for name in rows]
+    return out
+
+
+def _meta(command: str) -> dict:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {"date": time.strftime("%Y-%m-%d %H:%M"), "commit": commit, "python": platform.python_version(),
+            "machine": f"{platform.machine()}, {platform.processor() or 'cpu unknown'}", "command": command}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    rec = sub.add_parser("record")
+    rec.add_argument("--out", required=True)
+    rec.add_argument("--ref", type=int, default=20, help="reference-grid points (seeded sample)")
+    rec.add_argument("--scaling", type=int, default=40, help="scale-out study points (seeded sample)")
+    rec.add_argument("--seed", type=int, default=30)
+    rec.add_argument("--rows", default="all", help="table rows: all, none, or names separated by ';'")
+    cmp_ = sub.add_parser("compare")
+    cmp_.add_argument("baseline")
+    cmp_.add_argument("--only", default="", help="sets to rerun: reference, scaling, table (comma-separated)")
+    cmp_.add_argument("--skip", default="", help="table rows to skip (names separated by ';')")
+    cmp_.add_argument("--tol", type=float, default=0.005)
+    cmp_.add_argument("--out", help="write the rerun's rows here")
+    args = p.parse_args(argv)
+    command = "python tools/studies/check_sim_times.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.cmd == "record":
+        rows = list(TABLE) if args.rows == "all" else [] if args.rows == "none" else args.rows.split(";")
+        entries = _entries(args.ref, args.scaling, args.seed, rows)
+        for i, e in enumerate(entries):
+            e.update(run_entry(e))
+            print(f"[{i + 1}/{len(entries)}] {e['set']} {e['key']}: "
+                  + json.dumps({k: v for k, v in e.items() if k not in ("set", "key", "def")}), flush=True)
+            with open(args.out, "w") as f:  # rewritten after every point: a killed run keeps what it has
+                json.dump({"meta": _meta(command), "entries": entries[:i + 1]}, f, indent=1)
+        return 0
+    base = json.load(open(args.baseline))
+    only = set(filter(None, args.only.split(",")))
+    skip = set(filter(None, args.skip.split(";")))
+    todo = [e for e in base["entries"] if (not only or e["set"] in only) and e["key"] not in skip]
+    moved, changed, rerun = [], 0, []
+    for i, e in enumerate(todo):
+        now = run_entry(e)
+        rerun.append({**{k: e[k] for k in ("set", "key", "def") if k in e}, **now})
+        worst = 0.0
+        for field in ("fused_us", "baseline_us"):
+            if field in e and field in now:
+                worst = max(worst, abs(now[field] - e[field]) / e[field])
+        if "error" in e or "error" in now:
+            worst = 0.0 if e.get("error") == now.get("error") else float("inf")
+        changed += worst > 1e-12
+        line = (f"[{i + 1}/{len(todo)}] {e['set']} {e['key']}: fused {e.get('fused_us', 0):.3f} -> "
+                f"{now.get('fused_us', 0):.3f} us, baseline {e.get('baseline_us', 0):.3f} -> "
+                f"{now.get('baseline_us', 0):.3f} us (worst {worst:.2e}); cpu {e.get('cpu_s')} -> {now['cpu_s']} s")
+        print(line, flush=True)
+        if worst > args.tol:
+            moved.append(line)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"meta": _meta(command), "baseline": base["meta"], "entries": rerun}, f, indent=1)
+    print(f"{len(todo)} points rerun; {changed} changed at all; {len(moved)} moved more than {args.tol:.1%}")
+    for line in moved:
+        print("  MOVED " + line)
+    return 1 if moved else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
