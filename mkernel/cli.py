@@ -18,6 +18,7 @@ from mkernel.hw.runtime.transports import TRANSPORTS as _HW  # names only: nothi
 from . import cli_measure as measure
 from .cluster import NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
+from .paths import output_file, output_folder
 from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
@@ -94,7 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--shaped", action="store_true", help="shape the loopback like a 50 GB/s SRD NIC")
     st.add_argument("--debug", action="store_true", help="show tracebacks")
     cal = sub.add_parser("calibrate", help="microbenchmark the GPU at hand and write a hardware profile (TOML)")
-    cal.add_argument("--out", type=Path, default=Path("scenarios/hardware/h200.toml"), help="the profile to write")
+    cal.add_argument("--out", type=Path, default=Path("calibrated.toml"),
+                     help="the profile to write (default: calibrated.toml here; a bundled profile such as "
+                          "scenarios/hardware/h200.toml is written only when named)")
     cal.add_argument("--raw", type=Path, help="also write the raw measurements (JSON; `mkernel validate` reads them)")
     cal.add_argument("--commit", help="the commit measured (default: git, or the .commit file)")
     cal.add_argument("--only", nargs="+", choices=("gpu", "proxy", "peer"), default=None,
@@ -163,9 +166,11 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runner import run
     from .report import print_result
+    from .runner import run
 
+    output_file(args.json, "--json")
+    output_file(args.trace, "--trace")
     sc = scenario_from_args(args)
     if args.backend == "hw" and args.transport is not None:
         from mkernel.hw.runtime.transports import check_hw_run
@@ -237,6 +242,8 @@ def _sweep(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import study, sweep
+
+    output_folder(args.out, "--out")
     if args.workers < 1:
         raise InputError(f"--workers {args.workers}: at least 1")
     options = sweep.parse_options(args.set)
@@ -307,6 +314,7 @@ def _scaleout(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(f"scaleout/{name}" for name in scaleout.scenarios()))
         return 0
+    output_folder(args.out, "--out")
     paths = scaleout.write(args.out)
     print(f"{len(paths)} scenarios in {args.out}")
     return 0

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .errors import BackendUnavailable, InputError
+from .paths import output_file, output_folder
 from .problems import KERNELS
 
 
@@ -36,6 +37,8 @@ def gpu_ready() -> None:
 
 
 def calibrate(args: argparse.Namespace) -> int:
+    output_file(args.out, "--out")
+    output_file(args.raw, "--raw")
     gpu_ready()
     from mkernel import profile
     from mkernel.hw.measure import calibrate
@@ -44,7 +47,6 @@ def calibrate(args: argparse.Namespace) -> int:
     only = tuple(args.only or calibrate.SECTIONS)
     raw = calibrate.run(commit(args.commit), command.strip(), progress=lambda m: print(m, file=sys.stderr), only=only)
     if args.raw:
-        args.raw.parent.mkdir(parents=True, exist_ok=True)
         args.raw.write_text(json.dumps(raw, indent=1) + "\n")
     doc = profile.write(raw, args.out, merge=True)
     for table in ("gpu", "proxy", "nic", "nvlink"):
@@ -67,6 +69,7 @@ def parse_emulate(spec: str | None) -> tuple[int, int] | None:
 
 
 def bench(args: argparse.Namespace) -> int:
+    output_folder(args.out, "--out")
     emulate = parse_emulate(args.emulate)
     if args.sizes is not None and args.sizes < 1 or args.iters < 1:
         raise InputError("--sizes and --iters must be >= 1")
@@ -90,6 +93,7 @@ def bench(args: argparse.Namespace) -> int:
 def validate(args: argparse.Namespace) -> int:
     from mkernel import accuracy
 
+    output_file(args.out, "--out")
     def read(path: Path) -> dict:
         try:
             return json.loads(path.read_text())
