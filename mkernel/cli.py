@@ -298,12 +298,22 @@ def _split_sweep(args: argparse.Namespace, points) -> int:
         values = [int(v) for v in args.comm_sms.split(",")]
     except ValueError:
         raise InputError(f"--comm-sms {args.comm_sms!r}: a comma-separated list of integers") from None
+    scenarios = [(p, sweep.scenario_of(p)) for p in points]  # every point checked before the first run
+    for _, sc in scenarios:
+        splits.check_values(sc, values)
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "splits.jsonl"
+    done = splits.read_log(log)
+    if (args.out / "splits.json").exists():
+        splits.read_table(args.out / "splits.json", "--out")  # merged into at the end: checked now
     rows = []
-    for p in points:
-        r = splits.curve(sweep.scenario_of(p), values, backend=args.backend)
+    for p, sc in scenarios:
+        name = f"{args.backend}:{p.key}"  # a sim time never stands for a measured one
+        have = {n: t for (key, n), t in done.items() if key == name}
+        r = splits.curve(sc, values, backend=args.backend, done=have,
+                         record=lambda n, t, name=name, sc=sc: splits.log_run(log, name, sc, n, t))
         rows.append(r)
         print(f"{p.key}: best {r['best']} intra SMs; " + "  ".join(f"{n}:{v:.3f}" for n, v in r["normalised"].items()))
-    args.out.mkdir(parents=True, exist_ok=True)
     print(f"table: {splits.write(rows, args.out / 'splits.json')}")
     return 0
 

@@ -39,6 +39,10 @@ def gpu_ready() -> None:
 def calibrate(args: argparse.Namespace) -> int:
     output_file(args.out, "--out")
     output_file(args.raw, "--raw")
+    if args.out.exists():  # merged into: a file of another kind is refused before the microbenchmarks
+        from .scenario import load_profile
+
+        load_profile(str(args.out.resolve()), f"calibrate --out {args.out}")
     gpu_ready()
     from mkernel import profile
     from mkernel.hw.measure import calibrate
@@ -96,9 +100,12 @@ def validate(args: argparse.Namespace) -> int:
     output_file(args.out, "--out")
     def read(path: Path) -> dict:
         try:
-            return json.loads(path.read_text())
+            doc = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{path}: a JSON object expected, got {type(doc).__name__}")
+        return doc
 
     benches = [(str(p), read(p)) for p in args.bench]
     splits = [(str(p), read(p)) for p in args.splits]
