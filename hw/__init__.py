@@ -74,11 +74,12 @@ class HwBackend:
             raise BackendUnavailable("the hw backend runs on data: pass inputs (the CLI always does)")
         t0 = time.perf_counter()
         gpn = cluster.gpus_per_node
+        own = [({name: per[r] for name, per in inputs.items()},) for r in range(schedule.world)]  # each its own
         if len(schedule.launches) == 1:
-            results = launch(rank.schedule_rank, schedule.world, args=(schedule, inputs, gpn, timed, controller, cluster,
-                                                                      faults))
+            results = launch(rank.schedule_rank, schedule.world, args=(schedule, gpn, timed, controller, cluster,
+                                                                      faults), rank_args=own)
         else:
-            results = launch(rank.fallback_rank, schedule.world, args=(workload, inputs, gpn, timed))
+            results = launch(rank.fallback_rank, schedule.world, args=(workload, gpn, timed), rank_args=own)
         outputs = {name: [r["outputs"][name] for r in results] for name in results[0]["outputs"]}
         per_rank = tuple(r["time_s"] for r in results)
         sent = static_bytes(schedule)

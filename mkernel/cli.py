@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--tokens", type=int, help="moe_dispatch_gemm: total tokens")
     shared.add_argument("--seq", type=int, help="ring_attention: sequence per GPU")
     shared.add_argument("--causal", action="store_true", help="ring_attention: causal, zigzag-balanced")
+    shared.add_argument("--force", action="store_true",
+                        help="go on with a problem beyond the memory limit (mkernel/limits.py) instead of refusing it")
     shared.add_argument("--debug", action="store_true", help="show tracebacks")
     run = sub.add_parser("run", parents=[shared], help="run fused op and baseline, print the result")
     run.add_argument("--backend", choices=("sim", "hw"), default="sim")
@@ -190,7 +192,7 @@ def _run(args: argparse.Namespace) -> int:
 
         faults = parse(args.faults)
     result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None,
-                        collapse=args.collapse, faults=faults, adaptive=args.adaptive)
+                        collapse=args.collapse, faults=faults, adaptive=args.adaptive, force=args.force)
     problems = check_result(result)
     if problems:
         raise AssertionError("result does not match its schema: " + "; ".join(problems))
@@ -208,7 +210,7 @@ def _show(args: argparse.Namespace) -> int:
     from .report import print_schedule
     from .runner import build
 
-    fused, baseline = build(scenario_from_args(args))
+    fused, baseline = build(scenario_from_args(args), force=args.force)
     print_schedule(fused)
     print_schedule(baseline)
     return 0
@@ -220,7 +222,7 @@ def _explore(args: argparse.Namespace) -> int:
 
     sc = scenario_from_args(args)
     status, explored = 0, 0
-    for schedule in build(sc):
+    for schedule in build(sc, force=args.force):
         try:
             found = explore(schedule, sc.cluster)
         except InputError as exc:

@@ -10,10 +10,10 @@ import dataclasses
 
 import numpy as np
 
-from . import builders, reference
+from . import builders, limits, reference
 from .backend import RunStats, get_backend
 from .errors import BackendUnavailable
-from .ir import Role, Schedule
+from .ir import BufferKind, Role, Schedule
 from .result import RESULT_VERSION
 from .scenario import Scenario
 
@@ -24,13 +24,15 @@ PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fe
               "credit_wait_us")
 
 
-def build(scenario: Scenario, folded: bool = False) -> tuple[Schedule, Schedule]:
+def build(scenario: Scenario, folded: bool = False, force: bool = False) -> tuple[Schedule, Schedule]:
     """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
-    (:func:`mkernel.builders.node_symmetric`)."""
+    (:func:`mkernel.builders.node_symmetric`). A problem whose estimated schedules pass the memory
+    limit is refused before anything is built, unless ``force`` (:mod:`mkernel.limits`)."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
     kw = {"first_nodes": span} if folded and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
+    limits.check_tasks(w, c, kw.get("first_nodes", 0), force)
     fused = module.build(w, c, **kw)
     baseline = module.build_baseline(w, c, **kw)
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
@@ -39,7 +41,8 @@ def build(scenario: Scenario, folded: bool = False) -> tuple[Schedule, Schedule]
 
 
 def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: int = 0,
-        trace: bool = False, collapse: bool = False, faults=None, adaptive: bool = False) -> tuple[dict, RunStats]:
+        trace: bool = False, collapse: bool = False, faults=None, adaptive: bool = False,
+        force: bool = False) -> tuple[dict, RunStats]:
     """Run fused and baseline on one backend; with ``data``, check both against the oracle.
 
     ``collapse`` (sim only) simulates one node when every node does the same thing: exact times,
@@ -49,14 +52,16 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     seeded faults: into both simulated runs (:class:`mkernel.sim.faults.Faults`), or into the hw
     fused run's host proxy (:class:`mkernel.hw.runtime.proxy.ProxyFaults`, 2 or more nodes). ``adaptive`` runs
     the fused op under the adaptive SM partition (:mod:`mkernel.controller`): the simulator's role
-    pools, or the GPU kernel's shared target.
+    pools, or the GPU kernel's shared target. A run whose schedules or arrays would pass the memory
+    limit is refused before they are built or allocated, unless ``force`` (:mod:`mkernel.limits`).
     """
     engine = get_backend(backend)
     if hasattr(engine, "cluster_for"):  # hw: schedules sized for the SMs each rank gets here
         scenario = dataclasses.replace(scenario, cluster=engine.cluster_for(scenario.cluster))
     w, c = scenario.workload, scenario.cluster
     data = data or backend == "hw"  # hw always checks its outputs against the oracle
-    fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults))
+    fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults),
+                            force=force)
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
@@ -66,6 +71,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     rtol = getattr(engine, "rtol", DATA_RTOL)
     inputs = expected = None
     if data:
+        limits.check_data(f"{'the inputs, oracle and outputs of ' if backend == 'hw' else 'data mode of '}"
+                          f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs",
+                          data_bytes(fused, baseline), force, hint=_data_hint(w))
         inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
         expected = reference.expected(w, inputs, c.gpus_per_node)
     fold = {"collapse": collapse and not data and not trace, "faults": faults} if backend == "sim" else {
@@ -117,6 +125,23 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         + ("; adaptive SM partition: roles are the static split it starts from" if adaptive else ""),
     }
     return result, stats
+
+
+def data_bytes(fused: Schedule, baseline: Schedule) -> int:
+    """Host memory of a data run at most: every rank's float32 inputs, the float64 oracle of its
+    outputs, and each schedule's float32 arrays (every buffer of every rank)."""
+    def elems(s: Schedule, kinds=tuple(BufferKind)) -> int:
+        return sum(b.rows * b.cols for b in s.buffers if b.kind in kinds) * s.world
+
+    return 4 * elems(fused, (BufferKind.INPUT,)) + 8 * elems(fused, (BufferKind.OUTPUT,)) + 4 * (
+        elems(fused) + elems(baseline))
+
+
+def _data_hint(w) -> str:
+    if w.kernel == "moe_dispatch_gemm":
+        return (f"smaller hidden and expert sizes (--k {w.k}, --n {w.n}: the {w.experts} experts' weights "
+                f"alone are {w.experts * w.k * w.n * 4 / 1e9:.1f} GB in float32) or fewer experts (workload.experts)")
+    return ""
 
 
 def _correct(fused: RunStats, base: RunStats, fused_err: float | None, base_err: float | None,

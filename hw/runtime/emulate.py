@@ -152,8 +152,11 @@ def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5) -> dict[in
 
 
 def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = None, sms: int = 132,
-           timeout_s: float = 300.0, collective_timeout_s: float = 120.0, module_loading: str = "EAGER") -> list:
-    """Run ``fn(RankInfo, *args)`` on ``world`` ranks; return their results in rank order.
+           timeout_s: float = 300.0, collective_timeout_s: float = 120.0, module_loading: str = "EAGER",
+           rank_args: list[tuple] | None = None) -> list:
+    """Run ``fn(RankInfo, *args, *rank_args[rank])`` on ``world`` ranks; return their results in rank
+    order. ``rank_args`` (one tuple per rank) go to their rank alone: each rank's own inputs, not
+    every rank's copied into every process.
     ``timeout_s`` bounds the whole run, ``collective_timeout_s`` each collective or store wait.
     ``module_loading``: CUDA_MODULE_LOADING of ranks that share a GPU (EAGER, or LAZY to compare).
 
@@ -191,7 +194,8 @@ def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = Non
         try:
             for r in range(world):
                 info = RankInfo(r, world, r % gpus, sms // per_gpu, per_gpu > 1)
-                p = ctx.Process(target=_rank_main, args=(fn, info, port, env, args, out, timeout_s,
+                own = args + (tuple(rank_args[r]) if rank_args else ())
+                p = ctx.Process(target=_rank_main, args=(fn, info, port, env, own, out, timeout_s,
                                                                   collective_timeout_s),
                                daemon=True)
                 p.start()

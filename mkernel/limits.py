@@ -1,0 +1,100 @@
+"""How big a run may get before mkernel refuses it: the one place the limit is declared.
+
+A schedule is a list of tasks, and every phase (build, validate, simulate) costs memory and time in
+proportion to it; data mode adds real arrays. ``mkernel run --m 10000000`` would otherwise grow
+until the machine runs out of memory. So before building, :func:`check_tasks` estimates the task
+count from the shape (no schedule is built) and refuses a run whose estimated memory passes
+:data:`MEMORY_LIMIT_BYTES`, with the figures and what to do; after building and before any array is
+allocated, :func:`check_data` does the same for the arrays of data mode and of the hw backend's
+host-side inputs and oracle. ``force`` (``--force``) goes on anyway.
+
+The estimate is a fit, per op, of the fused and baseline task counts of real builds: a term per
+compute tile (or attention block, or MoE expert tile and token block) and one per pair of ranks
+(the collectives' per-peer steps); tests/test_cli_limits.py holds it within a factor of 2.5 of the
+real count. As the simulator groups tasks, the fit's coefficients fall and the limit admits more.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .cluster import Cluster
+from .errors import InputError
+from .problems import Workload
+
+MEMORY_LIMIT_BYTES = 4_000_000_000  # what a run may take before it is refused (--force goes on)
+BYTES_PER_TASK = 2500  # build + validation + simulation, per task (2 x 8 GEMM+AR, 28k-451k tasks)
+US_PER_TASK = 150  # wall time per task on a 2-core machine like CI's, same runs (a rough guide)
+
+# tasks ~= world * (PER_UNIT * units per rank) + PER_PAIR * world^2 + PER_RANK * world, fused and
+# baseline together (fitted on 28-35 builds per op from 1 x 1 to 4 x 8 GPUs)
+FIT = {"gemm_ar": (2.71, 17.2, 0.0), "gemm_rs": (2.30, 10.8, 0.0), "ag_gemm": (2.14, 5.30, 5.92),
+       "ring_attention": (3.46, 31.8, 0.0), "moe_dispatch_gemm": (1.19, 2.22, 89.3)}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    tasks: int
+    built_ranks: int  # ranks whose tasks are built (fewer than the world when a run is folded)
+
+    @property
+    def bytes(self) -> int:
+        return self.tasks * BYTES_PER_TASK
+
+
+def _units(w: Workload, c: Cluster) -> float:
+    """Compute units per rank: GEMM tiles, attention blocks, or MoE expert tiles and token blocks."""
+    world = c.world
+    cols = math.ceil(w.n / w.tile_n)
+    if w.kernel in ("gemm_ar", "gemm_rs"):
+        return math.ceil(w.m / w.tile_m) * cols
+    if w.kernel == "ag_gemm":
+        return world * math.ceil(w.m / world / w.tile_m) * cols
+    if w.kernel == "ring_attention":
+        return w.n * math.ceil(w.m / w.tile_m) * world
+    rows = w.m * w.topk / world
+    return (rows / w.tile_m + w.experts / world) * cols + rows / 16
+
+
+def estimate(w: Workload, c: Cluster, folded_nodes: int = 0) -> Estimate:
+    """The estimated task count of the fused and baseline schedules; ``folded_nodes`` > 0: built for
+    that many nodes alone (a collapsed run of a node-symmetric op)."""
+    per_unit, per_pair, per_rank = FIT[w.kernel]
+    built = c.world if not folded_nodes else min(c.world, folded_nodes * c.gpus_per_node)
+    tasks = built * (per_unit * _units(w, c) + per_pair * c.world + per_rank)
+    return Estimate(int(tasks), built)
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n / 1e3:.0f} kB"
+
+
+def _duration(us: float) -> str:
+    s = us * 1e-6
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def check_tasks(w: Workload, c: Cluster, folded_nodes: int = 0, force: bool = False) -> Estimate:
+    """Refuse (unless ``force``) a run whose estimated schedules pass the memory limit."""
+    est = estimate(w, c, folded_nodes)
+    if est.bytes > MEMORY_LIMIT_BYTES and not force:
+        fold = ("" if folded_nodes or c.nodes < 2 else
+                "--collapse (simulate one node when all are alike: about "
+                f"{estimate(w, c, max(1, c.fold_nodes)).tasks:,} tasks), ")
+        raise InputError(
+            f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs would build about {est.tasks:,} tasks "
+            f"(estimated, fused and baseline), about {_size(est.bytes)} of memory and {_duration(est.tasks * US_PER_TASK)} "
+            f"here; the limit is {_size(MEMORY_LIMIT_BYTES)} (about {MEMORY_LIMIT_BYTES // BYTES_PER_TASK:,} tasks). "
+            f"Options: {fold}a smaller shape or cluster, larger tiles (workload.tile_m, tile_n), or --force to go on")
+    return est
+
+
+def check_data(what: str, nbytes: float, force: bool = False, hint: str = "") -> None:
+    """Refuse (unless ``force``) ``nbytes`` of arrays for ``what`` beyond the memory limit."""
+    if nbytes > MEMORY_LIMIT_BYTES and not force:
+        raise InputError(f"{what} would take about {_size(nbytes)} of memory; the limit is "
+                         f"{_size(MEMORY_LIMIT_BYTES)}. Options: {hint + ', ' if hint else ''}a smaller shape, "
+                         f"or --force to go on")
