@@ -69,13 +69,10 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         raise BackendUnavailable(f"backend {backend!r} injects faults in the host proxy, and a one-node run has "
                                  f"none (every peer is reached over NVLink): use 2 or more nodes")
     rtol = getattr(engine, "rtol", DATA_RTOL)
-    inputs = expected = None
+    fused_case = base_case = (None, None, None)  # (inputs, oracle, sample plan) of each run
     if data:
-        limits.check_data(f"{'the inputs, oracle and outputs of ' if backend == 'hw' else 'data mode of '}"
-                          f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs",
-                          data_bytes(fused, baseline), force, hint=_data_hint(w))
-        inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
-        expected = reference.expected(w, inputs, c.gpus_per_node)
+        fused_case, base_case = _data_cases(backend, w, c, (fused, baseline), seed, force)
+    inputs, expected, plan = fused_case
     fold = {"collapse": collapse and not data and not trace, "faults": faults} if backend == "sim" else {
         "workload": w, "faults": faults}
     trajectory = None
@@ -85,12 +82,13 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         policy = Balance.for_cluster(c)
         trajectory = Trajectory() if backend == "sim" else None  # hw reads its own back (metrics["trajectory"])
         fold = {**fold, "controller": sim_controller(policy, trajectory) if trajectory is not None else policy}
-    stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
+    stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold, **_sample(plan))
     if trace and trajectory is not None and stats.counters is not None:  # the target over time, as a track
         stats.counters.extend((rank, "intra target", points, "SMs") for rank, points in trajectory.points.items())
     fold.pop("controller", None)
     fused_err = _error(stats, expected)
-    base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold)
+    inputs, expected, base_plan = base_case
+    base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold, **_sample(base_plan))
     base_err = _error(base, expected)
     flops = fused.flops_per_gpu
     launch = fused.launches[0]
@@ -122,14 +120,45 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "events": None if stats.events is None else stats.events + (base.events or 0),
         "note": (stats.metrics.get("note", "") if backend != "sim" else
                  "simulated times; model parameters in the scenario file")
-        + ("; adaptive SM partition: roles are the static split it starts from" if adaptive else ""),
+        + ("; adaptive SM partition: roles are the static split it starts from" if adaptive else "")
+        + (f"; data checked on {plan.fraction():.2%} of the output elements (every region's first and last "
+           f"rows and columns, and a seeded sample)" if plan is not None and plan.fraction() < 1 else ""),
     }
     return result, stats
 
 
+def _data_cases(backend: str, w, c, schedules: tuple[Schedule, Schedule], seed: int, force: bool):
+    """(inputs, oracle, plan) for the fused and the baseline run, after the memory check. The sim
+    computes every element where the whole arrays are small (limits.WHOLE_DATA_BYTES), else the
+    sampled rows and columns of :mod:`mkernel.sampling`; hw draws every rank's whole inputs (the
+    GPUs compute every element) and one oracle serves both runs."""
+    what = f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs"
+    if backend != "sim":
+        limits.check_data(f"the inputs, oracle and outputs of {what}", data_bytes(*schedules), force, _data_hint(w))
+        inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
+        case = (inputs, reference.expected(w, inputs, c.gpus_per_node), None)
+        return case, case
+    from . import sampled_oracle, sampling
+
+    whole = data_bytes(*schedules) <= limits.WHOLE_DATA_BYTES
+    plans = [sampling.Plan.whole(s) if whole else sampling.plan(s, seed) for s in schedules]
+    limits.check_data(f"data mode of {what}", sum(_plan_bytes(p) for p in plans), force, _data_hint(w))
+    draw = sampled_oracle.Inputs(w, c, schedules[0], seed)
+    return tuple((draw.for_plan(p), sampled_oracle.expected(w, c, draw, p), p) for p in plans)
+
+
+def _sample(plan) -> dict:
+    return {} if plan is None else {"sample": plan}
+
+
+def _plan_bytes(plan) -> int:
+    """A data run's float32 arrays and float64 oracle outputs under ``plan``."""
+    return 4 * plan.elements() + 8 * plan.elements((BufferKind.OUTPUT,))
+
+
 def data_bytes(fused: Schedule, baseline: Schedule) -> int:
-    """Host memory of a data run at most: every rank's float32 inputs, the float64 oracle of its
-    outputs, and each schedule's float32 arrays (every buffer of every rank)."""
+    """Host memory of a data run on whole arrays at most: every rank's float32 inputs, the float64
+    oracle of its outputs, and each schedule's float32 arrays (every buffer of every rank)."""
     def elems(s: Schedule, kinds=tuple(BufferKind)) -> int:
         return sum(b.rows * b.cols for b in s.buffers if b.kind in kinds) * s.world
 
@@ -138,6 +167,9 @@ def data_bytes(fused: Schedule, baseline: Schedule) -> int:
 
 
 def _data_hint(w) -> str:
+    if w.kernel == "ring_attention":
+        return (f"fewer heads (--n {w.n}) or a shorter sequence (--seq {w.m}): attention needs every key, "
+                f"so every rank holds every rank's K whole")
     if w.kernel == "moe_dispatch_gemm":
         return (f"smaller hidden and expert sizes (--k {w.k}, --n {w.n}: the {w.experts} experts' weights "
                 f"alone are {w.experts * w.k * w.n * 4 / 1e9:.1f} GB in float32) or fewer experts (workload.experts)")

@@ -29,7 +29,7 @@ class SimBackend:
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
-            collapse: bool = False, faults: Faults | None = None, controller=None) -> RunStats:
+            collapse: bool = False, faults: Faults | None = None, controller=None, sample=None) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
@@ -39,6 +39,8 @@ class SimBackend:
         alone (``Schedule.first_nodes``) always runs collapsed.
         ``faults`` injects seeded faults (:mod:`mkernel.sim.faults`); a faulty run is never collapsed.
         ``controller`` moves SMs between roles at task boundaries (:mod:`mkernel.controller`).
+        ``sample`` (a :class:`mkernel.sampling.Plan`): data mode on its kept rows and columns, the
+        ``inputs`` given at those.
         """
         wall = time.perf_counter()
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
@@ -48,7 +50,7 @@ class SimBackend:
         folded = bool(schedule.first_nodes) or (collapse and span > 0 and inputs is None
                                                 and not (faults and faults.any) and is_node_symmetric(schedule))
         run_schedule = fold(schedule, span) if folded else schedule
-        data = DataStore(schedule, inputs) if inputs is not None else None
+        data = DataStore(schedule, inputs, sample) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
                       track_hazards=not folded, faults=faults, controller=controller)
         model.run()
