@@ -29,5 +29,9 @@ class DeadlockError(MkernelError):
     """A backend found that nothing can run while tasks still wait; the message lists every waiter."""
 
 
+class TransportError(MkernelError):
+    """A message was lost for good: the transport gave up retransmitting it (an error completion)."""
+
+
 class BackendUnavailable(MkernelError):
     """The requested backend cannot run here (no GPU, a missing package, or not built yet)."""

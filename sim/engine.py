@@ -20,7 +20,7 @@ seeded random factor, so races that a bug allows get a chance to show.
 
 Signals are epoch-stamped counters. A flag stored to a peer lands one NVLink latency after it is
 issued, unless the task already waited that latency for its own peer stores. If the event queue
-drains while workers still wait, :class:`DeadlockError` lists every waiter.
+drains while workers still wait, :class:`DeadlockError` lists the first waiters and counts the rest.
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ import random
 
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
+
+DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 from mkernel.ir import Op, Role, Schedule, Signal, Task
 
 from . import cost
@@ -85,9 +87,11 @@ class Model:
             lines = [f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {need}, "
                      f"has {self.board.count(sig)}" for t, sig, need in self.blocked.values()]
             injected = self.inject.report()
+            shown = lines[:DEADLOCK_LINES] + ([f"... and {len(lines) - DEADLOCK_LINES} more"]
+                                              if len(lines) > DEADLOCK_LINES else [])
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
                                 f"{len(lines)} tasks wait on signals nothing will bump"
-                                + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(lines))
+                                + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
 
     def _rank(self, rank: int):
         for li, launch in enumerate(self.s.launches):
