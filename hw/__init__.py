@@ -88,4 +88,5 @@ class HwBackend:
                         bytes_total={k: float(sum(v)) for k, v in sent.items()},
                         bytes_per_gpu={k: float(max(v)) for k, v in sent.items()}, wall_s=time.perf_counter() - t0,
                         outputs=outputs, metrics={"note": EMULATION_NOTE if emulated else "measured on the GPUs",
+                                                  "emulated": emulated,
                                                   "trajectory": {r["rank"]: r.get("trajectory") for r in results}})

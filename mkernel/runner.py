@@ -12,7 +12,7 @@ import numpy as np
 
 from . import builders, limits, reference
 from .backend import RunStats, get_backend
-from .errors import BackendUnavailable
+from .errors import BackendUnavailable, MkernelError
 from .ir import BufferKind, Role, Schedule
 from .result import RESULT_VERSION
 from .scenario import Scenario
@@ -56,6 +56,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     limit is refused before they are built or allocated, unless ``force`` (:mod:`mkernel.limits`).
     """
     engine = get_backend(backend)
+    asked = scenario
     if hasattr(engine, "cluster_for"):  # hw: schedules sized for the SMs each rank gets here
         scenario = dataclasses.replace(scenario, cluster=engine.cluster_for(scenario.cluster))
     w, c = scenario.workload, scenario.cluster
@@ -92,6 +93,8 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     base_err = _error(base, expected)
     flops = fused.flops_per_gpu
     launch = fused.launches[0]
+    source, base_source = _sources(backend, stats, c)
+    comparable = source == base_source and source in ("measured", "predicted")
     result = {
         "version": RESULT_VERSION,
         "kernel": w.kernel,
@@ -103,10 +106,13 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "dtype": w.dtype,
         "cluster": {"nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "transport": c.transport},
         "time_s": stats.time_s,
+        "time_source": source,
         "tflops_per_gpu": flops / stats.time_s / 1e12,
-        "baseline": {"name": baseline.variant, "time_s": base.time_s, "tflops_per_gpu": flops / base.time_s / 1e12,
-                     "correct": _ok(base_err, rtol), "error": base_err, "bytes": base.bytes_total},
-        "speedup": base.time_s / stats.time_s,
+        "baseline": {"name": baseline.variant, "time_s": base.time_s, "time_source": base_source,
+                     "tflops_per_gpu": flops / base.time_s / 1e12, "correct": _ok(base_err, rtol), "error": base_err,
+                     "bytes": base.bytes_total},
+        "speedup": base.time_s / stats.time_s if comparable else None,
+        "predicted": None if backend == "sim" else _predicted(asked, seed, force),
         "bytes": stats.bytes_total,
         "bytes_per_gpu": stats.bytes_per_gpu,
         "roles": {role.value: launch.budget(role) for role in Role},
@@ -118,13 +124,48 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "seed": seed,
         "wall_s": stats.wall_s + base.wall_s,
         "events": None if stats.events is None else stats.events + (base.events or 0),
-        "note": (stats.metrics.get("note", "") if backend != "sim" else
-                 "simulated times; model parameters in the scenario file")
-        + ("; adaptive SM partition: roles are the static split it starts from" if adaptive else "")
-        + (f"; data checked on {plan.fraction():.2%} of the output elements (every region's first and last "
-           f"rows and columns, and a seeded sample)" if plan is not None and plan.fraction() < 1 else ""),
     }
+    result["note"] = _note(result, stats, adaptive, plan)
     return result, stats
+
+
+def _sources(backend: str, stats: RunStats, c) -> tuple[str, str]:
+    """Where the fused and the baseline time come from. The simulator predicts both. On hw the fused
+    time is measured only on one real node with a GPU per rank (ranks sharing a GPU, or nodes
+    emulated over the loopback, are an emulation); the baseline's collectives always run through
+    gloo on the host (the launcher's process group), so its time is an emulation too."""
+    if backend == "sim":
+        return "predicted", "predicted"
+    return ("emulated" if stats.metrics.get("emulated") or c.nodes > 1 else "measured"), "emulated"
+
+
+def _predicted(scenario: Scenario, seed: int, force: bool) -> dict | None:
+    """The simulator's fused and baseline times for the scenario asked (its own GPUs and nodes), so
+    that a hw run on an emulated cluster still shows a speedup, labelled as predicted."""
+    try:
+        sim, _ = run(scenario, backend="sim", seed=seed, collapse=True, force=force)
+    except MkernelError:  # no simulator installed, or a shape it refuses: no prediction
+        return None
+    return {"time_s": sim["time_s"], "baseline_time_s": sim["baseline"]["time_s"], "speedup": sim["speedup"]}
+
+
+def _note(result: dict, stats: RunStats, adaptive: bool, plan) -> str:
+    parts = [stats.metrics.get("note", "") if result["backend"] != "sim" else
+             "predicted times: the simulator with the scenario's model parameters"]
+    if result["backend"] != "sim":
+        parts.append("the baseline's collectives ran through gloo on the host, so its time is no baseline and no "
+                     "speedup is measured" + ("; predicted: the simulator's figures for this scenario"
+                                              if result["predicted"] else "") + " (mkernel bench measures against NCCL)")
+    if adaptive:
+        parts.append("adaptive SM partition: roles are the static split it starts from")
+    if plan is not None and plan.fraction() < 1:
+        parts.append(f"data checked on {plan.fraction():.2%} of the output elements (every region's first and last "
+                     f"rows and columns, and a seeded sample)")
+    faults = stats.metrics.get("faults")
+    if faults:
+        parts.append("injected faults: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in faults.items() if v)
+                     + (" (each dropped transmission resent after the ack timer)" if faults.get("dropped") else ""))
+    return "; ".join(p for p in parts if p)
 
 
 def _data_cases(backend: str, w, c, schedules: tuple[Schedule, Schedule], seed: int, force: bool):
