@@ -18,6 +18,8 @@ from mkernel.hw.runtime.transports import TRANSPORTS as _HW  # names only: nothi
 from . import cli_measure as measure
 from .cluster import NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
+from .bounded import bounded
+from .limits import TIMEOUT_S
 from .paths import output_file, output_folder
 from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
@@ -47,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--force", action="store_true",
                         help="go on with a problem beyond the memory limit (mkernel/limits.py) instead of refusing it")
     shared.add_argument("--debug", action="store_true", help="show tracebacks")
+    shared.add_argument("--timeout", type=float, default=None,
+                        help="stop after this many seconds, saying what was still running, and exit 1 (0: no limit; "
+                             "default: run 1200, explore 600)")
     run = sub.add_parser("run", parents=[shared], help="run fused op and baseline, print the result")
     run.add_argument("--backend", choices=("sim", "hw"), default="sim")
     run.add_argument("--data", action="store_true", help="run on real numbers and check against the numpy reference")
@@ -85,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--comm-sms", default=None, help="static SM splits instead: e.g. 1,2,4,8,16,32,64 intra SMs per "
                                                      "point; prints each curve and writes splits.json")
     sw.add_argument("--debug", action="store_true", help="show tracebacks")
+    sw.add_argument("--timeout", type=float, default=None,
+                    help="stop after this many seconds (default 7200; 0: none); finished points stay logged, so "
+                         "the same command resumes")
     so = sub.add_parser("scaleout", help="write the scale-out what-if scenarios (2-64 nodes, IB RC / EFA SRD, "
                                          "400/800 Gb/s, rail / 2:1 spine, GB200-class) as TOML files")
     so.add_argument("--out", type=Path, default=Path("scenarios/scaleout"), help="the folder to write")
@@ -96,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--gpus-per-node", type=int, default=2)
     st.add_argument("--shaped", action="store_true", help="shape the loopback like a 50 GB/s SRD NIC")
     st.add_argument("--debug", action="store_true", help="show tracebacks")
+    st.add_argument("--timeout", type=float, default=None, help="stop every rank after this many seconds "
+                                                                 "(default 600; 0: none)")
     cal = sub.add_parser("calibrate", help="microbenchmark the GPU at hand and write a hardware profile (TOML)")
     cal.add_argument("--out", type=Path, default=Path("calibrated.toml"),
                      help="the profile to write (default: calibrated.toml here; a bundled profile such as "
@@ -106,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="measure only these sections (an existing profile at --out keeps every key this run "
                           "does not measure, e.g. the NVLink terms on one GPU)")
     cal.add_argument("--debug", action="store_true", help="show tracebacks")
+    cal.add_argument("--timeout", type=float, default=None, help="stop after this many seconds (default 1800; 0: none)")
     be = sub.add_parser("bench", help="time the fused ops against NCCL, torch async-TP and the matmul ceiling")
     be.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for bench.json and bench.png")
     be.add_argument("--kernels", nargs="*", choices=KERNELS, default=None)
@@ -113,6 +124,8 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--emulate", help="NODESxGPUS ranks sharing this host's GPUs under MPS, e.g. 2x2")
     be.add_argument("--iters", type=int, default=20, help="timed calls per implementation")
     be.add_argument("--debug", action="store_true", help="show tracebacks")
+    be.add_argument("--timeout", type=float, default=None, help="stop every rank after this many seconds "
+                                                                 "(default 3600; 0: none)")
     va = sub.add_parser("validate", help="the simulator's error against calibrate and bench measurements")
     va.add_argument("--calibration", type=Path, required=True, help="raw JSON of `mkernel calibrate --raw`")
     va.add_argument("--bench", type=Path, nargs="*", default=[], help="bench.json files of `mkernel bench`")
@@ -270,10 +283,12 @@ def _sweep(args: argparse.Namespace) -> int:
                          f"static splits on either backend")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     failed = []
+    status = _SweepStatus(len(points), args.out)
 
     def advance(point, row) -> None:
         if "error" in row:
             failed.append(row)
+        status.done += 1
         bar.update(task, advance=1, description=point.key[:60])
 
     with Progress(*columns) as bar:
@@ -291,6 +306,17 @@ def _sweep(args: argparse.Namespace) -> int:
     for row in failed:
         print(f"FAILED {row['key']}: {row['error']}")
     return 1 if failed else 0
+
+
+class _SweepStatus:
+    """How far a sweep got, for its deadline message (:mod:`mkernel.bounded`)."""
+
+    def __init__(self, total: int, out: Path) -> None:
+        self.total, self.done, self.out = total, 0, out
+
+    def deadline_status(self) -> str:
+        return (f"{self.done} of {self.total} points finished this time, kept in {self.out / 'results.jsonl'}: "
+                f"the same command resumes from there")
 
 
 def _split_sweep(args: argparse.Namespace, points) -> int:
@@ -347,7 +373,11 @@ def main(argv: list[str] | None = None) -> int:
         commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "scaleout": _scaleout,
                     "selftest": measure.selftest, "calibrate": measure.calibrate, "bench": measure.bench,
                     "validate": measure.validate, "doctor": _doctor}
-        return commands[args.command](args)
+        if args.command not in TIMEOUT_S:
+            return commands[args.command](args)
+        timeout = TIMEOUT_S[args.command] if args.timeout is None else args.timeout
+        with bounded(f"mkernel {args.command}", timeout):
+            return commands[args.command](args)
     except MkernelError as exc:
         if args.debug:
             raise

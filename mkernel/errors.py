@@ -33,5 +33,9 @@ class TransportError(MkernelError):
     """A message was lost for good: the transport gave up retransmitting it (an error completion)."""
 
 
+class DeadlineExceeded(MkernelError):
+    """A command ran past its ``--timeout``; the message says what was still running (exit 1)."""
+
+
 class BackendUnavailable(MkernelError):
     """The requested backend cannot run here (no GPU, a missing package, or not built yet)."""

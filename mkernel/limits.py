@@ -24,6 +24,8 @@ from .problems import Workload
 
 MEMORY_LIMIT_BYTES = 4_000_000_000  # what a run may take before it is refused (--force goes on)
 WHOLE_DATA_BYTES = 256_000_000  # sim data mode on every element up to this; sampled rows and columns beyond
+# --timeout's default per subcommand (seconds; 0: none): past it the command stops every rank and exits 1
+TIMEOUT_S = {"run": 1200, "show": 600, "explore": 600, "sweep": 7200, "selftest": 600, "calibrate": 1800, "bench": 3600}
 BYTES_PER_TASK = 2500  # build + validation + simulation, per task (2 x 8 GEMM+AR, 28k-451k tasks)
 US_PER_TASK = 150  # wall time per task on a 2-core machine like CI's, same runs (a rough guide)
 

@@ -13,6 +13,7 @@ deadlock, say) gets a row with its error instead of numbers, and the sweep goes 
 from __future__ import annotations
 
 import csv
+import multiprocessing
 import dataclasses
 import fnmatch
 import json
@@ -213,8 +214,14 @@ def run_grid(points: list[Point], out: Path, workers: int = 1,
         return rows
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(run_point, p): p for p in todo}
-        for future in as_completed(futures):
-            record(futures[future], future.result())
+        try:
+            for future in as_completed(futures):
+                record(futures[future], future.result())
+        except BaseException:  # a deadline or ^C: stop the workers now, not after their points
+            pool.shutdown(wait=False, cancel_futures=True)
+            for child in multiprocessing.active_children():
+                child.kill()
+            raise
     return rows
 
 

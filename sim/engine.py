@@ -93,6 +93,13 @@ class Model:
                                 f"{len(lines)} tasks wait on signals nothing will bump"
                                 + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
 
+    def deadline_status(self) -> str:
+        """What this run was doing when a deadline stopped it (:mod:`mkernel.bounded`)."""
+        running = [r for r, t in enumerate(self.finish) if t != t]
+        shown = ", ".join(map(str, running[:8])) + (f" and {len(running) - 8} more" if len(running) > 8 else "")
+        return (f"simulating {self.s.kernel}/{self.s.variant} at simulated t={self.env.now:.1f} us after "
+                f"{self.env.events:,} events, ranks still running: {shown or 'none'} of {self.s.world}")
+
     def _rank(self, rank: int):
         for li, launch in enumerate(self.s.launches):
             if li > 0:
