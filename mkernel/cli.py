@@ -71,10 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("explore", parents=[shared],
                    help="try every network delivery order of a small case (<= 2 x 2 GPUs, <= 8 messages in flight)")
     sw = sub.add_parser("sweep", help="run a grid of sim points (ops x sizes x scenarios x options) on worker "
-                                      "processes, resumably (default: the reference grid, design section 8)")
+                                      "processes, resumably (default: the reference grid, each op at five sizes: mkernel/sweep.py)")
     sw.add_argument("--out", type=Path, default=Path("sweep-results"), help="folder for results.jsonl/csv/json and the plot")
     sw.add_argument("--grid", choices=("reference", "scaling"), default="reference",
-                    help="reference: design section 8 per-GPU shapes; scaling: the scale-out study (docs/scaling.md)")
+                    help="reference: five per-GPU shapes per op, as at world 16; scaling: the scale-out study (docs/scaling.md)")
     sw.add_argument("--testbeds", "--scenarios", nargs="*", default=None,
                     help="scenario names, files or globs over bundled names, e.g. 'scaleout/ib-400g-rail-*' "
                          "(default: both paper testbeds)")
@@ -302,7 +302,7 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"plot: {figure}")
     else:
         figure = sweep.plot(rows, args.out)
-        print(f"plot: {figure}" if figure else "plot skipped: matplotlib is not installed (pip install 'mkernel[dev]')")
+        print(f"plot: {figure}" if figure else "plot skipped: matplotlib is not installed (pip install 'mkernel[sim]')")
     for row in failed:
         print(f"FAILED {row['key']}: {row['error']}")
     return 1 if failed else 0

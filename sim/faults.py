@@ -1,6 +1,6 @@
 """Seeded fault injection for the simulator: what goes wrong, and what the run must do about it.
 
-The contract (issue 10): under every fault, a run either produces the right result or stops with a
+The contract: under every fault, a run either produces the right result or stops with a
 clear error; never silent corruption, never a hang. Each knob is off at its default:
 
 =================  ==========================================================================
