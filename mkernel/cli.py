@@ -18,9 +18,8 @@ from mkernel.hw.runtime.transports import TRANSPORTS as _HW  # names only: nothi
 from . import cli_measure as measure
 from .cluster import NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
-from .bounded import bounded
-from .limits import TIMEOUT_S
-from .paths import output_file, output_folder
+from .files import output_file, output_folder
+from .limits import TIMEOUT_S, bounded
 from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
@@ -309,7 +308,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 class _SweepStatus:
-    """How far a sweep got, for its deadline message (:mod:`mkernel.bounded`)."""
+    """How far a sweep got, for its deadline message (:func:`mkernel.limits.bounded`)."""
 
     def __init__(self, total: int, out: Path) -> None:
         self.total, self.done, self.out = total, 0, out

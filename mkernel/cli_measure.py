@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from .errors import BackendUnavailable, InputError
-from .paths import output_file, output_folder
+from .files import output_file, output_folder
 from .problems import KERNELS
 
 

@@ -1,4 +1,5 @@
-"""How big a run may get before mkernel refuses it: the one place the limit is declared.
+"""How big and how long a run may get before mkernel refuses or stops it: the one place the limits
+are declared.
 
 A schedule is a list of tasks, and every phase (build, validate, simulate) costs memory and time in
 proportion to it; data mode adds real arrays. ``mkernel run --m 10000000`` would otherwise grow
@@ -12,14 +13,31 @@ The estimate is a fit, per op, of the fused and baseline task counts of real bui
 compute tile (or attention block, or MoE expert tile and token block) and one per pair of ranks
 (the collectives' per-peer steps); tests/test_cli_limits.py holds it within a factor of 2.5 of the
 real count. As the simulator groups tasks, the fit's coefficients fall and the limit admits more.
+
+Time: :func:`bounded` wraps a subcommand that simulates at length or runs GPU work. It shows the
+current step on stderr (a rich spinner with the elapsed time, on a terminal) and, when its
+``--timeout`` (default :data:`TIMEOUT_S`) passes, stops the work where it is and raises
+:class:`~mkernel.errors.DeadlineExceeded` (exit 1) naming the step that was running and what the
+running parts were doing: each object in the interrupted call stack with a ``deadline_status()``
+method says its piece (the simulator's model: its schedule, simulated time and the ranks still
+running; the GPU launcher: each rank's last step; a sweep: the points done). Leaving the stack
+stops every rank (the launcher kills its rank processes on the way out; a sweep kills its
+workers). :func:`step` is how library code names what it is doing; outside :func:`bounded` it only
+records it.
 """
 from __future__ import annotations
 
 import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .cluster import Cluster
-from .errors import InputError
+from .errors import DeadlineExceeded, InputError
 from .problems import Workload
 
 MEMORY_LIMIT_BYTES = 4_000_000_000  # what a run may take before it is refused (--force goes on)
@@ -101,3 +119,76 @@ def check_data(what: str, nbytes: float, force: bool = False, hint: str = "") ->
         raise InputError(f"{what} would take about {_size(nbytes)} of memory; the limit is "
                          f"{_size(MEMORY_LIMIT_BYTES)}. Options: {hint + ', ' if hint else ''}a smaller shape, "
                          f"or --force to go on")
+
+
+# -- time: the deadline and the progress line --------------------------------------------------
+_state = {"step": "starting", "since": time.monotonic()}
+
+
+def step(text: str) -> None:
+    """Name what the command is doing now (shown in the progress line and in a deadline error)."""
+    _state["step"], _state["since"] = text, time.monotonic()
+
+
+def _statuses(frame) -> list[str]:
+    """``deadline_status()`` of every object in the interrupted stack that has one, innermost first."""
+    found, seen = [], set()
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            status = getattr(type(value), "deadline_status", None)
+            if callable(status) and id(value) not in seen:
+                seen.add(id(value))
+                try:
+                    found.append(status(value))
+                except Exception as exc:  # noqa: BLE001 - a status must never hide the deadline
+                    found.append(f"({type(value).__name__}: no status: {exc})")
+        frame = frame.f_back
+    return found
+
+
+class _Line:
+    """The progress line: the current step and the seconds since the command began."""
+
+    def __init__(self, what: str, start: float) -> None:
+        self.what, self.start = what, start
+
+    def __rich__(self) -> str:
+        return f"{self.what}: {_state['step']} ({time.monotonic() - self.start:.0f} s)"
+
+
+@contextmanager
+def bounded(what: str, timeout_s: float | None) -> Iterator[None]:
+    """Run the body under a deadline of ``timeout_s`` seconds (None or 0: none) with a progress line."""
+    if timeout_s is not None and timeout_s < 0:
+        raise InputError(f"--timeout {timeout_s}: seconds >= 0 (0: no deadline)")
+    start = time.monotonic()
+    step("starting")
+    armed = bool(timeout_s) and threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGALRM")
+
+    def expire(_signum, frame) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        parts = _statuses(frame)
+        raise DeadlineExceeded(f"{what} did not finish within {timeout_s:g} s (--timeout); it was "
+                               f"{_state['step']} for {time.monotonic() - _state['since']:.0f} s"
+                               + ("".join(f"; {p}" for p in parts)) + "; every rank was stopped")
+
+    previous = signal.signal(signal.SIGALRM, expire) if armed else None
+    if armed:
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    live = None
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.live import Live
+        from rich.spinner import Spinner
+
+        live = Live(Spinner("dots", _Line(what, start)), console=Console(stderr=True), transient=True,
+                    refresh_per_second=4)
+        live.start()
+    try:
+        yield
+    finally:
+        if live is not None:
+            live.stop()
+        if armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)

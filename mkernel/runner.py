@@ -12,7 +12,6 @@ import numpy as np
 
 from . import builders, limits, reference
 from .backend import RunStats, get_backend
-from .bounded import step
 from .errors import BackendUnavailable, MkernelError
 from .ir import BufferKind, Role, Schedule
 from .result import RESULT_VERSION
@@ -34,10 +33,10 @@ def build(scenario: Scenario, folded: bool = False, force: bool = False) -> tupl
     span = c.fold_nodes
     kw = {"first_nodes": span} if folded and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
     est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force)
-    step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
+    limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
     fused = module.build(w, c, **kw)
     baseline = module.build_baseline(w, c, **kw)
-    step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
+    limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
     baseline.validate(races=not folded)
     return fused, baseline
@@ -87,14 +86,14 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         trajectory = Trajectory() if backend == "sim" else None  # hw reads its own back (metrics["trajectory"])
         fold = {**fold, "controller": sim_controller(policy, trajectory) if trajectory is not None else policy}
     where = "on the GPUs" if backend == "hw" else "in the simulator"
-    step(f"running the fused op {where} ({len(fused.tasks):,} tasks on {c.world} ranks)")
+    limits.step(f"running the fused op {where} ({len(fused.tasks):,} tasks on {c.world} ranks)")
     stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold, **_sample(plan))
     if trace and trajectory is not None and stats.counters is not None:  # the target over time, as a track
         stats.counters.extend((rank, "intra target", points, "SMs") for rank, points in trajectory.points.items())
     fold.pop("controller", None)
     fused_err = _error(stats, expected)
     inputs, expected, base_plan = base_case
-    step(f"running the baseline {baseline.variant} {where} ({len(baseline.tasks):,} tasks)")
+    limits.step(f"running the baseline {baseline.variant} {where} ({len(baseline.tasks):,} tasks)")
     base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold, **_sample(base_plan))
     base_err = _error(base, expected)
     flops = fused.flops_per_gpu
@@ -148,7 +147,7 @@ def _sources(backend: str, stats: RunStats, c) -> tuple[str, str]:
 def _predicted(scenario: Scenario, seed: int, force: bool) -> dict | None:
     """The simulator's fused and baseline times for the scenario asked (its own GPUs and nodes), so
     that a hw run on an emulated cluster still shows a speedup, labelled as predicted."""
-    step("predicting the same scenario in the simulator")
+    limits.step("predicting the same scenario in the simulator")
     try:
         sim, _ = run(scenario, backend="sim", seed=seed, collapse=True, force=force)
     except MkernelError:  # no simulator installed, or a shape it refuses: no prediction
@@ -181,7 +180,7 @@ def _data_cases(backend: str, w, c, schedules: tuple[Schedule, Schedule], seed: 
     sampled rows and columns of :mod:`mkernel.sampling`; hw draws every rank's whole inputs (the
     GPUs compute every element) and one oracle serves both runs."""
     what = f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs"
-    step("drawing the inputs and the float64 oracle")
+    limits.step("drawing the inputs and the float64 oracle")
     if backend != "sim":
         limits.check_data(f"the inputs, oracle and outputs of {what}", data_bytes(*schedules), force, _data_hint(w))
         inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .ir import Role
-from .jsonlog import append_row, check_row, read_rows
+from .files import append_row, check_row, read_rows
 from .scenario import Scenario
 
 ENTRY = {"best_intra_sms": (int,), "normalised": (dict,)}  # one splits.json entry; "cluster" is optional

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, MkernelError
-from .jsonlog import append_row, read_rows
+from .files import append_row, read_rows
 from .problems import KERNELS, Workload
 from .scenario import CHOICES, SPECS, Scenario, _count, _number, bundled_scenarios, check, load_scenario
 

@@ -94,7 +94,7 @@ class Model:
                                 + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
 
     def deadline_status(self) -> str:
-        """What this run was doing when a deadline stopped it (:mod:`mkernel.bounded`)."""
+        """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""
         running = [r for r, t in enumerate(self.finish) if t != t]
         shown = ", ".join(map(str, running[:8])) + (f" and {len(running) - 8} more" if len(running) > 8 else "")
         return (f"simulating {self.s.kernel}/{self.s.variant} at simulated t={self.env.now:.1f} us after "

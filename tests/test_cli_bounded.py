@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mkernel import sweep
-from mkernel.bounded import bounded, step
+from mkernel.limits import bounded, step
 from mkernel.cli import _parser, main
 from mkernel.errors import DeadlineExceeded
 from mkernel.limits import TIMEOUT_S

@@ -114,7 +114,7 @@ def test_a_sweep_log_of_another_kind_is_refused(tmp_path, capsys):
 
 
 def test_a_log_line_cut_short_is_redone_not_an_error(tmp_path):
-    from mkernel.jsonlog import read_rows
+    from mkernel.files import read_rows
 
     log = tmp_path / "results.jsonl"
     log.write_text('{"key": "a"}\n{"key": "b", "si')

@@ -65,10 +65,26 @@ def test_every_command_that_builds_checks_first(capsys, command):
 
 
 def test_data_mode_arrays_beyond_the_limit_are_refused_before_allocation(capsys):
-    """MoE's default hidden and expert sizes: 15 GB of expert weights whatever the token count."""
-    _refused(capsys, ["run", "--kernel", "moe_dispatch_gemm", "--tokens", "1024", "--nodes", "2", "--gpus-per-node",
-                      "2", "--data"], "data mode of moe_dispatch_gemm", "experts' weights alone are 15.0 GB",
-             "--force")
+    """MoE at its default sizes on 2 x 8: even sampled, every token's 7168-wide hidden row is whole."""
+    _refused(capsys, ["run", "--kernel", "moe_dispatch_gemm", "--data"], "data mode of moe_dispatch_gemm",
+             "experts' weights alone are 15.0 GB", "--force")
+
+
+def test_the_hw_inputs_of_default_moe_experts_are_refused_before_any_is_drawn():
+    """The hw run that printed nothing for 100 s: 256 experts of 7168 x 2048 are 15 GB of float32
+    weights whatever the token count, drawn and copied before any rank started."""
+    from mkernel import runner
+    from mkernel.errors import InputError
+
+    sc = load_scenario()
+    c = dataclasses.replace(sc.cluster, nodes=2, gpus_per_node=2)
+    w = Workload(kernel="moe_dispatch_gemm", m=1000, n=2048, k=7168)
+    mod = builders.get(w.kernel)
+    start = time.monotonic()
+    with pytest.raises(InputError, match="the inputs, oracle and outputs of moe_dispatch_gemm .* experts' weights "
+                                         "alone are 15.0 GB"):
+        runner._data_cases("hw", w, c, (mod.build(w, c), mod.build_baseline(w, c)), 0, False)
+    assert time.monotonic() - start < 10
 
 
 def test_force_goes_on(monkeypatch, capsys):

@@ -56,7 +56,7 @@ def test_a_read_only_folder_is_refused(tmp_path, no_work, capsys):
 
 
 def test_a_new_out_folder_with_parents_is_allowed(tmp_path):
-    from mkernel.paths import output_folder
+    from mkernel.files import output_folder
 
     assert output_folder(tmp_path / "a" / "b", "--out") == tmp_path / "a" / "b"
     assert not (tmp_path / "a").exists()  # checking creates nothing

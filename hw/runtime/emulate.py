@@ -64,7 +64,7 @@ def rank_step(text: str) -> None:
 
 
 class _RankSteps:
-    """The launcher's view of each rank's last :func:`rank_step` (for :mod:`mkernel.bounded`)."""
+    """The launcher's view of each rank's last :func:`rank_step` (for :func:`mkernel.limits.bounded`)."""
 
     def __init__(self, folder: Path, world: int) -> None:
         self.folder, self.world = folder, world
