@@ -77,11 +77,12 @@ class HwBackend:
             raise BackendUnavailable("the hw backend runs on data: pass inputs (the CLI always does)")
         t0 = time.perf_counter()
         gpn = cluster.gpus_per_node
+        own = [({name: per[r] for name, per in inputs.items()},) for r in range(schedule.world)]  # each its own
         if len(schedule.launches) == 1:
-            results = launch(rank.schedule_rank, schedule.world, args=(schedule, inputs, gpn, timed, controller, cluster,
-                                                                      faults))
+            results = launch(rank.schedule_rank, schedule.world, args=(schedule, gpn, timed, controller, cluster,
+                                                                      faults), rank_args=own)
         else:
-            results = launch(rank.fallback_rank, schedule.world, args=(workload, inputs, gpn, timed))
+            results = launch(rank.fallback_rank, schedule.world, args=(workload, gpn, timed), rank_args=own)
         outputs = {name: [r["outputs"][name] for r in results] for name in results[0]["outputs"]}
         per_rank = tuple(r["time_s"] for r in results)
         sent = static_bytes(schedule)
@@ -90,4 +91,5 @@ class HwBackend:
                         bytes_total={k: float(sum(v)) for k, v in sent.items()},
                         bytes_per_gpu={k: float(max(v)) for k, v in sent.items()}, wall_s=time.perf_counter() - t0,
                         outputs=outputs, metrics={"note": EMULATION_NOTE if emulated else "measured on the GPUs",
+                                                  "emulated": emulated,
                                                   "trajectory": {r["rank"]: r.get("trajectory") for r in results}})

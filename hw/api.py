@@ -265,11 +265,10 @@ def moe_plan(topk_idx: torch.Tensor, experts: int, hidden: int, width: int, grou
     if topk_weights is not None:
         weights = fallbacks._all_gather(topk_weights.float().contiguous(), g).view(g.world, *topk_weights.shape).cpu()
         row_weights = torch.zeros(sources.shape[0])
-        per_gpu = experts // g.world
-        for i, (src, tok, j) in enumerate(sources.tolist()):
-            if src >= 0:
-                k = (idx[src, tok] == g.rank * per_gpu + j).nonzero()[0, 0]
-                row_weights[i] = weights[src, tok, k]
+        real = sources[:, 0] >= 0
+        src, tok, j = sources[real].T
+        slot = (idx[src, tok] == (g.rank * (experts // g.world) + j)[:, None]).int().argmax(dim=1)  # no row loop
+        row_weights[real] = weights[src, tok, slot]
         row_weights = row_weights.to(topk_idx.device)
     objection = None if hidden % 8 == 0 and width % 8 == 0 and rows else \
         f"hidden {hidden} and width {width} must be multiples of 8, and some rows routed"

@@ -337,9 +337,11 @@ def moe_sources(w, rank: int, nodes: int, gpus_per_node: int) -> torch.Tensor:
 
     segments, rows = layout(w, nodes, gpus_per_node)
     sources = torch.full((max(rows, 1), 3), -1, dtype=torch.int64)
-    for seg in segments[rank]:
-        for i, t in enumerate(seg.tokens):
-            sources[seg.row0 + i] = torch.tensor([seg.source, t, seg.expert])
+    for seg in segments[rank]:  # one slice per segment, not one tensor per token
+        n = len(seg.tokens)
+        sources[seg.row0:seg.row0 + n, 0] = seg.source
+        sources[seg.row0:seg.row0 + n, 1] = torch.as_tensor(seg.tokens, dtype=torch.int64)
+        sources[seg.row0:seg.row0 + n, 2] = seg.expert
     return sources
 
 

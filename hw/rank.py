@@ -11,7 +11,7 @@ import numpy as np
 from mkernel.cluster import Cluster
 from mkernel.problems import Workload
 
-from .runtime.emulate import RankInfo
+from .runtime.emulate import RankInfo, rank_step
 
 
 def cluster_for(info: RankInfo, nodes: int, gpus_per_node: int, name: str = "hw") -> Cluster:
@@ -40,25 +40,27 @@ def median_s(fn, iters: int, warmup: int = 3) -> float:
     return float(np.median(_timed(fn, iters)))
 
 
-def schedule_rank(info: RankInfo, schedule, inputs: dict, gpus_per_node: int, timed: int = 10, controller=None,
-                  cluster: Cluster | None = None, faults=None) -> dict:
-    """The fused ``schedule`` on this rank (the hw backend's run): 3 poisoned calls, then timed ones.
-    With a ``controller`` (the adaptive SM partition), also the last call's target trajectory;
-    ``faults``: what the proxy injects."""
+def schedule_rank(info: RankInfo, schedule, gpus_per_node: int, timed: int = 10, controller=None,
+                  cluster: Cluster | None = None, faults=None, inputs: dict | None = None) -> dict:
+    """The fused ``schedule`` on this rank (the hw backend's run) on its ``inputs`` (this rank's
+    arrays by name): 3 poisoned calls, then timed ones. With a ``controller`` (the adaptive SM
+    partition), also the last call's target trajectory; ``faults``: what the proxy injects."""
     import torch
 
     from .runtime.context import Context
     from .runtime.executor import Executor
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    mine = {name: torch.from_numpy(np.ascontiguousarray(a[info.rank])).to(dev).bfloat16() for name, a in inputs.items()}
+    mine = {name: torch.from_numpy(np.ascontiguousarray(a)).to(dev).bfloat16() for name, a in inputs.items()}
     with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, faults=faults,
                  **Executor.context_sizes(schedule)) as ctx:
         op = Executor(schedule, ctx, controller=controller, cluster=cluster)
-        for _ in range(3):
+        for call in range(3):
+            rank_step(f"fused call {call + 1} of 3 (poisoned outputs)")
             outs = op(mine, poison=True)
         op.check()
         result = {n: t.float().cpu().numpy() for n, t in outs.items()}
+        rank_step(f"{timed} timed fused calls")
         times = _timed(lambda: op(mine, outs), timed)
         op.check()
         trajectory = op.trajectory() if controller is not None else None
@@ -91,14 +93,16 @@ def fallback_fn(w: Workload, mine: dict, gpus_per_node: int):
     return fn
 
 
-def fallback_rank(info: RankInfo, w: Workload, inputs: dict, gpus_per_node: int, timed: int = 10) -> dict:
-    """The op's torch fallback on this rank (the hw backend's baseline)."""
+def fallback_rank(info: RankInfo, w: Workload, gpus_per_node: int, timed: int = 10, inputs: dict | None = None) -> dict:
+    """The op's torch fallback on this rank (the hw backend's baseline) on its ``inputs``."""
     import torch
 
     dev = torch.device("cuda", torch.cuda.current_device())
-    mine = {name: torch.from_numpy(np.ascontiguousarray(a[info.rank])).to(dev).bfloat16() for name, a in inputs.items()}
+    mine = {name: torch.from_numpy(np.ascontiguousarray(a)).to(dev).bfloat16() for name, a in inputs.items()}
     fn = fallback_fn(w, mine, gpus_per_node)
+    rank_step("baseline call (torch fallback, gloo collectives)")
     outs = fn()
+    rank_step(f"{timed} timed baseline calls")
     times = _timed(fn, timed)
     return {"rank": info.rank, "outputs": {n: t.float().cpu().numpy() for n, t in outs.items()},
             "time_s": float(np.median(times))}

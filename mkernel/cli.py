@@ -18,6 +18,8 @@ from mkernel.hw.runtime.transports import HW_TRANSPORTS  # names only: nothing i
 from . import cli_measure as measure
 from .cluster import NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
+from .files import output_file, output_folder
+from .limits import TIMEOUT_S, bounded
 from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
@@ -41,7 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--tokens", type=int, help="moe_dispatch_gemm: total tokens")
     shared.add_argument("--seq", type=int, help="ring_attention: sequence per GPU")
     shared.add_argument("--causal", action="store_true", help="ring_attention: causal, zigzag-balanced")
+    shared.add_argument("--force", action="store_true",
+                        help="go on with a problem beyond the memory limit (mkernel/limits.py) instead of refusing it")
     shared.add_argument("--debug", action="store_true", help="show tracebacks")
+    shared.add_argument("--timeout", type=float, default=None,
+                        help="stop after this many seconds, saying what was still running, and exit 1 (0: no limit; "
+                             "default: run 1200, explore 600)")
     run = sub.add_parser("run", parents=[shared], help="run fused op and baseline, print the result")
     run.add_argument("--backend", choices=("sim", "hw"), default="sim")
     run.add_argument("--data", action="store_true", help="run on real numbers and check against the numpy reference")
@@ -62,10 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("explore", parents=[shared],
                    help="try every network delivery order of a small case (<= 2 x 2 GPUs, <= 8 messages in flight)")
     sw = sub.add_parser("sweep", help="run a grid of sim points (ops x sizes x scenarios x options) on worker "
-                                      "processes, resumably (default: the reference grid, design section 8)")
+                                      "processes, resumably (default: the reference grid, each op at five sizes: mkernel/sweep.py)")
     sw.add_argument("--out", type=Path, default=Path("sweep-results"), help="folder for results.jsonl/csv/json and the plot")
     sw.add_argument("--grid", choices=("reference", "scaling"), default="reference",
-                    help="reference: design section 8 per-GPU shapes; scaling: the scale-out study (docs/scaling.md)")
+                    help="reference: five per-GPU shapes per op, as at world 16; scaling: the scale-out study (docs/scaling.md)")
     sw.add_argument("--testbeds", "--scenarios", nargs="*", default=None,
                     help="scenario names, files or globs over bundled names, e.g. 'scaleout/ib-400g-rail-*' "
                          "(default: both paper testbeds)")
@@ -81,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--comm-sms", default=None, help="static SM splits instead: e.g. 1,2,4,8,16,32,64 intra SMs per "
                                                      "point; prints each curve and writes splits.json")
     sw.add_argument("--debug", action="store_true", help="show tracebacks")
+    sw.add_argument("--timeout", type=float, default=None,
+                    help="stop after this many seconds (default 7200; 0: none); finished points stay logged, so "
+                         "the same command resumes")
     so = sub.add_parser("scaleout", help="write the scale-out what-if scenarios (2-64 nodes, IB RC / EFA SRD, "
                                          "400/800 Gb/s, rail / 2:1 spine, GB200-class) as TOML files")
     so.add_argument("--out", type=Path, default=Path("scenarios/scaleout"), help="the folder to write")
@@ -92,14 +102,19 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--gpus-per-node", type=int, default=2)
     st.add_argument("--shaped", action="store_true", help="shape the loopback like a 50 GB/s SRD NIC")
     st.add_argument("--debug", action="store_true", help="show tracebacks")
+    st.add_argument("--timeout", type=float, default=None, help="stop every rank after this many seconds "
+                                                                 "(default 600; 0: none)")
     cal = sub.add_parser("calibrate", help="microbenchmark the GPU at hand and write a hardware profile (TOML)")
-    cal.add_argument("--out", type=Path, default=Path("scenarios/hardware/h200.toml"), help="the profile to write")
+    cal.add_argument("--out", type=Path, default=Path("calibrated.toml"),
+                     help="the profile to write (default: calibrated.toml here; a bundled profile such as "
+                          "scenarios/hardware/h200.toml is written only when named)")
     cal.add_argument("--raw", type=Path, help="also write the raw measurements (JSON; `mkernel accuracy` reads them)")
     cal.add_argument("--commit", help="the commit measured (default: git, or the .commit file)")
     cal.add_argument("--only", nargs="+", choices=("gpu", "proxy", "peer"), default=None,
                      help="measure only these sections (an existing profile at --out keeps every key this run "
                           "does not measure, e.g. the NVLink terms on one GPU)")
     cal.add_argument("--debug", action="store_true", help="show tracebacks")
+    cal.add_argument("--timeout", type=float, default=None, help="stop after this many seconds (default 1800; 0: none)")
     be = sub.add_parser("bench", help="time the fused ops against NCCL, torch async-TP and the matmul ceiling")
     be.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for bench.json and bench.png")
     be.add_argument("--kernels", nargs="*", choices=KERNELS, default=None)
@@ -107,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--emulate", help="NODESxGPUS ranks sharing this host's GPUs under MPS, e.g. 2x2")
     be.add_argument("--iters", type=int, default=20, help="timed calls per implementation")
     be.add_argument("--debug", action="store_true", help="show tracebacks")
+    be.add_argument("--timeout", type=float, default=None, help="stop every rank after this many seconds "
+                                                                 "(default 3600; 0: none)")
     va = sub.add_parser("accuracy", aliases=["validate"],  # validate: its old name (deprecated)
                         help="the simulator's error against calibrate and bench measurements")
     va.add_argument("--calibration", type=Path, required=True, help="raw JSON of `mkernel calibrate --raw`")
@@ -163,9 +180,11 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runner import run
     from .report import print_result
+    from .runner import run
 
+    output_file(args.json, "--json")
+    output_file(args.trace, "--trace")
     sc = scenario_from_args(args)
     if args.backend == "hw" and args.transport is not None:
         from mkernel.hw.runtime.transports import check_hw_run
@@ -188,7 +207,8 @@ def _run(args: argparse.Namespace) -> int:
 
     with progress_bar() as progress:
         result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None,
-                            collapse=args.collapse, faults=faults, adaptive=args.adaptive, progress=progress)
+                            collapse=args.collapse, faults=faults, adaptive=args.adaptive, progress=progress,
+                            force=args.force)
     problems = check_result(result)
     if problems:
         raise AssertionError("result does not match its schema: " + "; ".join(problems))
@@ -206,7 +226,7 @@ def _show(args: argparse.Namespace) -> int:
     from .report import print_schedule
     from .runner import build
 
-    fused, baseline = build(scenario_from_args(args))
+    fused, baseline = build(scenario_from_args(args), force=args.force)
     print_schedule(fused)
     print_schedule(baseline)
     return 0
@@ -218,7 +238,7 @@ def _explore(args: argparse.Namespace) -> int:
 
     sc = scenario_from_args(args)
     status, explored = 0, 0
-    for schedule in build(sc):
+    for schedule in build(sc, force=args.force):
         try:
             found = explore(schedule, sc.cluster)
         except InputError as exc:
@@ -240,6 +260,8 @@ def _sweep(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .studies import study, sweep
+
+    output_folder(args.out, "--out")
     if args.workers < 1:
         raise InputError(f"--workers {args.workers}: at least 1")
     options = sweep.parse_options(args.set)
@@ -264,10 +286,12 @@ def _sweep(args: argparse.Namespace) -> int:
                          f"static splits on either backend")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     failed = []
+    status = _SweepStatus(len(points), args.out)
 
     def advance(point, row) -> None:
         if "error" in row:
             failed.append(row)
+        status.done += 1
         bar.update(task, advance=1, description=point.key[:60])
 
     with Progress(*columns) as bar:
@@ -281,10 +305,21 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"plot: {figure}")
     else:
         figure = sweep.plot(rows, args.out)
-        print(f"plot: {figure}" if figure else "plot skipped: matplotlib is not installed (pip install 'mkernel[dev]')")
+        print(f"plot: {figure}" if figure else "plot skipped: matplotlib is not installed (pip install 'mkernel[sim]')")
     for row in failed:
         print(f"FAILED {row['key']}: {row['error']}")
     return 1 if failed else 0
+
+
+class _SweepStatus:
+    """How far a sweep got, for its deadline message (:func:`mkernel.limits.bounded`)."""
+
+    def __init__(self, total: int, out: Path) -> None:
+        self.total, self.done, self.out = total, 0, out
+
+    def deadline_status(self) -> str:
+        return (f"{self.done} of {self.total} points finished this time, kept in {self.out / 'results.jsonl'}: "
+                f"the same command resumes from there")
 
 
 def _split_sweep(args: argparse.Namespace, points) -> int:
@@ -294,12 +329,22 @@ def _split_sweep(args: argparse.Namespace, points) -> int:
         values = [int(v) for v in args.comm_sms.split(",")]
     except ValueError:
         raise InputError(f"--comm-sms {args.comm_sms!r}: a comma-separated list of integers") from None
+    scenarios = [(p, sweep.scenario_of(p)) for p in points]  # every point checked before the first run
+    for _, sc in scenarios:
+        splits.check_values(sc, values)
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "splits.jsonl"
+    done = splits.read_log(log)
+    if (args.out / "splits.json").exists():
+        splits.read_table(args.out / "splits.json", "--out")  # merged into at the end: checked now
     rows = []
-    for p in points:
-        r = splits.curve(sweep.scenario_of(p), values, backend=args.backend)
+    for p, sc in scenarios:
+        name = f"{args.backend}:{p.key}"  # a sim time never stands for a measured one
+        have = {n: t for (key, n), t in done.items() if key == name}
+        r = splits.curve(sc, values, backend=args.backend, done=have,
+                         record=lambda n, t, name=name, sc=sc: splits.log_run(log, name, sc, n, t))
         rows.append(r)
         print(f"{p.key}: best {r['best']} intra SMs; " + "  ".join(f"{n}:{v:.3f}" for n, v in r["normalised"].items()))
-    args.out.mkdir(parents=True, exist_ok=True)
     print(f"table: {splits.write(rows, args.out / 'splits.json')}")
     return 0
 
@@ -310,6 +355,7 @@ def _scaleout(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(f"scaleout/{name}" for name in scaleout.scenarios()))
         return 0
+    output_folder(args.out, "--out")
     paths = scaleout.write(args.out)
     print(f"{len(paths)} scenarios in {args.out}")
     return 0
@@ -333,7 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         commands = {"run": _run, "show": _show, "explore": _explore, "sweep": _sweep, "scaleout": _scaleout,
                     "selftest": measure.selftest, "calibrate": measure.calibrate, "bench": measure.bench,
                     "accuracy": measure.accuracy, "validate": measure.validate, "doctor": _doctor}
-        return commands[args.command](args)
+        if args.command not in TIMEOUT_S:
+            return commands[args.command](args)
+        timeout = TIMEOUT_S[args.command] if args.timeout is None else args.timeout
+        with bounded(f"mkernel {args.command}", timeout):
+            return commands[args.command](args)
     except MkernelError as exc:
         if args.debug:
             raise

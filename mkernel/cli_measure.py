@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .errors import BackendUnavailable, InputError
+from .files import output_file, output_folder
 from .problems import KERNELS
 
 
@@ -36,6 +37,12 @@ def gpu_ready() -> None:
 
 
 def calibrate(args: argparse.Namespace) -> int:
+    output_file(args.out, "--out")
+    output_file(args.raw, "--raw")
+    if args.out.exists():  # merged into: a file of another kind is refused before the microbenchmarks
+        from .scenario import load_profile
+
+        load_profile(str(args.out.resolve()), f"calibrate --out {args.out}")
     gpu_ready()
     from mkernel.studies import profile
     from mkernel.hw.measure import calibrate
@@ -44,7 +51,6 @@ def calibrate(args: argparse.Namespace) -> int:
     only = tuple(args.only or calibrate.SECTIONS)
     raw = calibrate.run(commit(args.commit), command.strip(), progress=lambda m: print(m, file=sys.stderr), only=only)
     if args.raw:
-        args.raw.parent.mkdir(parents=True, exist_ok=True)
         args.raw.write_text(json.dumps(raw, indent=1) + "\n")
     doc = profile.write(raw, args.out, merge=True)
     for table in ("gpu", "proxy", "nic", "nvlink"):
@@ -67,6 +73,7 @@ def parse_emulate(spec: str | None) -> tuple[int, int] | None:
 
 
 def bench(args: argparse.Namespace) -> int:
+    output_folder(args.out, "--out")
     emulate = parse_emulate(args.emulate)
     if args.sizes is not None and args.sizes < 1 or args.iters < 1:
         raise InputError("--sizes and --iters must be >= 1")
@@ -99,11 +106,15 @@ def accuracy(args: argparse.Namespace) -> int:
     """`mkernel accuracy`: the simulator's error against calibrate, bench, run and split measurements."""
     from mkernel.studies import accuracy
 
+    output_file(args.out, "--out")
     def read(path: Path) -> dict:
         try:
-            return json.loads(path.read_text())
+            doc = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"{path}: cannot read it as JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{path}: a JSON object expected, got {type(doc).__name__}")
+        return doc
 
     benches = [(str(p), read(p)) for p in args.bench]
     splits = [(str(p), read(p)) for p in args.splits]

@@ -3,9 +3,8 @@
 Ranks are numbered ``rank = node * gpus_per_node + local``. Rail peers are the ranks with the same
 local index on different nodes; in a rail-optimized fabric only they talk across the network.
 
-Defaults are H200 figures. Where a figure was measured on our machine it says so
-(../shared/design/h200-facts.md); the rest are datasheet values or estimates until calibration
-(issue 8) replaces them.
+Defaults are H200 figures. Where a figure was measured on our machine it says so; the rest are
+datasheet values or estimates until `mkernel calibrate` (a hardware profile) replaces them.
 """
 from __future__ import annotations
 

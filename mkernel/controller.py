@@ -1,4 +1,4 @@
-"""The adaptive SM partition (issue 7): one policy, declared once, that moves SMs between the
+"""The adaptive SM partition: one policy, declared once, that moves SMs between the
 compute and intra-node roles of a running fused kernel.
 
 Why not react to stalls (the reference code's law): by the time compute stalls, the input it waits

@@ -29,5 +29,13 @@ class DeadlockError(MkernelError):
     """A backend found that nothing can run while tasks still wait; the message lists every waiter."""
 
 
+class TransportError(MkernelError):
+    """A message was lost for good: the transport gave up retransmitting it (an error completion)."""
+
+
+class DeadlineExceeded(MkernelError):
+    """A command ran past its ``--timeout``; the message says what was still running (exit 1)."""
+
+
 class BackendUnavailable(MkernelError):
     """The requested backend cannot run here (no GPU, a missing package, or not built yet)."""

@@ -92,9 +92,12 @@ def moe_dispatch_gemm(inputs: dict[str, list[np.ndarray]], w: Workload, gpus_per
     out = []
     for d in range(world):
         y = np.zeros((max(rows, 1), w.n))
-        for s in segments[d]:
-            weights = inputs["W"][d][s.expert * w.k:(s.expert + 1) * w.k].astype(np.float64)
-            y[s.row0:s.row0 + len(s.tokens)] = inputs["X"][s.source][list(s.tokens)].astype(np.float64) @ weights
+        for j in sorted({s.expert for s in segments[d]}):  # each expert's weights converted once
+            mine = [s for s in segments[d] if s.expert == j]
+            weights = inputs["W"][d][j * w.k:(j + 1) * w.k].astype(np.float64)
+            tokens = np.concatenate([inputs["X"][s.source][list(s.tokens)] for s in mine]).astype(np.float64)
+            rows_of = np.concatenate([np.arange(s.row0, s.row0 + len(s.tokens)) for s in mine])
+            y[rows_of] = tokens @ weights
         out.append(y)
     return {"Y": out}
 

@@ -44,14 +44,24 @@ def print_result(result: dict) -> None:
     shape = result["shape"]
     table.add_row("cluster", f"{cl['nodes']} x {cl['gpus_per_node']} GPUs, {cl['transport']}")
     table.add_row("shape", f"m={shape['m']} n={shape['n']} k={shape['k']} {result['dtype']}")
-    table.add_row("fused time", f"{result['time_s'] * 1e6:.1f} us")
+    src = result["time_source"]
+    table.add_row(f"fused time ({src})", f"{result['time_s'] * 1e6:.1f} us")
     base = result["baseline"]
-    if base:
-        table.add_row(f"baseline time ({base['name']})", f"{base['time_s'] * 1e6:.1f} us")
-        table.add_row("speedup", f"{result['speedup']:.3f}x")
-        table.add_row("TFLOPS per GPU", f"{result['tflops_per_gpu']:.1f} (baseline {base['tflops_per_gpu']:.1f})")
-    else:
-        table.add_row("TFLOPS per GPU", f"{result['tflops_per_gpu']:.1f}")
+    shown = base and result["speedup"] is not None  # an emulated baseline is no baseline: left out
+    if shown:
+        table.add_row(f"baseline time ({src}, {base['name']})", f"{base['time_s'] * 1e6:.1f} us")
+    elif base:
+        table.add_row(f"baseline ({base['name']})", f"time left out: {base['time_source']} (see the note)")
+    if result["speedup"] is not None:
+        table.add_row(f"speedup ({src})", f"{result['speedup']:.3f}x")
+    tflops = f"{result['tflops_per_gpu']:.1f}"
+    if shown:
+        tflops += f" (baseline {base['tflops_per_gpu']:.1f})"
+    table.add_row(f"TFLOPS per GPU ({src})", tflops)
+    pred = result.get("predicted")
+    if pred:
+        table.add_row("predicted (the simulator, this scenario)", f"fused {pred['time_s'] * 1e6:.1f} us, baseline "
+                      f"{pred['baseline_time_s'] * 1e6:.1f} us, speedup {pred['speedup']:.3f}x")
     for tier in ("nvlink", "network", "host"):
         table.add_row(f"{tier} bytes per GPU (max)", _gb(result["bytes_per_gpu"][tier]))
     table.add_row("SMs per role", ", ".join(f"{k} {v}" for k, v in result["roles"].items() if v))
@@ -86,6 +96,12 @@ def progress_bar(after_s: float = 2.0):
     start, shown, tasks = time.perf_counter(), [None], {}
 
     def progress(stage: str, done: int, total: int) -> None:
+        from . import limits
+
+        if limits.live_line():  # the command's own progress line is on screen: the figure goes there
+            filled = int(20 * done / total) if total else 0
+            limits.detail(f"[{'#' * filled}{'.' * (20 - filled)}] {done:,}/{total:,} tasks" if total else "")
+            return
         if shown[0] is None:
             if time.perf_counter() - start < after_s:
                 return

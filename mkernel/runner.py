@@ -10,10 +10,10 @@ import dataclasses
 
 import numpy as np
 
-from . import builders, reference
+from . import builders, limits, reference
 from .backend import RunStats, get_backend
-from .errors import BackendUnavailable
-from .ir import Role, Schedule
+from .errors import BackendUnavailable, MkernelError
+from .ir import BufferKind, Role, Schedule
 from .result import RESULT_VERSION
 from .scenario import Scenario
 
@@ -24,16 +24,22 @@ PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fe
               "credit_wait_us")
 
 
-def build(scenario: Scenario, folded: bool = False, grouped: bool = False) -> tuple[Schedule, Schedule]:
+def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
+          force: bool = False) -> tuple[Schedule, Schedule]:
     """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
-    (:func:`mkernel.builders.node_symmetric`); with ``grouped``, with grouped tasks (the simulator's)."""
+    (:func:`mkernel.builders.node_symmetric`); with ``grouped``, with grouped tasks (the simulator's).
+    A problem whose estimated schedules pass the memory limit is refused before anything is built,
+    unless ``force`` (:mod:`mkernel.limits`)."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
     kw = {"first_nodes": span} if folded and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
+    est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force)
     kw["grouped"] = grouped
+    limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
     fused = module.build(w, c, **kw)
     baseline = module.build_baseline(w, c, **kw)
+    limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
     baseline.validate(races=not folded)
     return fused, baseline
@@ -51,7 +57,7 @@ def collapses(scenario: Scenario, *, data: bool = False, trace: bool = False, fa
 
 def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: int = 0,
         trace: bool = False, collapse: bool | None = None, faults=None, adaptive: bool = False,
-        progress=None) -> tuple[dict, RunStats]:
+        progress=None, force: bool = False) -> tuple[dict, RunStats]:
     """Run fused and baseline on one backend; with ``data``, check both against the oracle.
 
     ``collapse`` (sim only) simulates one node when every node does the same thing: exact times,
@@ -64,9 +70,11 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     seeded faults: into both simulated runs (:class:`mkernel.sim.faults.Faults`), or into the hw
     fused run's host proxy (:class:`mkernel.hw.runtime.proxy.ProxyFaults`, 2 or more nodes). ``adaptive`` runs
     the fused op under the adaptive SM partition (:mod:`mkernel.controller`): the simulator's role
-    pools, or the GPU kernel's shared target.
+    pools, or the GPU kernel's shared target. A run whose schedules or arrays would pass the memory
+    limit is refused before they are built or allocated, unless ``force`` (:mod:`mkernel.limits`).
     """
     engine = get_backend(backend)
+    asked = scenario
     if hasattr(engine, "cluster_for"):  # hw: schedules sized for the SMs each rank gets here
         scenario = dataclasses.replace(scenario, cluster=engine.cluster_for(scenario.cluster))
     w, c = scenario.workload, scenario.cluster
@@ -76,7 +84,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if progress is not None:
         progress("build", 0, 0)
     fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults),
-                            grouped=backend == "sim")
+                            grouped=backend == "sim", force=force)
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
@@ -84,10 +92,10 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         raise BackendUnavailable(f"backend {backend!r} injects faults in the host proxy, and a one-node run has "
                                  f"none (every peer is reached over NVLink): use 2 or more nodes")
     rtol = getattr(engine, "rtol", DATA_RTOL)
-    inputs = expected = None
+    fused_case = base_case = (None, None, None)  # (inputs, oracle, sample plan) of each run
     if data:
-        inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
-        expected = reference.expected(w, inputs, c.gpus_per_node)
+        fused_case, base_case = _data_cases(backend, w, c, (fused, baseline), seed, force)
+    inputs, expected, plan = fused_case
     fold = {"collapse": collapse and not data and not trace, "faults": faults, "progress": progress} \
         if backend == "sim" else {"workload": w, "faults": faults}
     trajectory = None
@@ -97,15 +105,21 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         policy = Balance.for_cluster(c)
         trajectory = Trajectory() if backend == "sim" else None  # hw reads its own back (metrics["trajectory"])
         fold = {**fold, "controller": sim_controller(policy, trajectory) if trajectory is not None else policy}
-    stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold)
+    where = "on the GPUs" if backend == "hw" else "in the simulator"
+    limits.step(f"running the fused op {where} ({len(fused.tasks):,} tasks on {c.world} ranks)")
+    stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold, **_sample(plan))
     if trace and trajectory is not None and stats.counters is not None:  # the target over time, as a track
         stats.counters.extend((rank, "intra target", points, "SMs") for rank, points in trajectory.points.items())
     fold.pop("controller", None)
     fused_err = _error(stats, expected)
-    base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold)
+    inputs, expected, base_plan = base_case
+    limits.step(f"running the baseline {baseline.variant} {where} ({len(baseline.tasks):,} tasks)")
+    base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold, **_sample(base_plan))
     base_err = _error(base, expected)
     flops = fused.flops_per_gpu
     launch = fused.launches[0]
+    source, base_source = _sources(backend, stats, c)
+    comparable = source == base_source and source in ("measured", "predicted")
     result = {
         "version": RESULT_VERSION,
         "kernel": w.kernel,
@@ -117,10 +131,13 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "dtype": w.dtype,
         "cluster": {"nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "transport": c.transport},
         "time_s": stats.time_s,
+        "time_source": source,
         "tflops_per_gpu": flops / stats.time_s / 1e12,
-        "baseline": {"name": baseline.variant, "time_s": base.time_s, "tflops_per_gpu": flops / base.time_s / 1e12,
-                     "correct": _ok(base_err, rtol), "error": base_err, "bytes": base.bytes_total},
-        "speedup": base.time_s / stats.time_s,
+        "baseline": {"name": baseline.variant, "time_s": base.time_s, "time_source": base_source,
+                     "tflops_per_gpu": flops / base.time_s / 1e12, "correct": _ok(base_err, rtol), "error": base_err,
+                     "bytes": base.bytes_total},
+        "speedup": base.time_s / stats.time_s if comparable else None,
+        "predicted": None if backend == "sim" else _predicted(asked, seed, force),
         "bytes": stats.bytes_total,
         "bytes_per_gpu": stats.bytes_per_gpu,
         "roles": {role.value: launch.budget(role) for role in Role},
@@ -133,11 +150,99 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "wall_s": stats.wall_s + base.wall_s,
         "events": None if stats.events is None else stats.events + (base.events or 0),
         "collapsed": (stats.metrics or {}).get("collapsed") if backend == "sim" else None,
-        "note": (stats.metrics.get("note", "") if backend != "sim" else
-                 "simulated times; model parameters in the scenario file")
-        + ("; adaptive SM partition: roles are the static split it starts from" if adaptive else ""),
     }
+    result["note"] = _note(result, stats, adaptive, plan)
     return result, stats
+
+
+def _sources(backend: str, stats: RunStats, c) -> tuple[str, str]:
+    """Where the fused and the baseline time come from. The simulator predicts both. On hw the fused
+    time is measured only on one real node with a GPU per rank (ranks sharing a GPU, or nodes
+    emulated over the loopback, are an emulation); the baseline's collectives always run through
+    gloo on the host (the launcher's process group), so its time is an emulation too."""
+    if backend == "sim":
+        return "predicted", "predicted"
+    return ("emulated" if stats.metrics.get("emulated") or c.nodes > 1 else "measured"), "emulated"
+
+
+def _predicted(scenario: Scenario, seed: int, force: bool) -> dict | None:
+    """The simulator's fused and baseline times for the scenario asked (its own GPUs and nodes), so
+    that a hw run on an emulated cluster still shows a speedup, labelled as predicted."""
+    limits.step("predicting the same scenario in the simulator")
+    try:
+        sim, _ = run(scenario, backend="sim", seed=seed, collapse=True, force=force)
+    except MkernelError:  # no simulator installed, or a shape it refuses: no prediction
+        return None
+    return {"time_s": sim["time_s"], "baseline_time_s": sim["baseline"]["time_s"], "speedup": sim["speedup"]}
+
+
+def _note(result: dict, stats: RunStats, adaptive: bool, plan) -> str:
+    parts = [stats.metrics.get("note", "") if result["backend"] != "sim" else
+             "predicted times: the simulator with the scenario's model parameters"]
+    if result["backend"] != "sim":
+        parts.append("the baseline's collectives ran through gloo on the host, so its time is no baseline and no "
+                     "speedup is measured" + ("; predicted: the simulator's figures for this scenario"
+                                              if result["predicted"] else "") + " (mkernel bench measures against NCCL)")
+    if adaptive:
+        parts.append("adaptive SM partition: roles are the static split it starts from")
+    if plan is not None and plan.fraction() < 1:
+        parts.append(f"data checked on {plan.fraction():.2%} of the output elements (every region's first and last "
+                     f"rows and columns, and a seeded sample)")
+    faults = stats.metrics.get("faults")
+    if faults:
+        parts.append("injected faults: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in faults.items() if v)
+                     + (" (each dropped transmission resent after the ack timer)" if faults.get("dropped") else ""))
+    return "; ".join(p for p in parts if p)
+
+
+def _data_cases(backend: str, w, c, schedules: tuple[Schedule, Schedule], seed: int, force: bool):
+    """(inputs, oracle, plan) for the fused and the baseline run, after the memory check. The sim
+    computes every element where the whole arrays are small (limits.WHOLE_DATA_BYTES), else the
+    sampled rows and columns of :mod:`mkernel.sampling`; hw draws every rank's whole inputs (the
+    GPUs compute every element) and one oracle serves both runs."""
+    what = f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs"
+    limits.step("drawing the inputs and the float64 oracle")
+    if backend != "sim":
+        limits.check_data(f"the inputs, oracle and outputs of {what}", data_bytes(*schedules), force, _data_hint(w))
+        inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
+        case = (inputs, reference.expected(w, inputs, c.gpus_per_node), None)
+        return case, case
+    from . import sampled_oracle, sampling
+
+    whole = data_bytes(*schedules) <= limits.WHOLE_DATA_BYTES
+    plans = [sampling.Plan.whole(s) if whole else sampling.plan(s, seed) for s in schedules]
+    limits.check_data(f"data mode of {what}", sum(_plan_bytes(p) for p in plans), force, _data_hint(w))
+    draw = sampled_oracle.Inputs(w, c, schedules[0], seed)
+    return tuple((draw.for_plan(p), sampled_oracle.expected(w, c, draw, p), p) for p in plans)
+
+
+def _sample(plan) -> dict:
+    return {} if plan is None else {"sample": plan}
+
+
+def _plan_bytes(plan) -> int:
+    """A data run's float32 arrays and float64 oracle outputs under ``plan``."""
+    return 4 * plan.elements() + 8 * plan.elements((BufferKind.OUTPUT,))
+
+
+def data_bytes(fused: Schedule, baseline: Schedule) -> int:
+    """Host memory of a data run on whole arrays at most: every rank's float32 inputs, the float64
+    oracle of its outputs, and each schedule's float32 arrays (every buffer of every rank)."""
+    def elems(s: Schedule, kinds=tuple(BufferKind)) -> int:
+        return sum(b.rows * b.cols for b in s.buffers if b.kind in kinds) * s.world
+
+    return 4 * elems(fused, (BufferKind.INPUT,)) + 8 * elems(fused, (BufferKind.OUTPUT,)) + 4 * (
+        elems(fused) + elems(baseline))
+
+
+def _data_hint(w) -> str:
+    if w.kernel == "ring_attention":
+        return (f"fewer heads (--n {w.n}) or a shorter sequence (--seq {w.m}): attention needs every key, "
+                f"so every rank holds every rank's K whole")
+    if w.kernel == "moe_dispatch_gemm":
+        return (f"smaller hidden and expert sizes (--k {w.k}, --n {w.n}: the {w.experts} experts' weights "
+                f"alone are {w.experts * w.k * w.n * 4 / 1e9:.1f} GB in float32) or fewer experts (workload.experts)")
+    return ""
 
 
 def _correct(fused: RunStats, base: RunStats, fused_err: float | None, base_err: float | None,

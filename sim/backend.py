@@ -31,7 +31,7 @@ class SimBackend:
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
             collapse: bool = False, faults: Faults | None = None, controller=None, workload=None,
-            progress=None) -> RunStats:
+            progress=None, sample=None) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
@@ -43,6 +43,8 @@ class SimBackend:
         ``controller`` moves SMs between roles at task boundaries (:mod:`mkernel.controller`).
         ``workload`` is not needed: the schedule holds everything the simulator runs.
         ``progress(variant, done, total)`` hears, now and then, how many tasks have ended.
+        ``sample`` (a :class:`mkernel.sampling.Plan`): data mode on its kept rows and columns, the
+        ``inputs`` given at those.
         """
         wall = time.perf_counter()
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
@@ -52,7 +54,7 @@ class SimBackend:
         folded = bool(schedule.first_nodes) or (collapse and span > 0 and inputs is None
                                                 and not (faults and faults.any) and is_node_symmetric(schedule))
         run_schedule = fold(schedule, span) if folded else schedule
-        data = DataStore(schedule, inputs) if inputs is not None else None
+        data = DataStore(schedule, inputs, sample) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
                       track_hazards=not folded, faults=faults, controller=controller, progress=progress)
         model.run()

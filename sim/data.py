@@ -2,7 +2,9 @@
 
 Every array starts poisoned with NaN except the inputs, so an element nothing wrote shows up in
 the comparison with the oracle. Arrays are float32 whatever the schedule's dtype: data mode checks
-the schedule's dataflow, not bf16 rounding (the hw backend checks that).
+the schedule's dataflow, not bf16 rounding (the hw backend checks that). With a
+:class:`~mkernel.sampling.Plan`, each array holds only the plan's kept rows and columns, and every
+task computes only those (large shapes check in seconds).
 """
 from __future__ import annotations
 
@@ -13,27 +15,30 @@ from mkernel.ir import Op, Region, Schedule, Task
 
 
 class DataStore:
-    """One float32 array per (buffer, rank), allocated when first touched."""
+    """One float32 array per (buffer, rank), allocated when first touched; with a ``plan``, of its
+    kept rows and columns only (and ``inputs`` are given at those)."""
 
-    def __init__(self, schedule: Schedule, inputs: dict[str, list[np.ndarray]]) -> None:
+    def __init__(self, schedule: Schedule, inputs: dict[str, list[np.ndarray]], plan=None) -> None:
+        from mkernel.sampling import Plan
+
         self.schedule = schedule
+        self.plan = plan or Plan.whole(schedule)
         self.arrays: dict[tuple[str, int], np.ndarray] = {}
         for name, per_rank in inputs.items():
             buf = schedule.buffer(name)
             if len(per_rank) != schedule.world:
                 raise InputError(f"input {name}: {len(per_rank)} arrays for {schedule.world} ranks")
             for rank, array in enumerate(per_rank):
-                if array.shape != (buf.rows, buf.cols):
+                if array.shape != self.plan.shape(name):
                     raise InputError(f"input {name} on rank {rank}: shape {array.shape}, "
-                                     f"expected {(buf.rows, buf.cols)}")
+                                     f"expected {self.plan.shape(name)}")
                 self.arrays[(name, rank)] = np.asarray(array, dtype=np.float32)
 
     def view(self, r: Region) -> np.ndarray:
         key = (r.buffer, r.rank)
         if key not in self.arrays:
-            buf = self.schedule.buffer(r.buffer)
-            self.arrays[key] = np.full((buf.rows, buf.cols), np.nan, dtype=np.float32)
-        return self.arrays[key][r.row0:r.row1, r.col0:r.col1]
+            self.arrays[key] = np.full(self.plan.shape(r.buffer), np.nan, dtype=np.float32)
+        return self.arrays[key][self.plan.span(r.buffer, 0, r.row0, r.row1), self.plan.span(r.buffer, 1, r.col0, r.col1)]
 
     def snapshot(self, task: Task) -> list[np.ndarray]:
         """Copies of what a PUT reads, taken when the NIC reads them."""
@@ -52,8 +57,9 @@ class DataStore:
             results = [acc / stats[:, 1:2], stats[:, 0:1] + np.log(stats[:, 1:2])]
         elif task.op is Op.GEMM:
             results = [reads[0] @ reads[1]]
-        elif task.op is Op.GATHER:
-            results = [reads[0][list(task.index)]]
+        elif task.op is Op.GATHER:  # the kept rows of the destination, from whole source rows
+            dst = task.writes[0]
+            results = [reads[0][np.asarray(task.index)[self.plan.offsets(dst.buffer, 0, dst.row0, dst.row1)]]]
         elif task.op is Op.REDUCE:
             total = reads[0].copy()
             for extra in reads[1:]:
@@ -77,7 +83,8 @@ class DataStore:
         s = (q.astype(np.float64) @ k.T.astype(np.float64)) / np.sqrt(q.shape[1])
         if task.mask:
             q0, k0 = task.mask
-            hidden = (k0 + np.arange(k.shape[0]))[None, :] > (q0 + np.arange(q.shape[0]))[:, None]
+            rows = self.plan.offsets(task.reads[0].buffer, 0, task.reads[0].row0, task.reads[0].row1)
+            hidden = (k0 + np.arange(k.shape[0]))[None, :] > (q0 + rows)[:, None]
             s = np.where(hidden, -np.inf, s)  # every row keeps its own position visible
         m = s.max(axis=1)
         p = np.exp(s - m[:, None])

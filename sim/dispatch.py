@@ -15,9 +15,9 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 """
 from __future__ import annotations
 
+from mkernel import cost
 from mkernel.ir import Op, Role, Task
 
-from . import cost
 from .sms import RolePool
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)

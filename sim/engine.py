@@ -23,7 +23,7 @@ seeded random factor, so races that a bug allows get a chance to show; it runs o
 
 Signals are epoch-stamped counters. A flag stored to a peer lands one NVLink latency after it is
 issued, unless the task already waited that latency for its own peer stores. If the event queue
-drains while SMs still wait, :class:`DeadlockError` lists every waiter.
+drains while SMs still wait, :class:`DeadlockError` lists the first waiters and counts the rest.
 """
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ from .hazards import ArrivalTracker, NullTracker
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard
 from .sms import RolePool
+
+DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
 
 
@@ -103,9 +105,18 @@ class Model(Dispatch):
                 lines.append(f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {run.need}, "
                              f"has {self.board.count(sig)}")
             injected = self.inject.report()
+            shown = lines[:DEADLOCK_LINES] + ([f"... and {len(lines) - DEADLOCK_LINES} more"]
+                                              if len(lines) > DEADLOCK_LINES else [])
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
                                 f"{len(lines)} tasks wait on signals nothing will bump"
-                                + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(lines))
+                                + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
+
+    def deadline_status(self) -> str:
+        """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""
+        running = [r for r, t in enumerate(self.finish) if t != t]
+        shown = ", ".join(map(str, running[:8])) + (f" and {len(running) - 8} more" if len(running) > 8 else "")
+        return (f"simulating {self.s.kernel}/{self.s.variant} at simulated t={self.env.now:.1f} us after "
+                f"{self.env.events:,} events, ranks still running: {shown or 'none'} of {self.s.world}")
 
     def _rank(self, rank: int):
         for li, launch in enumerate(self.s.launches):

@@ -1,6 +1,6 @@
 """Seeded fault injection for the simulator: what goes wrong, and what the run must do about it.
 
-The contract (issue 10): under every fault, a run either produces the right result or stops with a
+The contract: under every fault, a run either produces the right result or stops with a
 clear error; never silent corruption, never a hang. Each knob is off at its default:
 
 =================  ==========================================================================
@@ -9,8 +9,10 @@ clear error; never silent corruption, never a hang. Each knob is off at its defa
 ``duplicate``      probability that a message is delivered twice (again ``reorder_us`` later);
                    data rewrites the same bytes and a flag is *set* (to the epoch, as on hw),
                    so the second delivery changes nothing
-``drop``           probability that a message is lost: its waiters never wake, and the run stops
-                   with a deadlock error that lists them and says how many messages were dropped
+``drop``           probability that a transmission is lost on the wire. As on RC (and SRD), the
+                   sender's NIC sends it again when its ack timer (``retransmit_us``) runs out, up
+                   to ``retries`` times (IB's retry count, at most 7); a message lost that often is
+                   an error completion, and the run stops with a TransportError naming it
 ``slow_rank``      this rank's SMs take ``slow_factor`` times longer for every task
 ``stall_rank``     this rank's proxy stops posting from ``stall_at_us`` for ``stall_us``
                    (``inf``: for good, which ends in a deadlock error naming the stall)
@@ -19,6 +21,10 @@ clear error; never silent corruption, never a hang. Each knob is off at its defa
 =================  ==========================================================================
 
 ``seed`` drives every random draw, so a faulty run replays exactly.
+
+The ack timer's default is the transport's (:data:`RETRANSMIT_US`): IB RC's local ACK timeout is
+4.096 us x 2^t, and t = 14 (67 ms) is a common floor in practice; SRD resends within tens of
+microseconds (an assumption, not a measurement). Set ``retransmit_us`` to study another.
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ import random
 from dataclasses import dataclass, fields
 
 from mkernel.errors import InputError
+
+RETRANSMIT_US = {"ib_rc": 4.096 * 2 ** 14, "ibgda": 4.096 * 2 ** 14, "efa_srd": 50.0}  # ack timer per transport
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,8 @@ class Faults:
     stall_at_us: float = 0.0
     stall_us: float = 0.0
     nic_down: tuple[int, int] | None = None
+    retries: int = 7
+    retransmit_us: float = -1.0  # < 0: the transport's (RETRANSMIT_US)
 
     def __post_init__(self) -> None:
         for name in ("reorder", "duplicate", "drop"):
@@ -53,6 +63,14 @@ class Faults:
                 raise InputError(f"fault {name}={getattr(self, name)} must be >= 0")
         if not (self.slow_factor >= 1.0 and math.isfinite(self.slow_factor)):
             raise InputError(f"fault slow_factor={self.slow_factor} must be a finite factor >= 1")
+        if not 0 <= self.retries <= 7:
+            raise InputError(f"fault retries={self.retries}: a NIC retries 0 to 7 times")
+        if not (self.retransmit_us < 0 or math.isfinite(self.retransmit_us)):
+            raise InputError(f"fault retransmit_us={self.retransmit_us} must be finite")
+
+    def ack_timer_us(self, transport: str) -> float:
+        """How long a sender waits for an ack before it resends."""
+        return self.retransmit_us if self.retransmit_us >= 0 else RETRANSMIT_US.get(transport, RETRANSMIT_US["ib_rc"])
 
     @property
     def any(self) -> bool:
@@ -71,7 +89,7 @@ def parse(text: str) -> Faults:
             if key == "nic_down":
                 rank, nic = value.split(":")
                 args[key] = (int(rank), int(nic))
-            elif key in ("seed", "slow_rank", "stall_rank"):
+            elif key in ("seed", "slow_rank", "stall_rank", "retries"):
                 args[key] = int(value)
             else:
                 args[key] = float(value)
@@ -87,7 +105,7 @@ class Injector:
     def __init__(self, faults: Faults | None) -> None:
         self.f = faults or Faults()
         self.rng = random.Random(self.f.seed ^ 0xFA17)
-        self.dropped = 0
+        self.dropped = 0  # transmissions lost on the wire (each resent, or the message lost)
         self.lost_to_nic = 0
         self.duplicated = 0
         self.reordered = 0

@@ -40,6 +40,7 @@ from collections import deque
 import simpy
 
 from mkernel import cost
+from mkernel.errors import TransportError
 from mkernel.ir import COMMAND_BYTES, Task
 
 from .flows import Link
@@ -196,8 +197,6 @@ class Network:
         self.outstanding[src] += 1
         self.to_peer[(src, dst)] = self.to_peer.get((src, dst), 0) + 1
         self.sent += 1
-        if self.m.inject.drops():
-            return  # lost on the wire: no delivery and no completion
         self.env.process(self._data_message(task, sources, self.sent))
         if self.c.notify_mode == "flag" and self.c.transport == "efa_srd":
             self.env.process(self._flag_message(task))  # posted right behind the data, unordered
@@ -217,8 +216,7 @@ class Network:
         i = m.inject.nic((src, home), seq, nic.count)
         if i is None:
             return  # every NIC this message could use is down: lost
-        yield self.env.timeout(nic.per_message_us)
-        yield m.flows.transfer(nbytes, self._path(src, dst, home, i))
+        yield from self._transmit(task, nbytes, self._path(src, dst, home, i))
         yield self.env.timeout(m._stretch(self._wire_delay()) + m.inject.extra_delay())
         m.tracker.landed_writes(task)
         if m.data is not None:
@@ -238,6 +236,24 @@ class Network:
             m.host_bytes[home] += COMMAND_BYTES
             m.bump_all(task.signals)
 
+    def _transmit(self, task: Task, nbytes: float, path: tuple[Link, ...] = ()):
+        """Send until a transmission is not dropped: each lost one costs its wire time and the
+        sender's ack timer, as RC (and SRD) resend; past ``retries`` resends, an error completion."""
+        f, nic = self.m.inject.f, self.c.nic
+        for attempt in range(f.retries + 1):
+            yield self.env.timeout(nic.per_message_us)
+            if path:
+                yield self.m.flows.transfer(nbytes, path)
+            if not self.m.inject.drops():
+                return
+            if attempt == f.retries:
+                break
+            yield self.env.timeout(f.ack_timer_us(self.c.transport))
+        raise TransportError(
+            f"rank {task.rank} -> rank {task.writes[0].rank}: {task.describe()} was lost: {f.retries + 1} "
+            f"transmissions dropped (fault drop={f.drop}), and the NIC reports an error completion (retry count "
+            f"exhausted after {f.retries} resends) at t={self.env.now:.1f} us")
+
     def _path(self, src: int, dst: int, home: int, i: int) -> tuple[Link, ...]:
         """NIC out, the spine if the message leaves its leaf group, NIC in. ``dst`` is the real
         destination; in a collapsed run the mirrored arrival uses the simulated group's downlink."""
@@ -250,9 +266,8 @@ class Network:
                 self.nic_in[home][i])
 
     def _flag_message(self, task: Task):
-        if self.m.inject.drops():
-            return
-        yield self.env.timeout(self.c.nic.per_message_us + self._wire_delay() + self.m.inject.extra_delay())
+        yield from self._transmit(task, 0.0)
+        yield self.env.timeout(self._wire_delay() + self.m.inject.extra_delay())
         self.m.bump_all(task.signals)
 
     def _deliver_again(self, task: Task, sources) -> None:

@@ -6,7 +6,7 @@ if its role has more SMs than its target, or no tasks left, it moves to a role t
 target and still has tasks, or retires. With targets equal to the static budgets nothing ever
 moves, so a static schedule runs exactly as declared.
 
-A controller (issue 7) calls :meth:`RolePool.retarget`; the SMs follow at their next boundary.
+A controller (:mod:`mkernel.controller`) calls :meth:`RolePool.retarget`; the SMs follow at their next boundary.
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ committed with ``st.release.sys`` after the body (runtime.cuh describes the prot
 Epochs live on the device (read + 1 at start, stored by the last block to finish, which also
 resets the claim counters), so calls need no host synchronisation and no flag is ever zeroed.
 
-Adaptive kernels (``ADAPTIVE``, issue 7): the compute and intra blocks are movable. At each task
+Adaptive kernels (``ADAPTIVE``, :mod:`mkernel.controller`): the compute and intra blocks are movable. At each task
 boundary a block re-evaluates the simulator's policy (:func:`mkernel.controller.split`, compiled
 here as ``_policy``) from two shared words and picks its next role (``_steer``, ``_pick``); send
 and receive blocks keep theirs. A role with unclaimed work always keeps at least one block, so the
@@ -232,7 +232,7 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
             _bump(flag_bases, tl.load(signals + SW * s + S_RANK), tl.load(signals + SW * s + S_SLOT), rank)
 
 
-# -- the adaptive SM partition (issue 7): the controller state, one int64 array per executor ------
+# -- the adaptive SM partition: the controller state, one int64 array per executor ------
 # Two packed words hold what a decision reads, so a task boundary costs two reads, not seven:
 # CTRL: 8-bit fields target intra blocks | active compute | active intra | blocked compute | blocked
 # intra; WORK: the unclaimed work of compute | intra, 32 bits each, in UNIT_NS units. Then the log.

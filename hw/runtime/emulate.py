@@ -51,6 +51,38 @@ class RankInfo:
 MPS_WORK_QUEUES = 8
 
 
+_STEP_FILE: list[Path] = []  # in a rank process: where rank_step writes (set by _rank_main)
+
+
+def rank_step(text: str) -> None:
+    """Name what this rank is doing now, for the launcher's deadline and timeout messages."""
+    if _STEP_FILE:
+        try:
+            _STEP_FILE[0].write_text(f"{time.monotonic():.3f} {text}")
+        except OSError:
+            pass  # a step line is a courtesy; the run must not fail for it
+
+
+class _RankSteps:
+    """The launcher's view of each rank's last :func:`rank_step` (for :func:`mkernel.limits.bounded`)."""
+
+    def __init__(self, folder: Path, world: int) -> None:
+        self.folder, self.world = folder, world
+
+    def path(self, rank: int) -> Path:
+        return self.folder / f"rank{rank}.step"
+
+    def deadline_status(self) -> str:
+        now, parts = time.monotonic(), []
+        for r in range(self.world):
+            try:
+                stamp, _, text = self.path(r).read_text().partition(" ")
+                parts.append(f"rank {r}: {text} ({now - float(stamp):.0f} s)")
+            except (OSError, ValueError):
+                parts.append(f"rank {r}: starting")
+        return "GPU ranks: " + ", ".join(parts)
+
+
 class RankFailed(MkernelError):
     """A rank raised, or did not finish in time; the message carries its rank and traceback."""
 
@@ -85,7 +117,7 @@ def _free_port() -> int:
 
 
 def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadline_s: float,
-               collective_timeout_s: float) -> None:
+               collective_timeout_s: float, step_file: Path | None = None) -> None:
     """One rank: its result (or traceback) is put once and flushed to the launcher *before* the
     process group is torn down, since after a CUDA fault teardown can abort the process and a result
     still in the queue's feeder thread would be lost (the launcher then saw a hang, not the fault).
@@ -95,6 +127,7 @@ def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadl
     rendezvous) gives up after ``collective_timeout_s`` with torch's error."""
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     faulthandler.dump_traceback_later(max(1.0, deadline_s - 5.0))
+    _STEP_FILE[:] = [step_file] if step_file else []
     os.environ.update(env)
     dist = None
     try:
@@ -115,7 +148,8 @@ def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadl
         dist.destroy_process_group()
 
 
-def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5) -> dict[int, object]:
+def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5,
+             steps: _RankSteps | None = None) -> dict[int, object]:
     """Every rank's result, in a dict by rank. Raises :class:`RankFailed` at the first rank that
     reports an error, that exits without a result (a crash: its exit code, and its stderr above), or
     when ``timeout_s`` passes first. Polls, so a dead rank is noticed within ``poll_s``, not at the
@@ -147,13 +181,17 @@ def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5) -> dict[in
                                  f"signal that killed it); their stderr is above")
         if time.monotonic() > deadline:
             missing = sorted(set(range(world)) - set(results))
-            raise RankFailed(f"ranks {missing} did not finish within {timeout_s} s")
+            raise RankFailed(f"ranks {missing} did not finish within {timeout_s} s"
+                             + (f"; {steps.deadline_status()}" if steps else ""))
     return results
 
 
 def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = None, sms: int = 132,
-           timeout_s: float = 300.0, collective_timeout_s: float = 120.0, module_loading: str = "EAGER") -> list:
-    """Run ``fn(RankInfo, *args)`` on ``world`` ranks; return their results in rank order.
+           timeout_s: float = 300.0, collective_timeout_s: float = 120.0, module_loading: str = "EAGER",
+           rank_args: list[tuple] | None = None) -> list:
+    """Run ``fn(RankInfo, *args, *rank_args[rank])`` on ``world`` ranks; return their results in rank
+    order. ``rank_args`` (one tuple per rank) go to their rank alone: each rank's own inputs, not
+    every rank's copied into every process.
     ``timeout_s`` bounds the whole run, ``collective_timeout_s`` each collective or store wait.
     ``module_loading``: CUDA_MODULE_LOADING of ranks that share a GPU (EAGER, or LAZY to compare).
 
@@ -188,15 +226,17 @@ def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = Non
             mps.__enter__()
             env.update(mps.env)
         procs = []
+        steps = _RankSteps(Path(root), world)  # each rank's last step, for deadline and timeout messages
         try:
             for r in range(world):
                 info = RankInfo(r, world, r % gpus, sms // per_gpu, per_gpu > 1)
-                p = ctx.Process(target=_rank_main, args=(fn, info, port, env, args, out, timeout_s,
-                                                                  collective_timeout_s),
+                own = args + (tuple(rank_args[r]) if rank_args else ())
+                p = ctx.Process(target=_rank_main, args=(fn, info, port, env, own, out, timeout_s,
+                                                                  collective_timeout_s, steps.path(r)),
                                daemon=True)
                 p.start()
                 procs.append(p)
-            results = _collect(procs, out, timeout_s)
+            results = _collect(procs, out, timeout_s, steps=steps)
             for p in procs:
                 p.join(timeout=30)
             return [results[r] for r in range(world)]

@@ -24,7 +24,7 @@ class ProxyError(MkernelError):
 
 @dataclass(frozen=True)
 class ProxyFaults:
-    """Faults the proxy injects, seeded (issue 10; docs/reliability.md). The defaults inject none.
+    """Faults the proxy injects, seeded (docs/reliability.md). The defaults inject none.
 
     - ``drop``: probability that a command is lost. A reliable transport (RC, SRD) reports a lost
       message as a failed completion after its retries, so the proxy fails with that error naming

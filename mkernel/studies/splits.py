@@ -1,26 +1,39 @@
-"""Static SM splits (issue 7): the fused op at each intra-SM budget of a list, the curve of its
-latency normalised to the best, and a per-shape table of the best splits.
+"""Static SM splits: the fused op at each intra-SM budget of a list, the curve of its latency
+normalised to the best, and a per-shape table of the best splits.
 
 ``mkernel sweep --comm-sms 1,2,4,8,16,32,64 [--backend hw]`` runs the curve for every grid point (in
-the simulator, or on the GPUs at hand) and writes
-``splits.json`` in the output folder; ``mkernel run --splits splits.json`` then takes the table's
-best split for its scenario's op and shape (the default when adaptive mode is off). Keys name the
-cluster scenario, the op and its shape, so a table never applies to another machine or size.
+the simulator, or on the GPUs at hand), logging each (point, split) run to ``splits.jsonl`` as it
+finishes (a stopped sweep resumes there), and writes ``splits.json`` in the output folder;
+``mkernel run --splits splits.json`` then takes the table's best split for its scenario's op and
+shape. Keys name the cluster scenario, the op and its shape; each entry also holds a digest of the
+cluster's parameters, so a scenario of another name with the same cluster (the default scenario and
+paper-ib-2x8) finds its entry, and a table never applies to another machine or size.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import append_row, check_row, read_rows
 from ..ir import Role
 from ..scenario import Scenario
+
+ENTRY = {"best_intra_sms": (int,), "normalised": (dict,)}  # one splits.json entry; "cluster" is optional
+LOG = {"point": (str,), "key": (str,), "cluster": (str,), "sms": (int,), "time_s": (int, float)}  # one run
 
 
 def key(sc: Scenario) -> str:
     w = sc.workload
     return f"{sc.cluster.name}/{sc.cluster.nodes}x{sc.cluster.gpus_per_node}/{w.kernel}/{w.m}x{w.n}x{w.k}"
+
+
+def digest(sc: Scenario) -> str:
+    """The cluster's parameters (not its name), hashed: equal for equal machines."""
+    return hashlib.sha1(repr(dataclasses.replace(sc.cluster, name="")).encode()).hexdigest()[:16]
 
 
 def with_intra(sc: Scenario, sms: int) -> Scenario:
@@ -29,33 +42,91 @@ def with_intra(sc: Scenario, sms: int) -> Scenario:
     return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, sms=others + ((Role.INTRA, sms),)))
 
 
-def curve(sc: Scenario, splits: list[int], backend: str = "sim") -> dict:
-    """Fused latency at each intra split, the best split, and the curve normalised to it."""
-    from ..runner import run
-
+def check_values(sc: Scenario, splits: list[int]) -> None:
     if not splits or any(n < 1 or n >= sc.cluster.gpu.sms for n in splits):
         raise InputError(f"--comm-sms values must be in [1, {sc.cluster.gpu.sms - 1}], got {splits}")
-    times = {n: run(with_intra(sc, n), backend=backend, collapse=backend == "sim")[0]["time_s"] for n in splits}
+
+
+def curve(sc: Scenario, splits: list[int], backend: str = "sim", done: dict[int, float] | None = None,
+          record: Callable[[int, float], None] | None = None) -> dict:
+    """Fused latency at each intra split (those in ``done`` are not run again; ``record`` hears each
+    new one as it finishes), the best split, and the curve normalised to it."""
+    from ..runner import run
+
+    check_values(sc, splits)
+    times = dict(done or {})
+    for n in splits:
+        if n not in times:
+            times[n] = run(with_intra(sc, n), backend=backend, collapse=backend == "sim")[0]["time_s"]
+            if record is not None:
+                record(n, times[n])
+    times = {n: times[n] for n in splits}
     best = min(times, key=times.get)
-    return {"key": key(sc), "best": best, "time_s": times, "normalised": {n: t / times[best] for n, t in times.items()}}
+    return {"key": key(sc), "cluster": digest(sc), "best": best, "time_s": times,
+            "normalised": {n: t / times[best] for n, t in times.items()}}
+
+
+def read_log(path: Path) -> dict[tuple[str, int], float]:
+    """(point key, split) -> fused time of the runs a split sweep logged (see :func:`log_run`)."""
+    return {(r["point"], r["sms"]): r["time_s"] for r in read_rows(path, LOG, "split sweep (splits.jsonl)")}
+
+
+def log_run(path: Path, point: str, sc: Scenario, sms: int, time_s: float) -> None:
+    append_row(path, {"point": point, "key": key(sc), "cluster": digest(sc), "sms": sms, "time_s": time_s})
+
+
+def read_table(path: Path, flag: str = "--splits") -> dict[str, dict]:
+    """A splits.json of `mkernel sweep --comm-sms`, every entry checked: one clear error naming the
+    file and the key of the first that is not one."""
+    try:
+        table = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{flag} {path}: not a readable splits table ({exc})") from None
+    if isinstance(table, dict) and {"rows", "world"} <= set(table):
+        raise InputError(f"{flag} {path}: a splits.json of tools/hw_splits.py (measured curves, read by "
+                         f"`mkernel validate --splits`), not a table of `mkernel sweep --comm-sms`")
+    if not isinstance(table, dict) or not table:
+        raise InputError(f"{flag} {path}: a splits table is a JSON object of entries (key -> best_intra_sms, "
+                         f"normalised), as `mkernel sweep --comm-sms` writes; got "
+                         f"{'an empty object' if table == {} else type(table).__name__}")
+    for k, entry in table.items():
+        where = f"{flag} {path}: key {k!r}"
+        check_row(entry, ENTRY, where, "splits table")
+        if entry["best_intra_sms"] < 1 or not all(isinstance(v, (int, float)) for v in entry["normalised"].values()):
+            raise InputError(f"{where}: best_intra_sms must be >= 1 and normalised a table of numbers")
+        if "cluster" in entry and not isinstance(entry["cluster"], str):
+            raise InputError(f"{where}: key 'cluster' must be a string (the cluster digest)")
+    return table
 
 
 def write(rows: list[dict], path: Path) -> Path:
     """Merge curves into the table at ``path`` (existing entries of other shapes are kept)."""
-    table = json.loads(path.read_text()) if path.exists() else {}
+    table = read_table(path, "--out") if path.exists() else {}
     for r in rows:
-        table[r["key"]] = {"best_intra_sms": r["best"], "normalised": {str(n): v for n, v in r["normalised"].items()}}
+        table[r["key"]] = {"best_intra_sms": r["best"], "cluster": r["cluster"],
+                           "normalised": {str(n): v for n, v in r["normalised"].items()}}
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     return path
 
 
+def lookup(sc: Scenario, path: Path) -> dict:
+    """The table entry for this scenario's cluster, op and shape: its own key, or an entry of the same
+    nodes, GPUs, op and shape whose cluster digest is this cluster's. No entry is an error."""
+    table = read_table(path)
+    mine = key(sc)
+    if mine in table:
+        return table[mine]
+    suffix = mine.split("/", 1)[1]
+    same = [k for k, e in table.items() if k.split("/", 1)[-1] == suffix and e.get("cluster") == digest(sc)]
+    if same:
+        return table[same[0]]
+    shown = ", ".join(sorted(table)[:6]) + (f" and {len(table) - 6} more" if len(table) > 6 else "")
+    raise InputError(f"--splits {path}: no entry for {mine} (this cluster, op and shape), nor one for the same "
+                     f"machine under another scenario name; the table holds {shown}. A split sweep covers the "
+                     f"reference grid's shapes (mkernel sweep --comm-sms ... --scenarios SCENARIO --kernels "
+                     f"{sc.workload.kernel}); or run without --splits")
+
+
 def apply(sc: Scenario, path: Path) -> Scenario:
-    """The scenario with its table entry's best split, or unchanged when the table has none."""
-    try:
-        table = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--splits {path}: not a readable splits table ({exc})") from None
-    entry = table.get(key(sc)) if isinstance(table, dict) else None
-    if not isinstance(entry, dict) or not isinstance(entry.get("best_intra_sms"), int):
-        return sc
-    return with_intra(sc, entry["best_intra_sms"])
+    """The scenario with its table entry's best split (:func:`lookup`)."""
+    return with_intra(sc, lookup(sc, path)["best_intra_sms"])

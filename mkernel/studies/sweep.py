@@ -13,6 +13,7 @@ deadlock, say) gets a row with its error instead of numbers, and the sweep goes 
 from __future__ import annotations
 
 import csv
+import multiprocessing
 import dataclasses
 import fnmatch
 import json
@@ -23,12 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, MkernelError
+from ..files import append_row, read_rows
 from ..problems import KERNELS, Workload
 from ..scenario import CHOICES, SPECS, Scenario, _count, _number, bundled_scenarios, check, load_scenario
 
 TESTBEDS = ("paper-ib-2x8", "paper-efa-2x8")
 CONTROLLERS = ("static", "adaptive")  # the sweep-level option ``controller``: the SM split policy
 Option = tuple[str, object]
+LOG_ROW = {"key": (str,), "testbed": (str,), "kernel": (str,), "size": (int,)}  # what a resumed log must hold
 
 
 @dataclass(frozen=True)
@@ -194,14 +197,13 @@ def run_grid(points: list[Point], out: Path, workers: int = 1,
     world = {p: scenario_of(p).cluster.world for p in points}  # every scenario is checked before the first run
     out.mkdir(parents=True, exist_ok=True)
     log = out / "results.jsonl"
-    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    rows = read_rows(log, LOG_ROW, "sweep (results.jsonl)")
     done = {r["key"] for r in rows}
     # the largest clusters first, so no worker is left with a long point at the end
     todo = sorted((p for p in dict.fromkeys(points) if p.key not in done), key=lambda p: -world[p])
 
     def record(p: Point, row: dict) -> None:
-        with log.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_row(log, row)
         rows.append(row)
         if progress is not None:
             progress(p, row)
@@ -212,8 +214,14 @@ def run_grid(points: list[Point], out: Path, workers: int = 1,
         return rows
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(run_point, p): p for p in todo}
-        for future in as_completed(futures):
-            record(futures[future], future.result())
+        try:
+            for future in as_completed(futures):
+                record(futures[future], future.result())
+        except BaseException:  # a deadline or ^C: stop the workers now, not after their points
+            pool.shutdown(wait=False, cancel_futures=True)
+            for child in multiprocessing.active_children():
+                child.kill()
+            raise
     return rows
 
 

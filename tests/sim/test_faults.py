@@ -9,7 +9,7 @@ import pytest
 from harness.cases import SHAPES, small_workload
 
 from mkernel import Cluster, NicSpec, Scenario, run
-from mkernel.errors import DeadlockError, InputError
+from mkernel.errors import DeadlockError, InputError, TransportError
 from mkernel.sim.faults import Faults, parse
 
 
@@ -25,6 +25,7 @@ SURVIVABLE = {
     "slow rank": Faults(slow_rank=1, slow_factor=3.0),
     "proxy stall": Faults(stall_rank=0, stall_at_us=0.0, stall_us=40.0),
     "nic down, one left": Faults(nic_down=(2, 0)),
+    "drop, resent": Faults(seed=6, drop=0.3, retransmit_us=20.0),
 }
 
 
@@ -42,11 +43,25 @@ def test_a_survivable_fault_leaves_the_result_correct(kernel, fault):
 
 
 @pytest.mark.parametrize("kernel", sorted(SHAPES))
+def test_a_message_dropped_past_the_retry_count_is_an_error_completion_naming_it(kernel):
+    with pytest.raises(TransportError, match=r"rank \d+ -> rank \d+: .* was lost: 8 transmissions dropped") as err:
+        run(_scenario(kernel), data=True, faults=Faults(seed=4, drop=1.0, retransmit_us=1.0))
+    assert "error completion" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_drops_cost_the_ack_timer_of_the_transport():
+    sc = _scenario("gemm_ar")
+    clean, _ = run(sc)
+    fast, _ = run(sc, faults=Faults(seed=2, drop=0.2, retransmit_us=10.0))
+    rc, _ = run(sc, faults=Faults(seed=2, drop=0.2))  # RC's 67 ms ack timeout
+    assert clean["time_s"] < fast["time_s"] < rc["time_s"] and rc["time_s"] > 0.067
+
+
+@pytest.mark.parametrize("kernel", sorted(SHAPES))
 @pytest.mark.parametrize("fault,names", [
-    (Faults(seed=4, drop=1.0), "network messages dropped"),
     (Faults(stall_rank=1, stall_at_us=0.0, stall_us=math.inf), "the proxy of rank 1 stalled for good"),
     (Faults(nic_down=(3, 0)), "NIC 0 of rank 3 is down and the rank has no other"),
-], ids=["drop", "stall-for-good", "only-nic-down"])
+], ids=["stall-for-good", "only-nic-down"])
 def test_a_fatal_fault_stops_with_an_error_that_names_it(kernel, fault, names):
     with pytest.raises(DeadlockError, match=names) as err:
         run(_scenario(kernel), data=True, faults=fault)

@@ -1,6 +1,6 @@
 """Grouped tasks (issue 30): a group stands for exactly the tasks it replaced.
 
-For every op and variant on small clusters (tests/golden_schedules.py), the flat build and the
+For every op and variant on small clusters (tests/harness/golden_schedules.py), the flat build and the
 expanded grouped build both hash to the schedules main built before groups existed, task for task;
 the hw tables of a grouped schedule equal those of the flat one; and validate judges a grouped
 schedule as it judges its expansion.
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-import golden_schedules as golden
+from harness import golden_schedules as golden
 from mkernel.errors import ScheduleError
 from mkernel.ir import Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, expand
 

@@ -4,7 +4,7 @@ made them before grouped tasks (issue 30).
 ``tests/test_groups.py`` expands today's (grouped) builds and checks them against these hashes, so a
 group that does not stand for exactly the tasks it replaced (ids, ranks, regions, waits, signals,
 labels, in order) fails. Regenerate only for a deliberate change of a schedule:
-``python tests/golden_schedules.py --write`` (it hashes the expanded builds of the code at hand).
+``python tests/harness/golden_schedules.py --write`` (it hashes the expanded builds of the code at hand).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-FILE = Path(__file__).parent / "data" / "golden_schedules.json"
+FILE = Path(__file__).parent.parent / "data" / "golden_schedules.json"
 SHAPES = {  # small, with ragged edge tiles where the op allows them
     "gemm_ar": dict(m=700, n=520, k=64, chunk_tiles=2),
     "gemm_rs": dict(m=1536, n=520, k=64, chunk_tiles=3),
@@ -110,5 +110,5 @@ def write() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python tests/golden_schedules.py --write")
+        sys.exit("usage: python tests/harness/golden_schedules.py --write")
     write()
