@@ -16,7 +16,7 @@ from pathlib import Path
 from mkernel.hw.transports import TRANSPORTS as _HW  # names only: nothing is probed at import
 
 from . import cli_measure as measure
-from .cluster import NOTIFY_MODES, TRANSPORTS
+from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
 from .problems import DEFAULT_SHAPES, KERNELS
 from .result import check_result
@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--debug", action="store_true", help="show tracebacks")
     run = sub.add_parser("run", parents=[shared], help="run fused op and baseline, print the result")
     run.add_argument("--backend", choices=("sim", "hw"), default="sim")
+    run.add_argument("--kernels", choices=KERNEL_PROFILES,
+                     help="sim: the fused kernel's compute speed: measured (our kernels, calibrated) or reference "
+                          "(cuBLAS / SDPA speed); default: the scenario's [cluster] kernels, else measured")
     run.add_argument("--data", action="store_true", help="run on real numbers and check against the numpy reference")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--json", type=Path, help="write the result JSON here")
@@ -146,7 +149,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
         sim_transport = SIM_MODEL.get(args.transport)
     cluster = {k: v for k, v in (("nodes", args.nodes), ("gpus_per_node", args.gpus_per_node),
-                                 ("transport", sim_transport), ("notify", args.notify)) if v is not None}
+                                 ("transport", sim_transport), ("notify", args.notify),
+                                 ("kernels", getattr(args, "kernels", None))) if v is not None}
     for key, value in cluster.items():
         if isinstance(value, int) and value < 1:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")

@@ -42,11 +42,15 @@ def print_result(result: dict) -> None:
     shape = result["shape"]
     table.add_row("cluster", f"{cl['nodes']} x {cl['gpus_per_node']} GPUs, {cl['transport']}")
     table.add_row("shape", f"m={shape['m']} n={shape['n']} k={shape['k']} {result['dtype']}")
-    table.add_row("fused time", f"{result['time_s'] * 1e6:.1f} us")
+    table.add_row("fused time", f"{result['time_s'] * 1e6:.1f} us ({result['kernels']} kernels)")
     base = result["baseline"]
     if base:
         table.add_row(f"baseline time ({base['name']})", f"{base['time_s'] * 1e6:.1f} us")
         table.add_row("speedup", f"{result['speedup']:.3f}x")
+        paper = result.get("paper_baseline")
+        if paper and paper["name"] != base["name"]:
+            table.add_row(f"paper's baseline ({paper['name']})", f"{paper['time_s'] * 1e6:.1f} us, "
+                                                                  f"speedup {paper['speedup']:.3f}x")
         table.add_row("TFLOPS per GPU", f"{result['tflops_per_gpu']:.1f} (baseline {base['tflops_per_gpu']:.1f})")
     else:
         table.add_row("TFLOPS per GPU", f"{result['tflops_per_gpu']:.1f}")

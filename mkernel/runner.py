@@ -84,6 +84,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     fused_err = _error(stats, expected)
     base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold)
     base_err = _error(base, expected)
+    timing = backend == "sim" and faults is None  # library calls are timed by their models (sim/library.py)
+    base_s = _library_timed(engine, baseline, c, seed, fold, base) if timing and data else base.time_s
+    paper = _paper_baseline(scenario, engine, seed, fold, base_s, baseline.variant) if timing else None
     flops = fused.flops_per_gpu
     launch = fused.launches[0]
     result = {
@@ -98,9 +101,13 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "cluster": {"nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "transport": c.transport},
         "time_s": stats.time_s,
         "tflops_per_gpu": flops / stats.time_s / 1e12,
-        "baseline": {"name": baseline.variant, "time_s": base.time_s, "tflops_per_gpu": flops / base.time_s / 1e12,
+        "baseline": {"name": baseline.variant, "time_s": base_s, "tflops_per_gpu": flops / base_s / 1e12,
                      "correct": _ok(base_err, rtol), "error": base_err, "bytes": base.bytes_total},
-        "speedup": base.time_s / stats.time_s,
+        "speedup": base_s / stats.time_s,
+        "paper_baseline": None if paper is None else {**paper, "tflops_per_gpu": flops / paper["time_s"] / 1e12,
+                                                      "speedup": paper["time_s"] / stats.time_s},
+        "kernels": c.kernels,
+        "collectives": w.collectives,
         "bytes": stats.bytes_total,
         "bytes_per_gpu": stats.bytes_per_gpu,
         "roles": {role.value: launch.budget(role) for role in Role},
@@ -117,6 +124,30 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         + ("; adaptive SM partition: roles are the static split it starts from" if adaptive else ""),
     }
     return result, stats
+
+
+def _library_timed(engine, baseline: Schedule, c, seed: int, fold: dict, ran: RunStats) -> float:
+    """A data run executes a baseline's library launches as tasks (their data is what it checks);
+    its time is that of a timing run of the same schedule, where those launches last as long as
+    the library calls they stand for (:mod:`mkernel.sim.library`)."""
+    if not any(launch.library for launch in baseline.launches):
+        return ran.time_s
+    return engine.run(baseline, c, seed=seed, **fold).time_s
+
+
+def _paper_baseline(scenario: Scenario, engine, seed: int, fold: dict, base_s: float, base_name: str) -> dict:
+    """The paper's baseline beside ours: the op's own (build_paper_baseline, MoE's even all-to-all
+    then one dense GEMM) timed in a timing run, or, where the paper's baseline is the same NCCL +
+    cuBLAS / SDPA composition as ours, ours."""
+    module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
+    if not hasattr(module, "build_paper_baseline"):
+        return {"name": base_name, "time_s": base_s}
+    span = c.fold_nodes
+    kw = {"first_nodes": span} if fold.get("collapse") and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
+    paper = module.build_paper_baseline(w, c, **kw)
+    paper.validate(races=False)
+    ran = engine.run(paper, c, seed=seed, **fold)
+    return {"name": paper.variant, "time_s": ran.time_s}
 
 
 def _correct(fused: RunStats, base: RunStats, fused_err: float | None, base_err: float | None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Op, Region, Role, ScheduleBuilder, Signal, Wait
+from ..ir import Library, Op, Region, Role, ScheduleBuilder, Signal, Wait
 from ._tiling import chunk_rows
 
 
@@ -240,7 +240,14 @@ def flat_ring(c, w, blocks: list[list[tuple[int, int]]], cols: int, tag: str = "
     return Ring(list(range(c.world)), blocks, cols, rows_per_chunk, False, tag, gpus_per_node=c.gpus_per_node)
 
 
-def flat_ring_launch(sb: ScheduleBuilder, c, w, name: str) -> None:
+def flat_ring_launch(sb: ScheduleBuilder, c, w, name: str, library: Library | None = None) -> None:
     ch = w.baseline_channels
     net = max(1, ch // 4) if c.nodes > 1 else 0
-    sb.launch(name, {Role.INTRA: ch, Role.SEND: net, Role.RECV: net})
+    sb.launch(name, {Role.INTRA: ch, Role.SEND: net, Role.RECV: net}, library)
+
+
+def nccl_call(w, kind: str, nbytes: int) -> Library | None:
+    """The NCCL call a baseline's collective launch stands for (``nbytes`` per rank, nccl-tests'
+    sizes), so a timing run takes NCCL's time for it (:mod:`mkernel.sim.library`); None when the
+    workload times the declared rings instead (``collectives = "ir"``)."""
+    return Library(kind, int(nbytes)) if w.collectives == "nccl" else None

@@ -142,7 +142,8 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes)
     S = _inputs(sb, w, c)
     ch = w.baseline_channels
-    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
+    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0},
+              coll.nccl_call(w, "all_gather", c.world * S * w.k * DTYPE_BYTES[w.dtype]))
     rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
     parts = max(1, min(S, ch // nodes if g > 1 else ch))
 

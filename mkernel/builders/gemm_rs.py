@@ -179,8 +179,9 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
     if c.world == 1:
         return sb.build(flops_per_gpu(w, c))
+    call = coll.nccl_call(w, "reduce_scatter", w.m * w.n * DTYPE_BYTES[w.dtype])
     if w.baseline == "ring":  # NCCL's flat ring over every rank
-        coll.flat_ring_launch(sb, c, w, "reducescatter")
+        coll.flat_ring_launch(sb, c, w, "reducescatter", call)
         parts = max(1, min(R, w.baseline_channels))
         blocks = [[split_rows(q * R, (q + 1) * R, parts)[p] for q in range(c.world)] for p in range(parts)]
         coll.reduce_scatter(sb, coll.flat_ring(c, w, blocks, w.n), src="P", inbuf="IN1", stage="STAGE",
@@ -188,7 +189,7 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
         return sb.build(flops_per_gpu(w, c))
     ch = w.baseline_channels
     sb.launch("reducescatter", {Role.INTRA: ch if g > 1 else 0, Role.SEND: max(1, ch // 4) if nodes > 1 else 0,
-                                Role.RECV: max(1, ch // 4) if nodes > 1 else 0})
+                                Role.RECV: max(1, ch // 4) if nodes > 1 else 0}, call)
     rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.n * DTYPE_BYTES[w.dtype]))
     parts = max(1, min(R, ch // nodes if g > 1 else ch))
 

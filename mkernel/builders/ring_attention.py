@@ -203,7 +203,9 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
     sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes)
     rows = _buffers(sb, w, c)
     ch = w.baseline_channels
-    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0})
+    kv_bytes = 2 * c.world * rows * w.k * DTYPE_BYTES[w.dtype]  # K and V gathered in one NCCL group
+    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: max(1, ch // 4) if nodes > 1 else 0},
+              coll.nccl_call(w, "all_gather", kv_bytes))
     rows_per_chunk = max(1, (w.baseline_chunk_kib * 1024) // (w.k * DTYPE_BYTES[w.dtype]))
     parts = max(1, min(rows, ch // nodes if g > 1 else ch))
 
