@@ -82,6 +82,16 @@ class Fabric:
     network: str = "ib"  # a key of TERMS
     nvls: bool = False
     terms: Terms | None = None  # None: TERMS[network]
+    nodes_per_leaf: int = 0  # > 0: leaf groups of this many nodes behind a spine (mkernel.cluster.FabricSpec)
+    oversubscription: float = 1.0  # the spine carries a group's NIC rate / this
+
+    def spine_share(self, crossing: float) -> float:
+        """What the spine leaves of a NIC's rate when ``crossing`` of its traffic leaves the leaf
+        group: each rail's spine plane carries the group's NICs of that rail at 1 / oversubscription."""
+        p = self.nodes_per_leaf
+        if not p or p >= self.nodes or crossing <= 0:
+            return 1.0
+        return min(1.0, 1.0 / (self.oversubscription * crossing))
 
     @property
     def world(self) -> int:
@@ -95,7 +105,8 @@ class Fabric:
 def fabric_of(cluster, nvls: bool = False) -> Fabric:
     """The fabric of a :class:`mkernel.cluster.Cluster` (EFA SRD -> "efa", RC and IBGDA -> "ib")."""
     return Fabric(cluster.nodes, cluster.gpus_per_node, cluster.nvlink.bw_gb_per_s, cluster.nic.gb_per_s,
-                  "efa" if cluster.transport == "efa_srd" else "ib", nvls)
+                  "efa" if cluster.transport == "efa_srd" else "ib", nvls,
+                  nodes_per_leaf=cluster.fabric.nodes_per_leaf, oversubscription=cluster.fabric.oversubscription)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,14 +142,18 @@ def algorithms(coll: str, f: Fabric) -> tuple[str, ...]:
 def algbw(coll: str, algo: str, f: Fabric) -> float:
     """Simple-protocol algorithm bandwidth (GB/s): the slowest link for the traffic ``algo`` puts on it."""
     n, g, nodes, t = f.world, f.gpus_per_node, f.nodes, f.t()
-    nvl, node_net = f.nvlink_gb_per_s, f.nic_gb_per_s * g * t.net_efficiency
+    # rings and trees go node to node; one hop in nodes_per_leaf leaves the group
+    nvl = f.nvlink_gb_per_s
+    node_net = f.nic_gb_per_s * g * t.net_efficiency * f.spine_share(1.0 / max(1, f.nodes_per_leaf))
     if algo == "nvls":
         return t.nvls_efficiency * nvl
     if algo == "nvls_tree":  # NVLS in the node; between nodes half the buffer each way on 2 nodes, a tree beyond
         return min(t.nvls_efficiency * nvl, node_net / (0.5 if nodes == 2 else 2.0))
     if algo == "p2p":
         remote, local = (n - g) / n, (g - 1) / n
-        return 1.0 / max(local / nvl, remote / (f.nic_gb_per_s * t.a2a_efficiency) if remote else 0.0)
+        p = f.nodes_per_leaf or nodes
+        nic = f.nic_gb_per_s * t.a2a_efficiency * f.spine_share((nodes - min(p, nodes)) / max(1, nodes - 1))
+        return 1.0 / max(local / nvl, remote / nic if remote else 0.0)
     if algo == "tree":  # each GPU of a chain sends the buffer up and down (both trees); a node sends it
         # once on 2 nodes, twice beyond (double binary tree); NCCL's tuner counts 0.92 of that
         return TREE_RATE / max(2.0 / nvl if g > 1 else 0.0, (1.0 if nodes == 2 else 2.0) / node_net)
