@@ -22,8 +22,9 @@ NOTIFY_MODES = ("auto", "flag", "imm", "fence")
 # How fast the fused kernel's compute roles run (``Cluster.kernels``):
 #   measured  - our kernels, as calibrated: their fitted share of cuBLAS and SDPA, per-call and per-tile costs
 #   reference - every compute role at library speed: GEMM tiles at cuBLAS's rate, attention tiles at
-#               torch's default SDPA (reference_attention_efficiency), no per-call or per-tile cost; what
-#               the paper's kernels reach. Baselines' attention runs at SDPA's default speed too.
+#               torch's default SDPA (reference_attention_efficiency), no per-tile cost; what the paper's
+#               kernels reach. Baselines' attention runs at SDPA's default speed too. The kernel's fixed
+#               cost per call and its communication roles stay as measured: they are not compute.
 KERNEL_PROFILES = ("measured", "reference")
 
 
@@ -215,12 +216,12 @@ class Cluster:
     def at_reference(self) -> Cluster:
         """This cluster with the reference kernel profile's compute rates (KERNEL_PROFILES), as a
         measured profile: the fused GEMM and attention tiles at the libraries' rates, attention at
-        torch's default SDPA speed in every variant, no per-call or per-tile cost. The communication
-        roles' costs stay as measured: the profile is about compute."""
+        torch's default SDPA speed in every variant, no per-tile cost. The fixed cost per call and the
+        communication roles' costs stay as measured: the profile is about compute."""
         g = self.gpu
         return dataclasses.replace(self, kernels="measured", gpu=dataclasses.replace(
             g, fused_gemm_efficiency=1.0, fused_attention_efficiency=1.0,
-            attention_efficiency=g.reference_attention_efficiency, fused_call_us=0.0, fused_tile_us=0.0,
+            attention_efficiency=g.reference_attention_efficiency, fused_tile_us=0.0,
             sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency))
 
     def rank(self, node: int, local: int) -> int:
