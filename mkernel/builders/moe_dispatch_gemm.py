@@ -18,7 +18,8 @@ Fused schedule (design §6)::
     intra   | node destinations: gather each (local expert, source) segment straight into the
             | destination's expert input over NVLink, TOKEN_BLOCK tokens per gather
     send    | other nodes: gather the tokens routed to that node once (each token once per node, not
-            | once per expert or GPU), put them in chunks of CHUNK_BYTES to the rail peer there
+            | once per expert or GPU), a chunk of CHUNK_BYTES at a time, and put each chunk to the rail
+            | peer there as soon as it is staged
     intra   | rail peer: gather what arrived into its node's expert inputs, TOKEN_BLOCK tokens at a time
     compute | the grouped GEMM in input-availability order: tiles whose rows came from this rank's
             | own tokens first, then the node's, then other nodes'
@@ -181,11 +182,12 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
             if not toks:
                 continue
             base = m * per_node
-            staged = Signal(r, "staged", dn)
-            sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
-                   writes=(Region("SEND", r, base, base + len(toks), 0, w.k),), index=toks,
-                   signals=(staged,), label=f"tokens for node {m}")
-            for ci, (r0, r1) in enumerate(chunk_rows(0, len(toks), chunk)):
+            for ci, (r0, r1) in enumerate(chunk_rows(0, len(toks), chunk)):  # staged chunk by chunk, so the
+                # send SMs stage in parallel and the first put leaves after one chunk, not the whole buffer
+                staged = Signal(r, "staged", dn * per_node + ci)
+                sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
+                       writes=(Region("SEND", r, base + r0, base + r1, 0, w.k),), index=toks[r0:r1],
+                       signals=(staged,), label=f"tokens for node {m} chunk {ci}")
                 dst = node * per_node
                 sb.add(r, Role.SEND, Op.PUT, chunk=ci, waits=(Wait(staged, 1),),
                        reads=(Region("SEND", r, base + r0, base + r1, 0, w.k),),
