@@ -37,10 +37,11 @@ def load(path: Path | None = None) -> tuple[list[Figure], float]:
     return [Figure(**f) for f in raw["figure"]], float(raw["tolerance"])
 
 
-def points(figures: list[Figure], sizes: int | None = None) -> list[sweep.Point]:
-    """The reference grid's points of the figures' ops and testbeds, with the reference kernels
-    (``sizes``: only the first N sizes of each op)."""
-    wanted = {(f.op, f.testbed) for f in figures}
+def points(figures: list[Figure], sizes: int | None = None, kernels: str = "reference",
+           pairs: set[tuple[str, str]] | None = None) -> list[sweep.Point]:
+    """The reference grid's points of the figures' ops and testbeds (or of ``pairs`` of op and
+    testbed), with a kernel profile (``sizes``: only the first N sizes of each op)."""
+    wanted = pairs or {(f.op, f.testbed) for f in figures}
     grid = sweep.reference_grid(testbeds=sorted({t for _, t in wanted}), kernels=sorted({o for o, _ in wanted}))
     by_op: dict[tuple[str, str], list[sweep.Point]] = {}
     for p in grid:
@@ -48,7 +49,7 @@ def points(figures: list[Figure], sizes: int | None = None) -> list[sweep.Point]
             by_op.setdefault((p.kernel, p.testbed), []).append(p)
     out = []
     for pts in by_op.values():
-        shape_fix = [sweep.Point(p.testbed, p.kernel, p.size, _node_symmetric(p), (("kernels", "reference"),))
+        shape_fix = [sweep.Point(p.testbed, p.kernel, p.size, _node_symmetric(p), (("kernels", kernels),))
                      for p in pts]
         out += shape_fix[:sizes] if sizes else shape_fix
     return out
