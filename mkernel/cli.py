@@ -16,7 +16,7 @@ from pathlib import Path
 from mkernel.hw.runtime.transports import HW_TRANSPORTS  # names only: nothing is probed at import
 
 from . import cli_measure as measure
-from .cluster import NOTIFY_MODES, TRANSPORTS
+from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
 from .files import output_file, output_folder
 from .limits import TIMEOUT_S, bounded
@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                              "default: run 1200, explore 600)")
     run = sub.add_parser("run", parents=[shared], help="run fused op and baseline, print the result")
     run.add_argument("--backend", choices=("sim", "hw"), default="sim")
+    run.add_argument("--kernels", choices=KERNEL_PROFILES,
+                     help="sim: the fused kernel's compute speed: measured (our kernels, calibrated) or reference "
+                          "(cuBLAS / SDPA speed); default: the scenario's [cluster] kernels, else measured")
     run.add_argument("--data", action="store_true", help="run on real numbers and check against the numpy reference")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--json", type=Path, help="write the result JSON here")
@@ -163,7 +166,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
         sim_transport = SIM_MODEL.get(args.transport)
     cluster = {k: v for k, v in (("nodes", args.nodes), ("gpus_per_node", args.gpus_per_node),
-                                 ("transport", sim_transport), ("notify", args.notify)) if v is not None}
+                                 ("transport", sim_transport), ("notify", args.notify),
+                                 ("kernels", getattr(args, "kernels", None))) if v is not None}
     for key, value in cluster.items():
         if isinstance(value, int) and value < 1:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")

@@ -18,6 +18,13 @@ TRANSPORTS = ("ib_rc", "efa_srd", "ibgda")
 #   imm   - write-with-immediate; the receiving proxy sets the flag on the receive completion
 #   fence - the sender's proxy waits until every write to that peer has completed, then posts the flag
 NOTIFY_MODES = ("auto", "flag", "imm", "fence")
+# How fast the fused kernel's compute roles run (``Cluster.kernels``):
+#   measured  - our kernels, as calibrated: their fitted share of cuBLAS and SDPA, per-call and per-tile costs
+#   reference - every compute role at library speed: GEMM tiles at cuBLAS's rate, attention tiles at
+#               torch's default SDPA (reference_attention_efficiency), no per-tile cost; what the paper's
+#               kernels reach. Baselines' attention runs at SDPA's default speed too. The kernel's fixed
+#               cost per call and its communication roles stay as measured: they are not compute.
+KERNEL_PROFILES = ("measured", "reference")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,8 @@ class GpuSpec:
     # One SM's peer rate in the fused kernel while its step loads stream (GB/s; 0 = the NVLink
     # spec's sm_copy_gb_per_s, which calibrate measures with peer stores and the baselines use).
     fused_sm_copy_gb_per_s: float = 0.0
+    # torch's default SDPA (cuDNN on the H200) against matmul_tflops: the reference profile's attention rate
+    reference_attention_efficiency: float = 0.85  # estimate until calibrated (h200-facts: 676 of 798 TFLOPS)
     fused_step_rows: int = 64
     fused_step_cols: int = 256
     # One SM's matmul rate (TFLOPS) when few SMs compute: clocks and shared HBM/L2 cap the whole GPU
@@ -138,6 +147,7 @@ class Cluster:
     proxy: ProxySpec = field(default_factory=ProxySpec)
     fabric: FabricSpec = field(default_factory=FabricSpec)
     launch_us: float = 4.0  # estimate: gap between two stream-ordered kernel launches
+    kernels: str = "measured"  # the kernel profile: KERNEL_PROFILES
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -146,6 +156,8 @@ class Cluster:
             raise ValueError(f"transport {self.transport!r} is not one of {TRANSPORTS}")
         if self.notify not in NOTIFY_MODES:
             raise ValueError(f"notify {self.notify!r} is not one of {NOTIFY_MODES}")
+        if self.kernels not in KERNEL_PROFILES:
+            raise ValueError(f"kernels {self.kernels!r} is not one of {KERNEL_PROFILES}")
 
     @property
     def notify_mode(self) -> str:
@@ -182,7 +194,10 @@ class Cluster:
         """The rates a schedule of ``variant`` runs at: the fused kernel's GEMM and attention tiles
         at its measured share of the library kernels' rates, with its per-call and per-task
         interpreter costs ("kernel": our stand-alone kernels, the same rates without them);
-        baselines at the library rates, without them."""
+        baselines at the library rates, without them. The reference kernel profile first puts every
+        compute role at library speed (:meth:`at_reference`)."""
+        if self.kernels == "reference":
+            return self.at_reference().for_variant(variant)
         g = self.gpu
         if variant not in ("fused", "kernel"):  # sm_matmul_tflops is measured on the fused kernel's GEMM
             return dataclasses.replace(self, gpu=dataclasses.replace(
@@ -196,6 +211,17 @@ class Cluster:
             g, matmul_tflops=g.matmul_tflops * g.fused_gemm_efficiency, fused_gemm_efficiency=1.0,
             attention_efficiency=g.attention_efficiency * g.fused_attention_efficiency / g.fused_gemm_efficiency,
             fused_attention_efficiency=1.0))
+
+    def at_reference(self) -> Cluster:
+        """This cluster with the reference kernel profile's compute rates (KERNEL_PROFILES), as a
+        measured profile: the fused GEMM and attention tiles at the libraries' rates, attention at
+        torch's default SDPA speed in every variant, no per-tile cost. The fixed cost per call and the
+        communication roles' costs stay as measured: the profile is about compute."""
+        g = self.gpu
+        return dataclasses.replace(self, kernels="measured", gpu=dataclasses.replace(
+            g, fused_gemm_efficiency=1.0, fused_attention_efficiency=1.0,
+            attention_efficiency=g.reference_attention_efficiency, fused_tile_us=0.0,
+            sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency))
 
     def rank(self, node: int, local: int) -> int:
         return node * self.gpus_per_node + local

@@ -235,11 +235,24 @@ def expand(s: Schedule) -> Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class Library:
+    """The library call a baseline's launch stands for: a collective of ``nbytes`` per rank
+    (nccl-tests' sizes: :mod:`mkernel.nccl`), or a dense ``gemm`` of ``shape`` (m, n, k). Its tasks
+    compute the data; a timing run takes its time from the call's model (:mod:`mkernel.sim.library`)."""
+
+    kind: str  # a collective of mkernel.nccl.COLLECTIVES, or "gemm"
+    nbytes: int = 0
+    shape: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Launch:
-    """One kernel launch. ``sms`` gives each role's SM budget on every rank; launches run in order."""
+    """One kernel launch. ``sms`` gives each role's SM budget on every rank; launches run in order.
+    ``library``: the library call it stands for (baselines only)."""
 
     name: str
     sms: tuple[tuple[Role, int], ...]
+    library: Library | None = None
 
     def budget(self, role: Role) -> int:
         return dict(self.sms).get(role, 0)
@@ -329,9 +342,9 @@ class ScheduleBuilder:
         self.buffers.append(Buffer(name, rows, cols, dtype, kind, writes_per_element))
         return name
 
-    def launch(self, name: str, sms: dict[Role, int]) -> int:
+    def launch(self, name: str, sms: dict[Role, int], library: Library | None = None) -> int:
         """Open a new launch; later tasks belong to it. Returns its index."""
-        self.launches.append(Launch(name, tuple((r, n) for r, n in sms.items() if n > 0)))
+        self.launches.append(Launch(name, tuple((r, n) for r, n in sms.items() if n > 0), library))
         return len(self.launches) - 1
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,

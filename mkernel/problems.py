@@ -15,6 +15,9 @@ KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm
 FORWARDS = ("direct", "ring")  # how ag_gemm's shards reach nodes beyond the first neighbour
 ROUTINGS = ("uniform", "zipf", "shifted")  # shifted: node-symmetric uniform (mkernel.routing)
 BASELINES = ("hierarchical", "ring")
+# How a baseline's collectives are timed: "nccl", as the NCCL call they stand for (mkernel.nccl); "ir",
+# as the rings of tasks that declare them (mkernel.builders._collectives), simulated like any schedule
+COLLECTIVE_MODELS = ("nccl", "ir")
 
 
 MAX_TASKS = 3_000_000  # a schedule this large would not fit in memory; builders refuse to declare it
@@ -55,6 +58,7 @@ class Workload:
     # token, its topk expert ids; overrides routing and routing_seed when not empty
     routes: tuple[tuple[tuple[int, ...], ...], ...] = ()
     baseline: str = "hierarchical"  # the GEMM ops' NCCL-style collective: "hierarchical" or one flat "ring"
+    collectives: str = "nccl"  # how the baselines' collectives are timed: COLLECTIVE_MODELS
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)

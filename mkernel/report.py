@@ -45,7 +45,7 @@ def print_result(result: dict) -> None:
     table.add_row("cluster", f"{cl['nodes']} x {cl['gpus_per_node']} GPUs, {cl['transport']}")
     table.add_row("shape", f"m={shape['m']} n={shape['n']} k={shape['k']} {result['dtype']}")
     src = result["time_source"]
-    table.add_row(f"fused time ({src})", f"{result['time_s'] * 1e6:.1f} us")
+    table.add_row(f"fused time ({src})", f"{result['time_s'] * 1e6:.1f} us ({result['kernels']} kernels)")
     base = result["baseline"]
     shown = base and result["speedup"] is not None  # an emulated baseline is no baseline: left out
     if shown:
@@ -54,6 +54,10 @@ def print_result(result: dict) -> None:
         table.add_row(f"baseline ({base['name']})", f"time left out: {base['time_source']} (see the note)")
     if result["speedup"] is not None:
         table.add_row(f"speedup ({src})", f"{result['speedup']:.3f}x")
+        paper = result.get("paper_baseline")
+        if paper and paper["name"] != base["name"]:
+            table.add_row(f"paper's baseline ({paper['name']}, {src})", f"{paper['time_s'] * 1e6:.1f} us, "
+                                                                        f"speedup {paper['speedup']:.3f}x")
     tflops = f"{result['tflops_per_gpu']:.1f}"
     if shown:
         tflops += f" (baseline {base['tflops_per_gpu']:.1f})"

@@ -19,12 +19,14 @@ TOP_LEVEL = {
     "roles": (dict,), "correct": (bool, type(None)), "error": _OPT_NUM, "hazards": (list,),
     "seed": (int,), "wall_s": _NUM, "events": (int, type(None)), "note": (str,),
     "breakdown": (dict, type(None)), "proxy": (dict, type(None)), "collapsed": (bool, type(None)),
+    "paper_baseline": (dict, type(None)), "kernels": (str,), "collectives": (str,),
 }
 BREAKDOWN = ("total", "compute", "exposed_communication", "proxy_queueing", "fence_wait")
 CLUSTER = {"nodes": (int,), "gpus_per_node": (int,), "transport": (str,)}
 BASELINE = {"name": (str,), "time_s": _NUM, "time_source": (str,), "tflops_per_gpu": _NUM,
             "correct": (bool, type(None)), "error": _OPT_NUM, "bytes": (dict,)}
 PREDICTED = {"time_s": _NUM, "baseline_time_s": _NUM, "speedup": _NUM}
+PAPER_BASELINE = {"name": (str,), "time_s": _NUM, "tflops_per_gpu": _NUM, "speedup": _NUM}
 TIERS = ("nvlink", "network", "host")
 ROLES = ("compute", "intra", "send", "recv")
 
@@ -51,6 +53,8 @@ def check_result(result: dict) -> list[str]:
         problems += _check_keys(result["baseline"], BASELINE, "result.baseline")
     if result["predicted"] is not None:
         problems += _check_keys(result["predicted"], PREDICTED, "result.predicted")
+    if result["paper_baseline"] is not None:
+        problems += _check_keys(result["paper_baseline"], PAPER_BASELINE, "result.paper_baseline")
     if result["breakdown"] is not None:
         problems += _check_keys(result["breakdown"], dict.fromkeys(BREAKDOWN, _NUM), "result.breakdown")
     if problems:

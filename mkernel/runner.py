@@ -116,6 +116,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     limits.step(f"running the baseline {baseline.variant} {where} ({len(baseline.tasks):,} tasks)")
     base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold, **_sample(base_plan))
     base_err = _error(base, expected)
+    timing = backend == "sim" and faults is None  # library calls are timed by their models (sim/library.py)
+    base_s = _library_timed(engine, baseline, c, seed, fold, base) if timing and data else base.time_s
+    paper = _paper_baseline(scenario, engine, seed, fold, base_s, baseline.variant) if timing else None
     flops = fused.flops_per_gpu
     launch = fused.launches[0]
     source, base_source = _sources(backend, stats, c)
@@ -133,11 +136,15 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "time_s": stats.time_s,
         "time_source": source,
         "tflops_per_gpu": flops / stats.time_s / 1e12,
-        "baseline": {"name": baseline.variant, "time_s": base.time_s, "time_source": base_source,
-                     "tflops_per_gpu": flops / base.time_s / 1e12, "correct": _ok(base_err, rtol), "error": base_err,
+        "baseline": {"name": baseline.variant, "time_s": base_s, "time_source": base_source,
+                     "tflops_per_gpu": flops / base_s / 1e12, "correct": _ok(base_err, rtol), "error": base_err,
                      "bytes": base.bytes_total},
-        "speedup": base.time_s / stats.time_s if comparable else None,
+        "speedup": base_s / stats.time_s if comparable else None,
         "predicted": None if backend == "sim" else _predicted(asked, seed, force),
+        "paper_baseline": None if paper is None else {**paper, "tflops_per_gpu": flops / paper["time_s"] / 1e12,
+                                                      "speedup": paper["time_s"] / stats.time_s},
+        "kernels": c.kernels,
+        "collectives": w.collectives,
         "bytes": stats.bytes_total,
         "bytes_per_gpu": stats.bytes_per_gpu,
         "roles": {role.value: launch.budget(role) for role in Role},
@@ -243,6 +250,30 @@ def _data_hint(w) -> str:
         return (f"smaller hidden and expert sizes (--k {w.k}, --n {w.n}: the {w.experts} experts' weights "
                 f"alone are {w.experts * w.k * w.n * 4 / 1e9:.1f} GB in float32) or fewer experts (workload.experts)")
     return ""
+
+
+def _library_timed(engine, baseline: Schedule, c, seed: int, fold: dict, ran: RunStats) -> float:
+    """A data run executes a baseline's library launches as tasks (their data is what it checks);
+    its time is that of a timing run of the same schedule, where those launches last as long as
+    the library calls they stand for (:mod:`mkernel.sim.library`)."""
+    if not any(launch.library for launch in baseline.launches):
+        return ran.time_s
+    return engine.run(baseline, c, seed=seed, **fold).time_s
+
+
+def _paper_baseline(scenario: Scenario, engine, seed: int, fold: dict, base_s: float, base_name: str) -> dict:
+    """The paper's baseline beside ours: the op's own (build_paper_baseline, MoE's even all-to-all
+    then one dense GEMM) timed in a timing run, or, where the paper's baseline is the same NCCL +
+    cuBLAS / SDPA composition as ours, ours."""
+    module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
+    if not hasattr(module, "build_paper_baseline"):
+        return {"name": base_name, "time_s": base_s}
+    span = c.fold_nodes
+    kw = {"first_nodes": span} if fold.get("collapse") and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
+    paper = module.build_paper_baseline(w, c, **kw)
+    paper.validate(races=False)
+    ran = engine.run(paper, c, seed=seed, **fold)
+    return {"name": paper.variant, "time_s": ran.time_s}
 
 
 def _correct(fused: RunStats, base: RunStats, fused_err: float | None, base_err: float | None,

@@ -5,7 +5,8 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
 
     name = "paper-ib-2x8"              # defaults to the file's stem
     description = "..."
-    [cluster]          nodes*, gpus_per_node*, transport, notify, launch_us,
+    [cluster]          nodes*, gpus_per_node*, transport, notify, launch_us, kernels (measured: our
+                       kernels' calibrated speed; reference: cuBLAS / SDPA speed, mkernel.cluster),
                        hardware (a profile from `mkernel calibrate`: a path, or a bundled name
                        in scenarios/hardware/; its tables are the defaults this file overrides)
     [cluster.gpu]      name, sms, matmul_tflops, sm_matmul_tflops, hbm_gb_per_s, attention_efficiency,
@@ -17,7 +18,7 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
                        queue_depth, max_outstanding
     [cluster.fabric]   nodes_per_leaf (omit for a non-blocking fabric), oversubscription (spine, between leaf groups)
     [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles, causal, forward,
-                       baseline_channels, baseline_chunk_kib
+                       baseline_channels, baseline_chunk_kib, collectives (nccl or ir)
     [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
 
 Every problem is reported as one :class:`ScenarioError` naming the file, the dotted key and what
@@ -33,14 +34,15 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .cluster import NOTIFY_MODES, TRANSPORTS, Cluster, FabricSpec, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
+from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS, Cluster, FabricSpec, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
-from .problems import BASELINES, FORWARDS, KERNELS, ROUTINGS, Workload
+from .problems import BASELINES, COLLECTIVE_MODELS, FORWARDS, KERNELS, ROUTINGS, Workload
 
 DEFAULT_SCENARIO = "default"
 CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
-           "forward": FORWARDS, "routing": ROUTINGS, "baseline": BASELINES}
+           "forward": FORWARDS, "routing": ROUTINGS, "baseline": BASELINES,
+           "collectives": COLLECTIVE_MODELS, "kernels": KERNEL_PROFILES}
 SPECS = {"gpu": GpuSpec, "nvlink": NvlinkSpec, "nic": NicSpec, "proxy": ProxySpec, "fabric": FabricSpec}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),
               "ring_attention": ("m", "n", "k")}

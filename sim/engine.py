@@ -40,6 +40,7 @@ from .dispatch import NVLINK_OPS, Dispatch, Lane, Run
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
 from .hazards import ArrivalTracker, NullTracker
+from .library import LibraryCalls
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard
 from .sms import RolePool
@@ -71,6 +72,7 @@ class Model(Dispatch):
         self.nv_out = [Link("nvlink.out", nv) for _ in range(s.world)]
         self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
         self.net = Network(self, seed)
+        self.library = LibraryCalls(self)  # baseline launches that stand for a library call
         self.sm_copy = cost.bytes_per_us(c.sm_copy_gb_per_s)
         self.sm_stream = cost.bytes_per_us(c.gpu.sm_stream_gb_per_s)
         self.finish = [math.nan] * s.world
@@ -122,6 +124,9 @@ class Model(Dispatch):
         for li, launch in enumerate(self.s.launches):
             if li > 0:
                 yield self.env.timeout(self.c.launch_us)
+            if launch.library is not None and self.data is None:  # timed as the call (sim/library.py)
+                yield from self.library.enter(rank, li, launch.library)
+                continue
             if self.c.gpu.fused_call_us:  # entry and exit of the fused kernel, paid once per call
                 yield self.env.timeout(self.c.gpu.fused_call_us)
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Op, Region, Role, ScheduleBuilder, Signal, Wait
+from ..ir import Library, Op, Region, Role, ScheduleBuilder, Signal, Wait
 from ._tiling import baseline_rows_per_chunk, chunk_rows
 
 
@@ -246,7 +246,14 @@ def network_sms(channels: int, nodes: int) -> int:
     return max(1, channels // 4) if nodes > 1 else 0
 
 
-def flat_ring_launch(sb: ScheduleBuilder, c, w, name: str) -> None:
+def flat_ring_launch(sb: ScheduleBuilder, c, w, name: str, library: Library | None = None) -> None:
     ch = w.baseline_channels
     net = network_sms(ch, c.nodes)
-    sb.launch(name, {Role.INTRA: ch, Role.SEND: net, Role.RECV: net})
+    sb.launch(name, {Role.INTRA: ch, Role.SEND: net, Role.RECV: net}, library)
+
+
+def nccl_call(w, kind: str, nbytes: int) -> Library | None:
+    """The NCCL call a baseline's collective launch stands for (``nbytes`` per rank, nccl-tests'
+    sizes), so a timing run takes NCCL's time for it (:mod:`mkernel.sim.library`); None when the
+    workload times the declared rings instead (``collectives = "ir"``)."""
+    return Library(kind, int(nbytes)) if w.collectives == "nccl" else None

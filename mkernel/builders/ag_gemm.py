@@ -145,7 +145,8 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
     sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     S = _inputs(sb, w, c)
     ch = w.baseline_channels
-    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)})
+    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)},
+              coll.nccl_call(w, "all_gather", c.world * S * w.k * DTYPE_BYTES[w.dtype]))
     rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.k, DTYPE_BYTES[w.dtype])
     parts = max(1, min(S, ch // nodes if g > 1 else ch))
 

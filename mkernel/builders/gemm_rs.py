@@ -195,8 +195,9 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
     if c.world == 1:
         return sb.build(flops_per_gpu(w, c))
+    call = coll.nccl_call(w, "reduce_scatter", w.m * w.n * DTYPE_BYTES[w.dtype])
     if w.baseline == "ring":  # NCCL's flat ring over every rank
-        coll.flat_ring_launch(sb, c, w, "reducescatter")
+        coll.flat_ring_launch(sb, c, w, "reducescatter", call)
         parts = max(1, min(R, w.baseline_channels))
         blocks = [[split_rows(q * R, (q + 1) * R, parts)[p] for q in range(c.world)] for p in range(parts)]
         coll.reduce_scatter(sb, coll.flat_ring(c, w, blocks, w.n), src="P", inbuf="IN1", stage="STAGE",
@@ -204,7 +205,7 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
         return sb.build(flops_per_gpu(w, c))
     ch = w.baseline_channels
     sb.launch("reducescatter", {Role.INTRA: ch if g > 1 else 0, Role.SEND: coll.network_sms(ch, nodes),
-                                Role.RECV: coll.network_sms(ch, nodes)})
+                                Role.RECV: coll.network_sms(ch, nodes)}, call)
     rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.n, DTYPE_BYTES[w.dtype])
     parts = max(1, min(R, ch // nodes if g > 1 else ch))
 

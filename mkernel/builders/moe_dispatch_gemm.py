@@ -18,7 +18,8 @@ Fused schedule (design §6)::
     intra   | node destinations: gather each (local expert, source) segment straight into the
             | destination's expert input over NVLink, TOKEN_BLOCK tokens per gather
     send    | other nodes: gather the tokens routed to that node once (each token once per node, not
-            | once per expert or GPU), put them in chunks of CHUNK_BYTES to the rail peer there
+            | once per expert or GPU), a chunk of CHUNK_BYTES at a time, and put each chunk to the rail
+            | peer there as soon as it is staged
     intra   | rail peer: gather what arrived into its node's expert inputs, TOKEN_BLOCK tokens at a time
     compute | the grouped GEMM in input-availability order: tiles whose rows came from this rank's
             | own tokens first, then the node's, then other nodes'
@@ -28,6 +29,13 @@ the network, once per destination node.
 
 Baseline ("nccl_a2a+grouped_gemm"): an all-to-all that sends each token once per destination GPU
 (over the network to GPUs of other nodes), then the grouped GEMM on all SMs.
+
+The paper's baseline ("nccl_even_a2a+dense_gemm", :func:`build_paper_baseline`): an even
+all-to-all, every pair of ranks exchanging the same count of rows, one row per (token, expert)
+copy, padded to the largest pair's, then one dense, ungrouped GEMM over every received row. Its
+data path is ours (so a data run checks it the same way); its timing run takes the times of those
+two library calls (``Launch.library``): NCCL's alltoall of the padded buffers and a cuBLAS GEMM
+of world x pad rows.
 """
 from __future__ import annotations
 
@@ -38,7 +46,8 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
+from ..ir import DTYPE_BYTES, BufferKind, Library, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, \
+    paused_gc
 from ..problems import Workload
 from ..routing import Routing
 from . import _collectives as coll
@@ -175,11 +184,12 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
             if not toks:
                 continue
             base = m * per_node
-            staged = Signal(r, "staged", dn)
-            sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
-                   writes=(Region("SEND", r, base, base + len(toks), 0, w.k),), index=toks,
-                   signals=(staged,), label=f"tokens for node {m}")
-            for ci, (r0, r1) in enumerate(chunk_rows(0, len(toks), chunk)):
+            for ci, (r0, r1) in enumerate(chunk_rows(0, len(toks), chunk)):  # staged chunk by chunk, so the
+                # send SMs stage in parallel and the first put leaves after one chunk, not the whole buffer
+                staged = Signal(r, "staged", dn * per_node + ci)
+                sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
+                       writes=(Region("SEND", r, base + r0, base + r1, 0, w.k),), index=toks[r0:r1],
+                       signals=(staged,), label=f"tokens for node {m} chunk {ci}")
                 dst = node * per_node
                 sb.add(r, Role.SEND, Op.PUT, chunk=ci, waits=(Wait(staged, 1),),
                        reads=(Region("SEND", r, base + r0, base + r1, 0, w.k),),
@@ -211,8 +221,18 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 @paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs."""
+    return _a2a_then_gemm(w, c, first_nodes, paper=False)
+
+
+def build_paper_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
+    """The paper's: an even all-to-all of (token, expert) rows, then one dense GEMM (module docstring)."""
+    return _a2a_then_gemm(w, c, first_nodes, paper=True)
+
+
+def _a2a_then_gemm(w: Workload, c: Cluster, first_nodes: int, paper: bool) -> Schedule:
     check(w, c)
-    sb = ScheduleBuilder("moe_dispatch_gemm", "nccl_a2a+grouped_gemm", c.world, c.gpus_per_node, c.gpu.sms,
+    variant = "nccl_even_a2a+dense_gemm" if paper else "nccl_a2a+grouped_gemm"
+    sb = ScheduleBuilder("moe_dispatch_gemm", variant, c.world, c.gpus_per_node, c.gpu.sms,
                          first_nodes=first_nodes, grouped=grouped)
     routing = Routing(w, c.nodes, c.gpus_per_node)
     built = sb.ranks()
@@ -221,8 +241,15 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
     slot = max((len(per_dest(r, d)) for r in built for d in range(c.world) if c.node_of(d) != c.node_of(r)),
                default=0)
     _buffers(sb, w, c, rows, c.world * slot)
+    row_bytes = w.k * DTYPE_BYTES[w.dtype]
+    if paper:  # every pair sends the largest pair's count of (token, expert) rows
+        pad = max(sum(len(s.tokens) for s in routing.from_source(d, r)) for r in built for d in range(c.world))
+        a2a, gemm = coll.nccl_call(w, "alltoall", c.world * pad * row_bytes), Library("gemm", shape=(c.world * pad, w.n, w.k))
+    else:  # each rank sends each of its tokens once to every GPU holding one of its experts
+        sent = max(sum(len(per_dest(r, d)) for d in range(c.world)) for r in built)
+        a2a, gemm = coll.nccl_call(w, "alltoall", sent * row_bytes), None
     ch = w.baseline_channels
-    sb.launch("alltoall", {Role.INTRA: ch, Role.SEND: coll.network_sms(ch, c.nodes)})
+    sb.launch("alltoall", {Role.INTRA: ch, Role.SEND: coll.network_sms(ch, c.nodes)}, a2a)
     tokens = w.m // c.world
     def nearest(rank: int) -> list[int]:  # every rank, this rank's node first, then the next nodes
         return [c.rank((c.node_of(rank) + dn) % c.nodes, local) for dn in range(c.nodes)
@@ -258,7 +285,7 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
                        index=tuple(where[t] for t in s.tokens), signals=(Signal(d, "in_done"),),
                        label=f"a2a unpack from rank {r} expert {s.expert}")
     coll.drain(sb, "in_done")
-    sb.launch("grouped_gemm", {Role.COMPUTE: c.gpu.sms})
+    sb.launch("dense_gemm" if paper else "grouped_gemm", {Role.COMPUTE: c.gpu.sms}, gemm)
     for d in built:
         _gemm(sb, w, c, d, routing.segments(d), rows, lambda need, t0, t1: ())
     return sb.build(flops_per_gpu(w, c))

@@ -232,7 +232,9 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
     sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     rows = _buffers(sb, w, c)
     ch = w.baseline_channels
-    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)})
+    kv_bytes = 2 * c.world * rows * w.k * DTYPE_BYTES[w.dtype]  # K and V gathered in one NCCL group
+    sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)},
+              coll.nccl_call(w, "all_gather", kv_bytes))
     rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.k, DTYPE_BYTES[w.dtype])
     parts = max(1, min(rows, ch // nodes if g > 1 else ch))
 

@@ -21,7 +21,10 @@ on a GPU), so it is tested without one. What each parameter is fitted from:
   every SM, bytes read + written;
 - ``gpu.sm_stream_gb_per_s``: a copy kernel on 1-8 blocks, the median rate per block;
 - ``gpu.attention_efficiency``: flash SDPA TFLOPS / ``matmul_tflops``; ``fused_attention_efficiency``:
-  our fused attention at world 1 / flash SDPA;
+  our fused attention at world 1 / flash SDPA; ``reference_attention_efficiency``: torch's default SDPA
+  dispatch (what a user gets, cuDNN on the H200) / ``matmul_tflops``, the attention rate of the
+  ``reference`` kernel profile (the profile of a scenario's ``[cluster] kernels``: ``measured`` runs
+  the fused kernel at the efficiencies above, ``reference`` every compute role at library speed);
 - ``proxy.per_command_us`` and ``proxy.doorbell_us``: a least-squares fit of the loopback SIGNAL
   path's time per command against 1 / batch size (one driver call per batch);
 - ``gpu.fused_call_us``, ``gpu.fused_tile_us``: not from calibrate but from a world-1 ``mkernel bench``
@@ -102,6 +105,9 @@ def fit(raw: dict) -> dict:
                                                                     "median GB/s per block")
         at = raw["attention"]
         put("gpu.attention_efficiency", at["sdpa_tflops"] / mm["cublas_tflops"], f"flash SDPA {at['shape']} / matmul")
+        if at.get("sdpa_default_tflops"):  # the reference kernel profile's attention (mkernel.cluster)
+            put("gpu.reference_attention_efficiency", at["sdpa_default_tflops"] / mm["cublas_tflops"],
+                f"SDPA default dispatch {at['shape']} / matmul")
         if at.get("fused_tflops"):
             put("gpu.fused_attention_efficiency", at["fused_tflops"] / at["sdpa_tflops"],
                 f"mkernel fused attention at world 1 / flash SDPA, {at['shape']}")

@@ -180,6 +180,9 @@ def run_point(point: Point) -> dict:
     breakdown, proxy = result["breakdown"] or {}, result["proxy"] or {}
     return {**row, "fused_us": result["time_s"] * 1e6, "baseline": result["baseline"]["name"],
             "baseline_us": result["baseline"]["time_s"] * 1e6, "speedup": result["speedup"],
+            "paper_baseline": (result["paper_baseline"] or {}).get("name"),
+            "paper_baseline_us": (result["paper_baseline"] or {}).get("time_s", 0.0) * 1e6,
+            "paper_speedup": (result["paper_baseline"] or {}).get("speedup"), "kernels": result["kernels"],
             "tflops_per_gpu": result["tflops_per_gpu"],
             "baseline_tflops_per_gpu": result["baseline"]["tflops_per_gpu"],
             "nvlink_bytes_per_gpu": result["bytes_per_gpu"].get("nvlink", 0.0),

@@ -1,0 +1,65 @@
+"""The paper check (mkernel/studies/paper_check.py): its grading, and a slice of it in CI.
+
+The whole check (every op, size and testbed) is tools/studies/paper_check.py; its result and what misses
+and why are in docs/results/2026-12-02-paper-check.md. Here: the grading rules on made-up rows,
+and two figures on the simulator, one met and one missed (xfail, strict: a fix that meets it
+must update the note)."""
+from __future__ import annotations
+
+import pytest
+
+from mkernel.studies import paper_check
+from mkernel.studies.paper_check import Figure
+
+
+def _rows(op: str, testbed: str, speedups: dict[int, float]) -> list[dict]:
+    return [{"kernel": op, "testbed": testbed, "size": s, "paper_speedup": v, "kernels": "reference"}
+            for s, v in speedups.items()]
+
+
+def test_the_bundled_figures_cover_every_op_and_both_testbeds():
+    figures, tol = paper_check.load()
+    assert tol == 0.15
+    assert {f.op for f in figures} == {"ag_gemm", "gemm_ar", "gemm_rs", "moe_dispatch_gemm", "ring_attention"}
+    assert {f.testbed for f in figures} == {"paper-ib-2x8", "paper-efa-2x8"}
+
+
+def test_grading_a_peak_a_range_and_a_crossover():
+    peak = Figure("gemm_ar", "t", "peak", "q", value=1.5)
+    rng = Figure("gemm_rs", "t", "range", "q", low=1.0, high=1.3, min_size=16)
+    cross = Figure("gemm_rs", "t", "crossover", "q", min_size=16)
+    good = _rows("gemm_ar", "t", {8: 1.2, 16: 1.6}) + _rows("gemm_rs", "t", {8: 0.9, 16: 1.1, 32: 1.4})
+    v = {x.figure.check: x for x in paper_check.verdicts([peak, rng, cross], good, 0.15)}
+    assert v["peak"].ok and v["peak"].error == pytest.approx(1.6 / 1.5 - 1)
+    assert v["range"].ok  # 1.4 is within 15% of 1.3
+    assert v["crossover"].ok
+    bad = _rows("gemm_ar", "t", {8: 2.0}) + _rows("gemm_rs", "t", {8: 1.1, 16: 0.8, 32: 1.6})
+    v = {x.figure.check: x for x in paper_check.verdicts([peak, rng, cross], bad, 0.15)}
+    assert not v["peak"].ok and not v["range"].ok and not v["crossover"].ok
+    assert v["crossover"].error == 2  # both sides wrong
+    assert paper_check.verdicts([peak], _rows("gemm_ar", "other", {8: 1.5}), 0.15) == []  # not simulated: not graded
+
+
+def _figure(op: str, testbed: str, check: str) -> Figure:
+    figures, _ = paper_check.load()
+    return next(f for f in figures if (f.op, f.testbed, f.check) == (op, testbed, check))
+
+
+def test_ag_gemm_peak_on_efa_over_the_first_three_sizes(tmp_path):
+    fig = _figure("ag_gemm", "paper-efa-2x8", "peak")
+    rows = paper_check.run([fig], tmp_path, sizes=3)
+    (v,) = paper_check.verdicts([fig], rows, 0.15)
+    assert v.ok, v.detail
+
+
+@pytest.mark.xfail(strict=True, reason="GEMM+RS is faster than NCCL at M = 8192 in the simulator (1.04x on IB): "
+                                       "the paper's kernels pay a host synchronization per call (design section 9) "
+                                       "that ours do not; docs/results/2026-12-02-paper-check.md")
+def test_gemm_rs_is_slower_than_nccl_below_16k_on_ib(tmp_path):
+    fig = _figure("gemm_rs", "paper-ib-2x8", "crossover")
+    points = [p for p in paper_check.points([fig]) if p.size in (8192, 16384)]
+    from mkernel import sweep
+
+    rows = sweep.run_grid(points, tmp_path)
+    (v,) = paper_check.verdicts([fig], rows, 0.15)
+    assert v.ok, v.detail
