@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import math
 
-from mkernel import nccl
+from mkernel import cost, nccl
 from mkernel.ir import Library, Op, Region, Role, Task
-
-from . import cost
 
 GEMM_TILE = (128, 256)  # cuBLAS's large-shape bf16 tile on the H200 class (h200-facts: 128x256x64)
 
