@@ -18,7 +18,7 @@ bandwidth, a chunked pipeline with the most latency).
 
 Bandwidth of an algorithm = 1 / max over its links of (bytes the link carries per message byte /
 link rate): a GPU's NVLink port, its node's NICs together (ring and tree channels spread over
-every NIC of the node), or its own NIC (alltoall cannot aggregate NICs, nccl-tests issue 267).
+every NIC of the node), or its own NIC (alltoall cannot aggregate NICs, nccl-tests#267).
 Sizes follow nccl-tests: all-reduce the buffer, all-gather the output, reduce-scatter the input,
 alltoall the send buffer, per rank.
 """
@@ -72,7 +72,7 @@ TERMS = {
 @dataclass(frozen=True, slots=True)
 class Fabric:
     """What the model needs of a cluster. ``nvlink_gb_per_s``: one GPU's NVLink rate each way as
-    NCCL's copies reach it (370 on an H100 or H200, nccl-tests issue 212; 368 measured on ours);
+    NCCL's copies reach it (370 on an H100 or H200, nccl-tests#212; 368 measured on ours);
     ``nic_gb_per_s``: one GPU's NICs together, line rate each way."""
 
     nodes: int

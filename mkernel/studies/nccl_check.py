@@ -20,7 +20,7 @@ from .. import nccl
 MIN_BYTES = 1 << 20
 GOAL = 0.10
 # The machines of the published curves: NVLink rate through NCCL (GB/s each way: 370 on an H100,
-# nccl-tests issue 212; 368.5 measured on our H200 pair), NIC line rate per GPU, network.
+# nccl-tests#212; 368.5 measured on our H200 pair), NIC line rate per GPU, network.
 MACHINES = {"p5": (370.0, 50.0, "efa"), "ib8x400": (370.0, 50.0, "ib"), "h200x2": (368.5, 50.0, "ib")}
 
 
