@@ -1,9 +1,9 @@
-# Run as: python docs/results/data/paper-check-2026-12-02/whatif.py OUT (commit e1ff59f tree)
+# Run as: python docs/results/data/paper-check-2026-12-02/whatif.py OUT (run at commit e1ff59f, where the imports were from mkernel)
 """What-ifs for the paper check's misses: each point with the reference profile, then with the fused
 kernel's communication-task costs zeroed, then with a per-call host cost (the paper's host sync)."""
 import sys
 from pathlib import Path
-from mkernel import paper_check, sweep
+from mkernel.studies import paper_check, sweep
 figs, _ = paper_check.load()
 base = paper_check.points(figs)
 want = {("moe_dispatch_gemm", "paper-efa-2x8", 8192), ("moe_dispatch_gemm", "paper-efa-2x8", 32768),
