@@ -118,7 +118,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     base_err = _error(base, expected)
     timing = backend == "sim" and faults is None  # library calls are timed by their models (sim/library.py)
     base_s = _library_timed(engine, baseline, c, seed, fold, base) if timing and data else base.time_s
-    paper = _paper_baseline(scenario, engine, seed, fold, base_s, baseline.variant) if timing else None
+    paper = _paper_baseline(scenario, engine, seed, fold, base_s, baseline.variant, backend == "sim") if timing else None
     flops = fused.flops_per_gpu
     launch = fused.launches[0]
     source, base_source = _sources(backend, stats, c)
@@ -261,7 +261,8 @@ def _library_timed(engine, baseline: Schedule, c, seed: int, fold: dict, ran: Ru
     return engine.run(baseline, c, seed=seed, **fold).time_s
 
 
-def _paper_baseline(scenario: Scenario, engine, seed: int, fold: dict, base_s: float, base_name: str) -> dict:
+def _paper_baseline(scenario: Scenario, engine, seed: int, fold: dict, base_s: float, base_name: str,
+                    grouped: bool) -> dict:
     """The paper's baseline beside ours: the op's own (build_paper_baseline, MoE's even all-to-all
     then one dense GEMM) timed in a timing run, or, where the paper's baseline is the same NCCL +
     cuBLAS / SDPA composition as ours, ours."""
@@ -270,7 +271,7 @@ def _paper_baseline(scenario: Scenario, engine, seed: int, fold: dict, base_s: f
         return {"name": base_name, "time_s": base_s}
     span = c.fold_nodes
     kw = {"first_nodes": span} if fold.get("collapse") and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
-    paper = module.build_paper_baseline(w, c, **kw)
+    paper = module.build_paper_baseline(w, c, grouped=grouped, **kw)
     paper.validate(races=False)
     ran = engine.run(paper, c, seed=seed, **fold)
     return {"name": paper.variant, "time_s": ran.time_s}

@@ -6,7 +6,7 @@ compute role at cuBLAS / SDPA speed, as the paper's kernels run): the peak withi
 paper's, a range inside or within 15% of the paper's, or GEMM+RS's crossover (slower than NCCL
 below M = 16K, faster at and above). :func:`run` simulates the grid points the figures need
 (:mod:`mkernel.sweep`), :func:`verdicts` grades them, :func:`report` tabulates the error per op and
-testbed. ``python tools/studies/paper_check.py`` runs the whole grid; tests/test_paper.py a slice.
+testbed. ``python tools/studies/paper_check.py`` runs the whole grid; tests/sim/test_paper.py a slice.
 """
 from __future__ import annotations
 
