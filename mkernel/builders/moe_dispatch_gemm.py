@@ -221,7 +221,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 @paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs."""
-    return _a2a_then_gemm(w, c, first_nodes, paper=False)
+    return _a2a_then_gemm(w, c, first_nodes, paper=False, grouped=grouped)
 
 
 def build_paper_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Schedule:
@@ -229,7 +229,7 @@ def build_paper_baseline(w: Workload, c: Cluster, first_nodes: int = 0) -> Sched
     return _a2a_then_gemm(w, c, first_nodes, paper=True)
 
 
-def _a2a_then_gemm(w: Workload, c: Cluster, first_nodes: int, paper: bool) -> Schedule:
+def _a2a_then_gemm(w: Workload, c: Cluster, first_nodes: int, paper: bool, grouped: bool = False) -> Schedule:
     check(w, c)
     variant = "nccl_even_a2a+dense_gemm" if paper else "nccl_a2a+grouped_gemm"
     sb = ScheduleBuilder("moe_dispatch_gemm", variant, c.world, c.gpus_per_node, c.gpu.sms,

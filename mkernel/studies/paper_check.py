@@ -57,7 +57,7 @@ def points(figures: list[Figure], sizes: int | None = None, kernels: str = "refe
 
 def _node_symmetric(p: sweep.Point) -> tuple:
     """MoE with the grid's uniform routing, drawn node-symmetric (``shifted``) so that the
-    simulator folds the nodes (issue 10's grid does the same)."""
+    simulator folds the nodes (the scale-out study's MoE points do the same)."""
     return p.shape + ((("routing", "shifted"),) if p.kernel == "moe_dispatch_gemm" else ())
 
 

@@ -56,7 +56,9 @@ def test_a_huge_shape_is_refused_at_once_with_the_figures(capsys):
 
 
 def test_a_thousand_nodes_are_refused_and_collapse_is_offered(capsys):
-    _refused(capsys, ["run", "--nodes", "1000"], "1000x8 GPUs", "--collapse (simulate one node", "--force")
+    """Without folding (collapsed runs are the default and build one node: a result, not a refusal)."""
+    _refused(capsys, ["run", "--nodes", "1000", "--no-collapse"], "1000x8 GPUs", "--collapse (simulate one node",
+             "--force")
 
 
 @pytest.mark.parametrize("command", ["show", "explore"])

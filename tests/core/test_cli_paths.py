@@ -28,7 +28,7 @@ def no_work(monkeypatch):
     (["calibrate", "--out", "no-such-dir/p.toml"], "the folder no-such-dir does not exist"),
     (["calibrate", "--raw", "{tmp}"], "is a folder"),
     (["bench", "--out", "{tmp}/f.txt"], "is a file, not a folder"),
-    (["validate", "--calibration", "c.json", "--out", "no-such-dir/v.json"], "the folder no-such-dir does not exist"),
+    (["accuracy", "--calibration", "c.json", "--out", "no-such-dir/v.json"], "the folder no-such-dir does not exist"),
 ])
 def test_bad_output_path_is_one_line_before_any_work(argv, message, tmp_path, no_work, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

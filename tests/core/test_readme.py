@@ -154,7 +154,8 @@ def test_no_doc_links_outside_the_repository():
 
 
 def test_no_doc_or_user_read_comment_names_an_issue():
-    pattern = re.compile(r"\b(?<!can )[Ii]ssues? #?\d+")  # "one GPU can issue 63 puts" is a verb
+    # ours, not a verb ("one GPU can issue 63 puts") nor a cited NCCL issue ("nccl-tests issue 212", "[issue 267](...)")
+    pattern = re.compile(r"\b(?<!can )(?<!nccl-tests )(?<!nccl )(?<!NVIDIA/nccl )(?<!\[)[Ii]ssues? #?\d+")
     found = [f"{p.relative_to(ROOT)}:{no}: {line.strip()}" for p in _user_docs()
              for no, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, "\n".join(found)
