@@ -147,8 +147,7 @@ def test_no_doc_links_outside_the_repository():
     found = []
     for path in _user_docs():
         for no, line in enumerate(path.read_text().splitlines(), 1):
-            # README's first screen (lines 1-40) is the lead's; its two design links are left to them
-            if "../shared" in line and not (path.name == "README.md" and no <= 40):
+            if "../shared" in line:
                 found.append(f"{path.relative_to(ROOT)}:{no}: {line.strip()}")
     assert not found, "\n".join(found)
 
