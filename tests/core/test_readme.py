@@ -147,14 +147,14 @@ def test_no_doc_links_outside_the_repository():
     found = []
     for path in _user_docs():
         for no, line in enumerate(path.read_text().splitlines(), 1):
-            # README's first screen (lines 1-40) is the lead's; its two design links are left to them
-            if "../shared" in line and not (path.name == "README.md" and no <= 40):
+            if "../shared" in line:
                 found.append(f"{path.relative_to(ROOT)}:{no}: {line.strip()}")
     assert not found, "\n".join(found)
 
 
 def test_no_doc_or_user_read_comment_names_an_issue():
-    pattern = re.compile(r"\b(?<!can )[Ii]ssues? #?\d+")  # "one GPU can issue 63 puts" is a verb
+    # ours, not a verb ("one GPU can issue 63 puts") nor a cited NCCL issue ("nccl-tests issue 212", "[issue 267](...)")
+    pattern = re.compile(r"\b(?<!can )(?<!nccl-tests )(?<!nccl )(?<!NVIDIA/nccl )(?<!\[)[Ii]ssues? #?\d+")
     found = [f"{p.relative_to(ROOT)}:{no}: {line.strip()}" for p in _user_docs()
              for no, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, "\n".join(found)
