@@ -234,49 +234,77 @@ def _component(links) -> dict[Flow, None]:
 def max_min(flows: dict[Flow, None]) -> dict[Flow, float]:
     """Weighted max-min fair rates of ``flows`` (a whole component: every flow on their links is in
     it), by progressive filling: raise the rate of every unfrozen flow together; the next event is
-    a link filling up (its unfrozen flows freeze at that level) or a flow's cap (it freezes there)."""
+    a link filling up (its unfrozen flows freeze at that level) or a flow's cap (it freezes there).
+
+    The links' fill levels (capacity left / unfrozen weight) sit in a heap, renewed only for the
+    links of the flows that freeze, so a component with many distinct levels costs (flows x links
+    per flow) log(links), not levels x links."""
     rates: dict[Flow, float] = {}
     left: dict[Link, float] = {}  # capacity not taken by frozen flows
-    active_w: dict[Link, float] = {}  # weight of the unfrozen flows
+    active_w: dict[Link, float] = {}  # weight of the unfrozen flows, for links not yet full
     for flow in flows:
         for link in flow.links:
             if link not in left:
                 left[link] = link.capacity
                 active_w[link] = link.weight
+    version = dict.fromkeys(left, 0)
+    heap = [(left[link] / w, i, link, 0) for i, (link, w) in enumerate(active_w.items()) if w > 0]
+    heapq.heapify(heap)
+    seq = len(heap)
     active = dict(flows)
     capped = sorted((f.cap, i, f) for i, f in enumerate(flows) if f.cap < math.inf)
     next_cap = 0  # capped[next_cap:] holds the caps of flows that may still be active
     while active:
-        level, full = math.inf, []
-        for link, w in active_w.items():
-            if w > 0:
-                t = left[link] / w
-                if t < level * (1 - 1e-12):
-                    level, full = t, [link]
-                elif t <= level * (1 + 1e-12):
-                    full.append(link)
+        while heap and (heap[0][2] not in active_w or version[heap[0][2]] != heap[0][3]):
+            heapq.heappop(heap)  # a full link's, or superseded by a freeze on the link
+        level = heap[0][0] if heap else math.inf
         while next_cap < len(capped) and capped[next_cap][2] not in active:
             next_cap += 1
         cap = capped[next_cap][0] if next_cap < len(capped) else math.inf
+        full = []
         if cap <= level:
-            level, full = cap, []
+            level = cap
+        else:
+            while heap and heap[0][0] <= level * (1 + 1e-12):
+                _, _, link, ver = heapq.heappop(heap)
+                if link in active_w and version[link] == ver:
+                    full.append(link)
         if level == math.inf:  # flows on no finite link, uncapped: done at once
             rates.update(dict.fromkeys(active, math.inf))
             break
-        frozen = {f: None for f in active if f.cap <= level * (1 + 1e-12)} if cap <= level * (1 + 1e-12) else {}
+        frozen: dict[Flow, None] = {}
+        if cap <= level * (1 + 1e-12):
+            for c, _, f in capped[next_cap:]:
+                if c > level * (1 + 1e-12):
+                    break
+                if f in active:
+                    frozen[f] = None
         for link in full:
-            frozen.update(dict.fromkeys(f for f in link.flows if f in active))
+            for f in link.flows:
+                if f in active:
+                    frozen[f] = None
         if len(frozen) == len(active):  # the last level (often the only one): no bookkeeping left to do
-            rates.update((f, min(level, f.cap)) for f in frozen)
+            rates.update((f, level if level < f.cap else f.cap) for f in frozen)
             break
+        touched: dict[Link, None] = {}
         for flow in frozen:
-            rate = min(level, flow.cap)
+            rate = level if level < flow.cap else flow.cap
             rates[flow] = rate
             del active[flow]
             for link in flow.links:
                 w = link.flows[flow]
-                left[link] = max(0.0, left[link] - w * rate)
+                rest = left[link] - w * rate
+                left[link] = rest if rest > 0.0 else 0.0
                 active_w[link] -= w
+                touched[link] = None
         for link in full:
             del active_w[link]  # full: its flows are frozen
+        for link in touched:
+            if link in active_w:
+                version[link] += 1
+                w = active_w[link]
+                if w > 0:
+                    seq += 1
+                    heapq.heappush(heap, (left[link] / w, seq, link, version[link]))
     return rates
+
