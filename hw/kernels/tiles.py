@@ -213,8 +213,8 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
     q_ld, k_ld, v_ld = _m8(q_ld, 8), _m8(k_ld, 8), _m8(v_ld, 8)  # the plan checks these: 16-byte vectors
     q_c0, k_c0, v_c0 = _m8(q_c0, 8), _m8(k_c0, 8), _m8(v_c0, 8)
     q_rows, k_rows = q_rows.to(tl.int32), k_rows.to(tl.int32)
-    # scalar 64-bit pointers to each region's first element, 32-bit offsets inside it (a region's
-    # rows x ld fit: the plan checks), so a tile's address tensors take one register per vector
+    # a scalar 64-bit pointer to each region's first element and 32-bit offsets inside it: the offsets
+    # span one query tile (its rows x ld), so a tile's address tensors take one register per vector
     qp = _buf(bases, q_s, tl.bfloat16, 2) + q_r0.to(tl.int64) * q_ld + q_c0
     # K and V through TMA descriptors built here (one per region, in the launch's global scratch):
     # no per-thread addresses in the key loops, and rows past the region read as zeros
