@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--sizes", type=int, default=None, help="only the first N sizes of each op")
     sw.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
                     help="an option swept over its values (repeatable; the grid takes every combination): a "
-                         "workload key (forward, chunk_tiles, routing, baseline), a cluster key (transport, "
+                         "workload key (internode, chunk_tiles, routing, baseline), a cluster key (transport, "
                          "notify), SPEC.KEY (proxy.batch, nic.gbit_per_s, fabric.oversubscription) or controller")
     sw.add_argument("--workers", type=int, default=1, help="worker processes (each runs whole points)")
     sw.add_argument("--backend", choices=("sim", "hw"), default="sim",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
-FORWARDS = ("direct", "ring")  # how ag_gemm's shards reach nodes beyond the first neighbour
+INTERNODE = ("auto", "direct", "twoshot", "ring")  # the GEMM ops' inter-node algorithm (mkernel.builders._rail)
 ROUTINGS = ("uniform", "zipf", "shifted")  # shifted: node-symmetric uniform (mkernel.routing)
 BASELINES = ("hierarchical", "ring")
 # How a baseline's collectives are timed: "nccl", as the NCCL call they stand for (mkernel.nccl); "ir",
@@ -49,7 +49,7 @@ class Workload:
     baseline_channels: int = 16  # SMs an NCCL-style collective uses (its channel count)
     baseline_chunk_kib: int = 128  # bytes one ring step moves per chunk in the baseline (NCCL slice)
     causal: int = 0  # ring_attention: 1 for causal attention (zigzag split of the sequence)
-    forward: str = "direct"  # ag_gemm beyond two nodes: "direct" (one put per node) or "ring" (relay)
+    internode: str = "auto"  # the GEMM ops over the rails: INTERNODE, per op in builders/_rail.py
     experts: int = 256  # moe_dispatch_gemm: experts in all, experts / world per GPU
     topk: int = 8  # moe_dispatch_gemm: experts per token
     routing: str = "uniform"  # moe_dispatch_gemm: "uniform", "zipf" (skewed popularity) or "shifted"

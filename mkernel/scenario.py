@@ -17,7 +17,7 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
     [cluster.proxy]    gpu_enqueue_us, poll_us, per_command_us, doorbell_us, batch, batch_window_us,
                        queue_depth, max_outstanding
     [cluster.fabric]   nodes_per_leaf (omit for a non-blocking fabric), oversubscription (spine, between leaf groups)
-    [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles, causal, forward,
+    [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles, causal, internode,
                        baseline_channels, baseline_chunk_kib, collectives (nccl or ir)
     [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
 
@@ -37,11 +37,11 @@ from pathlib import Path
 from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS, Cluster, FabricSpec, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
-from .problems import BASELINES, COLLECTIVE_MODELS, FORWARDS, KERNELS, ROUTINGS, Workload
+from .problems import BASELINES, COLLECTIVE_MODELS, INTERNODE, KERNELS, ROUTINGS, Workload
 
 DEFAULT_SCENARIO = "default"
 CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
-           "forward": FORWARDS, "routing": ROUTINGS, "baseline": BASELINES,
+           "internode": INTERNODE, "routing": ROUTINGS, "baseline": BASELINES,
            "collectives": COLLECTIVE_MODELS, "kernels": KERNEL_PROFILES}
 SPECS = {"gpu": GpuSpec, "nvlink": NvlinkSpec, "nic": NicSpec, "proxy": ProxySpec, "fabric": FabricSpec}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),

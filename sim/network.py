@@ -291,7 +291,8 @@ class Network:
     def _next_poll(self) -> float:
         """When a proxy polling every ``poll_us`` next looks (now, if it never sleeps)."""
         poll = self.c.proxy.poll_us
-        return self.env.now if poll <= 0 else math.ceil(self.env.now / poll - 1e-9) * poll
+        # the tolerance keeps a time a rounding error past a poll on that poll, never before now
+        return self.env.now if poll <= 0 else max(self.env.now, math.ceil(self.env.now / poll - 1e-9) * poll)
 
     def links(self) -> list[Link]:
         return [link for per in self.nic_out + self.nic_in + self.spine_up + self.spine_down for link in per]

@@ -33,6 +33,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
+from . import _rail as rail
 from ._tiling import baseline_rows_per_chunk, chunk_rows, row_step, runs, split_rows, tile_grid
 
 CHUNK_ROWS = 128  # rows of A per network chunk (design §6)
@@ -97,7 +98,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         peers = [c.rank(node, (local + d) % g) for d in range(1, g)]
-        if nodes > 1 and w.forward == "ring":  # own shard to the next node; relay what the previous sends
+        if nodes > 1 and rail.choose(w, c) == "ring":  # own shard to the next node; relay what the previous sends
             nxt = c.rank((node + 1) % nodes, local)
             for hop in range(nodes - 1):
                 q = c.rank((node - hop) % nodes, local)  # the shard this rank relays at this hop

@@ -26,6 +26,8 @@ all-gather) among rail peers on each rank's 1/G, ring all-gather in the node.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,6 +36,8 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
+from . import _rail as rail
+from ._rail import rail_collective
 from ._tiling import baseline_rows_per_chunk, batches, row_step, runs, split_rows, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
@@ -55,6 +59,13 @@ def check(w: Workload, c: Cluster) -> None:
                            f" of {c.gpu.sms}")
 
 
+def node_symmetric(w: Workload, c: Cluster) -> bool:
+    """Whether every node runs node 0's queues under the node shift: always with ``direct``; with a
+    grouped algorithm each node visits a group's chunks in its own order, so only if every tile
+    has one shape (a ragged edge tile would sit at another place of each node's queue)."""
+    return rail.choose(w, c) not in rail.GROUPED or (w.m % w.tile_m == 0 and w.n % w.tile_n == 0)
+
+
 def flops_per_gpu(w: Workload, c: Cluster) -> float:
     return 2.0 * w.m * w.n * w.k
 
@@ -74,9 +85,14 @@ def _inputs(sb: ScheduleBuilder, w: Workload) -> None:
 def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
-    g, nodes = c.gpus_per_node, c.nodes
+    g, nodes, ct = c.gpus_per_node, c.nodes, w.chunk_tiles
+    algorithm = rail.choose(w, c)
     tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
     slots = math.ceil(len(tiles) / g)
+    nchunks = math.ceil(slots / ct)
+    # chunks in groups of N, each whole for every owner (the last owners may have a slot less); the
+    # rest go direct
+    whole = len(tiles) // g // ct // nodes * nodes if algorithm in rail.GROUPED else 0
     sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     _inputs(sb, w)
     if g > 1:
@@ -84,43 +100,42 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     if nodes > 1:
         sb.buffer("PART", slots * w.tile_m, w.tile_n, w.dtype)
         sb.buffer("RECV", nodes * slots * w.tile_m, w.tile_n, w.dtype)
+    if whole:
+        sb.buffer("FIN", slots * w.tile_m, w.tile_n, w.dtype)  # every chunk's final sum, slot by slot
+        if algorithm == "ring":
+            sb.buffer("STAGE", slots * w.tile_m, w.tile_n, w.dtype)
     sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
     sb.launch("fused", _roles(w, c))
+    order = {node: rail.chunk_order(nchunks, whole, nodes, node, algorithm) for node in sb.nodes()}
+    pos = {node: {ci: j for j, ci in enumerate(o)} for node, o in order.items()}
 
-    def tile_reg(buf: str, rank: int, t) -> Region:
-        return Region(buf, rank, t.row0, t.row1, t.col0, t.col1)
-
-    def slot_reg(buf: str, rank: int, t, section: int = 0) -> Region:
-        r0 = (section * slots + t.index // g) * w.tile_m
-        return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
-
-    def chunk_reg(buf: str, rank: int, chunk, section: int = 0) -> Region:
-        """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
-        of ragged edge tiles included."""
-        r0 = (section * slots + chunk[0].index // g) * w.tile_m
-        return Region(buf, rank, r0, r0 + len(chunk) * w.tile_m, 0, w.tile_n)
-
-    def chunk_of(t) -> int:
-        return (t.index // g) // w.chunk_tiles
+    def rel(node: int, index: int) -> int:
+        """A tile's signal index on ``node``: its slot's place in the node's chunk order (the tile
+        index itself when chunks go in order), so the queues stay node-symmetric."""
+        slot = index // g
+        return (pos[node][slot // ct] * ct + slot % ct) * g + index % g
 
     def out_done(rank: int) -> Signal:
         return Signal(rank, "out_done")
 
-    for rank in sb.ranks():  # compute: slot-major, own tile first within each slot
+    regs = _Regions(w, slots, g)
+    for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
-        order = [tiles[idx] for slot in range(slots) for d in range(g) if (idx := slot * g + (local + d) % g) < len(tiles)]
+        order_tiles = [tiles[idx] for ci in order[node] for slot in range(ci * ct, min(slots, (ci + 1) * ct))
+                       for d in range(g) if (idx := slot * g + (local + d) % g) < len(tiles)]
         # one group per run of tiles along a row that share how their signal steps: a cycle of owners
         # (g > 1), a chunk (one node's PART slots), or nothing (the output itself)
-        for run in runs(order, period=g if g > 1 else w.chunk_tiles if nodes > 1 else 0):
+        for run in runs(order_tiles, period=g if g > 1 else ct if nodes > 1 else 0):
             t = run[0]
             owner = c.rank(node, t.index % g)
             if g > 1:
-                dst, sig, moves = tile_reg("P", rank, t), (Signal(owner, "contrib", t.index),), ((0, 0, t.cols), (1, 1))
+                dst, sig, moves = (regs.tile("P", rank, t), (Signal(owner, "contrib", rel(node, t.index)),),
+                                   ((0, 0, t.cols), (1, 1)))
             elif nodes > 1:
-                dst, sig, moves = (slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", chunk_of(t)),),
+                dst, sig, moves = (regs.slot("PART", rank, t), (Signal(rank, "chunk_ready", pos[node][t.index // ct]),),
                                    ((0, w.tile_m, 0), (0, 0)))
             else:
-                dst, sig, moves = tile_reg("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0))
+                dst, sig, moves = regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0))
             sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
                    label="tile {}", count=len(run), step=Step(((0, 0, 0), (0, 0, t.cols), moves[0]), (moves[1],),
@@ -128,66 +143,125 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
-        owned = [t for t in tiles if t.index % g == local]
-        chunks = batches(owned, w.chunk_tiles)
+        chunks = batches([t for t in tiles if t.index % g == local], ct)  # this owner's, by absolute number
+        visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
         if g > 1:
-            _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done)
+            _intra_queue(sb, w, c, rank, peers, visit, whole, regs, lambda t, node=node: rel(node, t.index), out_done)
         if nodes > 1:
-            others = [(node + d) % nodes for d in range(1, nodes)]
-            for ci, chunk in enumerate(chunks):
-                ready = Wait(Signal(rank, "chunk_ready", ci), len(chunk))
-                for m in others:
-                    peer = c.rank(m, local)
-                    sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=ci,
-                           reads=(chunk_reg("PART", rank, chunk),), writes=(chunk_reg("RECV", peer, chunk, node),),
-                           signals=(Signal(peer, "arrived", ci),), label=f"chunk {ci} to node {m}")
-            for ci, chunk in enumerate(chunks):
-                # the other nodes' sums have landed, and so has this node's own sum of the chunk
-                waits = (Wait(Signal(rank, "arrived", ci), nodes - 1), Wait(Signal(rank, "chunk_ready", ci), len(chunk)))
-                for run in runs(chunk, stride=g):
-                    t = run[0]
-                    sig = (Signal(rank, "final", t.index),) if g > 1 else ()
-                    sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
-                           reads=(slot_reg("PART", rank, t),) + tuple(slot_reg("RECV", rank, t, m) for m in others),
-                           writes=(tile_reg("OUT", rank, t),), signals=sig + (out_done(rank),),
-                           label="tile {} add remote", count=len(run),
-                           step=Step(((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),), ((0, g),) * len(sig) + ((0, 0),),
-                                     label=(t.index, g)))
+            ctx = _Rank(sb, w, c, rank, regs, nchunks, out_done)
+            if whole:
+                rail_collective(ctx, visit[:whole], algorithm)
+            _direct_exchange(ctx, visit[whole:], lambda t, node=node: rel(node, t.index))
     _drain(sb, c, out_done)
     return sb.build(flops_per_gpu(w, c))
 
 
-def _intra_queue(sb, w, rank, peers, chunks, nodes, tile_reg, slot_reg, out_done) -> None:
-    """Reductions of the owner's tiles, with each chunk's broadcast BCAST_LAG chunks later."""
-    g = len(peers)
-    lag = BCAST_LAG if nodes > 1 else 0
+class _Regions:
+    """Where a tile sits in each buffer: OUT and P by the tile itself; PART, RECV, STAGE and FIN
+    slot by slot (one tile_m x tile_n slot per owned tile, so a chunk of slots is one message)."""
 
-    def bcast(chunk) -> None:
+    def __init__(self, w: Workload, slots: int, g: int) -> None:
+        self.w, self.slots, self.g = w, slots, g
+
+    def tile(self, buf: str, rank: int, t) -> Region:
+        return Region(buf, rank, t.row0, t.row1, t.col0, t.col1)
+
+    def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
+        r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
+        return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
+
+    def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
+        """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
+        of ragged edge tiles included."""
+        r0 = (section * self.slots + chunk[0].index // self.g) * self.w.tile_m
+        return Region(buf, rank, r0, r0 + len(chunk) * self.w.tile_m, 0, self.w.tile_n)
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """What the network phase of one rank needs from its build."""
+
+    sb: ScheduleBuilder
+    w: Workload
+    c: Cluster
+    rank: int
+    regs: _Regions
+    nchunks: int
+    out_done: Callable[[int], Signal]
+
+
+def _direct_exchange(x: _Rank, visit: list, rel: Callable) -> None:
+    """The one-shot exchange: each chunk of sums to every rail peer, and each rank adds all N."""
+    sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
+    g, nodes, node, local = c.gpus_per_node, c.nodes, c.node_of(rank), c.local_of(rank)
+    others = [(node + d) % nodes for d in range(1, nodes)]
+    for j, ci, chunk in visit:
+        ready = Wait(Signal(rank, "chunk_ready", j), len(chunk))
+        for m in others:
+            peer = c.rank(m, local)
+            sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=j,
+                   reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
+                   signals=(Signal(peer, "arrived", j),), label=f"chunk {ci} to node {m}")
+    for j, ci, chunk in visit:
+        # the other nodes' sums have landed, and so has this node's own sum of the chunk
+        waits = (Wait(Signal(rank, "arrived", j), nodes - 1), Wait(Signal(rank, "chunk_ready", j), len(chunk)))
         for run in runs(chunk, stride=g):
             t = run[0]
-            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", t.index), 1),),
-                   reads=tuple(tile_reg("OUT", rank, t) for _ in peers[1:]),
-                   writes=tuple(tile_reg("OUT", p, t) for p in peers[1:]),
+            sig = (Signal(rank, "final", rel(t)),) if g > 1 else ()
+            sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
+                   reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in others),
+                   writes=(regs.tile("OUT", rank, t),), signals=sig + (x.out_done(rank),),
+                   label="tile {} add remote", count=len(run),
+                   step=Step(((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),), ((0, g),) * len(sig) + ((0, 0),),
+                             label=(t.index, g)))
+
+
+def _intra_queue(sb, w, c, rank, peers, visit, whole, regs, rel, out_done) -> None:
+    """Reductions of the owner's tiles in the node's chunk order, each chunk's broadcast behind them:
+    ``BCAST_LAG`` chunks behind for a chunk that goes direct, the whole next group behind for one
+    in a group (its final sum needs every node's part of the group)."""
+    g, nodes = len(peers), c.nodes
+    lag = BCAST_LAG if nodes > 1 else 0
+    last = len(visit) - 1
+    after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
+
+    def bcast(j: int, chunk) -> None:
+        for run in runs(chunk, stride=g):
+            t = run[0]
+            if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
+                own = j % nodes == nodes - 1
+                sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "fin", j), len(chunk) if own else 1),),
+                       reads=tuple(regs.slot("FIN", rank, t) for _ in peers),
+                       writes=tuple(regs.tile("OUT", p, t) for p in peers),
+                       signals=tuple(out_done(p) for p in peers), label="tile {} bcast", count=len(run),
+                       step=Step(((0, w.tile_m, 0),) * g + ((0, 0, t.cols * g),) * g, waits=(0,), label=(t.index, g)))
+                continue
+            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel(t)), 1),),
+                   reads=tuple(regs.tile("OUT", rank, t) for _ in peers[1:]),
+                   writes=tuple(regs.tile("OUT", p, t) for p in peers[1:]),
                    signals=tuple(out_done(p) for p in peers[1:]), label="tile {} bcast", count=len(run),
                    step=Step(((0, 0, t.cols * g),) * (2 * g - 2), waits=(g,), label=(t.index, g)))
 
-    for ci, chunk in enumerate(chunks):
+    pending = []
+    for (j, ci, chunk), due in zip(visit, after):
         for run in runs(chunk, stride=g):
             t = run[0]
             if nodes > 1:
-                dst, sig, moves = slot_reg("PART", rank, t), (Signal(rank, "chunk_ready", ci),), ((0, w.tile_m, 0), ((0, 0),))
+                dst, sig, moves = regs.slot("PART", rank, t), (Signal(rank, "chunk_ready", j),), ((0, w.tile_m, 0), ((0, 0),))
             else:
-                dst, sig = tile_reg("OUT", rank, t), (Signal(rank, "final", t.index), out_done(rank))
+                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel(t)), out_done(rank))
                 moves = ((0, 0, t.cols * g), ((0, g), (0, 0)))
-            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", t.index), g),),
-                   reads=tuple(tile_reg("P", p, t) for p in peers), writes=(dst,), signals=sig,
+            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", rel(t)), g),),
+                   reads=tuple(regs.tile("P", p, t) for p in peers), writes=(dst,), signals=sig,
                    label="tile {} reduce", count=len(run),
                    step=Step(((0, 0, t.cols * g),) * g + (moves[0],), moves[1], waits=(g,), label=(t.index, g)))
-        if ci >= lag:
-            bcast(chunks[ci - lag])
-    for chunk in chunks[max(0, len(chunks) - lag):]:
-        bcast(chunk)
+        pending.append((due, j, chunk))
+        while pending and pending[0][0] <= j:
+            _, jb, cb = pending.pop(0)
+            bcast(jb, cb)
+    for _, jb, cb in pending:
+        bcast(jb, cb)
 
 
 def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:

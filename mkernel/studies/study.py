@@ -67,7 +67,7 @@ def grid(kernels=KERNELS) -> list[Point]:
             pts += _points(cluster, nodes, 8, ks)
         if "ag_gemm" in ks:
             for cluster in (BASE, "efa-400g-rail", "ib-400g-2to1"):
-                pts += _points(cluster, nodes, 8, ["ag_gemm"], [("forward", "ring")])
+                pts += _points(cluster, nodes, 8, ["ag_gemm"], [("internode", "ring")])
         if "moe_dispatch_gemm" in ks and nodes in SKEW_NODES:
             for cluster in (BASE, "efa-400g-rail", "ib-800g-rail", "ib-400g-2to1"):
                 pts += _points(cluster, nodes, 8, ["moe_dispatch_gemm"], [("routing", "zipf")], small)
@@ -250,7 +250,7 @@ def _options(plt, rows, kernels):
 
 
 OPTION_CASES = [  # (option, cluster, label, ops it applies to): the option against the same cluster without it;
-    ("forward=ring", BASE, "AG+GEMM ring forwarding / direct", {"ag_gemm"}),  # no option: against BASE
+    ("internode=ring", BASE, "AG+GEMM ring forwarding / direct", {"ag_gemm"}),  # no option: against BASE
     ("routing=zipf", BASE, "MoE Zipf routing / shifted uniform", {"moe_dispatch_gemm"}),
     ("transport=ibgda", BASE, "IBGDA / host proxy", None),
     ("proxy.batch=1", BASE, "proxy batch 1 / batch 8", None),

@@ -4,7 +4,7 @@ processes, resumably, and tabulate and plot it.
 A :class:`Point` is one fused-vs-baseline run on the sim backend: a scenario (a bundled name such
 as ``scaleout/ib-400g-rail-16x8``, or a file), an op and its shape, and option overrides (any
 workload, cluster or cluster-spec key: ``transport=efa_srd``, ``proxy.batch=1``,
-``forward=ring``, ``controller=adaptive``). Every point's scenario is built and checked before the
+``internode=ring``, ``controller=adaptive``). Every point's scenario is built and checked before the
 first run, so a bad grid fails at once with one message. Rows are appended to ``results.jsonl`` in
 the output folder as points finish (by the parent process only), so a killed sweep resumes where it
 stopped; ``results.csv`` and ``results.json`` are rewritten at the end. A point whose run fails (a

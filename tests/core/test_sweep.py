@@ -43,9 +43,9 @@ def test_small_sweep_writes_rows_resumes_and_plots(tmp_path, capsys):
 def test_options_expand_to_every_combination_and_reach_the_scenario():
     combos = parse_options(["proxy.batch=1,8", "transport=ib_rc,efa_srd", "fabric.oversubscription=2"])
     assert len(combos) == 4 and (("proxy.batch", 1), ("transport", "efa_srd"), ("fabric.oversubscription", 2)) in combos
-    sc = apply_options(load_scenario("paper-ib-2x8"), (("proxy.batch", 1), ("forward", "ring"),
+    sc = apply_options(load_scenario("paper-ib-2x8"), (("proxy.batch", 1), ("internode", "ring"),
                                                        ("fabric.oversubscription", 2), ("nic.gbit_per_s", 800)), "t")
-    assert sc.cluster.proxy.batch == 1 and sc.workload.forward == "ring"
+    assert sc.cluster.proxy.batch == 1 and sc.workload.internode == "ring"
     assert sc.cluster.fabric.oversubscription == 2.0 and sc.cluster.nic.gbit_per_s == 800.0
 
 

@@ -37,7 +37,7 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=
 CLUSTER_KEYS = ["nodes", "gpus_per_node", "transport", "notify", "launch_us", "name", "bogus"]
 SPEC_KEYS = {"gpu": ["sms", "matmul_tflops", "name"], "nvlink": ["bw_gb_per_s", "latency_us"],
              "nic": ["count", "gbit_per_s", "latency_us"], "proxy": ["batch", "queue_depth", "poll_us"]}
-WORKLOAD_KEYS = ["kernel", "m", "n", "k", "tile_m", "tile_n", "chunk_tiles", "causal", "forward", "experts",
+WORKLOAD_KEYS = ["kernel", "m", "n", "k", "tile_m", "tile_n", "chunk_tiles", "causal", "internode", "experts",
                  "topk", "routing", "routing_seed", "baseline", "dtype", "routes", "sms", "nonsense"]
 
 

@@ -26,7 +26,7 @@ CLUSTERS = [(1, 1), (1, 4), (2, 2), (3, 2), (2, 4), (4, 2, 2)]  # (nodes, gpus[,
 VARIANTS = {
     "gemm_ar": [dict(baseline="hierarchical"), dict(baseline="ring")],
     "gemm_rs": [dict(baseline="hierarchical"), dict(baseline="ring")],
-    "ag_gemm": [dict(baseline="hierarchical"), dict(baseline="ring", forward="ring")],
+    "ag_gemm": [dict(baseline="hierarchical"), dict(baseline="ring", internode="ring")],
     "ring_attention": [dict(), dict(causal=1)],
     "moe_dispatch_gemm": [dict(routing="uniform"), dict(routing="zipf"), dict(routing="shifted")],
 }

@@ -105,7 +105,7 @@ def test_fused_beats_baseline_on_a_communication_heavy_shape(module):
 def test_ag_gemm_ring_forwarding_matches_numpy_and_sends_the_same_bytes(nodes, gpus):
     """Relaying shards node to node moves, per GPU, the same (nodes - 1) shards as direct sends."""
     c = Cluster("t", nodes, gpus, transport="efa_srd")
-    w = Workload(kernel="ag_gemm", m=150 * c.world, n=264, k=40, forward="ring")
+    w = Workload(kernel="ag_gemm", m=150 * c.world, n=264, k=40, internode="ring")
     s = ag_gemm.build(w, c)
     s.validate()
     inputs = ag_gemm.make_inputs(w, c, np.random.default_rng(5))

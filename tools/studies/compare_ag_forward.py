@@ -26,7 +26,7 @@ def main() -> None:
         c = dataclasses.replace(base.cluster, nodes=nodes)
         for m in args.sizes:
             w = Workload(kernel="ag_gemm", m=m, n=m // c.world, k=m)
-            times = [SimBackend().run(ag_gemm.build(dataclasses.replace(w, forward=f), c), c, collapse=True).time_s
+            times = [SimBackend().run(ag_gemm.build(dataclasses.replace(w, internode=f), c), c, collapse=True).time_s
                      for f in ("direct", "ring")]
             baseline = SimBackend().run(ag_gemm.build_baseline(w, c), c, collapse=True).time_s
             print(f"| {nodes} | {m} | {times[0] * 1e6:.1f} | {times[1] * 1e6:.1f} | {baseline * 1e6:.1f} |")

@@ -1,0 +1,81 @@
+"""The fused GEMM ops' inter-node algorithms (mkernel/builders/_rail.py): every one matches numpy in
+data mode with the race proof on, sends its closed-form bytes, and ``auto`` picks as declared."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from mkernel import Cluster, Workload, reference
+from mkernel.builders import _rail as rail
+from mkernel.builders import ag_gemm, gemm_ar
+from mkernel.errors import ProblemError
+from mkernel.report import static_bytes
+from mkernel.runner import DATA_RTOL
+from mkernel.sim import SimBackend
+
+TOPOLOGIES = [(2, 1), (2, 2), (3, 2), (4, 1), (4, 4), (2, 8), (8, 1)]
+
+
+def _check(module, w: Workload, c: Cluster, seed: int) -> None:
+    inputs = module.make_inputs(w, c, np.random.default_rng(seed))
+    expected = getattr(reference, w.kernel)(inputs)["OUT"]
+    s = module.build(w, c)
+    s.validate()  # races included
+    out = SimBackend().run(s, c, inputs=inputs).outputs["OUT"]
+    for rank, (o, e) in enumerate(zip(out, expected)):
+        err = reference.relative_error(o, e)
+        assert err <= DATA_RTOL, f"{w.internode} rank {rank}: relative error {err}"
+
+
+@pytest.mark.parametrize("transport", ["ib_rc", "efa_srd"])
+@pytest.mark.parametrize("algorithm", ["direct", "twoshot", "ring"])
+@pytest.mark.parametrize("nodes,gpus", TOPOLOGIES)
+def test_gemm_ar_algorithms_match_numpy(nodes, gpus, algorithm, transport):
+    # 1100 x 520 in 128 x 256 tiles: 27 tiles with ragged edges on both axes; one tile per chunk, so
+    # every topology gets whole groups of N chunks and (mostly) a direct tail after them
+    w = Workload(m=1100, n=520, k=48, chunk_tiles=1, internode=algorithm)
+    _check(gemm_ar, w, Cluster("t", nodes, gpus, transport=transport), nodes * 100 + gpus)
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "ring"])
+@pytest.mark.parametrize("nodes,gpus", [(2, 2), (3, 2), (4, 1), (4, 4)])
+def test_ag_gemm_forwarding_matches_numpy(nodes, gpus, algorithm):
+    c = Cluster("t", nodes, gpus)
+    _check(ag_gemm, Workload(kernel="ag_gemm", m=136 * c.world, n=264, k=40, internode=algorithm), c, nodes + gpus)
+
+
+@pytest.mark.parametrize("algorithm", ["twoshot", "ring"])
+@pytest.mark.parametrize("nodes,gpus", [(2, 2), (4, 2), (8, 1), (16, 2)])
+def test_grouped_all_reduce_sends_two_shares_less_one_in_n(nodes, gpus, algorithm):
+    """Reduce-scatter then all-gather: each GPU sends 2 (N - 1) / N of its owned share over the
+    network, however many nodes (direct sends N - 1 shares)."""
+    c = Cluster("t", nodes, gpus)
+    w = Workload(m=128 * nodes, n=256 * gpus * 2, k=32, chunk_tiles=1, internode=algorithm)  # no tail
+    share = w.m * w.n * 2 / gpus
+    assert static_bytes(gemm_ar.build(w, c))["network"] == [2 * (nodes - 1) / nodes * share] * c.world
+    direct = dataclasses.replace(w, internode="direct")
+    assert static_bytes(gemm_ar.build(direct, c))["network"] == [(nodes - 1) * share] * c.world
+
+
+def test_auto_picks_direct_at_two_nodes_and_twoshot_beyond():
+    w = Workload(m=4096, n=4096, k=64)
+    assert rail.choose(w, Cluster("t", 1, 8)) == "direct"
+    assert rail.choose(w, Cluster("t", 2, 8)) == "direct"
+    assert [rail.choose(w, Cluster("t", n, 8)) for n in (4, 16, 64)] == ["twoshot"] * 3
+    assert rail.choose(dataclasses.replace(w, internode="ring"), Cluster("t", 4, 8)) == "ring"
+
+
+def test_an_algorithm_the_op_lacks_is_refused_by_name():
+    with pytest.raises(ProblemError, match="ag_gemm has no internode = 'twoshot'; allowed: auto, direct, ring"):
+        ag_gemm.build(Workload(kernel="ag_gemm", m=512, n=256, k=64, internode="twoshot"), Cluster("t", 2, 2))
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 5])
+def test_each_node_visits_a_group_in_its_own_order_and_the_tail_in_order(nodes):
+    for algorithm in rail.GROUPED:
+        orders = [rail.chunk_order(2 * nodes + 1, 2 * nodes, nodes, n, algorithm) for n in range(nodes)]
+        for n, order in enumerate(orders):
+            assert sorted(order) == list(range(2 * nodes + 1)) and order[-1] == 2 * nodes
+            assert order[nodes - 1] == n and order[2 * nodes - 1] == nodes + n  # the own chunk last in a group
