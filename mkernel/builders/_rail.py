@@ -27,11 +27,13 @@ from ..problems import Workload
 
 ALGORITHMS = {"gemm_ar": ("direct", "twoshot", "ring"), "gemm_rs": ("direct",), "ag_gemm": ("direct", "ring")}
 GROUPED = ("twoshot", "ring")  # the algorithms that work on groups of N chunks
-# auto: GEMM+AR's one-shot exchange sends N - 1 shares; the two-step ones 2 (N - 1) / N in two hops.
-# At 2 nodes both send one share and direct is one hop shorter; beyond, twoshot sends fewer bytes
-# than direct and takes 2 hops against the ring's 2 (N - 1) (docs/scaling.md, the algorithm study).
+# auto, from the simulated study (docs/scaling.md): GEMM+AR's one-shot exchange sends N - 1 shares,
+# the grouped ones 2 (N - 1) / N; at 2 nodes both send one share and direct is a hop shorter, beyond
+# it twoshot (two hops) beats the ring (2 (N - 1) hops). AG+GEMM's ring staggers the arrivals, so
+# compute starts on each shard as it lands, where direct sends share the NIC and land together; the
+# relay's N - 1 hops cost more than that beyond 32 nodes, and on SRD's per-message costs from 8.
 AUTO_AR_DIRECT_NODES = 2
-AUTO_AG_RING_FROM_NODES = 0  # 0: AG+GEMM's auto never relays (direct wins or ties at every node count studied)
+AUTO_AG_RING_NODES = {"ib_rc": (3, 32), "ibgda": (3, 32)}  # per transport: node counts where ag_gemm relays
 
 
 def choose(w: Workload, c: Cluster) -> str:
@@ -41,12 +43,14 @@ def choose(w: Workload, c: Cluster) -> str:
     if w.internode != "auto":
         if w.internode not in allowed:
             raise ProblemError(f"{w.kernel} has no internode = {w.internode!r}; allowed: auto, {', '.join(allowed)}")
-        return w.internode
-    if c.nodes <= 1:
+    if c.nodes <= 1:  # no network phase: every choice is the same build
         return "direct"
+    if w.internode != "auto":
+        return w.internode
     if w.kernel == "gemm_ar":
         return "direct" if c.nodes <= AUTO_AR_DIRECT_NODES else "twoshot"
-    if w.kernel == "ag_gemm" and AUTO_AG_RING_FROM_NODES and c.nodes >= AUTO_AG_RING_FROM_NODES:
+    low, high = AUTO_AG_RING_NODES.get(c.transport, (0, 0))
+    if w.kernel == "ag_gemm" and low <= c.nodes <= high:
         return "ring"
     return "direct"
 

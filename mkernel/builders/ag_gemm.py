@@ -70,11 +70,12 @@ def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
 
 
 def _source_order(c: Cluster, rank: int) -> list[int]:
-    """Shards in the order they become available on ``rank``: own, node peers, then other nodes
-    (nearest first), each node's rail peer first since it arrives over the network directly."""
+    """Shards in the order they become available on ``rank``: own, node peers, then other nodes in
+    the order their shards arrive (node - 1 first: a ring relays from there, and direct sends go to
+    node + 1 first), each node's rail peer first since it arrives over the network directly."""
     node, local = c.node_of(rank), c.local_of(rank)
     g = c.gpus_per_node
-    return [c.rank((node + dn) % c.nodes, (local + dl) % g) for dn in range(c.nodes) for dl in range(g)]
+    return [c.rank((node - dn) % c.nodes, (local + dl) % g) for dn in range(c.nodes) for dl in range(g)]
 
 
 @paused_gc()
@@ -115,8 +116,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
                            writes=(rows("AG", dst, rank, r0, r1),), signals=(landed(dst, rank, ci),), chunk=ci,
                            label=f"shard {rank} chunk {ci} to node {(node + dn) % nodes}")
         if g > 1:  # one task per (chunk, peer), so the intra SMs share a broadcast
-            sources = [(rank, ())] + [  # the own shard, then what rail peers send, nearest node first
-                (c.rank((node + dn) % nodes, local), True) for dn in range(1, nodes)]
+            sources = [(rank, ())] + [  # the own shard, then what rail peers send, in arrival order
+                (c.rank((node - dn) % nodes, local), True) for dn in range(1, nodes)]
             for q, forwarded in sources:
                 for ci, (r0, r1) in enumerate(chunks):
                     waits = (Wait(landed(rank, q, ci), 1),) if forwarded else ()

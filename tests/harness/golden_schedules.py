@@ -24,9 +24,10 @@ SHAPES = {  # small, with ragged edge tiles where the op allows them
 }
 CLUSTERS = [(1, 1), (1, 4), (2, 2), (3, 2), (2, 4), (4, 2, 2)]  # (nodes, gpus[, nodes per leaf])
 VARIANTS = {
-    "gemm_ar": [dict(baseline="hierarchical"), dict(baseline="ring")],
+    "gemm_ar": [dict(baseline="hierarchical", internode="direct"), dict(baseline="ring", internode="direct"),
+                dict(internode="twoshot"), dict(internode="ring")],
     "gemm_rs": [dict(baseline="hierarchical"), dict(baseline="ring")],
-    "ag_gemm": [dict(baseline="hierarchical"), dict(baseline="ring", internode="ring")],
+    "ag_gemm": [dict(baseline="hierarchical", internode="direct"), dict(baseline="ring", internode="ring")],
     "ring_attention": [dict(), dict(causal=1)],
     "moe_dispatch_gemm": [dict(routing="uniform"), dict(routing="zipf"), dict(routing="shifted")],
 }

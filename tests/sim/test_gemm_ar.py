@@ -50,10 +50,11 @@ def test_data_mode_catches_a_dropped_contribution():
 
 @pytest.mark.parametrize("nodes,gpus", [(2, 2), (2, 4), (2, 8), (3, 2), (4, 8)])
 def test_inter_node_bytes_match_the_closed_form(nodes, gpus):
-    """Each GPU owns 1/G of the output and sends its partial sum once to each other node:
-    network bytes sent per GPU = (nodes - 1) * m * n * itemsize / G, and as many received."""
+    """With the direct exchange each GPU owns 1/G of the output and sends its partial sum once to
+    each other node: network bytes sent per GPU = (nodes - 1) * m * n * itemsize / G, and as many
+    received (the grouped algorithms' bytes: tests/sim/test_rail.py)."""
     c = Cluster("t", nodes, gpus)
-    w = Workload(m=512, n=2048, k=64)  # 4 x 8 = 32 tiles: every owner gets exactly 32 / G
+    w = Workload(m=512, n=2048, k=64, internode="direct")  # 4 x 8 = 32 tiles: every owner gets exactly 32 / G
     s = gemm_ar.build(w, c)
     closed_form = (nodes - 1) * w.m * w.n * 2 / gpus
     sent = static_bytes(s)["network"]
