@@ -40,6 +40,18 @@ def test_every_lowered_op_matches_the_oracle_call_after_call(case, nodes, gpn, u
     assert max(errors) < 1e-5, errors
 
 
+@pytest.mark.parametrize("kernel,algorithm", [("gemm_ar", "twoshot"), ("gemm_ar", "ring"), ("ag_gemm", "ring")])
+@pytest.mark.parametrize("nodes,gpn", [(2, 2), (3, 2), (4, 1), (4, 2)])
+@pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
+def test_every_inter_node_algorithm_lowers_to_the_oracle(kernel, algorithm, nodes, gpn, unordered):
+    """The grouped all-reduce and the relayed all-gather, as the hw backend lowers them: one tile
+    per chunk, so every cluster here gets whole groups of N chunks and a direct tail."""
+    c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
+    w = Workload(kernel=kernel, m=1100 if kernel == "gemm_ar" else 136 * c.world, n=520, k=48,
+                 chunk_tiles=1, internode=algorithm)
+    assert max(_calls(w, c, seed=nodes * 7 + gpn, unordered=unordered)) < 1e-5
+
+
 def test_moe_on_given_routings_matches_the_oracle():
     """Random distinct experts per token, as the torch API's test routes them (issue 6's MoE defect
     on the emulated 2 x 2 is not in the lowering if this holds)."""

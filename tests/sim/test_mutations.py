@@ -61,14 +61,17 @@ def caught(schedule, inputs, expected: dict) -> bool:
 
 
 CASES = [(k, v) for k in KERNELS for v in ("fused", "baseline")] + [
-    (k, "ring baseline") for k in ("ag_gemm", "gemm_rs", "gemm_ar")]
+    (k, "ring baseline") for k in ("ag_gemm", "gemm_rs", "gemm_ar")] + [
+    ("gemm_ar", "twoshot"), ("gemm_ar", "ring"), ("ag_gemm", "ring")]  # the inter-node algorithms
 
 
 @pytest.mark.parametrize("kernel,variant", CASES)
 def test_every_weakened_dependency_is_caught(kernel, variant):
     module = get(kernel)
-    w = Workload(kernel=kernel, baseline="ring" if variant == "ring baseline" else "hierarchical", **SHAPES[kernel])
-    schedule = (module.build if variant == "fused" else module.build_baseline)(w, CLUSTER)
+    algorithm = variant if variant in ("twoshot", "ring") else "direct"
+    w = Workload(kernel=kernel, baseline="ring" if variant == "ring baseline" else "hierarchical",
+                 internode=algorithm, **SHAPES[kernel])
+    schedule = (module.build if variant in ("fused", "twoshot", "ring") else module.build_baseline)(w, CLUSTER)
     schedule.validate()
     inputs = module.make_inputs(w, CLUSTER, np.random.default_rng(7))
     expected = reference.expected(w, inputs, CLUSTER.gpus_per_node)
