@@ -68,6 +68,8 @@ def print_result(result: dict) -> None:
                       f"{pred['baseline_time_s'] * 1e6:.1f} us, speedup {pred['speedup']:.3f}x")
     for tier in ("nvlink", "network", "host"):
         table.add_row(f"{tier} bytes per GPU (max)", _gb(result["bytes_per_gpu"][tier]))
+    if result.get("internode") and result["cluster"]["nodes"] > 1:
+        table.add_row("inter-node algorithm", result["internode"])
     table.add_row("SMs per role", ", ".join(f"{k} {v}" for k, v in result["roles"].items() if v))
     bd = result["breakdown"]
     if bd:

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import builders, limits, reference
 from .backend import RunStats, get_backend
+from .builders import _rail as rail
 from .errors import BackendUnavailable, MkernelError
 from .ir import BufferKind, Role, Schedule
 from .result import RESULT_VERSION
@@ -145,6 +146,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
                                                       "speedup": paper["time_s"] / stats.time_s},
         "kernels": c.kernels,
         "collectives": w.collectives,
+        "internode": rail.choose(w, c) if w.kernel in rail.ALGORITHMS else None,
         "bytes": stats.bytes_total,
         "bytes_per_gpu": stats.bytes_per_gpu,
         "roles": {role.value: launch.budget(role) for role in Role},

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..builders._rail import ALGORITHMS
 from ..problems import KERNELS
 from .scaleout import NODES
 from .sweep import Point
@@ -32,6 +33,7 @@ SIZES = {"gemm_ar": (2048, 4096, 8192), "gemm_rs": (2048, 4096, 8192), "ag_gemm"
 BASE = "ib-400g-rail"  # the reference cluster every option is compared on
 CLUSTERS = ["ib-400g-rail", "ib-800g-rail", "efa-400g-rail", "efa-800g-rail", "ib-400g-2to1", "efa-400g-2to1"]
 GB200 = ("gb200-nvl72-800g", (2, 4, 8))  # scaleout/gb200-nvl72-800g-{domains}x72
+ALGORITHM_CLUSTERS = (BASE, "efa-400g-rail", "ib-400g-2to1")  # where each inter-node algorithm is forced
 SKEW_NODES = (2, 4, 8, 16)  # Zipf routing is drawn per rank: not node-symmetric, simulated whole
 
 
@@ -65,9 +67,6 @@ def grid(kernels=KERNELS) -> list[Point]:
     for nodes in NODES:
         for cluster in CLUSTERS:
             pts += _points(cluster, nodes, 8, ks)
-        if "ag_gemm" in ks:
-            for cluster in (BASE, "efa-400g-rail", "ib-400g-2to1"):
-                pts += _points(cluster, nodes, 8, ["ag_gemm"], [("internode", "ring")])
         if "moe_dispatch_gemm" in ks and nodes in SKEW_NODES:
             for cluster in (BASE, "efa-400g-rail", "ib-800g-rail", "ib-400g-2to1"):
                 pts += _points(cluster, nodes, 8, ["moe_dispatch_gemm"], [("routing", "zipf")], small)
@@ -81,12 +80,47 @@ def grid(kernels=KERNELS) -> list[Point]:
             pts += _points(BASE, nodes, 8, gemms, [("chunk_tiles", tiles)], small)
         pts += _points(BASE, nodes, 8, [k for k in ("ag_gemm", "gemm_rs", "gemm_ar") if k in ks],
                        [("baseline", "ring")], small)
+    pts += algorithm_points([k for k in ks if k in ALGORITHMS])
     for domains in GB200[1]:  # a 72-GPU node is simulated whole: the smallest size keeps it affordable
         pts += _points(GB200[0], domains, 72, ks, sizes=slice(0, 1))
     return pts
 
 
+def algorithm_points(kernels=("gemm_ar", "ag_gemm"), clusters=ALGORITHM_CLUSTERS, sizes=slice(None)) -> list[Point]:
+    """Each inter-node algorithm of the GEMM ops that have a choice, forced (``internode=...``), at
+    every node count and size on ``clusters``; the plain points of the same cluster are ``auto``."""
+    return [p for nodes in NODES for cluster in clusters for kernel in kernels if len(ALGORITHMS[kernel]) > 1
+            for alg in ALGORITHMS[kernel] for p in _points(cluster, nodes, 8, [kernel], [("internode", alg)], sizes)]
+
+
 # -- tables ---------------------------------------------------------------------------------------
+def algorithms_summary(rows: list[dict]) -> str:
+    """Per op with a choice, cluster and size: speedup over the baseline of each inter-node algorithm
+    and of ``auto`` (the plain point) against node count, auto's pick named in its row."""
+    rows = _annotate(rows)
+    nodes = sorted({r["nodes"] for r in rows if r["gpus_per_node"] == 8 and r["nodes"] > 1})
+    out = ["| op | size | cluster | algorithm | " + " | ".join(f"{n} nodes" for n in nodes) + " |",
+           "|---|---|---|---|" + "---|" * len(nodes)]
+    for kernel in (k for k in KERNELS if len(ALGORITHMS.get(k, ())) > 1):
+        for cluster in CLUSTERS:
+            for idx in range(len(SIZES[kernel])):
+                size = SIZES[kernel][idx]
+                at = {(r["options"], r["nodes"]): r for r in rows if r["kernel"] == kernel and r["cluster"] == cluster
+                      and r["size"] == size and r["gpus_per_node"] == 8}
+                if not at:
+                    continue
+                for alg in (*ALGORITHMS[kernel], "auto"):
+                    opt = "" if alg == "auto" else f"internode={alg}"
+                    cells = []
+                    for n in nodes:
+                        r = at.get((opt, n))
+                        pick = f" ({r['internode']})" if r is not None and alg == "auto" and r.get("internode") else ""
+                        cells.append(f"{r['speedup']:.2f}{pick}" if r is not None else "-")
+                    if any(c != "-" for c in cells):
+                        out.append(f"| {kernel} | {size} | {cluster} | {alg} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def summary(rows: list[dict]) -> str:
     """Markdown tables of the study: speedup against nodes per cluster (each op at its largest and
     smallest size), and each option's fused-time ratio against nodes (middle size)."""
@@ -250,7 +284,9 @@ def _options(plt, rows, kernels):
 
 
 OPTION_CASES = [  # (option, cluster, label, ops it applies to): the option against the same cluster without it;
-    ("internode=ring", BASE, "AG+GEMM ring forwarding / direct", {"ag_gemm"}),  # no option: against BASE
+    ("internode=ring", BASE, "AG+GEMM ring forwarding / auto", {"ag_gemm"}),
+    ("internode=twoshot", BASE, "GEMM+AR twoshot / auto", {"gemm_ar"}),
+    ("internode=direct", BASE, "direct / auto", {"gemm_ar", "ag_gemm"}),
     ("routing=zipf", BASE, "MoE Zipf routing / shifted uniform", {"moe_dispatch_gemm"}),
     ("transport=ibgda", BASE, "IBGDA / host proxy", None),
     ("proxy.batch=1", BASE, "proxy batch 1 / batch 8", None),

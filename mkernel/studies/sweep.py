@@ -191,7 +191,8 @@ def run_point(point: Point) -> dict:
             "compute_us": breakdown.get("compute"), "exposed_comm_us": breakdown.get("exposed_communication"),
             "proxy_busy_us": proxy.get("proxy_busy_us"), "fence_wait_us": proxy.get("fence_wait_us"),
             "batches": proxy.get("batches"), "commands": proxy.get("commands"),
-            "collapsed": stats.metrics.get("collapsed"), "events": result["events"], "sim_wall_s": result["wall_s"]}
+            "collapsed": stats.metrics.get("collapsed"), "events": result["events"], "sim_wall_s": result["wall_s"],
+            "internode": result.get("internode")}
 
 
 def run_grid(points: list[Point], out: Path, workers: int = 1,

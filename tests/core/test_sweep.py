@@ -115,7 +115,9 @@ def test_the_study_grid_is_a_thousand_valid_points():
 
 def test_a_small_scaling_slice_runs_and_plots(tmp_path):
     grid = [p for p in study.grid(kernels=["gemm_rs", "ag_gemm"]) if p.size == study.SIZES[p.kernel][0]
-            and p.testbed.endswith(("-2x8", "-4x8")) and "2to1" not in p.testbed][:24]
+            and p.testbed.endswith(("-2x8", "-4x8")) and "2to1" not in p.testbed][:20]
+    grid += [p for p in study.algorithm_points(["ag_gemm"], clusters=("ib-400g-rail",), sizes=slice(0, 1))
+             if p.testbed.endswith(("-2x8", "-4x8"))]
     rows = run_grid(grid, tmp_path, workers=2)
     assert len(rows) == len(grid) and not [r for r in rows if "error" in r]
     assert all(r["collapsed"] for r in rows if r["nodes"] > 1)
@@ -125,7 +127,10 @@ def test_a_small_scaling_slice_runs_and_plots(tmp_path):
     else:
         assert figures >= {"speedup_vs_gpus.png", "bytes_per_tier.png"}
     table = study.summary(rows)
-    assert "| gemm_rs | 2048 | ib-400g-rail |" in table and "| ag_gemm | AG+GEMM ring forwarding / direct |" in table
+    assert "| gemm_rs | 2048 | ib-400g-rail |" in table and "| ag_gemm | AG+GEMM ring forwarding / auto |" in table
+    algorithms = study.algorithms_summary(rows)
+    assert "| ag_gemm | 4096 | ib-400g-rail | ring | " in algorithms
+    assert "| ag_gemm | 4096 | ib-400g-rail | auto | " in algorithms and "(direct)" in algorithms  # 2 nodes
 
 
 def test_the_controller_option_runs_the_fused_op_under_the_adaptive_partition(tmp_path):
