@@ -26,8 +26,6 @@ all-gather) among rail peers on each rank's 1/G, ring all-gather in the node.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,7 +35,7 @@ from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBu
 from ..problems import Workload
 from . import _collectives as coll
 from . import _rail as rail
-from ._rail import rail_collective
+from ._gemm_ar_net import RankNet, Regions, direct_exchange, grouped_exchange, shared_exchange, shared_final
 from ._tiling import baseline_rows_per_chunk, batches, row_step, runs, split_rows, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
@@ -59,11 +57,28 @@ def check(w: Workload, c: Cluster) -> None:
                            f" of {c.gpu.sms}")
 
 
+def plan(w: Workload, c: Cluster) -> tuple[str, int, int]:
+    """(algorithm, grouped chunks, shared slots): a grouped algorithm runs on the first chunks that
+    fill whole groups of N (each whole for every owner: the last owners may have a slot less), the
+    rest going direct; twoshot on a share too small for one group shares its first slots as N row
+    pieces instead (:func:`_gemm_ar_net.shared_exchange`)."""
+    algorithm = rail.choose(w, c)
+    if algorithm not in rail.GROUPED:
+        return algorithm, 0, 0
+    slots = len(tile_grid(w.m, w.n, w.tile_m, w.tile_n)) // c.gpus_per_node  # every owner's
+    whole = slots // w.chunk_tiles // c.nodes * c.nodes
+    shared = slots if algorithm == "twoshot" and not whole and slots * w.tile_m >= c.nodes else 0
+    return algorithm, whole, shared
+
+
 def node_symmetric(w: Workload, c: Cluster) -> bool:
     """Whether every node runs node 0's queues under the node shift: always with ``direct``; with a
-    grouped algorithm each node visits a group's chunks in its own order, so only if every tile
-    has one shape (a ragged edge tile would sit at another place of each node's queue)."""
-    return rail.choose(w, c) not in rail.GROUPED or (w.m % w.tile_m == 0 and w.n % w.tile_n == 0)
+    grouped algorithm only if every tile has one shape (each node visits a group's chunks in its
+    own order, where a ragged edge tile would sit at another place) and shared pieces are equal."""
+    algorithm, whole, shared = plan(w, c)
+    if not (whole or shared):
+        return True
+    return w.m % w.tile_m == 0 and w.n % w.tile_n == 0 and shared * w.tile_m % c.nodes == 0
 
 
 def flops_per_gpu(w: Workload, c: Cluster) -> float:
@@ -86,13 +101,10 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes, ct = c.gpus_per_node, c.nodes, w.chunk_tiles
-    algorithm = rail.choose(w, c)
+    algorithm, whole, shared = plan(w, c)
     tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
     slots = math.ceil(len(tiles) / g)
     nchunks = math.ceil(slots / ct)
-    # chunks in groups of N, each whole for every owner (the last owners may have a slot less); the
-    # rest go direct
-    whole = len(tiles) // g // ct // nodes * nodes if algorithm in rail.GROUPED else 0
     sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     _inputs(sb, w)
     if g > 1:
@@ -100,8 +112,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     if nodes > 1:
         sb.buffer("PART", slots * w.tile_m, w.tile_n, w.dtype)
         sb.buffer("RECV", nodes * slots * w.tile_m, w.tile_n, w.dtype)
-    if whole:
-        sb.buffer("FIN", slots * w.tile_m, w.tile_n, w.dtype)  # every chunk's final sum, slot by slot
+    if whole or shared:
+        sb.buffer("FIN", slots * w.tile_m, w.tile_n, w.dtype)  # every grouped chunk's final sum, slot by slot
         if algorithm == "ring":
             sb.buffer("STAGE", slots * w.tile_m, w.tile_n, w.dtype)
     sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
@@ -118,7 +130,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     def out_done(rank: int) -> Signal:
         return Signal(rank, "out_done")
 
-    regs = _Regions(w, slots, g)
+    regs = Regions(w, slots, g)
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         order_tiles = [tiles[idx] for ci in order[node] for slot in range(ci * ct, min(slots, (ci + 1) * ct))
@@ -131,9 +143,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
             if g > 1:
                 dst, sig, moves = (regs.tile("P", rank, t), (Signal(owner, "contrib", rel(node, t.index)),),
                                    ((0, 0, t.cols), (1, 1)))
-            elif nodes > 1:
-                dst, sig, moves = (regs.slot("PART", rank, t), (Signal(rank, "chunk_ready", pos[node][t.index // ct]),),
-                                   ((0, w.tile_m, 0), (0, 0)))
+            elif nodes > 1:  # G = 1: one owner, so a shared exchange takes every slot
+                ready = Signal(rank, "group_ready") if shared else Signal(rank, "chunk_ready", pos[node][t.index // ct])
+                dst, sig, moves = regs.slot("PART", rank, t), (ready,), ((0, w.tile_m, 0), (0, 0))
             else:
                 dst, sig, moves = regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0))
             sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
@@ -143,84 +155,29 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
-        chunks = batches([t for t in tiles if t.index % g == local], ct)  # this owner's, by absolute number
+        owned = [t for t in tiles if t.index % g == local]
+        chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
         visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
         if g > 1:
-            _intra_queue(sb, w, c, rank, peers, visit, whole, regs, lambda t, node=node: rel(node, t.index), out_done)
+            _intra_queue(sb, w, c, rank, peers, visit, whole, owned[:shared], regs,
+                         lambda t, node=node: rel(node, t.index), out_done)
         if nodes > 1:
-            ctx = _Rank(sb, w, c, rank, regs, nchunks, out_done)
+            net = RankNet(sb, w, c, rank, regs, nchunks, out_done)
+            if shared:
+                shared_exchange(net, owned[:shared], shared)
             if whole:
-                rail_collective(ctx, visit[:whole], algorithm)
-            _direct_exchange(ctx, visit[whole:], lambda t, node=node: rel(node, t.index))
+                grouped_exchange(net, visit[:whole], algorithm)
+            direct_exchange(net, visit[whole:], lambda t, node=node: rel(node, t.index))
     _drain(sb, c, out_done)
     return sb.build(flops_per_gpu(w, c))
 
 
-class _Regions:
-    """Where a tile sits in each buffer: OUT and P by the tile itself; PART, RECV, STAGE and FIN
-    slot by slot (one tile_m x tile_n slot per owned tile, so a chunk of slots is one message)."""
-
-    def __init__(self, w: Workload, slots: int, g: int) -> None:
-        self.w, self.slots, self.g = w, slots, g
-
-    def tile(self, buf: str, rank: int, t) -> Region:
-        return Region(buf, rank, t.row0, t.row1, t.col0, t.col1)
-
-    def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
-        r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
-        return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
-
-    def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
-        """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
-        of ragged edge tiles included."""
-        r0 = (section * self.slots + chunk[0].index // self.g) * self.w.tile_m
-        return Region(buf, rank, r0, r0 + len(chunk) * self.w.tile_m, 0, self.w.tile_n)
-
-
-@dataclass(frozen=True)
-class _Rank:
-    """What the network phase of one rank needs from its build."""
-
-    sb: ScheduleBuilder
-    w: Workload
-    c: Cluster
-    rank: int
-    regs: _Regions
-    nchunks: int
-    out_done: Callable[[int], Signal]
-
-
-def _direct_exchange(x: _Rank, visit: list, rel: Callable) -> None:
-    """The one-shot exchange: each chunk of sums to every rail peer, and each rank adds all N."""
-    sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
-    g, nodes, node, local = c.gpus_per_node, c.nodes, c.node_of(rank), c.local_of(rank)
-    others = [(node + d) % nodes for d in range(1, nodes)]
-    for j, ci, chunk in visit:
-        ready = Wait(Signal(rank, "chunk_ready", j), len(chunk))
-        for m in others:
-            peer = c.rank(m, local)
-            sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=j,
-                   reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
-                   signals=(Signal(peer, "arrived", j),), label=f"chunk {ci} to node {m}")
-    for j, ci, chunk in visit:
-        # the other nodes' sums have landed, and so has this node's own sum of the chunk
-        waits = (Wait(Signal(rank, "arrived", j), nodes - 1), Wait(Signal(rank, "chunk_ready", j), len(chunk)))
-        for run in runs(chunk, stride=g):
-            t = run[0]
-            sig = (Signal(rank, "final", rel(t)),) if g > 1 else ()
-            sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
-                   reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in others),
-                   writes=(regs.tile("OUT", rank, t),), signals=sig + (x.out_done(rank),),
-                   label="tile {} add remote", count=len(run),
-                   step=Step(((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),), ((0, g),) * len(sig) + ((0, 0),),
-                             label=(t.index, g)))
-
-
-def _intra_queue(sb, w, c, rank, peers, visit, whole, regs, rel, out_done) -> None:
+def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, regs, rel, out_done) -> None:
     """Reductions of the owner's tiles in the node's chunk order, each chunk's broadcast behind them:
     ``BCAST_LAG`` chunks behind for a chunk that goes direct, the whole next group behind for one
-    in a group (its final sum needs every node's part of the group)."""
+    in a group (its final sum needs every node's part of the group); ``shared`` tiles (a shared
+    exchange's) reduced first and broadcast last."""
     g, nodes = len(peers), c.nodes
     lag = BCAST_LAG if nodes > 1 else 0
     last = len(visit) - 1
@@ -243,6 +200,12 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, regs, rel, out_done) -> No
                    signals=tuple(out_done(p) for p in peers[1:]), label="tile {} bcast", count=len(run),
                    step=Step(((0, 0, t.cols * g),) * (2 * g - 2), waits=(g,), label=(t.index, g)))
 
+    for run in runs(shared, stride=g):
+        t = run[0]
+        sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", rel(t)), g),),
+               reads=tuple(regs.tile("P", p, t) for p in peers), writes=(regs.slot("PART", rank, t),),
+               signals=(Signal(rank, "group_ready"),), label="tile {} reduce", count=len(run),
+               step=Step(((0, 0, t.cols * g),) * g + ((0, w.tile_m, 0),), ((0, 0),), waits=(g,), label=(t.index, g)))
     pending = []
     for (j, ci, chunk), due in zip(visit, after):
         for run in runs(chunk, stride=g):
@@ -262,6 +225,12 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, regs, rel, out_done) -> No
             bcast(jb, cb)
     for _, jb, cb in pending:
         bcast(jb, cb)
+    for run in runs(shared, stride=g):  # the shared pieces are final together
+        t = run[0]
+        sb.add(rank, Role.INTRA, Op.COPY, waits=shared_final(rank, nodes), reads=tuple(regs.slot("FIN", rank, t) for _ in peers),
+               writes=tuple(regs.tile("OUT", p, t) for p in peers), signals=tuple(out_done(p) for p in peers),
+               label="tile {} bcast", count=len(run),
+               step=Step(((0, w.tile_m, 0),) * g + ((0, 0, t.cols * g),) * g, waits=(0, 0), label=(t.index, g)))
 
 
 def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:

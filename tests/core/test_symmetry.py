@@ -133,3 +133,17 @@ def test_moe_routing_drawn_per_rank_is_not_symmetric():
                                 routing=routing)
         assert not builders.node_symmetric(w, c)
         assert not is_node_symmetric(builders.get("moe_dispatch_gemm").build(w, c))
+
+
+@pytest.mark.parametrize("internode,chunk_tiles", [("twoshot", 1), ("ring", 1), ("twoshot", 4)])
+def test_gemm_ar_inter_node_algorithms_collapse_exactly(internode, chunk_tiles):
+    """Grouped chunks (one tile each: two groups on 3 nodes) and a shared exchange (one chunk of 4
+    tiles: 6 slots as 3 row pieces): node-symmetric, and the first-node run times the full run."""
+    w, c = _case("gemm_ar", 3, 2, internode=internode, chunk_tiles=chunk_tiles)
+    module = builders.get("gemm_ar")
+    assert module.plan(w, c)[1:] == ((6, 0) if chunk_tiles == 1 else (0, 6))
+    assert builders.node_symmetric(w, c) and is_node_symmetric(module.build(w, c))
+    full = SimBackend().run(module.build(w, c), c)
+    part = SimBackend().run(module.build(w, c, first_nodes=1), c)
+    assert part.metrics["collapsed"] and part.time_s == pytest.approx(full.time_s, rel=1e-9)
+    assert part.bytes_per_gpu["network"] == pytest.approx(full.bytes_per_gpu["network"])

@@ -52,6 +52,16 @@ def test_every_inter_node_algorithm_lowers_to_the_oracle(kernel, algorithm, node
     assert max(_calls(w, c, seed=nodes * 7 + gpn, unordered=unordered)) < 1e-5
 
 
+@pytest.mark.parametrize("nodes,gpn", [(3, 2), (4, 1), (4, 2)])
+@pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
+def test_a_shared_twoshot_lowers_to_the_oracle(nodes, gpn, unordered):
+    """A share smaller than one group (chunks of 8 tiles): its slots go round as N row pieces."""
+    c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
+    w = Workload(m=1100, n=520, k=48, chunk_tiles=8, internode="twoshot")
+    assert builders.get("gemm_ar").plan(w, c)[2] > 0
+    assert max(_calls(w, c, seed=nodes * 3 + gpn, unordered=unordered)) < 1e-5
+
+
 def test_moe_on_given_routings_matches_the_oracle():
     """Random distinct experts per token, as the torch API's test routes them (issue 6's MoE defect
     on the emulated 2 x 2 is not in the lowering if this holds)."""

@@ -59,6 +59,19 @@ def test_grouped_all_reduce_sends_two_shares_less_one_in_n(nodes, gpus, algorith
     assert static_bytes(gemm_ar.build(direct, c))["network"] == [(nodes - 1) * share] * c.world
 
 
+@pytest.mark.parametrize("nodes,gpus", [(4, 2), (8, 1), (5, 2)])
+def test_a_share_smaller_than_a_group_is_shared_in_row_pieces(nodes, gpus):
+    """Fewer chunks than nodes: twoshot cuts the owner's slots in N row pieces (one per node), so
+    each GPU still sends 2 (N - 1) / N of its share, and the result matches numpy."""
+    c = Cluster("t", nodes, gpus)
+    w = Workload(m=256, n=256 * gpus, k=32, chunk_tiles=4, internode="twoshot")  # 2 slots per owner
+    assert gemm_ar.plan(w, c) == ("twoshot", 0, 2)
+    share = w.m * w.n * 2 / gpus
+    sent = static_bytes(gemm_ar.build(w, c))["network"]
+    assert sent == [pytest.approx(2 * (nodes - 1) / nodes * share, rel=0.01)] * c.world  # 5 nodes: pieces of 51-52 rows
+    _check(gemm_ar, dataclasses.replace(w, m=250, n=250 * gpus), c, nodes)  # ragged: the padding travels too
+
+
 def test_auto_picks_direct_at_two_nodes_and_twoshot_beyond():
     w = Workload(m=4096, n=4096, k=64)
     assert rail.choose(w, Cluster("t", 1, 8)) == "direct"

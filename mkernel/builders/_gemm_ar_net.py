@@ -1,0 +1,220 @@
+"""GEMM+AR's network phase on one rank: how each owner's node sums cross the rail (the choice is
+:mod:`._rail`'s), and where a tile sits in each buffer.
+
+- :func:`direct_exchange`: every chunk of sums to every rail peer; each rank adds all N.
+- :func:`grouped_exchange`: twoshot or ring over groups of N chunks, chunk by chunk.
+- :func:`shared_exchange`: a share of fewer than N chunks, cut in N row pieces, reduce-scattered and
+  all-gathered twoshot-style once every tile of it is summed in the node.
+
+The receive role does every inter-node sum; the send role every put. Each function's queue order
+keeps every wait on a task at an earlier place of some node's queue, so no SM budget deadlocks.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..cluster import Cluster
+from ..ir import Op, Region, Role, ScheduleBuilder, Signal, Step, Wait
+from ..problems import Workload
+from ._tiling import runs, split_rows
+
+
+class Regions:
+    """Where a tile sits in each buffer: OUT and P by the tile itself; PART, RECV, STAGE and FIN
+    slot by slot (one tile_m x tile_n slot per owned tile, so a chunk of slots is one message)."""
+
+    def __init__(self, w: Workload, slots: int, g: int) -> None:
+        self.w, self.slots, self.g = w, slots, g
+
+    def tile(self, buf: str, rank: int, t) -> Region:
+        return Region(buf, rank, t.row0, t.row1, t.col0, t.col1)
+
+    def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
+        r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
+        return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
+
+    def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
+        """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
+        of ragged edge tiles included."""
+        r0 = (section * self.slots + chunk[0].index // self.g) * self.w.tile_m
+        return Region(buf, rank, r0, r0 + len(chunk) * self.w.tile_m, 0, self.w.tile_n)
+
+
+@dataclass(frozen=True)
+class RankNet:
+    """What the network phase of one rank needs from its build."""
+
+    sb: ScheduleBuilder
+    w: Workload
+    c: Cluster
+    rank: int
+    regs: Regions
+    nchunks: int
+    out_done: Callable[[int], Signal]
+
+
+def direct_exchange(x: RankNet, visit: list, rel: Callable) -> None:
+    """The one-shot exchange: each chunk of sums to every rail peer, and each rank adds all N."""
+    sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
+    g, nodes, node, local = c.gpus_per_node, c.nodes, c.node_of(rank), c.local_of(rank)
+    others = [(node + d) % nodes for d in range(1, nodes)]
+    for j, ci, chunk in visit:
+        ready = Wait(Signal(rank, "chunk_ready", j), len(chunk))
+        for m in others:
+            peer = c.rank(m, local)
+            sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=j,
+                   reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
+                   signals=(Signal(peer, "arrived", j),), label=f"chunk {ci} to node {m}")
+    for j, ci, chunk in visit:
+        # the other nodes' sums have landed, and so has this node's own sum of the chunk
+        waits = (Wait(Signal(rank, "arrived", j), nodes - 1), Wait(Signal(rank, "chunk_ready", j), len(chunk)))
+        for run in runs(chunk, stride=g):
+            t = run[0]
+            sig = (Signal(rank, "final", rel(t)),) if g > 1 else ()
+            sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
+                   reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in others),
+                   writes=(regs.tile("OUT", rank, t),), signals=sig + (x.out_done(rank),),
+                   label="tile {} add remote", count=len(run),
+                   step=Step(((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),), ((0, g),) * len(sig) + ((0, 0),),
+                             label=(t.index, g)))
+
+
+def grouped_exchange(x: RankNet, visit: list, algorithm: str) -> None:
+    """GEMM+AR's grouped inter-node all-reduce on one rank: ``visit`` holds (position j, absolute
+    chunk, its owned tiles) of whole groups in :func:`_rail.chunk_order` order, so position j of group
+    gi = j // N has node offset ``_rail.group_offsets(N)[j % N]`` and the last of every group is the own chunk.
+
+    Signals (indexed by position, so every node runs node 0's queues): ``chunk_ready[j]`` a
+    chunk's node sums are in PART (intra, or compute at G = 1); ``arrived[j]`` / ``rs[j]`` a
+    reduce-scatter part landed in RECV; ``staged[j]`` a ring hop's sum is in STAGE; ``fin[j]`` a
+    chunk's final sum is in FIN (bumped by each tile summed here, or once by the put that brought it).
+    The SEND queue runs each group's reduce-scatter, then the previous group's all-gather, so the
+    network keeps one group of sums in flight while the last one spreads."""
+    sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
+    g, nodes, node, local = c.gpus_per_node, c.nodes, c.node_of(rank), c.local_of(rank)
+    at = [c.rank(m, local) for m in range(nodes)]
+    nxt = at[(node + 1) % nodes]
+    groups = [visit[i:i + nodes] for i in range(0, len(visit), nodes)]
+
+    def sig(name: str, j: int, r: int = rank) -> Signal:
+        return Signal(r, name, j)
+
+    def ag_chunk(j: int) -> int:
+        return x.nchunks + j  # all-gather puts get their own chunk numbers
+
+    def reduce(group: int, i: int, chunk, into: str, waits, signal: str, sources) -> None:
+        j = group * nodes + i
+        for run in runs(chunk, stride=g):
+            t = run[0]
+            sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
+                   reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in sources),
+                   writes=(regs.slot(into, rank, t),), signals=(sig(signal, j),), label=f"tile {{}} rail sum hop {i}",
+                   count=len(run), step=Step(((0, w.tile_m, 0),) * (len(sources) + 2), ((0, 0),), label=(t.index, g)))
+
+    def reduce_scatter(gi: int) -> None:
+        group, base = groups[gi], gi * nodes
+        if algorithm == "twoshot":  # the other nodes' chunks to their finalisers, then add the N - 1 parts
+            for i, (j, ci, chunk) in enumerate(group[:-1]):
+                peer = at[(node + i + 1) % nodes]
+                sb.add(rank, Role.SEND, Op.PUT, waits=(Wait(sig("chunk_ready", j), len(chunk)),), chunk=j,
+                       reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
+                       signals=(sig("arrived", base + nodes - 1, peer),), label=f"chunk {ci} sums to its finaliser")
+            j, ci, chunk = group[-1]
+            reduce(gi, nodes - 1, chunk, "FIN", (Wait(sig("arrived", j), nodes - 1), Wait(sig("chunk_ready", j), len(chunk))),
+                   "fin", [m for m in range(nodes) if m != node])
+            return
+        for h, (j, ci, chunk) in enumerate(group):  # ring: hop h carries the chunk that started h hops back
+            ready = Wait(sig("chunk_ready", j), len(chunk))
+            if h == 0:
+                src, waits = "PART", (ready,)
+            else:
+                into = "FIN" if h == nodes - 1 else "STAGE"
+                reduce(gi, h, chunk, into, (Wait(sig("rs", j), 1), ready), "fin" if into == "FIN" else "staged", [0])
+                if into == "FIN":
+                    break
+                src, waits = "STAGE", (Wait(sig("staged", j), len(chunk)),)
+            sb.add(rank, Role.SEND, Op.PUT, waits=waits, chunk=j, reads=(regs.chunk(src, rank, chunk),),
+                   writes=(regs.chunk("RECV", nxt, chunk),), signals=(sig("rs", j + 1, nxt),),
+                   label=f"chunk {ci} ring sum hop {h}")
+
+    def all_gather(gi: int) -> None:
+        group, base = groups[gi], gi * nodes
+        j, ci, own = group[-1]
+        if algorithm == "twoshot":  # the own final sum to every other node
+            for d in range(1, nodes):
+                sb.add(rank, Role.SEND, Op.PUT, waits=(Wait(sig("fin", j), len(own)),), chunk=ag_chunk(j),
+                       reads=(regs.chunk("FIN", rank, own),), writes=(regs.chunk("FIN", at[(node + d) % nodes], own),),
+                       signals=(sig("fin", base + nodes - d - 1, at[(node + d) % nodes]),),
+                       label=f"chunk {ci} final to node {(node + d) % nodes}")
+            return
+        for a in range(nodes - 1):  # ring: the own sum first, then each arrival passed on
+            jj, cj, chunk = group[-1] if a == 0 else group[a - 1]
+            wait = Wait(sig("fin", jj), len(chunk) if a == 0 else 1)
+            sb.add(rank, Role.SEND, Op.PUT, waits=(wait,), chunk=ag_chunk(jj), reads=(regs.chunk("FIN", rank, chunk),),
+                   writes=(regs.chunk("FIN", nxt, chunk),), signals=(sig("fin", base + a, nxt),),
+                   label=f"chunk {cj} ring final hop {a}")
+
+    def to_out(gi: int) -> None:
+        """G = 1 has no intra role: the receive role copies each final sum from FIN to OUT."""
+        for i, (j, ci, chunk) in enumerate(groups[gi]):
+            own = i == nodes - 1
+            for run in runs(chunk, stride=g):
+                t = run[0]
+                sb.add(rank, Role.RECV, Op.COPY, waits=(Wait(sig("fin", j), len(chunk) if own else 1),),
+                       reads=(regs.slot("FIN", rank, t),), writes=(regs.tile("OUT", rank, t),),
+                       signals=(x.out_done(rank),), label="tile {} out", count=len(run),
+                       step=Step(((0, w.tile_m, 0), (0, 0, t.cols)), waits=(0,), label=(t.index, g)))
+
+    # SEND: rs(0), rs(1), ag(0), rs(2), ag(1), ...; RECV: the sums of each group, then (G = 1) the
+    # previous group's copies out. Every wait is on a task at an earlier place of some node's queue.
+    for gi in range(len(groups)):
+        reduce_scatter(gi)
+        if gi:
+            all_gather(gi - 1)
+            if g == 1:
+                to_out(gi - 1)
+    if groups:
+        all_gather(len(groups) - 1)
+        if g == 1:
+            to_out(len(groups) - 1)
+
+
+def shared_exchange(x: RankNet, tiles: list, slots: int) -> None:
+    """Twoshot over the owner's first ``slots`` slots as N row pieces of PART, piece p summed on node
+    p: for an owner's share too small for N chunks. Signals: ``group_ready`` (each tile's node sum in
+    PART), ``parrived`` (a piece landed in RECV), ``pown`` (this node's piece summed into FIN) and
+    ``pfin`` (another node's final piece landed in FIN); the tiles go out once all N are there."""
+    sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
+    g, nodes, node, local = c.gpus_per_node, c.nodes, c.node_of(rank), c.local_of(rank)
+    pieces = split_rows(0, slots * w.tile_m, nodes)
+
+    def rows(buf: str, at: int, p: int, section: int = 0) -> Region:
+        base = section * regs.slots * w.tile_m
+        return Region(buf, at, base + pieces[p][0], base + pieces[p][1], 0, w.tile_n)
+
+    ready = Wait(Signal(rank, "group_ready"), len(tiles))  # chunk numbers by node offset: node-symmetric
+    for d in range(1, nodes):
+        p = (node + d) % nodes
+        sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=d, reads=(rows("PART", rank, p),),
+               writes=(rows("RECV", c.rank(p, local), p, node),), signals=(Signal(c.rank(p, local), "parrived"),),
+               label=f"piece {p} sums to node {p}")
+    sb.add(rank, Role.RECV, Op.REDUCE, waits=(Wait(Signal(rank, "parrived"), nodes - 1), ready),
+           reads=(rows("PART", rank, node),) + tuple(rows("RECV", rank, node, m) for m in range(nodes) if m != node),
+           writes=(rows("FIN", rank, node),), signals=(Signal(rank, "pown"),), label=f"piece {node} sum")
+    for d in range(1, nodes):
+        peer = c.rank((node + d) % nodes, local)
+        sb.add(rank, Role.SEND, Op.PUT, waits=(Wait(Signal(rank, "pown"), 1),), chunk=nodes,
+               reads=(rows("FIN", rank, node),), writes=(rows("FIN", peer, node),), signals=(Signal(peer, "pfin"),),
+               label=f"piece {node} final to node {(node + d) % nodes}")
+    if g == 1:  # no intra role: the receive role copies the final sums out
+        for run in runs(tiles, stride=g):
+            t = run[0]
+            sb.add(rank, Role.RECV, Op.COPY, waits=shared_final(rank, nodes), reads=(regs.slot("FIN", rank, t),),
+                   writes=(regs.tile("OUT", rank, t),), signals=(x.out_done(rank),), label="tile {} out",
+                   count=len(run), step=Step(((0, w.tile_m, 0), (0, 0, t.cols)), waits=(0, 0), label=(t.index, g)))
+
+
+def shared_final(rank: int, nodes: int) -> tuple[Wait, Wait]:
+    """The waits after which every final piece of a shared exchange is in the rank's FIN."""
+    return (Wait(Signal(rank, "pown"), 1), Wait(Signal(rank, "pfin"), nodes - 1))
