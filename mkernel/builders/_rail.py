@@ -25,7 +25,7 @@ from ..cluster import Cluster
 from ..errors import ProblemError
 from ..problems import Workload
 
-ALGORITHMS = {"gemm_ar": ("direct", "twoshot", "ring"), "gemm_rs": ("direct",), "ag_gemm": ("direct", "ring")}
+ALGORITHMS = {"gemm_ar": ("direct", "twoshot", "ring"), "gemm_rs": ("direct", "ring"), "ag_gemm": ("direct", "ring")}
 GROUPED = ("twoshot", "ring")  # the algorithms that work on groups of N chunks
 # auto, from the simulated study (docs/scaling.md): GEMM+AR's one-shot exchange sends N - 1 shares,
 # the grouped ones 2 (N - 1) / N; at 2 nodes both send one share and direct is a hop shorter, beyond

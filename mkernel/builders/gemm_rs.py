@@ -37,6 +37,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
 from ..problems import Workload
 from . import _collectives as coll
+from . import _rail as rail
 from ._tiling import baseline_rows_per_chunk, batches, row_step, runs, split_rows, tile_grid
 
 DEFAULT_INTRA_SMS = 48  # per 132 SMs: measured best 48-64 on an H200 pair, sim best 32-64 (2026-11-30-nvlink.md)
@@ -77,6 +78,10 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
+    algorithm = rail.choose(w, c)
+    # the order a node visits the blocks of other nodes, own block last: direct, nearest first; ring,
+    # the block it starts (node - 1's), then the one that arrives next, as the ring carries them
+    offsets = [*range(nodes - 1, 0, -1), 0] if algorithm == "ring" else [*range(1, nodes), 0]
     sb = ScheduleBuilder("gemm_rs", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     R = _inputs(sb, w, c)
     tiles = tile_grid(R, w.n, w.tile_m, w.tile_n)  # the tiles of one block, block-local rows
@@ -87,10 +92,13 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
         sb.buffer("P", w.m, w.n, w.dtype)
     if nodes > 1:
         # section m of SEND: this node's sums of block (m, l); section m of RECV: node m's sums of the
-        # own block; one slot of slot_rows x width per tile
+        # own block (ring: the running sum of block (m, l) from the previous node); one slot of
+        # slot_rows x width per tile
         sb.buffer("SEND", nodes * len(tiles) * slot_rows, width, w.dtype)
         sb.buffer("PART", R, w.n, w.dtype)  # this node's sum of the own block
         sb.buffer("RECV", nodes * len(tiles) * slot_rows, width, w.dtype)
+        if algorithm == "ring":
+            sb.buffer("STAGE", nodes * len(tiles) * slot_rows, width, w.dtype)  # a ring hop's sum, as SEND
     sb.launch("fused", _roles(w, c))
 
     def reg(buf: str, rank: int, t, row0: int = 0) -> Region:
@@ -123,7 +131,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 
     for rank in sb.ranks():  # compute: remote nodes' blocks first, then this node's
         node, local = c.node_of(rank), c.local_of(rank)
-        order = [c.rank((node + dn) % nodes, (local + dl) % g) for dn in (*range(1, nodes), 0) for dl in range(g)]
+        order = [c.rank((node + dn) % nodes, (local + dl) % g) for dn in offsets for dl in range(g)]
         for q in order:
             owner = c.rank(node, c.local_of(q))
             for run in runs(tiles, period=w.chunk_tiles if g == 1 and nodes > 1 else 0):  # G = 1: a chunk's signal
@@ -142,7 +150,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
-        blocks = [c.rank((node + dn) % nodes, local) for dn in (*range(1, nodes), 0)]  # own block last
+        blocks = [c.rank((node + dn) % nodes, local) for dn in offsets]  # own block last
         if g > 1:
             for q in blocks:
                 for run in runs(tiles, period=w.chunk_tiles if nodes > 1 else 0):  # a chunk's signal
@@ -153,7 +161,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
                            reads=tuple(reg("P", p, t, q * R) for p in peers), writes=(dst,), signals=sig,
                            label=f"block {q} tile {{}} reduce", count=len(run),
                            step=Step(((0, 0, t.cols),) * g + (moves(dst, t),), waits=(1,), label=(t.index, 1)))
-        if nodes > 1:
+        if nodes > 1 and algorithm == "ring":
+            _ring(sb, c, rank, chunks, slots, slot, reg, slot_rows)
+        elif nodes > 1:
             for q in blocks[:-1]:
                 m = c.node_of(q)
                 for ci, chunk in enumerate(chunks):
@@ -172,6 +182,46 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
                            step=Step(((0, 0, t.cols),) + ((0, slot_rows, 0),) * len(others) + ((0, 0, t.cols),),
                                      label=(t.index, 1)))
     return sb.build(flops_per_gpu(w, c))  # every output write is the owner's own: no drain needed
+
+
+def _ring(sb: ScheduleBuilder, c: Cluster, rank: int, chunks, slots, slot, reg, slot_rows: int) -> None:
+    """The rail reduce-scatter as a ring: the node sums of block (m, l) start on node m + 1 and pass
+    node to node, each adding its own, to their owner (m, l), chunk by chunk. Signals are indexed by
+    the block's node offset from the rank, as the direct exchange's: ``rs`` a partial sum landed in
+    RECV, ``staged`` this node's hop sum is in STAGE. SEND and RECV run hop by hop, so every wait
+    is on an earlier hop of the previous node."""
+    nodes, node, local = c.nodes, c.node_of(rank), c.local_of(rank)
+    nxt = c.rank((node + 1) % nodes, local)
+
+    def key(m: int, at_node: int, ci: int) -> int:
+        return ((m - at_node) % nodes) * len(chunks) + ci
+
+    for h in range(nodes):
+        m = (node - 1 - h) % nodes  # the block this node handles at hop h
+        for ci, chunk in enumerate(chunks):
+            arrived = Wait(Signal(rank, "rs", key(m, node, ci)), 1)
+            if h == nodes - 1:  # the own block: add the node's sum, and the ring's, into OUT
+                for run in runs(chunk):
+                    t = run[0]
+                    sb.add(rank, Role.RECV, Op.REDUCE, waits=(arrived, Wait(Signal(rank, "own_ready", ci), len(chunk))),
+                           reads=(reg("PART", rank, t), slot("RECV", rank, m, t)), writes=(reg("OUT", rank, t),),
+                           label="tile {} add ring", count=len(run),
+                           step=Step(((0, 0, t.cols), (0, slot_rows, 0), (0, 0, t.cols)), label=(t.index, 1)))
+                continue
+            ready = Wait(Signal(rank, "chunk_ready", key(m, node, ci)), len(chunk))
+            src, waits = "SEND", (ready,)
+            if h:
+                staged = Signal(rank, "staged", key(m, node, ci))
+                for run in runs(chunk):
+                    t = run[0]
+                    sb.add(rank, Role.RECV, Op.REDUCE, waits=(arrived, ready), signals=(staged,),
+                           reads=(slot("SEND", rank, m, t), slot("RECV", rank, m, t)), writes=(slot("STAGE", rank, m, t),),
+                           label=f"block {m} tile {{}} ring hop {h}", count=len(run),
+                           step=Step(((0, slot_rows, 0),) * 3, ((0, 0),), label=(t.index, 1)))
+                src, waits = "STAGE", (Wait(staged, len(chunk)),)
+            sb.add(rank, Role.SEND, Op.PUT, chunk=key(m, node, ci), waits=waits, reads=(slots(src, rank, m, chunk),),
+                   writes=(slots("RECV", nxt, m, chunk),), signals=(Signal(nxt, "rs", key(m, node + 1, ci)),),
+                   label=f"block {m} chunk {ci} ring hop {h}")
 
 
 @paused_gc()

@@ -40,7 +40,8 @@ def test_every_lowered_op_matches_the_oracle_call_after_call(case, nodes, gpn, u
     assert max(errors) < 1e-5, errors
 
 
-@pytest.mark.parametrize("kernel,algorithm", [("gemm_ar", "twoshot"), ("gemm_ar", "ring"), ("ag_gemm", "ring")])
+@pytest.mark.parametrize("kernel,algorithm", [("gemm_ar", "twoshot"), ("gemm_ar", "ring"), ("ag_gemm", "ring"),
+                                              ("gemm_rs", "ring")])
 @pytest.mark.parametrize("nodes,gpn", [(2, 2), (3, 2), (4, 1), (4, 2)])
 @pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
 def test_every_inter_node_algorithm_lowers_to_the_oracle(kernel, algorithm, nodes, gpn, unordered):

@@ -78,6 +78,7 @@ def test_explore_command(capsys, tmp_path):
     ("gemm_ar", dict(m=256, n=512, k=32, chunk_tiles=1, internode="twoshot")),
     ("gemm_ar", dict(m=256, n=512, k=32, chunk_tiles=1, internode="ring")),
     ("ag_gemm", dict(m=512, n=256, k=32, internode="ring")),
+    ("gemm_rs", dict(m=512, n=256, k=32, chunk_tiles=2, internode="ring")),
     ("ring_attention", dict(m=32, n=1, k=16, tile_m=16, causal=1)),
 ])
 def test_every_op_is_safe_in_every_srd_delivery_order(kernel, shape, nodes, gpus):

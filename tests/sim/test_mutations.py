@@ -62,7 +62,7 @@ def caught(schedule, inputs, expected: dict) -> bool:
 
 CASES = [(k, v) for k in KERNELS for v in ("fused", "baseline")] + [
     (k, "ring baseline") for k in ("ag_gemm", "gemm_rs", "gemm_ar")] + [
-    ("gemm_ar", "twoshot"), ("gemm_ar", "ring"), ("ag_gemm", "ring")]  # the inter-node algorithms
+    ("gemm_ar", "twoshot"), ("gemm_ar", "ring"), ("ag_gemm", "ring"), ("gemm_rs", "ring")]  # inter-node algorithms
 
 
 @pytest.mark.parametrize("kernel,variant", CASES)

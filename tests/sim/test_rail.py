@@ -9,7 +9,7 @@ import pytest
 
 from mkernel import Cluster, Workload, reference
 from mkernel.builders import _rail as rail
-from mkernel.builders import ag_gemm, gemm_ar
+from mkernel.builders import ag_gemm, gemm_ar, gemm_rs
 from mkernel.errors import ProblemError
 from mkernel.report import static_bytes
 from mkernel.runner import DATA_RTOL
@@ -37,6 +37,24 @@ def test_gemm_ar_algorithms_match_numpy(nodes, gpus, algorithm, transport):
     # every topology gets whole groups of N chunks and (mostly) a direct tail after them
     w = Workload(m=1100, n=520, k=48, chunk_tiles=1, internode=algorithm)
     _check(gemm_ar, w, Cluster("t", nodes, gpus, transport=transport), nodes * 100 + gpus)
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "ring"])
+@pytest.mark.parametrize("nodes,gpus", [(2, 2), (3, 2), (4, 1), (4, 4)])
+def test_gemm_rs_ring_and_direct_match_numpy(nodes, gpus, algorithm):
+    c = Cluster("t", nodes, gpus, transport="efa_srd")
+    _check(gemm_rs, Workload(kernel="gemm_rs", m=136 * c.world, n=520, k=40, chunk_tiles=2, internode=algorithm),
+           c, nodes * 3 + gpus)
+
+
+def test_the_rs_ring_sends_what_direct_sends():
+    """A ring reduce-scatter moves each block's running sum N - 1 hops: the same bytes per GPU as
+    sending each node sum straight to its owner."""
+    c = Cluster("t", 4, 2)
+    w = Workload(kernel="gemm_rs", m=256 * c.world, n=512, k=32)
+    ring, direct = (static_bytes(gemm_rs.build(dataclasses.replace(w, internode=a), c))["network"]
+                    for a in ("ring", "direct"))
+    assert ring == direct and ring[0] > 0
 
 
 @pytest.mark.parametrize("algorithm", ["direct", "ring"])
