@@ -69,6 +69,9 @@ def measure(name: str, args: list[str], tmp: Path, workers: int, timeout: float)
            "wall_s": round(wall, 2)}
     if proc.returncode not in (0, 1):
         row["error"] = stderr.strip().splitlines()[-1:] or ["?"]
+        log = tmp / name / "results.jsonl"
+        if args[0] == "sweep" and log.exists():  # a stopped sweep: the points it finished (their workers'
+            row["points"] = len(log.read_text().splitlines())  # CPU is lost with them: wall time only)
     elif args[0] == "run":
         result = json.loads(out.read_text())
         row.update(fused_us=result["time_s"] * 1e6, baseline_us=result["baseline"]["time_s"] * 1e6,
@@ -104,7 +107,8 @@ def main() -> int:
             rows.append(row)
             was = BEFORE_NOTE.get(name) or f"{before:.1f} s CPU"
             sim = (f"{row['fused_us']:.2f} / {row['baseline_us']:.2f} us" if "fused_us" in row else
-                   f"{row.get('points')} points, {row.get('failed')} failed" if "points" in row else row.get("error"))
+                   f"{row['points']} points, {row['failed']} failed" if "failed" in row else
+                   f"{row.get('points', 0)} points done; {row['error']}")
             print(f"{name:16} {was:>24} {goal:>7.0f}s {row['cpu_s']:>8.1f}s {row['wall_s']:>8.1f}s  "
                   f"{'yes' if row['met'] else 'no ':3}  {sim}", flush=True)
     if args.out:
