@@ -51,17 +51,20 @@ class Run:
         return self.task.member(self.first + j) if self.task.count > 1 else self.task
 
     def signal_keys(self):
-        """(key, times) of every bump its members make, member by member (a signal that does not
-        step is bumped n times at once)."""
-        t, n = self.task, self.n
-        steps = t.step.signals if t.count > 1 and t.step.signals else None
-        if steps is None:
-            return [((g.rank, g.name, g.index), n) for g in t.signals]
-        out = [((g.rank, g.name, g.index), n) for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
-        moving = [(g, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
-        for i in range(self.first, self.first + n):
-            out += [((g.rank + i * dk, g.name, g.index + i * dx), 1) for g, dk, dx in moving]
-        return out
+        return signal_keys(self.task, self.first, self.n)
+
+
+def signal_keys(t: Task, first: int, n: int) -> list[tuple[tuple, int]]:
+    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` make, member by
+    member (a signal that does not step is bumped n times at once)."""
+    steps = t.step.signals if t.count > 1 and t.step.signals else None
+    if steps is None:
+        return [((g.rank, g.name, g.index), n) for g in t.signals]
+    out = [((g.rank, g.name, g.index), n) for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
+    moving = [(g, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
+    for i in range(first, first + n):
+        out += [((g.rank + i * dk, g.name, g.index + i * dx), 1) for g, dk, dx in moving]
+    return out
 
 
 class Dispatch:
@@ -92,8 +95,8 @@ class Dispatch:
             compute = role is Role.COMPUTE
             if ended is not None:
                 pool.active[role] -= n
-            while n and pool.has_work(role):
-                task, first, m = pool.take_many(role, n)
+            while n and pool.has_work(role) and pool.active[role] < pool.target[role]:
+                task, first, m = pool.take_many(role, min(n, pool.target[role] - pool.active[role]))
                 n -= m
                 for i, part, (wait, key, need) in self._waits_of(task, first, m):
                     if wait >= 0:
@@ -107,7 +110,7 @@ class Dispatch:
                         self._ready_split(runs, lane, role, task, i, part)
                     else:
                         self._join(runs, lane, role, task, i, part, -1, None, 0, 0.0)
-            for _ in range(n):  # this role's queue is done: the SM moves to another role, or retires
+            for _ in range(n):  # this role is done or full: the SM moves to another role, or retires
                 if compute and ended is not None:
                     self._compute_edge(rank, -1)
                 picked = pool.next_task(role)

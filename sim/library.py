@@ -20,6 +20,8 @@ import math
 from mkernel import cost, nccl
 from mkernel.ir import Library, Op, Region, Role, Task
 
+from .dispatch import signal_keys
+
 GEMM_TILE = (128, 256)  # cuBLAS's large-shape bf16 tile on the H200 class (h200-facts: 128x256x64)
 
 
@@ -58,9 +60,12 @@ class LibraryCalls:
         yield state[1]
 
     def _complete(self, li: int, done) -> None:
+        """The call ended: every task of the launch is done, a group as all its members (each bumps
+        its own signals; a tracked run has no groups, the model expanded them)."""
         m = self.m
         for task in m.s.tasks:
             if task.launch == li:
                 m.tracker.landed_writes(task)
-                m.bump_all(task.signals)
+                for key, times in signal_keys(task, 0, task.count):
+                    m.board.bump_key(key, times)
         done.succeed()

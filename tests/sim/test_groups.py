@@ -111,3 +111,53 @@ def test_grouped_runs_simulate_the_flat_times(name, w, c, first):
             assert b.per_rank_s == pytest.approx(a.per_rank_s, rel=1e-12), (f.variant, collapse)
             assert b.bytes_total == pytest.approx(a.bytes_total, rel=1e-12) and b.hazards == a.hazards
             assert b.metrics["breakdown_us"] == pytest.approx(a.metrics["breakdown_us"], rel=1e-9, abs=1e-9)
+
+
+def _quiet_and_tracked(s: Schedule):
+    """The finish times of a quiet run (groups kept: no data, no hazard tracking, as when collapsed)
+    and of a tracked run (the engine takes the expansion)."""
+    from mkernel import Cluster
+    from mkernel.sim.engine import Model
+
+    c = Cluster("t", 1, s.world)
+    quiet, tracked = Model(s, c, None, track_hazards=False), Model(s, c, None, track_hazards=True)
+    quiet.run()
+    tracked.run()
+    return quiet.finish, tracked.finish
+
+
+def test_a_library_timed_launch_bumps_every_members_signals():
+    """A launch timed as a library call (sim/library.py) ends all its tasks at once: a group of 3
+    bumps its fixed signal 3 times and each member's stepped one, as its 3 members would."""
+    from mkernel.ir import Library
+
+    sb = ScheduleBuilder("t", "baseline", 2, 2, 8, grouped=True)
+    sb.launch("call", {Role.INTRA: 2}, Library("gemm", shape=(256, 256, 64)))
+    sb.add(0, Role.INTRA, Op.NOP, signals=(Signal(0, "all"), Signal(1, "each", 0)), label="m {}", count=3,
+           step=Step(signals=((0, 0), (0, 1)), label=(0, 1)))
+    sb.launch("after", {Role.COMPUTE: 1})
+    sb.add(0, Role.COMPUTE, Op.NOP, waits=(Wait(Signal(0, "all"), 3),))
+    sb.add(1, Role.COMPUTE, Op.NOP, waits=(Wait(Signal(1, "each", 2), 1),))  # member 2's own signal
+    quiet, tracked = _quiet_and_tracked(sb.build(0.0))
+    assert quiet == tracked and quiet[0] > 0
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_counted_sms_keep_their_roles_target(grouped):
+    """SMs of a role without tasks move to one under its target (sim/sms.py), so a role's own SMs
+    may then find it full: counted (bulk) SMs must retire there as named ones do. With 4 intra SMs
+    idle and 4 compute SMs, 8 tiles run on 4 SMs: two waves, with or without a trace."""
+    from mkernel import Cluster
+    from mkernel.sim import SimBackend
+
+    sb = ScheduleBuilder("t", "fused", 1, 1, 8, grouped=grouped)
+    for name in ("A", "B", "C"):
+        sb.buffer(name, 1024, 1024)
+    sb.launch("l", {Role.INTRA: 4, Role.COMPUTE: 4})
+    sb.add(0, Role.COMPUTE, Op.GEMM, reads=(Region("A", 0, 0, 128, 0, 1024), Region("B", 0, 0, 1024, 0, 128)),
+           writes=(Region("C", 0, 0, 128, 0, 128),), label="tile {}", count=8,
+           step=Step(((0, 0, 0), (0, 0, 128), (0, 0, 128)), label=(0, 1)))
+    s, c = sb.build(0.0), Cluster("t", 1, 1)
+    named, counted = SimBackend().run(s, c, trace=True), SimBackend().run(s, c)
+    assert counted.time_s == pytest.approx(named.time_s, rel=1e-12, abs=0)
+    assert len({span[2] for span in named.spans}) == 4  # four SMs ran the tiles

@@ -5,7 +5,11 @@ child's and its workers') and wall time are printed beside the figures issue 30 
 work on it (CPU on a 2-core machine like CI's) and the goal. Simulated times come from the runs'
 ``--json`` so a speed-up that changes results shows.
 
-Usage: python tools/bench/bench_sim_speed.py [--out result.json] [--skip ROW ...] [--sweep-workers 2]
+Usage: python tools/bench/bench_sim_speed.py [--out result.json] [--skip ROW ...] [--only ROW ...]
+[--sweep-workers 2] [--timeout 900]
+
+A row that runs past ``--timeout`` seconds is stopped (its process group killed) and reported as
+timed out, so one slow row cannot hold the machine.
 
 Rows (names for --skip): collapsed, full, 64-nodes, default, ring-attention, sweep, scaleout.
 The sweep row runs the whole scale-out study (1,085 points) into a temporary folder.
@@ -14,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,8 +44,9 @@ BEFORE_NOTE = {"ring-attention": "did not finish in 240 s", "scaleout": "did not
                "sweep": "33 min wall (2 workers)"}
 
 
-def measure(name: str, args: list[str], tmp: Path, workers: int) -> dict:
-    """Run ``mkernel ARGS`` once; its CPU and wall seconds, and its simulated times."""
+def measure(name: str, args: list[str], tmp: Path, workers: int, timeout: float) -> dict:
+    """Run ``mkernel ARGS`` once (at most ``timeout`` seconds); its CPU and wall seconds, and its
+    simulated times."""
     out = tmp / f"{name}.json"
     cmd = [sys.executable, "-m", "mkernel", *args]
     if args[0] == "run":
@@ -48,14 +55,23 @@ def measure(name: str, args: list[str], tmp: Path, workers: int) -> dict:
         cmd += ["--workers", str(workers), "--out", str(tmp / name)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the row's process and its sweep workers
+        _, stderr = proc.communicate()
+        stderr += f"\ntimed out after {timeout:.0f} s"
     wall = time.perf_counter() - wall
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     row = {"row": name, "command": "mkernel " + " ".join(args), "rc": proc.returncode, "cpu_s": round(cpu, 2),
            "wall_s": round(wall, 2)}
     if proc.returncode not in (0, 1):
-        row["error"] = proc.stderr.strip().splitlines()[-1:] or ["?"]
+        row["error"] = stderr.strip().splitlines()[-1:] or ["?"]
+        log = tmp / name / "results.jsonl"
+        if args[0] == "sweep" and log.exists():  # a stopped sweep: the points it finished (their workers'
+            row["points"] = len(log.read_text().splitlines())  # CPU is lost with them: wall time only)
     elif args[0] == "run":
         result = json.loads(out.read_text())
         row.update(fused_us=result["time_s"] * 1e6, baseline_us=result["baseline"]["time_s"] * 1e6,
@@ -70,26 +86,29 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write the rows and the machine's description here (JSON)")
     p.add_argument("--skip", nargs="*", default=[], choices=[r[0] for r in ROWS])
+    p.add_argument("--only", nargs="*", default=[], choices=[r[0] for r in ROWS])
     p.add_argument("--sweep-workers", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds a row may run before it is stopped")
     args = p.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "python": platform.python_version(),
             "machine": f"{platform.machine()}, {platform.processor() or 'cpu unknown'}",
-            "cores": len(__import__("os").sched_getaffinity(0)),
+            "cores": len(os.sched_getaffinity(0)), "load_before": os.getloadavg()[0],
             "command": "python tools/bench/bench_sim_speed.py " + " ".join(sys.argv[1:])}
     rows = []
     print(f"{'row':16} {'before (issue 30)':>24} {'goal':>8} {'CPU now':>9} {'wall now':>9}  met  simulated (fused / baseline)")
     with tempfile.TemporaryDirectory() as tmp:
         for name, command, before, goal in ROWS:
-            if name in args.skip:
+            if name in args.skip or (args.only and name not in args.only):
                 continue
-            row = measure(name, command, Path(tmp), args.sweep_workers)
+            row = measure(name, command, Path(tmp), args.sweep_workers, args.timeout)
             row.update(before_cpu_s=before, goal_s=goal,
                        met=("error" not in row) and (row["wall_s"] if name == "sweep" else row["cpu_s"]) <= goal)
             rows.append(row)
             was = BEFORE_NOTE.get(name) or f"{before:.1f} s CPU"
             sim = (f"{row['fused_us']:.2f} / {row['baseline_us']:.2f} us" if "fused_us" in row else
-                   f"{row.get('points')} points, {row.get('failed')} failed" if "points" in row else row.get("error"))
+                   f"{row['points']} points, {row['failed']} failed" if "failed" in row else
+                   f"{row.get('points', 0)} points done; {row['error']}")
             print(f"{name:16} {was:>24} {goal:>7.0f}s {row['cpu_s']:>8.1f}s {row['wall_s']:>8.1f}s  "
                   f"{'yes' if row['met'] else 'no ':3}  {sim}", flush=True)
     if args.out:

@@ -9,8 +9,13 @@ moved at all; it exits 1 if any moved beyond the tolerance.
 
     python tools/studies/check_sim_times.py record --out base.json --ref 20 --scaling 40 --seed 30
     python tools/studies/check_sim_times.py compare base.json [--only reference,scaling] [--tol 0.005]
+    python tools/studies/check_sim_times.py committed docs/results/scaling-2026-12-02 [--sample 40 --seed 30]
 
-Grid points run as the sweep runs them (:func:`mkernel.sweep.run_point`: collapsed where exact);
+``committed`` does what ``compare`` does against a committed sweep folder's ``results.jsonl``
+(every row, or a seeded sample): each row's point is rebuilt from the row (its shape is the fields
+the sweep writes between ``size`` and ``nodes``, its options the ``options`` string).
+
+Grid points run as the sweep runs them (:func:`mkernel.studies.sweep.run_point`: collapsed where exact);
 table rows run through :func:`mkernel.runner.run` with the row's own ``collapse``.
 """
 from __future__ import annotations
@@ -48,7 +53,7 @@ def table_scenario(name: str):
 
 
 def _point(d: dict):
-    from mkernel.sweep import Point
+    from mkernel.studies.sweep import Point
 
     return Point(d["testbed"], d["kernel"], d["size"], tuple((k, v) for k, v in d["shape"]),
                  tuple((k, v) for k, v in d["options"]))
@@ -64,7 +69,7 @@ def run_entry(entry: dict) -> dict:
         out = {"fused_us": result["time_s"] * 1e6, "baseline_us": result["baseline"]["time_s"] * 1e6,
                "events": result["events"]}
     else:
-        from mkernel.sweep import run_point
+        from mkernel.studies.sweep import run_point
 
         row = run_point(_point(entry["def"]))
         out = ({"error": row["error"]} if "error" in row else
@@ -73,8 +78,8 @@ def run_entry(entry: dict) -> dict:
 
 
 def _entries(ref: int, scaling: int, seed: int, rows: list[str]) -> list[dict]:
-    from mkernel.study import grid
-    from mkernel.sweep import reference_grid
+    from mkernel.studies.study import grid
+    from mkernel.studies.sweep import reference_grid
 
     out = []
     for name, points, n in (("reference", reference_grid(), ref), ("scaling", grid(), scaling)):
@@ -83,6 +88,61 @@ def _entries(ref: int, scaling: int, seed: int, rows: list[str]) -> list[dict]:
                                                           "shape": list(p.shape), "options": list(p.options)}})
     out += [{"set": "table", "key": name} for name in rows]
     return out
+
+
+def committed_entries(folder: str, sample: int, seed: int, max_wall: float = 0.0) -> list[dict]:
+    """The rows of a committed sweep (``folder``/results.jsonl) as entries to rerun: all of them,
+    or ``sample`` of them drawn with ``seed``, of those whose recorded simulation took at most
+    ``max_wall`` seconds (0: any); rows with an error are rerun too (it must recur)."""
+    from pathlib import Path
+
+    rows = [json.loads(line) for line in (Path(folder) / "results.jsonl").read_text().splitlines() if line.strip()]
+    if max_wall:
+        rows = [r for r in rows if r.get("sim_wall_s", 0.0) <= max_wall]
+    if sample:
+        rows = random.Random(seed).sample(rows, min(sample, len(rows)))
+    out = []
+    for row in rows:
+        names = list(row)
+        shape = [[k, row[k]] for k in names[names.index("size") + 1:names.index("nodes")]]
+        options = [opt.split("=", 1) for opt in row["options"].split(",")] if row["options"] else []
+        d = {"testbed": row["testbed"], "kernel": row["kernel"], "size": row["size"], "shape": shape,
+             "options": options}
+        if _point(d).key != row["key"]:
+            raise SystemExit(f"{folder}: row {row['key']} does not rebuild its point (got {_point(d).key})")
+        kept = {k: row[k] for k in ("fused_us", "baseline_us", "events", "error") if k in row}
+        out.append({"set": Path(folder).name, "key": row["key"], "def": d, **kept,
+                    "cpu_s": None if "sim_wall_s" not in row else f"{row['sim_wall_s']:.3f} (sim wall)"})
+    return out
+
+
+def compare(todo: list[dict], tol: float, out: str | None, meta: dict, base_meta) -> int:
+    """Rerun ``todo`` (entries with their recorded times); print each point's move and the ones
+    beyond ``tol``; 1 if any moved beyond it."""
+    moved, changed, rerun = [], 0, []
+    for i, e in enumerate(todo):
+        now = run_entry(e)
+        rerun.append({**{k: e[k] for k in ("set", "key", "def") if k in e}, **now})
+        worst = 0.0
+        for field in ("fused_us", "baseline_us"):
+            if field in e and field in now:
+                worst = max(worst, abs(now[field] - e[field]) / e[field])
+        if "error" in e or "error" in now:
+            worst = 0.0 if e.get("error") == now.get("error") else float("inf")
+        changed += worst > 1e-12
+        line = (f"[{i + 1}/{len(todo)}] {e['set']} {e['key']}: fused {e.get('fused_us', 0):.3f} -> "
+                f"{now.get('fused_us', 0):.3f} us, baseline {e.get('baseline_us', 0):.3f} -> "
+                f"{now.get('baseline_us', 0):.3f} us (worst {worst:.2e}); cpu {e.get('cpu_s')} -> {now['cpu_s']} s")
+        print(line, flush=True)
+        if worst > tol:
+            moved.append(line)
+        if out:  # rewritten after every point: a killed run keeps what it has
+            with open(out, "w") as f:
+                json.dump({"meta": meta, "baseline": base_meta, "entries": rerun}, f, indent=1)
+    print(f"{len(todo)} points rerun; {changed} changed at all; {len(moved)} moved more than {tol:.1%}")
+    for line in moved:
+        print("  MOVED " + line)
+    return 1 if moved else 0
 
 
 def _meta(command: str) -> dict:
@@ -106,6 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     cmp_.add_argument("--skip", default="", help="table rows to skip (names separated by ';')")
     cmp_.add_argument("--tol", type=float, default=0.005)
     cmp_.add_argument("--out", help="write the rerun's rows here")
+    com = sub.add_parser("committed")
+    com.add_argument("folder", help="a committed sweep's folder (with results.jsonl)")
+    com.add_argument("--sample", type=int, default=0, help="rerun this many rows (seeded sample); 0: all")
+    com.add_argument("--seed", type=int, default=30)
+    com.add_argument("--max-wall", type=float, default=0.0,
+                     help="only rows whose recorded sim_wall_s is at most this (0: every row)")
+    com.add_argument("--tol", type=float, default=0.005)
+    com.add_argument("--out", help="write the rerun's rows here")
     args = p.parse_args(argv)
     command = "python tools/studies/check_sim_times.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.cmd == "record":
@@ -118,34 +186,14 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.out, "w") as f:  # rewritten after every point: a killed run keeps what it has
                 json.dump({"meta": _meta(command), "entries": entries[:i + 1]}, f, indent=1)
         return 0
+    if args.cmd == "committed":
+        todo = committed_entries(args.folder, args.sample, args.seed, args.max_wall)
+        return compare(todo, args.tol, args.out, _meta(command), {"folder": args.folder})
     base = json.load(open(args.baseline))
     only = set(filter(None, args.only.split(",")))
     skip = set(filter(None, args.skip.split(";")))
     todo = [e for e in base["entries"] if (not only or e["set"] in only) and e["key"] not in skip]
-    moved, changed, rerun = [], 0, []
-    for i, e in enumerate(todo):
-        now = run_entry(e)
-        rerun.append({**{k: e[k] for k in ("set", "key", "def") if k in e}, **now})
-        worst = 0.0
-        for field in ("fused_us", "baseline_us"):
-            if field in e and field in now:
-                worst = max(worst, abs(now[field] - e[field]) / e[field])
-        if "error" in e or "error" in now:
-            worst = 0.0 if e.get("error") == now.get("error") else float("inf")
-        changed += worst > 1e-12
-        line = (f"[{i + 1}/{len(todo)}] {e['set']} {e['key']}: fused {e.get('fused_us', 0):.3f} -> "
-                f"{now.get('fused_us', 0):.3f} us, baseline {e.get('baseline_us', 0):.3f} -> "
-                f"{now.get('baseline_us', 0):.3f} us (worst {worst:.2e}); cpu {e.get('cpu_s')} -> {now['cpu_s']} s")
-        print(line, flush=True)
-        if worst > args.tol:
-            moved.append(line)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"meta": _meta(command), "baseline": base["meta"], "entries": rerun}, f, indent=1)
-    print(f"{len(todo)} points rerun; {changed} changed at all; {len(moved)} moved more than {args.tol:.1%}")
-    for line in moved:
-        print("  MOVED " + line)
-    return 1 if moved else 0
+    return compare(todo, args.tol, args.out, _meta(command), base["meta"])
 
 
 if __name__ == "__main__":
