@@ -20,8 +20,7 @@ CONFIGS = (("gemm_ar", 8192), ("gemm_rs", 8192), ("ag_gemm", 8192), ("ring_atten
            ("moe_dispatch_gemm", 16384))
 
 
-def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int, world: int,
-               copy_rows: int = 0) -> dict:
+def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int, world: int, knobs) -> dict:
     import dataclasses
 
     import numpy as np
@@ -51,8 +50,8 @@ def one_config(kernel: str, size: int, splits: list[int], iters: int, rank: int,
     for n in splits:
         ws = dataclasses.replace(w, sms=((Role.INTRA, n),))
         schedule = module.build(ws, c)
-        with Context(None, gpus_per_node=world, send_bytes=0, **Executor.context_sizes(schedule)) as ctx:
-            op = Executor(schedule, ctx, copy_rows=copy_rows)
+        with Context(None, gpus_per_node=world, send_bytes=0, knobs=knobs, **Executor.context_sizes(schedule)) as ctx:
+            op = Executor(schedule, ctx)
             outs = op(mine, poison=True)
             op.check()
             err = max(((outs[k].float() - r).norm() / r.norm()).item() for k, r in refs.items())
@@ -69,7 +68,7 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from mkernel.hw.kernels import fused
+    from mkernel.hw.knobs import HwKnobs
     from mkernel.hw.runtime.safety import apply_no_multicast
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -84,10 +83,11 @@ def main() -> None:
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl", device_id=torch.device("cuda", int(os.environ["LOCAL_RANK"])))
     splits = [int(x) for x in args.comm_sms.split(",")]
+    knobs = HwKnobs(copy_rows=args.copy_rows) if args.copy_rows else HwKnobs()
     rows = []
     for kernel, size in CONFIGS:
         if kernel in args.kernels:
-            mine = one_config(kernel, size, splits, args.iters, rank, world, args.copy_rows)
+            mine = one_config(kernel, size, splits, args.iters, rank, world, knobs)
             every = [None] * world
             dist.all_gather_object(every, mine)
             row = every[0]
@@ -107,7 +107,7 @@ def main() -> None:
         args.out.write_text(json.dumps({"world": world, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
                                         "commit": Path(".commit").read_text().strip() if Path(".commit").exists()
                                         else None, "iters": args.iters,
-                                        "copy_rows": args.copy_rows or fused.COPY_ROWS, "rows": rows}, indent=1) + "\n")
+                                        "copy_rows": knobs.copy_rows, "rows": rows}, indent=1) + "\n")
     dist.destroy_process_group()
 
 
