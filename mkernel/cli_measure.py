@@ -119,6 +119,7 @@ def validate(args: argparse.Namespace) -> int:
 def accuracy(args: argparse.Namespace) -> int:
     """`mkernel accuracy`: the simulator's error against calibrate, bench, run and split measurements."""
     from mkernel.studies import accuracy
+    from mkernel.studies.splits import read_measured
 
     output_file(args.out, "--out")
     def read(path: Path) -> dict:
@@ -131,7 +132,7 @@ def accuracy(args: argparse.Namespace) -> int:
         return doc
 
     benches = [(str(p), read(p)) for p in args.bench]
-    splits = [(str(p), read(p)) for p in args.splits]
+    splits = [(str(p), read_measured(read(p), str(p))) for p in args.splits]
     if args.fit_overheads:
         worlds = [b for _, b in benches if b.get("world") == 1 and not b.get("emulated")]
         if not worlds and not splits:
