@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     va.add_argument("--runs", type=Path, nargs="*", default=[],
                     help="result JSONs of `mkernel run --backend hw --json` on an emulated cluster (ranks sharing one GPU)")
     va.add_argument("--splits", type=Path, nargs="*", default=[],
-                    help="splits.json files of tools/studies/hw_splits.py (static splits on real NVLink)")
+                    help="splits tables of tools/studies/hw_splits.py (static splits measured on real NVLink)")
     va.add_argument("--profile", default="h200", help="the hardware profile the simulator uses (path or bundled name)")
     va.add_argument("--out", type=Path, help="write the report as JSON here")
     va.add_argument("--fit-overheads", action="store_true",

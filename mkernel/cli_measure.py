@@ -47,6 +47,9 @@ def calibrate(args: argparse.Namespace) -> int:
     from mkernel.studies import profile
     from mkernel.hw.measure import calibrate
 
+    from mkernel.hw.runtime.safety import apply_rendezvous
+
+    apply_rendezvous("calibrate")  # calibrate starts a world-1 group where none runs
     command = "mkernel calibrate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["calibrate"] else "mkernel calibrate"
     only = tuple(args.only or calibrate.SECTIONS)
     raw = calibrate.run(commit(args.commit), command.strip(), progress=lambda m: print(m, file=sys.stderr), only=only)
@@ -72,6 +75,17 @@ def parse_emulate(spec: str | None) -> tuple[int, int] | None:
     return nodes, gpn
 
 
+def torchrun_ranks() -> tuple[int, int, int, int]:
+    """(rank, world, local rank, ranks per node) from torchrun's environment, or one rank outside
+    torchrun; the rendezvous defaults to bench's own port where torchrun set none."""
+    from mkernel.hw.runtime.safety import apply_rendezvous
+
+    env = apply_rendezvous("bench")
+    world = int(env.get("WORLD_SIZE", "1"))
+    return (int(env.get("RANK", "0")), world, int(env.get("LOCAL_RANK", "0")),
+            int(env.get("LOCAL_WORLD_SIZE", str(world))))
+
+
 def bench(args: argparse.Namespace) -> int:
     output_folder(args.out, "--out")
     emulate = parse_emulate(args.emulate)
@@ -81,7 +95,7 @@ def bench(args: argparse.Namespace) -> int:
     from mkernel.hw.measure import bench
 
     points = bench.grid(args.kernels or KERNELS, args.sizes)
-    result = bench.run(points, emulate=emulate, iters=args.iters)
+    result = bench.run(points, emulate=emulate, ranks=torchrun_ranks(), iters=args.iters)
     if result is None:  # a rank other than 0 under torchrun
         return 0
     result["commit"] = commit(None)
@@ -105,6 +119,7 @@ def validate(args: argparse.Namespace) -> int:
 def accuracy(args: argparse.Namespace) -> int:
     """`mkernel accuracy`: the simulator's error against calibrate, bench, run and split measurements."""
     from mkernel.studies import accuracy
+    from mkernel.studies.splits import read_measured
 
     output_file(args.out, "--out")
     def read(path: Path) -> dict:
@@ -117,7 +132,7 @@ def accuracy(args: argparse.Namespace) -> int:
         return doc
 
     benches = [(str(p), read(p)) for p in args.bench]
-    splits = [(str(p), read(p)) for p in args.splits]
+    splits = [(str(p), read_measured(read(p), str(p))) for p in args.splits]
     if args.fit_overheads:
         worlds = [b for _, b in benches if b.get("world") == 1 and not b.get("emulated")]
         if not worlds and not splits:

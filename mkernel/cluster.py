@@ -52,7 +52,7 @@ class GpuSpec:
     # It moves its bytes in steps of fused_step_rows x fused_step_cols elements per region (a
     # gather: its indexed rows), and each step waits for its loads' round trip before the next,
     # fused_peer_step_us when the task touches a peer, fused_local_step_us when it stays in its
-    # own HBM: one step is what an SM has in flight (hw.fused.COPY_ROWS x CC), so a 16-row gather
+    # own HBM: one step is what an SM has in flight (hw.knobs.HwKnobs.copy_rows x CC), so a 16-row gather
     # moves a quarter of the bytes per round trip. Fitted with fused_peer_task_us on real NVLink
     # runs; 0 = free.
     fused_peer_step_us: float = 0.0

@@ -44,6 +44,7 @@ from mkernel import controller
 
 from mkernel.ir import Op
 
+from ..knobs import DEFAULTS
 from ..lowering.layout import ATTN_QUERY_ROWS, COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
 from ..lowering.plan import GEMM_TILE
 from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
@@ -336,16 +337,12 @@ def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -
     return sig, const
 
 
-COPY_ROWS = 64  # rows of one copy/reduce/gather step (x 256 columns): the bytes each SM has in flight
-
-
-def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int = COPY_ROWS,
+def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int = DEFAULTS.copy_rows,
                adaptive: bool = False) -> dict:
     """The compile-time switches of the kernel for one op set. ``adaptive``: compute and intra
     blocks follow the controller's shared target (else their roles are fixed). ``copy_rows``: a copy, reduce or
-    gather step moves copy_rows x 256 bf16 per SM; peer loads take microseconds to return, so an
-    SM's NVLink rate is about the bytes in flight over that latency (16-row steps made gemm_ar 1.5x
-    slower at 16 intra SMs on an H200 pair: docs/results/2026-11-30-nvlink.md)."""
+    gather step moves copy_rows x 256 bf16 per SM (:class:`~mkernel.hw.knobs.HwKnobs`); peer loads take
+    microseconds to return, so an SM's NVLink rate is about the bytes in flight over that latency."""
     bm, bn, bk = GEMM_TILE
     return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import triton
 import triton.language as tl
 
+from ..knobs import DEFAULTS
 from .sync import ERR_TIMEOUT, _clock, _record
 
 ROLE_COMPUTE = tl.constexpr(0)
@@ -107,7 +108,7 @@ def signature(c: Config, wait: bool) -> tuple[dict, dict]:
     return sig, const
 
 
-def gemm(a, b, out=None, *, flags=None, epoch: int = 0, errors=None, rank: int = 0, timeout_s: float = 5.0,
+def gemm(a, b, out=None, *, flags=None, epoch: int = 0, errors=None, rank: int = 0, timeout_s: float = DEFAULTS.timeout_s,
          num_programs: int | None = None, config: Config | None = None):
     """out = a @ b (bf16, fp32 accumulation) on ``num_programs`` persistent programs (default: all SMs).
 

@@ -152,12 +152,12 @@ def combine(per_rank: list[list[dict]]) -> list[dict]:
     return out
 
 
-def run(points: list, *, emulate: tuple[int, int] | None = None, warmup: int = 3, iters: int = 20) -> dict | None:
-    """Run the bench on the ranks at hand: under torchrun (one process per rank, NCCL), on ``emulate``
-    = (nodes, gpus per node) ranks sharing this host's GPUs (MPS, gloo), or on one rank. Returns the
-    combined result on rank 0 (None on the other torchrun ranks)."""
-    import os
-
+def run(points: list, *, emulate: tuple[int, int] | None = None, ranks: tuple[int, int, int, int] = (0, 1, 0, 1),
+        warmup: int = 3, iters: int = 20) -> dict | None:
+    """Run the bench on the ranks at hand: on ``emulate`` = (nodes, gpus per node) ranks sharing this
+    host's GPUs (MPS, gloo), else on this process's rank of ``ranks`` = (rank, world, local rank,
+    ranks per node): torchrun's (one process per rank, NCCL; the CLI reads them, and the rendezvous,
+    from the environment), or one rank. Returns the combined result on rank 0 (None on the others)."""
     import torch
     import torch.distributed as dist
 
@@ -168,15 +168,10 @@ def run(points: list, *, emulate: tuple[int, int] | None = None, warmup: int = 3
         per_rank = emu.launch(bench_rank, nodes * gpn, args=(points, gpn, warmup, iters), timeout_s=580)
         mode = f"emulated {nodes}x{gpn} on {torch.cuda.device_count()} GPU(s) (MPS, gloo)"
     else:
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        rank = int(os.environ.get("RANK", "0"))
-        local = int(os.environ.get("LOCAL_RANK", "0"))
+        rank, world, local, gpn = ranks
         torch.cuda.set_device(local)
         if not dist.is_initialized():
-            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", "29547")
             dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
-        gpn = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
         sms = torch.cuda.get_device_properties(local).multi_processor_count
         mine = bench_rank(RankInfo(rank, world, local, sms, False), points, gpn, warmup, iters)
         per_rank = [None] * world

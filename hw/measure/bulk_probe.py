@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from ..kernels import bulk, tiles
+from ..knobs import DEFAULTS
 from ..lowering.layout import COMMAND_WIDTH, REGION_WIDTH
 from ..runtime.state import ErrorBlock
 
@@ -138,7 +139,7 @@ class Probe:
     what Triton allocated. Compiled on construction; each call launches once on the current stream."""
 
     def __init__(self, op: Op, path: Path, tasks: list[Task], buffers: list, blocks: int, smem: int = DEFAULT_SMEM,
-                 timeout_s: float = 2.0, copy_rows: int = 64, stage_bytes: int = bulk.STAGE_BYTES,
+                 timeout_s: float = 2.0, copy_rows: int = DEFAULTS.copy_rows, stage_bytes: int = bulk.STAGE_BYTES,
                  reduce_bytes: int = bulk.REDUCE_BYTES, tma_stages: int = 4,
                  refuse_small_ring: bool = True):
         import torch

@@ -21,7 +21,6 @@ Total GPU time on one H200: about two minutes; ``only=("peer",)`` measures NVLin
 from __future__ import annotations
 
 import datetime
-import os
 import subprocess
 
 import triton
@@ -211,9 +210,7 @@ def run(commit: str, command: str, progress=print, only: tuple[str, ...] = SECTI
         progress("calibrate: peer skipped (one GPU: the NVLink terms keep their estimates)")
     if "gpu" not in only and "proxy" not in only:
         return raw
-    if not dist.is_initialized():  # the fused attention op runs on a world-1 group
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29541")
+    if not dist.is_initialized():  # the fused attention op runs on a world-1 group (the CLI set its rendezvous)
         dist.init_process_group("gloo", rank=0, world_size=1)
     if "gpu" in only:
         for name, fn in (("matmul", matmul), ("gemm_sms", gemm_sms), ("hbm", hbm), ("stream", stream),

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from ..knobs import DEFAULTS
 from ..lowering import ring
 from ..runtime.emulate import RankInfo, launch
 from ..runtime.proxy import Proxy, ProxyError, Regions
@@ -97,8 +98,9 @@ class LocalPair:
     call, as when it returns send completions or credits to the GPU.
     """
 
-    def __init__(self, n_flags: int, buf_bytes: int, capacity: int = 1024, shaping: Shaping | None = None,
-                 window_us: float = 2.0, timeout_s: float = 5.0, host_flags: bool = False, cpu: int = -1,
+    def __init__(self, n_flags: int, buf_bytes: int, capacity: int = DEFAULTS.ring_capacity,
+                 shaping: Shaping | None = None, window_us: float = DEFAULTS.window_us,
+                 timeout_s: float = DEFAULTS.timeout_s, host_flags: bool = False, cpu: int = -1,
                  max_batch: int = ring.MAX_BATCH):
         import torch
 

@@ -4,5 +4,5 @@
 and ``launch`` (one rank's calls of one op), ``state`` (device-side ring, epochs, error block),
 ``proxy`` + ``native`` + ``csrc/`` (the native host proxy and its transports), ``transports``,
 ``netboot`` and ``nics`` (choosing and connecting network transports), ``emulate`` (several ranks
-per GPU under MPS) and ``safety`` (the no-multicast environment).
+per GPU under MPS) and ``safety`` (the no-multicast environment and the default rendezvous).
 """

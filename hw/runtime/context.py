@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mkernel.errors import InputError
 
+from ..knobs import DEFAULTS, HwKnobs
 from ..lowering.layout import ALIGN
 from . import transports
 from .proxy import Proxy, ProxyFaults, Regions
@@ -50,14 +51,14 @@ class Context:
     rank r sits in node r // gpus_per_node."""
 
     def __init__(self, group, *, gpus_per_node: int, send_bytes: int, recv_bytes: int, n_flags: int,
-                 ring_capacity: int = 1024, transport: str = "loopback", shaping: transports.Shaping | None = None,
-                 timeout_s: float = 5.0, window_us: float = 2.0, faults: ProxyFaults | None = None,
-                 loopback_inflight: int = 0):
+                 transport: str = "loopback", shaping: transports.Shaping | None = None,
+                 faults: ProxyFaults | None = None, knobs: HwKnobs = DEFAULTS):
         """``faults``: seeded faults the proxy injects (:class:`~mkernel.hw.proxy.ProxyFaults`, tests
-        and fault studies); None injects none. ``loopback_inflight``: with the loopback transport
-        between nodes, how many of an executor's calls may still be running on the GPU when a call
-        returns (:attr:`inflight_calls`); 0, the default, makes each call return once its kernel
-        has finished."""
+        and fault studies); None injects none. ``knobs``: the runtime's timeouts, ring capacity,
+        proxy batch window, calls in flight and copy rows (:class:`~mkernel.hw.knobs.HwKnobs`), for
+        this context and the executor it serves; with the loopback transport between nodes
+        ``knobs.loopback_inflight`` of that executor's calls may still be running on the GPU when a
+        call returns (:attr:`inflight_calls`)."""
         require_no_multicast()
         import torch
         import torch.distributed as dist
@@ -69,13 +70,12 @@ class Context:
             group = _resolve_process_group(group)
         pg = dist.group.WORLD if group is None else group
         self.rank, self.world = dist.get_rank(pg), dist.get_world_size(pg)
-        if loopback_inflight < 0:
-            raise InputError(f"loopback_inflight={loopback_inflight}: a count of calls, 0 or more")
         if gpus_per_node < 1 or self.world % gpus_per_node:
             raise InputError(f"gpus_per_node={gpus_per_node} must divide the group's {self.world} ranks")
         self.gpus_per_node, self.nodes = gpus_per_node, self.world // gpus_per_node
         self.node, self.local = divmod(self.rank, gpus_per_node)
-        self.timeout_ns = int(timeout_s * 1e9)
+        self.knobs = knobs
+        self.timeout_ns = knobs.timeout_ns
         native_name, opts = transports.resolve(transport, shaping)
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.layout = Layout(n_flags, recv_bytes, send_bytes)
@@ -88,7 +88,7 @@ class Context:
         base = [int(p) for p in self.handle.buffer_ptrs]
         self.flag_ptrs = torch.tensor(base, dtype=torch.int64, device=self.device)
         self.recv_ptrs = torch.tensor([b + self.layout.recv_off for b in base], dtype=torch.int64, device=self.device)
-        self.ring = DeviceRing(ring_capacity, self.device)
+        self.ring = DeviceRing(knobs.ring_capacity, self.device)
         self.epoch = Epoch(self.device)
         self.errors = ErrorBlock(self.device)
         # with no separate send area the receive area is one heap that a rank also sends from
@@ -106,13 +106,13 @@ class Context:
         # such GPU work: both stall until its timeout. So on the emulated cluster a call returns
         # only once its kernel has finished, and the user's next blocking call cannot meet it.
         # A verbs proxy posts work requests, no driver calls: nothing to wait for.
-        self.inflight_calls = loopback_inflight if self.nodes > 1 and native_name == "cuda" else None
+        self.inflight_calls = knobs.loopback_inflight if self.nodes > 1 and native_name == "cuda" else None
         self.executor: str | None = None  # the op of the one Executor this context serves (hw/executor.py)
         self.proxy = None
         if self.nodes > 1:  # one node: peers are reached with peer stores only, no proxy to run
             self.proxy = Proxy(rank=self.rank, nranks=self.world, ring_ptr=self.ring.ring_ptr,
-                               ctl_ptr=self.ring.ctl_ptr, capacity=ring_capacity, regions=regions,
-                               transport=native_name, window_us=window_us, device=self.device.index, faults=faults,
+                               ctl_ptr=self.ring.ctl_ptr, capacity=knobs.ring_capacity, regions=regions,
+                               transport=native_name, window_us=knobs.window_us, device=self.device.index, faults=faults,
                                **opts).start()
 
     # views of this rank's own symmetric buffer
@@ -144,7 +144,7 @@ class Context:
     def close(self) -> None:
         if getattr(self, "proxy", None) is not None:
             try:
-                self.proxy.stop()
+                self.proxy.stop(timeout_s=self.knobs.drain_timeout_s)
             finally:
                 self.proxy.close()
                 self.proxy = None

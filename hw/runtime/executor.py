@@ -58,11 +58,11 @@ class Executor:
     (receive area) holds at least the plan's shared buffers and whose flags number at least the
     plan's; :meth:`context_sizes` says how big."""
 
-    def __init__(self, schedule: Schedule, ctx, *, timeout_s: float = 5.0, copy_rows: int = 0,
-                 controller: Balance | None = None, cluster: Cluster | None = None):
+    def __init__(self, schedule: Schedule, ctx, *, controller: Balance | None = None, cluster: Cluster | None = None):
         """``controller``: run the compute and intra roles under this adaptive SM partition (the
         simulator's policy, :mod:`mkernel.controller`), with task work estimated by the simulator's
-        cost model for ``cluster`` (the cluster the schedule was built for); None: static roles."""
+        cost model for ``cluster`` (the cluster the schedule was built for); None: static roles.
+        The device waits' timeout and the copy steps' rows are the context's (``ctx.knobs``)."""
         import torch
 
         self.schedule = schedule
@@ -107,7 +107,7 @@ class Executor:
         self.done = torch.zeros(1, dtype=torch.int32, device=dev)
         self.locks = torch.zeros(max(1, 4 * p.n_locks), dtype=torch.int64, device=dev)
         self.errors = ErrorBlock(dev)
-        self.timeout_ns = int(timeout_s * 1e9)
+        self.timeout_ns = ctx.knobs.timeout_ns
         self.buffers = {b.name: b for b in schedule.buffers}
         # heap buffers: a view of this rank's copy, and every rank's address in the bases table
         heap = ctx.recv
@@ -140,7 +140,7 @@ class Executor:
         self.gemm_ab = p.gemm_operands
         a2_buf = p.buffers.index(self.gemm_ab[0][1]) if self.gemm_ab and len(self.gemm_ab[0]) > 1 else -1
         self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1,
-                                     copy_rows=copy_rows or fused.COPY_ROWS, adaptive=controller is not None)
+                                     copy_rows=ctx.knobs.copy_rows, adaptive=controller is not None)
         self.blocks, self.steer = self._initial_split()
         self.state = torch.zeros(fused.STATE_WORDS, dtype=torch.int64, device=dev)
         self.state[int(fused.CTRL)], self.state[int(fused.WORK)] = self.steer[:2]  # as every call ends (fused._reset)

@@ -14,6 +14,7 @@ import numpy as np
 
 from mkernel.errors import InputError, MkernelError
 
+from ..knobs import DEFAULTS
 from ..lowering import ring
 from . import native
 
@@ -135,7 +136,7 @@ class Proxy:
     out."""
 
     def __init__(self, *, rank: int, nranks: int, ring_ptr: int, ctl_ptr: int, capacity: int, regions: Regions,
-                 transport="fake", max_batch: int = ring.MAX_BATCH, window_us: float = 2.0,
+                 transport="fake", max_batch: int = ring.MAX_BATCH, window_us: float = DEFAULTS.window_us,
                  seed: int = 0, unordered: bool = False, gbytes_per_s: float = 0.0, latency_us: float = 0.0,
                  device: int = 0, streams: int = 1, flag_early: bool = False, cpu: int = -1,
                  faults: ProxyFaults | None = None, idle_spin_us: float = 2000.0, idle_sleep_us: float = 50.0):
@@ -178,7 +179,7 @@ class Proxy:
             raise ProxyError(f"rank {self.rank}: cannot start the proxy thread")
         return self
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = DEFAULTS.drain_timeout_s) -> None:
         """Drain everything committed, post it, wait for the transport; raise if anything failed.
 
         The final counters stay readable (:meth:`stats`, and :meth:`fake_log` for the fake transport)

@@ -8,6 +8,11 @@ finishes (a stopped sweep resumes there), and writes ``splits.json`` in the outp
 shape. Keys name the cluster scenario, the op and its shape; each entry also holds a digest of the
 cluster's parameters, so a scenario of another name with the same cluster (the default scenario and
 paper-ib-2x8) finds its entry, and a table never applies to another machine or size.
+
+``tools/studies/hw_splits.py`` (static splits on real NVLink, under torchrun) writes the same table
+through :func:`write`, its entries also holding what was measured (``measured``: the op, its size
+and shape, the world, each split's time and check), which ``mkernel accuracy --splits`` reads back
+with :func:`read_measured`.
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ from ..files import append_row, check_row, read_rows
 from ..ir import Role
 from ..scenario import Scenario
 
-ENTRY = {"best_intra_sms": (int,), "normalised": (dict,)}  # one splits.json entry; "cluster" is optional
+ENTRY = {"best_intra_sms": (int,), "normalised": (dict,)}  # one splits.json entry; "cluster", "measured" optional
+MEASURED = {"kernel": (str,), "size": (int,), "shape": (dict,), "world": (int,), "splits": (dict,)}  # its "measured"
 LOG = {"point": (str,), "key": (str,), "cluster": (str,), "sms": (int,), "time_s": (int, float)}  # one run
 
 
@@ -83,8 +89,8 @@ def read_table(path: Path, flag: str = "--splits") -> dict[str, dict]:
     except (OSError, ValueError) as exc:
         raise InputError(f"{flag} {path}: not a readable splits table ({exc})") from None
     if isinstance(table, dict) and {"rows", "world"} <= set(table):
-        raise InputError(f"{flag} {path}: a splits.json of tools/hw_splits.py (measured curves, read by "
-                         f"`mkernel validate --splits`), not a table of `mkernel sweep --comm-sms`")
+        raise InputError(f"{flag} {path}: a splits.json of tools/hw_splits.py before 2026-12-02 (measured curves "
+                         f"only, read by `mkernel accuracy --splits`), not a table of `mkernel sweep --comm-sms`")
     if not isinstance(table, dict) or not table:
         raise InputError(f"{flag} {path}: a splits table is a JSON object of entries (key -> best_intra_sms, "
                          f"normalised), as `mkernel sweep --comm-sms` writes; got "
@@ -100,13 +106,50 @@ def read_table(path: Path, flag: str = "--splits") -> dict[str, dict]:
 
 
 def write(rows: list[dict], path: Path) -> Path:
-    """Merge curves into the table at ``path`` (existing entries of other shapes are kept)."""
+    """Merge curves into the table at ``path`` (existing entries of other shapes are kept); a row's
+    ``measured`` (:func:`measured_row`) goes into its entry."""
     table = read_table(path, "--out") if path.exists() else {}
     for r in rows:
         table[r["key"]] = {"best_intra_sms": r["best"], "cluster": r["cluster"],
-                           "normalised": {str(n): v for n, v in r["normalised"].items()}}
+                           "normalised": {str(n): v for n, v in r["normalised"].items()},
+                           **({"measured": r["measured"]} if "measured" in r else {})}
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     return path
+
+
+def measured_row(sc: Scenario, size: int, shape: dict, splits: dict[int, dict], **extra) -> dict:
+    """A curve measured on one node's GPUs as :func:`write` takes it. ``sc``: the cluster and the
+    op's workload (``shape``: the workload fields that make it, ``size``: its grid size);
+    ``splits``: each intra-SM budget's measurement (``s``: the fused time in seconds, the slowest
+    rank's; its checks beside it); ``extra`` goes into ``measured`` as it is (the fallback's time)."""
+    times = {n: x["s"] for n, x in splits.items()}
+    best = min(times, key=times.get)
+    return {"key": key(sc), "cluster": digest(sc), "best": best,
+            "normalised": {n: t / times[best] for n, t in times.items()},
+            "measured": {"kernel": sc.workload.kernel, "size": size, "shape": dict(shape),
+                         "world": sc.cluster.nodes * sc.cluster.gpus_per_node, "splits": {str(n): x for n, x in splits.items()}, **extra}}
+
+
+def read_measured(doc, where: str) -> dict:
+    """The measured curves of a splits table (entries with ``measured``, all of one world) as
+    ``{"world", "rows": [{"kernel", "size", "shape", "splits": {n: {"s", ...}}, ...}]}``, the form
+    :mod:`mkernel.studies.accuracy` fits and compares; a file of tools/studies/hw_splits.py from
+    before 2026-12-02 (already that form: docs/results/data/nvlink-2026-11-30/) is returned as it is."""
+    if isinstance(doc, dict) and {"rows", "world"} <= set(doc):
+        return doc
+    if not isinstance(doc, dict) or not doc:
+        raise InputError(f"{where}: not a splits table of tools/studies/hw_splits.py (a JSON object of entries)")
+    rows = []
+    for k, entry in doc.items():
+        check_row(entry, ENTRY, f"{where}: key {k!r}", "splits table")
+        if "measured" not in entry:
+            raise InputError(f"{where}: key {k!r} holds no measured curve (a table of `mkernel sweep`, not of "
+                             f"tools/studies/hw_splits.py)")
+        rows.append(check_row(entry["measured"], MEASURED, f"{where}: key {k!r}, measured", "measured splits"))
+    worlds = sorted({r["world"] for r in rows})
+    if len(worlds) != 1:
+        raise InputError(f"{where}: measured curves of worlds {worlds}; one splits run is one world")
+    return {"world": worlds[0], "rows": rows}
 
 
 def lookup(sc: Scenario, path: Path) -> dict:

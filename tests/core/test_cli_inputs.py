@@ -22,7 +22,7 @@ def _one_line(capsys, *parts):
 
 
 @pytest.mark.parametrize("content,message", [
-    ('{"rows": [], "world": 2}', "a splits.json of tools/hw_splits.py"),
+    ('{"rows": [], "world": 2}', "a splits.json of tools/hw_splits.py before"),
     ('[1, 2]', "a splits table is a JSON object of entries"),
     ('{}', "an empty object"),
     ('{"a/2x8/gemm_rs/1x1x1": {"best": 3}}', "key 'a/2x8/gemm_rs/1x1x1': no key 'best_intra_sms'"),

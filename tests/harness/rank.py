@@ -12,6 +12,7 @@ import numpy as np
 from mkernel import builders, reference
 from mkernel.cluster import Cluster
 from mkernel.errors import InputError, MkernelError
+from mkernel.hw.knobs import HwKnobs
 from mkernel.hw.rank import _timed, cluster_for
 from mkernel.hw.runtime.emulate import RankInfo
 from mkernel.problems import Workload
@@ -53,9 +54,9 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
     c = cluster_for(info, nodes, gpus_per_node)
     schedule = builders.get(w.kernel).build(w, c)
     sizes = Executor.context_sizes(schedule)
-    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=timeout_s, transport=transport,
-                 shaping=shaping, faults=faults, **sizes) as ctx:
-        op = Executor(schedule, ctx, timeout_s=timeout_s, controller=controller, cluster=c)
+    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, transport=transport, shaping=shaping, faults=faults,
+                 knobs=HwKnobs(timeout_s=timeout_s), **sizes) as ctx:
+        op = Executor(schedule, ctx, controller=controller, cluster=c)
         errors, unwritten = {}, {}
         for call in range(calls):  # fresh inputs every call: a stale read of the last call's data shows
             inputs, expected = _draw(info, w, c, seed * 100_003 + call)
@@ -87,11 +88,11 @@ def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, 
     c = cluster_for(info, nodes, gpus_per_node)
     schedule = builders.get(w.kernel).build(w, c)
     inputs, _ = _draw(info, w, c, 0)
-    ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, timeout_s=2.0, faults=faults,
+    ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, knobs=HwKnobs(timeout_s=2.0), faults=faults,
                   **Executor.context_sizes(schedule))
     raised = None
     try:
-        op = Executor(schedule, ctx, timeout_s=2.0)
+        op = Executor(schedule, ctx)
         for call in range(1, calls + 1):
             try:
                 op(inputs)
@@ -322,7 +323,7 @@ def bad_input_rank(info: RankInfo) -> dict:
         "moe experts stacked for another group size": lambda: api.moe_dispatch_gemm(x, w[:32].contiguous(), moe),
         "context with too few flags": lambda: executor(gemm, n_flags=sizes["n_flags"] - 1),
         "context of another group size": lambda: executor(twice),
-        "a negative count of calls in flight": lambda: executor(gemm, loopback_inflight=-1),
+        "a negative count of calls in flight": lambda: executor(gemm, knobs=HwKnobs(loopback_inflight=-1)),
         "a second executor on one context": lambda: executor(gemm, second=True),
     }
     if sizes["recv_bytes"] > 256:  # at world 1 nothing lives in the heap

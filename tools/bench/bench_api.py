@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import time
 from pathlib import Path
@@ -244,8 +243,9 @@ def main() -> None:
     import torch.distributed as dist
     import triton
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29541")
+    from mkernel.hw.runtime import safety
+
+    safety.apply_rendezvous("bench_api")
     dist.init_process_group("gloo", rank=0, world_size=1)  # the fused path's symmetric memory needs a group
     commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "gpu": torch.cuda.get_device_name(),

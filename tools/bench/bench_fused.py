@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 
@@ -42,9 +41,10 @@ MOE_TOKENS = (8192, 16384)
 def _init_group() -> None:
     import torch.distributed as dist
 
+    from mkernel.hw.runtime import safety
+
     if not dist.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29533")
+        safety.apply_rendezvous("bench_fused")
         dist.init_process_group("gloo", rank=0, world_size=1)
 
 

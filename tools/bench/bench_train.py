@@ -58,13 +58,14 @@ def _init() -> tuple[int, int]:
     import torch
     import torch.distributed as dist
 
+    from mkernel.hw.runtime import safety
+
     if not torch.cuda.is_available():
         _bad("needs a CUDA GPU, and none is visible")
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29561")
+    safety.apply_rendezvous("bench_train")
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local),
                             timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     return rank, world

@@ -2,14 +2,14 @@
 the fused attention at world 1, eager with a sync after every call, then captured in a CUDA graph on
 a side stream (as triton.testing.do_bench_cudagraph does), once through the launch's direct C path
 and once through Triton's wrapper (a no-op launch hook forces it). Prints which step fails."""
-import os
 import sys
 
 import torch
 import torch.distributed as dist
 
-os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-os.environ.setdefault("MASTER_PORT", "29543")
+from mkernel.hw.runtime import safety
+
+safety.apply_rendezvous("attn_crash_probe")
 dist.init_process_group("gloo", rank=0, world_size=1)
 import mkernel  # noqa: E402
 from triton import knobs  # noqa: E402

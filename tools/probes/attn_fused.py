@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
-os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-os.environ.setdefault("MASTER_PORT", "29544")
+from mkernel.hw.runtime import safety
+
+safety.apply_rendezvous("attn_fused")
 
 
 def main() -> None:

@@ -1,0 +1,62 @@
+"""The GPU backend's knobs, declared once: how long a wait may last, how big the command ring is, how
+long the proxy waits for a batch, how many calls may stay queued, and how many rows an SM moves
+per copy step.
+
+One :class:`HwKnobs` is given to a rank's :class:`~mkernel.hw.runtime.context.Context` where it is
+built (the torch ops, the CLI, a tool or a test), and everything below reads it from there: the
+executor (device waits, copy rows), the proxy (batch window, drain), the ring. Nothing below that
+boundary reads the environment. :data:`DEFAULTS` is the same object for the functions that take one
+knob as a keyword (the proxy, the standalone GEMM, the self-test), so each default is written here
+only.
+
+This module imports nothing of the hw layers: every layer, the kernels included, may import it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mkernel.errors import InputError
+
+
+@dataclass(frozen=True)
+class HwKnobs:
+    """The tunables of one rank's hw runtime.
+
+    - ``timeout_s``: every device wait of a call (a flag, a ring slot's credit, a bulk-copy stage, the
+      call barrier) gives up after this and records which one failed; the call then raises.
+    - ``drain_timeout_s``: how long closing a context waits for its proxy to post and complete what
+      was committed.
+    - ``ring_capacity``: records (48 bytes each) of the GPU -> host command ring; a full ring holds
+      the pushing block until the proxy returns credit, within ``timeout_s``.
+    - ``window_us``: how long the proxy waits for a partial batch of commands to fill before it
+      posts it (the simulator's ``proxy.batch_window_us`` models the same wait).
+    - ``loopback_inflight``: with the loopback transport between nodes (the emulated cluster), how
+      many of an executor's calls may still run on the GPU when a call returns; 0 makes each call
+      return once its kernel has finished (hw/runtime/context.py says why).
+    - ``copy_rows``: rows (x 256 bf16 columns) of one copy, reduce or gather step per SM: the bytes
+      an SM has in flight (16-row steps made gemm_ar 1.5x slower at 16 intra SMs on an H200 pair:
+      docs/results/2026-11-30-nvlink.md).
+    """
+
+    timeout_s: float = 5.0
+    drain_timeout_s: float = 5.0
+    ring_capacity: int = 1024
+    window_us: float = 2.0
+    loopback_inflight: int = 0
+    copy_rows: int = 64
+
+    def __post_init__(self) -> None:
+        if self.loopback_inflight < 0:
+            raise InputError(f"loopback_inflight={self.loopback_inflight}: a count of calls, 0 or more")
+        positive = ("timeout_s", "drain_timeout_s", "ring_capacity", "copy_rows")
+        bad = [f"{name}={getattr(self, name)}" for name in positive if not getattr(self, name) > 0]
+        if bad or not self.window_us >= 0:
+            raise InputError(f"HwKnobs: {', '.join(bad or [f'window_us={self.window_us}'])}: timeouts, the ring "
+                             f"capacity and copy rows must be > 0, the batch window >= 0")
+
+    @property
+    def timeout_ns(self) -> int:
+        return int(self.timeout_s * 1e9)
+
+
+DEFAULTS = HwKnobs()

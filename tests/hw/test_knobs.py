@@ -1,0 +1,53 @@
+"""The hw runtime's knobs: declared once (mkernel/hw/knobs.py), their defaults as they were, bad
+values refused where the knobs are built, and every function that takes one as a keyword
+defaulting to that one declaration."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from mkernel.errors import InputError
+from mkernel.hw.knobs import DEFAULTS, HwKnobs
+
+
+def test_the_defaults_are_the_values_the_runtime_had():
+    assert DEFAULTS == HwKnobs(timeout_s=5.0, drain_timeout_s=5.0, ring_capacity=1024, window_us=2.0,
+                               loopback_inflight=0, copy_rows=64)
+    assert HwKnobs(timeout_s=2.5).timeout_ns == 2_500_000_000
+
+
+@pytest.mark.parametrize("bad", [dict(loopback_inflight=-1), dict(timeout_s=0), dict(drain_timeout_s=-1.0),
+                                 dict(ring_capacity=0), dict(copy_rows=0), dict(window_us=-0.5)])
+def test_a_bad_knob_is_refused_where_the_knobs_are_built(bad):
+    (name, value), = bad.items()
+    with pytest.raises(InputError, match=f"{name}={value}"):
+        HwKnobs(**bad)
+
+
+def _default(fn, name):
+    return inspect.signature(fn).parameters[name].default
+
+
+def test_every_keyword_default_is_the_declared_one():
+    from mkernel.hw.runtime.context import Context
+    from mkernel.hw.runtime.executor import Executor
+    from mkernel.hw.runtime.proxy import Proxy
+
+    assert _default(Context.__init__, "knobs") is DEFAULTS
+    assert not {"timeout_s", "copy_rows"} & set(inspect.signature(Executor.__init__).parameters)  # the context's
+    assert _default(Proxy.__init__, "window_us") == DEFAULTS.window_us
+    assert _default(Proxy.stop, "timeout_s") == DEFAULTS.drain_timeout_s
+
+
+def test_the_kernels_and_the_self_test_take_the_declared_defaults():
+    pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
+    from mkernel.hw.kernels import fused, gemm
+    from mkernel.hw.measure import selftest
+
+    assert _default(fused.constexprs, "copy_rows") == DEFAULTS.copy_rows
+    assert fused.constexprs(frozenset({"copy"}), 64, barrier=False)["CR"] == 64
+    assert _default(gemm.gemm, "timeout_s") == DEFAULTS.timeout_s
+    pair = selftest.LocalPair.__init__
+    assert (_default(pair, "capacity"), _default(pair, "window_us"), _default(pair, "timeout_s")) == (
+        DEFAULTS.ring_capacity, DEFAULTS.window_us, DEFAULTS.timeout_s)
