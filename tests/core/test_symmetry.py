@@ -63,11 +63,53 @@ def test_first_node_run_times_equal_the_full_run(kernel):
         assert part.bytes_per_gpu["network"] == pytest.approx(full.bytes_per_gpu["network"])
 
 
-def test_asymmetric_ops_are_always_built_whole():
-    """MoE routes per token and causal attention masks per rank: both are built whole."""
-    w, c = _case("ring_attention", 3, 2, causal=True)
-    assert not builders.node_symmetric(w, c)
-    assert not is_node_symmetric(builders.get("ring_attention").build(w, c))
+CAUSAL = [dict(m=256, n=2, k=128, tile_m=128), dict(m=288, n=2, k=32, tile_m=96),  # whole and ragged KV tiles
+          dict(m=40, n=2, k=32, tile_m=16)]  # ragged query tiles in each zigzag half
+
+
+@pytest.mark.parametrize("shape", CAUSAL)
+@pytest.mark.parametrize("nodes,gpus", CLUSTERS + [(4, 2)])
+def test_causal_attention_builds_for_the_first_node_exactly(nodes, gpus, shape):
+    """The zigzag's half blocks differ by rank only in where they sit, and paired counters give every
+    rank the same norm waits: the full build is node-symmetric and folds onto the partial one."""
+    w, c = _case("ring_attention", nodes, gpus, causal=1)
+    w = dataclasses.replace(w, **shape)
+    assert builders.node_symmetric(w, c)
+    module = builders.get("ring_attention")
+    for build in (module.build, module.build_baseline):
+        full, part = build(w, c), build(w, c, first_nodes=1)
+        full.validate()
+        part.validate()
+        assert is_node_symmetric(full), build.__name__
+        assert collapse(full).tasks == collapse(part).tasks, build.__name__
+
+
+@pytest.mark.parametrize("nodes,gpus", [(3, 2), (4, 1)])
+def test_causal_attention_first_node_run_times_equal_the_full_run(nodes, gpus):
+    w, c = _case("ring_attention", nodes, gpus, causal=1)
+    module = builders.get("ring_attention")
+    for build in (module.build, module.build_baseline):
+        full = SimBackend().run(build(w, c), c)
+        part = SimBackend().run(build(w, c, first_nodes=1), c)
+        assert part.metrics["collapsed"] and not full.metrics["collapsed"]
+        assert part.time_s == pytest.approx(full.time_s, rel=1e-9), build.__name__
+        assert part.bytes_per_gpu["network"] == pytest.approx(full.bytes_per_gpu["network"])
+
+
+def test_the_fold_keeps_what_costs_time():
+    """A causal mask's presence and a gather's row count cost time (cost.attn_us, the gather's
+    bytes): a schedule differing between nodes only in those is not node-symmetric; a mask's
+    positions, which cost nothing, do not matter."""
+    w, c = _case("ring_attention", 3, 2, causal=1)
+    s = builders.get("ring_attention").build(w, c)
+    masked = next(t for t in s.tasks if t.mask and t.rank == c.gpus_per_node)  # on node 1
+    moved = dataclasses.replace(masked, mask=(masked.mask[0] + 1, masked.mask[1]))
+    assert is_node_symmetric(dataclasses.replace(s, tasks=tuple(moved if t is masked else t for t in s.tasks)))
+    dropped = dataclasses.replace(masked, mask=())
+    assert not is_node_symmetric(dataclasses.replace(s, tasks=tuple(dropped if t is masked else t for t in s.tasks)))
+
+
+def test_moe_routed_per_rank_is_always_built_whole():
     sc = load_scenario("paper-ib-2x8")
     moe = dataclasses.replace(sc.workload, kernel="moe_dispatch_gemm", m=1536, n=256, k=256, experts=24)
     assert not builders.node_symmetric(moe, dataclasses.replace(sc.cluster, nodes=3, gpus_per_node=2))
