@@ -148,12 +148,13 @@ def test_a_leaf_group_fold_is_exact_on_an_oversubscribed_spine(kernel):
     assert folded["time_s"] > flat["time_s"] and folded["baseline"]["time_s"] > flat["baseline"]["time_s"]
 
 
+@pytest.mark.parametrize("routing", ["shifted", "zipf_shifted"])
 @pytest.mark.parametrize("nodes,gpus", CLUSTERS)
-def test_shifted_moe_routing_builds_for_the_first_node_exactly(nodes, gpus):
+def test_shifted_moe_routing_builds_for_the_first_node_exactly(nodes, gpus, routing):
     sc = load_scenario("paper-ib-2x8")
     c = dataclasses.replace(sc.cluster, nodes=nodes, gpus_per_node=gpus)
     w = dataclasses.replace(sc.workload, kernel="moe_dispatch_gemm", m=96 * c.world, n=256, k=256,
-                            experts=4 * c.world, routing="shifted")
+                            experts=4 * c.world, routing=routing)
     assert builders.node_symmetric(w, c)
     module = builders.get("moe_dispatch_gemm")
     for build in (module.build, module.build_baseline):
@@ -162,9 +163,30 @@ def test_shifted_moe_routing_builds_for_the_first_node_exactly(nodes, gpus):
         part.validate()
         assert is_node_symmetric(full), build.__name__
         assert collapse(full).tasks == collapse(part).tasks, build.__name__
-    full = SimBackend().run(module.build(w, c), c)
-    part = SimBackend().run(module.build(w, c, first_nodes=1), c)
-    assert part.time_s == pytest.approx(full.time_s, rel=1e-9)
+    for build in (module.build, module.build_baseline):
+        full = SimBackend().run(build(w, c), c)
+        part = SimBackend().run(build(w, c, first_nodes=1), c)
+        assert part.metrics["collapsed"] and not full.metrics["collapsed"]
+        assert part.time_s == pytest.approx(full.time_s, rel=1e-9), build.__name__
+
+
+def test_shifted_zipf_routing_keeps_a_skew_every_node_shares():
+    """zipf_shifted: node n's tokens are node 0's, n nodes' worth of experts on; the hot experts'
+    GPUs take more rows than the others (as under Zipf, though less), the same on every node."""
+    from mkernel.routing import Routing, route
+
+    c = Cluster("t", 4, 4)
+    w = Workload(kernel="moe_dispatch_gemm", m=64 * c.world, n=64, k=64, experts=4 * c.world, topk=4,
+                 routing="zipf_shifted")
+    routes = route(w, c.world, c.gpus_per_node)
+    for r in range(c.world):
+        assert (routes[r] == (routes[r % 4] + (r // 4) * 16) % w.experts).all()
+    rows = [Routing(w, c.nodes, c.gpus_per_node).rows(d) for d in range(c.world)]
+    assert rows == rows[:4] * 4  # every node's GPUs take node 0's loads
+    assert max(rows) > 1.3 * sum(rows) / len(rows)
+    uniform = [Routing(dataclasses.replace(w, routing="shifted"), c.nodes, c.gpus_per_node).rows(d)
+               for d in range(c.world)]
+    assert max(uniform) < max(rows)
 
 
 def test_moe_routing_drawn_per_rank_is_not_symmetric():
