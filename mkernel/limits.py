@@ -168,6 +168,19 @@ class _Line:
         return f"{self.what}: {_state['step']}{more} ({time.monotonic() - self.start:.0f} s)"
 
 
+def time_left() -> float | None:
+    """Seconds until the running deadline (None: none), for a wait that must not outlast it even
+    where the alarm's signal cannot interrupt it."""
+    deadline = _state.get("deadline")
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def expire_now() -> None:
+    """Raise the running deadline's error now (a bounded wait ran out before its alarm landed)."""
+    if _state.get("expire") is not None:
+        _state["expire"]()
+
+
 @contextmanager
 def bounded(what: str, timeout_s: float | None) -> Iterator[None]:
     """Run the body under a deadline of ``timeout_s`` seconds (None or 0: none) with a progress line."""
@@ -187,6 +200,7 @@ def bounded(what: str, timeout_s: float | None) -> Iterator[None]:
     previous = signal.signal(signal.SIGALRM, expire) if armed else None
     if armed:
         signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        _state["deadline"], _state["expire"] = start + timeout_s, lambda: expire(None, sys._getframe(1))
     live = None
     if sys.stderr.isatty():
         from rich.console import Console
@@ -206,3 +220,4 @@ def bounded(what: str, timeout_s: float | None) -> Iterator[None]:
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+            _state["deadline"] = _state["expire"] = None

@@ -20,10 +20,12 @@ import json
 import typing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, MkernelError
+from .. import limits
 from ..files import append_row, read_rows
 from ..problems import KERNELS, Workload
 from ..scenario import CHOICES, SPECS, Scenario, _count, _number, bundled_scenarios, check, load_scenario
@@ -219,8 +221,12 @@ def run_grid(points: list[Point], out: Path, workers: int = 1,
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(run_point, p): p for p in todo}
         try:
-            for future in as_completed(futures):
-                record(futures[future], future.result())
+            try:  # bounded by the deadline itself too: under load the alarm was seen to miss this wait
+                for future in as_completed(futures, timeout=limits.time_left()):
+                    record(futures[future], future.result())
+            except FuturesTimeout:
+                limits.expire_now()
+                raise
         except BaseException:  # a deadline or ^C: stop the workers now, not after their points
             pool.shutdown(wait=False, cancel_futures=True)
             for child in multiprocessing.active_children():

@@ -11,6 +11,7 @@ of the bf16-rounded inputs, and no element left unwritten.
 """
 from __future__ import annotations
 
+import dataclasses
 import pytest
 
 from harness.cases import CASES, assert_exact, run_case, workload
