@@ -158,13 +158,7 @@ def grouped_exchange(x: RankNet, visit: list, algorithm: str) -> None:
     def to_out(gi: int) -> None:
         """G = 1 has no intra role: the receive role copies each final sum from FIN to OUT."""
         for i, (j, ci, chunk) in enumerate(groups[gi]):
-            own = i == nodes - 1
-            for run in runs(chunk, stride=g):
-                t = run[0]
-                sb.add(rank, Role.RECV, Op.COPY, waits=(Wait(sig("fin", j), len(chunk) if own else 1),),
-                       reads=(regs.slot("FIN", rank, t),), writes=(regs.tile("OUT", rank, t),),
-                       signals=(x.out_done(rank),), label="tile {} out", count=len(run),
-                       step=Step(((0, w.tile_m, 0), (0, 0, t.cols)), waits=(0,), label=(t.index, g)))
+            fin_to_out(x, [rank], chunk, (Wait(sig("fin", j), len(chunk) if i == nodes - 1 else 1),))
 
     # SEND: rs(0), rs(1), ag(0), rs(2), ag(1), ...; RECV: the sums of each group, then (G = 1) the
     # previous group's copies out. Every wait is on a task at an earlier place of some node's queue.
@@ -208,13 +202,24 @@ def shared_exchange(x: RankNet, tiles: list, slots: int) -> None:
                reads=(rows("FIN", rank, node),), writes=(rows("FIN", peer, node),), signals=(Signal(peer, "pfin"),),
                label=f"piece {node} final to node {(node + d) % nodes}")
     if g == 1:  # no intra role: the receive role copies the final sums out
-        for run in runs(tiles, stride=g):
-            t = run[0]
-            sb.add(rank, Role.RECV, Op.COPY, waits=shared_final(rank, nodes), reads=(regs.slot("FIN", rank, t),),
-                   writes=(regs.tile("OUT", rank, t),), signals=(x.out_done(rank),), label="tile {} out",
-                   count=len(run), step=Step(((0, w.tile_m, 0), (0, 0, t.cols)), waits=(0, 0), label=(t.index, g)))
+        fin_to_out(x, [rank], tiles, shared_final(rank, nodes))
 
 
 def shared_final(rank: int, nodes: int) -> tuple[Wait, Wait]:
     """The waits after which every final piece of a shared exchange is in the rank's FIN."""
     return (Wait(Signal(rank, "pown"), 1), Wait(Signal(rank, "pfin"), nodes - 1))
+
+
+def fin_to_out(x: RankNet, peers: list[int], tiles: list, waits: tuple[Wait, ...]) -> None:
+    """Each tile's final sum from the rank's FIN into OUT on ``peers`` (self first) once ``waits``
+    hold: the intra role's broadcast, or at G = 1 (``peers`` = the rank) the receive role's copy."""
+    sb, w, rank, regs = x.sb, x.w, x.rank, x.regs
+    g = x.c.gpus_per_node
+    role, label = (Role.INTRA, "tile {} bcast") if g > 1 else (Role.RECV, "tile {} out")
+    for run in runs(tiles, stride=g):
+        t = run[0]
+        sb.add(rank, role, Op.COPY, waits=waits, reads=tuple(regs.slot("FIN", rank, t) for _ in peers),
+               writes=tuple(regs.tile("OUT", p, t) for p in peers), signals=tuple(x.out_done(p) for p in peers),
+               label=label, count=len(run),
+               step=Step(((0, w.tile_m, 0),) * len(peers) + ((0, 0, t.cols * g),) * len(peers),
+                         waits=(0,) * len(waits), label=(t.index, g)))

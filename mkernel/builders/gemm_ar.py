@@ -35,7 +35,8 @@ from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBu
 from ..problems import Workload
 from . import _collectives as coll
 from . import _rail as rail
-from ._gemm_ar_net import RankNet, Regions, direct_exchange, grouped_exchange, shared_exchange, shared_final
+from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
+                           shared_final)
 from ._tiling import baseline_rows_per_chunk, batches, row_step, runs, split_rows, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
@@ -159,11 +160,11 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
         chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
         visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
+        net = RankNet(sb, w, c, rank, regs, nchunks, out_done)
         if g > 1:
-            _intra_queue(sb, w, c, rank, peers, visit, whole, owned[:shared], regs,
+            _intra_queue(sb, w, c, rank, peers, visit, whole, owned[:shared], net,
                          lambda t, node=node: rel(node, t.index), out_done)
         if nodes > 1:
-            net = RankNet(sb, w, c, rank, regs, nchunks, out_done)
             if shared:
                 shared_exchange(net, owned[:shared], shared)
             if whole:
@@ -173,45 +174,35 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     return sb.build(flops_per_gpu(w, c))
 
 
-def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, regs, rel, out_done) -> None:
+def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done) -> None:
     """Reductions of the owner's tiles in the node's chunk order, each chunk's broadcast behind them:
     ``BCAST_LAG`` chunks behind for a chunk that goes direct, the whole next group behind for one
     in a group (its final sum needs every node's part of the group); ``shared`` tiles (a shared
     exchange's) reduced first and broadcast last."""
-    g, nodes = len(peers), c.nodes
+    g, nodes, regs = len(peers), c.nodes, net.regs
     lag = BCAST_LAG if nodes > 1 else 0
     last = len(visit) - 1
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
 
     def bcast(j: int, chunk) -> None:
+        if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
+            own = j % nodes == nodes - 1
+            fin_to_out(net, peers, chunk, (Wait(Signal(rank, "fin", j), len(chunk) if own else 1),))
+            return
         for run in runs(chunk, stride=g):
             t = run[0]
-            if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
-                own = j % nodes == nodes - 1
-                sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "fin", j), len(chunk) if own else 1),),
-                       reads=tuple(regs.slot("FIN", rank, t) for _ in peers),
-                       writes=tuple(regs.tile("OUT", p, t) for p in peers),
-                       signals=tuple(out_done(p) for p in peers), label="tile {} bcast", count=len(run),
-                       step=Step(((0, w.tile_m, 0),) * g + ((0, 0, t.cols * g),) * g, waits=(0,), label=(t.index, g)))
-                continue
             sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel(t)), 1),),
                    reads=tuple(regs.tile("OUT", rank, t) for _ in peers[1:]),
                    writes=tuple(regs.tile("OUT", p, t) for p in peers[1:]),
                    signals=tuple(out_done(p) for p in peers[1:]), label="tile {} bcast", count=len(run),
                    step=Step(((0, 0, t.cols * g),) * (2 * g - 2), waits=(g,), label=(t.index, g)))
 
-    for run in runs(shared, stride=g):
-        t = run[0]
-        sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", rel(t)), g),),
-               reads=tuple(regs.tile("P", p, t) for p in peers), writes=(regs.slot("PART", rank, t),),
-               signals=(Signal(rank, "group_ready"),), label="tile {} reduce", count=len(run),
-               step=Step(((0, 0, t.cols * g),) * g + ((0, w.tile_m, 0),), ((0, 0),), waits=(g,), label=(t.index, g)))
-    pending = []
-    for (j, ci, chunk), due in zip(visit, after):
-        for run in runs(chunk, stride=g):
+    def reduce(tiles, ready: Signal | None) -> None:
+        """The node sums of ``tiles``: into PART, bumping ``ready``, between nodes; into OUT on one."""
+        for run in runs(tiles, stride=g):
             t = run[0]
-            if nodes > 1:
-                dst, sig, moves = regs.slot("PART", rank, t), (Signal(rank, "chunk_ready", j),), ((0, w.tile_m, 0), ((0, 0),))
+            if ready is not None:
+                dst, sig, moves = regs.slot("PART", rank, t), (ready,), ((0, w.tile_m, 0), ((0, 0),))
             else:
                 dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel(t)), out_done(rank))
                 moves = ((0, 0, t.cols * g), ((0, g), (0, 0)))
@@ -219,18 +210,19 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, regs, rel, out_don
                    reads=tuple(regs.tile("P", p, t) for p in peers), writes=(dst,), signals=sig,
                    label="tile {} reduce", count=len(run),
                    step=Step(((0, 0, t.cols * g),) * g + (moves[0],), moves[1], waits=(g,), label=(t.index, g)))
+
+    reduce(shared, Signal(rank, "group_ready"))
+    pending = []
+    for (j, ci, chunk), due in zip(visit, after):
+        reduce(chunk, Signal(rank, "chunk_ready", j) if nodes > 1 else None)
         pending.append((due, j, chunk))
         while pending and pending[0][0] <= j:
             _, jb, cb = pending.pop(0)
             bcast(jb, cb)
     for _, jb, cb in pending:
         bcast(jb, cb)
-    for run in runs(shared, stride=g):  # the shared pieces are final together
-        t = run[0]
-        sb.add(rank, Role.INTRA, Op.COPY, waits=shared_final(rank, nodes), reads=tuple(regs.slot("FIN", rank, t) for _ in peers),
-               writes=tuple(regs.tile("OUT", p, t) for p in peers), signals=tuple(out_done(p) for p in peers),
-               label="tile {} bcast", count=len(run),
-               step=Step(((0, w.tile_m, 0),) * g + ((0, 0, t.cols * g),) * g, waits=(0, 0), label=(t.index, g)))
+    if shared:  # the shared pieces are final together
+        fin_to_out(net, peers, shared, shared_final(rank, nodes))
 
 
 def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:

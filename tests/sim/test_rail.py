@@ -10,6 +10,7 @@ import pytest
 from mkernel import Cluster, Workload, reference
 from mkernel.builders import _rail as rail
 from mkernel.builders import ag_gemm, gemm_ar, gemm_rs
+from mkernel.builders._tiling import split_rows
 from mkernel.errors import ProblemError
 from mkernel.report import static_bytes
 from mkernel.runner import DATA_RTOL
@@ -84,9 +85,13 @@ def test_a_share_smaller_than_a_group_is_shared_in_row_pieces(nodes, gpus):
     c = Cluster("t", nodes, gpus)
     w = Workload(m=256, n=256 * gpus, k=32, chunk_tiles=4, internode="twoshot")  # 2 slots per owner
     assert gemm_ar.plan(w, c) == ("twoshot", 0, 2)
-    share = w.m * w.n * 2 / gpus
-    sent = static_bytes(gemm_ar.build(w, c))["network"]
-    assert sent == [pytest.approx(2 * (nodes - 1) / nodes * share, rel=0.01)] * c.world  # 5 nodes: pieces of 51-52 rows
+    rows = split_rows(0, 2 * w.tile_m, nodes)  # the 2 slots' rows, one piece per node (51-52 rows at 5)
+    own = [r1 - r0 for r0, r1 in rows]
+    # node n sends every other piece once (reduce-scatter) and its own N - 1 times (all-gather)
+    expected = [(sum(own) - own[n] + (nodes - 1) * own[n]) * w.tile_n * 2 for n in range(nodes) for _ in range(gpus)]
+    assert static_bytes(gemm_ar.build(w, c))["network"] == expected
+    if nodes in (4, 8):  # equal pieces: exactly 2 (N - 1) / N of the share
+        assert expected == [2 * (nodes - 1) / nodes * w.m * w.n * 2 / gpus] * c.world
     _check(gemm_ar, dataclasses.replace(w, m=250, n=250 * gpus), c, nodes)  # ragged: the padding travels too
 
 
