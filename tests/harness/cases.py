@@ -31,14 +31,18 @@ def workload(case: str) -> Workload:
 
 
 def run_case(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, controller=None, faults=None,
-             wait_s: float = 5.0) -> list[dict]:
-    """:func:`harness.rank.run_rank` of ``case`` on ``nodes`` x ``gpn`` emulated ranks: each rank's
-    worst error per output, unwritten elements and epoch after ``calls`` checked calls."""
+             wait_s: float = 5.0, **changes) -> list[dict]:
+    """:func:`harness.rank.run_rank` of ``case`` (with ``changes``, any Workload field) on ``nodes`` x
+    ``gpn`` emulated ranks: each rank's worst error per output, unwritten elements and epoch after
+    ``calls`` checked calls."""
+    import dataclasses
+
     from mkernel.hw.runtime.emulate import launch
 
     from .rank import run_rank
 
-    return launch(run_rank, nodes * gpn, args=(workload(case), nodes, gpn, 7, calls, 0, wait_s, "loopback", shaping,
+    w = dataclasses.replace(workload(case), **changes)
+    return launch(run_rank, nodes * gpn, args=(w, nodes, gpn, 7, calls, 0, wait_s, "loopback", shaping,
                                                controller, faults), timeout_s=600)
 
 
