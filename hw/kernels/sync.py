@@ -123,16 +123,26 @@ def _bulk_writes_done():
 
 
 @triton.jit
-def _bump_masked(flag_bases, target, slot, rank):
-    """:func:`_bump` with no branch, for loops Triton must flatten (an ``scf.if`` in a loop nest
-    stops it): nothing when ``target`` < 0; the fence and the atomics are predicated instead."""
+def _bump_masked(flag_bases, target, slot, rank, n):
+    """:func:`_bump` by ``n`` with no branch, for loops Triton must flatten (an ``scf.if`` in a loop
+    nest stops it): nothing when ``target`` < 0; the fence and the atomics are predicated instead."""
     here = target == rank
     away = (target >= 0) & (target != rank)
     flag = _raw(tl.load(flag_bases + tl.where(away, target, rank)) + 8 * slot, tl.int64)
     tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p fence.acq_rel.sys; mov.u32 $0, 0; }", "=r,r",
                               [away.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-    tl.atomic_add(flag, 1, mask=here, sem="release", scope="gpu")
-    tl.atomic_add(flag, 1, mask=away, sem="release", scope="sys")
+    tl.atomic_add(flag, n, mask=here, sem="release", scope="gpu")
+    tl.atomic_add(flag, n, mask=away, sem="release", scope="sys")
+
+
+@triton.jit
+def _release_stores_if(send):
+    """:func:`_bulk_writes_done` then :func:`_bar_sync`, both predicated on ``send`` (block-uniform:
+    it comes from scalar table loads), for a flattened loop that must not branch: a tile whose
+    signal is not due yet passes with no wait and no barrier."""
+    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $1, 0; @p cp.async.bulk.wait_group 0; "
+                              "@p fence.proxy.async.global; @p bar.sync 0; mov.u32 $0, 0; }", "=r,r",
+                              [send.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit

@@ -11,7 +11,8 @@ import triton
 import triton.language as tl
 
 from ..lowering.layout import COMMAND_WIDTH, GEMM_TILE_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, GemmTile, Region, Segment
-from .sync import ERR_TIMEOUT, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, _record
+from .sync import ERR_TIMEOUT, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, _record, \
+    _release_stores_if
 
 C = tl.constexpr
 RW, CW, GW, SGW = C(REGION_WIDTH), C(COMMAND_WIDTH), C(GEMM_TILE_WIDTH), C(SEGMENT_WIDTH)
@@ -112,13 +113,19 @@ def _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_desc, c_desc, k0, k_cols, f
 
     ``flatten``: the tile loop and the K loop become one loop that Triton software-pipelines, so
     the next tile's first loads are in flight while this tile's accumulator is stored, and the TMA
-    store writes while the next tile's products run. A tile's signal is therefore sent one tile
-    late: at the next tile's epilogue its store has had a whole main loop to land, the block waits
-    for it (``cp.async.bulk.wait_group 0``: the writes are done, not only the shared memory read),
-    orders it before generic accesses (``fence.proxy.async``), and releases it; the last tile's
-    signal follows the loop."""
-    sig_rank = rank - rank - 1  # no tile before the first
-    sig_slot = rank - rank
+    store writes while the next tile's products run. A tile's signal is therefore sent late: at a
+    later tile's epilogue its store has had a whole main loop to land, the block waits for it
+    (``cp.async.bulk.wait_group 0``: the writes are done, not only the shared memory read), orders
+    it before generic accesses (``fence.proxy.async``), and releases it.
+
+    Consecutive tiles of this block that bump the same flag send one bump of their count, when the
+    next tile signals another flag (or after the loop): the flag cannot reach its target before
+    the run's last tile is stored anyway, so no consumer starts later, and the tiles in between
+    skip the wait, the barrier and the atomic (at world 1 every tile bumps the one completion
+    flag: a block then signals once per call)."""
+    pend_rank = rank - rank - 1  # the run of tiles not signalled yet: its flag and its length
+    pend_slot = rank - rank
+    pend_n = rank - rank
     for g in tl.range(start, end, nb, flatten=True):
         row = gemm_tiles + g * GW
         a_r0 = tl.load(row + G_A_ROW0).to(tl.int32)
@@ -127,16 +134,20 @@ def _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_desc, c_desc, k0, k_cols, f
         for kt in range(tl.cdiv(k_cols, BK)):
             kk = k0 + kt * BK
             acc = tl.dot(a_desc.load([a_r0, kk]), b_desc.load([kk, b_c0]), acc)
-        _bulk_writes_done()
-        _bar_sync()  # every thread's wait is done before the signal releases the tile
-        _bump_masked(flag_bases, sig_rank, sig_slot, rank)
-        c_desc.store([tl.load(row + G_C_ROW0).to(tl.int32), tl.load(row + G_C_COL0).to(tl.int32)],
-                     acc.to(tl.bfloat16))
         sig_rank = tl.load(row + G_SIG_RANK).to(tl.int32)
         sig_slot = tl.load(row + G_SIG_SLOT).to(tl.int32)
+        new_run = (sig_rank != pend_rank) | (sig_slot != pend_slot)
+        send = new_run & (pend_rank >= 0)
+        _release_stores_if(send)  # every thread's wait is done before the signal releases the run
+        _bump_masked(flag_bases, tl.where(send, pend_rank, -1), pend_slot, rank, pend_n.to(tl.int64))
+        c_desc.store([tl.load(row + G_C_ROW0).to(tl.int32), tl.load(row + G_C_COL0).to(tl.int32)],
+                     acc.to(tl.bfloat16))
+        pend_n = tl.where(new_run, 1, pend_n + 1)
+        pend_rank = tl.where(new_run, sig_rank, pend_rank)
+        pend_slot = tl.where(new_run, sig_slot, pend_slot)
     _bulk_writes_done()
     _bar_sync()
-    _bump_masked(flag_bases, sig_rank, sig_slot, rank)
+    _bump_masked(flag_bases, pend_rank, pend_slot, rank, pend_n.to(tl.int64))
 
 
 @triton.jit
