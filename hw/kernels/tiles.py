@@ -217,7 +217,9 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
     lock (``lock + block``) only to merge: merges of one tile from several key blocks (the zigzag
     halves, the ring's slices) then overlap their products and serialise only the read-modify-write
     of the fp32 state. A folded tile (one aux row: its merges per call; regions 5 and 6: out and
-    lse) counts its merges in each lock, and the last one writes (acc / l, m + log l) instead."""
+    lse) counts its merges in each lock, and the last one writes (acc / l, m + log l) instead; a
+    folded tile of one merge (world 1, or a ring step that covers every key) takes no lock at all:
+    the lock, its epoch stamp and the barriers around it cost microseconds a short task feels."""
     q_s, q_r0, q_c0, q_rows, _c, q_ld, _ = _region(regions, r0)
     k_s, k_r0, k_c0, k_rows, _c2, k_ld, _ = _region(regions, r0 + 1)
     v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + 2)
@@ -235,6 +237,7 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
                                        shape=[k_rows, D], strides=[v_ld, 1], block_shape=[BKV, D])
     d = tl.arange(0, D)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e)
+    total = tl.load(aux + a0 * CW, mask=a1 > a0, other=-1)  # merges per call of a folded tile; -1: not folded
     for qb in range(tl.cdiv(q_rows, BQ).to(tl.int32)):
         rm = qb * BQ + tl.arange(0, BQ)
         mm = rm < q_rows
@@ -275,56 +278,73 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
             acc = tl.dot(p.to(tl.bfloat16), v, acc * alpha[:, None])
             m_i = m_new
         m_i = m_i * 0.6931471805599453  # back to natural-log units for the stored state
-        # the state's regions are read only now: what lives across the key loops is what they need
-        a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + 3)
-        t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + 4)
-        a_ld, a_c0 = _m8(a_ld, 8), _m8(a_c0, 8)
-        ap = _buf(bases, a_s, tl.float32, 4) + a_r0.to(tl.int64) * a_ld + a_c0
-        tp = _buf(bases, t_s, tl.float32, 4) + t_r0.to(tl.int64) * t_ld
-        total = tl.load(aux + a0 * CW, mask=a1 > a0, other=-1)  # merges per call of a folded tile; -1: not folded
-        # this query block's lock: word, epoch stamp, merges so far in that epoch
-        lk = locks + 4 * (lock + qb)
-        free = epoch - epoch  # int64 zero: the lock word's type
-        start = _clock_uniform()
-        owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
-        # the atomic's result reaches every thread through a barrier: the loop's exit must be uniform too
-        while (not owned) & (_clock_uniform() - start < timeout_ns):
-            owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
-        if not owned:
-            _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock + qb, epoch, 1, 0, task)
-        tl.debug_barrier()
-        fresh = tl.load(lk + 1, volatile=True) < epoch
-        merged = tl.where(fresh, 1, tl.load(lk + 2, volatile=True) + 1)
-        a_ptr = ap + rm[:, None] * a_ld + d[None, :]
-        t_ptr = tp + rm * t_ld.to(tl.int32)
-        if not fresh:
-            m_o = tl.load(t_ptr, mask=mm, other=float("-inf"))
-            l_o = tl.load(t_ptr + 1, mask=mm, other=0.0)
-            acc_o = tl.load(a_ptr, mask=mm[:, None], other=0.0)
-            m_n = tl.maximum(m_o, m_i)
-            m_s = tl.where(m_n == float("-inf"), 0.0, m_n)
-            fo = tl.exp(m_o - m_s)
-            fi = tl.exp(m_i - m_s)
-            acc = acc_o * fo[:, None] + acc * fi[:, None]
-            l_i = l_o * fo + l_i * fi
-            m_i = m_n
-        if merged == total:  # the tile's last merge: regions 5 and 6 exist
-            o_s, o_r0, o_c0, _r4, _c7, o_ld, _ = _region(regions, r0 + 5)
-            e_s, e_r0, _c8, _r5, _c9, e_ld, _ = _region(regions, r0 + 6)
-            o_ld, o_c0 = _m8(o_ld, 8), _m8(o_c0, 8)
-            op = _buf(bases, o_s, tl.bfloat16, 2) + o_r0.to(tl.int64) * o_ld + o_c0
-            ep = _buf(bases, e_s, tl.float32, 4) + e_r0.to(tl.int64) * e_ld
-            tl.store(op + rm[:, None] * o_ld + d[None, :], (acc / l_i[:, None]).to(tl.bfloat16), mask=mm[:, None])
-            tl.store(ep + rm * e_ld.to(tl.int32), m_i + tl.log(l_i), mask=mm)
+        if total == 1:  # the tile's only merge per call: nothing else touches its state, so no lock
+            _attn_out(regions, bases, r0, rm, mm, d, acc, l_i, m_i)
         else:
-            tl.store(a_ptr, acc, mask=mm[:, None])
-            tl.store(t_ptr, m_i, mask=mm)
-            tl.store(t_ptr + 1, l_i, mask=mm)
-        tl.debug_barrier()
-        if owned:
-            tl.store(lk + 2, merged)
-            tl.store(lk + 1, epoch)
-            tl.atomic_xchg(lk, free, sem="release", scope="gpu")
+            _merge_locked(regions, bases, locks, r0, lock + qb, rm, mm, d, acc, l_i, m_i, total, epoch, task, rank,
+                          timeout_ns, err32, err64)
+
+
+@triton.jit
+def _merge_locked(regions, bases, locks, r0, lock, rm, mm, d, acc, l_i, m_i, total, epoch, task, rank, timeout_ns,
+                  err32, err64):
+    """Merge one query block's partial softmax into the tile's fp32 state under the block's lock,
+    or, as the tile's last merge this call (``total``), write (acc / l, m + log l) instead."""
+    # the state's regions are read only now: what lives across the key loops is what they need
+    a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + 3)
+    t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + 4)
+    a_ld, a_c0 = _m8(a_ld, 8), _m8(a_c0, 8)
+    ap = _buf(bases, a_s, tl.float32, 4) + a_r0.to(tl.int64) * a_ld + a_c0
+    tp = _buf(bases, t_s, tl.float32, 4) + t_r0.to(tl.int64) * t_ld
+    # this query block's lock: word, epoch stamp, merges so far in that epoch
+    lk = locks + 4 * lock
+    free = epoch - epoch  # int64 zero: the lock word's type
+    start = _clock_uniform()
+    owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
+    # the atomic's result reaches every thread through a barrier: the loop's exit must be uniform too
+    while (not owned) & (_clock_uniform() - start < timeout_ns):
+        owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
+    if not owned:
+        _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock, epoch, 1, 0, task)
+    tl.debug_barrier()
+    fresh = tl.load(lk + 1, volatile=True) < epoch
+    merged = tl.where(fresh, 1, tl.load(lk + 2, volatile=True) + 1)
+    a_ptr = ap + rm[:, None] * a_ld + d[None, :]
+    t_ptr = tp + rm * t_ld.to(tl.int32)
+    if not fresh:
+        m_o = tl.load(t_ptr, mask=mm, other=float("-inf"))
+        l_o = tl.load(t_ptr + 1, mask=mm, other=0.0)
+        acc_o = tl.load(a_ptr, mask=mm[:, None], other=0.0)
+        m_n = tl.maximum(m_o, m_i)
+        m_s = tl.where(m_n == float("-inf"), 0.0, m_n)
+        fo = tl.exp(m_o - m_s)
+        fi = tl.exp(m_i - m_s)
+        acc = acc_o * fo[:, None] + acc * fi[:, None]
+        l_i = l_o * fo + l_i * fi
+        m_i = m_n
+    if merged == total:  # the tile's last merge: regions 5 and 6 exist
+        _attn_out(regions, bases, r0, rm, mm, d, acc, l_i, m_i)
+    else:
+        tl.store(a_ptr, acc, mask=mm[:, None])
+        tl.store(t_ptr, m_i, mask=mm)
+        tl.store(t_ptr + 1, l_i, mask=mm)
+    tl.debug_barrier()
+    if owned:
+        tl.store(lk + 2, merged)
+        tl.store(lk + 1, epoch)
+        tl.atomic_xchg(lk, free, sem="release", scope="gpu")
+
+
+@triton.jit
+def _attn_out(regions, bases, r0, rm, mm, d, acc, l_i, m_i):
+    """A finished query block of a folded tile: (acc / l, m + log l) into out and lse (regions 5, 6)."""
+    o_s, o_r0, o_c0, _r4, _c7, o_ld, _ = _region(regions, r0 + 5)
+    e_s, e_r0, _c8, _r5, _c9, e_ld, _ = _region(regions, r0 + 6)
+    o_ld, o_c0 = _m8(o_ld, 8), _m8(o_c0, 8)
+    op = _buf(bases, o_s, tl.bfloat16, 2) + o_r0.to(tl.int64) * o_ld + o_c0
+    ep = _buf(bases, e_s, tl.float32, 4) + e_r0.to(tl.int64) * e_ld
+    tl.store(op + rm[:, None] * o_ld + d[None, :], (acc / l_i[:, None]).to(tl.bfloat16), mask=mm[:, None])
+    tl.store(ep + rm * e_ld.to(tl.int32), m_i + tl.log(l_i), mask=mm)
 
 
 @triton.jit
