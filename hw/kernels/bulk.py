@@ -49,7 +49,7 @@ C = tl.constexpr
 RW, CW = C(REGION_WIDTH), C(COMMAND_WIDTH)
 R_SLOT, R_ROW0, R_COL0, R_ROWS, R_COLS, R_LD = (C(int(c)) for c in (Region.SLOT, Region.ROW0, Region.COL0, Region.ROWS,
                                                                   Region.COLS, Region.LD))
-A_ROW = C(int(Command.KIND))  # a gather row's source row (layout.Command: gather rows use column 0)
+A_ROW = C(int(Command.SOURCE_ROW))  # a gather row's source row
 MAX_STAGES = C(16)  # mbarriers reserved at the start of shared memory
 DATA0 = C(1024)  # first stage byte (the mbarriers before it)
 WHAT_STAGE = C(2)  # the error record's ``what`` for a bulk stage (runtime.WHATS: flag 0, ring slot 1)

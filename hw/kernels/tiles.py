@@ -10,13 +10,20 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..lowering.layout import COMMAND_WIDTH, GEMM_TILE_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, GemmTile, Region, Segment
+from ..lowering.layout import (COMMAND_WIDTH, GEMM_TILE_WIDTH, LOCK_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, AttnOperand,
+                               Command, GemmOperand, GemmTile, Lock, NormOperand, Region, Segment, Stat)
 from .sync import ERR_TIMEOUT, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, _record, \
     _release_stores_if
 
 C = tl.constexpr
-RW, CW, GW, SGW = C(REGION_WIDTH), C(COMMAND_WIDTH), C(GEMM_TILE_WIDTH), C(SEGMENT_WIDTH)
-R_BUF_ID = C(int(Region.BUF_ID))
+RW, CW, GW, SGW, LKW = C(REGION_WIDTH), C(COMMAND_WIDTH), C(GEMM_TILE_WIDTH), C(SEGMENT_WIDTH), C(LOCK_WIDTH)
+R_SLOT, R_ROW0, R_COL0, R_ROWS, R_COLS, R_LD, R_BUF_ROWS, R_BUF_ID = (C(int(c)) for c in Region)
+A_SOURCE_ROW, A_MERGES = C(int(Command.SOURCE_ROW)), C(int(Command.MERGES))
+LK_OWNER, LK_STAMP, LK_MERGED = (C(int(c)) for c in (Lock.OWNER, Lock.STAMP, Lock.MERGED))
+ST_M, ST_L = (C(int(c)) for c in Stat)
+GEMM_A, GEMM_B, GEMM_C = (C(int(c)) for c in GemmOperand)
+ATTN_Q, ATTN_K, ATTN_V, ATTN_ACC, ATTN_STATS, ATTN_OUT, ATTN_LSE = (C(int(c)) for c in AttnOperand)
+NORM_ACC, NORM_STATS, NORM_OUT, NORM_LSE = (C(int(c)) for c in NormOperand)
 G_A_ROW0, G_B_COL0, G_C_SLOT, G_C_LD, G_C_ROW0, G_C_COL0, G_C_ROWS, G_C_COLS, G_SIG_RANK, G_SIG_SLOT = (
     C(int(c)) for c in GemmTile)
 SG_FIRST, SG_END, SG_A_INDEX, SG_K0, SG_K_COLS = (C(int(c)) for c in Segment)
@@ -43,10 +50,10 @@ def _buf(bases, slot, dtype: tl.constexpr, ELEM: tl.constexpr):
 
 @triton.jit
 def _region(regions, i):
-    """Region row ``i`` (layout.Region, in column order): slot, row0, col0, rows, cols, ld, buffer rows."""
+    """Region row ``i`` (layout.Region): slot, row0, col0, rows, cols, ld, buffer rows."""
     row = regions + i * RW
-    return tl.load(row), tl.load(row + 1), tl.load(row + 2), tl.load(row + 3), tl.load(row + 4), tl.load(row + 5), \
-        tl.load(row + 6)
+    return tl.load(row + R_SLOT), tl.load(row + R_ROW0), tl.load(row + R_COL0), tl.load(row + R_ROWS), \
+        tl.load(row + R_COLS), tl.load(row + R_LD), tl.load(row + R_BUF_ROWS)
 
 
 @triton.jit
@@ -57,12 +64,12 @@ def _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM: tl.constexpr,
     built on the device (as the attention tile's are): each is written to Triton's global scratch
     and fenced, a cost a few-microsecond GEMM tile would feel and a long attention task does not;
     kernel parameters cost nothing per tile. The plan refuses GEMMs with more operand buffers."""
-    a_s, a_r0, a_c0, a_rows, a_cols, a_ld, a_brows = _region(regions, r0)
-    b_s, b_r0, b_c0, b_rows, b_cols, b_ld, b_brows = _region(regions, r0 + 1)
-    c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + 2)
+    a_s, a_r0, a_c0, a_rows, a_cols, a_ld, a_brows = _region(regions, r0 + GEMM_A)
+    b_s, b_r0, b_c0, b_rows, b_cols, b_ld, b_brows = _region(regions, r0 + GEMM_B)
+    c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + GEMM_C)
     c = _buf(bases, c_s, tl.bfloat16, 2)
     c_ld, c_c0, c_cols = _m8(c_ld, 8), _m8(c_c0, 8), _m8(c_cols, 8)  # the plan checks: 16-byte stores
-    if tl.load(regions + r0 * RW + R_BUF_ID) == a2_buf:
+    if tl.load(regions + (r0 + GEMM_A) * RW + R_BUF_ID) == a2_buf:
         _mma(a2_host, b_host, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM, BN, BK)
     else:
         _mma(a_host, b_host, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM, BN, BK)
@@ -203,7 +210,7 @@ def _gather(regions, bases, aux, r0, a0, a1, CR: tl.constexpr, CC: tl.constexpr)
     rows = a1 - a0
     for t in range(tl.cdiv(rows, CR) * tl.cdiv(cols, CC)):
         rr, cc, m = _tile_offsets(t, rows, cols, CR, CC)
-        pick = tl.load(aux + (a0 + rr) * CW, mask=rr < rows, other=0)
+        pick = tl.load(aux + (a0 + rr) * CW + A_SOURCE_ROW, mask=rr < rows, other=0)
         x = tl.load(src + (s_r0 + pick[:, None]) * s_ld + s_c0 + cc[None, :], mask=m)
         tl.store(dst + (d_r0 + rr[:, None]).to(tl.int64) * d_ld + d_c0 + cc[None, :], x, mask=m)
 
@@ -220,9 +227,9 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
     lse) counts its merges in each lock, and the last one writes (acc / l, m + log l) instead; a
     folded tile of one merge (world 1, or a ring step that covers every key) takes no lock at all:
     the lock, its epoch stamp and the barriers around it cost microseconds a short task feels."""
-    q_s, q_r0, q_c0, q_rows, _c, q_ld, _ = _region(regions, r0)
-    k_s, k_r0, k_c0, k_rows, _c2, k_ld, _ = _region(regions, r0 + 1)
-    v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + 2)
+    q_s, q_r0, q_c0, q_rows, _c, q_ld, _ = _region(regions, r0 + ATTN_Q)
+    k_s, k_r0, k_c0, k_rows, _c2, k_ld, _ = _region(regions, r0 + ATTN_K)
+    v_s, v_r0, v_c0, _r, _c3, v_ld, _ = _region(regions, r0 + ATTN_V)
     q_ld, k_ld, v_ld = _m8(q_ld, 8), _m8(k_ld, 8), _m8(v_ld, 8)  # the plan checks these: 16-byte vectors
     q_c0, k_c0, v_c0 = _m8(q_c0, 8), _m8(k_c0, 8), _m8(v_c0, 8)
     q_rows, k_rows = q_rows.to(tl.int32), k_rows.to(tl.int32)
@@ -237,7 +244,7 @@ def _attn(regions, bases, locks, aux, r0, a0, a1, lock, q0, k0, masked, epoch, t
                                        shape=[k_rows, D], strides=[v_ld, 1], block_shape=[BKV, D])
     d = tl.arange(0, D)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e)
-    total = tl.load(aux + a0 * CW, mask=a1 > a0, other=-1)  # merges per call of a folded tile; -1: not folded
+    total = tl.load(aux + a0 * CW + A_MERGES, mask=a1 > a0, other=-1)  # merges per call of a folded tile; -1: not folded
     for qb in range(tl.cdiv(q_rows, BQ).to(tl.int32)):
         rm = qb * BQ + tl.arange(0, BQ)
         mm = rm < q_rows
@@ -291,29 +298,29 @@ def _merge_locked(regions, bases, locks, r0, lock, rm, mm, d, acc, l_i, m_i, tot
     """Merge one query block's partial softmax into the tile's fp32 state under the block's lock,
     or, as the tile's last merge this call (``total``), write (acc / l, m + log l) instead."""
     # the state's regions are read only now: what lives across the key loops is what they need
-    a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + 3)
-    t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + 4)
+    a_s, a_r0, a_c0, _r2, _c4, a_ld, _ = _region(regions, r0 + ATTN_ACC)
+    t_s, t_r0, _c5, _r3, _c6, t_ld, _ = _region(regions, r0 + ATTN_STATS)
     a_ld, a_c0 = _m8(a_ld, 8), _m8(a_c0, 8)
     ap = _buf(bases, a_s, tl.float32, 4) + a_r0.to(tl.int64) * a_ld + a_c0
     tp = _buf(bases, t_s, tl.float32, 4) + t_r0.to(tl.int64) * t_ld
     # this query block's lock: word, epoch stamp, merges so far in that epoch
-    lk = locks + 4 * lock
+    lk = locks + LKW * lock
     free = epoch - epoch  # int64 zero: the lock word's type
     start = _clock_uniform()
-    owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
+    owned = tl.atomic_cas(lk + LK_OWNER, free, free + 1, sem="acquire", scope="gpu") == 0
     # the atomic's result reaches every thread through a barrier: the loop's exit must be uniform too
     while (not owned) & (_clock_uniform() - start < timeout_ns):
-        owned = tl.atomic_cas(lk, free, free + 1, sem="acquire", scope="gpu") == 0
+        owned = tl.atomic_cas(lk + LK_OWNER, free, free + 1, sem="acquire", scope="gpu") == 0
     if not owned:
         _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock, epoch, 1, 0, task)
     tl.debug_barrier()
-    fresh = tl.load(lk + 1, volatile=True) < epoch
-    merged = tl.where(fresh, 1, tl.load(lk + 2, volatile=True) + 1)
+    fresh = tl.load(lk + LK_STAMP, volatile=True) < epoch
+    merged = tl.where(fresh, 1, tl.load(lk + LK_MERGED, volatile=True) + 1)
     a_ptr = ap + rm[:, None] * a_ld + d[None, :]
     t_ptr = tp + rm * t_ld.to(tl.int32)
     if not fresh:
-        m_o = tl.load(t_ptr, mask=mm, other=float("-inf"))
-        l_o = tl.load(t_ptr + 1, mask=mm, other=0.0)
+        m_o = tl.load(t_ptr + ST_M, mask=mm, other=float("-inf"))
+        l_o = tl.load(t_ptr + ST_L, mask=mm, other=0.0)
         acc_o = tl.load(a_ptr, mask=mm[:, None], other=0.0)
         m_n = tl.maximum(m_o, m_i)
         m_s = tl.where(m_n == float("-inf"), 0.0, m_n)
@@ -322,24 +329,24 @@ def _merge_locked(regions, bases, locks, r0, lock, rm, mm, d, acc, l_i, m_i, tot
         acc = acc_o * fo[:, None] + acc * fi[:, None]
         l_i = l_o * fo + l_i * fi
         m_i = m_n
-    if merged == total:  # the tile's last merge: regions 5 and 6 exist
+    if merged == total:  # the tile's last merge: a folded tile, so its OUT and LSE regions exist
         _attn_out(regions, bases, r0, rm, mm, d, acc, l_i, m_i)
     else:
         tl.store(a_ptr, acc, mask=mm[:, None])
-        tl.store(t_ptr, m_i, mask=mm)
-        tl.store(t_ptr + 1, l_i, mask=mm)
+        tl.store(t_ptr + ST_M, m_i, mask=mm)
+        tl.store(t_ptr + ST_L, l_i, mask=mm)
     tl.debug_barrier()
     if owned:
-        tl.store(lk + 2, merged)
-        tl.store(lk + 1, epoch)
-        tl.atomic_xchg(lk, free, sem="release", scope="gpu")
+        tl.store(lk + LK_MERGED, merged)
+        tl.store(lk + LK_STAMP, epoch)
+        tl.atomic_xchg(lk + LK_OWNER, free, sem="release", scope="gpu")
 
 
 @triton.jit
 def _attn_out(regions, bases, r0, rm, mm, d, acc, l_i, m_i):
-    """A finished query block of a folded tile: (acc / l, m + log l) into out and lse (regions 5, 6)."""
-    o_s, o_r0, o_c0, _r4, _c7, o_ld, _ = _region(regions, r0 + 5)
-    e_s, e_r0, _c8, _r5, _c9, e_ld, _ = _region(regions, r0 + 6)
+    """A finished query block of a folded tile: (acc / l, m + log l) into its OUT and LSE regions."""
+    o_s, o_r0, o_c0, _r4, _c7, o_ld, _ = _region(regions, r0 + ATTN_OUT)
+    e_s, e_r0, _c8, _r5, _c9, e_ld, _ = _region(regions, r0 + ATTN_LSE)
     o_ld, o_c0 = _m8(o_ld, 8), _m8(o_c0, 8)
     op = _buf(bases, o_s, tl.bfloat16, 2) + o_r0.to(tl.int64) * o_ld + o_c0
     ep = _buf(bases, e_s, tl.float32, 4) + e_r0.to(tl.int64) * e_ld
@@ -350,10 +357,10 @@ def _attn_out(regions, bases, r0, rm, mm, d, acc, l_i, m_i):
 @triton.jit
 def _norm(regions, bases, r0, D: tl.constexpr, BQ: tl.constexpr):
     """(out, lse) = (acc / l, m + log l) of a finished attention tile."""
-    a_s, a_r0, a_c0, rows, _c, a_ld, _ = _region(regions, r0)
-    t_s, t_r0, _c1, _r1, _c2, t_ld, _ = _region(regions, r0 + 1)
-    o_s, o_r0, o_c0, _r2, _c3, o_ld, _ = _region(regions, r0 + 2)
-    e_s, e_r0, _c4, _r3, _c5, e_ld, _ = _region(regions, r0 + 3)
+    a_s, a_r0, a_c0, rows, _c, a_ld, _ = _region(regions, r0 + NORM_ACC)
+    t_s, t_r0, _c1, _r1, _c2, t_ld, _ = _region(regions, r0 + NORM_STATS)
+    o_s, o_r0, o_c0, _r2, _c3, o_ld, _ = _region(regions, r0 + NORM_OUT)
+    e_s, e_r0, _c4, _r3, _c5, e_ld, _ = _region(regions, r0 + NORM_LSE)
     a_ld, o_ld, a_c0, o_c0 = _m8(a_ld, 8), _m8(o_ld, 8), _m8(a_c0, 8), \
         _m8(o_c0, 8)
     ap = _buf(bases, a_s, tl.float32, 4)
@@ -365,8 +372,8 @@ def _norm(regions, bases, r0, D: tl.constexpr, BQ: tl.constexpr):
         rm = qb * BQ + tl.arange(0, BQ)
         mm = rm < rows
         acc = tl.load(ap + (a_r0 + rm[:, None]).to(tl.int64) * a_ld + a_c0 + d[None, :], mask=mm[:, None])
-        m = tl.load(tp + (t_r0 + rm).to(tl.int64) * t_ld, mask=mm)
-        l = tl.load(tp + (t_r0 + rm).to(tl.int64) * t_ld + 1, mask=mm, other=1.0)
+        m = tl.load(tp + (t_r0 + rm).to(tl.int64) * t_ld + ST_M, mask=mm)
+        l = tl.load(tp + (t_r0 + rm).to(tl.int64) * t_ld + ST_L, mask=mm, other=1.0)
         tl.store(op + (o_r0 + rm[:, None]).to(tl.int64) * o_ld + o_c0 + d[None, :], (acc / l[:, None]).to(tl.bfloat16),
                  mask=mm[:, None])
         tl.store(ep + (e_r0 + rm).to(tl.int64) * e_ld, m + tl.log(l), mask=mm)

@@ -31,7 +31,8 @@ from mkernel.errors import DeadlockError, InputError
 from mkernel.ir import BufferKind, Op, Schedule
 
 from . import ring
-from .layout import OPS, GemmTile, Segment, Signal, Task, Wait
+from .layout import (OPS, AttnOperand, Command, GemmOperand, GemmTile, NormOperand, Region, Segment, Signal, Stat, Task,
+                     Wait)
 from .lower import ROLES
 from .plan import Plan, build
 
@@ -68,14 +69,16 @@ class Machine:
 
     def region(self, plan: Plan, i: int) -> np.ndarray:
         """A view of region row ``i`` of ``plan``'s table."""
-        slot, r0, c0, rows, cols, _ld, _brows, bid = (int(x) for x in plan.regions[i])
-        return self.arrays[(plan.buffers[bid], slot - bid * plan.world)][r0:r0 + rows, c0:c0 + cols]
+        reg = plan.regions[i]
+        c0, cols = int(reg[Region.COL0]), int(reg[Region.COLS])
+        return self.rows(plan, i)[:, c0:c0 + cols]
 
     def rows(self, plan: Plan, i: int) -> np.ndarray:
-        """The whole buffer rows of region row ``i`` (statistics live in columns 0 and 1 whatever the
-        region's columns, as the kernel reads them)."""
-        slot, r0, _c0, rows, _cols, _ld, _brows, bid = (int(x) for x in plan.regions[i])
-        return self.arrays[(plan.buffers[bid], slot - bid * plan.world)][r0:r0 + rows]
+        """The whole buffer rows of region row ``i`` (statistics live in columns layout.Stat whatever
+        the region's columns, as the kernel reads them)."""
+        reg = plan.regions[i]
+        bid, r0, rows = int(reg[Region.BUF_ID]), int(reg[Region.ROW0]), int(reg[Region.ROWS])
+        return self.arrays[(plan.buffers[bid], int(reg[Region.SLOT]) - bid * plan.world)][r0:r0 + rows]
 
     def heap_rows(self, rank: int, off: int, nbytes: int) -> np.ndarray:
         """The heap buffer rows at byte offset ``off`` (a network message moves whole rows)."""
@@ -94,31 +97,32 @@ def _execute(m: Machine, p: Plan, row: np.ndarray, outbox: list, epoch: int) -> 
     op = OPS[int(row[Task.OP])]
     nreads, r0, a0, a1 = (int(row[c]) for c in (Task.NREADS, Task.R0, Task.A0, Task.A1))
     if op is Op.GEMM:
-        m.region(p, r0 + 2)[:] = m.region(p, r0) @ m.region(p, r0 + 1)
+        m.region(p, r0 + GemmOperand.C)[:] = m.region(p, r0 + GemmOperand.A) @ m.region(p, r0 + GemmOperand.B)
     elif op is Op.COPY:
         for i in range(nreads):
             m.region(p, r0 + nreads + i)[:] = m.region(p, r0 + i)
     elif op is Op.REDUCE:
         m.region(p, r0 + nreads)[:] = sum(m.region(p, r0 + i) for i in range(nreads))
     elif op is Op.GATHER:
-        m.region(p, r0 + 1)[:] = m.region(p, r0)[p.aux[a0:a1, 0]]
+        m.region(p, r0 + 1)[:] = m.region(p, r0)[p.aux[a0:a1, Command.SOURCE_ROW]]
     elif op is Op.PUT:
-        for kind, dst, flag, nbytes, src_off, dst_off, _, _ in p.aux[a0:a1].tolist():
-            outbox.append(_Message(kind, p.rank, dst, flag, nbytes, src_off, dst_off, epoch))
+        for cmd in p.aux[a0:a1].tolist():
+            outbox.append(_Message(cmd[Command.KIND], p.rank, cmd[Command.DST_RANK], cmd[Command.FLAG],
+                                   cmd[Command.NBYTES], cmd[Command.SRC_OFF], cmd[Command.DST_OFF], epoch))
     elif op is Op.ATTN:
         _attn(m, p, row, epoch)
     elif op is Op.NORM:
-        acc, stats = m.region(p, r0), m.rows(p, r0 + 1)
-        m.region(p, r0 + 2)[:] = acc / stats[:, 1:2]
-        m.rows(p, r0 + 3)[:, 0] = stats[:, 0] + np.log(stats[:, 1])
+        acc, stats = m.region(p, r0 + NormOperand.ACC), m.rows(p, r0 + NormOperand.STATS)
+        m.region(p, r0 + NormOperand.OUT)[:] = acc / stats[:, Stat.L, None]
+        m.rows(p, r0 + NormOperand.LSE)[:, 0] = stats[:, Stat.M] + np.log(stats[:, Stat.L])
 
 
 def _attn(m: Machine, p: Plan, row: np.ndarray, epoch: int) -> None:
     """One key block's softmax(q k^T * scale) v merged into the tile's (acc, m, l)."""
     r0, q0, k0, lock = (int(row[c]) for c in (Task.R0, Task.Q0, Task.K0, Task.LOCK))
     masked = bool(row[Task.MASKED])
-    q, k, v = m.region(p, r0), m.region(p, r0 + 1), m.region(p, r0 + 2)
-    acc, stats = m.region(p, r0 + 3), m.rows(p, r0 + 4)
+    q, k, v = (m.region(p, r0 + i) for i in (AttnOperand.Q, AttnOperand.K, AttnOperand.V))
+    acc, stats = m.region(p, r0 + AttnOperand.ACC), m.rows(p, r0 + AttnOperand.STATS)
     s = (q @ k.T) * m.sm_scale
     if masked:
         s = np.where(np.arange(k0, k0 + len(k))[None, :] <= np.arange(q0, q0 + len(q))[:, None], s, -np.inf)
@@ -128,19 +132,19 @@ def _attn(m: Machine, p: Plan, row: np.ndarray, epoch: int) -> None:
     l_i, acc_i = e.sum(axis=1), e @ v
     fresh = m.stamps.get((p.rank, lock), 0) != epoch
     if not fresh:  # not this call's first merge: combine
-        m_o, l_o = stats[:, 0], stats[:, 1]
+        m_o, l_o = stats[:, Stat.M], stats[:, Stat.L]
         m_n = np.maximum(m_o, m_i)
         safe = np.where(np.isneginf(m_n), 0.0, m_n)
         fo, fi = np.exp(m_o - safe), np.exp(m_i - safe)
         acc_i, l_i, m_i = acc * fo[:, None] + acc_i * fi[:, None], l_o * fo + l_i * fi, m_n
     merged = 1 if fresh else m.merged[(p.rank, lock)] + 1
     a0, a1 = int(row[Task.A0]), int(row[Task.A1])
-    if a1 > a0 and merged == p.aux[a0, 0]:  # a folded tile's last merge: its norm too (plan.py)
-        m.region(p, r0 + 5)[:] = acc_i / l_i[:, None]
-        m.rows(p, r0 + 6)[:, 0] = m_i + np.log(l_i)
+    if a1 > a0 and merged == p.aux[a0, Command.MERGES]:  # a folded tile's last merge: its norm too (plan.py)
+        m.region(p, r0 + AttnOperand.OUT)[:] = acc_i / l_i[:, None]
+        m.rows(p, r0 + AttnOperand.LSE)[:, 0] = m_i + np.log(l_i)
     else:
         acc[:] = acc_i
-        stats[:, 0], stats[:, 1] = m_i, l_i
+        stats[:, Stat.M], stats[:, Stat.L] = m_i, l_i
     m.stamps[(p.rank, lock)], m.merged[(p.rank, lock)] = epoch, merged
 
 

@@ -1,5 +1,6 @@
-"""The device contract: every column of every table the fused kernel reads, and the error block's
-fields, named once.
+"""The device contract: every column of every table the fused kernel reads, the order of each op's
+operand regions, the attention locks' and statistics' words, and the error block's fields, named
+once.
 
 The planner (:mod:`plan`) writes these tables, the interpreter (:mod:`interp`) and the kernel
 (:mod:`fused`, :mod:`tiles`, :mod:`sync`) read them, and the executor decodes the error block.
@@ -75,8 +76,9 @@ class Signal(IntEnum):
 
 class Command(IntEnum):
     """An aux row. Ring commands: kind (ring.PUT or ring.SIGNAL), destination rank, flag slot,
-    bytes, source and destination heap offsets. Gather rows use column 0 for the source row;
-    a folded attention tile's one aux row holds its merges per call in column 0."""
+    bytes, source and destination heap offsets. A gather's rows hold their source row in column 0
+    (SOURCE_ROW); a folded attention tile's one aux row holds its merges per call there (MERGES).
+    Those two are aliases of column 0, so they do not widen the row."""
 
     KIND = 0
     DST_RANK = 1
@@ -86,6 +88,8 @@ class Command(IntEnum):
     DST_OFF = 5
     SPARE0 = 6
     SPARE1 = 7
+    SOURCE_ROW = 0
+    MERGES = 0
 
 
 class GemmTile(IntEnum):
@@ -115,6 +119,55 @@ class Segment(IntEnum):
     A_INDEX = 2
     K0 = 3
     K_COLS = 4
+
+
+class Lock(IntEnum):
+    """An attention lock (one per query block of a tile, ATTN_QUERY_ROWS rows): the owner word (0
+    free, 1 held), the epoch of the last merge into the tile's state, the merges in that epoch."""
+
+    OWNER = 0
+    STAMP = 1
+    MERGED = 2
+    SPARE = 3
+
+
+class GemmOperand(IntEnum):
+    """A GEMM task's regions from its first (``Task.R0``): reads A and B, writes C."""
+
+    A = 0
+    B = 1
+    C = 2
+
+
+class AttnOperand(IntEnum):
+    """An ATTN task's regions from its first: reads Q, K, V; writes the tile's fp32 accumulator
+    and its (m, l) statistics; a folded tile (its NORM runs in its last merge, :mod:`plan`) also
+    writes the NORM's out and lse."""
+
+    Q = 0
+    K = 1
+    V = 2
+    ACC = 3
+    STATS = 4
+    OUT = 5
+    LSE = 6
+
+
+class Stat(IntEnum):
+    """A row of an attention tile's statistics buffer (fp32; columns past these unused): the
+    running row max m (natural-log units) and the running sum l of exp(s - m)."""
+
+    M = 0
+    L = 1
+
+
+class NormOperand(IntEnum):
+    """A NORM task's regions from its first: reads the accumulator and statistics, writes out, lse."""
+
+    ACC = 0
+    STATS = 1
+    OUT = 2
+    LSE = 3
 
 
 class ErrorField(IntEnum):
@@ -149,6 +202,7 @@ SIGNAL_WIDTH = len(Signal)
 COMMAND_WIDTH = len(Command)
 GEMM_TILE_WIDTH = len(GemmTile)
 SEGMENT_WIDTH = len(Segment)
+LOCK_WIDTH = len(Lock)
 ERROR_BYTES = 64
 ATTN_QUERY_ROWS = 128  # query rows of one attention block: each has its own lock, so tiles of several merge in parallel
 MAX_SEGMENTS = 4  # GEMM table segments the kernel walks (a longer list: the tiles take the general path)

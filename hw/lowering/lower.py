@@ -7,7 +7,7 @@ with no kernel edit.
 
 Per rank:
 - ``tasks``: one row per task of each role queue: op, chunk, and [start, end) into the region, wait
-  and signal arrays (CSR layout).
+  and signal arrays (CSR layout; the columns: :class:`QueueTask`).
 - ``regions``: buffer id, owning rank, rows and columns of each operand (reads, then writes).
 - ``waits``: (slot, count) on this rank's signal slots; ``signals``: (target rank, slot there).
 - ``slot_bumps``: per slot of this rank, the bumps it receives per call.
@@ -18,6 +18,7 @@ call ``epoch`` (1, 2, ...) polls for ``(epoch - 1) * slot_bumps[slot] + count`` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
@@ -26,18 +27,56 @@ from mkernel.ir import Op, Role, Schedule, Signal, expand
 
 OPS = tuple(Op)  # op code = index
 ROLES = tuple(Role)
-TASK_FIELDS = ("op", "chunk", "r0", "r1", "nreads", "w0", "w1", "s0", "s1")
-REGION_FIELDS = ("buffer", "rank", "row0", "row1", "col0", "col1")
+
+
+class QueueTask(IntEnum):
+    """A row of a lowered role queue: op code, chunk, [R0, R1) regions, reads, [W0, W1) waits,
+    [S0, S1) signals. (The plan's device rows are :class:`layout.Task`.)"""
+
+    OP = 0
+    CHUNK = 1
+    R0 = 2
+    R1 = 3
+    NREADS = 4
+    W0 = 5
+    W1 = 6
+    S0 = 7
+    S1 = 8
+
+
+class QueueRegion(IntEnum):
+    """An operand of a lowered task: buffer id, owning rank, [ROW0, ROW1) x [COL0, COL1)."""
+
+    BUFFER = 0
+    RANK = 1
+    ROW0 = 2
+    ROW1 = 3
+    COL0 = 4
+    COL1 = 5
+
+
+class QueueWait(IntEnum):
+    """A lowered wait: the slot on this rank and the bumps it waits for."""
+
+    SLOT = 0
+    COUNT = 1
+
+
+class QueueSignal(IntEnum):
+    """A lowered signal: the rank whose slot it bumps, and the slot there."""
+
+    RANK = 0
+    SLOT = 1
 
 
 @dataclass(frozen=True)
 class RoleTable:
     """One role's queue on one rank, in order."""
 
-    tasks: np.ndarray  # int64 [n, len(TASK_FIELDS)]
-    regions: np.ndarray  # int64 [*, len(REGION_FIELDS)]
-    waits: np.ndarray  # int64 [*, 2]: slot, count
-    signals: np.ndarray  # int64 [*, 2]: target rank, slot on that rank
+    tasks: np.ndarray  # int64 [n, QueueTask]
+    regions: np.ndarray  # int64 [*, QueueRegion]
+    waits: np.ndarray  # int64 [*, QueueWait]
+    signals: np.ndarray  # int64 [*, QueueSignal]
     task_ids: np.ndarray  # int64 [n]: the schedule task of each row (masks, gather lists, error messages)
 
 
@@ -105,7 +144,7 @@ def lower(schedule: Schedule) -> list[Lowered]:
 
 
 def _table(queue, buffer_id: dict[str, int], slot_of: dict[Signal, int]) -> RoleTable:
-    tasks, regions, waits, signals = [], [], [], []
+    tasks, regions, waits, signals = [], [], [], []  # rows in QueueTask, QueueRegion, ... column order
     for t in queue:
         r0 = len(regions)
         regions += [(buffer_id[r.buffer], r.rank, r.row0, r.row1, r.col0, r.col1) for r in t.reads + t.writes]
@@ -118,5 +157,6 @@ def _table(queue, buffer_id: dict[str, int], slot_of: dict[Signal, int]) -> Role
     def arr(rows, width):
         return np.asarray(rows, dtype=np.int64).reshape(-1, width)
 
-    return RoleTable(arr(tasks, len(TASK_FIELDS)), arr(regions, len(REGION_FIELDS)), arr(waits, 2), arr(signals, 2),
+    return RoleTable(arr(tasks, len(QueueTask)), arr(regions, len(QueueRegion)), arr(waits, len(QueueWait)),
+                     arr(signals, len(QueueSignal)),
                      np.asarray([t.id for t in queue], dtype=np.int64))

@@ -21,8 +21,8 @@ device needs and nothing the device could get wrong:
 - **folded norms**: a NORM that waits for exactly the merges of its tile, and signals nothing, runs
   inside the last of those merges (the lock counts them): that merge writes out and lse from
   registers, so the fp32 accumulator is neither stored nor read back, and the NORM's claim goes.
-  A folded ATTN row carries the NORM's writes as regions 5 and 6 and its merge count as its one
-  aux row.
+  A folded ATTN row carries the NORM's writes as its OUT and LSE regions (layout.AttnOperand) and
+  its merge count as its one aux row (layout.Command.MERGES).
 
 The columns of every table are named in :mod:`layout`. Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
 with a :class:`~mkernel.errors.ScheduleError` before any launch.
@@ -41,13 +41,17 @@ from mkernel.ir import Op, Role, Schedule, Task
 
 from . import ring
 from .layout import (ALIGN, ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
-                     SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, GemmTile, Region, Segment, Task)
-from .lower import ROLES, Lowered, lower
+                     SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, AttnOperand, GemmOperand, GemmTile,
+                     NormOperand, Region, Segment, Task)
+from .lower import ROLES, Lowered, QueueSignal, QueueTask, QueueWait, lower
 
 INT64_MAX = (1 << 63) - 1
 GEMM_TILE = (128, 256, 64)  # BM, BN, BK of the kernel's GEMM tiles (fused.constexprs compiles them)
+# operand dtypes in operand order (layout.GemmOperand, AttnOperand before OUT, NormOperand)
 KERNEL_DTYPES = {Op.GEMM: ("bf16", "bf16", "bf16"), Op.COPY: None, Op.REDUCE: None, Op.GATHER: None,
                  Op.ATTN: ("bf16", "bf16", "bf16", "fp32", "fp32"), Op.NORM: ("fp32", "fp32", "bf16", "fp32")}
+VECTOR_OPERANDS = {Op.ATTN: (AttnOperand.Q, AttnOperand.K, AttnOperand.V, AttnOperand.ACC),
+                   Op.NORM: (NormOperand.ACC, NormOperand.OUT)}
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,7 @@ class Plan:
     gemm_tiles: np.ndarray  # int64 [g, layout.GemmTile]: the compute queue's first g tasks as GEMM tiles
     segments: np.ndarray  # int64 [<= MAX_SEGMENTS, layout.Segment]: runs of gemm_tiles with one A and K
     n_flags: int  # slots per rank, barrier and sink slots included (the same on every rank)
-    n_locks: int  # attention lock words: one per query block of each tile (ATTN_QUERY_ROWS rows)
+    n_locks: int  # attention locks (layout.Lock): one per query block of each tile (ATTN_QUERY_ROWS rows)
     placement: Placement
     buffers: tuple[str, ...]  # buffer id -> name
     slot_names: tuple  # slot -> Signal (for error messages)
@@ -115,7 +119,7 @@ class Plan:
         gemm = self.tasks[self.tasks[:, Task.OP] == OP_CODE[Op.GEMM]]
         if not len(gemm):
             return None
-        a_rows, b_rows = self.regions[gemm[:, Task.R0]], self.regions[gemm[:, Task.R0] + 1]
+        a_rows, b_rows = self.regions[gemm[:, Task.R0] + GemmOperand.A], self.regions[gemm[:, Task.R0] + GemmOperand.B]
         a_ids, b_ids = sorted(set(a_rows[:, Region.BUF_ID].tolist())), sorted(set(b_rows[:, Region.BUF_ID].tolist()))
         ops = np.concatenate([a_rows, b_rows])
         local = (ops[:, Region.SLOT] == ops[:, Region.BUF_ID] * self.world + self.rank).all()
@@ -258,12 +262,13 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
             for reg in task.reads + task.writes + (fold[0].writes if fold else ()):
                 b = buffers[reg.buffer]
                 regions.append((bid[reg.buffer] * s.world + reg.rank, reg.row0, reg.col0, reg.row1 - reg.row0,
-                                reg.col1 - reg.col0, b.cols, b.rows, bid[reg.buffer]))
+                                reg.col1 - reg.col0, b.cols, b.rows, bid[reg.buffer]))  # layout.Region's order
             w0 = len(waits)
-            for slot, count in low.roles[role].waits[row[5]:row[6]]:
+            for wait in low.roles[role].waits[row[QueueTask.W0]:row[QueueTask.W1]]:
+                slot, count = wait[QueueWait.SLOT], wait[QueueWait.COUNT]
                 subs = net.split.get((rank, int(slot)))
                 if subs is None:
-                    waits.append((slot, count, low.slot_bumps[slot]))
+                    waits.append((slot, count, low.slot_bumps[slot]))  # layout.Wait's order
                 elif count == len(subs):
                     waits.extend((f, 1, 1) for f in subs)
                 else:
@@ -271,14 +276,15 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                                          f"{low.slot_names[slot]}; on hw it can wait for all of them only")
             s0 = len(signals)
             if task.op is not Op.PUT:  # a put's arrival flag travels in its last command
-                signals.extend(tuple(x) for x in low.roles[role].signals[row[7]:row[8]])
+                signals.extend((x[QueueSignal.RANK], x[QueueSignal.SLOT])  # layout.Signal's order
+                               for x in low.roles[role].signals[row[QueueTask.S0]:row[QueueTask.S1]])
             a0 = len(aux)
             if task.op is Op.GATHER:
-                aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)
+                aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)  # Command.SOURCE_ROW
             elif task.op is Op.PUT:
                 aux.extend(_commands(task, buffers, place, net.flag_of[task.id], n_flags - 1))
             elif fold:
-                aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))
+                aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))  # Command.MERGES
             lock = -1
             if task.op is Op.ATTN:
                 if _tile(task) not in locks:  # one lock per query block of the tile (layout.ATTN_QUERY_ROWS)
@@ -287,7 +293,8 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 lock = locks[_tile(task)]
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
-                          a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, max(1, ns(work(task))) if work else 0))
+                          a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id,
+                          max(1, ns(work(task))) if work else 0))  # layout.Task's order
     launch = s.launches[0]
     blocks = tuple(launch.budget(r) for r in ROLES)
     for role, n, nb in zip(ROLES, counts, blocks):
@@ -331,7 +338,7 @@ def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2
     for t in compute:
         if t[Task.OP] != OP_CODE[Op.GEMM] or t[Task.W1] > t[Task.W0] or t[Task.S1] - t[Task.S0] > 1:
             break
-        a, b, c = regions[t[Task.R0]:t[Task.R0] + 3]
+        a, b, c = (regions[t[Task.R0] + k] for k in (GemmOperand.A, GemmOperand.B, GemmOperand.C))
         c_slot = c[Region.SLOT] if c_slot is None else c_slot
         whole = (c[Region.ROWS] == bm or c[Region.ROW0] + c[Region.ROWS] == c[Region.BUF_ROWS]) and \
             (c[Region.COLS] == bn or c[Region.COL0] + c[Region.COLS] == c[Region.LD])
@@ -340,7 +347,7 @@ def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2
                 or b[Region.ROW0] + b[Region.ROWS] != b[Region.BUF_ROWS]:
             break
         key = (int(a[Region.BUF_ID] == a2_buf), int(a[Region.COL0]), int(a[Region.COLS]))
-        if not segments or tuple(segments[-1][2:]) != key:
+        if not segments or tuple(segments[-1][Segment.A_INDEX:]) != key:
             if len(segments) == MAX_SEGMENTS:
                 break
             segments.append([len(tiles), len(tiles), *key])
@@ -427,8 +434,9 @@ def _check(s: Schedule, task: Task, buffers: dict) -> None:
                 raise _fail(s, task, f"{name} has {buffers[name].cols} columns; TMA needs rows that are a "
                                      f"multiple of 16 bytes (8 bf16 columns)")
     # regions the kernel moves in 16-byte vectors (attention stats and lse are per-row scalars)
-    vectors = {Op.COPY: regions, Op.REDUCE: regions, Op.GATHER: regions, Op.GEMM: task.writes,
-               Op.ATTN: regions[:4], Op.NORM: regions[0::2]}.get(task.op, ())
+    vectors = {Op.COPY: regions, Op.REDUCE: regions, Op.GATHER: regions, Op.GEMM: task.writes}.get(task.op, ())
+    if task.op in VECTOR_OPERANDS:  # the dtype check above has counted their regions
+        vectors = tuple(regions[i] for i in VECTOR_OPERANDS[task.op])
     if vectors:
         for r in vectors:
             if r.col0 % 8 or (r.col1 - r.col0) % 8 or buffers[r.buffer].cols % 8:

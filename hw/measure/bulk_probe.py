@@ -45,10 +45,21 @@ class Path(IntEnum):
     TMA = 2
 
 
+class Row(IntEnum):
+    """A task row of the probe's own table (not the plan's layout.Task: a step needs only these):
+    its first region, its reads, and its [A0, A1) aux rows (a gather's source rows)."""
+
+    R0 = 0
+    NREADS = 1
+    A0 = 2
+    A1 = 3
+
+
 C = tl.constexpr
 COPY, REDUCE, GATHER, ACCUMULATE = (C(int(o)) for o in Op)
 REGISTER, BULK, TMA = (C(int(p)) for p in Path)
-TASK_COLS = C(4)  # a task row: first region, reads, first and last aux row
+TASK_COLS = C(len(Row))
+T_R0, T_NREADS, T_A0, T_A1 = (C(int(c)) for c in Row)
 
 
 @triton.jit
@@ -78,10 +89,10 @@ def steps_kernel(tasks, regions, bases, aux, n_tasks, timeout_ns, err32, err64, 
         bulk._declare_smem(err64, n_tasks < 0)
     for i in range(pid, n_tasks, tl.num_programs(0)):
         row = tasks + i * TASK_COLS
-        r0 = tl.load(row)
-        nreads = tl.load(row + 1)
-        a0 = tl.load(row + 2)
-        a1 = tl.load(row + 3)
+        r0 = tl.load(row + T_R0)
+        nreads = tl.load(row + T_NREADS)
+        a0 = tl.load(row + T_A0)
+        a1 = tl.load(row + T_A1)
         if PATH == REGISTER:
             if OP == COPY:
                 tiles._copy(regions, bases, r0, nreads, CR, CC)
@@ -127,7 +138,7 @@ def tables(tasks: list[Task], shapes: list[tuple[int, int]]) -> tuple[np.ndarray
                 raise ValueError(f"{where} of a {ld}-column buffer is not in 8-column units (16-byte bulk copies)")
             regions.append((buf, row0, col0, n, cols, ld, b_rows, buf))
         aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in t.index)
-        rows.append((r0, len(t.reads), a0, len(aux)))
+        rows.append((r0, len(t.reads), a0, len(aux)))  # in Row order
     as_table = lambda x, width: np.asarray(x, np.int64).reshape(-1, width)
     return as_table(rows, int(TASK_COLS)), as_table(regions, REGION_WIDTH), as_table(aux, COMMAND_WIDTH)
 

@@ -40,6 +40,7 @@ from mkernel.errors import InputError, MkernelError
 from mkernel.ir import BufferKind, Schedule
 
 from ..kernels import fused
+from ..lowering.layout import LOCK_WIDTH, Task, Wait
 from ..lowering.plan import Plan, build
 from .launch import CACHED_CALLS, Addresses, Descriptors, Launch
 from .state import ErrorBlock
@@ -105,7 +106,7 @@ class Executor:
         self.epoch = torch.zeros(1, dtype=torch.int64, device=dev)
         self.calls = 0  # calls launched (captures included, graph replays not): the epoch to guard
         self.done = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.locks = torch.zeros(max(1, 4 * p.n_locks), dtype=torch.int64, device=dev)
+        self.locks = torch.zeros(max(1, LOCK_WIDTH * p.n_locks), dtype=torch.int64, device=dev)
         self.errors = ErrorBlock(dev)
         self.timeout_ns = ctx.knobs.timeout_ns
         self.buffers = {b.name: b for b in schedule.buffers}
@@ -269,7 +270,7 @@ class Executor:
             return b, (0, 0, 0, 0, 0)
         pol, tasks = self.controller, self.plan.tasks
         first = (0, self.plan.role_tasks[0], sum(self.plan.role_tasks[:2]))
-        w0, w1 = (sum(fused.work_units(int(ns)) for ns in tasks[first[r]:first[r + 1], 15]) for r in (0, 1))
+        w0, w1 = (sum(fused.work_units(int(ns)) for ns in tasks[first[r]:first[r + 1], Task.WORK_NS]) for r in (0, 1))
         movable = b[0] + b[1]
         if movable > int(fused.FIELD) or max(w0, w1) >= 2**31:
             raise InputError(f"{self.schedule.kernel}: {movable} movable SMs and work {w0}, {w1} (x "
@@ -318,8 +319,8 @@ class Executor:
             raise InputError(f"fast_forward({epoch}): epochs run from 0 to {p.last_epoch}")
         torch.cuda.synchronize(self.device)
         flags = self.ctx.flags
-        for slot, _count, bumps in p.waits.tolist():
-            flags[slot] = epoch * bumps
+        for wait in p.waits.tolist():
+            flags[wait[Wait.SLOT]] = epoch * wait[Wait.BUMPS]
         flags[p.arrive0:p.arrive0 + 2 * p.world] = epoch  # the arrival and exit flags of every peer
         flags[p.go] = epoch
         self.epoch.fill_(epoch)

@@ -19,6 +19,7 @@ import numpy as np
 from mkernel import builders
 from mkernel.cluster import Cluster
 from mkernel.hw.lowering import plan, ring
+from mkernel.hw.lowering.layout import Command, Task
 from mkernel.hw.runtime.context import Layout  # the layout every rank's symmetric buffer has
 from mkernel.hw.runtime.netboot import Region
 from mkernel.ir import Op
@@ -62,6 +63,9 @@ class Streams:
     commands: dict[int, list[tuple[int, int, int, int, int, int]]]  # rank -> (type, dst, flag, bytes, src, dst_off)
 
 
+COMMAND_FIELDS = (Command.KIND, Command.DST_RANK, Command.FLAG, Command.NBYTES, Command.SRC_OFF, Command.DST_OFF)
+
+
 def op_streams(kernel: str, nodes: int = 2, gpn: int = 2, seed: int = 0) -> Streams:
     """The ring commands of one call of ``kernel``'s fused plan on every rank: the call barriers'
     SIGNALs to every remote rank, then each PUT task's commands (the tasks in a seeded order, as
@@ -74,12 +78,12 @@ def op_streams(kernel: str, nodes: int = 2, gpn: int = 2, seed: int = 0) -> Stre
     out = {}
     for p in plans:
         remote = [d for d in range(p.world) if d // gpn != p.rank // gpn]
-        tasks = [row for row in p.tasks if int(row[0]) == put]
+        tasks = [row for row in p.tasks if int(row[Task.OP]) == put]
         order = rng.permutation(len(tasks))
         cmds = [(ring.SIGNAL, d, p.arrive0 + p.rank, 0, 0, 0) for d in remote]
         for i in order:
-            a0, a1 = int(tasks[i][8]), int(tasks[i][9])
-            cmds += [tuple(int(x) for x in row[:6]) for row in p.aux[a0:a1]]
+            a0, a1 = int(tasks[i][Task.A0]), int(tasks[i][Task.A1])
+            cmds += [tuple(int(row[c]) for c in COMMAND_FIELDS) for row in p.aux[a0:a1]]
         cmds += [(ring.SIGNAL, d, p.exit0 + p.rank, 0, 0, 0) for d in remote]
         out[p.rank] = cmds
     return Streams(plans[0].n_flags, plans[0].placement.heap_bytes, plans[0].sink, out)

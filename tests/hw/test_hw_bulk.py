@@ -137,15 +137,15 @@ def test_a_descriptor_atomic_add_of_bf16_is_a_bulk_tensor_reduce_add():
 
 def test_tables_lay_out_regions_tasks_and_gather_rows_as_the_plan_does():
     pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
-    from mkernel.hw.measure.bulk_probe import Task, tables
-    from mkernel.hw.lowering.layout import Region
+    from mkernel.hw.measure.bulk_probe import Row, Task, tables
+    from mkernel.hw.lowering.layout import Command, Region
 
     tasks, regions, aux = tables([Task(((0, 2, 8, 3, 16),), ((1, 0, 0, 3, 16),)),
                                   Task(((0, 0, 0, 4, 24),), ((1, 4, 0, 2, 24),), index=(3, 1))], [(5, 24), (8, 24)])
-    assert tasks.tolist() == [[0, 1, 0, 0], [2, 1, 0, 2]]
+    assert tasks[:, [Row.R0, Row.NREADS, Row.A0, Row.A1]].tolist() == [[0, 1, 0, 0], [2, 1, 0, 2]]
     assert regions[0, [Region.SLOT, Region.ROW0, Region.COL0, Region.ROWS, Region.COLS, Region.LD,
                        Region.BUF_ROWS]].tolist() == [0, 2, 8, 3, 16, 24, 5]
-    assert aux[:, 0].tolist() == [3, 1]
+    assert aux[:, Command.SOURCE_ROW].tolist() == [3, 1]
     with pytest.raises(ValueError, match=r"buffer 0, rows 2\+3, cols 4\+16\) of a 24-column buffer is not in 8-column"):
         tables([Task(((0, 2, 4, 3, 16),), ((1, 0, 0, 3, 16),))], [(8, 24), (8, 24)])
     with pytest.raises(ValueError, match=r"rows 6\+3, cols 0\+16\) is outside buffer 1 \(8 x 24\)"):

@@ -15,6 +15,7 @@ from mkernel import Cluster
 from mkernel.builders import get
 from mkernel.controller import Balance, ns, split
 from mkernel.hw.lowering import plan
+from mkernel.hw.lowering.layout import Task
 from mkernel.cost import sm_work_us
 
 triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]' pins 3.6.0)")
@@ -30,9 +31,9 @@ def test_the_work_column_holds_each_tasks_cost_model_estimate_in_ns():
     s = get("gemm_rs").build(workload("gemm_rs"), c)
     itemsize = {b.name: b.itemsize for b in s.buffers}
     p = plan.build(s, 1, lambda t: sm_work_us(t, itemsize, c))[0]
-    want = [max(1, ns(sm_work_us(s.tasks[int(row[14])], itemsize, c))) for row in p.tasks]
-    assert p.tasks[:, 15].tolist() == want
-    assert (plan.build(s, 1)[0].tasks[:, 15] == 0).all()  # static plans carry no estimates
+    want = [max(1, ns(sm_work_us(s.tasks[int(row[Task.TASK_ID])], itemsize, c))) for row in p.tasks]
+    assert p.tasks[:, Task.WORK_NS].tolist() == want
+    assert (plan.build(s, 1)[0].tasks[:, Task.WORK_NS] == 0).all()  # static plans carry no estimates
 
 
 @pytest.mark.parametrize("ops", ["gemm copy reduce put", "attn norm copy put", "gemm gather put"])

@@ -19,7 +19,8 @@ from harness.cases import CASES, assert_exact, run_case, workload
 from mkernel import Cluster, Workload
 from mkernel.builders import get
 from mkernel.errors import ScheduleError
-from mkernel.hw.lowering import plan
+from mkernel.hw.lowering import plan, ring
+from mkernel.hw.lowering.layout import OP_CODE, Command, Region, Signal, Task, Wait
 from mkernel.ir import Op
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -33,12 +34,20 @@ def test_every_op_plans_on_every_cluster_and_tables_point_inside_their_arrays(ca
         assert sum(p.role_tasks) == len(p.tasks) == sum(t.rank == p.rank for t in s.tasks) - norms
         assert p.grid == s.num_sms
         t = p.tasks
-        assert (t[:, 3] <= len(p.regions)).all() and (t[:, 5] <= len(p.waits)).all()
-        assert (t[:, 7] <= len(p.signals)).all() and (t[:, 9] <= len(p.aux)).all()
-        assert (p.waits[:, 0] < p.arrive0).all() and (p.signals[:, 1] < p.arrive0).all()
-        for row in p.regions:  # inside its buffer
-            bslot, r0, c0, rows, cols, ld, brows, _ = row
-            assert 0 <= r0 and r0 + rows <= brows and 0 <= c0 and c0 + cols <= ld
+        for lo, hi, table in ((Task.R0, Task.R1, p.regions), (Task.W0, Task.W1, p.waits),
+                              (Task.S0, Task.S1, p.signals), (Task.A0, Task.A1, p.aux)):
+            assert (0 <= t[:, lo]).all() and (t[:, lo] <= t[:, hi]).all() and (t[:, hi] <= len(table)).all()
+        assert (p.waits[:, Wait.SLOT] < p.arrive0).all() and (p.signals[:, Signal.SLOT] < p.arrive0).all()
+        # each row names its schedule task, and holds that task's op and reads (the columns are in
+        # layout.Task's order: the plan writes rows positionally)
+        mine = [s.tasks[i] for i in t[:, Task.TASK_ID]]
+        assert all(task.rank == p.rank for task in mine)
+        assert t[:, Task.OP].tolist() == [OP_CODE[task.op] for task in mine]
+        assert t[:, Task.NREADS].tolist() == [len(task.reads) for task in mine]
+        r = p.regions  # inside its buffer
+        assert (0 <= r[:, Region.ROW0]).all() and (r[:, Region.ROW0] + r[:, Region.ROWS] <= r[:, Region.BUF_ROWS]).all()
+        assert (0 <= r[:, Region.COL0]).all() and (r[:, Region.COL0] + r[:, Region.COLS] <= r[:, Region.LD]).all()
+        assert (r[:, Region.SLOT] // p.world == r[:, Region.BUF_ID]).all()
 
 
 def test_network_messages_fit_the_heap_and_each_flag_has_one_writer():
@@ -49,13 +58,21 @@ def test_network_messages_fit_the_heap_and_each_flag_has_one_writer():
     heap = plans[0].placement.heap_bytes
     writers = {}
     for p in plans:
-        for kind, dst, flag, nbytes, src, dst_off, _, _ in p.aux:
-            if kind == 1:
-                assert src + nbytes <= heap and dst_off + nbytes <= heap
-            if kind == 2 or flag != p.sink:
+        for cmd in _commands(p):
+            kind, dst, flag, nbytes = (int(cmd[c]) for c in (Command.KIND, Command.DST_RANK, Command.FLAG,
+                                                               Command.NBYTES))
+            if kind == ring.PUT:
+                assert cmd[Command.SRC_OFF] + nbytes <= heap and cmd[Command.DST_OFF] + nbytes <= heap
+            if kind == ring.SIGNAL or flag != p.sink:
                 assert (dst, flag) not in writers, f"flag {flag} on rank {dst} set by two messages"
                 writers[(dst, flag)] = p.rank
     assert writers
+
+
+def _commands(p: plan.Plan):
+    """The ring commands of a plan: the aux rows of its PUT tasks."""
+    puts = p.tasks[p.tasks[:, Task.OP] == OP_CODE[Op.PUT]]
+    return [cmd for a0, a1 in puts[:, [Task.A0, Task.A1]] for cmd in p.aux[a0:a1]]
 
 
 def test_a_signal_bumped_by_several_messages_becomes_one_flag_per_message():
@@ -65,11 +82,12 @@ def test_a_signal_bumped_by_several_messages_becomes_one_flag_per_message():
     s = get("gemm_ar").build(w, Cluster("t", 4, 2))
     plans = plan.build(s)
     p = plans[0]
-    reduce_row = next(row for row in p.tasks if s.tasks[row[14]].label.endswith("add remote"))
-    waits = p.waits[reduce_row[4]:reduce_row[5]]
-    flags = [int(slot) for slot, count, bumps in waits if (count, bumps) == (1, 1)]
+    reduce_row = next(row for row in p.tasks if s.tasks[row[Task.TASK_ID]].label.endswith("add remote"))
+    waits = p.waits[reduce_row[Task.W0]:reduce_row[Task.W1]]
+    flags = [int(w[Wait.SLOT]) for w in waits if (w[Wait.COUNT], w[Wait.BUMPS]) == (1, 1)]
     assert len(flags) == 3 and len(set(flags)) == 3
-    senders = {int(cmd[2]) for q in plans for cmd in q.aux if cmd[1] == 0 and cmd[2] != q.sink}
+    senders = {int(cmd[Command.FLAG]) for q in plans for cmd in _commands(q)
+               if cmd[Command.DST_RANK] == 0 and cmd[Command.FLAG] != q.sink}
     assert set(flags) <= senders
 
 

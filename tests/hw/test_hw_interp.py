@@ -11,6 +11,7 @@ from mkernel import builders, reference
 from mkernel.errors import DeadlockError, InputError
 from mkernel.cluster import Cluster
 from mkernel.hw.lowering import interp
+from mkernel.hw.lowering.layout import Command, GemmOperand, GemmTile, Region, Segment, Task, Wait
 from mkernel.ir import Op
 from mkernel.problems import Workload
 
@@ -86,8 +87,8 @@ def test_a_lowering_that_lost_a_wait_reads_the_last_call_and_is_caught():
         m = interp.machine(builders.get(w.kernel).build(w, c))
         p = m.plans[0]
         for row in p.tasks:
-            if interp.OPS[int(row[0])] in (Op.GEMM, Op.REDUCE, Op.COPY):
-                p.waits[int(row[4]):int(row[5]), 1] = 0
+            if interp.OPS[int(row[Task.OP])] in (Op.GEMM, Op.REDUCE, Op.COPY):
+                p.waits[int(row[Task.W0]):int(row[Task.W1]), Wait.COUNT] = 0
         worst = max(worst, *_calls(w, c, seed=seed, m=m))
     assert worst > 1e-2
 
@@ -135,16 +136,16 @@ def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case
     w, c = workload(case), Cluster("t", 2, 2).with_sms(33)
     m = interp.machine(builders.get(w.kernel).build(w, c))
     for p in m.plans:
-        ops = [interp.OPS[int(op)] for op in p.tasks[:, 0]]
+        ops = [interp.OPS[int(op)] for op in p.tasks[:, Task.OP]]
         assert Op.NORM not in ops
         attn = p.tasks[[op is Op.ATTN for op in ops]]
-        assert (attn[:, 3] - attn[:, 2] == 7).all() and (attn[:, 9] - attn[:, 8] == 1).all()
+        assert (attn[:, Task.R1] - attn[:, Task.R0] == 7).all() and (attn[:, Task.A1] - attn[:, Task.A0] == 1).all()
     assert max(_calls(w, c, seed=2, m=m)) < 1e-5
     for shift, worse in ((1, np.inf), (-1, 1e-2)):
         m = interp.machine(builders.get(w.kernel).build(w, c))
         for p in m.plans:  # the merge counts only (on 2 nodes the other aux rows are ring commands)
-            attn = p.tasks[p.tasks[:, 0] == interp.OPS.index(Op.ATTN)]
-            p.aux[attn[:, 8], 0] += shift
+            attn = p.tasks[p.tasks[:, Task.OP] == interp.OPS.index(Op.ATTN)]
+            p.aux[attn[:, Task.A0], Command.MERGES] += shift
         assert max(_calls(w, c, seed=2, m=m, calls=1)) >= worse
 
 
@@ -161,9 +162,10 @@ def test_a_norm_that_signals_stays_a_task_and_still_matches():
                                for t in s.tasks))
     m = interp.machine(s)
     norms = sum(t.op is Op.NORM for t in s.tasks)
-    assert sum(int((p.tasks[:, 0] == interp.OPS.index(Op.NORM)).sum()) for p in m.plans) == norms > 0
-    attn = [p.tasks[p.tasks[:, 0] == interp.OPS.index(Op.ATTN)] for p in m.plans]
-    assert all((a[:, 9] == a[:, 8]).all() and (a[:, 3] - a[:, 2] == 5).all() for a in attn)  # nothing folded
+    assert sum(int((p.tasks[:, Task.OP] == interp.OPS.index(Op.NORM)).sum()) for p in m.plans) == norms > 0
+    attn = [p.tasks[p.tasks[:, Task.OP] == interp.OPS.index(Op.ATTN)] for p in m.plans]
+    assert all((a[:, Task.A1] == a[:, Task.A0]).all() and (a[:, Task.R1] - a[:, Task.R0] == 5).all()
+               for a in attn)  # nothing folded
     assert max(_calls(w, c, seed=3, m=m)) < 1e-5
 
 
@@ -175,14 +177,12 @@ def test_the_gemm_table_holds_the_leading_gemm_tiles_that_nothing_makes_wait(cas
     tiles that are whole or end at C's edges: every such leading task of the compute queue, and
     nothing after the first that is not (AllGather+GEMM's gathered rows, MoE's dispatched tokens,
     a tile cut short at another rank's rows)."""
-    from mkernel.hw.lowering.layout import GemmTile, Region, Task
-
     s = builders.get(case).build(workload(case), Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn)))
     for p in interp.build(s):
         compute = p.tasks[:p.role_tasks[0]]
 
         def storable(t) -> bool:
-            c = p.regions[t[Task.R0] + 2]
+            c = p.regions[t[Task.R0] + GemmOperand.C]
             return (c[Region.ROWS] == 128 or c[Region.ROW0] + c[Region.ROWS] == c[Region.BUF_ROWS]) and \
                 (c[Region.COLS] == 256 or c[Region.COL0] + c[Region.COLS] == c[Region.LD])
         lead = 0
@@ -191,14 +191,12 @@ def test_the_gemm_table_holds_the_leading_gemm_tiles_that_nothing_makes_wait(cas
             lead += 1
         assert len(p.gemm_tiles) == lead, (p.rank, len(p.gemm_tiles), lead)
         assert (p.gemm_tiles[:, GemmTile.C_ROWS] <= 128).all() and (p.gemm_tiles[:, GemmTile.C_COLS] <= 256).all()
-        assert len(p.segments) <= 4 and (p.segments[-1][1] if len(p.segments) else 0) == lead
+        assert len(p.segments) <= 4 and (p.segments[-1][Segment.END] if len(p.segments) else 0) == lead
 
 
 def test_a_gemm_table_row_that_signals_nobody_stalls_its_reduction():
     """GEMM+ReduceScatter's tiles tell the reduction their partial is ready; drop one row's signal
     on rank 0 and the reduction of that tile never runs: the interpreter reports the deadlock."""
-    from mkernel.hw.lowering.layout import GemmTile
-
     w, c = workload("gemm_rs"), Cluster("t", 2, 2).with_sms(33)
     m = interp.machine(builders.get(w.kernel).build(w, c))
     m.plans[0].gemm_tiles[1, GemmTile.SIG_RANK] = -1
@@ -209,8 +207,6 @@ def test_a_gemm_table_row_that_signals_nobody_stalls_its_reduction():
 def test_a_gemm_table_row_that_writes_beside_its_tile_is_caught():
     """One row's C column offset moved by 8: that tile's columns are left unwritten or written with
     the wrong product, and the output no longer matches the oracle."""
-    from mkernel.hw.lowering.layout import GemmTile
-
     w, c = workload("gemm_ar"), Cluster("t", 1, 1)
     m = interp.machine(builders.get(w.kernel).build(w, c))
     m.plans[0].gemm_tiles[0, GemmTile.C_COL0] += 8

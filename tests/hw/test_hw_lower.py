@@ -26,13 +26,15 @@ def test_every_task_is_lowered_once_in_queue_order_and_decodes_back(fused):
             queue = queues[(low.rank, 0, role)]
             assert len(table.tasks) == len(queue)
             for row, task in zip(table.tasks, queue):
-                op, chunk, r0, r1, nreads, w0, w1, s0, s1 = (int(x) for x in row)
-                assert lower.OPS[op] is task.op and chunk == task.chunk
-                regions = [Region(low.buffers[b], rk, a, z, c0, c1) for b, rk, a, z, c0, c1 in table.regions[r0:r1]]
-                assert regions == list(task.reads + task.writes) and nreads == len(task.reads)
-                assert [(low.slot_names[s], c) for s, c in table.waits[w0:w1]] == [(w.signal, w.count)
-                                                                                   for w in task.waits]
-                assert [tables[rk].slot_names[s] for rk, s in table.signals[s0:s1]] == list(task.signals)
+                T, R, W, S = lower.QueueTask, lower.QueueRegion, lower.QueueWait, lower.QueueSignal
+                assert lower.OPS[row[T.OP]] is task.op and row[T.CHUNK] == task.chunk
+                regions = [Region(low.buffers[r[R.BUFFER]], r[R.RANK], r[R.ROW0], r[R.ROW1], r[R.COL0], r[R.COL1])
+                           for r in table.regions[row[T.R0]:row[T.R1]]]
+                assert regions == list(task.reads + task.writes) and row[T.NREADS] == len(task.reads)
+                assert [(low.slot_names[w[W.SLOT]], w[W.COUNT]) for w in table.waits[row[T.W0]:row[T.W1]]] == \
+                    [(w.signal, w.count) for w in task.waits]
+                assert [tables[sg[S.RANK]].slot_names[sg[S.SLOT]] for sg in table.signals[row[T.S0]:row[T.S1]]] == \
+                    list(task.signals)
                 seen += 1
     assert seen == len(fused.tasks)
 
