@@ -42,6 +42,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..lowering import ring
 from ..lowering.layout import COMMAND_WIDTH, REGION_WIDTH, Command, Region
 from .sync import ERR_TIMEOUT, _bar_sync, _clock, _record
 
@@ -52,7 +53,7 @@ R_SLOT, R_ROW0, R_COL0, R_ROWS, R_COLS, R_LD = (C(int(c)) for c in (Region.SLOT,
 A_ROW = C(int(Command.SOURCE_ROW))  # a gather row's source row
 MAX_STAGES = C(16)  # mbarriers reserved at the start of shared memory
 DATA0 = C(1024)  # first stage byte (the mbarriers before it)
-WHAT_STAGE = C(2)  # the error record's ``what`` for a bulk stage (runtime.WHATS: flag 0, ring slot 1)
+WHAT_STAGE = C(ring.WHAT_BULK_STAGE)  # the error record's ``what`` for a bulk stage (mk_ring.h: mk_what)
 COPY, ADD, GATHER = C(0), C(1), C(2)  # what a stage's store does: copy, bf16 reduce-add, copy of indexed rows
 STAGE_BYTES = 16384  # a copy stage: 16 KiB (eleven stages in a GEMM kernel's 180 KiB, two in 48 KiB)
 REDUCE_BYTES = 8192  # one source's share of a reduce stage: 8 KiB (16 lines of 256 bf16)

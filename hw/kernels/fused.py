@@ -22,7 +22,7 @@ Memory order: a signal to a peer is ``atom.add.release.sys`` after a block barri
 ``fence.acq_rel.sys``; a signal to the own GPU is a gpu-scope release after the barrier (far
 cheaper, and every reader is on this GPU); waits are ``ld.acquire.sys``; the compute role adds ``fence.proxy.async`` after a wait, because its
 TMA loads read through the async proxy what peers wrote through the generic one. Ring records are
-committed with ``st.release.sys`` after the body (runtime.cuh describes the protocol).
+committed with ``st.release.sys`` after the body (``csrc/mk_ring.h`` specifies the protocol).
 
 Epochs live on the device (read + 1 at start, stored by the last block to finish, which also
 resets the claim counters), so calls need no host synchronisation and no flag is ever zeroed.

@@ -3,8 +3,9 @@
 Each program owns SMs' worth of output tiles (a strided walk over the tile grid, grouped along M for
 L2 reuse). Before a tile it may wait, boundedly, until a ready flag for the tile's row block reaches
 the call's epoch: that is how a fused op's compute role consumes inputs that communication delivers
-(AllGather+GEMM, MoE) without a host synchronisation. A wait that runs out records rank, role, flag
-and epoch in the device error block (layout in device/runtime.cuh) and the tile is computed anyway,
+(AllGather+GEMM, MoE) without a host synchronisation. The wait is the fused kernel's own
+(:func:`sync._wait`, the protocol of ``csrc/mk_ring.h``, with no proxy to abort it); one that runs
+out records rank, role, flag and epoch in the device error block and the tile is computed anyway,
 so the kernel always finishes and the host check reports the failure.
 
 Edge tiles need no special code: TMA loads out of bounds read zeros and TMA stores are clipped.
@@ -17,9 +18,7 @@ import triton
 import triton.language as tl
 
 from ..knobs import DEFAULTS
-from .sync import ERR_TIMEOUT, _clock, _record
-
-ROLE_COMPUTE = tl.constexpr(0)
+from .sync import ROLE_COMPUTE, _wait
 
 
 @dataclass(frozen=True)
@@ -52,26 +51,6 @@ def choose(M: int, N: int, K: int, sms: int) -> Config:
 
 
 @triton.jit
-def _ld_acquire_gpu(ptr):
-    """GPU-scope acquire: the measured compute role (docs/results/2026-11-29-compute-role.md)."""
-    return tl.inline_asm_elementwise("ld.acquire.gpu.global.b64 $0, [$1];", "=l,l", [ptr], dtype=tl.int64,
-                                     is_pure=False, pack=1)
-
-
-@triton.jit
-def _wait_ge(flag_ptr, target, index, timeout_ns, err32_ptr, err64_ptr, rank):
-    """Spin until *flag_ptr >= target or timeout_ns passes; on timeout record the first error (per
-    thread, with no barrier: warps may leave the spin on different paths, :func:`sync._record`)."""
-    v = _ld_acquire_gpu(flag_ptr)
-    if v < target:
-        start = _clock()
-        while (v < target) & (_clock() - start < timeout_ns):
-            v = _ld_acquire_gpu(flag_ptr)
-        if v < target:
-            _record(err32_ptr, err64_ptr, ERR_TIMEOUT, rank, ROLE_COMPUTE, 0, index, target, v, target, -1)
-
-
-@triton.jit
 def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, flags_ptr, epoch, timeout_ns, err32_ptr, err64_ptr, rank,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                 NUM_PROGRAMS: tl.constexpr, WAIT: tl.constexpr, FLATTEN: tl.constexpr):
@@ -87,8 +66,8 @@ def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, flags_ptr, epoch, timeout_ns, e
         group_m = min(tiles_m - first_m, GROUP_M)
         tm = first_m + (tile % group_m)
         tn = (tile % per_group) // group_m
-        if WAIT:
-            _wait_ge(flags_ptr + tm, epoch, tm, timeout_ns, err32_ptr, err64_ptr, rank)
+        if WAIT:  # no proxy here (ctl 0): the wait gives up on its deadline or another tile's error only
+            _wait(flags_ptr + tm, epoch, tm, epoch, -1, rank, ROLE_COMPUTE, timeout_ns, err32_ptr, err64_ptr, 0)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for kt in range(k_tiles):
             a = a_desc.load([tm * BM, kt * BK])

@@ -1,13 +1,18 @@
 """Device-side synchronisation for the fused kernel (Triton): bounded waits, the error record, the
 GPU->host ring producer, and the call barriers.
 
+The protocol (the ring, the waits, the error block) is specified once, in ``csrc/mk_ring.h``; this
+is its Triton copy, and ``hw/measure/device/runtime.cuh`` its CUDA copy for the self-test kernels.
+Every layout offset and constant here comes from the header's Python mirror (:mod:`ring`,
+:mod:`layout`), which a test checks against the compiled header.
+
 Every wait is bounded by ``%globaltimer`` and gives up early once any block has recorded an error
 (``err32[0]``) or the proxy has aborted (the ring's control word); the first error wins and names
 rank, role, what (flag or ring slot), index, epoch, seen, expected and the schedule task: the
 layout :class:`mkernel.hw.runtime.state.ErrorBlock` reads. Waits are ``ld.acquire.sys`` with a
 ``nanosleep`` backoff (32 ns doubling to MAX_NAP_NS): without it, a hundred compute blocks polling
 flat out slowed the MoE dispatch blocks they waited on by 8-37x. Ring records are committed with
-``st.release.sys`` after their body (the protocol of ``csrc/mk_ring.h``).
+``st.release.sys`` after their body.
 """
 from __future__ import annotations
 
@@ -23,6 +28,17 @@ ERR_TIMEOUT, ERR_ABORTED = C(int(ErrorCode.TIMEOUT)), C(int(ErrorCode.ABORTED))
 E_RANK, E_ROLE, E_WHAT, E_INDEX, E_EPOCH, E_SEEN, E_EXPECTED, E_TASK = (
     C(int(f)) for f in (ErrorField.RANK, ErrorField.ROLE, ErrorField.WHAT, ErrorField.INDEX, ErrorField.EPOCH,
                         ErrorField.SEEN, ErrorField.EXPECTED, ErrorField.TASK))
+ROLE_COMPUTE, ROLE_SEND = C(ring.ROLE_COMPUTE), C(ring.ROLE_SEND)
+WHAT_FLAG, WHAT_RING_SLOT = C(ring.WHAT_FLAG), C(ring.WHAT_RING_SLOT)
+CHECK_EVERY, ABORT_EVERY = C(ring.WAIT_CHECK_EVERY), C(ring.WAIT_ABORT_EVERY)
+CTL_TAIL, CTL_ABORT = C(8 * ring.CTL_TAIL), C(8 * ring.CTL_ABORT)  # byte offsets of the control words
+# a record's byte offsets (mk_cmd); _push writes type and dst_rank as one u32, chunk and bytes as one u64
+_AT = {name: ring.CMD_DTYPE.fields[name][1] for name in ring.CMD_DTYPE.names}
+assert _AT["dst_rank"] == _AT["type"] + 2 and _AT["bytes"] == _AT["chunk"] + 4 and _AT["type"] % 4 == 0, \
+    "sync._push packs (type, dst_rank) into one u32 and (chunk, bytes) into one u64"
+REC_BYTES = C(ring.CMD_DTYPE.itemsize)
+REC_SEQ, REC_TYPE, REC_CHUNK, REC_SRC, REC_DST, REC_EPOCH, REC_TIME = (
+    C(_AT[f]) for f in ("seq", "type", "chunk", "src_off", "dst_off", "epoch", "timestamp"))
 MAX_NAP_NS = C(512)  # a waiting block sleeps 32, 64, ... up to this many ns between polls
 
 
@@ -206,47 +222,50 @@ def _wait(addr, target, index, epoch, task, rank, role, timeout_ns, err32, err64
             nap = tl.minimum(nap * 2, MAX_NAP_NS)
             v = _ld_acquire(addr)
             it += 1
-            if (it % 256) == 0:
+            if (it % CHECK_EVERY) == 0:
                 if tl.load(err32, volatile=True) != 0:
                     going = False
-                elif (ctl != 0) & ((it % 4096) == 0):
-                    if _ld_acquire(ctl + 64) != 0:
-                        _record(err32, err64, ERR_ABORTED, rank, role, 0, index, epoch, v, target, task)
+                elif (ctl != 0) & ((it % ABORT_EVERY) == 0):
+                    if _ld_acquire(ctl + CTL_ABORT) != 0:
+                        _record(err32, err64, ERR_ABORTED, rank, role, WHAT_FLAG, index, epoch, v, target, task)
                         going = False
                 if going & (_clock() - start > timeout_ns):
-                    _record(err32, err64, ERR_TIMEOUT, rank, role, 0, index, epoch, v, target, task)
+                    _record(err32, err64, ERR_TIMEOUT, rank, role, WHAT_FLAG, index, epoch, v, target, task)
                     going = False
 
 
 @triton.jit
 def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, head, capacity, task, rank, timeout_ns,
           err32, err64):
-    """One command into the GPU->host ring: claim a slot, wait for its credit, write, commit."""
+    """One command into the GPU->host ring (mk_ring.h): claim a slot, wait for its credit, write the
+    body, commit its seq word."""
     slot = tl.atomic_add(head, 1, sem="relaxed", scope="gpu")
-    tail = _ld_acquire(ctl)
+    tail = _ld_acquire(ctl + CTL_TAIL)
     if slot - tail >= capacity:
         start = _clock()
         going = True
         while going & (slot - tail >= capacity):
-            tail = _ld_acquire(ctl)
-            if _ld_acquire(ctl + 64) != 0:
-                _record(err32, err64, ERR_ABORTED, rank, 2, 1, slot, epoch, tail, slot - capacity + 1, task)
+            tail = _ld_acquire(ctl + CTL_TAIL)
+            if _ld_acquire(ctl + CTL_ABORT) != 0:
+                _record(err32, err64, ERR_ABORTED, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
+                        slot - capacity + 1, task)
                 going = False
             elif _clock() - start > timeout_ns:
-                _record(err32, err64, ERR_TIMEOUT, rank, 2, 1, slot, epoch, tail, slot - capacity + 1, task)
+                _record(err32, err64, ERR_TIMEOUT, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
+                        slot - capacity + 1, task)
                 going = False
     # warps may have left the credit wait on different paths (credit, abort, timeout): write and
     # commit only if every thread saw its credit, so the barrier below is reached by all or none
     if _block_all(slot - tail < capacity):
-        rec = records + (slot % capacity) * 48
-        tl.store(_raw(rec, tl.int32) + 1, (kind | (dst_rank << 16)).to(tl.int32))
-        tl.store(_raw(rec + 8, tl.int64), flag | (nbytes << 32))
-        tl.store(_raw(rec + 16, tl.int64), src_off)
-        tl.store(_raw(rec + 24, tl.int64), dst_off)
-        tl.store(_raw(rec + 32, tl.int64), epoch)
-        tl.store(_raw(rec + 40, tl.int64), _clock())
+        rec = records + (slot % capacity) * REC_BYTES
+        tl.store(_raw(rec, tl.int32) + REC_TYPE // 4, (kind | (dst_rank << 16)).to(tl.int32))
+        tl.store(_raw(rec + REC_CHUNK, tl.int64), flag | (nbytes << 32))
+        tl.store(_raw(rec + REC_SRC, tl.int64), src_off)
+        tl.store(_raw(rec + REC_DST, tl.int64), dst_off)
+        tl.store(_raw(rec + REC_EPOCH, tl.int64), epoch)
+        tl.store(_raw(rec + REC_TIME, tl.int64), _clock())
         tl.debug_barrier()
-        _st_release32(rec, (slot + 1).to(tl.int32))
+        _st_release32(rec + REC_SEQ, (slot + 1).to(tl.int32))
 
 
 @triton.jit
@@ -271,4 +290,4 @@ def enter_kernel(flag_bases, epoch_ptr, rank, world, exit0, timeout_ns, err32, e
     own = tl.load(flag_bases + rank)
     for p in range(world):
         if p != rank:
-            _wait(own + 8 * (exit0 + p), done, exit0 + p, done + 1, -1, rank, 0, timeout_ns, err32, err64, ctl)
+            _wait(own + 8 * (exit0 + p), done, exit0 + p, done + 1, -1, rank, ROLE_COMPUTE, timeout_ns, err32, err64, ctl)

@@ -12,8 +12,8 @@ import triton.language as tl
 
 from ..lowering.layout import (COMMAND_WIDTH, GEMM_TILE_WIDTH, LOCK_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, AttnOperand,
                                Command, GemmOperand, GemmTile, Lock, NormOperand, Region, Segment, Stat)
-from .sync import ERR_TIMEOUT, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, _record, \
-    _release_stores_if
+from .sync import ERR_TIMEOUT, ROLE_COMPUTE, WHAT_FLAG, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, \
+    _record, _release_stores_if
 
 C = tl.constexpr
 RW, CW, GW, SGW, LKW = C(REGION_WIDTH), C(COMMAND_WIDTH), C(GEMM_TILE_WIDTH), C(SEGMENT_WIDTH), C(LOCK_WIDTH)
@@ -312,7 +312,7 @@ def _merge_locked(regions, bases, locks, r0, lock, rm, mm, d, acc, l_i, m_i, tot
     while (not owned) & (_clock_uniform() - start < timeout_ns):
         owned = tl.atomic_cas(lk + LK_OWNER, free, free + 1, sem="acquire", scope="gpu") == 0
     if not owned:
-        _record(err32, err64, ERR_TIMEOUT, rank, 0, 0, lock, epoch, 1, 0, task)
+        _record(err32, err64, ERR_TIMEOUT, rank, ROLE_COMPUTE, WHAT_FLAG, lock, epoch, 1, 0, task)  # a lock: as a flag
     tl.debug_barrier()
     fresh = tl.load(lk + LK_STAMP, volatile=True) < epoch
     merged = tl.where(fresh, 1, tl.load(lk + LK_MERGED, volatile=True) + 1)

@@ -3,7 +3,8 @@ contract those tables follow.
 
 ``lower`` (schedule -> role tables) and ``plan`` (placement, ring commands, epoch targets, the flat
 int64 arrays) write the tables; ``layout`` names every table column and error-block field, ``ring``
-mirrors the command ring's records and the proxy's C structures (``runtime/csrc/mk_ring.h``);
+mirrors the device protocol's constants and the proxy's C structures (``runtime/csrc/mk_ring.h``, the
+protocol's one specification);
 ``interp`` runs the tables on numpy, so the lowering is checked on a CPU. Nothing here needs a GPU,
 and nothing here imports another layer of :mod:`mkernel.hw`.
 """

@@ -172,7 +172,8 @@ class NormOperand(IntEnum):
 
 class ErrorField(IntEnum):
     """Byte offsets in the 64-byte device error block (int32 code, rank, role, what; int64 index,
-    epoch, seen, expected, schedule task). The first error wins; CODE 0 means none."""
+    epoch, seen, expected, schedule task), mirrored from ``csrc/mk_ring.h``'s mk_dev_err (observed
+    there is SEEN here). The first error wins; CODE 0 means none."""
 
     CODE = 0
     RANK = 4
@@ -203,7 +204,7 @@ COMMAND_WIDTH = len(Command)
 GEMM_TILE_WIDTH = len(GemmTile)
 SEGMENT_WIDTH = len(Segment)
 LOCK_WIDTH = len(Lock)
-ERROR_BYTES = 64
+ERROR_BYTES = 64  # MK_ERROR_BYTES
 ATTN_QUERY_ROWS = 128  # query rows of one attention block: each has its own lock, so tiles of several merge in parallel
 MAX_SEGMENTS = 4  # GEMM table segments the kernel walks (a longer list: the tiles take the general path)
 

@@ -1,8 +1,11 @@
-"""The command ring's record layout and control words, mirrored from ``csrc/mk_ring.h``.
+"""The device protocol's constants, mirrored from ``csrc/mk_ring.h`` (where the protocol is
+specified, once): the command ring's record layout and control words, error codes, the device
+waits' poll cadence, role and "what" codes; and the C structures the proxy takes.
 
-One 48-byte record per command. Python uses this module to encode and decode records (tests, tools)
-and to describe the C structures the proxy takes; a test checks the two definitions agree field by
-field, so the layout lives in the header and is only mirrored here.
+One 48-byte record per command. Python uses this module to encode and decode records (tests, tools),
+and the fused kernel's Triton copy of the protocol (:mod:`mkernel.hw.kernels.sync`) takes its
+constants from here; a test reads every constant of the header from the compiled C and checks this
+mirror, :mod:`layout` and the kernel's constexprs against it.
 """
 from __future__ import annotations
 
@@ -22,9 +25,16 @@ CMD_DTYPE = np.dtype([
 ])
 assert CMD_DTYPE.itemsize == COMMAND_BYTES == 48
 
-# mk_ring_ctl: tail (credits) and abort, one cache line each.
+# mk_ring_ctl: tail (credits) and abort, one cache line each (int64 word indices).
 CTL_WORDS = 16
 CTL_TAIL, CTL_ABORT = 0, 8
+
+# a device wait checks its deadline every WAIT_CHECK_EVERY polls and the abort word (host memory)
+# every WAIT_ABORT_EVERY (MK_WAIT_*)
+WAIT_CHECK_EVERY, WAIT_ABORT_EVERY = 256, 4096
+# a failed wait's role (mk_role: mkernel.ir.Role's order) and what it waited on (mk_what)
+ROLE_COMPUTE, ROLE_INTRA, ROLE_SEND, ROLE_RECV = 0, 1, 2, 3
+WHAT_FLAG, WHAT_RING_SLOT, WHAT_BULK_STAGE = 0, 1, 2
 
 ERRORS = {
     0: "ok", 1: "bad command type", 2: "destination rank out of range", 3: "zero-byte PUT",

@@ -14,7 +14,7 @@ from pathlib import Path
 from mkernel.errors import BackendUnavailable
 
 DEVICE = Path(__file__).with_name("device")
-CSRC = Path(__file__).parents[1] / "runtime" / "csrc"  # mk_ring.h: the ring protocol both sides follow
+CSRC = Path(__file__).parents[1] / "runtime" / "csrc"  # mk_ring.h: the device protocol, specified once
 INCLUDES = (CSRC, DEVICE)
 ARCH = "sm_90a"  # wgmma and TMA need the arch-specific target, not plain sm_90
 

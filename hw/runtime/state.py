@@ -4,9 +4,10 @@ the device error block. torch tensors hold the memory; kernels get raw pointers.
 - :class:`DeviceRing`: records and control words in pinned host memory that the GPU maps (the GPU
   writes records with system-scope release stores, the proxy thread reads them), and the producers'
   claim counter in device memory.
-- :class:`Epoch`: one counter per plan, bumped by the kernel itself (see runtime.cuh), so nothing is
-  zeroed between calls and the host never waits.
-- :class:`ErrorBlock`: where a failed bounded wait records rank, role, flag or slot, and epoch.
+- :class:`Epoch`: one counter per plan, bumped by the kernel itself, so nothing is zeroed between
+  calls and the host never waits.
+- :class:`ErrorBlock`: where a failed bounded wait records rank, role, flag or slot, and epoch
+  (the layout: ``csrc/mk_ring.h``'s mk_dev_err, mirrored by layout.ErrorField).
 """
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from mkernel.errors import MkernelError
+from mkernel.ir import Role
 
 from ..lowering import ring
 from ..lowering.layout import ERROR_BYTES, ErrorField
 
-ROLES = ("compute", "intra", "send", "recv")
-WHATS = ("flag", "ring slot")
+ROLES = tuple(r.value for r in Role)  # by device role code (mk_role, in Role's order)
+WHATS = {ring.WHAT_FLAG: "flag", ring.WHAT_RING_SLOT: "ring slot"}  # a bulk stage prints as its code
 
 
 class DeviceWaitError(MkernelError):
@@ -53,7 +55,8 @@ class DeviceRing:
 
 
 class Epoch:
-    """A device epoch counter and its finished-blocks counter (runtime.cuh: mk_epoch)."""
+    """A device epoch counter and its finished-blocks counter (the self-tests' mk_epoch in runtime.cuh;
+    the fused kernel keeps its own, :mod:`fused`)."""
 
     def __init__(self, device):
         import torch
@@ -108,9 +111,9 @@ class ErrorBlock:
         u64 = {f: int(raw[f:f + 8].view(np.uint64)[0]) for f in (ErrorField.INDEX, ErrorField.EPOCH, ErrorField.SEEN,
                                                                   ErrorField.EXPECTED)}
         role, what = i32[ErrorField.ROLE], i32[ErrorField.WHAT]
-        return WaitFailure(i32[ErrorField.CODE], i32[ErrorField.RANK], ROLES[role] if 0 <= role < 4 else str(role),
-                           WHATS[what] if 0 <= what < 2 else str(what), u64[ErrorField.INDEX], u64[ErrorField.EPOCH],
-                           u64[ErrorField.SEEN], u64[ErrorField.EXPECTED])
+        return WaitFailure(i32[ErrorField.CODE], i32[ErrorField.RANK],
+                           ROLES[role] if 0 <= role < len(ROLES) else str(role), WHATS.get(what, str(what)),
+                           u64[ErrorField.INDEX], u64[ErrorField.EPOCH], u64[ErrorField.SEEN], u64[ErrorField.EXPECTED])
 
     def task(self) -> int:
         """The schedule task of the recorded failure (-1: the call barrier); synchronises."""

@@ -25,7 +25,7 @@ def test_gemm_compiles_for_sm90_with_wgmma_and_tma(wait, config, flatten):
     ptx = k.asm["ptx"]
     assert ".target sm_90a" in ptx
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
-    assert ("ld.acquire.gpu" in ptx) == wait
+    assert ("ld.acquire.sys" in ptx) == wait and "ld.acquire.gpu" not in ptx  # the fused kernel's wait (sync._wait)
     assert len(k.asm["cubin"]) > 10_000
 
 

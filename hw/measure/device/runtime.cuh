@@ -1,18 +1,13 @@
-// Device half of the hw runtime: bounded flag waits, epochs, and the producer side of the command ring.
+// The CUDA copy of the device protocol (bounded flag waits, epochs, the producer side of the command
+// ring) for the self-test kernels (selftest.cu, `mkernel selftest`). The protocol, its layouts and its
+// constants are specified once, in mk_ring.h; the fused kernel's copy is Triton (hw/kernels/sync.py),
+// since one kernel language cannot call the other.
 //
 // Every wait is bounded by %globaltimer and gives up early when the proxy aborts; a failed wait records
 // one error (the first wins) naming the rank, the role, what was waited on (flag or ring slot), its
 // index, the epoch, and the values seen and expected. The host reads it after the stream finishes.
 #pragma once
 #include "mk_ring.h"
-
-enum mk_role { MK_ROLE_COMPUTE = 0, MK_ROLE_INTRA = 1, MK_ROLE_SEND = 2, MK_ROLE_RECV = 3 };
-enum mk_what { MK_WHAT_FLAG = 0, MK_WHAT_RING_SLOT = 1 };
-
-struct mk_dev_err {
-  int code, rank, role, what;
-  unsigned long long index, epoch, observed, expected;
-};
 
 struct mk_wait_ctx {  // what a role needs to wait boundedly and to say why it stopped
   const mk_ring_ctl *ctl;  // may be null (no proxy)
@@ -69,8 +64,8 @@ __device__ inline int mk_wait_ge(const mk_wait_ctx &w, const unsigned long long 
   for (unsigned it = 1;; it++) {
     v = mk_ld_acquire(flag);
     if (v >= target) return 0;
-    if ((it & 255) == 0) {  // the abort word is in host memory: read it rarely (PCIe)
-      if ((it & 4095) == 0 && mk_aborted(w)) {
+    if ((it % MK_WAIT_CHECK_EVERY) == 0) {  // the abort word is in host memory: read it rarely (PCIe)
+      if ((it % MK_WAIT_ABORT_EVERY) == 0 && mk_aborted(w)) {
         mk_record_error(w, MK_ERR_ABORTED, MK_WHAT_FLAG, index, epoch, v, target);
         return MK_ERR_ABORTED;
       }

@@ -1,5 +1,6 @@
 /* The host side of the command ring that is not the proxy: a producer with the device's protocol
- * (CPU tests, the CPU benchmark, tools) and the layout probe hw/lowering/ring.py is checked against. */
+ * (mk_ring.h; CPU tests, the CPU benchmark, tools) and the spec's constants by name, which every
+ * mirror of the spec is checked against. */
 #include <stddef.h>
 #include <string.h>
 
@@ -45,12 +46,41 @@ int mk_host_produce(mk_cmd *ring, mk_ring_ctl *ctl, uint64_t cap, uint64_t *head
   return MK_OK;
 }
 
-/* Field offsets of mk_cmd and mk_ring_ctl, so a test can check hw/lowering/ring.py mirrors this header. */
-void mk_layout(uint64_t *out) {
-  const uint64_t v[] = {offsetof(mk_cmd, seq),     offsetof(mk_cmd, type),      offsetof(mk_cmd, dst_rank),
-                        offsetof(mk_cmd, chunk),   offsetof(mk_cmd, bytes),     offsetof(mk_cmd, src_off),
-                        offsetof(mk_cmd, dst_off), offsetof(mk_cmd, epoch),     offsetof(mk_cmd, timestamp),
-                        sizeof(mk_cmd),            offsetof(mk_ring_ctl, tail), offsetof(mk_ring_ctl, abort),
-                        sizeof(mk_ring_ctl)};
-  memcpy(out, v, sizeof v);
+/* Every constant of mk_ring.h by name (field offsets, sizes, enum values), so that a test can check
+ * each mirror of the spec (hw/lowering/ring.py and layout.py, hw/kernels/sync.py, the Python names of
+ * roles and whats) against the compiled C, and can list them all (mk_constant_name) to miss none. */
+#define MK_FIELD(T, f) {#T "." #f, offsetof(T, f)}
+#define MK_VALUE(v) {#v, (uint64_t)(v)}
+static const struct {
+  const char *name;
+  uint64_t value;
+} MK_CONSTANTS[] = {
+    MK_FIELD(mk_cmd, seq), MK_FIELD(mk_cmd, type), MK_FIELD(mk_cmd, dst_rank), MK_FIELD(mk_cmd, chunk),
+    MK_FIELD(mk_cmd, bytes), MK_FIELD(mk_cmd, src_off), MK_FIELD(mk_cmd, dst_off), MK_FIELD(mk_cmd, epoch),
+    MK_FIELD(mk_cmd, timestamp), {"sizeof(mk_cmd)", sizeof(mk_cmd)}, MK_VALUE(MK_CMD_BYTES),
+    MK_FIELD(mk_ring_ctl, tail), MK_FIELD(mk_ring_ctl, abort), {"sizeof(mk_ring_ctl)", sizeof(mk_ring_ctl)},
+    MK_FIELD(mk_dev_err, code), MK_FIELD(mk_dev_err, rank), MK_FIELD(mk_dev_err, role), MK_FIELD(mk_dev_err, what),
+    MK_FIELD(mk_dev_err, index), MK_FIELD(mk_dev_err, epoch), MK_FIELD(mk_dev_err, observed),
+    MK_FIELD(mk_dev_err, expected), MK_FIELD(mk_dev_err, task), MK_VALUE(MK_ERROR_BYTES),
+    MK_VALUE(MK_WAIT_CHECK_EVERY), MK_VALUE(MK_WAIT_ABORT_EVERY), MK_VALUE(MK_MAX_BATCH),
+    MK_VALUE(MK_CMD_PUT), MK_VALUE(MK_CMD_SIGNAL),
+    MK_VALUE(MK_OK), MK_VALUE(MK_ERR_TYPE), MK_VALUE(MK_ERR_DST_RANK), MK_VALUE(MK_ERR_BYTES),
+    MK_VALUE(MK_ERR_SRC_RANGE), MK_VALUE(MK_ERR_DST_RANGE), MK_VALUE(MK_ERR_CHUNK), MK_VALUE(MK_ERR_TRANSPORT),
+    MK_VALUE(MK_ERR_TIMEOUT), MK_VALUE(MK_ERR_ABORTED),
+    MK_VALUE(MK_ROLE_COMPUTE), MK_VALUE(MK_ROLE_INTRA), MK_VALUE(MK_ROLE_SEND), MK_VALUE(MK_ROLE_RECV),
+    MK_VALUE(MK_WHAT_FLAG), MK_VALUE(MK_WHAT_RING_SLOT), MK_VALUE(MK_WHAT_BULK_STAGE),
+};
+#define MK_N_CONSTANTS ((int)(sizeof MK_CONSTANTS / sizeof MK_CONSTANTS[0]))
+
+/* Constant i's name (as written in mk_ring.h, fields as "struct.field"), or NULL past the last. */
+const char *mk_constant_name(int i) { return i >= 0 && i < MK_N_CONSTANTS ? MK_CONSTANTS[i].name : NULL; }
+
+/* The value of the constant called `name` into *out: 0, or -1 if no constant has that name. */
+int mk_constant(const char *name, uint64_t *out) {
+  for (int i = 0; i < MK_N_CONSTANTS; i++)
+    if (strcmp(MK_CONSTANTS[i].name, name) == 0) {
+      *out = MK_CONSTANTS[i].value;
+      return 0;
+    }
+  return -1;
 }
