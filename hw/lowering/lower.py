@@ -25,6 +25,8 @@ import numpy as np
 from mkernel.errors import ScheduleError
 from mkernel.ir import Op, Role, Schedule, Signal, expand
 
+from . import layout
+
 OPS = tuple(Op)  # op code = index
 ROLES = tuple(Role)
 
@@ -55,28 +57,14 @@ class QueueRegion(IntEnum):
     COL1 = 5
 
 
-class QueueWait(IntEnum):
-    """A lowered wait: the slot on this rank and the bumps it waits for."""
-
-    SLOT = 0
-    COUNT = 1
-
-
-class QueueSignal(IntEnum):
-    """A lowered signal: the rank whose slot it bumps, and the slot there."""
-
-    RANK = 0
-    SLOT = 1
-
-
 @dataclass(frozen=True)
 class RoleTable:
     """One role's queue on one rank, in order."""
 
     tasks: np.ndarray  # int64 [n, QueueTask]
     regions: np.ndarray  # int64 [*, QueueRegion]
-    waits: np.ndarray  # int64 [*, QueueWait]
-    signals: np.ndarray  # int64 [*, QueueSignal]
+    waits: np.ndarray  # int64 [*, 2]: layout.Wait's SLOT and COUNT (the plan adds BUMPS)
+    signals: np.ndarray  # int64 [*, layout.Signal]: the rank whose slot it bumps, the slot there
     task_ids: np.ndarray  # int64 [n]: the schedule task of each row (masks, gather lists, error messages)
 
 
@@ -144,7 +132,7 @@ def lower(schedule: Schedule) -> list[Lowered]:
 
 
 def _table(queue, buffer_id: dict[str, int], slot_of: dict[Signal, int]) -> RoleTable:
-    tasks, regions, waits, signals = [], [], [], []  # rows in QueueTask, QueueRegion, ... column order
+    tasks, regions, waits, signals = [], [], [], []  # rows in QueueTask, QueueRegion, layout.Wait, layout.Signal order
     for t in queue:
         r0 = len(regions)
         regions += [(buffer_id[r.buffer], r.rank, r.row0, r.row1, r.col0, r.col1) for r in t.reads + t.writes]
@@ -157,6 +145,6 @@ def _table(queue, buffer_id: dict[str, int], slot_of: dict[Signal, int]) -> Role
     def arr(rows, width):
         return np.asarray(rows, dtype=np.int64).reshape(-1, width)
 
-    return RoleTable(arr(tasks, len(QueueTask)), arr(regions, len(QueueRegion)), arr(waits, len(QueueWait)),
-                     arr(signals, len(QueueSignal)),
+    return RoleTable(arr(tasks, len(QueueTask)), arr(regions, len(QueueRegion)), arr(waits, layout.Wait.COUNT + 1),
+                     arr(signals, len(layout.Signal)),
                      np.asarray([t.id for t in queue], dtype=np.int64))

@@ -42,8 +42,8 @@ from mkernel.ir import Op, Role, Schedule, Task
 from . import ring
 from .layout import (ALIGN, ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
                      SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, AttnOperand, GemmOperand, GemmTile,
-                     NormOperand, Region, Segment, Task)
-from .lower import ROLES, Lowered, QueueSignal, QueueTask, QueueWait, lower
+                     NormOperand, Region, Segment, Task, Wait)
+from .lower import ROLES, Lowered, QueueTask, lower
 
 INT64_MAX = (1 << 63) - 1
 GEMM_TILE = (128, 256, 64)  # BM, BN, BK of the kernel's GEMM tiles (fused.constexprs compiles them)
@@ -265,7 +265,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                                 reg.col1 - reg.col0, b.cols, b.rows, bid[reg.buffer]))  # layout.Region's order
             w0 = len(waits)
             for wait in low.roles[role].waits[row[QueueTask.W0]:row[QueueTask.W1]]:
-                slot, count = wait[QueueWait.SLOT], wait[QueueWait.COUNT]
+                slot, count = wait[Wait.SLOT], wait[Wait.COUNT]
                 subs = net.split.get((rank, int(slot)))
                 if subs is None:
                     waits.append((slot, count, low.slot_bumps[slot]))  # layout.Wait's order
@@ -276,8 +276,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                                          f"{low.slot_names[slot]}; on hw it can wait for all of them only")
             s0 = len(signals)
             if task.op is not Op.PUT:  # a put's arrival flag travels in its last command
-                signals.extend((x[QueueSignal.RANK], x[QueueSignal.SLOT])  # layout.Signal's order
-                               for x in low.roles[role].signals[row[QueueTask.S0]:row[QueueTask.S1]])
+                signals.extend(tuple(x) for x in low.roles[role].signals[row[QueueTask.S0]:row[QueueTask.S1]])
             a0 = len(aux)
             if task.op is Op.GATHER:
                 aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)  # Command.SOURCE_ROW

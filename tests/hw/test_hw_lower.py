@@ -8,7 +8,7 @@ from harness.cases import SHAPES
 from mkernel import Cluster, Workload
 from mkernel.builders import get
 from mkernel.errors import ScheduleError
-from mkernel.hw.lowering import lower
+from mkernel.hw.lowering import layout, lower
 from mkernel.ir import Region
 
 @pytest.fixture(params=sorted(SHAPES))
@@ -26,7 +26,7 @@ def test_every_task_is_lowered_once_in_queue_order_and_decodes_back(fused):
             queue = queues[(low.rank, 0, role)]
             assert len(table.tasks) == len(queue)
             for row, task in zip(table.tasks, queue):
-                T, R, W, S = lower.QueueTask, lower.QueueRegion, lower.QueueWait, lower.QueueSignal
+                T, R, W, S = lower.QueueTask, lower.QueueRegion, layout.Wait, layout.Signal
                 assert lower.OPS[row[T.OP]] is task.op and row[T.CHUNK] == task.chunk
                 regions = [Region(low.buffers[r[R.BUFFER]], r[R.RANK], r[R.ROW0], r[R.ROW1], r[R.COL0], r[R.COL1])
                            for r in table.regions[row[T.R0]:row[T.R1]]]
