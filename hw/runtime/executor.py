@@ -165,7 +165,7 @@ class Executor:
             locks=self.locks, a2_buf=a2_buf, records=ring.ring_ptr, ctl=ring.ctl_ptr, head=ring.head,
             capacity=ring.capacity, err32=self._err32, err64=err, err_host=self._failed.data_ptr(), rank=p.rank,
             world=p.world, gpn=p.gpus_per_node, arrive0=p.arrive0, exit0=p.exit0, go=p.go,
-            timeout_ns=self.timeout_ns, sm_scale=1.0 / math.sqrt(head_dim),
+            timeout_ns=self.timeout_ns, barrier_timeout_ns=ctx.knobs.barrier_timeout_ns, sm_scale=1.0 / math.sqrt(head_dim),
             **dict(zip(("n0", "n1", "n2", "n3"), p.role_tasks)), **dict(zip(("b0", "b1", "b2", "b3"), self.blocks)),
             n_seg=n_seg, n_gemm=n_gemm, state=self.state, log=self.log,
             **dict(zip(("ctrl0", "work", "min_sms", "hysteresis", "link_sms"), self.steer)), **self.meta),
@@ -173,7 +173,8 @@ class Executor:
             per_call=("bases", "a_host", "a2_host", "b_host", "c_host"))
         self.enter = Launch(fused.enter_kernel, 1, dict(
             flag_bases=ctx.flag_ptrs, epoch_ptr=self.epoch, rank=p.rank, world=p.world, exit0=p.exit0,
-            timeout_ns=self.timeout_ns, err32=self._err32, err64=err, ctl=ring.ctl_ptr), options={}, per_call=())
+            timeout_ns=ctx.knobs.barrier_timeout_ns, err32=self._err32, err64=err, ctl=ring.ctl_ptr), options={},
+            per_call=())
         if ctx.inflight_calls is not None and not torch.cuda.is_current_stream_capturing():
             # The loopback proxy's copies are CUDA driver calls on this process's context. Loading a
             # module (this executor's first launches compile and load its kernels) holds the context
