@@ -24,6 +24,11 @@ class HwKnobs:
 
     - ``timeout_s``: every device wait of a call (a flag, a ring slot's credit, a bulk-copy stage, the
       call barrier) gives up after this and records which one failed; the call then raises.
+    - ``barrier_timeout_s``: the waits on other ranks' progress between calls: the call barrier (every
+      peer has entered this call) and staging's wait for peers to finish the last one. Ranks skew by
+      host work between two calls (a peer's first-use initialisation or kernel compile, data loading,
+      a checkpoint), which no data wait inside a call sees, so this bound is minutes, as NCCL's
+      collective timeout is, while ``timeout_s`` stays seconds.
     - ``drain_timeout_s``: how long closing a context waits for its proxy to post and complete what
       was committed.
     - ``ring_capacity``: records (48 bytes each) of the GPU -> host command ring; a full ring holds
@@ -39,6 +44,7 @@ class HwKnobs:
     """
 
     timeout_s: float = 5.0
+    barrier_timeout_s: float = 300.0
     drain_timeout_s: float = 5.0
     ring_capacity: int = 1024
     window_us: float = 2.0
@@ -48,7 +54,7 @@ class HwKnobs:
     def __post_init__(self) -> None:
         if self.loopback_inflight < 0:
             raise InputError(f"loopback_inflight={self.loopback_inflight}: a count of calls, 0 or more")
-        positive = ("timeout_s", "drain_timeout_s", "ring_capacity", "copy_rows")
+        positive = ("timeout_s", "barrier_timeout_s", "drain_timeout_s", "ring_capacity", "copy_rows")
         bad = [f"{name}={getattr(self, name)}" for name in positive if not getattr(self, name) > 0]
         if bad or not self.window_us >= 0:
             raise InputError(f"HwKnobs: {', '.join(bad or [f'window_us={self.window_us}'])}: timeouts, the ring "
@@ -57,6 +63,10 @@ class HwKnobs:
     @property
     def timeout_ns(self) -> int:
         return int(self.timeout_s * 1e9)
+
+    @property
+    def barrier_timeout_ns(self) -> int:
+        return int(self.barrier_timeout_s * 1e9)
 
 
 DEFAULTS = HwKnobs()

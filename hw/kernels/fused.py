@@ -14,7 +14,8 @@ persistent GEMM; then it claims the rest of its queue like every other role.
 
 Progress: the grid is the schedule's SM budget (at most the SMs this rank may use) and every block
 fits on one SM, so all blocks are co-resident and a spinning block never keeps another from
-running. Every wait is bounded (``timeout_ns``) and stops early once any block has recorded an
+running. Every wait is bounded (``timeout_ns`` inside a call; ``barrier_timeout_ns``, minutes, for peers
+entering it, since ranks skew by host work between calls) and stops early once any block has recorded an
 error or the proxy has aborted; the first error names rank, role, slot, epoch, seen and expected,
 and the schedule task (:class:`mkernel.hw.runtime.ErrorBlock`).
 
@@ -76,7 +77,7 @@ PER_RANK_ARGS = ("rank", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0",
 @triton.jit(do_not_specialize=PER_RANK_ARGS)
 def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, bases, flag_bases, claims, epoch_ptr,
                  done_ptr, locks, a_host, a2_host, b_host, c_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host,
-                 rank, world, gpn, arrive0, exit0, go, timeout_ns, sm_scale,
+                 rank, world, gpn, arrive0, exit0, go, timeout_ns, barrier_timeout_ns, sm_scale,
                  n0, n1, n2, n3, b0, b1, b2, b3, n_seg, n_gemm, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
                  BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
                  HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
@@ -93,13 +94,13 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
         if pid == 0:
             _tell_peers(arrive0, flag_bases, epoch, rank, world, gpn, records, ctl, head, capacity, timeout_ns,
                         err32, err64, HAS_PUT)
-            for p in range(world):
+            for p in range(world):  # the peers' progress between calls: the long bound (HwKnobs.barrier_timeout_s)
                 if p != rank:
-                    _wait(own_flags + 8 * (arrive0 + p), epoch, arrive0 + p, epoch, -1, rank, role, timeout_ns,
-                          err32, err64, ctl)
+                    _wait(own_flags + 8 * (arrive0 + p), epoch, arrive0 + p, epoch, -1, rank, role,
+                          barrier_timeout_ns, err32, err64, ctl)
             _st_release64(own_flags + 8 * go, epoch)
         else:
-            _wait(own_flags + 8 * go, epoch, go, epoch, -1, rank, role, timeout_ns, err32, err64, ctl)
+            _wait(own_flags + 8 * go, epoch, go, epoch, -1, rank, role, barrier_timeout_ns, err32, err64, ctl)
     movable = b0 + b1
     if ADAPTIVE:
         if pid < movable:  # compute and intra blocks follow the shared target: a role per task (_pick)
@@ -329,7 +330,8 @@ def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -
              "a2_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>",
              "c_host": f"tensordesc<bf16[{const['BM']}, {const['BN']}]>", "done_ptr": "*i32", "records": "i64",
-             "ctl": "i64", "capacity": "i64", "err32": "*i32", "err_host": "i64", "timeout_ns": "i64", "sm_scale": "fp32",
+             "ctl": "i64", "capacity": "i64", "err32": "*i32", "err_host": "i64", "timeout_ns": "i64",
+             "barrier_timeout_ns": "i64", "sm_scale": "fp32",
              "ctrl0": "i64", "work": "i64"}
     ints = {"a2_buf", "rank", "world", "gpn", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0", "b1", "b2", "b3",
             "n_seg", "n_gemm", "min_sms", "hysteresis", "link_sms"}

@@ -64,14 +64,16 @@ class FusedLaunch:
             locks=self.locks, a2_buf=a2_buf, records=ring.ring_ptr, ctl=ring.ctl_ptr, head=ring.head,
             capacity=ring.capacity, err32=err32, err64=err, err_host=self.failed.data_ptr(), rank=p.rank,
             world=p.world, gpn=p.gpus_per_node, arrive0=p.arrive0, exit0=p.exit0, go=p.go,
-            timeout_ns=self.timeout_ns, sm_scale=1.0 / math.sqrt(head_dim),
+            timeout_ns=self.timeout_ns, barrier_timeout_ns=ctx.knobs.barrier_timeout_ns,
+            sm_scale=1.0 / math.sqrt(head_dim),
             **dict(zip(("n0", "n1", "n2", "n3"), p.role_tasks)), **dict(zip(("b0", "b1", "b2", "b3"), self.blocks)),
             n_seg=n_seg, n_gemm=n_gemm, state=self.state, log=self.log,
             **dict(zip(("ctrl0", "work", "min_sms", "hysteresis", "link_sms"), self.steer)), **self.meta),
             options={"num_warps": fused.NUM_WARPS, "num_stages": fused.NUM_STAGES}, per_call=PER_CALL)
         self.enter = Launch(fused.enter_kernel, 1, dict(
             flag_bases=ctx.flag_ptrs, epoch_ptr=self.epoch, rank=p.rank, world=p.world, exit0=p.exit0,
-            timeout_ns=self.timeout_ns, err32=err32, err64=err, ctl=ring.ctl_ptr), options={}, per_call=())
+            timeout_ns=ctx.knobs.barrier_timeout_ns, err32=err32, err64=err, ctl=ring.ctl_ptr), options={},
+            per_call=())
 
     def trajectory(self) -> list[tuple[float, int]]:
         """The last call's intra-block targets: (us since the kernel started, target), the initial

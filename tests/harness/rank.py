@@ -55,7 +55,7 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
     schedule = builders.get(w.kernel).build(w, c)
     sizes = Executor.context_sizes(schedule)
     with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, transport=transport, shaping=shaping, faults=faults,
-                 knobs=HwKnobs(timeout_s=timeout_s), **sizes) as ctx:
+                 knobs=HwKnobs(timeout_s=timeout_s, barrier_timeout_s=timeout_s), **sizes) as ctx:
         op = Executor(schedule, ctx, controller=controller, cluster=c)
         errors, unwritten = {}, {}
         for call in range(calls):  # fresh inputs every call: a stale read of the last call's data shows
@@ -88,7 +88,8 @@ def unchecked_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, 
     c = cluster_for(info, nodes, gpus_per_node)
     schedule = builders.get(w.kernel).build(w, c)
     inputs, _ = _draw(info, w, c, 0)
-    ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, knobs=HwKnobs(timeout_s=2.0), faults=faults,
+    ctx = Context(None, gpus_per_node=gpus_per_node, send_bytes=0, knobs=HwKnobs(timeout_s=2.0, barrier_timeout_s=2.0),
+                  faults=faults,
                   **Executor.context_sizes(schedule))
     raised = None
     try:

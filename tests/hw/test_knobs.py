@@ -15,9 +15,30 @@ def test_the_defaults_are_the_values_the_runtime_had():
     assert DEFAULTS == HwKnobs(timeout_s=5.0, drain_timeout_s=5.0, ring_capacity=1024, window_us=2.0,
                                loopback_inflight=0, copy_rows=64)
     assert HwKnobs(timeout_s=2.5).timeout_ns == 2_500_000_000
+    # the waits on peers' progress between calls have their own, NCCL-like bound (issue: training on
+    # the emulated 2x2 timed out in the call barrier while a peer was still busy on the host)
+    assert DEFAULTS.barrier_timeout_s == 300.0 and HwKnobs(barrier_timeout_s=1.5).barrier_timeout_ns == 1_500_000_000
 
 
-@pytest.mark.parametrize("bad", [dict(loopback_inflight=-1), dict(timeout_s=0), dict(drain_timeout_s=-1.0),
+def test_the_call_barrier_and_staging_wait_take_the_barrier_bound_and_data_waits_the_short_one():
+    """The kernel's waits for peers entering a call (and staging's for peers finishing the last one)
+    are bounded by ``barrier_timeout_ns``; every wait inside a call by ``timeout_ns``."""
+    import ast
+    from pathlib import Path
+
+    from mkernel.hw.kernels import fused
+
+    src = Path(fused.__file__).read_text()
+    body = src[src.index("    if BARRIER:"):src.index("    movable = b0 + b1")]
+    waits = [n for n in ast.walk(ast.parse("if True:\n" + body)) if isinstance(n, ast.Call)
+             and getattr(n.func, "id", "") == "_wait"]
+    assert len(waits) == 2 and all(a.id == "barrier_timeout_ns" for w in waits for a in w.args[7:8]), body
+    assert "barrier_timeout_ns" not in src[src.index("def _serve("):src.index("def signature(")]
+    launch_src = Path(fused.__file__).parents[1].joinpath("runtime", "fused_launch.py").read_text()
+    assert "timeout_ns=ctx.knobs.barrier_timeout_ns, err32" in launch_src  # the enter kernel's peer wait
+
+
+@pytest.mark.parametrize("bad", [dict(loopback_inflight=-1), dict(timeout_s=0), dict(drain_timeout_s=-1.0), dict(barrier_timeout_s=0),
                                  dict(ring_capacity=0), dict(copy_rows=0), dict(window_us=-0.5)])
 def test_a_bad_knob_is_refused_where_the_knobs_are_built(bad):
     (name, value), = bad.items()
