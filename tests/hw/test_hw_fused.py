@@ -50,6 +50,20 @@ def test_every_op_plans_on_every_cluster_and_tables_point_inside_their_arrays(ca
         assert (r[:, Region.SLOT] // p.world == r[:, Region.BUF_ID]).all()
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_wait_waits_for_all_of_its_slots_bumps_per_call(case):
+    """What the GEMM table's coalesced signals rely on (tiles.py, _gemm_rows: a run of one block's
+    tiles on one flag is one bump of its count, sent with the run's last tile): no wait needs part of
+    a slot's bumps in a call, so bumping k at once never holds a consumer that k separate bumps
+    would have started sooner."""
+    from mkernel.hw.lowering.layout import Wait
+
+    for nodes, gpn in [(1, 1), (1, 2), (2, 2), (4, 1), (4, 2)]:
+        s = get(workload(case).kernel).build(workload(case), Cluster("t", nodes, gpn))
+        for p in plan.build(s):
+            assert (p.waits[:, int(Wait.COUNT)] == p.waits[:, int(Wait.BUMPS)]).all(), (nodes, gpn, p.rank)
+
+
 def test_network_messages_fit_the_heap_and_each_flag_has_one_writer():
     """Every ring command of every rank stays inside the heap (the proxy would refuse it), and no
     two messages set the same flag: the proxy sets flags to the epoch, it cannot add."""
