@@ -126,13 +126,14 @@ def test_a_fast_forward_one_call_short_stalls():
         _calls(w, c, seed=1, calls=1, m=m, first=1002)
 
 
-@pytest.mark.parametrize("case", ["ring_attention", "ring_attention_causal"])
-def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case):
+@pytest.mark.parametrize("case,nodes,gpn", [("ring_attention", 2, 2), ("ring_attention_causal", 1, 4)])
+def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case, nodes, gpn):
     """Every ring-attention NORM runs inside its tile's last merge (plan.py): no NORM row is left,
     and each merge row carries out and lse. The lock's merge count decides which merge is last: one
     too many and no merge writes out (NaN stays); one too few and out is written before the tile's
-    last key block is in (wrong)."""
-    w, c = workload(case), Cluster("t", 2, 2).with_sms(33)
+    last key block is in (wrong). (Causal on several nodes pairs its tiles' counters, so its norms
+    cannot fold: the next test.)"""
+    w, c = workload(case), Cluster("t", nodes, gpn).with_sms(33)
     m = interp.machine(builders.get(w.kernel).build(w, c))
     for p in m.plans:
         ops = [interp.OPS[int(op)] for op in p.tasks[:, 0]]
@@ -146,6 +147,18 @@ def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case
             attn = p.tasks[p.tasks[:, 0] == interp.OPS.index(Op.ATTN)]
             p.aux[attn[:, 8], 0] += shift
         assert max(_calls(w, c, seed=2, m=m, calls=1)) >= worse
+
+
+def test_paired_causal_norms_stay_tasks_and_still_match():
+    """Causal attention on several nodes gives tile i of both zigzag halves one counter (node
+    symmetry, builders/ring_attention.py): each norm waits for more than its tile's merges, so none
+    folds, every NORM stays a task reading the fp32 state, and the result still matches."""
+    w, c = workload("ring_attention_causal"), Cluster("t", 2, 2).with_sms(33)
+    s = builders.get(w.kernel).build(w, c)
+    m = interp.machine(s)
+    norms = sum(t.op is Op.NORM for t in s.tasks)
+    assert sum(int((p.tasks[:, 0] == interp.OPS.index(Op.NORM)).sum()) for p in m.plans) == norms > 0
+    assert max(_calls(w, c, seed=4, m=m)) < 1e-5
 
 
 def test_a_norm_that_signals_stays_a_task_and_still_matches():
