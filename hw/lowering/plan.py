@@ -18,11 +18,11 @@ device needs and nothing the device could get wrong:
 - **the GEMM table**: the compute queue's leading GEMM tasks that nothing makes wait, one row per
   output tile, which the kernel runs in one flattened, software-pipelined tile loop
   (:func:`gemm_table`);
-- **folded norms**: a NORM that waits for exactly the merges of its tile, and signals nothing, runs
-  inside the last of those merges (the lock counts them): that merge writes out and lse from
-  registers, so the fp32 accumulator is neither stored nor read back, and the NORM's claim goes.
-  A folded ATTN row carries the NORM's writes as regions 5 and 6 and its merge count as its one
-  aux row.
+- **folded norms**: a NORM that waits for all the merges of its tile, signals nothing and shares
+  its rows with no other task runs inside the last of those merges (the lock counts them;
+  :mod:`fold` says when that is sound): that merge writes out and lse from registers, so the fp32
+  accumulator is neither stored nor read back, and the NORM's claim goes. A folded ATTN row
+  carries the NORM's writes as regions 5 and 6 and its merge count as its one aux row.
 
 The columns of every table are named in :mod:`layout`. Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
 with a :class:`~mkernel.errors.ScheduleError` before any launch.
@@ -37,9 +37,10 @@ import numpy as np
 
 from mkernel.controller import ns
 from mkernel.errors import ScheduleError
-from mkernel.ir import Op, Role, Schedule, Task
+from mkernel.ir import Op, Schedule, Task
 
 from . import ring
+from .fold import folded_norms, tile
 from .layout import (ALIGN, ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
                      SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, GemmTile, Region, Segment, Task)
 from .lower import ROLES, Lowered, lower
@@ -241,7 +242,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
     locks: dict[tuple[str, int], int] = {}  # tile -> its first lock
     n_lock_words = 0
     counts = []
-    folds = _folded_norms(s, low)
+    folds = folded_norms(s, low)
     for role in ROLES:
         table = low.roles.get(role)
         counts.append(0 if table is None else len(table.tasks))
@@ -250,8 +251,8 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
         for row, tid in zip(table.tasks, table.task_ids):
             task = s.tasks[int(tid)]
             _check(s, task, buffers)
-            fold = folds.get(_tile(task)) if task.op is Op.ATTN else None
-            if task.op is Op.NORM and _tile(task) in folds:
+            fold = folds.get(tile(task)) if task.op is Op.ATTN else None
+            if task.op is Op.NORM and folds.get(tile(task), (None,))[0] is task:
                 counts[-1] -= 1  # runs inside its tile's last merge
                 continue
             r0 = len(regions)
@@ -281,10 +282,10 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))
             lock = -1
             if task.op is Op.ATTN:
-                if _tile(task) not in locks:  # one lock per query block of the tile (layout.ATTN_QUERY_ROWS)
-                    locks[_tile(task)] = n_lock_words
+                if tile(task) not in locks:  # one lock per query block of the tile (layout.ATTN_QUERY_ROWS)
+                    locks[tile(task)] = n_lock_words
                     n_lock_words += -(-(task.reads[0].row1 - task.reads[0].row0) // ATTN_QUERY_ROWS)
-                lock = locks[_tile(task)]
+                lock = locks[tile(task)]
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
                           a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id, max(1, ns(work(task))) if work else 0))
@@ -370,39 +371,6 @@ def _grouped(rows: np.ndarray) -> np.ndarray:
     run = np.concatenate([[0], np.cumsum(rows[1:, GemmTile.SIG_RANK] != rows[:-1, GemmTile.SIG_RANK])])
     order = np.lexsort((r % GROUP_M, c, r // GROUP_M, run))
     return rows[order]
-
-
-def _folded_norms(s: Schedule, low: Lowered) -> dict[tuple[str, int], tuple[Task, int]]:
-    """(accumulator buffer, first row) -> (its NORM, merges per call), for each NORM of this rank
-    that can run inside its tile's last merge: it reads exactly what the merges write, signals
-    nothing, and waits for every merge of the tile and for nothing else."""
-    table = low.roles.get(Role.COMPUTE)
-    if table is None:
-        return {}
-    tasks = [s.tasks[int(t)] for t in table.task_ids]
-    merges: dict[tuple[str, int], list[Task]] = {}
-    for t in tasks:
-        if t.op is Op.ATTN:
-            merges.setdefault(_tile(t), []).append(t)
-    slot_of = {sig: i for i, sig in enumerate(low.slot_names)}
-    folds = {}
-    for t in tasks:
-        tile = merges.get(_tile(t)) if t.op is Op.NORM else None
-        if not tile or t.signals or any(a.writes != t.reads for a in tile):
-            continue
-        waited = {w.signal for w in t.waits}
-        bumps = [sum(sig == w.signal for a in tile for sig in a.signals) for w in t.waits]
-        slots = [slot_of.get(w.signal) for w in t.waits]
-        if t.waits and None not in slots and all(any(sig in waited for sig in a.signals) for a in tile) \
-                and all(b == w.count == low.slot_bumps[i] for b, w, i in zip(bumps, t.waits, slots)):
-            folds[_tile(t)] = (t, len(tile))
-    return folds
-
-
-def _tile(task: Task) -> tuple[str, int]:
-    """The attention accumulator an ATTN merges into or a NORM reads: (buffer, first row)."""
-    acc = task.writes[0] if task.op is Op.ATTN else task.reads[0]
-    return acc.buffer, acc.row0
 
 
 def _check(s: Schedule, task: Task, buffers: dict) -> None:

@@ -31,9 +31,10 @@ from a higher one), whose tasks differ only in where their rows sit; but a tile 
 takes r + 1 merges on rank r and one of the second 2 * world - r, counts no node shift maps onto
 node 0's. So on several nodes tile i of both halves share one counter (2 * world + 1 merges on
 every rank) and both norms wait for all of it: every node then runs node 0's queues and a collapsed
-run simulates one node. What it costs: a norm of the first half may wait for its twin's last merge,
-and the hw plan cannot fold such a norm into its tile's last merge (it waits for more than that
-tile's merges). On one node each tile keeps its own counter.
+run simulates one node. What it costs: a norm of the first half may wait for its twin's last merge
+(in the simulator; the hw plan still folds each norm into its own tile's last merge, since the
+twin's merges share no rows with it: hw/lowering/fold.py). On one node each tile keeps its own
+counter.
 
 Baseline ("nccl_hier_ag_kv+attn"): an NCCL-style hierarchical all-gather of K and V in one launch,
 then the attention tiles on all SMs.
