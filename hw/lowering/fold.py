@@ -65,21 +65,27 @@ def _shared_rows(s: Schedule, candidates: dict[Tile, tuple[Task, list[Task]]]) -
     keys = list(candidates)
     rows_of = {b.name: b.rows for b in s.buffers}
     owner: dict[tuple[str, int], np.ndarray] = {}  # (buffer, rank) -> candidate index per row, -1 none
+    exact: dict[tuple[str, int, int, int], int] = {}  # a NORM's region rows -> its candidate
     member: dict[int, int] = {}  # task id -> the candidate whose NORM or merge it is
     shared: set[int] = set()
     for i, k in enumerate(keys):
         norm, merged = candidates[k]
         member.update((t.id, i) for t in (norm, *merged))
         for r in norm.reads + norm.writes:
-            rows = owner.setdefault((r.buffer, r.rank), np.full(rows_of[r.buffer], -1, dtype=np.int64))
+            if (r.buffer, r.rank) not in owner:
+                owner[(r.buffer, r.rank)] = np.full(rows_of[r.buffer], -1, dtype=np.int64)
+            rows = owner[(r.buffer, r.rank)]
             _touch(rows, r, i, shared)
             rows[r.row0:r.row1] = i
+            exact[(r.buffer, r.rank, r.row0, r.row1)] = i
     if owner:
         for t in s.tasks:
+            own = member.get(t.id)
             for r in t.reads + t.writes:
                 rows = owner.get((r.buffer, r.rank))
-                if rows is not None:
-                    _touch(rows, r, member.get(t.id), shared)
+                # fast path: the NORM's own rows, which no other candidate's overlap unmarked
+                if rows is not None and (own is None or exact.get((r.buffer, r.rank, r.row0, r.row1)) != own):
+                    _touch(rows, r, own, shared)
     return {keys[i] for i in shared}
 
 
@@ -87,6 +93,8 @@ def _touch(rows: np.ndarray, r: Region, own: int | None, shared: set[int]) -> No
     """Mark the candidates whose rows ``r`` covers, but ``own`` (the candidate the task serves);
     with them ``own`` itself, whose rows it would then share."""
     seen = rows[r.row0:r.row1]
+    if not len(seen) or seen.max() < 0:
+        return
     hit = [int(j) for j in np.unique(seen[seen >= 0]) if j != own]
     shared.update(hit)
     if hit and own is not None:
