@@ -13,7 +13,7 @@ from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
 INTERNODE = ("auto", "direct", "twoshot", "ring")  # the GEMM ops' inter-node algorithm (mkernel.builders._rail)
-ROUTINGS = ("uniform", "zipf", "shifted")  # shifted: node-symmetric uniform (mkernel.routing)
+ROUTINGS = ("uniform", "zipf", "shifted", "zipf_shifted")  # shifted ones: node-symmetric (mkernel.routing)
 BASELINES = ("hierarchical", "ring")
 # How a baseline's collectives are timed: "nccl", as the NCCL call they stand for (mkernel.nccl); "ir",
 # as the rings of tasks that declare them (mkernel.builders._collectives), simulated like any schedule
@@ -52,7 +52,7 @@ class Workload:
     internode: str = "auto"  # the GEMM ops over the rails: INTERNODE, per op in builders/_rail.py
     experts: int = 256  # moe_dispatch_gemm: experts in all, experts / world per GPU
     topk: int = 8  # moe_dispatch_gemm: experts per token
-    routing: str = "uniform"  # moe_dispatch_gemm: "uniform", "zipf" (skewed popularity) or "shifted"
+    routing: str = "uniform"  # moe_dispatch_gemm: ROUTINGS (zipf: skewed popularity; shifted: node 0's for all)
     routing_seed: int = 0
     # moe_dispatch_gemm: routing given rather than drawn (the torch op's case): per source rank, per
     # token, its topk expert ids; overrides routing and routing_seed when not empty

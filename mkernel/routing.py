@@ -6,6 +6,11 @@ lives on rank e // (experts / world). ``shifted`` routing draws node 0's tokens 
 node n the same tokens routed to the experts n nodes further on: statistically uniform per node
 but identical on every node up to the node shift, so the op is node-symmetric and a collapsed
 simulation of 64 nodes runs one (what uniform and Zipf routing, drawn per rank, are not).
+``zipf_shifted`` does the same with node 0's tokens drawn by Zipf popularity: each node's tokens
+favour the same experts, moved n nodes on. What it keeps of Zipf's skew: the hot experts' GPUs
+(their local index) take more rows than the others, on every node alike; what it loses: one GPU
+hot for the whole cluster (every node's load is the same). Zipf drawn per rank stays the fully
+random case, simulated whole.
 
 The layout on destination rank d: for each local expert j in order, for each source rank in
 ``source_order(d)`` (own, node peers, then other nodes nearest first), the tokens of that source
@@ -21,6 +26,7 @@ import numpy as np
 from .problems import Workload
 
 ZIPF_S = 1.2
+SHIFTED = ("shifted", "zipf_shifted")  # the node-symmetric routings: node 0's, shifted for every node
 
 
 def route(w: Workload, world: int, gpus_per_node: int) -> list[np.ndarray]:
@@ -30,17 +36,17 @@ def route(w: Workload, world: int, gpus_per_node: int) -> list[np.ndarray]:
         return [np.asarray(r, dtype=np.int64).reshape(-1, w.topk) for r in w.routes]
     rng = np.random.default_rng(w.routing_seed)
     per = w.m // world
-    if w.routing == "zipf":
+    if w.routing in ("zipf", "zipf_shifted"):
         popularity = 1.0 / np.arange(1, w.experts + 1) ** ZIPF_S
         logits = np.log(popularity[rng.permutation(w.experts)])
     else:
         logits = np.zeros(w.experts)
-    drawn = gpus_per_node if w.routing == "shifted" else world
+    drawn = gpus_per_node if w.routing in SHIFTED else world
     out = []
     for _ in range(drawn):  # Gumbel top-k: topk distinct experts, each drawn by popularity
         keys = logits[None, :] + rng.gumbel(size=(per, w.experts))
         out.append(np.argsort(-keys, axis=1)[:, :w.topk])
-    if w.routing == "shifted":  # node n: node 0's choices, n nodes' worth of experts further on
+    if w.routing in SHIFTED:  # node n: node 0's choices, n nodes' worth of experts further on
         per_node = (w.experts // world) * gpus_per_node
         out = [(out[r % gpus_per_node] + (r // gpus_per_node) * per_node) % w.experts for r in range(world)]
     return out

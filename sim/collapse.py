@@ -2,10 +2,10 @@
 
 Many schedules are node-symmetric: rank (n, l) runs the same queues as rank (0, l) once every rank
 in them is renamed by the shift (node m -> node m - n, mod N), up to where in a buffer a region
-sits (its size is what costs time). Then every node follows the same timeline, and what rank
-(m, l) sends to (0, l) lands when what (0, l) sends to (m, l) lands. So only node 0 is simulated,
-and each put to another node is delivered back to its sender as the mirror image of the put it
-receives, over the sender's own NIC ingress.
+sits (its size is what costs time; ``_canon`` says what else is ignored). Then every node follows
+the same timeline, and what rank (m, l) sends to (0, l) lands when what (0, l) sends to (m, l)
+lands. So only node 0 is simulated, and each put to another node is delivered back to its sender
+as the mirror image of the put it receives, over the sender's own NIC ingress.
 
 A collapsed run gives exact times (tests check them against the full run on small clusters) but
 no data and no hazard tracking: the mirrored writes land in other regions than the real ones.
@@ -19,12 +19,16 @@ from mkernel.ir import Op, Region, Schedule, Signal, Task, Wait
 
 
 def _canon(task: Task, shift) -> tuple:
-    """A task with ranks renamed by ``shift`` (a list: rank -> rank) and region offsets dropped."""
-    return (task.op, task.role, task.launch, task.accumulate, task.chunk,
+    """A task with ranks renamed by ``shift`` (a list: rank -> rank), what costs time kept and where
+    it sits dropped: region offsets, a causal mask's positions (an attention tile costs by whether it
+    is masked, ``cost.attn_us``), a gather's row ids (it costs by how many), the labels."""
+    st = task.step
+    return (task.op, task.role, task.launch, task.accumulate, task.chunk, bool(task.mask), len(task.index),
             tuple((r.buffer, shift[r.rank], r.row1 - r.row0, r.col1 - r.col0) for r in task.reads),
             tuple((r.buffer, shift[r.rank], r.row1 - r.row0, r.col1 - r.col0) for r in task.writes),
             tuple((shift[w.signal.rank], w.signal.name, w.signal.index, w.count) for w in task.waits),
-            tuple((shift[g.rank], g.name, g.index) for g in task.signals), task.count, task.step)
+            tuple((shift[g.rank], g.name, g.index) for g in task.signals), task.count,
+            st and (st.regions, st.signals, st.waits, st.chunk))
 
 
 def _flat_puts(s: Schedule) -> Schedule:

@@ -18,11 +18,12 @@ device needs and nothing the device could get wrong:
 - **the GEMM table**: the compute queue's leading GEMM tasks that nothing makes wait, one row per
   output tile, which the kernel runs in one flattened, software-pipelined tile loop
   (:func:`gemm_table`);
-- **folded norms**: a NORM that waits for exactly the merges of its tile, and signals nothing, runs
-  inside the last of those merges (the lock counts them): that merge writes out and lse from
-  registers, so the fp32 accumulator is neither stored nor read back, and the NORM's claim goes.
-  A folded ATTN row carries the NORM's writes as its OUT and LSE regions (layout.AttnOperand) and
-  its merge count as its one aux row (layout.Command.MERGES).
+- **folded norms**: a NORM that waits for all the merges of its tile, signals nothing and shares
+  its rows with no other task runs inside the last of those merges (the lock counts them;
+  :mod:`fold` says when that is sound): that merge writes out and lse from registers, so the fp32
+  accumulator is neither stored nor read back, and the NORM's claim goes. A folded ATTN row
+  carries the NORM's writes as its OUT and LSE regions (layout.AttnOperand) and its merge count as
+  its one aux row (layout.Command.MERGES).
 
 The columns of every table are named in :mod:`layout`. Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
 with a :class:`~mkernel.errors.ScheduleError` before any launch.
@@ -37,9 +38,11 @@ import numpy as np
 
 from mkernel.controller import ns
 from mkernel.errors import ScheduleError
-from mkernel.ir import Op, Role, Schedule, Task
+from mkernel.ir import Op, Schedule
+from mkernel.ir import Task as IrTask  # the schedule's task (layout.Task names the device row's columns)
 
 from . import ring
+from .fold import folded_norms, tile
 from .layout import (ALIGN, ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
                      SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, AttnOperand, GemmOperand, GemmTile,
                      NormOperand, Region, Segment, Task, Wait)
@@ -157,7 +160,7 @@ def placement(s: Schedule) -> Placement:
     return Placement(heap, off, tuple(b.name for b in s.buffers if b.name not in shared))
 
 
-def build(s: Schedule, rank: int | None = None, work: Callable[[Task], float] | None = None) -> list[Plan]:
+def build(s: Schedule, rank: int | None = None, work: Callable[[IrTask], float] | None = None) -> list[Plan]:
     """Plans of every rank (or of ``rank`` only, as a one-element list). ``work`` (us of one SM per
     task, :func:`mkernel.cost.sm_work_us`) fills the work column the GPU's controller sums."""
     lowered, place, net, n_flags = _shared(s)
@@ -207,7 +210,7 @@ class _NetFlags:
 
 
 def _network_flags(s: Schedule, lowered: list[Lowered]) -> _NetFlags:
-    by_slot: dict[tuple[int, int], list[Task]] = {}
+    by_slot: dict[tuple[int, int], list[IrTask]] = {}
     slot_of = {sig: slot for low in lowered for slot, sig in enumerate(low.slot_names)}  # a signal names its rank
     for t in s.tasks:
         if t.op is Op.PUT:
@@ -232,12 +235,12 @@ def _network_flags(s: Schedule, lowered: list[Lowered]) -> _NetFlags:
     return _NetFlags(flag_of, split, extra)
 
 
-def _fail(s: Schedule, task: Task, why: str) -> ScheduleError:
+def _fail(s: Schedule, task: IrTask, why: str) -> ScheduleError:
     return ScheduleError(f"{s.kernel}/{s.variant}: {task.describe()}: {why}; the hw backend cannot run it")
 
 
 def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int, net: _NetFlags,
-          work: Callable[[Task], float] | None, last: int) -> Plan:
+          work: Callable[[IrTask], float] | None, last: int) -> Plan:
     low = lowered[rank]
     buffers = {b.name: b for b in s.buffers}
     bid = {name: i for i, name in enumerate(low.buffers)}
@@ -245,7 +248,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
     locks: dict[tuple[str, int], int] = {}  # tile -> its first lock
     n_lock_words = 0
     counts = []
-    folds = _folded_norms(s, low)
+    folds = folded_norms(s, low)
     for role in ROLES:
         table = low.roles.get(role)
         counts.append(0 if table is None else len(table.tasks))
@@ -254,8 +257,8 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
         for row, tid in zip(table.tasks, table.task_ids):
             task = s.tasks[int(tid)]
             _check(s, task, buffers)
-            fold = folds.get(_tile(task)) if task.op is Op.ATTN else None
-            if task.op is Op.NORM and _tile(task) in folds:
+            fold = folds.get(tile(task)) if task.op is Op.ATTN else None
+            if task.op is Op.NORM and folds.get(tile(task), (None,))[0] is task:
                 counts[-1] -= 1  # runs inside its tile's last merge
                 continue
             r0 = len(regions)
@@ -286,10 +289,10 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))  # Command.MERGES
             lock = -1
             if task.op is Op.ATTN:
-                if _tile(task) not in locks:  # one lock per query block of the tile (layout.ATTN_QUERY_ROWS)
-                    locks[_tile(task)] = n_lock_words
+                if tile(task) not in locks:  # one lock per query block of the tile (layout.ATTN_QUERY_ROWS)
+                    locks[tile(task)] = n_lock_words
                     n_lock_words += -(-(task.reads[0].row1 - task.reads[0].row0) // ATTN_QUERY_ROWS)
-                lock = locks[_tile(task)]
+                lock = locks[tile(task)]
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
                           a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id,
@@ -378,40 +381,7 @@ def _grouped(rows: np.ndarray) -> np.ndarray:
     return rows[order]
 
 
-def _folded_norms(s: Schedule, low: Lowered) -> dict[tuple[str, int], tuple[Task, int]]:
-    """(accumulator buffer, first row) -> (its NORM, merges per call), for each NORM of this rank
-    that can run inside its tile's last merge: it reads exactly what the merges write, signals
-    nothing, and waits for every merge of the tile and for nothing else."""
-    table = low.roles.get(Role.COMPUTE)
-    if table is None:
-        return {}
-    tasks = [s.tasks[int(t)] for t in table.task_ids]
-    merges: dict[tuple[str, int], list[Task]] = {}
-    for t in tasks:
-        if t.op is Op.ATTN:
-            merges.setdefault(_tile(t), []).append(t)
-    slot_of = {sig: i for i, sig in enumerate(low.slot_names)}
-    folds = {}
-    for t in tasks:
-        tile = merges.get(_tile(t)) if t.op is Op.NORM else None
-        if not tile or t.signals or any(a.writes != t.reads for a in tile):
-            continue
-        waited = {w.signal for w in t.waits}
-        bumps = [sum(sig == w.signal for a in tile for sig in a.signals) for w in t.waits]
-        slots = [slot_of.get(w.signal) for w in t.waits]
-        if t.waits and None not in slots and all(any(sig in waited for sig in a.signals) for a in tile) \
-                and all(b == w.count == low.slot_bumps[i] for b, w, i in zip(bumps, t.waits, slots)):
-            folds[_tile(t)] = (t, len(tile))
-    return folds
-
-
-def _tile(task: Task) -> tuple[str, int]:
-    """The attention accumulator an ATTN merges into or a NORM reads: (buffer, first row)."""
-    acc = task.writes[0] if task.op is Op.ATTN else task.reads[0]
-    return acc.buffer, acc.row0
-
-
-def _check(s: Schedule, task: Task, buffers: dict) -> None:
+def _check(s: Schedule, task: IrTask, buffers: dict) -> None:
     """The rules the kernel's op code relies on."""
     dtypes = KERNEL_DTYPES.get(task.op)
     regions = task.reads + task.writes
@@ -449,7 +419,7 @@ def _check(s: Schedule, task: Task, buffers: dict) -> None:
                 raise _fail(s, task, f"{r} is not whole rows; a network message moves one contiguous range")
 
 
-def _commands(task: Task, buffers: dict, place: Placement, slot: int, sink: int) -> list[tuple]:
+def _commands(task: IrTask, buffers: dict, place: Placement, slot: int, sink: int) -> list[tuple]:
     """Ring commands of one put: data-only PUTs, then the flag (PUT of the last pair, or SIGNAL)."""
     dst = task.writes[0].rank
     out = []

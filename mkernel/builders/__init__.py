@@ -23,13 +23,13 @@ def get(kernel: str) -> ModuleType:
 
 def node_symmetric(w, c) -> bool:
     """Whether ``build(w, c, first_nodes=n)`` is exact: every node runs node 0's queues under the
-    node shift (tests/core/test_symmetry.py checks it against full builds). MoE routing drawn per rank,
-    and causal attention's zigzag masks, depend on the rank, so neither is; GEMM+AR's grouped
-    algorithms need tiles of one shape."""
+    node shift (tests/core/test_symmetry.py checks it against full builds). MoE routing drawn per rank
+    depends on the rank (the shifted routings do not); GEMM+AR's grouped algorithms need tiles of one
+    shape; causal attention pairs its tiles' counters on several nodes to be (ring_attention)."""
     if c.nodes < 2:
         return False
     if w.kernel == "moe_dispatch_gemm":
         return get(w.kernel).node_symmetric(w)
     if w.kernel == "gemm_ar":
         return get(w.kernel).node_symmetric(w, c)
-    return not (w.kernel == "ring_attention" and w.causal)
+    return True

@@ -1,8 +1,9 @@
 """MoE Dispatch + grouped GEMM (expert parallelism), fused and unfused.
 
 Shape fields: ``m`` is the total tokens T (T / world per rank), ``k`` the hidden size H, ``n`` the
-expert width I; ``experts`` (experts / world per GPU), ``topk``, ``routing`` (uniform, zipf or
-shifted; only shifted is node-symmetric, so only it builds for the first nodes alone) and
+expert width I; ``experts`` (experts / world per GPU), ``topk``, ``routing`` (uniform, zipf, shifted
+or zipf_shifted; only the shifted ones are node-symmetric, so only they build for the first nodes
+alone) and
 ``routing_seed`` pick the seeded routing (:mod:`mkernel.routing`, which also fixes the expert-input
 layout). Inputs per rank: X (tokens x H), W (local experts x H rows, I columns), Z (one zero row).
 Output per rank: Y, one row per (token, local expert) pair in layout order, zero rows after them up
@@ -49,7 +50,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Library, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, \
     paused_gc
 from ..problems import Workload
-from ..routing import Routing
+from ..routing import SHIFTED, Routing
 from . import _collectives as coll
 from ._tiling import chunk_rows
 
@@ -143,8 +144,8 @@ def _distance(c: Cluster, d: int, r: int) -> tuple[int, int]:
 
 
 def node_symmetric(w: Workload) -> bool:
-    """Only shifted routing repeats node 0's routing on every node (:mod:`mkernel.routing`)."""
-    return w.routing == "shifted" and not w.routes
+    """Only the shifted routings repeat node 0's routing on every node (:mod:`mkernel.routing`)."""
+    return w.routing in SHIFTED and not w.routes
 
 
 @paused_gc()

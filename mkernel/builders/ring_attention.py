@@ -24,6 +24,18 @@ Causal (``causal = 1``) balances the work with a zigzag split: the global sequen
 number of visible (query, key) pairs. Tiles whose keys all follow their queries are skipped; the
 diagonal ones are masked (``Task.mask``).
 
+The zigzag is node-symmetric but for the norms: from every other slice a rank merges two half
+blocks (its first query half against the slice's first key half and its second query half against
+it, when the slice comes from a lower rank; its second query half against both key halves when
+from a higher one), whose tasks differ only in where their rows sit; but a tile of the first half
+takes r + 1 merges on rank r and one of the second 2 * world - r, counts no node shift maps onto
+node 0's. So on several nodes tile i of both halves share one counter (2 * world + 1 merges on
+every rank) and both norms wait for all of it: every node then runs node 0's queues and a collapsed
+run simulates one node. What it costs: a norm of the first half may wait for its twin's last merge
+(in the simulator; the hw plan still folds each norm into its own tile's last merge, since the
+twin's merges share no rows with it: hw/lowering/fold.py). On one node each tile keeps its own
+counter.
+
 Baseline ("nccl_hier_ag_kv+attn"): an NCCL-style hierarchical all-gather of K and V in one launch,
 then the attention tiles on all SMs.
 """
@@ -102,6 +114,12 @@ def zigzag_position(rank: int, s: int, w: Workload, world: int) -> int:
     return chunk * half + s % half
 
 
+def shares_counters(w: Workload, c: Cluster) -> bool:
+    """Whether a causal build pairs the tiles' counters (see the module docstring): on several nodes,
+    where the pairing is what makes the zigzag node-symmetric."""
+    return bool(w.causal) and c.nodes > 1
+
+
 def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources, waits_for) -> None:
     """The compute queue of ``rank``: attention tiles over ``sources`` in order, then the norms.
 
@@ -111,6 +129,14 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
     S, rows = w.m, w.n * w.m
     spans = [(0, S // 2), (S // 2, S)] if w.causal else [(0, S)]
     tiles = [(t0, min(h1, t0 + w.tile_m)) for h0, h1 in spans for t0 in range(h0, h1, w.tile_m)]
+    half = len(tiles) // len(spans)  # query tiles per half
+    paired = shares_counters(w, c)
+
+    def done(bh: int, ti: int) -> Signal:  # the counter of tile ti's merges (and its twin's, paired)
+        return Signal(rank, "attn", bh * half + ti % half if paired else bh * len(tiles) + ti)
+
+    def same_half(a: tuple, b: tuple) -> bool:  # runs stop at the halves: each (query, key) half block
+        return a[0] // half == b[0] // half  # is one run on every rank, whichever half it is
     for q in sources:
         local = q == rank  # the own slice is read in place
         for bh in range(w.n):
@@ -128,21 +154,20 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
                         if kpos + (k1 - k0) - 1 > qpos:
                             mask = (qpos, kpos)
                     todo.append((ti, t0, t1, mask))
-                for ti, t0, t1, mask, n in _runs(todo, lambda a, b: not (a[3] or b[3])):  # unmasked, one size
+                for ti, t0, t1, mask, n in _runs(todo, lambda a, b: not (a[3] or b[3]) and same_half(a, b)):
                     r0, r1 = bh * S + t0, bh * S + t1
                     sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits_for(rank, q, bh), mask=mask,
                            reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
                            writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
-                           signals=(Signal(rank, "attn", bh * len(tiles) + ti),),
+                           signals=(done(bh, ti),),
                            label=f"slice {q} head {bh} keys {k0} tile {{}}", count=n,
                            step=Step(((0, t1 - t0, 0), (0, 0, 0), (0, 0, 0), (0, t1 - t0, 0), (0, t1 - t0, 0)),
                                      ((0, 1),), label=(ti, 1)))
     for bh in range(w.n):
-        done = [Signal(rank, "attn", bh * len(tiles) + ti) for ti in range(len(tiles))]
-        norms = [(ti, t0, t1, sb.bumped(done[ti])) for ti, (t0, t1) in enumerate(tiles)]
-        for ti, t0, t1, bumps, n in _runs(norms, lambda a, b: a[3] == b[3]):  # norms waiting for as many bumps
+        norms = [(ti, t0, t1, sb.bumped(done(bh, ti))) for ti, (t0, t1) in enumerate(tiles)]
+        for ti, t0, t1, bumps, n in _runs(norms, lambda a, b: a[3] == b[3] and same_half(a, b)):  # as many bumps
             r0, r1 = bh * S + t0, bh * S + t1
-            sb.add(rank, Role.COMPUTE, Op.NORM, waits=(Wait(done[ti], bumps),),
+            sb.add(rank, Role.COMPUTE, Op.NORM, waits=(Wait(done(bh, ti), bumps),),
                    reads=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
                    writes=(Region("OUT", rank, r0, r1, 0, w.k), Region("LSE", rank, r0, r1, 0, 1)),
                    label=f"head {bh} tile {{}} norm", count=n, step=Step(((0, t1 - t0, 0),) * 4, waits=(1,),

@@ -8,10 +8,12 @@ changes with scale is the communication:
   fixed model and batch);
 - AllGather+GEMM: M tokens sharded over the ranks, N_local = 1024 and K = 4096 per GPU;
 - Ring Attention: S tokens per GPU (the whole sequence grows with the GPUs), 2 head groups, D = 128,
-  non-causal (the causal zigzag split is not node-symmetric, so it would not fold);
+  non-causal; causal (the zigzag split, node-symmetric on several nodes since its tiles' counters
+  are paired: builders/ring_attention.py) is an option at every node count (:func:`symmetric_points`);
 - MoE Dispatch+GEMM: tokens per GPU fixed, H = 7168, I = 2048, top-8, experts = max(2, 256 / world)
-  per GPU, shifted uniform routing (node-symmetric, :mod:`mkernel.routing`); the skew option draws
-  Zipf routing per rank instead, which is simulated whole.
+  per GPU, shifted uniform routing (node-symmetric, :mod:`mkernel.routing`); shifted Zipf routing
+  (one Zipf draw for node 0, shifted node by node: node-symmetric) is an option at every node
+  count, and Zipf drawn per rank, which is simulated whole, one up to 16 nodes.
 
 Shapes are rounded up to what the op can split over the world. Options ride on the clusters of
 :mod:`mkernel.studies.scaleout`: forwarding (ring / direct) for AllGather+GEMM, Zipf-skewed routing for MoE,
@@ -35,6 +37,8 @@ CLUSTERS = ["ib-400g-rail", "ib-800g-rail", "efa-400g-rail", "efa-800g-rail", "i
 GB200 = ("gb200-nvl72-800g", (2, 4, 8))  # scaleout/gb200-nvl72-800g-{domains}x72
 ALGORITHM_CLUSTERS = (BASE, "efa-400g-rail", "ib-400g-2to1")  # where each inter-node algorithm is forced
 SKEW_NODES = (2, 4, 8, 16)  # Zipf routing is drawn per rank: not node-symmetric, simulated whole
+SYMMETRIC_OPTIONS = {"ring_attention": ("causal", 1), "moe_dispatch_gemm": ("routing", "zipf_shifted")}
+SYMMETRIC_CLUSTERS = (BASE, "efa-400g-rail")  # where those node-symmetric variants run to 64 nodes
 
 
 def shape(kernel: str, size: int, world: int) -> dict:
@@ -58,7 +62,7 @@ def _points(cluster: str, nodes: int, gpus: int, kernels, options=(), sizes=slic
 
 
 def grid(kernels=KERNELS) -> list[Point]:
-    """The study's points (about 1100 with every op): every op and size on six clusters, and each
+    """The study's points (about 1500 with every op): every op and size on six clusters, and each
     option against the base cluster at the two smaller sizes."""
     ks = [k for k in KERNELS if k in kernels]
     gemms = [k for k in ("gemm_ar", "gemm_rs") if k in ks]
@@ -81,6 +85,7 @@ def grid(kernels=KERNELS) -> list[Point]:
         pts += _points(BASE, nodes, 8, [k for k in ("ag_gemm", "gemm_rs", "gemm_ar") if k in ks],
                        [("baseline", "ring")], small)
     pts += algorithm_points([k for k in ks if k in ALGORITHMS])
+    pts += symmetric_points([k for k in ks if k in SYMMETRIC_OPTIONS])
     for domains in GB200[1]:  # a 72-GPU node is simulated whole: the smallest size keeps it affordable
         pts += _points(GB200[0], domains, 72, ks, sizes=slice(0, 1))
     return pts
@@ -93,7 +98,35 @@ def algorithm_points(kernels=("gemm_ar", "ag_gemm"), clusters=ALGORITHM_CLUSTERS
             for alg in ALGORITHMS[kernel] for p in _points(cluster, nodes, 8, [kernel], [("internode", alg)], sizes)]
 
 
+def symmetric_points(kernels=tuple(SYMMETRIC_OPTIONS), clusters=SYMMETRIC_CLUSTERS, sizes=slice(None)) -> list[Point]:
+    """Causal attention and shifted-Zipf MoE (:data:`SYMMETRIC_OPTIONS`) at every node count and
+    size on ``clusters``: node-symmetric, so collapsed to one node like the plain points."""
+    return [p for nodes in NODES for cluster in clusters for kernel in kernels
+            for p in _points(cluster, nodes, 8, [kernel], [SYMMETRIC_OPTIONS[kernel]], sizes)]
+
+
 # -- tables ---------------------------------------------------------------------------------------
+def symmetric_summary(rows: list[dict]) -> str:
+    """Per op of :data:`SYMMETRIC_OPTIONS`, cluster and size: speedup over the baseline against node
+    count, of the option's points and of the plain points beside them (fused and baseline us in
+    each cell, so a ratio can be read back to its times)."""
+    rows = _annotate(rows)
+    nodes = sorted({r["nodes"] for r in rows if r["gpus_per_node"] == 8 and r["nodes"] > 1})
+    out = ["| op | size | cluster | run | " + " | ".join(f"{n} nodes" for n in nodes) + " |",
+           "|---|---|---|---|" + "---|" * len(nodes)]
+    for kernel, (key, value) in SYMMETRIC_OPTIONS.items():
+        for cluster in CLUSTERS:
+            for size in SIZES[kernel]:
+                for opt in (f"{key}={value}", ""):
+                    at = {r["nodes"]: r for r in rows if r["kernel"] == kernel and r["cluster"] == cluster
+                          and r["size"] == size and r["options"] == opt and r["gpus_per_node"] == 8}
+                    cells = [f"{at[n]['speedup']:.2f} ({at[n]['fused_us']:.0f} / {at[n]['baseline_us']:.0f})"
+                             if n in at else "-" for n in nodes]
+                    if any(n in at for n in nodes):
+                        out.append(f"| {kernel} | {size} | {cluster} | {opt or 'plain'} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def algorithms_summary(rows: list[dict]) -> str:
     """Per op with a choice, cluster and size: speedup over the baseline of each inter-node algorithm
     and of ``auto`` (the plain point) against node count, auto's pick named in its row."""
@@ -288,6 +321,8 @@ OPTION_CASES = [  # (option, cluster, label, ops it applies to): the option agai
     ("internode=twoshot", BASE, "GEMM+AR twoshot / auto", {"gemm_ar"}),
     ("internode=direct", BASE, "direct / auto", {"gemm_ar", "ag_gemm"}),
     ("routing=zipf", BASE, "MoE Zipf routing / shifted uniform", {"moe_dispatch_gemm"}),
+    ("routing=zipf_shifted", BASE, "MoE shifted Zipf / shifted uniform", {"moe_dispatch_gemm"}),
+    ("causal=1", BASE, "causal / non-causal attention", {"ring_attention"}),
     ("transport=ibgda", BASE, "IBGDA / host proxy", None),
     ("proxy.batch=1", BASE, "proxy batch 1 / batch 8", None),
     ("transport=efa_srd", BASE, "SRD / RC (same NICs)", None),

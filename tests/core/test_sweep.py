@@ -133,6 +133,28 @@ def test_a_small_scaling_slice_runs_and_plots(tmp_path):
     assert "| ag_gemm | 4096 | ib-400g-rail | auto | " in algorithms and "(direct)" in algorithms  # 2 nodes
 
 
+def test_causal_attention_and_shifted_zipf_moe_reach_64_nodes_collapsed(tmp_path):
+    """The study's node-symmetric variants (study.symmetric_points): every node count to 64 on both
+    rail clusters; they run collapsed, and at 2 nodes the collapsed times are the full run's."""
+    from mkernel.runner import run
+
+    every = study.symmetric_points()
+    assert {p.options for p in every} == {(("causal", 1),), (("routing", "zipf_shifted"),)}
+    assert {load_scenario(p.testbed).cluster.nodes for p in every} == set(scaleout.NODES) and max(scaleout.NODES) == 64
+    assert set(every) <= set(study.grid())
+    pts = [p for p in study.symmetric_points(clusters=("ib-400g-rail",), sizes=slice(0, 1))
+           if p.testbed.endswith(("-2x8", "-4x8"))]
+    rows = run_grid(pts, tmp_path, workers=1)
+    assert len(rows) == 4 and not [r for r in rows if "error" in r] and all(r["collapsed"] for r in rows)
+    for r in (r for r in rows if r["nodes"] == 2):
+        full, _ = run(scenario_of(next(p for p in pts if p.key == r["key"])), collapse=False)
+        assert full["time_s"] * 1e6 == pytest.approx(r["fused_us"], rel=1e-9)
+        assert full["baseline"]["time_s"] * 1e6 == pytest.approx(r["baseline_us"], rel=1e-9)
+    table = study.symmetric_summary(rows)
+    assert "| ring_attention | 512 | ib-400g-rail | causal=1 | " in table
+    assert "| moe_dispatch_gemm | 128 | ib-400g-rail | routing=zipf_shifted | " in table
+
+
 def test_the_controller_option_runs_the_fused_op_under_the_adaptive_partition(tmp_path):
     points = [Point("paper-ib-2x8", "gemm_rs", 4096, (("m", 4096), ("n", 4096), ("k", 256)), opts)
               for opts in parse_options(["controller=static,adaptive"])]

@@ -63,11 +63,53 @@ def test_first_node_run_times_equal_the_full_run(kernel):
         assert part.bytes_per_gpu["network"] == pytest.approx(full.bytes_per_gpu["network"])
 
 
-def test_asymmetric_ops_are_always_built_whole():
-    """MoE routes per token and causal attention masks per rank: both are built whole."""
-    w, c = _case("ring_attention", 3, 2, causal=True)
-    assert not builders.node_symmetric(w, c)
-    assert not is_node_symmetric(builders.get("ring_attention").build(w, c))
+CAUSAL = [dict(m=256, n=2, k=128, tile_m=128), dict(m=288, n=2, k=32, tile_m=96),  # whole and ragged KV tiles
+          dict(m=40, n=2, k=32, tile_m=16)]  # ragged query tiles in each zigzag half
+
+
+@pytest.mark.parametrize("shape", CAUSAL)
+@pytest.mark.parametrize("nodes,gpus", CLUSTERS + [(4, 2)])
+def test_causal_attention_builds_for_the_first_node_exactly(nodes, gpus, shape):
+    """The zigzag's half blocks differ by rank only in where they sit, and paired counters give every
+    rank the same norm waits: the full build is node-symmetric and folds onto the partial one."""
+    w, c = _case("ring_attention", nodes, gpus, causal=1)
+    w = dataclasses.replace(w, **shape)
+    assert builders.node_symmetric(w, c)
+    module = builders.get("ring_attention")
+    for build in (module.build, module.build_baseline):
+        full, part = build(w, c), build(w, c, first_nodes=1)
+        full.validate()
+        part.validate()
+        assert is_node_symmetric(full), build.__name__
+        assert collapse(full).tasks == collapse(part).tasks, build.__name__
+
+
+@pytest.mark.parametrize("nodes,gpus", [(3, 2), (4, 1)])
+def test_causal_attention_first_node_run_times_equal_the_full_run(nodes, gpus):
+    w, c = _case("ring_attention", nodes, gpus, causal=1)
+    module = builders.get("ring_attention")
+    for build in (module.build, module.build_baseline):
+        full = SimBackend().run(build(w, c), c)
+        part = SimBackend().run(build(w, c, first_nodes=1), c)
+        assert part.metrics["collapsed"] and not full.metrics["collapsed"]
+        assert part.time_s == pytest.approx(full.time_s, rel=1e-9), build.__name__
+        assert part.bytes_per_gpu["network"] == pytest.approx(full.bytes_per_gpu["network"])
+
+
+def test_the_fold_keeps_what_costs_time():
+    """A causal mask's presence and a gather's row count cost time (cost.attn_us, the gather's
+    bytes): a schedule differing between nodes only in those is not node-symmetric; a mask's
+    positions, which cost nothing, do not matter."""
+    w, c = _case("ring_attention", 3, 2, causal=1)
+    s = builders.get("ring_attention").build(w, c)
+    masked = next(t for t in s.tasks if t.mask and t.rank == c.gpus_per_node)  # on node 1
+    moved = dataclasses.replace(masked, mask=(masked.mask[0] + 1, masked.mask[1]))
+    assert is_node_symmetric(dataclasses.replace(s, tasks=tuple(moved if t is masked else t for t in s.tasks)))
+    dropped = dataclasses.replace(masked, mask=())
+    assert not is_node_symmetric(dataclasses.replace(s, tasks=tuple(dropped if t is masked else t for t in s.tasks)))
+
+
+def test_moe_routed_per_rank_is_always_built_whole():
     sc = load_scenario("paper-ib-2x8")
     moe = dataclasses.replace(sc.workload, kernel="moe_dispatch_gemm", m=1536, n=256, k=256, experts=24)
     assert not builders.node_symmetric(moe, dataclasses.replace(sc.cluster, nodes=3, gpus_per_node=2))
@@ -106,12 +148,13 @@ def test_a_leaf_group_fold_is_exact_on_an_oversubscribed_spine(kernel):
     assert folded["time_s"] > flat["time_s"] and folded["baseline"]["time_s"] > flat["baseline"]["time_s"]
 
 
+@pytest.mark.parametrize("routing", ["shifted", "zipf_shifted"])
 @pytest.mark.parametrize("nodes,gpus", CLUSTERS)
-def test_shifted_moe_routing_builds_for_the_first_node_exactly(nodes, gpus):
+def test_shifted_moe_routing_builds_for_the_first_node_exactly(nodes, gpus, routing):
     sc = load_scenario("paper-ib-2x8")
     c = dataclasses.replace(sc.cluster, nodes=nodes, gpus_per_node=gpus)
     w = dataclasses.replace(sc.workload, kernel="moe_dispatch_gemm", m=96 * c.world, n=256, k=256,
-                            experts=4 * c.world, routing="shifted")
+                            experts=4 * c.world, routing=routing)
     assert builders.node_symmetric(w, c)
     module = builders.get("moe_dispatch_gemm")
     for build in (module.build, module.build_baseline):
@@ -120,9 +163,30 @@ def test_shifted_moe_routing_builds_for_the_first_node_exactly(nodes, gpus):
         part.validate()
         assert is_node_symmetric(full), build.__name__
         assert collapse(full).tasks == collapse(part).tasks, build.__name__
-    full = SimBackend().run(module.build(w, c), c)
-    part = SimBackend().run(module.build(w, c, first_nodes=1), c)
-    assert part.time_s == pytest.approx(full.time_s, rel=1e-9)
+    for build in (module.build, module.build_baseline):
+        full = SimBackend().run(build(w, c), c)
+        part = SimBackend().run(build(w, c, first_nodes=1), c)
+        assert part.metrics["collapsed"] and not full.metrics["collapsed"]
+        assert part.time_s == pytest.approx(full.time_s, rel=1e-9), build.__name__
+
+
+def test_shifted_zipf_routing_keeps_a_skew_every_node_shares():
+    """zipf_shifted: node n's tokens are node 0's, n nodes' worth of experts on; the hot experts'
+    GPUs take more rows than the others (as under Zipf, though less), the same on every node."""
+    from mkernel.routing import Routing, route
+
+    c = Cluster("t", 4, 4)
+    w = Workload(kernel="moe_dispatch_gemm", m=64 * c.world, n=64, k=64, experts=4 * c.world, topk=4,
+                 routing="zipf_shifted")
+    routes = route(w, c.world, c.gpus_per_node)
+    for r in range(c.world):
+        assert (routes[r] == (routes[r % 4] + (r // 4) * 16) % w.experts).all()
+    rows = [Routing(w, c.nodes, c.gpus_per_node).rows(d) for d in range(c.world)]
+    assert rows == rows[:4] * 4  # every node's GPUs take node 0's loads
+    assert max(rows) > 1.3 * sum(rows) / len(rows)
+    uniform = [Routing(dataclasses.replace(w, routing="shifted"), c.nodes, c.gpus_per_node).rows(d)
+               for d in range(c.world)]
+    assert max(uniform) < max(rows)
 
 
 def test_moe_routing_drawn_per_rank_is_not_symmetric():

@@ -29,7 +29,8 @@ VARIANTS = {
     "gemm_rs": [dict(baseline="hierarchical"), dict(baseline="ring")],
     "ag_gemm": [dict(baseline="hierarchical", internode="direct"), dict(baseline="ring", internode="ring")],
     "ring_attention": [dict(), dict(causal=1)],
-    "moe_dispatch_gemm": [dict(routing="uniform"), dict(routing="zipf"), dict(routing="shifted")],
+    "moe_dispatch_gemm": [dict(routing="uniform"), dict(routing="zipf"), dict(routing="shifted"),
+                          dict(routing="zipf_shifted")],
 }
 
 

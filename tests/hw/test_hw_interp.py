@@ -127,13 +127,16 @@ def test_a_fast_forward_one_call_short_stalls():
         _calls(w, c, seed=1, calls=1, m=m, first=1002)
 
 
-@pytest.mark.parametrize("case", ["ring_attention", "ring_attention_causal"])
-def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case):
-    """Every ring-attention NORM runs inside its tile's last merge (plan.py): no NORM row is left,
+@pytest.mark.parametrize("case,nodes,gpn", [("ring_attention", 2, 2), ("ring_attention_causal", 1, 4),
+                                            ("ring_attention_causal", 2, 2)])
+def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case, nodes, gpn):
+    """Every ring-attention NORM runs inside its tile's last merge (fold.py): no NORM row is left,
     and each merge row carries out and lse. The lock's merge count decides which merge is last: one
     too many and no merge writes out (NaN stays); one too few and out is written before the tile's
-    last key block is in (wrong)."""
-    w, c = workload(case), Cluster("t", 2, 2).with_sms(33)
+    last key block is in (wrong). Causal on several nodes pairs the counters of its zigzag halves'
+    tiles (builders/ring_attention.py), so a norm also waits for its twin's merges: it folds all
+    the same, and the twin's merges still decide nothing (the lock counts its own tile's)."""
+    w, c = workload(case), Cluster("t", nodes, gpn).with_sms(33)
     m = interp.machine(builders.get(w.kernel).build(w, c))
     for p in m.plans:
         ops = [interp.OPS[int(op)] for op in p.tasks[:, Task.OP]]
@@ -147,6 +150,41 @@ def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case
             attn = p.tasks[p.tasks[:, Task.OP] == interp.OPS.index(Op.ATTN)]
             p.aux[attn[:, Task.A0], Command.MERGES] += shift
         assert max(_calls(w, c, seed=2, m=m, calls=1)) >= worse
+
+
+@pytest.mark.parametrize("who", ["reader", "writer"])
+def test_a_norm_whose_rows_another_task_touches_does_not_fold(who):
+    """A fold runs the NORM at its tile's last merge, before whatever else it waits for (a paired
+    counter's twin merges), and stops storing the fp32 state: sound only while no other task
+    touches its rows. A second NORM of one tile's state (a reader the fold would starve) or a copy
+    into its output that it waits for (a writer it would overtake) keeps that tile's NORM from
+    folding, and only that one; with the reader both norms stay tasks and the plans still match."""
+    from dataclasses import replace
+
+    from mkernel.hw.lowering import fold, lower
+    from mkernel.ir import Buffer, Region, Role, Signal, Task, Wait
+
+    w, c = workload("ring_attention_causal"), Cluster("t", 2, 2).with_sms(33)
+    s = builders.get(w.kernel).build(w, c)
+    norm = next(t for t in s.tasks if t.op is Op.NORM and t.rank == 1)
+    rows = norm.reads[0].row1 - norm.reads[0].row0
+    if who == "reader":
+        extra = replace(norm, id=len(s.tasks), label="a second norm",
+                        writes=(Region("X", 1, 0, rows, 0, w.k), Region("Y", 1, 0, rows, 0, 1)))
+        s2 = replace(s, tasks=s.tasks + (extra,), buffers=s.buffers + (Buffer("X", rows, w.k), Buffer("Y", rows, 1, "fp32")))
+    else:
+        flag = Signal(1, "copied", 0)
+        extra = Task(id=len(s.tasks), rank=1, role=Role.COMPUTE, op=Op.COPY, label="a copy into out",
+                     reads=(Region("Q", 1, 0, rows, 0, w.k),), writes=(norm.writes[0],), signals=(flag,))
+        s2 = replace(s, tasks=tuple(replace(t, waits=t.waits + (Wait(flag, 1),)) if t is norm else t
+                                    for t in s.tasks) + (extra,))
+    before, after = (fold.folded_norms(x, lower.lower(x)[1]) for x in (s, s2))
+    assert len(before) == sum(t.op is Op.NORM and t.rank == 1 for t in s.tasks) > 1
+    assert set(before) - set(after) == {fold.tile(norm)} and set(after) < set(before)
+    if who == "reader":
+        m = interp.machine(s2)
+        assert int((m.plans[1].tasks[:, 0] == interp.OPS.index(Op.NORM)).sum()) == 2  # both norms of the tile
+        assert max(_calls(w, c, seed=5, m=m)) < 1e-5
 
 
 def test_a_norm_that_signals_stays_a_task_and_still_matches():

@@ -80,6 +80,7 @@ def test_explore_command(capsys, tmp_path):
     ("ag_gemm", dict(m=512, n=256, k=32, internode="ring")),
     ("gemm_rs", dict(m=512, n=256, k=32, chunk_tiles=2, internode="ring")),
     ("ring_attention", dict(m=32, n=1, k=16, tile_m=16, causal=1)),
+    ("moe_dispatch_gemm", dict(m=96, n=32, k=32, experts=8, topk=2, tile_m=16, tile_n=32, routing="zipf_shifted")),
 ])
 def test_every_op_is_safe_in_every_srd_delivery_order(kernel, shape, nodes, gpus):
     from mkernel.builders import get

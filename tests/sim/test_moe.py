@@ -1,4 +1,4 @@
-"""MoE Dispatch+GEMM: data mode on every topology and transport with uniform and Zipf routing, the
+"""MoE Dispatch+GEMM: data mode on every topology and transport with uniform, Zipf and shifted Zipf routing, the
 closed-form network bytes (only tokens routed off-node, once per node), and what it refuses."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def shape(world: int, routing: str) -> Workload:
                     routing=routing, tile_m=16, tile_n=32)
 
 
-@pytest.mark.parametrize("routing", ["uniform", "zipf"])
+@pytest.mark.parametrize("routing", ["uniform", "zipf", "zipf_shifted"])
 @pytest.mark.parametrize("transport", ["ib_rc", "efa_srd"])
 @pytest.mark.parametrize("nodes,gpus", TOPOLOGIES)
 def test_data_mode_matches_numpy(nodes, gpus, transport, routing):
@@ -39,7 +39,7 @@ def test_data_mode_matches_numpy(nodes, gpus, transport, routing):
             assert reference.relative_error(o, e) <= DATA_RTOL, f"{s.variant} rank {rank}"
 
 
-@pytest.mark.parametrize("routing", ["uniform", "zipf"])
+@pytest.mark.parametrize("routing", ["uniform", "zipf", "zipf_shifted"])
 @pytest.mark.parametrize("nodes,gpus", [(2, 2), (2, 8), (4, 4)])
 def test_only_tokens_routed_off_node_cross_once_per_node(nodes, gpus, routing):
     """Closed form: rank r sends, for each other node m, the tokens it routes to any expert hosted in

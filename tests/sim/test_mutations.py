@@ -62,7 +62,9 @@ def caught(schedule, inputs, expected: dict) -> bool:
 
 CASES = [(k, v) for k in KERNELS for v in ("fused", "baseline")] + [
     (k, "ring baseline") for k in ("ag_gemm", "gemm_rs", "gemm_ar")] + [
-    ("gemm_ar", "twoshot"), ("gemm_ar", "ring"), ("ag_gemm", "ring"), ("gemm_rs", "ring")]  # inter-node algorithms
+    ("gemm_ar", "twoshot"), ("gemm_ar", "ring"), ("ag_gemm", "ring"), ("gemm_rs", "ring")] + [  # inter-node algorithms
+    ("ring_attention", "causal"), ("moe_dispatch_gemm", "zipf_shifted")]  # node-symmetric forms (paired counters)
+VARIANT_SHAPES = {"causal": dict(causal=1), "zipf_shifted": dict(routing="zipf_shifted")}  # fused, with these changes
 
 
 @pytest.mark.parametrize("kernel,variant", CASES)
@@ -70,8 +72,9 @@ def test_every_weakened_dependency_is_caught(kernel, variant):
     module = get(kernel)
     algorithm = variant if variant in ("twoshot", "ring") else "direct"
     w = Workload(kernel=kernel, baseline="ring" if variant == "ring baseline" else "hierarchical",
-                 internode=algorithm, **SHAPES[kernel])
-    schedule = (module.build if variant in ("fused", "twoshot", "ring") else module.build_baseline)(w, CLUSTER)
+                 internode=algorithm, **{**SHAPES[kernel], **VARIANT_SHAPES.get(variant, {})})
+    fused = variant in ("fused", "twoshot", "ring", *VARIANT_SHAPES)
+    schedule = (module.build if fused else module.build_baseline)(w, CLUSTER)
     schedule.validate()
     inputs = module.make_inputs(w, CLUSTER, np.random.default_rng(7))
     expected = reference.expected(w, inputs, CLUSTER.gpus_per_node)
