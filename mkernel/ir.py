@@ -231,7 +231,7 @@ def expand(s: Schedule) -> Schedule:
         for i in range(t.count):
             tasks.append(t.member(i, len(tasks)))
     return Schedule(s.version, s.kernel, s.variant, s.world, s.gpus_per_node, s.num_sms, s.buffers, s.launches,
-                    tuple(tasks), s.flops_per_gpu, s.first_nodes)
+                    tuple(tasks), s.flops_per_gpu, s.first_nodes, s.elided)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +273,7 @@ class Schedule:
     tasks: tuple[Task, ...]
     flops_per_gpu: float = 0.0  # useful FLOPs one GPU performs (the TFLOPS metric's numerator)
     first_nodes: int = 0  # > 0: the tasks of the first nodes only, the rest alike (ScheduleBuilder)
+    elided: tuple[int, ...] = ()  # library launches whose tasks a timing build left out (ScheduleBuilder)
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.buffers:
@@ -302,6 +303,14 @@ class ScheduleBuilder:
     ``grouped`` keeps the groups that :meth:`add` is given (``count``, ``step``); without it each is
     added as its members, so a flat build is exactly the expanded grouped one.
 
+    ``library_tasks=False`` makes a timing build: a launch that stands for a library call
+    (``Launch.library``) gets no tasks (:meth:`add` drops them; builders skip the loops where
+    :meth:`builds` says so), and the schedule lists it in ``Schedule.elided``. A timing run never
+    runs those tasks: it times the launch as the call (:mod:`mkernel.sim.library`), which ends
+    every task of the launch at once on every rank, so what it needs of them is nothing, as long as
+    no task of another launch waits on their signals (validate's rule on every full build). A data
+    run executes them, so it needs the full build.
+
     ``first_nodes`` = n > 0 builds the tasks of nodes 0..n-1 alone, for an op whose every node runs
     the same queues under the node shift (node m -> m - 1; see :mod:`mkernel.sim.collapse`), with n
     dividing the node count. Builders loop over :meth:`ranks` and :meth:`nodes`, :meth:`add` drops
@@ -321,10 +330,16 @@ class ScheduleBuilder:
     bumps: Counter = field(default_factory=Counter)  # (rank, name, index) -> bumps, folded with first_nodes
     first_nodes: int = 0
     grouped: bool = False
+    library_tasks: bool = True
+    elided: list[int] = field(default_factory=list)  # launches left without tasks (library_tasks=False)
 
     def emits(self, rank: int) -> bool:
         """Whether tasks of ``rank`` are built."""
         return not self.first_nodes or rank < self.first_nodes * self.gpus_per_node
+
+    def builds(self) -> bool:
+        """Whether the current launch's tasks are built: not in a timing build's library launch."""
+        return not self.elided or self.elided[-1] != len(self.launches) - 1
 
     def ranks(self) -> range:
         """The ranks whose tasks are built."""
@@ -345,6 +360,8 @@ class ScheduleBuilder:
     def launch(self, name: str, sms: dict[Role, int], library: Library | None = None) -> int:
         """Open a new launch; later tasks belong to it. Returns its index."""
         self.launches.append(Launch(name, tuple((r, n) for r, n in sms.items() if n > 0), library))
+        if library is not None and not self.library_tasks:
+            self.elided.append(len(self.launches) - 1)
         return len(self.launches) - 1
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
@@ -352,8 +369,8 @@ class ScheduleBuilder:
             index: tuple[int, ...] = (), count: int = 1, step: Step | None = None) -> Task | None:
         """Add a task, or with ``count`` > 1 a group of members differing by ``step`` (its label's
         "{}" takes each member's number); returns it (member 0 of a flat build), or None for a rank
-        not built."""
-        if not self.emits(rank):
+        or a launch not built."""
+        if not self.emits(rank) or not self.builds():
             return None
         if count < 1 or (count > 1 and step is None):
             raise ValueError(f"a group of {count} members needs a step")
@@ -386,4 +403,4 @@ class ScheduleBuilder:
     def build(self, flops_per_gpu: float) -> Schedule:
         return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,
                         self.num_sms, tuple(self.buffers), tuple(self.launches), tuple(self.tasks),
-                        flops_per_gpu, self.first_nodes)
+                        flops_per_gpu, self.first_nodes, tuple(self.elided))

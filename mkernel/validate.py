@@ -19,6 +19,14 @@ A schedule of the first nodes alone (``Schedule.first_nodes``) gets the per-task
 signal counts, folded onto those nodes as the builder counted them; cycles, output coverage and races need every node's
 tasks, so they are checked on full builds of the same op (tests/core/test_symmetry.py proves the two
 builds simulate alike).
+
+A timing build (``Schedule.elided``: library launches left without their tasks, see
+:class:`~mkernel.ir.ScheduleBuilder`) gets every rule on the tasks it has but output coverage, since
+the outputs a left-out call writes are not there to count; the full build of the same op keeps the
+rule, and tests/core/test_validate.py proves a timing build is the full build less exactly those
+launches' tasks. What makes leaving them out exact is checked on every build that has them: no task
+of another launch waits on a signal that a library launch's task bumps (a timing run ends such a
+launch as one call, and later launches start after it on every rank).
 """
 from __future__ import annotations
 
@@ -41,9 +49,15 @@ def validate(s: Schedule, races: bool = True) -> None:
         total = sum(n for _, n in launch.sms)
         if total > s.num_sms:
             raise ScheduleError(f"launch '{launch.name}' asks for {total} SMs, the GPU has {s.num_sms}")
+    for li in s.elided:
+        if not (0 <= li < len(s.launches) and s.launches[li].library is not None):
+            raise ScheduleError(f"schedule {s.kernel}/{s.variant}: launch {li} is listed as a library call whose "
+                                f"tasks were left out, but it is no library launch")
     for i, task in enumerate(s.tasks):
         if task.id != i:
             raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
+        if task.launch in s.elided:
+            _fail(task, f"it sits in launch {task.launch}, whose tasks this timing build leaves out")
         if task.count == 1:
             _check_task(s, task, buffers)
         else:
@@ -53,7 +67,8 @@ def validate(s: Schedule, races: bool = True) -> None:
         return
     flat = expand(s)  # the rules over pairs of tasks need every member
     _check_cycles(flat)
-    _check_outputs(flat, buffers)
+    if not s.elided:
+        _check_outputs(flat, buffers)
     if races:
         check_races(flat)
 
@@ -185,30 +200,41 @@ def _check_locality(s: Schedule, task: Task) -> None:
 
 
 def _check_signals(s: Schedule) -> None:
+    """Every wait's signal is bumped at least its count times; and no task outside a library launch
+    waits on a signal that a library launch's task bumps (what a timing build relies on)."""
     fold = s.first_nodes * s.gpus_per_node
+    library = {li for li, launch in enumerate(s.launches) if launch.library is not None}
 
     def key(rank: int, name: str, index: int) -> tuple:
         return (rank % fold if fold else rank, name, index)
 
     bumps: Counter = Counter()
+    by_library: set = set()
     for task in s.tasks:
         steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
         for g, (dk, dx) in zip(task.signals, steps):
             if dk == dx == 0:  # every member bumps the same signal
-                bumps[key(g.rank, g.name, g.index)] += task.count
+                keys = (key(g.rank, g.name, g.index),)
+                bumps[keys[0]] += task.count
             else:
-                bumps.update(key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(task.count))
+                keys = [key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(task.count)]
+                bumps.update(keys)
+            if task.launch in library:
+                by_library.update(keys)
     for task in s.tasks:
         steps = task.step.waits if task.count > 1 and task.step.waits else (0,) * len(task.waits)
         for wait, dx in zip(task.waits, steps):
             g = wait.signal
             for i in range(task.count) if dx else (0,):
-                have = bumps[key(g.rank, g.name, g.index + i * dx)]
-                if have == 0 or have < wait.count:
+                k = key(g.rank, g.name, g.index + i * dx)
+                have = bumps[k]
+                if have == 0 or have < wait.count or (k in by_library and task.launch not in library):
                     member = task.member(i)
                     sig = member.waits[task.waits.index(wait)].signal
                     _fail(member, f"waits on {sig}, which no task signals" if have == 0 else
-                          f"waits for {sig} >= {wait.count}, but only {have} tasks bump it")
+                          f"waits for {sig} >= {wait.count}, but only {have} tasks bump it" if have < wait.count else
+                          f"waits on {sig}, which a library launch's task bumps: a timing run ends that launch as "
+                          f"one call and leaves its tasks out, so only launch order may order what follows it")
 
 
 def _check_cycles(s: Schedule) -> None:

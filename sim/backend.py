@@ -50,6 +50,10 @@ class SimBackend:
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
             raise BackendUnavailable(f"{schedule.kernel}/{schedule.variant} was built for its first nodes only; "
                                      "data and fault runs need the full schedule (build it with first_nodes=0)")
+        if schedule.elided and inputs is not None:
+            raise BackendUnavailable(f"{schedule.kernel}/{schedule.variant} is a timing build: its library launches "
+                                     f"{list(schedule.elided)} have no tasks, and a data run executes them (build it "
+                                     "with library_tasks=True)")
         span = schedule.first_nodes or cluster.fold_nodes
         folded = bool(schedule.first_nodes) or (collapse and span > 0 and inputs is None
                                                 and not (faults and faults.any) and is_node_symmetric(schedule))
