@@ -68,7 +68,7 @@ class SimBackend:
         outputs = None
         if data is not None:
             outputs = {b.name: data.output(b.name) for b in schedule.buffers if b.kind is BufferKind.OUTPUT}
-        return RunStats(
+        stats = RunStats(
             time_s=max(model.finish) * 1e-6,
             per_rank_s=tuple(model.finish[r % run_schedule.world] * 1e-6 for r in range(schedule.world)),
             bytes_total={k: float(sum(v)) for k, v in tiers.items()},
@@ -81,6 +81,8 @@ class SimBackend:
             hazards=tuple(model.tracker.hazards),
             metrics={**_metrics(model), "collapsed": folded, "faults": _injected(model)},
         )
+        model.close()
+        return stats
 
 
 def _injected(model: Model) -> dict | None:

@@ -116,6 +116,12 @@ class Model(Dispatch):
                                 f"{len(lines)} tasks wait on signals nothing will bump"
                                 + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
 
+    def close(self) -> None:
+        """Drop everything the run built, once its figures are read. Its parts point back at the
+        model (the network, the library calls, the SMs' callbacks), so the whole run would otherwise
+        be cyclic garbage: freed only by a full collection, after scanning every object of it."""
+        self.__dict__.clear()
+
     def deadline_status(self) -> str:
         """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""
         running = [r for r, t in enumerate(self.finish) if t != t]
