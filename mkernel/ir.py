@@ -238,6 +238,34 @@ def _zeros(items: tuple, width: int) -> tuple:
     return ((0,) * width,) * len(items)
 
 
+def signal_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tuple, int]]:
+    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` (all of them by
+    default) make, keys being (rank, name, index): a signal that does not step is bumped n times at
+    once, the others member by member, in member order (the order the simulator bumps them in)."""
+    fixed, moving = bump_keys(t, first, n)
+    return fixed + [(key, 1) for key in moving]
+
+
+def bump_keys(t: Task, first: int = 0, n: int | None = None, fold: int = 0) -> tuple[list, list]:
+    """The bumps of :func:`signal_keys` as (key, times) of the signals that do not step and the
+    keys, each bumped once, of those that do (so a Counter takes them in one ``update``); ranks are
+    taken mod ``fold`` where > 0. The builder, the signal-count rule and the simulator count with it."""
+    n = t.count - first if n is None else n
+    steps = t.step.signals if t.count > 1 and t.step.signals else None
+    if steps is None:
+        return [((g.rank % fold if fold else g.rank, g.name, g.index), n) for g in t.signals], []
+    fixed = [((g.rank % fold if fold else g.rank, g.name, g.index), n)
+             for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
+    moving = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
+    if len(moving) == 1:
+        rank, name, index, dk, dx = moving[0]
+        if fold:
+            return fixed, [((rank + i * dk) % fold, name, index + i * dx) for i in range(first, first + n)]
+        return fixed, [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)]
+    return fixed, [((rank + i * dk) % fold if fold else rank + i * dk, name, index + i * dx)
+                   for i in range(first, first + n) for rank, name, index, dk, dx in moving]
+
+
 def expand(s: Schedule) -> Schedule:
     """The flat schedule a grouped one stands for: every group replaced by its members, ids renumbered."""
     if all(t.count == 1 for t in s.tasks):
@@ -395,22 +423,21 @@ class ScheduleBuilder:
         task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
                     tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
                     count, step)
+        self._count(task)
         if count > 1 and not self.grouped:
             members = task.members()
             self.tasks += members
-            for m in members:
-                self.bumps.update(self._key(g.rank, g.name, g.index) for g in m.signals)
             return members[0]
         self.tasks.append(task)
-        if count == 1:
-            self.bumps.update(self._key(g.rank, g.name, g.index) for g in task.signals)
-            return task
-        for g, (dk, dx) in zip(task.signals, step.signals or _zeros(task.signals, 2)):
-            if dk == dx == 0:
-                self.bumps[self._key(g.rank, g.name, g.index)] += count
-            else:
-                self.bumps.update(self._key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(count))
         return task
+
+    def _count(self, task: Task) -> None:
+        """Count ``task``'s bumps (every member's) into :attr:`bumps`."""
+        fixed, moving = bump_keys(task, fold=self.first_nodes * self.gpus_per_node)
+        for key, times in fixed:
+            self.bumps[key] += times
+        if moving:
+            self.bumps.update(moving)
 
     def bumped(self, signal: Signal) -> int:
         """How many tasks added so far bump ``signal``: the count a complete wait on it expects."""

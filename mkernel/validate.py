@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .errors import ScheduleError
-from .ir import BufferKind, Op, Schedule, Task, expand, paused_gc
+from .ir import BufferKind, Op, Schedule, Task, bump_keys, expand, paused_gc
 from .races import check_races, happens_before_graph, topological_order
 
 
@@ -238,32 +238,32 @@ def _check_signals(s: Schedule) -> None:
     fold = s.first_nodes * s.gpus_per_node
     library = {li for li, launch in enumerate(s.launches) if launch.library is not None}
 
-    def key(rank: int, name: str, index: int) -> tuple:
-        return (rank % fold if fold else rank, name, index)
-
     bumps: Counter = Counter()
     by_library: set = set()
     for task in s.tasks:
-        steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
-        for g, (dk, dx) in zip(task.signals, steps):
-            if dk == dx == 0:  # every member bumps the same signal
-                keys = (key(g.rank, g.name, g.index),)
-                bumps[keys[0]] += task.count
-            else:
-                keys = [key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(task.count)]
-                bumps.update(keys)
-            if task.launch in library:
-                by_library.update(keys)
+        fixed, moving = bump_keys(task, fold=fold)
+        for k, times in fixed:
+            bumps[k] += times
+        if moving:
+            bumps.update(moving)
+        if task.launch in library:
+            by_library.update(k for k, _ in fixed)
+            by_library.update(moving)
+    get = bumps.get
     for task in s.tasks:
+        if not task.waits:
+            continue
         steps = task.step.waits if task.count > 1 and task.step.waits else (0,) * len(task.waits)
-        for wait, dx in zip(task.waits, steps):
+        outside = task.launch not in library
+        for j, (wait, dx) in enumerate(zip(task.waits, steps)):
             g = wait.signal
+            rank = g.rank % fold if fold else g.rank
             for i in range(task.count) if dx else (0,):
-                k = key(g.rank, g.name, g.index + i * dx)
-                have = bumps[k]
-                if have == 0 or have < wait.count or (k in by_library and task.launch not in library):
+                k = (rank, g.name, g.index + i * dx)
+                have = get(k, 0)
+                if have == 0 or have < wait.count or (outside and k in by_library):
                     member = task.member(i)
-                    sig = member.waits[task.waits.index(wait)].signal
+                    sig = member.waits[j].signal
                     _fail(member, f"waits on {sig}, which no task signals" if have == 0 else
                           f"waits for {sig} >= {wait.count}, but only {have} tasks bump it" if have < wait.count else
                           f"waits on {sig}, which a library launch's task bumps: a timing run ends that launch as "

@@ -16,7 +16,7 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 from __future__ import annotations
 
 from mkernel import cost
-from mkernel.ir import Op, Role, Task
+from mkernel.ir import Op, Role, Task, signal_keys
 
 from .sms import RolePool
 
@@ -52,19 +52,6 @@ class Run:
 
     def signal_keys(self):
         return signal_keys(self.task, self.first, self.n)
-
-
-def signal_keys(t: Task, first: int, n: int) -> list[tuple[tuple, int]]:
-    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` make, member by
-    member (a signal that does not step is bumped n times at once)."""
-    steps = t.step.signals if t.count > 1 and t.step.signals else None
-    if steps is None:
-        return [((g.rank, g.name, g.index), n) for g in t.signals]
-    out = [((g.rank, g.name, g.index), n) for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
-    moving = [(g, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
-    for i in range(first, first + n):
-        out += [((g.rank + i * dk, g.name, g.index + i * dx), 1) for g, dk, dx in moving]
-    return out
 
 
 class Dispatch:
