@@ -14,7 +14,6 @@ routed to that expert, ascending. Its rows are where the dispatch writes and the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -38,12 +37,21 @@ def route(w: Workload, world: int, gpus_per_node: int) -> list[np.ndarray]:
     drawn = gpus_per_node if w.routing == "shifted" else world
     out = []
     for _ in range(drawn):  # Gumbel top-k: topk distinct experts, each drawn by popularity
-        keys = logits[None, :] + rng.gumbel(size=(per, w.experts))
-        out.append(np.argsort(-keys, axis=1)[:, :w.topk])
+        keys = -(logits[None, :] + rng.gumbel(size=(per, w.experts)))
+        out.append(_smallest(keys, w.topk))
     if w.routing == "shifted":  # node n: node 0's choices, n nodes' worth of experts further on
         per_node = (w.experts // world) * gpus_per_node
         out = [(out[r % gpus_per_node] + (r // gpus_per_node) * per_node) % w.experts for r in range(world)]
     return out
+
+
+def _smallest(keys: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the indices of its ``k`` smallest keys in ascending order of key: what
+    ``argsort(keys)[:, :k]`` gives for distinct keys (Gumbel draws are), without sorting whole rows."""
+    if k >= keys.shape[1]:
+        return np.argsort(keys, axis=1)[:, :k]
+    top = np.argpartition(keys, k - 1, axis=1)[:, :k]
+    return np.take_along_axis(top, np.argsort(np.take_along_axis(keys, top, axis=1), axis=1), axis=1)
 
 
 @dataclass(frozen=True)
@@ -70,28 +78,42 @@ class Routing:
         self.routes = route(w, self.world, gpn)
         self._segments: dict[int, list[Segment]] = {}  # destination -> its segments
         self._by_source: dict[int, dict[int, list[Segment]]] = {}  # destination -> source -> segments
+        self._by_expert: dict[int, dict[int, tuple[int, ...]]] = {}  # expert -> source -> its tokens
+        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    @cached_property
-    def _by_expert(self) -> list[dict[int, tuple[int, ...]]]:
-        """Per source rank: expert id -> its tokens there, ascending."""
-        out = []
-        for routes in self.routes:
-            flat = routes.ravel()
-            order = np.argsort(flat, kind="stable")  # token-major ravel: tokens stay ascending
-            experts, starts = np.unique(flat[order], return_index=True)
-            tokens = order // routes.shape[1]
-            bounds = list(starts[1:]) + [len(order)]
-            out.append({int(e): tuple(int(t) for t in tokens[a:b]) for e, a, b in zip(experts, starts, bounds)})
-        return out
+    def _tokens(self, e: int) -> dict[int, tuple[int, ...]]:
+        """Expert e's tokens: source rank -> its tokens routed to e, ascending. Tuples are made for
+        the experts asked for alone, from one sort of every route by expert."""
+        if e not in self._by_expert:
+            if self._flat is None:
+                self._flat = self._routes_by_expert()
+            experts, source_of, token_of = self._flat
+            lo, hi = np.searchsorted(experts, (e, e + 1))
+            sources, tokens = source_of[lo:hi], token_of[lo:hi].tolist()
+            found, starts = np.unique(sources, return_index=True)
+            ends = [*starts[1:].tolist(), len(tokens)]
+            self._by_expert[e] = {r: tuple(tokens[a:z]) for r, a, z in zip(found.tolist(), starts.tolist(), ends)}
+        return self._by_expert[e]
+
+    def _routes_by_expert(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(expert, source, token) of every route, sorted by expert; the sort is stable, so each
+        expert's routes stay source-major with tokens ascending."""
+        experts = np.concatenate([r.ravel() for r in self.routes])
+        sizes = [r.size for r in self.routes]
+        sources = np.repeat(np.arange(len(sizes)), sizes)
+        tokens = (np.arange(len(experts)) - np.repeat(np.cumsum([0, *sizes[:-1]]), sizes)) // self.routes[0].shape[1]
+        keys = experts.astype(np.uint16) if experts.max(initial=0) < 2 ** 16 else experts  # 16 bits: a radix sort
+        order = np.argsort(keys, kind="stable")
+        return experts[order], sources[order], tokens[order]
 
     def segments(self, d: int) -> list[Segment]:
         """Destination d's segments in row order."""
         if d not in self._segments:
             segs, row = [], 0
             for j in range(self.per_gpu):
-                e = d * self.per_gpu + j
+                by_source = self._tokens(d * self.per_gpu + j)
                 for r in source_order(d, self.nodes, self.gpn):
-                    tokens = self._by_expert[r].get(e)
+                    tokens = by_source.get(r)
                     if tokens:
                         segs.append(Segment(d, j, r, row, tokens))
                         row += len(tokens)
