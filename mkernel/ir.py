@@ -224,10 +224,15 @@ class Task:
         regions = self.reads + self.writes
         if self.count == 1 or i == 0:
             return regions, self.signals
-        return (tuple(Region(r.buffer, r.rank + i * dk, r.row0 + i * dr, r.row1 + i * dr, r.col0 + i * dc,
-                             r.col1 + i * dc) for r, (dk, dr, dc) in zip(regions, st.regions or _zeros(regions, 3))),
-                tuple(Signal(g.rank + i * dk, g.name, g.index + i * dx)
-                      for g, (dk, dx) in zip(self.signals, st.signals or _zeros(self.signals, 2))))
+        if st.regions:  # (a region that does not step is member 0's own)
+            regions = tuple([r if not (dk or dr or dc) else
+                             Region(r.buffer, r.rank + i * dk, r.row0 + i * dr, r.row1 + i * dr, r.col0 + i * dc,
+                                    r.col1 + i * dc) for r, (dk, dr, dc) in zip(regions, st.regions)])
+        signals = self.signals
+        if st.signals:
+            signals = tuple([g if not (dk or dx) else Signal(g.rank + i * dk, g.name, g.index + i * dx)
+                             for g, (dk, dx) in zip(signals, st.signals)])
+        return regions, signals
 
     def members(self) -> list[Task]:
         """Every member, ids counted on from this task's."""
