@@ -74,37 +74,31 @@ class Routing:
 
     def __init__(self, w: Workload, nodes: int, gpn: int) -> None:
         self.nodes, self.gpn, self.world = nodes, gpn, nodes * gpn
-        self.per_gpu = w.experts // self.world
+        self.per_gpu, self.experts = w.experts // self.world, w.experts
         self.routes = route(w, self.world, gpn)
         self._segments: dict[int, list[Segment]] = {}  # destination -> its segments
         self._by_source: dict[int, dict[int, list[Segment]]] = {}  # destination -> source -> segments
         self._by_expert: dict[int, dict[int, tuple[int, ...]]] = {}  # expert -> source -> its tokens
-        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (order, starts, offsets)
 
     def _tokens(self, e: int) -> dict[int, tuple[int, ...]]:
-        """Expert e's tokens: source rank -> its tokens routed to e, ascending. Tuples are made for
-        the experts asked for alone, from one sort of every route by expert."""
+        """Expert e's tokens: source rank -> its tokens routed to e, ascending. Found from one
+        stable sort of every route by expert, for the experts asked for alone."""
         if e not in self._by_expert:
-            if self._flat is None:
-                self._flat = self._routes_by_expert()
-            experts, source_of, token_of = self._flat
-            lo, hi = np.searchsorted(experts, (e, e + 1))
-            sources, tokens = source_of[lo:hi], token_of[lo:hi].tolist()
-            found, starts = np.unique(sources, return_index=True)
-            ends = [*starts[1:].tolist(), len(tokens)]
-            self._by_expert[e] = {r: tuple(tokens[a:z]) for r, a, z in zip(found.tolist(), starts.tolist(), ends)}
+            if self._sorted is None:
+                flat = np.concatenate([r.ravel() for r in self.routes])
+                keys = flat.astype(np.uint16) if flat.max(initial=0) < 2 ** 16 else flat  # 16 bits: a radix sort
+                starts = np.concatenate(([0], np.cumsum(np.bincount(flat, minlength=self.experts))))
+                offsets = np.cumsum([r.size for r in self.routes])
+                self._sorted = (np.argsort(keys, kind="stable"), starts, offsets)
+            order, starts, offsets = self._sorted
+            at = order[starts[e]:starts[e + 1]]  # expert e's flat positions, ascending
+            sources = np.searchsorted(offsets, at, side="right")
+            tokens = ((at - np.concatenate(([0], offsets))[sources]) // self.routes[0].shape[1]).tolist()
+            found, first = np.unique(sources, return_index=True)
+            ends = [*first[1:].tolist(), len(tokens)]
+            self._by_expert[e] = {r: tuple(tokens[a:z]) for r, a, z in zip(found.tolist(), first.tolist(), ends)}
         return self._by_expert[e]
-
-    def _routes_by_expert(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(expert, source, token) of every route, sorted by expert; the sort is stable, so each
-        expert's routes stay source-major with tokens ascending."""
-        experts = np.concatenate([r.ravel() for r in self.routes])
-        sizes = [r.size for r in self.routes]
-        sources = np.repeat(np.arange(len(sizes)), sizes)
-        tokens = (np.arange(len(experts)) - np.repeat(np.cumsum([0, *sizes[:-1]]), sizes)) // self.routes[0].shape[1]
-        keys = experts.astype(np.uint16) if experts.max(initial=0) < 2 ** 16 else experts  # 16 bits: a radix sort
-        order = np.argsort(keys, kind="stable")
-        return experts[order], sources[order], tokens[order]
 
     def segments(self, d: int) -> list[Segment]:
         """Destination d's segments in row order."""
