@@ -23,7 +23,7 @@ builds simulate alike).
 A timing build (``Schedule.elided``: library launches left without their tasks, see
 :class:`~mkernel.ir.ScheduleBuilder`) gets every rule on the tasks it has but output coverage, since
 the outputs a left-out call writes are not there to count; the full build of the same op keeps the
-rule, and tests/core/test_validate.py proves a timing build is the full build less exactly those
+rule, and tests/sim/test_timing_build.py proves a timing build is the full build less exactly those
 launches' tasks. What makes leaving them out exact is checked on every build that has them: no task
 of another launch waits on a signal that a library launch's task bumps (a timing run ends such a
 launch as one call, and later launches start after it on every rank).
