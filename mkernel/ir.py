@@ -41,13 +41,21 @@ def paused_gc():
     Why: a schedule is up to millions of small frozen objects that all live until the run ends, and
     each full collection re-scans every one of them: half of a large build's time went there, and a
     third of a large run's. None of them is cyclic garbage, so nothing is lost by not looking; the
-    collector's previous state is restored on exit (nested pauses keep it paused)."""
+    collector's previous state is restored on exit (nested pauses keep it paused).
+
+    On exit the objects made meanwhile move straight to the oldest generation (``freeze`` then
+    ``unfreeze``: two list splices). Left young, they would all be scanned by the next young
+    collection and again by the middle one on their way there (about 1 s of a 2 x 8 32768^2 run);
+    in the oldest they wait for the next full collection, which frees any cycle among them (the
+    simulator's run, the one such cycle, is dropped by :meth:`mkernel.sim.engine.Model.close`)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 
@@ -199,11 +207,7 @@ class Task:
                 id, self.rank, self.role, self.op, self.reads, self.writes, self.accumulate, self.waits,
                 self.signals, self.launch, self.chunk, self.label, self.mask, self.index)
         st = self.step
-        regions = self.reads + self.writes
-        moved = tuple(Region(r.buffer, r.rank + i * dk, r.row0 + i * dr, r.row1 + i * dr, r.col0 + i * dc,
-                             r.col1 + i * dc) for r, (dk, dr, dc) in zip(regions, st.regions or _zeros(regions, 3)))
-        signals = tuple(Signal(g.rank + i * dk, g.name, g.index + i * dx)
-                        for g, (dk, dx) in zip(self.signals, st.signals or _zeros(self.signals, 2)))
+        moved, signals = self.moved(i)
         waits = tuple(Wait(Signal(w.signal.rank, w.signal.name, w.signal.index + i * dx), w.count)
                       for w, dx in zip(self.waits, st.waits or (0,) * len(self.waits)))
         first, by = st.label
@@ -213,6 +217,23 @@ class Task:
                     self.accumulate, waits, signals, self.launch, self.chunk + i * st.chunk, label, self.mask,
                     self.index)
 
+    def moved(self, i: int) -> tuple[tuple[Region, ...], tuple[Signal, ...]]:
+        """Member ``i``'s regions (reads, then writes) and signals: the fields whose ranks may step
+        (validate checks a group's last member by these alone; waits step by index only)."""
+        st = self.step
+        regions = self.reads + self.writes
+        if self.count == 1 or i == 0:
+            return regions, self.signals
+        if st.regions:  # (a region that does not step is member 0's own)
+            regions = tuple([r if not (dk or dr or dc) else
+                             Region(r.buffer, r.rank + i * dk, r.row0 + i * dr, r.row1 + i * dr, r.col0 + i * dc,
+                                    r.col1 + i * dc) for r, (dk, dr, dc) in zip(regions, st.regions)])
+        signals = self.signals
+        if st.signals:
+            signals = tuple([g if not (dk or dx) else Signal(g.rank + i * dk, g.name, g.index + i * dx)
+                             for g, (dk, dx) in zip(signals, st.signals)])
+        return regions, signals
+
     def members(self) -> list[Task]:
         """Every member, ids counted on from this task's."""
         return [self.member(i) for i in range(self.count)]
@@ -220,6 +241,34 @@ class Task:
 
 def _zeros(items: tuple, width: int) -> tuple:
     return ((0,) * width,) * len(items)
+
+
+def signal_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tuple, int]]:
+    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` (all of them by
+    default) make, keys being (rank, name, index): a signal that does not step is bumped n times at
+    once, the others member by member, in member order (the order the simulator bumps them in)."""
+    fixed, moving = bump_keys(t, first, n)
+    return fixed + [(key, 1) for key in moving]
+
+
+def bump_keys(t: Task, first: int = 0, n: int | None = None, fold: int = 0) -> tuple[list, list]:
+    """The bumps of :func:`signal_keys` as (key, times) of the signals that do not step and the
+    keys, each bumped once, of those that do (so a Counter takes them in one ``update``); ranks are
+    taken mod ``fold`` where > 0. The builder, the signal-count rule and the simulator count with it."""
+    n = t.count - first if n is None else n
+    steps = t.step.signals if t.count > 1 and t.step.signals else None
+    if steps is None:
+        return [((g.rank % fold if fold else g.rank, g.name, g.index), n) for g in t.signals], []
+    fixed = [((g.rank % fold if fold else g.rank, g.name, g.index), n)
+             for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
+    moving = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
+    if len(moving) == 1:
+        rank, name, index, dk, dx = moving[0]
+        if fold:
+            return fixed, [((rank + i * dk) % fold, name, index + i * dx) for i in range(first, first + n)]
+        return fixed, [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)]
+    return fixed, [((rank + i * dk) % fold if fold else rank + i * dk, name, index + i * dx)
+                   for i in range(first, first + n) for rank, name, index, dk, dx in moving]
 
 
 def expand(s: Schedule) -> Schedule:
@@ -231,7 +280,7 @@ def expand(s: Schedule) -> Schedule:
         for i in range(t.count):
             tasks.append(t.member(i, len(tasks)))
     return Schedule(s.version, s.kernel, s.variant, s.world, s.gpus_per_node, s.num_sms, s.buffers, s.launches,
-                    tuple(tasks), s.flops_per_gpu, s.first_nodes)
+                    tuple(tasks), s.flops_per_gpu, s.first_nodes, s.elided)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +322,7 @@ class Schedule:
     tasks: tuple[Task, ...]
     flops_per_gpu: float = 0.0  # useful FLOPs one GPU performs (the TFLOPS metric's numerator)
     first_nodes: int = 0  # > 0: the tasks of the first nodes only, the rest alike (ScheduleBuilder)
+    elided: tuple[int, ...] = ()  # library launches whose tasks a timing build left out (ScheduleBuilder)
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.buffers:
@@ -302,6 +352,14 @@ class ScheduleBuilder:
     ``grouped`` keeps the groups that :meth:`add` is given (``count``, ``step``); without it each is
     added as its members, so a flat build is exactly the expanded grouped one.
 
+    ``library_tasks=False`` makes a timing build: a launch that stands for a library call
+    (``Launch.library``) gets no tasks (:meth:`add` drops them; builders skip the loops where
+    :meth:`builds` says so), and the schedule lists it in ``Schedule.elided``. A timing run never
+    runs those tasks: it times the launch as the call (:mod:`mkernel.sim.library`), which ends
+    every task of the launch at once on every rank, so what it needs of them is nothing, as long as
+    no task of another launch waits on their signals (validate's rule on every full build). A data
+    run executes them, so it needs the full build.
+
     ``first_nodes`` = n > 0 builds the tasks of nodes 0..n-1 alone, for an op whose every node runs
     the same queues under the node shift (node m -> m - 1; see :mod:`mkernel.sim.collapse`), with n
     dividing the node count. Builders loop over :meth:`ranks` and :meth:`nodes`, :meth:`add` drops
@@ -321,10 +379,16 @@ class ScheduleBuilder:
     bumps: Counter = field(default_factory=Counter)  # (rank, name, index) -> bumps, folded with first_nodes
     first_nodes: int = 0
     grouped: bool = False
+    library_tasks: bool = True
+    elided: list[int] = field(default_factory=list)  # launches left without tasks (library_tasks=False)
 
     def emits(self, rank: int) -> bool:
         """Whether tasks of ``rank`` are built."""
         return not self.first_nodes or rank < self.first_nodes * self.gpus_per_node
+
+    def builds(self) -> bool:
+        """Whether the current launch's tasks are built: not in a timing build's library launch."""
+        return not self.elided or self.elided[-1] != len(self.launches) - 1
 
     def ranks(self) -> range:
         """The ranks whose tasks are built."""
@@ -345,6 +409,8 @@ class ScheduleBuilder:
     def launch(self, name: str, sms: dict[Role, int], library: Library | None = None) -> int:
         """Open a new launch; later tasks belong to it. Returns its index."""
         self.launches.append(Launch(name, tuple((r, n) for r, n in sms.items() if n > 0), library))
+        if library is not None and not self.library_tasks:
+            self.elided.append(len(self.launches) - 1)
         return len(self.launches) - 1
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
@@ -352,8 +418,8 @@ class ScheduleBuilder:
             index: tuple[int, ...] = (), count: int = 1, step: Step | None = None) -> Task | None:
         """Add a task, or with ``count`` > 1 a group of members differing by ``step`` (its label's
         "{}" takes each member's number); returns it (member 0 of a flat build), or None for a rank
-        not built."""
-        if not self.emits(rank):
+        or a launch not built."""
+        if not self.emits(rank) or not self.builds():
             return None
         if count < 1 or (count > 1 and step is None):
             raise ValueError(f"a group of {count} members needs a step")
@@ -362,22 +428,21 @@ class ScheduleBuilder:
         task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
                     tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
                     count, step)
+        self._count(task)
         if count > 1 and not self.grouped:
             members = task.members()
             self.tasks += members
-            for m in members:
-                self.bumps.update(self._key(g.rank, g.name, g.index) for g in m.signals)
             return members[0]
         self.tasks.append(task)
-        if count == 1:
-            self.bumps.update(self._key(g.rank, g.name, g.index) for g in task.signals)
-            return task
-        for g, (dk, dx) in zip(task.signals, step.signals or _zeros(task.signals, 2)):
-            if dk == dx == 0:
-                self.bumps[self._key(g.rank, g.name, g.index)] += count
-            else:
-                self.bumps.update(self._key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(count))
         return task
+
+    def _count(self, task: Task) -> None:
+        """Count ``task``'s bumps (every member's) into :attr:`bumps`."""
+        fixed, moving = bump_keys(task, fold=self.first_nodes * self.gpus_per_node)
+        for key, times in fixed:
+            self.bumps[key] += times
+        if moving:
+            self.bumps.update(moving)
 
     def bumped(self, signal: Signal) -> int:
         """How many tasks added so far bump ``signal``: the count a complete wait on it expects."""
@@ -386,4 +451,4 @@ class ScheduleBuilder:
     def build(self, flops_per_gpu: float) -> Schedule:
         return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,
                         self.num_sms, tuple(self.buffers), tuple(self.launches), tuple(self.tasks),
-                        flops_per_gpu, self.first_nodes)
+                        flops_per_gpu, self.first_nodes, tuple(self.elided))

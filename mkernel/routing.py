@@ -19,7 +19,6 @@ routed to that expert, ascending. Its rows are where the dispatch writes and the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -44,12 +43,21 @@ def route(w: Workload, world: int, gpus_per_node: int) -> list[np.ndarray]:
     drawn = gpus_per_node if w.routing in SHIFTED else world
     out = []
     for _ in range(drawn):  # Gumbel top-k: topk distinct experts, each drawn by popularity
-        keys = logits[None, :] + rng.gumbel(size=(per, w.experts))
-        out.append(np.argsort(-keys, axis=1)[:, :w.topk])
+        keys = -(logits[None, :] + rng.gumbel(size=(per, w.experts)))
+        out.append(_smallest(keys, w.topk))
     if w.routing in SHIFTED:  # node n: node 0's choices, n nodes' worth of experts further on
         per_node = (w.experts // world) * gpus_per_node
         out = [(out[r % gpus_per_node] + (r // gpus_per_node) * per_node) % w.experts for r in range(world)]
     return out
+
+
+def _smallest(keys: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the indices of its ``k`` smallest keys in ascending order of key: what
+    ``argsort(keys)[:, :k]`` gives for distinct keys (Gumbel draws are), without sorting whole rows."""
+    if k >= keys.shape[1]:
+        return np.argsort(keys, axis=1)[:, :k]
+    top = np.argpartition(keys, k - 1, axis=1)[:, :k]
+    return np.take_along_axis(top, np.argsort(np.take_along_axis(keys, top, axis=1), axis=1), axis=1)
 
 
 @dataclass(frozen=True)
@@ -72,32 +80,40 @@ class Routing:
 
     def __init__(self, w: Workload, nodes: int, gpn: int) -> None:
         self.nodes, self.gpn, self.world = nodes, gpn, nodes * gpn
-        self.per_gpu = w.experts // self.world
+        self.per_gpu, self.experts = w.experts // self.world, w.experts
         self.routes = route(w, self.world, gpn)
         self._segments: dict[int, list[Segment]] = {}  # destination -> its segments
         self._by_source: dict[int, dict[int, list[Segment]]] = {}  # destination -> source -> segments
+        self._by_expert: dict[int, dict[int, tuple[int, ...]]] = {}  # expert -> source -> its tokens
+        self._sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (order, starts, offsets)
 
-    @cached_property
-    def _by_expert(self) -> list[dict[int, tuple[int, ...]]]:
-        """Per source rank: expert id -> its tokens there, ascending."""
-        out = []
-        for routes in self.routes:
-            flat = routes.ravel()
-            order = np.argsort(flat, kind="stable")  # token-major ravel: tokens stay ascending
-            experts, starts = np.unique(flat[order], return_index=True)
-            tokens = order // routes.shape[1]
-            bounds = list(starts[1:]) + [len(order)]
-            out.append({int(e): tuple(int(t) for t in tokens[a:b]) for e, a, b in zip(experts, starts, bounds)})
-        return out
+    def _tokens(self, e: int) -> dict[int, tuple[int, ...]]:
+        """Expert e's tokens: source rank -> its tokens routed to e, ascending. Found from one
+        stable sort of every route by expert, for the experts asked for alone."""
+        if e not in self._by_expert:
+            if self._sorted is None:
+                flat = np.concatenate([r.ravel() for r in self.routes])
+                keys = flat.astype(np.uint16) if flat.max(initial=0) < 2 ** 16 else flat  # 16 bits: a radix sort
+                starts = np.concatenate(([0], np.cumsum(np.bincount(flat, minlength=self.experts))))
+                offsets = np.cumsum([r.size for r in self.routes])
+                self._sorted = (np.argsort(keys, kind="stable"), starts, offsets)
+            order, starts, offsets = self._sorted
+            at = order[starts[e]:starts[e + 1]]  # expert e's flat positions, ascending
+            sources = np.searchsorted(offsets, at, side="right")
+            tokens = ((at - np.concatenate(([0], offsets))[sources]) // self.routes[0].shape[1]).tolist()
+            found, first = np.unique(sources, return_index=True)
+            ends = [*first[1:].tolist(), len(tokens)]
+            self._by_expert[e] = {r: tuple(tokens[a:z]) for r, a, z in zip(found.tolist(), first.tolist(), ends)}
+        return self._by_expert[e]
 
     def segments(self, d: int) -> list[Segment]:
         """Destination d's segments in row order."""
         if d not in self._segments:
             segs, row = [], 0
             for j in range(self.per_gpu):
-                e = d * self.per_gpu + j
+                by_source = self._tokens(d * self.per_gpu + j)
                 for r in source_order(d, self.nodes, self.gpn):
-                    tokens = self._by_expert[r].get(e)
+                    tokens = by_source.get(r)
                     if tokens:
                         segs.append(Segment(d, j, r, row, tokens))
                         row += len(tokens)

@@ -26,10 +26,12 @@ PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fe
 
 
 def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
-          force: bool = False) -> tuple[Schedule, Schedule]:
+          force: bool = False, timing: bool = False) -> tuple[Schedule, Schedule]:
     """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
-    (:func:`mkernel.builders.node_symmetric`); with ``grouped``, with grouped tasks (the simulator's).
+    (:func:`mkernel.builders.node_symmetric`); with ``grouped``, with grouped tasks (the simulator's);
+    with ``timing``, for a simulated timing run (no data): the baseline's library launches without
+    their tasks, which such a run never runs (:class:`~mkernel.ir.ScheduleBuilder`).
     A problem whose estimated schedules pass the memory limit is refused before anything is built,
     unless ``force`` (:mod:`mkernel.limits`)."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
@@ -39,7 +41,7 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     kw["grouped"] = grouped
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
     fused = module.build(w, c, **kw)
-    baseline = module.build_baseline(w, c, **kw)
+    baseline = module.build_baseline(w, c, **kw, **({"library_tasks": False} if timing else {}))
     limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
     baseline.validate(races=not folded)
@@ -85,7 +87,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if progress is not None:
         progress("build", 0, 0)
     fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults),
-                            grouped=backend == "sim", force=force)
+                            grouped=backend == "sim", force=force, timing=backend == "sim" and not data)
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
@@ -273,7 +275,7 @@ def _paper_baseline(scenario: Scenario, engine, seed: int, fold: dict, base_s: f
         return {"name": base_name, "time_s": base_s}
     span = c.fold_nodes
     kw = {"first_nodes": span} if fold.get("collapse") and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
-    paper = module.build_paper_baseline(w, c, grouped=grouped, **kw)
+    paper = module.build_paper_baseline(w, c, grouped=grouped, library_tasks=False, **kw)  # only ever timed
     paper.validate(races=False)
     ran = engine.run(paper, c, seed=seed, **fold)
     return {"name": paper.variant, "time_s": ran.time_s}

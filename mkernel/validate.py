@@ -19,6 +19,14 @@ A schedule of the first nodes alone (``Schedule.first_nodes``) gets the per-task
 signal counts, folded onto those nodes as the builder counted them; cycles, output coverage and races need every node's
 tasks, so they are checked on full builds of the same op (tests/core/test_symmetry.py proves the two
 builds simulate alike).
+
+A timing build (``Schedule.elided``: library launches left without their tasks, see
+:class:`~mkernel.ir.ScheduleBuilder`) gets every rule on the tasks it has but output coverage, since
+the outputs a left-out call writes are not there to count; the full build of the same op keeps the
+rule, and tests/sim/test_timing_build.py proves a timing build is the full build less exactly those
+launches' tasks. What makes leaving them out exact is checked on every build that has them: no task
+of another launch waits on a signal that a library launch's task bumps (a timing run ends such a
+launch as one call, and later launches start after it on every rank).
 """
 from __future__ import annotations
 
@@ -27,7 +35,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .errors import ScheduleError
-from .ir import BufferKind, Op, Region, Schedule, Task, expand, paused_gc
+from .ir import BufferKind, Op, Schedule, Task, bump_keys, expand, paused_gc
 from .races import check_races, happens_before_graph, topological_order
 
 
@@ -41,24 +49,30 @@ def validate(s: Schedule, races: bool = True) -> None:
         total = sum(n for _, n in launch.sms)
         if total > s.num_sms:
             raise ScheduleError(f"launch '{launch.name}' asks for {total} SMs, the GPU has {s.num_sms}")
+    for li in s.elided:
+        if not (0 <= li < len(s.launches) and s.launches[li].library is not None):
+            raise ScheduleError(f"schedule {s.kernel}/{s.variant}: launch {li} is listed as a library call whose "
+                                f"tasks were left out, but it is no library launch")
+    rules = _TaskRules(s, buffers)
     for i, task in enumerate(s.tasks):
         if task.id != i:
             raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
         if task.count == 1:
-            _check_task(s, task, buffers)
+            rules.check(task)
         else:
-            _check_group(s, task, buffers)
+            _check_group(rules, task)
     _check_signals(s)
     if s.first_nodes:
         return
     flat = expand(s)  # the rules over pairs of tasks need every member
     _check_cycles(flat)
-    _check_outputs(flat, buffers)
+    if not s.elided:
+        _check_outputs(flat, buffers)
     if races:
         check_races(flat)
 
 
-def _check_group(s: Schedule, task: Task, buffers: dict) -> None:
+def _check_group(rules: _TaskRules, task: Task) -> None:
     """A group's step fits its task, and its members keep every per-task rule: regions move evenly,
     so the first and last member bound the rest, unless ranks step (then every member is checked)."""
     st = task.step
@@ -73,46 +87,80 @@ def _check_group(s: Schedule, task: Task, buffers: dict) -> None:
     # a rule on ranks holds for every member if it holds for the first and last, ranks moving evenly and
     # nodes being ranges of ranks; but "a put writes to another node" could skip over the own node
     every = task.op is Op.PUT and any(r[0] for r in st.regions)
-    _check_task(s, task, buffers)  # member 0's fields are the task's
+    rules.check(task)  # member 0's fields are the task's
+    if not (st.regions or st.signals):
+        return  # every member touches member 0's regions and signals (waits step by index only)
     for i in range(1, task.count) if every else (task.count - 1,):
-        _check_task(s, task.member(i), buffers, shapes=False)  # shapes do not step
+        rules.check(task, i)  # shapes, ranks and launches do not step: what moves is checked
 
 
-def _fail(task: Task, rule: str) -> None:
+def _fail(task: Task | _Member, rule: str) -> None:
     raise ScheduleError(f"{task.describe()}: {rule}")
 
 
-def _check_task(s: Schedule, task: Task, buffers: dict, shapes: bool = True) -> None:
-    if not 0 <= task.rank < s.world:
-        _fail(task, f"rank outside 0..{s.world - 1}")
-    if not 0 <= task.launch < len(s.launches):
-        _fail(task, f"launch {task.launch} does not exist")
-    launch = s.launches[task.launch]
-    if launch.budget(task.role) <= 0:
-        _fail(task, f"role {task.role.value} has no SMs in launch '{launch.name}'")
-    for region in task.reads + task.writes:
-        _check_region(s, task, region, buffers)
-    for region in task.writes:
-        if buffers[region.buffer].kind is BufferKind.INPUT:
-            _fail(task, f"writes input buffer {region}")
-    if shapes:
-        _check_arity(task)
-    _check_locality(s, task)
-    for wait in task.waits:
-        if wait.signal.rank != task.rank:
-            _fail(task, f"waits on {wait.signal}, which lives on another rank; waits poll local memory")
-        if wait.count < 1:
-            _fail(task, f"waits on {wait.signal} for count {wait.count}; counts start at 1")
+class _Member:
+    """Member ``i`` of a group, for an error message only (built when one is raised)."""
+
+    __slots__ = ("task", "i")
+
+    def __init__(self, task: Task, i: int) -> None:
+        self.task, self.i = task, i
+
+    def describe(self) -> str:
+        return self.task.member(self.i).describe()
 
 
-def _check_region(s: Schedule, task: Task, r: Region, buffers: dict) -> None:
-    buf = buffers.get(r.buffer)
-    if buf is None:
-        _fail(task, f"touches unknown buffer {r.buffer!r}")
-    if not 0 <= r.rank < s.world:
-        _fail(task, f"region {r} names a rank outside 0..{s.world - 1}")
-    if not (0 <= r.row0 < r.row1 <= buf.rows and 0 <= r.col0 < r.col1 <= buf.cols):
-        _fail(task, f"region {r} is empty or outside buffer {buf.name} ({buf.rows}x{buf.cols})")
+class _TaskRules:
+    """The per-task rules, with what they read of the schedule looked up once (they run on every
+    task of schedules of up to millions)."""
+
+    def __init__(self, s: Schedule, buffers: dict) -> None:
+        self.world, self.gpus = s.world, s.gpus_per_node
+        self.launches = s.launches
+        self.budgets = [dict(launch.sms) for launch in s.launches]
+        self.buffers = buffers
+        self.inputs = {b.name for b in s.buffers if b.kind is BufferKind.INPUT}
+        self.elided = set(s.elided)
+
+    def check(self, task: Task, member: int = 0) -> None:
+        """Every per-task rule on ``task``, or on the regions and signals of its member ``member``
+        (> 0: the rules that member's stepped fields could break; its error names the member)."""
+        if member:
+            regions, signals = task.moved(member)
+            at = _Member(task, member)
+        else:
+            regions, signals, at = task.reads + task.writes, task.signals, task
+            if not 0 <= task.rank < self.world:
+                _fail(at, f"rank outside 0..{self.world - 1}")
+            if not 0 <= task.launch < len(self.launches):
+                _fail(at, f"launch {task.launch} does not exist")
+            if task.launch in self.elided:
+                _fail(at, f"it sits in launch {task.launch}, whose tasks this timing build leaves out")
+            if self.budgets[task.launch].get(task.role, 0) <= 0:
+                _fail(at, f"role {task.role.value} has no SMs in launch '{self.launches[task.launch].name}'")
+        world = self.world
+        for r in regions:
+            buf = self.buffers.get(r.buffer)
+            if buf is None:
+                _fail(at, f"touches unknown buffer {r.buffer!r}")
+            if not 0 <= r.rank < world:
+                _fail(at, f"region {r} names a rank outside 0..{world - 1}")
+            if not (0 <= r.row0 < r.row1 <= buf.rows and 0 <= r.col0 < r.col1 <= buf.cols):
+                _fail(at, f"region {r} is empty or outside buffer {buf.name} ({buf.rows}x{buf.cols})")
+        for r in regions[len(task.reads):]:
+            if r.buffer in self.inputs:
+                _fail(at, f"writes input buffer {r}")
+        if not member:
+            _check_arity(task)
+        _check_locality(self.gpus, task.rank, at, task.op, regions[:len(task.reads)], regions[len(task.reads):],
+                        signals)
+        if member:
+            return
+        for wait in task.waits:
+            if wait.signal.rank != task.rank:
+                _fail(task, f"waits on {wait.signal}, which lives on another rank; waits poll local memory")
+            if wait.count < 1:
+                _fail(task, f"waits on {wait.signal} for count {wait.count}; counts start at 1")
 
 
 def _check_arity(task: Task) -> None:
@@ -165,50 +213,61 @@ def _check_arity(task: Task) -> None:
         _fail(task, "a nop touches no memory")
 
 
-def _check_locality(s: Schedule, task: Task) -> None:
-    node = task.rank // s.gpus_per_node
-    regions = task.reads + task.writes
-    if task.op in (Op.GEMM, Op.ATTN, Op.NORM) and any(r.rank != task.rank for r in regions):
-        _fail(task, f"a {task.op.value} reads and writes only its own rank's memory")
-    if task.op in (Op.COPY, Op.REDUCE, Op.GATHER) and any(r.rank // s.gpus_per_node != node for r in regions):
+def _check_locality(gpus: int, rank: int, task, op: Op, reads: tuple, writes: tuple, signals: tuple) -> None:
+    """Where a task on ``rank`` may reach with these regions and signals (``task`` names it in the error)."""
+    node = rank // gpus
+    if op in (Op.GEMM, Op.ATTN, Op.NORM) and any(r.rank != rank for r in reads + writes):
+        _fail(task, f"a {op.value} reads and writes only its own rank's memory")
+    if op in (Op.COPY, Op.REDUCE, Op.GATHER) and any(r.rank // gpus != node for r in reads + writes):
         _fail(task, "peer loads and stores reach only ranks of the same node")
-    if task.op is Op.PUT:
-        if any(r.rank != task.rank for r in task.reads):
+    if op is Op.PUT:
+        if any(r.rank != rank for r in reads):
             _fail(task, "a put sends only its own rank's memory")
-        if any(w.rank // s.gpus_per_node == node for w in task.writes):
+        if any(w.rank // gpus == node for w in writes):
             _fail(task, "a put writes to a rank of another node")
-        if len({w.rank for w in task.writes}) != 1:
+        if len({w.rank for w in writes}) != 1:
             _fail(task, "a put is one message to one destination rank")
-    for sig in task.signals:
-        if task.op is not Op.PUT and sig.rank // s.gpus_per_node != node:
-            _fail(task, f"signals {sig} across nodes; only a put's arrival may do that")
+    elif any(sig.rank // gpus != node for sig in signals):
+        sig = next(sig for sig in signals if sig.rank // gpus != node)
+        _fail(task, f"signals {sig} across nodes; only a put's arrival may do that")
 
 
 def _check_signals(s: Schedule) -> None:
+    """Every wait's signal is bumped at least its count times; and no task outside a library launch
+    waits on a signal that a library launch's task bumps (what a timing build relies on)."""
     fold = s.first_nodes * s.gpus_per_node
-
-    def key(rank: int, name: str, index: int) -> tuple:
-        return (rank % fold if fold else rank, name, index)
+    library = {li for li, launch in enumerate(s.launches) if launch.library is not None}
 
     bumps: Counter = Counter()
+    by_library: set = set()
     for task in s.tasks:
-        steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
-        for g, (dk, dx) in zip(task.signals, steps):
-            if dk == dx == 0:  # every member bumps the same signal
-                bumps[key(g.rank, g.name, g.index)] += task.count
-            else:
-                bumps.update(key(g.rank + i * dk, g.name, g.index + i * dx) for i in range(task.count))
+        fixed, moving = bump_keys(task, fold=fold)
+        for k, times in fixed:
+            bumps[k] += times
+        if moving:
+            bumps.update(moving)
+        if task.launch in library:
+            by_library.update(k for k, _ in fixed)
+            by_library.update(moving)
+    get = bumps.get
     for task in s.tasks:
+        if not task.waits:
+            continue
         steps = task.step.waits if task.count > 1 and task.step.waits else (0,) * len(task.waits)
-        for wait, dx in zip(task.waits, steps):
+        outside = task.launch not in library
+        for j, (wait, dx) in enumerate(zip(task.waits, steps)):
             g = wait.signal
+            rank = g.rank % fold if fold else g.rank
             for i in range(task.count) if dx else (0,):
-                have = bumps[key(g.rank, g.name, g.index + i * dx)]
-                if have == 0 or have < wait.count:
+                k = (rank, g.name, g.index + i * dx)
+                have = get(k, 0)
+                if have == 0 or have < wait.count or (outside and k in by_library):
                     member = task.member(i)
-                    sig = member.waits[task.waits.index(wait)].signal
+                    sig = member.waits[j].signal
                     _fail(member, f"waits on {sig}, which no task signals" if have == 0 else
-                          f"waits for {sig} >= {wait.count}, but only {have} tasks bump it")
+                          f"waits for {sig} >= {wait.count}, but only {have} tasks bump it" if have < wait.count else
+                          f"waits on {sig}, which a library launch's task bumps: a timing run ends that launch as "
+                          f"one call and leaves its tasks out, so only launch order may order what follows it")
 
 
 def _check_cycles(s: Schedule) -> None:

@@ -50,6 +50,10 @@ class SimBackend:
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
             raise BackendUnavailable(f"{schedule.kernel}/{schedule.variant} was built for its first nodes only; "
                                      "data and fault runs need the full schedule (build it with first_nodes=0)")
+        if schedule.elided and inputs is not None:
+            raise BackendUnavailable(f"{schedule.kernel}/{schedule.variant} is a timing build: its library launches "
+                                     f"{list(schedule.elided)} have no tasks, and a data run executes them (build it "
+                                     "with library_tasks=True)")
         span = schedule.first_nodes or cluster.fold_nodes
         folded = bool(schedule.first_nodes) or (collapse and span > 0 and inputs is None
                                                 and not (faults and faults.any) and is_node_symmetric(schedule))
@@ -64,7 +68,7 @@ class SimBackend:
         outputs = None
         if data is not None:
             outputs = {b.name: data.output(b.name) for b in schedule.buffers if b.kind is BufferKind.OUTPUT}
-        return RunStats(
+        stats = RunStats(
             time_s=max(model.finish) * 1e-6,
             per_rank_s=tuple(model.finish[r % run_schedule.world] * 1e-6 for r in range(schedule.world)),
             bytes_total={k: float(sum(v)) for k, v in tiers.items()},
@@ -77,6 +81,8 @@ class SimBackend:
             hazards=tuple(model.tracker.hazards),
             metrics={**_metrics(model), "collapsed": folded, "faults": _injected(model)},
         )
+        model.close()
+        return stats
 
 
 def _injected(model: Model) -> dict | None:

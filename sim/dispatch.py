@@ -16,7 +16,7 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 from __future__ import annotations
 
 from mkernel import cost
-from mkernel.ir import Op, Role, Task
+from mkernel.ir import Op, Role, Task, signal_keys
 
 from .sms import RolePool
 
@@ -36,35 +36,49 @@ class Run:
     """Members ``first .. first + n - 1`` of one queue entry, taken together by the SMs ``slots``.
 
     ``wait`` >= 0: blocked on that wait (``key`` reaching ``need``); ``speed``: the GEMM speed
-    class its members were taken at (:func:`cost.sm_speed`); ``start``: when its work began."""
+    class its members were taken at (:func:`cost.sm_speed`); ``start``: when its work began.
+    ``parts``: None, or [task, first, n] of each entry a run of ready GEMM tiles of one cost spans
+    (:meth:`Dispatch._join`), ``task`` and ``first`` being the first part's and ``n`` the total."""
 
     __slots__ = ("lane", "role", "task", "first", "n", "slots", "wait", "key", "need", "speed", "start", "paid",
-                 "later")
+                 "later", "parts")
 
     def __init__(self, lane: Lane, role: Role, task: Task, first: int, slot: int, wait: int, key, need: int,
                  speed: float) -> None:
         self.lane, self.role, self.task, self.first, self.n, self.slots = lane, role, task, first, 1, [slot]
         self.wait, self.key, self.need, self.speed, self.start = wait, key, need, speed, 0.0
         self.paid, self.later = False, ()  # a peer copy's signals need no flag latency; flags in flight
+        self.parts: list[list] | None = None
 
     def member(self, j: int = 0) -> Task:
+        if self.parts is not None:
+            for task, first, n in self.parts:
+                if j < n:
+                    return task.member(first + j) if task.count > 1 else task
+                j -= n
         return self.task.member(self.first + j) if self.task.count > 1 else self.task
 
     def signal_keys(self):
-        return signal_keys(self.task, self.first, self.n)
+        if self.parts is None:
+            return signal_keys(self.task, self.first, self.n)
+        return [kt for task, first, n in self.parts for kt in signal_keys(task, first, n)]
 
+    def tail(self) -> tuple[Task, int, int]:
+        """(task, first, n) of the last entry this run holds members of."""
+        return (self.task, self.first, self.n) if self.parts is None else tuple(self.parts[-1])
 
-def signal_keys(t: Task, first: int, n: int) -> list[tuple[tuple, int]]:
-    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` make, member by
-    member (a signal that does not step is bumped n times at once)."""
-    steps = t.step.signals if t.count > 1 and t.step.signals else None
-    if steps is None:
-        return [((g.rank, g.name, g.index), n) for g in t.signals]
-    out = [((g.rank, g.name, g.index), n) for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
-    moving = [(g, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
-    for i in range(first, first + n):
-        out += [((g.rank + i * dk, g.name, g.index + i * dx), 1) for g, dk, dx in moving]
-    return out
+    def extend(self, n: int) -> None:
+        """The next ``n`` members of the last entry join."""
+        self.n += n
+        if self.parts is not None:
+            self.parts[-1][2] += n
+
+    def absorb(self, task: Task, n: int) -> None:
+        """The first ``n`` members of ``task``, the entry after the last one's, join."""
+        if self.parts is None:
+            self.parts = [[self.task, self.first, self.n]]
+        self.parts.append([task, 0, n])
+        self.n += n
 
 
 class Dispatch:
@@ -145,10 +159,14 @@ class Dispatch:
         """Members ``first .. first+n-1`` join the last run if they follow it in the same state, else
         open one (members that may not share a run open one each)."""
         last = runs[-1] if runs else None
-        if (last is not None and last.task is task and last.first + last.n == first and last.role is role
-                and last.wait == wait and last.key == key and last.speed == speed and self._joins(task)):
-            last.n += n
-            return
+        if last is not None and last.role is role and last.wait == wait and last.key == key and last.speed == speed:
+            t, f, m = last.tail()
+            if t is task and f + m == first and self._joins(task):
+                last.extend(n)
+                return
+            if wait < 0 and first == 0 and f + m == t.count and self._spans(t, task):
+                last.absorb(task, n)
+                return
         if n > 1 and not self._joins(task):
             for i in range(first, first + n):
                 runs.append(Run(lane, role, task, i, -1, wait, key, need, speed))
@@ -192,6 +210,14 @@ class Dispatch:
             last.slots.append(slot)
         else:
             runs.append(Run(lane, role, task, i, slot, wait, key, need, speed))
+
+    def _spans(self, done: Task, task: Task) -> bool:
+        """Whether ready members of ``task`` may join a run that holds the last members of ``done``,
+        the entry before it: GEMM tiles of one cost in a quiet bulk run (nothing observes when
+        their writes land, no SM is named), so they would start and end at the same instants as
+        that run and be handled right after it at each; as one run they cost one wake-up."""
+        return (self.quiet and not self._one_by_one and task.op is Op.GEMM and done.op is Op.GEMM
+                and self._gemm_shape(task) == self._gemm_shape(done))
 
     def _joins(self, task: Task) -> bool:
         """Whether members of ``task`` may share a run: not under stress (each SM starts late by its

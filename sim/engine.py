@@ -88,6 +88,7 @@ class Model(Dispatch):
         self.proxy_spans: list[tuple] = []
         self.queues = s.queues()
         self._gemm_cache: dict = {}
+        self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
@@ -115,6 +116,12 @@ class Model(Dispatch):
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
                                 f"{len(lines)} tasks wait on signals nothing will bump"
                                 + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
+
+    def close(self) -> None:
+        """Drop everything the run built, once its figures are read. Its parts point back at the
+        model (the network, the library calls, the SMs' callbacks), so the whole run would otherwise
+        be cyclic garbage: freed only by a full collection, after scanning every object of it."""
+        self.__dict__.clear()
 
     def deadline_status(self) -> str:
         """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""
@@ -195,10 +202,17 @@ class Model(Dispatch):
     def _until(self, at: float, then, run: Run) -> None:
         self._later(max(0.0, at - self.env.now), then, run)
 
+    def _gemm_shape(self, task: Task) -> tuple:
+        """What a GEMM tile's cost reads besides its speed: shapes and item sizes (and accumulate)."""
+        shape = self._shapes.get(id(task))
+        if shape is None:
+            a, b = task.reads
+            shape = self._shapes[id(task)] = (a.buffer, a.row1 - a.row0, a.col1 - a.col0, b.buffer, b.col1 - b.col0,
+                                              task.writes[0].buffer, task.accumulate)
+        return shape
+
     def _gemm_us(self, task: Task, speed: float) -> float:
-        a, b = task.reads
-        key = (a.buffer, a.row1 - a.row0, a.col1 - a.col0, b.buffer, b.col1 - b.col0, task.writes[0].buffer,
-               task.accumulate, speed)  # what the cost reads: shapes and item sizes
+        key = (self._gemm_shape(task), speed)
         us = self._gemm_cache.get(key)
         if us is None:
             us = self._gemm_cache[key] = cost.gemm_us_at(task, self.itemsize, self.c, speed)

@@ -18,9 +18,7 @@ from __future__ import annotations
 import math
 
 from mkernel import cost, nccl
-from mkernel.ir import Library, Op, Region, Role, Task
-
-from .dispatch import signal_keys
+from mkernel.ir import Library, Op, Region, Role, Task, signal_keys
 
 GEMM_TILE = (128, 256)  # cuBLAS's large-shape bf16 tile on the H200 class (h200-facts: 128x256x64)
 

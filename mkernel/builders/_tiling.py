@@ -72,13 +72,16 @@ def runs(tiles: list[Tile], stride: int = 1, period: int = 0) -> list[list[Tile]
     cycles with the index, such as the owner rank of a tile dealt round-robin, steps evenly only
     inside one cycle)."""
     out: list[list[Tile]] = []
-    for t in tiles:
-        prev = out[-1][-1] if out else None
-        if (prev is not None and t.index == prev.index + stride and t.row0 == prev.row0
-                and (t.rows, t.cols) == (prev.rows, prev.cols) and not (period and t.index % period == 0)):
-            out[-1].append(t)
+    run: list[Tile] = []
+    prev = None
+    for t in tiles:  # (fields, not the properties: builders call this on every tile of large grids)
+        if (prev is not None and t.index == prev.index + stride and t.row0 == prev.row0 and t.row1 == prev.row1
+                and t.col1 - t.col0 == prev.col1 - prev.col0 and not (period and t.index % period == 0)):
+            run.append(t)
         else:
-            out.append([t])
+            run = [t]
+            out.append(run)
+        prev = t
     return out
 
 

@@ -139,19 +139,37 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 
 
 @paused_gc()
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """An NCCL-style hierarchical all-gather in one launch, then the GEMM on all SMs."""
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
+                   library_tasks: bool = True) -> Schedule:
+    """An NCCL-style hierarchical all-gather in one launch (without its tasks in a timing build,
+    ``library_tasks=False``: see :class:`~mkernel.ir.ScheduleBuilder`), then the GEMM on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "nccl_ring_ag+gemm" if w.baseline == "ring" else "nccl_hier_ag+gemm"
-    sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
+    sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
+                         library_tasks=library_tasks)
     S = _inputs(sb, w, c)
     ch = w.baseline_channels
     sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)},
               coll.nccl_call(w, "all_gather", c.world * S * w.k * DTYPE_BYTES[w.dtype]))
+    if sb.builds():  # not in a timing build (library_tasks=False): the call's model times it
+        _all_gather(sb, w, c, S)
+    sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
+    for rank in sb.ranks():
+        for run in runs(tile_grid(w.m, w.n, w.tile_m, w.tile_n)):
+            t = run[0]
+            sb.add(rank, Role.COMPUTE, Op.GEMM, label="tile {}", count=len(run), step=row_step(t),
+                   writes=(Region("OUT", rank, t.row0, t.row1, t.col0, t.col1),),
+                   reads=(Region("AG", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
+    return sb.build(flops_per_gpu(w, c))
+
+
+def _all_gather(sb: ScheduleBuilder, w: Workload, c: Cluster, S: int) -> None:
+    """The baseline's all-gather of every rank's ``S``-row shard into AG: NCCL's flat ring, or
+    hierarchical (in the node, then over the rail)."""
+    g, nodes, ch = c.gpus_per_node, c.nodes, w.baseline_channels
     rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.k, DTYPE_BYTES[w.dtype])
     parts = max(1, min(S, ch // nodes if g > 1 else ch))
-
     for rank in sb.ranks():  # the own shard into the gathered buffer
         sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("A", rank, 0, S, 0, w.k),),
                writes=(Region("AG", rank, rank * S, (rank + 1) * S, 0, w.k),), signals=(Signal(rank, "own"),),
@@ -164,14 +182,6 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
     else:
         coll.hierarchical_all_gather(sb, c, buffers=("AG",), slot_rows=S, cols=w.k, parts=parts,
                                      rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
-    sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
-    for rank in sb.ranks():
-        for run in runs(tile_grid(w.m, w.n, w.tile_m, w.tile_n)):
-            t = run[0]
-            sb.add(rank, Role.COMPUTE, Op.GEMM, label="tile {}", count=len(run), step=row_step(t),
-                   writes=(Region("OUT", rank, t.row0, t.row1, t.col0, t.col1),),
-                   reads=(Region("AG", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)))
-    return sb.build(flops_per_gpu(w, c))
 
 
 def make_inputs(w: Workload, c: Cluster, rng: np.random.Generator) -> dict[str, list[np.ndarray]]:

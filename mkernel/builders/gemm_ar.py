@@ -233,11 +233,14 @@ def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
 
 
 @paused_gc()
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch."""
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
+                   library_tasks: bool = True) -> Schedule:
+    """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch (without its
+    tasks in a timing build, ``library_tasks=False``: see :class:`~mkernel.ir.ScheduleBuilder`)."""
     check(w, c)
     name = "gemm+nccl_ring_ar" if w.baseline == "ring" else "gemm+nccl_hier_ar"
-    sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
+    sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
+                         library_tasks=library_tasks)
     _inputs(sb, w)
     for name in ("P", "IN1", "IN2", "STAGE"):
         sb.buffer(name, w.m, w.n, w.dtype)
@@ -258,6 +261,8 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
 def _ring_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> None:
     """NCCL's flat ring all-reduce over every rank: a ring reduce-scatter, then a ring all-gather."""
     coll.flat_ring_launch(sb, c, w, "allreduce", coll.nccl_call(w, "all_reduce", w.m * w.n * DTYPE_BYTES[w.dtype]))
+    if not sb.builds():
+        return
     slices = [s for s in split_rows(0, w.m, min(w.baseline_channels, w.m // c.world)) if s[1] > s[0]]
     ring = coll.flat_ring(c, w, [split_rows(r0, r1, c.world) for r0, r1 in slices], w.n)
     coll.reduce_scatter(sb, ring, src="P", inbuf="IN1", stage="STAGE",
@@ -280,6 +285,8 @@ def _hierarchical_all_reduce(sb: ScheduleBuilder, w: Workload, c: Cluster) -> No
     sb.launch("allreduce", {Role.INTRA: ch if g > 1 else 0, Role.SEND: coll.network_sms(ch, nodes),
                             Role.RECV: coll.network_sms(ch, nodes)},
               coll.nccl_call(w, "all_reduce", w.m * w.n * DTYPE_BYTES[w.dtype]))
+    if not sb.builds():
+        return
     rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.n, DTYPE_BYTES[w.dtype])
     slices = [s for s in split_rows(0, w.m, min(ch, w.m // c.world)) if s[1] > s[0]]
     lanes = [split_rows(r0, r1, g) for r0, r1 in slices]  # lanes[lane][local] = rows local owns

@@ -225,12 +225,14 @@ def _ring(sb: ScheduleBuilder, c: Cluster, rank: int, chunks, slots, slot, reg, 
 
 
 @paused_gc()
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
+                   library_tasks: bool = True) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical reduce-scatter in a second launch."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "gemm+nccl_ring_rs" if w.baseline == "ring" else "gemm+nccl_hier_rs"
-    sb = ScheduleBuilder("gemm_rs", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
+    sb = ScheduleBuilder("gemm_rs", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
+                         library_tasks=library_tasks)
     R = _inputs(sb, w, c)
     for name in ("P", "IN1", "IN2", "STAGE", "NODE"):
         sb.buffer(name, w.m, w.n, w.dtype)
@@ -248,6 +250,8 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
     call = coll.nccl_call(w, "reduce_scatter", w.m * w.n * DTYPE_BYTES[w.dtype])
     if w.baseline == "ring":  # NCCL's flat ring over every rank
         coll.flat_ring_launch(sb, c, w, "reducescatter", call)
+        if not sb.builds():
+            return sb.build(flops_per_gpu(w, c))
         parts = max(1, min(R, w.baseline_channels))
         blocks = [[split_rows(q * R, (q + 1) * R, parts)[p] for q in range(c.world)] for p in range(parts)]
         coll.reduce_scatter(sb, coll.flat_ring(c, w, blocks, w.n), src="P", inbuf="IN1", stage="STAGE",
@@ -256,6 +260,8 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
     ch = w.baseline_channels
     sb.launch("reducescatter", {Role.INTRA: ch if g > 1 else 0, Role.SEND: coll.network_sms(ch, nodes),
                                 Role.RECV: coll.network_sms(ch, nodes)}, call)
+    if not sb.builds():
+        return sb.build(flops_per_gpu(w, c))
     rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.n, DTYPE_BYTES[w.dtype])
     parts = max(1, min(R, ch // nodes if g > 1 else ch))
 

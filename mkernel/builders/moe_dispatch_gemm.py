@@ -220,22 +220,28 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 
 
 @paused_gc()
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs."""
-    return _a2a_then_gemm(w, c, first_nodes, grouped, paper=False)
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
+                   library_tasks: bool = True) -> Schedule:
+    """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs (the
+    all-to-all without its tasks in a timing build, ``library_tasks=False``: see
+    :class:`~mkernel.ir.ScheduleBuilder`)."""
+    return _a2a_then_gemm(w, c, first_nodes, grouped, library_tasks, paper=False)
 
 
 @paused_gc()
-def build_paper_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """The paper's: an even all-to-all of (token, expert) rows, then one dense GEMM (module docstring)."""
-    return _a2a_then_gemm(w, c, first_nodes, grouped, paper=True)
+def build_paper_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
+                         library_tasks: bool = True) -> Schedule:
+    """The paper's: an even all-to-all of (token, expert) rows, then one dense GEMM (module docstring);
+    both library calls, without tasks in a timing build."""
+    return _a2a_then_gemm(w, c, first_nodes, grouped, library_tasks, paper=True)
 
 
-def _a2a_then_gemm(w: Workload, c: Cluster, first_nodes: int, grouped: bool, paper: bool) -> Schedule:
+def _a2a_then_gemm(w: Workload, c: Cluster, first_nodes: int, grouped: bool, library_tasks: bool,
+                   paper: bool) -> Schedule:
     check(w, c)
     variant = "nccl_even_a2a+dense_gemm" if paper else "nccl_a2a+grouped_gemm"
     sb = ScheduleBuilder("moe_dispatch_gemm", variant, c.world, c.gpus_per_node, c.gpu.sms,
-                         first_nodes=first_nodes, grouped=grouped)
+                         first_nodes=first_nodes, grouped=grouped, library_tasks=library_tasks)
     routing = Routing(w, c.nodes, c.gpus_per_node)
     built = sb.ranks()
     per_dest = functools.cache(lambda r, d: routing.to_ranks(r, d, d + 1))
@@ -252,7 +258,20 @@ def _a2a_then_gemm(w: Workload, c: Cluster, first_nodes: int, grouped: bool, pap
         a2a, gemm = coll.nccl_call(w, "alltoall", sent * row_bytes), None
     ch = w.baseline_channels
     sb.launch("alltoall", {Role.INTRA: ch, Role.SEND: coll.network_sms(ch, c.nodes)}, a2a)
+    if sb.builds():  # not in a timing build (library_tasks=False): the call's model times it
+        _all_to_all(sb, w, c, routing, per_dest, slot)
+    sb.launch("dense_gemm" if paper else "grouped_gemm", {Role.COMPUTE: c.gpu.sms}, gemm)
+    for d in built if sb.builds() else ():
+        _gemm(sb, w, c, d, routing.segments(d), rows, lambda need, t0, t1: ())
+    return sb.build(flops_per_gpu(w, c))
+
+
+def _all_to_all(sb: ScheduleBuilder, w: Workload, c: Cluster, routing: Routing, per_dest, slot: int) -> None:
+    """The baselines' all-to-all: rows gathered to peers in the node, staged and put to other nodes'
+    RECV slots (``slot`` rows per source), unpacked there into the expert inputs XE."""
+    built = sb.ranks()
     tokens = w.m // c.world
+
     def nearest(rank: int) -> list[int]:  # every rank, this rank's node first, then the next nodes
         return [c.rank((c.node_of(rank) + dn) % c.nodes, local) for dn in range(c.nodes)
                 for local in range(c.gpus_per_node)]
@@ -287,10 +306,6 @@ def _a2a_then_gemm(w: Workload, c: Cluster, first_nodes: int, grouped: bool, pap
                        index=tuple(where[t] for t in s.tokens), signals=(Signal(d, "in_done"),),
                        label=f"a2a unpack from rank {r} expert {s.expert}")
     coll.drain(sb, "in_done")
-    sb.launch("dense_gemm" if paper else "grouped_gemm", {Role.COMPUTE: c.gpu.sms}, gemm)
-    for d in built:
-        _gemm(sb, w, c, d, routing.segments(d), rows, lambda need, t0, t1: ())
-    return sb.build(flops_per_gpu(w, c))
 
 
 def make_inputs(w: Workload, c: Cluster, rng: np.random.Generator) -> dict[str, list[np.ndarray]]:

@@ -250,19 +250,34 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 
 
 @paused_gc()
-def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """A hierarchical all-gather of K and V in one launch, then every attention tile on all SMs."""
+def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
+                   library_tasks: bool = True) -> Schedule:
+    """A hierarchical all-gather of K and V in one launch (without its tasks in a timing build,
+    ``library_tasks=False``: see :class:`~mkernel.ir.ScheduleBuilder`), then every attention tile on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
+    sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes,
+                         grouped=grouped, library_tasks=library_tasks)
     rows = _buffers(sb, w, c)
     ch = w.baseline_channels
     kv_bytes = 2 * c.world * rows * w.k * DTYPE_BYTES[w.dtype]  # K and V gathered in one NCCL group
     sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)},
               coll.nccl_call(w, "all_gather", kv_bytes))
+    if sb.builds():  # not in a timing build (library_tasks=False): the call's model times it
+        _all_gather_kv(sb, w, c, rows)
+    sb.launch("attention", {Role.COMPUTE: c.gpu.sms})
+    for rank in sb.ranks():  # slices in the order of the fused kernel (own, node, nearest nodes)
+        node, local = c.node_of(rank), c.local_of(rank)
+        sources = [c.rank((node + dn) % nodes, (local - h) % g) for dn in range(nodes) for h in range(g)]
+        _attention(sb, w, c, rank, sources, lambda r, q, bh: ())
+    return sb.build(flops_per_gpu(w, c))
+
+
+def _all_gather_kv(sb: ScheduleBuilder, w: Workload, c: Cluster, rows: int) -> None:
+    """The baseline's hierarchical all-gather of every rank's ``rows``-row K and V slices into KA, VA."""
+    g, nodes, ch = c.gpus_per_node, c.nodes, w.baseline_channels
     rows_per_chunk = baseline_rows_per_chunk(w.baseline_chunk_kib, w.k, DTYPE_BYTES[w.dtype])
     parts = max(1, min(rows, ch // nodes if g > 1 else ch))
-
     for rank in sb.ranks():  # the own slice into the gathered buffers
         sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("K", rank, 0, rows, 0, w.k), Region("V", rank, 0, rows, 0, w.k)),
                writes=(Region("KA", rank, rank * rows, (rank + 1) * rows, 0, w.k),
@@ -270,12 +285,6 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
                signals=(Signal(rank, "own"),), label="own slice")
     coll.hierarchical_all_gather(sb, c, buffers=("KA", "VA"), slot_rows=rows, cols=w.k, parts=parts,
                                  rows_per_chunk=rows_per_chunk, own=lambda r: Signal(r, "own"))
-    sb.launch("attention", {Role.COMPUTE: c.gpu.sms})
-    for rank in sb.ranks():  # slices in the order of the fused kernel (own, node, nearest nodes)
-        node, local = c.node_of(rank), c.local_of(rank)
-        sources = [c.rank((node + dn) % nodes, (local - h) % g) for dn in range(nodes) for h in range(g)]
-        _attention(sb, w, c, rank, sources, lambda r, q, bh: ())
-    return sb.build(flops_per_gpu(w, c))
 
 
 def make_inputs(w: Workload, c: Cluster, rng: np.random.Generator) -> dict[str, list[np.ndarray]]:

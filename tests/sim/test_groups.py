@@ -161,3 +161,21 @@ def test_counted_sms_keep_their_roles_target(grouped):
     named, counted = SimBackend().run(s, c, trace=True), SimBackend().run(s, c)
     assert counted.time_s == pytest.approx(named.time_s, rel=1e-12, abs=0)
     assert len({span[2] for span in named.spans}) == 4  # four SMs ran the tiles
+
+
+FULL_SIM_CASES = [case for case in SIM_CASES if not case[3]]
+
+
+@pytest.mark.parametrize("name,w,c,first", FULL_SIM_CASES, ids=[case[0] for case in FULL_SIM_CASES])
+def test_quiet_runs_spanning_entries_give_the_tracked_times(name, w, c, first):
+    """A quiet run lets ready GEMM tiles of one cost from neighbouring entries share a run
+    (dispatch.Run.parts); a tracked run takes the expansion member by member and never does. Both
+    must give every rank the same finish, to the last bit."""
+    from mkernel.sim.engine import Model
+
+    for s in golden.build_pair_grouped(w, c, 0):
+        quiet, tracked = Model(s, c, None, track_hazards=False), Model(s, c, None, track_hazards=True)
+        quiet.run()
+        tracked.run()
+        assert quiet.finish == tracked.finish, s.variant
+        assert quiet.compute_busy == tracked.compute_busy, s.variant

@@ -6,7 +6,10 @@ work on it (CPU on a 2-core machine like CI's) and the goal. Simulated times com
 ``--json`` so a speed-up that changes results shows.
 
 Usage: python tools/bench/bench_sim_speed.py [--out result.json] [--skip ROW ...] [--only ROW ...]
-[--sweep-workers 2] [--timeout 900]
+[--sweep-workers 2] [--timeout 900] [--before earlier.json]
+
+``--before`` takes another run's ``--out`` (the baseline commit's, measured in the same session on
+the same machine) and prints its CPU and wall seconds beside each row instead of issue 30's figures.
 
 A row that runs past ``--timeout`` seconds is stopped (its process group killed) and reported as
 timed out, so one slow row cannot hold the machine.
@@ -89,14 +92,17 @@ def main() -> int:
     p.add_argument("--only", nargs="*", default=[], choices=[r[0] for r in ROWS])
     p.add_argument("--sweep-workers", type=int, default=2)
     p.add_argument("--timeout", type=float, default=900.0, help="seconds a row may run before it is stopped")
+    p.add_argument("--before", help="an earlier --out file whose rows are the before column")
     args = p.parse_args()
+    earlier = {r["row"]: r for r in json.loads(Path(args.before).read_text())["rows"]} if args.before else {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "python": platform.python_version(),
             "machine": f"{platform.machine()}, {platform.processor() or 'cpu unknown'}",
             "cores": len(os.sched_getaffinity(0)), "load_before": os.getloadavg()[0],
             "command": "python tools/bench/bench_sim_speed.py " + " ".join(sys.argv[1:])}
     rows = []
-    print(f"{'row':16} {'before (issue 30)':>24} {'goal':>8} {'CPU now':>9} {'wall now':>9}  met  simulated (fused / baseline)")
+    head = "before (--before)" if earlier else "before (issue 30)"
+    print(f"{'row':16} {head:>24} {'goal':>8} {'CPU now':>9} {'wall now':>9}  met  simulated (fused / baseline)")
     with tempfile.TemporaryDirectory() as tmp:
         for name, command, before, goal in ROWS:
             if name in args.skip or (args.only and name not in args.only):
@@ -106,6 +112,10 @@ def main() -> int:
                        met=("error" not in row) and (row["wall_s"] if name == "sweep" else row["cpu_s"]) <= goal)
             rows.append(row)
             was = BEFORE_NOTE.get(name) or f"{before:.1f} s CPU"
+            if name in earlier:
+                e = earlier[name]
+                row["before"] = {k: e.get(k) for k in ("cpu_s", "wall_s", "points", "error", "fused_us", "baseline_us")}
+                was = f"{e['cpu_s']:.1f} s CPU, {e['wall_s']:.1f} s wall" + (" (stopped)" if "error" in e else "")
             sim = (f"{row['fused_us']:.2f} / {row['baseline_us']:.2f} us" if "fused_us" in row else
                    f"{row['points']} points, {row['failed']} failed" if "failed" in row else
                    f"{row.get('points', 0)} points done; {row['error']}")

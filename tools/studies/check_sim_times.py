@@ -10,10 +10,14 @@ moved at all; it exits 1 if any moved beyond the tolerance.
     python tools/studies/check_sim_times.py record --out base.json --ref 20 --scaling 40 --seed 30
     python tools/studies/check_sim_times.py compare base.json [--only reference,scaling] [--tol 0.005]
     python tools/studies/check_sim_times.py committed docs/results/scaling-2026-12-02 [--sample 40 --seed 30]
+    python tools/studies/check_sim_times.py diff before.json after.json [--tol 0.005]
 
 ``committed`` does what ``compare`` does against a committed sweep folder's ``results.jsonl``
 (every row, or a seeded sample): each row's point is rebuilt from the row (its shape is the fields
 the sweep writes between ``size`` and ``nodes``, its options the ``options`` string).
+
+``diff`` compares two files that ``--out`` wrote (two codes' reruns of the same points, say the
+baseline commit's and a branch's), running nothing: every point's move, and its CPU before and after.
 
 Grid points run as the sweep runs them (:func:`mkernel.studies.sweep.run_point`: collapsed where exact);
 table rows run through :func:`mkernel.runner.run` with the row's own ``collapse``.
@@ -145,6 +149,27 @@ def compare(todo: list[dict], tol: float, out: str | None, meta: dict, base_meta
     return 1 if moved else 0
 
 
+def diff(before: str, after: str, tol: float) -> int:
+    """Each point of ``after`` against the same point of ``before`` (both ``--out`` files); 1 if any
+    moved beyond ``tol``."""
+    old = {(e["set"], e["key"]): e for e in json.load(open(before))["entries"]}
+    moved = changed = 0
+    cpu = [0.0, 0.0]
+    for e in json.load(open(after))["entries"]:
+        o = old[(e["set"], e["key"])]
+        worst = max((abs(e[f] - o[f]) / o[f] for f in ("fused_us", "baseline_us") if f in e and f in o), default=0.0)
+        if "error" in e or "error" in o:
+            worst = 0.0 if e.get("error") == o.get("error") else float("inf")
+        changed += worst > 1e-12
+        moved += worst > tol
+        cpu = [cpu[0] + o["cpu_s"], cpu[1] + e["cpu_s"]]
+        print(f"{e['set']} {e['key']}: worst move {worst:.2e}; cpu {o['cpu_s']:.2f} -> {e['cpu_s']:.2f} s"
+              + ("  MOVED" if worst > tol else ""))
+    print(f"{len(old)} points; {changed} changed at all; {moved} moved more than {tol:.1%}; "
+          f"cpu {cpu[0]:.1f} -> {cpu[1]:.1f} s")
+    return 1 if moved else 0
+
+
 def _meta(command: str) -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     return {"date": time.strftime("%Y-%m-%d %H:%M"), "commit": commit, "python": platform.python_version(),
@@ -174,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                      help="only rows whose recorded sim_wall_s is at most this (0: every row)")
     com.add_argument("--tol", type=float, default=0.005)
     com.add_argument("--out", help="write the rerun's rows here")
+    dif = sub.add_parser("diff")
+    dif.add_argument("before", help="a --out file: the points rerun on one code")
+    dif.add_argument("after", help="a --out file: the same points rerun on another")
+    dif.add_argument("--tol", type=float, default=0.005)
     args = p.parse_args(argv)
     command = "python tools/studies/check_sim_times.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.cmd == "record":
@@ -186,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.out, "w") as f:  # rewritten after every point: a killed run keeps what it has
                 json.dump({"meta": _meta(command), "entries": entries[:i + 1]}, f, indent=1)
         return 0
+    if args.cmd == "diff":
+        return diff(args.before, args.after, args.tol)
     if args.cmd == "committed":
         todo = committed_entries(args.folder, args.sample, args.seed, args.max_wall)
         return compare(todo, args.tol, args.out, _meta(command), {"folder": args.folder})
