@@ -31,6 +31,32 @@ def _case(kernel: str, nodes: int, gpus: int, **options) -> tuple[Workload, Clus
     return dataclasses.replace(sc.workload, kernel=kernel, **SHAPES[kernel], **options), c
 
 
+def _assert_folds_onto_the_first_node(w: Workload, c: Cluster, label=()) -> None:
+    """Fused and baseline: both builds valid, the full one node-symmetric, and it folds onto the
+    build of the first node alone, task for task."""
+    assert builders.node_symmetric(w, c)
+    module = builders.get(w.kernel)
+    for build in (module.build, module.build_baseline):
+        full, part = build(w, c), build(w, c, first_nodes=1)
+        full.validate()
+        part.validate()
+        assert part.first_nodes == 1 and {t.rank for t in part.tasks} == set(range(c.gpus_per_node))
+        assert is_node_symmetric(full), (*label, build.__name__)
+        assert collapse(full).tasks == collapse(part).tasks, (*label, build.__name__)
+
+
+def _assert_first_node_times_the_full_run(w: Workload, c: Cluster) -> None:
+    """Fused and baseline: the first-node run is collapsed and times and counts network bytes as the
+    full schedule's run does."""
+    module = builders.get(w.kernel)
+    for build in (module.build, module.build_baseline):
+        full = SimBackend().run(build(w, c), c)
+        part = SimBackend().run(build(w, c, first_nodes=1), c)
+        assert part.metrics["collapsed"] and not full.metrics["collapsed"]
+        assert part.time_s == pytest.approx(full.time_s, rel=1e-9), build.__name__
+        assert part.bytes_per_gpu["network"] == pytest.approx(full.bytes_per_gpu["network"]), build.__name__
+
+
 @pytest.mark.parametrize("kernel", sorted(SHAPES))
 @pytest.mark.parametrize("nodes,gpus", CLUSTERS)
 def test_first_node_build_equals_the_folded_full_build(kernel, nodes, gpus):
@@ -39,28 +65,13 @@ def test_first_node_build_equals_the_folded_full_build(kernel, nodes, gpus):
         # one tile per chunk: the grouped algorithms get whole groups and a direct tail
         w, c = _case(kernel, nodes, gpus, baseline=baseline, internode=forward,
                      **(dict(chunk_tiles=1) if kernel == "gemm_ar" else {}))
-        assert builders.node_symmetric(w, c)
-        module = builders.get(kernel)
-        for build in (module.build, module.build_baseline):
-            full, part = build(w, c), build(w, c, first_nodes=1)
-            full.validate()
-            part.validate()
-            assert part.first_nodes == 1 and {t.rank for t in part.tasks} == set(range(gpus))
-            assert is_node_symmetric(full), (kernel, baseline, forward, build.__name__)
-            assert collapse(full).tasks == collapse(part).tasks, (kernel, baseline, forward, build.__name__)
+        _assert_folds_onto_the_first_node(w, c, (kernel, baseline, forward))
 
 
 @pytest.mark.parametrize("kernel", ["gemm_rs", "ag_gemm"])
 def test_first_node_run_times_equal_the_full_run(kernel):
     """The simulated times of a first-node run equal those of the full schedule's run."""
-    w, c = _case(kernel, 3, 2)
-    module = builders.get(kernel)
-    for build in (module.build, module.build_baseline):
-        full = SimBackend().run(build(w, c), c)
-        part = SimBackend().run(build(w, c, first_nodes=1), c)
-        assert part.metrics["collapsed"] and not full.metrics["collapsed"]
-        assert part.time_s == pytest.approx(full.time_s, rel=1e-9)
-        assert part.bytes_per_gpu["network"] == pytest.approx(full.bytes_per_gpu["network"])
+    _assert_first_node_times_the_full_run(*_case(kernel, 3, 2))
 
 
 CAUSAL = [dict(m=256, n=2, k=128, tile_m=128), dict(m=288, n=2, k=32, tile_m=96),  # whole and ragged KV tiles
@@ -73,27 +84,12 @@ def test_causal_attention_builds_for_the_first_node_exactly(nodes, gpus, shape):
     """The zigzag's half blocks differ by rank only in where they sit, and paired counters give every
     rank the same norm waits: the full build is node-symmetric and folds onto the partial one."""
     w, c = _case("ring_attention", nodes, gpus, causal=1)
-    w = dataclasses.replace(w, **shape)
-    assert builders.node_symmetric(w, c)
-    module = builders.get("ring_attention")
-    for build in (module.build, module.build_baseline):
-        full, part = build(w, c), build(w, c, first_nodes=1)
-        full.validate()
-        part.validate()
-        assert is_node_symmetric(full), build.__name__
-        assert collapse(full).tasks == collapse(part).tasks, build.__name__
+    _assert_folds_onto_the_first_node(dataclasses.replace(w, **shape), c)
 
 
 @pytest.mark.parametrize("nodes,gpus", [(3, 2), (4, 1)])
 def test_causal_attention_first_node_run_times_equal_the_full_run(nodes, gpus):
-    w, c = _case("ring_attention", nodes, gpus, causal=1)
-    module = builders.get("ring_attention")
-    for build in (module.build, module.build_baseline):
-        full = SimBackend().run(build(w, c), c)
-        part = SimBackend().run(build(w, c, first_nodes=1), c)
-        assert part.metrics["collapsed"] and not full.metrics["collapsed"]
-        assert part.time_s == pytest.approx(full.time_s, rel=1e-9), build.__name__
-        assert part.bytes_per_gpu["network"] == pytest.approx(full.bytes_per_gpu["network"])
+    _assert_first_node_times_the_full_run(*_case("ring_attention", nodes, gpus, causal=1))
 
 
 def test_the_fold_keeps_what_costs_time():
@@ -155,19 +151,8 @@ def test_shifted_moe_routing_builds_for_the_first_node_exactly(nodes, gpus, rout
     c = dataclasses.replace(sc.cluster, nodes=nodes, gpus_per_node=gpus)
     w = dataclasses.replace(sc.workload, kernel="moe_dispatch_gemm", m=96 * c.world, n=256, k=256,
                             experts=4 * c.world, routing=routing)
-    assert builders.node_symmetric(w, c)
-    module = builders.get("moe_dispatch_gemm")
-    for build in (module.build, module.build_baseline):
-        full, part = build(w, c), build(w, c, first_nodes=1)
-        full.validate()
-        part.validate()
-        assert is_node_symmetric(full), build.__name__
-        assert collapse(full).tasks == collapse(part).tasks, build.__name__
-    for build in (module.build, module.build_baseline):
-        full = SimBackend().run(build(w, c), c)
-        part = SimBackend().run(build(w, c, first_nodes=1), c)
-        assert part.metrics["collapsed"] and not full.metrics["collapsed"]
-        assert part.time_s == pytest.approx(full.time_s, rel=1e-9), build.__name__
+    _assert_folds_onto_the_first_node(w, c)
+    _assert_first_node_times_the_full_run(w, c)
 
 
 def test_shifted_zipf_routing_keeps_a_skew_every_node_shares():
