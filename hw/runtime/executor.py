@@ -14,7 +14,8 @@ Everything that does not change between calls is built once, in two parts: the k
 (:class:`~mkernel.hw.runtime.fused_launch.FusedLaunch`: the device tables, the counters the kernel
 keeps, its whole argument list) and the buffers' (:class:`~mkernel.hw.runtime.binding.Bindings`:
 heap views, scratch, the static address table). A call checks its tensors and binds them into the
-address table and the GEMM descriptors (both cached by address); this module is the call itself:
+address table, the GEMM descriptors and the kernel's packed parameter block (all cached by address:
+a call that reuses its tensors is one ``cuLaunchKernel``); this module is the call itself:
 its order on the streams, the staging, and the errors.
 
 Everything is enqueued on the current stream; nothing synchronises the host, except with the
@@ -136,7 +137,8 @@ class Executor:
                 torch.cuda.current_stream(dev).wait_event(done)
         heap_outputs, views = binding.heap_outputs, binding.heap_views
         if binding.stage or (poison and heap_outputs):
-            kernel.enter(stream)  # every peer has finished the last call: what it read may be overwritten
+            if not kernel.enter.cached(stream, ()):  # every peer has finished the last call: what it read
+                kernel.enter(stream, key=())  # may be overwritten
             for name in binding.stage:
                 views[name].copy_(inputs[name])
         if poison:
@@ -144,7 +146,8 @@ class Executor:
                 (views[name] if name in heap_outputs else bound[name]).fill_(float("nan"))
         if self.ctx.proxy is not None:
             self.ctx.proxy.kick()  # an idle proxy naps; this call's commands are coming (hw/proxy.py)
-        kernel.launch(stream, **binding.arguments(bound, key, capturing))
+        if capturing or not kernel.launch.cached(stream, key):  # a capture pins its address table (Bindings)
+            kernel.launch(stream, key=key, **binding.arguments(bound, key, capturing))
         self.calls += 1
         for name in heap_outputs:
             out[name] = views[name].clone()

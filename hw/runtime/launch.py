@@ -9,7 +9,10 @@ JIT (it compiles, checks and caches as usual), and later calls hand the compiled
 list with the per-call values in their places, through Triton's own launcher. Where that launcher
 is the one Triton 3.6 builds (a C ``launch`` behind a Python wrapper that expands each TMA
 descriptor into its CUtensorMap, shape and strides, per call), the expanded arguments are built
-once per descriptor and handed to the C function directly; on another Triton, the wrapper.
+once per descriptor and handed to the C function directly; on another Triton, the wrapper. And
+where the caller names its per-call values by a key (the executor's address key), that flat list
+is packed once into the kernel's parameter block (:mod:`packed`), and a later call with the same key
+is one ``cuLaunchKernel`` (:meth:`Launch.cached`): no argument is parsed again.
 
 :class:`Addresses` and :class:`Descriptors` build the two per-call values from a call's tensors,
 cached by address so that calls reusing their tensors (training steps, benchmarks, graph replays)
@@ -17,9 +20,12 @@ build nothing.
 """
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 import numpy as np
+
+from .packed import Packed, driver, signature_types
 
 CACHED_CALLS = 16  # address tables and descriptors kept per executor (the allocator cycles a few addresses)
 
@@ -42,6 +48,8 @@ class Launch:
         self._compiled = None
         self._direct = None  # (C launch, its fixed arguments, flat argument template, per-call slots), or False
         self._expanded: OrderedDict[tuple, list] = OrderedDict()
+        self._types = None  # the flat template's C types (packed.signature_types), or None: no packed launches
+        self._packed: OrderedDict[object, Packed] = OrderedDict()  # a call key -> its parameter block
         self._scratch = None  # the kernel's global scratch (device-built TMA descriptors): one buffer, every call
 
     def _allocate(self, size: int, alignment: int, stream=None):
@@ -65,16 +73,28 @@ class Launch:
         finally:
             _allocation._allocator.reset(token)
 
-    def __call__(self, stream: int, **per_call) -> None:
+    def cached(self, stream: int, key) -> bool:
+        """Launch the parameter block of an earlier call with this ``key`` (the caller's name for its
+        per-call values) if there is one and nothing listens to launches; False: call the launch."""
+        hit = self._packed.get(key)
+        if hit is None or not _quiet():
+            return False
+        self._packed.move_to_end(key)
+        function, grid, threads, shared = self._geometry
+        driver().launch(function, grid, threads, shared, stream, hit)
+        return True
+
+    def __call__(self, stream: int, key=None, **per_call) -> None:
         """Launch on ``stream`` (a raw CUDA stream handle) with this call's values (tensors as
-        tensors: the first call's JIT infers pointer types from them)."""
+        tensors: the first call's JIT infers pointer types from them). ``key``: a name for these
+        values under which their packed parameter block is kept for :meth:`cached`."""
         if self._compiled is None:
             unwrapped = {n: v.descriptor if isinstance(v, Desc) else v for n, v in per_call.items()}
             self._compiled = self._with_scratch(
                 lambda: self.kernel[(self.grid,)](**self.args, **unwrapped, **self.options))
             return
         hooks = knobs()
-        quiet = _idle(hooks.launch_enter_hook) and _idle(hooks.launch_exit_hook)
+        quiet = _quiet()
         if self._direct is None:
             self._direct = self._prepare(self._compiled, per_call)
         if self._direct and quiet:
@@ -87,7 +107,15 @@ class Launch:
                 else:
                     args = self._expand(value, meta)
                     flat[pos:pos + len(args)] = args
-            raw(self.grid, 1, 1, stream, *fixed, *flat)
+            if key is None or self._types is None:
+                raw(self.grid, 1, 1, stream, *fixed, *flat)
+                return
+            if len(self._packed) >= CACHED_CALLS:
+                self._packed.popitem(last=False)
+            block = self._packed[key] = Packed(self._types, flat, fixed[3])
+            block.keep.append(per_call)  # the call's tensors (the address table) live as long as the block
+            function, grid, threads, shared = self._geometry
+            driver().launch(function, grid, threads, shared, stream, block)
             return
         values = self._values.copy()
         for name, value in per_call.items():
@@ -137,6 +165,13 @@ class Launch:
         # and the two hooks (none: nothing listens)
         fixed = (k.function, runner.launch_cooperative_grid, runner.launch_pdl, scratch, None, k.packed_metadata, None,
                  None, None)
+        # packed launches (hw/runtime/packed.py): a plain launch (one CTA per program, no cooperative
+        # grid or PDL) of a kernel whose every argument the packer knows, where libcuda is loaded
+        if driver() is not None and not runner.launch_cooperative_grid and not runner.launch_pdl:
+            num_warps, num_ctas, shared = k.packed_metadata
+            types = signature_types(signature, self.kernel.arg_names, metas)
+            if types is not None and len(types) == len(template) and num_ctas == 1:
+                self._types, self._geometry = types, (k.function, self.grid, 32 * num_warps, shared)
         return raw, fixed, template, slots
 
     def _expand(self, desc, meta) -> list:
@@ -165,10 +200,17 @@ class _Aligned:
         return self.ptr
 
 
+@functools.cache
 def knobs():
     from triton import knobs as k
 
     return k.runtime
+
+
+def _quiet() -> bool:
+    """No profiler listens to launches: nothing to describe or call per launch."""
+    hooks = knobs()
+    return _idle(hooks.launch_enter_hook) and _idle(hooks.launch_exit_hook)
 
 
 def _idle(hook) -> bool:

@@ -152,3 +152,76 @@ def test_a_kernel_with_global_scratch_gets_one_aligned_buffer_on_both_paths(monk
     raw = next(args for kind, args in log if kind == "raw")
     assert seen == [1024] and raw[7] == 1024  # 1000 rounded up to 128 bytes, the same on both paths
     assert made[-1] == (3 * 256, 128)  # one 256-byte slice per block of the grid of 3
+
+
+def test_the_packer_expands_descriptors_as_triton_does_and_refuses_what_it_cannot_pack():
+    from mkernel.hw.runtime.packed import signature_types
+
+    sig = {"t": "*i64", "n": "i32", "s": "fp32", "d": "tensordesc<bf16[128, 64]>", "B": "constexpr"}
+    names = ["t", "n", "s", "d", "B"]
+    assert signature_types(sig, names, [{"swizzle": 3}]) == [
+        "*i64", "i32", "fp32", "nvTmaDesc", "i32", "i32", "i64", "i64", "constexpr"]
+    assert signature_types(sig, names, None) is None  # a descriptor lowered to a pointer: Triton's launcher
+    assert signature_types({"t": ("*i64", "*i64")}, ["t"], None) is None  # a tuple argument
+
+
+def test_a_packed_block_holds_each_parameter_where_the_launcher_would_put_it():
+    """Every non-constexpr argument in order, each at its C type's bytes, a CUtensorMap copied into
+    a 128-byte aligned slot, then the global and profile scratch pointers: what Triton's C launcher
+    points its ``void *params[]`` at for the same flat argument list."""
+    import ctypes
+    import struct
+
+    from mkernel.hw.runtime.packed import MAP_BYTES, Packed
+
+    tensor_map = (ctypes.c_ubyte * MAP_BYTES)(*range(MAP_BYTES))
+    types = ["*i64", "i32", "constexpr", "fp32", "bf16", "nvTmaDesc", "i32", "i64", "i1", "*i64"]
+    values = [0x7F0012345600, -7, 64, 0.125, 1.5, "map", 300, 1 << 40, True, None]
+    block = Packed(types, values, global_scratch=0xABC00, map_address=lambda obj: ctypes.addressof(tensor_map))
+    p = [block.params[i] for i in range(len(block.params))]
+    assert len(p) == 9 + 2  # nine non-constexpr arguments, then the two scratch pointers
+    assert ctypes.c_uint64.from_address(p[0]).value == 0x7F0012345600
+    assert ctypes.c_int32.from_address(p[1]).value == -7
+    assert ctypes.c_uint32.from_address(p[2]).value == struct.unpack("<I", struct.pack("<f", 0.125))[0]
+    assert ctypes.c_uint16.from_address(p[3]).value == struct.unpack("<I", struct.pack("<f", 1.5))[0] >> 16
+    assert p[4] % MAP_BYTES == 0 and bytes((ctypes.c_ubyte * MAP_BYTES).from_address(p[4])) == bytes(range(MAP_BYTES))
+    assert ctypes.c_int32.from_address(p[5]).value == 300 and ctypes.c_int64.from_address(p[6]).value == 1 << 40
+    assert ctypes.c_int8.from_address(p[7]).value == 1 and ctypes.c_uint64.from_address(p[8]).value == 0
+    assert ctypes.c_uint64.from_address(p[9]).value == 0xABC00 and ctypes.c_uint64.from_address(p[10]).value == 0
+    with pytest.raises(TypeError, match="not a Triton CUtensorMap"):
+        Packed(["nvTmaDesc"], [object()], 0)
+
+
+class _Driver:
+    def __init__(self):
+        self.launches = []
+
+    def launch(self, function, grid, threads, shared, stream, packed):
+        self.launches.append((function, grid, threads, shared, stream, packed))
+
+
+def test_a_keyed_call_is_packed_once_and_later_calls_of_its_key_launch_the_block(monkeypatch):
+    pytest.importorskip("triton", reason="the launch reads triton's launch hooks")
+    from mkernel.hw.runtime import launch as launch_mod
+
+    drv = _Driver()
+    monkeypatch.setattr(launch_mod, "driver", lambda: drv)
+    log = []
+    compiled = _Compiled36(log, {"table": "*i64", "bases": "*i64", "n": "i32", "BLOCK": "constexpr"})
+    compiled.packed_metadata = (8, 1, 4096)  # num_warps, num_ctas, shared bytes
+    launch = Launch(_Kernel(compiled), 3, {"table": _Tensor(64), "n": 5, "BLOCK": 32}, {}, per_call=("bases",))
+    launch(1, bases=_Tensor(128))  # the JIT call
+    assert not launch.cached(2, "k1")
+    launch(2, key="k1", bases=_Tensor(256))  # packed under its key, launched through the driver
+    assert launch.cached(3, "k1") and not launch.cached(3, "k2")
+    assert not [kind for kind, _ in log if kind == "raw"]  # Triton's C launcher parsed nothing
+    (f1, g1, t1, s1, st1, b1), (_, _, _, _, st2, b2) = drv.launches
+    assert (f1, g1, t1, s1, st1, st2) == ("fn", 3, 256, 4096, 2, 3) and b1 is b2
+    import ctypes
+    assert [ctypes.c_uint64.from_address(b1.params[i]).value for i in range(2)] == [64, 256]
+    assert ctypes.c_int32.from_address(b1.params[2]).value == 5
+
+    class _Listening:
+        calls = [print]
+    monkeypatch.setattr(launch_mod.knobs(), "launch_enter_hook", _Listening())
+    assert not launch.cached(4, "k1")  # a profiler listens: the launch describes itself through Triton
