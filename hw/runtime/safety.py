@@ -40,6 +40,7 @@ PORT_OFFSET = {  # one port per entry that starts its own group
     "bench_train": 5,
     "attn_crash_probe": 6,  # tools/probes/
     "attn_fused": 7,
+    "host_path": 8,
 }
 
 
