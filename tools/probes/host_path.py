@@ -3,7 +3,8 @@
 Each phase is timed alone: p50 / p99 of 200 back-to-back repetitions, no sync between, beside the
 whole public call and torch's own call in the same run. Phases: the input check, the binding (with
 the output's torch.empty), torch.empty alone, the stream queries, the kernel launch alone (the
-packed block, or Triton's launcher when packed launches are off), and the executor call.
+packed block, or Triton's launcher when packed launches are off), and the executor call. The other three ops: the whole public call
+beside torch's (MoE: its torch path, gather + per-expert matmul).
 
     python tools/probes/host_path.py --out host_path.json
 """
@@ -61,6 +62,15 @@ def phases(name: str, public, torch_fn, ex, inputs: dict) -> list[dict]:
     return rows
 
 
+def whole(name: str, public, torch_fn) -> list[dict]:
+    rows = []
+    for phase, fn in (("public call, fused", public), ("torch", torch_fn)):
+        p50, p99 = laps(fn)
+        rows.append({"case": name, "phase": phase, "p50_us": p50, "p99_us": p99})
+        print(f"{name:28s} {phase:30s} p50 {p50:6.1f} us  p99 {p99:6.1f} us", flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="host_path.json")
@@ -89,6 +99,15 @@ def main() -> None:
     flat = {n: t.view(-1, 128) for n, t in zip("QKV", (q, k, v))}
     rows += phases("ring_attention 4x16x768x128", lambda: mkernel.ring_attention(q, k, v, mode="fused"),
                    lambda: F.scaled_dot_product_attention(q, k, v), ex, flat)
+    for op in ("gemm_rs", "ag_gemm"):  # the other ops: the whole call beside torch's
+        fn = getattr(mkernel, op)
+        rows += whole(f"{op} 4096x4096x512", lambda fn=fn: fn(a, b, mode="fused"), lambda: a @ b)
+    x = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(8 * 1024, 512, device="cuda", dtype=torch.bfloat16)
+    idx = torch.randint(0, 8, (2048, 2), device="cuda")
+    fused_h, torch_h = (mkernel.moe_plan(idx, 8, 1024, 512, mode=m) for m in ("fused", "fallback"))
+    rows += whole("moe 2048 tokens, 8 experts", lambda: mkernel.moe_dispatch_gemm(x, w, fused_h),
+                  lambda: mkernel.moe_dispatch_gemm(x, w, torch_h))
     commit = Path(".commit").read_text().strip() if Path(".commit").exists() else "unknown"
     Path(args.out).write_text(json.dumps({"meta": {"date": time.strftime("%Y-%m-%d"), "commit": commit,
                                                    "gpu": torch.cuda.get_device_name(),
