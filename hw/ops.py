@@ -167,9 +167,19 @@ def handle(handle_id: int) -> MoeHandle:
     return hit
 
 
+_MOE_RUNS: dict[int, tuple[Executor, torch.Tensor]] = {}  # handle id -> its executor and the zero row it reads
+
+
 def run_moe(h: MoeHandle, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    zero = torch.zeros(1, w.shape[1], device=w.device, dtype=w.dtype)
-    return executor(h.workload, h.group_name, h.gpus_per_node, h.sms)({"X": x, "W": w, "Z": zero})["Y"]
+    """One fused call of a handle's routing. Its executor and zero row are looked up once per handle:
+    the executor cache's key holds the whole routing, which costs a hash of every (token, expert)
+    route to look up."""
+    hit = _MOE_RUNS.get(h.id)
+    if hit is None:
+        hit = _MOE_RUNS[h.id] = (executor(h.workload, h.group_name, h.gpus_per_node, h.sms),
+                                 torch.zeros(1, w.shape[1], device=w.device, dtype=w.dtype))
+    ex, zero = hit
+    return ex({"X": x, "W": w, "Z": zero})["Y"]
 
 
 @torch.library.custom_op("mkernel::moe_dispatch_gemm", mutates_args=())
@@ -194,3 +204,4 @@ def close() -> None:
         ctx.close()
     _EXECUTORS.clear()
     _HANDLES.clear()
+    _MOE_RUNS.clear()
