@@ -104,7 +104,7 @@ def main() -> None:
         rows += whole(f"{op} 4096x4096x512", lambda fn=fn: fn(a, b, mode="fused"), lambda: a @ b)
     x = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(8 * 1024, 512, device="cuda", dtype=torch.bfloat16)
-    idx = torch.randint(0, 8, (2048, 2), device="cuda")
+    idx = torch.rand(2048, 8, device="cuda").topk(2, dim=1).indices  # two distinct experts per token
     fused_h, torch_h = (mkernel.moe_plan(idx, 8, 1024, 512, mode=m) for m in ("fused", "fallback"))
     rows += whole("moe 2048 tokens, 8 experts", lambda: mkernel.moe_dispatch_gemm(x, w, fused_h),
                   lambda: mkernel.moe_dispatch_gemm(x, w, torch_h))
