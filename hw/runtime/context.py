@@ -53,6 +53,13 @@ HEAPS = ("device", "host")  # where the symmetric buffer lives (Context's ``heap
 _LOCAL_GROUPS: dict[tuple[str, tuple[int, ...]], object] = {}  # (group, its node's global ranks) -> group
 
 
+def current_device():
+    """This rank's GPU (the CPU tests of the network wiring put a host device here)."""
+    import torch
+
+    return torch.device("cuda", torch.cuda.current_device())
+
+
 def choose(transport: str, shaping: transports.Shaping | None, nodes: int, heap: str, net=None,
            nic_map: dict[int, str] | None = None) -> tuple[str | None, str | None, dict]:
     """(the transport, its native name, its options) of a context over ``nodes`` nodes, or one
@@ -146,7 +153,7 @@ class Context:
         network = self.transport in transports.NETWORK
         if self.nodes > 1:
             agree(pg, self.rank, (self.transport, heap))
-        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.device = current_device()
         self.layout = Layout(n_flags, recv_bytes, send_bytes)
         self.ring = DeviceRing(knobs.ring_capacity, self.device)  # first: the CUDA context a host heap needs
         self.epoch = Epoch(self.device)
