@@ -6,6 +6,7 @@ four processes (2 nodes x 2) over libfabric, with host stand-ins where the Conte
 The GPU run of every op over ``ofi`` is in tests/hw/test_hw_fused.py."""
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import queue
 import socket
@@ -189,3 +190,36 @@ def test_a_network_context_registers_bootstraps_and_moves_chunks_between_nodes(p
                 assert (heap[src] == 10 + r).all()  # its own source bytes, untouched
             else:
                 assert rep["flags"][src] == 0 and not heap[src].any()  # a node peer writes by peer stores only
+
+
+def test_a_host_heap_file_maps_the_same_pages_in_every_mapping(tmp_path, monkeypatch):
+    """hostheap's mapping of a node peer's file (with a stand-in for the CUDA driver's registration):
+    the creator's file starts zeroed, a second mapping sees its bytes, and release unregisters each."""
+    from mkernel.hw.runtime import hostheap
+
+    unregistered = []
+
+    class Driver:
+        def register(self, host, nbytes, flags):
+            return 0 if flags == hostheap.REGISTER_FLAGS and nbytes % 4096 == 0 else 1
+
+        def device_pointer(self, dev, host, flags):
+            dev._obj.value = host
+            return 0
+
+        def unregister(self, host):
+            unregistered.append(host)
+
+        def check(self, rc, what):
+            assert rc == 0, what
+
+    path = tmp_path / "heap"
+    own = hostheap._Mapping(Driver(), path, 8192, create=True)
+    peer = hostheap._Mapping(Driver(), path, 8192, create=False)
+    own_view = (ctypes.c_uint8 * 8192).from_address(own.host)
+    assert not any(own_view) and own.device == own.host and peer.host != own.host
+    own_view[100] = 7
+    assert (ctypes.c_uint8 * 8192).from_address(peer.host)[100] == 7
+    del own_view
+    own.release(), peer.release()
+    assert unregistered == [own.host, peer.host]
