@@ -223,3 +223,31 @@ def test_a_host_heap_file_maps_the_same_pages_in_every_mapping(tmp_path, monkeyp
     del own_view
     own.release(), peer.release()
     assert unregistered == [own.host, peer.host]
+
+
+# -- the CLI's hw path ------------------------------------------------------------------------------
+
+def test_the_cli_refuses_an_unusable_transport_before_any_launch_and_launches_a_usable_one(monkeypatch, tmp_path,
+                                                                                           capsys):
+    from mkernel import runner
+    from mkernel.cli import main
+
+    launched = []
+
+    def run(sc, **kw):
+        launched.append(kw)
+        raise BackendUnavailable("stopped by the test after the launch was asked for")
+
+    monkeypatch.setattr(runner, "run", run)
+    real = transports.unusable
+    monkeypatch.setattr(transports, "unusable", lambda name, sysfs=None: real(name, tmp_path))
+    assert main(["run", "--backend", "hw", "--nodes", "2", "--gpus-per-node", "2", "--transport", "verbs_rc"]) == 2
+    assert "transport 'verbs_rc' needs an RDMA device" in capsys.readouterr().err and not launched
+    assert main(["run", "--heap", "host"]) == 2
+    assert "--heap applies to --backend hw" in capsys.readouterr().err and not launched
+    monkeypatch.setattr(transports, "unusable", lambda name, sysfs=None: None)
+    assert main(["run", "--backend", "hw", "--nodes", "2", "--gpus-per-node", "2", "--transport", "ofi",
+                 "--heap", "host"]) == 2
+    assert launched and launched[-1]["backend"] == "hw"
+    assert (launched[-1]["transport"], launched[-1]["heap"]) == ("ofi", "host")
+    assert "stopped by the test" in capsys.readouterr().err
