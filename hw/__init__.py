@@ -57,12 +57,14 @@ class HwBackend:
         return unavailable()
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs=None, seed: int = 0, trace: bool = False,
-            workload=None, collapse: bool = False, faults=None, controller=None, timed: int = 10) -> RunStats:
+            workload=None, collapse: bool = False, faults=None, controller=None, timed: int = 10,
+            transport: str = "loopback", heap: str = "device") -> RunStats:
         """The fused schedule on the GPUs, or (a multi-launch baseline) the op's torch fallback,
         on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time.
         ``controller`` (a :class:`mkernel.controller.Balance`) runs the fused kernel's compute and
         intra roles under the adaptive SM partition; metrics["trajectory"] then has each rank's.
-        ``faults`` (:class:`~mkernel.hw.runtime.proxy.ProxyFaults`): what the fused run's proxies inject."""
+        ``faults`` (:class:`~mkernel.hw.runtime.proxy.ProxyFaults`): what the fused run's proxies inject;
+        ``transport`` and ``heap``: the fused run's Context's (:class:`~mkernel.hw.runtime.context.Context`)."""
         from mkernel.report import static_bytes
 
         from . import rank
@@ -80,7 +82,7 @@ class HwBackend:
         own = [({name: per[r] for name, per in inputs.items()},) for r in range(schedule.world)]  # each its own
         if len(schedule.launches) == 1:
             results = launch(rank.schedule_rank, schedule.world, args=(schedule, gpn, timed, controller, cluster,
-                                                                      faults), rank_args=own)
+                                                                      faults, transport, heap), rank_args=own)
         else:
             results = launch(rank.fallback_rank, schedule.world, args=(workload, gpn, timed), rank_args=own)
         outputs = {name: [r["outputs"][name] for r in results] for name in results[0]["outputs"]}

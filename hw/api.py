@@ -93,7 +93,7 @@ def _decide_gemm(op: str, a, b, group, gpus_per_node, mode) -> tuple[Decision, C
     return decide(call, mode), call
 
 
-def _bind_gemm(op: str, a, b, group, gpus_per_node, sms, mode) -> tuple[Decision, object]:
+def _bind_gemm(op: str, a, b, group, gpus_per_node, sms, mode, transport) -> tuple[Decision, object]:
     """The path of a GEMM op call: (decision, callable(a, b))."""
     d, call = _decide_gemm(op, a, b, group, gpus_per_node, mode)
     m, gpn = call.m, call.gpus_per_node
@@ -105,21 +105,21 @@ def _bind_gemm(op: str, a, b, group, gpus_per_node, sms, mode) -> tuple[Decision
 
         def torch_path(x, y):
             if _needs_autograd(x, y):
-                return torch.ops.mkernel.torch_gemm(x, y, op, name, n_gpn, n_sms, mode)
+                return torch.ops.mkernel.torch_gemm(x, y, op, name, n_gpn, n_sms, mode, transport)
             return fallback(x, y, g)
         return d, torch_path
     name, n_sms = _name(group), sms or 0
-    ex = ops.executor(Workload(kernel=op, m=m, n=b.shape[1], k=a.shape[1]), name, gpn, n_sms)
+    ex = ops.executor(Workload(kernel=op, m=m, n=b.shape[1], k=a.shape[1]), name, gpn, n_sms, transport)
     traced = getattr(torch.ops.mkernel, op)
 
     def fused(x, y):
         if _needs_autograd(x, y):
-            return traced(x, y, name, gpn, n_sms, mode)
+            return traced(x, y, name, gpn, n_sms, mode, transport)
         return ex({"A": x, "B": y})["OUT"]
     return d, fused
 
 
-def _gemm(op: str, a, b, group, gpus_per_node, sms, mode):
+def _gemm(op: str, a, b, group, gpus_per_node, sms, mode, transport):
     if mode == "auto" and group is None and gpus_per_node is None and group_info(None).world == 1:  # cheapest first
         if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
             _matmul_checked(op, a, b)
@@ -127,15 +127,15 @@ def _gemm(op: str, a, b, group, gpus_per_node, sms, mode):
     if torch.compiler.is_compiling():
         path = _traced_path(op, tuple(a.shape), tuple(b.shape), _name(group), gpus_per_node or 0, mode)
         if path == "fused":
-            return getattr(torch.ops.mkernel, op)(a, b, _name(group), gpus_per_node or 0, sms or 0, mode)
+            return getattr(torch.ops.mkernel, op)(a, b, _name(group), gpus_per_node or 0, sms or 0, mode, transport)
         if _traced_world(_name(group)) == 1:
             return torch.matmul(a, b)
-        return torch.ops.mkernel.torch_gemm(a, b, op, _name(group), gpus_per_node or 0, sms or 0, mode)
+        return torch.ops.mkernel.torch_gemm(a, b, op, _name(group), gpus_per_node or 0, sms or 0, mode, transport)
     key = (op, a.shape, b.shape, a.dtype, b.dtype, a.get_device(), a.is_contiguous(), b.is_contiguous(), group,
-           gpus_per_node, sms, mode)
+           gpus_per_node, sms, mode, transport)
     hit = _BOUND.get(key)
     if hit is None:
-        hit = _BOUND[key] = _bind_gemm(op, a, b, group, gpus_per_node, sms, mode)
+        hit = _BOUND[key] = _bind_gemm(op, a, b, group, gpus_per_node, sms, mode, transport)
     return hit[1](a, b)
 
 
@@ -156,23 +156,25 @@ def _traced_path(op: str, a_shape: tuple, b_shape: tuple, group_name: str, gpus_
 
 
 def gemm_ar(a: torch.Tensor, b: torch.Tensor, group=None, *, gpus_per_node: int | None = None,
-            sms: int | None = None, mode: str = "auto") -> torch.Tensor:
+            sms: int | None = None, mode: str = "auto", transport: str = "auto") -> torch.Tensor:
     """sum over the group of a_r @ b_r, on every rank. ``gpus_per_node`` (default: the whole group
     is one node) says which peers are reached by NVLink and which through the proxy; ``sms``: the
-    fused kernel's SM budget (default: the whole GPU)."""
-    return _gemm("gemm_ar", a, b, group, gpus_per_node, sms, mode)
+    fused kernel's SM budget (default: the whole GPU); ``transport``: how the proxy reaches the
+    other nodes (``verbs_rc``, ``verbs_srd``, ``ofi``, ``loopback`` for nodes emulated on one host;
+    ``auto``: what ``mkernel doctor`` picks here), the same on every rank (every op takes it)."""
+    return _gemm("gemm_ar", a, b, group, gpus_per_node, sms, mode, transport)
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, group=None, *, gpus_per_node: int | None = None,
-            sms: int | None = None, mode: str = "auto") -> torch.Tensor:
+            sms: int | None = None, mode: str = "auto", transport: str = "auto") -> torch.Tensor:
     """This rank's M / world rows of sum over the group of a_r @ b_r."""
-    return _gemm("gemm_rs", a, b, group, gpus_per_node, sms, mode)
+    return _gemm("gemm_rs", a, b, group, gpus_per_node, sms, mode, transport)
 
 
 def ag_gemm(a: torch.Tensor, b: torch.Tensor, group=None, *, gpus_per_node: int | None = None,
-            sms: int | None = None, mode: str = "auto") -> torch.Tensor:
+            sms: int | None = None, mode: str = "auto", transport: str = "auto") -> torch.Tensor:
     """all_gather(a) @ b: every rank's rows of A, in rank order, times this rank's B."""
-    return _gemm("ag_gemm", a, b, group, gpus_per_node, sms, mode)
+    return _gemm("ag_gemm", a, b, group, gpus_per_node, sms, mode, transport)
 
 
 def _decide_attention(q, k, v, causal, group, gpus_per_node, mode) -> tuple[Decision, int]:
@@ -194,42 +196,42 @@ def _decide_attention(q, k, v, causal, group, gpus_per_node, mode) -> tuple[Deci
     return decide(Call("ring_attention", S, B * H, D, g.world, gpn, _device(), objection), mode), gpn
 
 
-def _bind_attention(q, k, v, causal, group, gpus_per_node, sms, mode) -> tuple[Decision, object]:
+def _bind_attention(q, k, v, causal, group, gpus_per_node, sms, mode, transport) -> tuple[Decision, object]:
     d, gpn = _decide_attention(q, k, v, causal, group, gpus_per_node, mode)
     if not d.fused:
         g, name, n_gpn, n_sms = group_info(group), _name(group), gpus_per_node or 0, sms or 0
 
         def torch_path(x, y, z):  # at world 1 too: torch's attention kernels drop lse's gradient
             if _needs_autograd(x, y, z):
-                return torch.ops.mkernel.torch_ring_attention(x, y, z, causal, name, n_gpn, n_sms, mode)
+                return torch.ops.mkernel.torch_ring_attention(x, y, z, causal, name, n_gpn, n_sms, mode, transport)
             return fallback_ring_attention(x, y, z, g, causal=causal)
         return d, torch_path
     name, n_sms = _name(group), sms or 0
-    ex = ops.executor(ops.attention_workload(q, causal), name, gpn, n_sms)
+    ex = ops.executor(ops.attention_workload(q, causal), name, gpn, n_sms, transport)
 
     def fused(x, y, z):
         if _needs_autograd(x, y, z):
-            return torch.ops.mkernel.ring_attention(x, y, z, causal, name, gpn, n_sms, mode)
+            return torch.ops.mkernel.ring_attention(x, y, z, causal, name, gpn, n_sms, mode, transport)
         return ops.run_attention(ex, x, y, z)
     return d, fused
 
 
 def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group=None, *, causal: bool = False,
                    gpus_per_node: int | None = None, sms: int | None = None,
-                   mode: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+                   mode: str = "auto", transport: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of this rank's queries over every rank's keys and values: (out, lse)."""
     if torch.compiler.is_compiling():
-        call = (bool(causal), _name(group), gpus_per_node or 0, sms or 0, mode)
+        call = (bool(causal), _name(group), gpus_per_node or 0, sms or 0, mode, transport)
         if _traced_attention_path(tuple(q.shape), bool(causal), _name(group), gpus_per_node or 0, mode) == "fused":
             return torch.ops.mkernel.ring_attention(q, k, v, *call)
         if _needs_autograd(q, k, v) or _traced_world(_name(group)) > 1:
             return torch.ops.mkernel.torch_ring_attention(q, k, v, *call)
         return fallback_ring_attention(q, k, v, group, causal=causal)
     key = ("ring_attention", q.shape, k.shape, v.shape, q.dtype, q.get_device(), q.is_contiguous(),
-           k.is_contiguous(), v.is_contiguous(), bool(causal), group, gpus_per_node, sms, mode)
+           k.is_contiguous(), v.is_contiguous(), bool(causal), group, gpus_per_node, sms, mode, transport)
     hit = _BOUND.get(key)
     if hit is None:
-        hit = _BOUND[key] = _bind_attention(q, k, v, bool(causal), group, gpus_per_node, sms, mode)
+        hit = _BOUND[key] = _bind_attention(q, k, v, bool(causal), group, gpus_per_node, sms, mode, transport)
     return hit[1](q, k, v)
 
 
@@ -246,7 +248,7 @@ def _traced_attention_path(shape: tuple, causal: bool, group_name: str, gpus_per
 
 def moe_plan(topk_idx: torch.Tensor, experts: int, hidden: int, width: int, group=None, *,
              topk_weights: torch.Tensor | None = None, gpus_per_node: int | None = None,
-             sms: int | None = None, mode: str = "auto") -> MoeHandle:
+             sms: int | None = None, mode: str = "auto", transport: str = "auto") -> MoeHandle:
     """Plan MoE dispatch + grouped GEMM for one routing (collective; reads every rank's routing on
     the host, so do it once per routing, not per step). ``topk_idx``: this rank's [tokens, topk]
     expert ids; experts e live on rank e // (experts / world). The handle's ``decision`` says which
@@ -274,8 +276,8 @@ def moe_plan(topk_idx: torch.Tensor, experts: int, hidden: int, width: int, grou
         f"hidden {hidden} and width {width} must be multiples of 8, and some rows routed"
     d = decide(Call("moe_dispatch_gemm", w.m, width, hidden, g.world, gpn, _device(), objection, w.topk), mode)
     if d.fused:
-        ops.executor(w, _name(group), gpn, sms or 0)  # plan and set up now (collective), not in the first call
-    return ops.register(dict(workload=w, group_name=_name(group), gpus_per_node=gpn, sms=sms or 0,
+        ops.executor(w, _name(group), gpn, sms or 0, transport)  # set up now (collective), not in the first call
+    return ops.register(dict(workload=w, group_name=_name(group), gpus_per_node=gpn, sms=sms or 0, transport=transport,
                              sources=sources.to(topk_idx.device), row_weights=row_weights, decision=d,
                              torch_rows=fallbacks.moe_rows(sources, topk_idx.shape[0], hidden, experts // g.world,
                                                            topk_idx.device)))

@@ -55,23 +55,24 @@ def out_rows(op: str, rows: int, world: int) -> int:
 
 @torch.library.custom_op("mkernel::torch_gemm", mutates_args=())
 def _torch_gemm(a: torch.Tensor, b: torch.Tensor, op: str, group_name: str, gpus_per_node: int, sms: int,
-                mode: str) -> torch.Tensor:
+                mode: str, transport: str = "auto") -> torch.Tensor:
     return _FALLBACK[op](a, b, group_name or None)
 
 
 @_torch_gemm.register_fake
-def _(a, b, op, group_name, gpus_per_node, sms, mode):
+def _(a, b, op, group_name, gpus_per_node, sms, mode, transport="auto"):
     return a.new_empty(out_rows(op, a.shape[0], group_info(group_name or None).world), b.shape[1])
 
 
 @torch.library.custom_op("mkernel::torch_ring_attention", mutates_args=())
 def _torch_ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, group_name: str,
-                          gpus_per_node: int, sms: int, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+                          gpus_per_node: int, sms: int, mode: str,
+                          transport: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     return fallback_ring_attention(q, k, v, group_name or None, causal=causal)
 
 
 @_torch_ring_attention.register_fake
-def _(q, k, v, causal, group_name, gpus_per_node, sms, mode):
+def _(q, k, v, causal, group_name, gpus_per_node, sms, mode, transport="auto"):
     return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
@@ -89,14 +90,15 @@ def _fused(op: str, x: torch.Tensor, y_shape: tuple, group_name: str, gpus_per_n
     return _dual_path(op, tuple(x.shape), y_shape, group_name, gpus_per_node, mode) == "fused"
 
 
-def _dual(op: str, x: torch.Tensor, y: torch.Tensor, group_name, gpus_per_node, sms, mode) -> torch.Tensor:
+def _dual(op: str, x: torch.Tensor, y: torch.Tensor, group_name, gpus_per_node, sms, mode, transport) -> torch.Tensor:
     """The public ``op(x, y)`` with contiguous operands, as the fused kernel takes them."""
     return getattr(_api(), op)(x.contiguous(), y.contiguous(), group_name or None, gpus_per_node=gpus_per_node or None,
-                               sms=sms or None, mode=mode)
+                               sms=sms or None, mode=mode, transport=transport)
 
 
 def gemm_grads(op: str, a, b, grad, group_name: str, gpus_per_node: int, sms: int, mode: str,
-               need_a: bool = True, need_b: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+               transport: str = "auto", need_a: bool = True,
+               need_b: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(grad a, grad b) of ``op(a, b)`` at ``grad`` (the module docstring has the formulas)."""
     g = group_info(group_name or None)
     grad_a = grad_b = None
@@ -105,7 +107,7 @@ def gemm_grads(op: str, a, b, grad, group_name: str, gpus_per_node: int, sms: in
     if op == "ag_gemm":
         if need_a:
             if _fused("gemm_rs", grad, (b.shape[1], b.shape[0]), group_name, gpus_per_node, mode):
-                grad_a = _dual("gemm_rs", grad, b.t(), group_name, gpus_per_node, sms, mode)
+                grad_a = _dual("gemm_rs", grad, b.t(), group_name, gpus_per_node, sms, mode, transport)
             else:
                 grad_a = reduce_scatter(grad @ b.t(), g)
         if need_b:
@@ -114,7 +116,7 @@ def gemm_grads(op: str, a, b, grad, group_name: str, gpus_per_node: int, sms: in
     gathered = None
     if need_a:
         if _fused("ag_gemm", grad, (b.shape[1], b.shape[0]), group_name, gpus_per_node, mode):
-            grad_a = _dual("ag_gemm", grad, b.t(), group_name, gpus_per_node, sms, mode)
+            grad_a = _dual("ag_gemm", grad, b.t(), group_name, gpus_per_node, sms, mode, transport)
         else:
             gathered = all_gather(grad, g)
             grad_a = gathered @ b.t()
@@ -124,7 +126,7 @@ def gemm_grads(op: str, a, b, grad, group_name: str, gpus_per_node: int, sms: in
 
 
 def _gemm_setup(ctx, a, b, op, call) -> None:
-    ctx.op, ctx.call = op, call  # (group_name, gpus_per_node, sms, mode)
+    ctx.op, ctx.call = op, call  # (group_name, gpus_per_node, sms, mode, transport)
     ctx.need = ctx.needs_input_grad[:2]
     ctx.save_for_backward(a if ctx.need[1] else None, b if ctx.need[0] else None)
 
@@ -140,7 +142,7 @@ def _register_gemm(op: str) -> None:
         _gemm_setup(ctx, a, b, op, tuple(call))
 
     def backward(ctx, grad):
-        return *_gemm_backward(ctx, grad), None, None, None, None
+        return *_gemm_backward(ctx, grad), None, None, None, None, None
 
     torch.library.register_autograd(f"mkernel::{op}", backward, setup_context=setup)
 
@@ -152,7 +154,7 @@ def _torch_gemm_setup(ctx, inputs, output):
 
 for _op in GEMM_OPS:
     _register_gemm(_op)
-torch.library.register_autograd("mkernel::torch_gemm", lambda ctx, grad: (*_gemm_backward(ctx, grad),) + (None,) * 5,
+torch.library.register_autograd("mkernel::torch_gemm", lambda ctx, grad: (*_gemm_backward(ctx, grad),) + (None,) * 6,
                                 setup_context=_torch_gemm_setup)
 
 
@@ -203,7 +205,7 @@ def _attention_setup(ctx, inputs, output) -> None:
 def _attention_backward(ctx, dout, dlse):
     q, k, v, out, lse = ctx.saved_tensors
     grads = ring_attention_grads(q, k, v, out, lse, dout, dlse, ctx.causal, ctx.group_name)
-    return *grads, None, None, None, None, None
+    return *grads, None, None, None, None, None, None
 
 
 for _name in ("ring_attention", "torch_ring_attention"):

@@ -31,9 +31,11 @@ from .runtime.safety import apply_no_multicast
 _EXECUTORS: dict[tuple, tuple[Context, Executor]] = {}
 
 
-def executor(w: Workload, group_name: str, gpus_per_node: int, sms: int) -> Executor:
-    """The cached executor of (op, shape, group, topology), built collectively on first use. Empty
-    or zero arguments mean the defaults: the world group, one node, every SM of the GPU."""
+def executor(w: Workload, group_name: str, gpus_per_node: int, sms: int, transport: str = "auto") -> Executor:
+    """The cached executor of (op, shape, group, topology, transport), built collectively on first
+    use. Empty or zero arguments mean the defaults: the world group, one node, every SM of the GPU.
+    ``transport`` reaches the other nodes (:class:`~mkernel.hw.runtime.context.Context`; ``auto``:
+    what ``mkernel doctor`` picks here: a NIC's transport, else the loopback of one host)."""
     g = group_info(group_name or None)
     if g.pg is None:
         raise InputError(f"mkernel.{w.kernel}: the fused kernel needs torch.distributed initialised (its buffers are "
@@ -41,7 +43,7 @@ def executor(w: Workload, group_name: str, gpus_per_node: int, sms: int) -> Exec
                          f"use mode='auto' or 'fallback'")
     gpus_per_node = gpus_per_node or g.world
     sms = sms or device_sms()
-    key = (w, g.name, gpus_per_node, sms)
+    key = (w, g.name, gpus_per_node, sms, transport)
     hit = _EXECUTORS.get(key)
     if hit is None:
         apply_no_multicast()
@@ -49,7 +51,8 @@ def executor(w: Workload, group_name: str, gpus_per_node: int, sms: int) -> Exec
             raise InputError(f"gpus_per_node={gpus_per_node} must divide the group's {g.world} ranks")
         c = Cluster("torch", g.world // gpus_per_node, gpus_per_node).with_sms(sms)
         schedule = builders.get(w.kernel).build(w, c)
-        ctx = Context(g.pg, gpus_per_node=gpus_per_node, send_bytes=0, **Executor.context_sizes(schedule))
+        ctx = Context(g.pg, gpus_per_node=gpus_per_node, send_bytes=0, transport=transport,
+                      **Executor.context_sizes(schedule))
         hit = _EXECUTORS[key] = (ctx, Executor(schedule, ctx))
     return hit[1]
 
@@ -67,37 +70,37 @@ def _world(group_name: str) -> int:
 
 @torch.library.custom_op("mkernel::gemm_ar", mutates_args=())
 def _gemm_ar(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int,
-             mode: str = "auto") -> torch.Tensor:
+             mode: str = "auto", transport: str = "auto") -> torch.Tensor:
     w = Workload(kernel="gemm_ar", m=a.shape[0], n=b.shape[1], k=a.shape[1])
-    return executor(w, group_name, gpus_per_node, sms)({"A": a, "B": b})["OUT"]
+    return executor(w, group_name, gpus_per_node, sms, transport)({"A": a, "B": b})["OUT"]
 
 
 @_gemm_ar.register_fake
-def _(a, b, group_name, gpus_per_node, sms, mode="auto"):
+def _(a, b, group_name, gpus_per_node, sms, mode="auto", transport="auto"):
     return a.new_empty(a.shape[0], b.shape[1])
 
 
 @torch.library.custom_op("mkernel::gemm_rs", mutates_args=())
 def _gemm_rs(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int,
-             mode: str = "auto") -> torch.Tensor:
+             mode: str = "auto", transport: str = "auto") -> torch.Tensor:
     w = Workload(kernel="gemm_rs", m=a.shape[0], n=b.shape[1], k=a.shape[1])
-    return executor(w, group_name, gpus_per_node, sms)({"A": a, "B": b})["OUT"]
+    return executor(w, group_name, gpus_per_node, sms, transport)({"A": a, "B": b})["OUT"]
 
 
 @_gemm_rs.register_fake
-def _(a, b, group_name, gpus_per_node, sms, mode="auto"):
+def _(a, b, group_name, gpus_per_node, sms, mode="auto", transport="auto"):
     return a.new_empty(a.shape[0] // _world(group_name), b.shape[1])
 
 
 @torch.library.custom_op("mkernel::ag_gemm", mutates_args=())
 def _ag_gemm(a: torch.Tensor, b: torch.Tensor, group_name: str, gpus_per_node: int, sms: int,
-             mode: str = "auto") -> torch.Tensor:
+             mode: str = "auto", transport: str = "auto") -> torch.Tensor:
     w = Workload(kernel="ag_gemm", m=a.shape[0] * _world(group_name), n=b.shape[1], k=a.shape[1])
-    return executor(w, group_name, gpus_per_node, sms)({"A": a, "B": b})["OUT"]
+    return executor(w, group_name, gpus_per_node, sms, transport)({"A": a, "B": b})["OUT"]
 
 
 @_ag_gemm.register_fake
-def _(a, b, group_name, gpus_per_node, sms, mode="auto"):
+def _(a, b, group_name, gpus_per_node, sms, mode="auto", transport="auto"):
     return a.new_empty(a.shape[0] * _world(group_name), b.shape[1])
 
 
@@ -108,8 +111,9 @@ def attention_workload(q: torch.Tensor, causal: bool) -> Workload:
 
 @torch.library.custom_op("mkernel::ring_attention", mutates_args=())
 def _ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, group_name: str,
-                    gpus_per_node: int, sms: int, mode: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
-    return run_attention(executor(attention_workload(q, causal), group_name, gpus_per_node, sms), q, k, v)
+                    gpus_per_node: int, sms: int, mode: str = "auto",
+                    transport: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    return run_attention(executor(attention_workload(q, causal), group_name, gpus_per_node, sms, transport), q, k, v)
 
 
 def run_attention(ex: Executor, q, k, v) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,7 +123,7 @@ def run_attention(ex: Executor, q, k, v) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @_ring_attention.register_fake
-def _(q, k, v, causal, group_name, gpus_per_node, sms, mode="auto"):
+def _(q, k, v, causal, group_name, gpus_per_node, sms, mode="auto", transport="auto"):
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
@@ -139,6 +143,7 @@ class MoeHandle:
     group_name: str
     gpus_per_node: int
     sms: int
+    transport: str
     sources: torch.Tensor  # int64 [rows, 3]
     row_weights: torch.Tensor | None  # float32 [rows]
     decision: Decision
@@ -176,7 +181,7 @@ def run_moe(h: MoeHandle, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     route to look up."""
     hit = _MOE_RUNS.get(h.id)
     if hit is None:
-        hit = _MOE_RUNS[h.id] = (executor(h.workload, h.group_name, h.gpus_per_node, h.sms),
+        hit = _MOE_RUNS[h.id] = (executor(h.workload, h.group_name, h.gpus_per_node, h.sms, h.transport),
                                  torch.zeros(1, w.shape[1], device=w.device, dtype=w.dtype))
     ex, zero = hit
     return ex({"X": x, "W": w, "Z": zero})["Y"]

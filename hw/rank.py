@@ -41,10 +41,12 @@ def median_s(fn, iters: int, warmup: int = 3) -> float:
 
 
 def schedule_rank(info: RankInfo, schedule, gpus_per_node: int, timed: int = 10, controller=None,
-                  cluster: Cluster | None = None, faults=None, inputs: dict | None = None) -> dict:
+                  cluster: Cluster | None = None, faults=None, transport: str = "loopback", heap: str = "device",
+                  inputs: dict | None = None) -> dict:
     """The fused ``schedule`` on this rank (the hw backend's run) on its ``inputs`` (this rank's
     arrays by name): 3 poisoned calls, then timed ones. With a ``controller`` (the adaptive SM
-    partition), also the last call's target trajectory; ``faults``: what the proxy injects."""
+    partition), also the last call's target trajectory; ``faults``: what the proxy injects;
+    ``transport`` and ``heap``: the Context's."""
     import torch
 
     from .runtime.context import Context
@@ -52,7 +54,7 @@ def schedule_rank(info: RankInfo, schedule, gpus_per_node: int, timed: int = 10,
 
     dev = torch.device("cuda", torch.cuda.current_device())
     mine = {name: torch.from_numpy(np.ascontiguousarray(a)).to(dev).bfloat16() for name, a in inputs.items()}
-    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, faults=faults,
+    with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, faults=faults, transport=transport, heap=heap,
                  **Executor.context_sizes(schedule)) as ctx:
         op = Executor(schedule, ctx, controller=controller, cluster=cluster)
         for call in range(3):

@@ -102,9 +102,10 @@ class ColumnParallelLinear(_Parallel):
     this rank's output features of every token."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, group=None, *, gpus_per_node=None,
-                 sms=None, mode: str = "auto", device=None, dtype=None, seed: int | None = 0):
+                 sms=None, mode: str = "auto", transport: str = "auto", device=None, dtype=None, seed: int | None = 0):
         super().__init__(in_features, out_features, bias, group, "out",
-                         {"gpus_per_node": gpus_per_node, "sms": sms, "mode": mode}, device, dtype, seed)
+                         {"gpus_per_node": gpus_per_node, "sms": sms, "mode": mode, "transport": transport}, device,
+                         dtype, seed)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = api.ag_gemm(self._flat(x), self.weight, self.group, **self.knobs)
@@ -119,11 +120,13 @@ class RowParallelLinear(_Parallel):
     The bias is whole on every rank, added after the sum."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, group=None, *, reduce: str = "scatter",
-                 gpus_per_node=None, sms=None, mode: str = "auto", device=None, dtype=None, seed: int | None = 0):
+                 gpus_per_node=None, sms=None, mode: str = "auto", transport: str = "auto", device=None, dtype=None,
+                 seed: int | None = 0):
         if reduce not in REDUCE:
             raise InputError(f"RowParallelLinear: reduce={reduce!r} is not one of {', '.join(REDUCE)}")
         super().__init__(in_features, out_features, bias, group, "in",
-                         {"gpus_per_node": gpus_per_node, "sms": sms, "mode": mode}, device, dtype, seed)
+                         {"gpus_per_node": gpus_per_node, "sms": sms, "mode": mode, "transport": transport}, device,
+                         dtype, seed)
         self.reduce = reduce
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -145,7 +148,7 @@ class ParallelMLP(torch.nn.Module):
     """``fc2(activation(fc1(x)))`` with fc1 column- and fc2 row-parallel: x is this rank's tokens
     [T / world, hidden], and so is the result (``reduce="scatter"``), or every token [T, hidden]
     on every rank (``reduce="all"``); the [T, ffn / world] in between never leaves the rank.
-    ``knobs``: gpus_per_node, sms, mode, device, dtype (both layers)."""
+    ``knobs``: gpus_per_node, sms, mode, transport, device, dtype (both layers)."""
 
     def __init__(self, hidden: int, ffn: int, bias: bool = True, group=None, *, reduce: str = "scatter",
                  activation=None, seed: int | None = 0, **knobs):

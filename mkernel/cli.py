@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--faults", help="seeded faults: sim, e.g. 'drop=0.1,delay_us=5,duplicate=0.2,seed=3' "
                                       "(keys: mkernel.sim.faults); hw (the host proxy, 2+ nodes), e.g. "
                                       "'reorder=1,delay_us=20,drop=0.01,die_after=100,seed=3'")
+    run.add_argument("--heap", choices=("device", "host"),
+                     help="hw: the fused run's symmetric buffer in GPU memory (default) or in mapped pinned host "
+                          "memory, for a --transport whose NIC cannot reach GPU memory (slow, exact)")
     run.add_argument("--adaptive", action="store_true",
                      help="run the fused op under the adaptive SM partition (compute <-> intra SMs; sim and hw)")
     run.add_argument("--collapse", action=argparse.BooleanOptionalAction, default=None,
@@ -194,10 +197,15 @@ def _run(args: argparse.Namespace) -> int:
     output_file(args.json, "--json")
     output_file(args.trace, "--trace")
     sc = scenario_from_args(args)
+    hw_net = {}
+    if args.heap is not None and args.backend != "hw":
+        raise InputError("--heap applies to --backend hw (where the fused run's symmetric buffer lives)")
     if args.backend == "hw" and args.transport is not None:
         from mkernel.hw.runtime.transports import check_hw_run
 
-        check_hw_run(args.transport)  # one clear error before any launch
+        hw_net["transport"] = check_hw_run(args.transport)  # one clear error before any launch
+    if args.heap is not None:
+        hw_net["heap"] = args.heap
     if args.splits:
         from .studies.splits import apply
 
@@ -216,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
     with progress_bar() as progress:
         result, stats = run(sc, backend=args.backend, data=args.data, seed=args.seed, trace=args.trace is not None,
                             collapse=args.collapse, faults=faults, adaptive=args.adaptive, progress=progress,
-                            force=args.force)
+                            force=args.force, **hw_net)
     problems = check_result(result)
     if problems:
         raise AssertionError("result does not match its schema: " + "; ".join(problems))

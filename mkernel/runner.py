@@ -60,7 +60,7 @@ def collapses(scenario: Scenario, *, data: bool = False, trace: bool = False, fa
 
 def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: int = 0,
         trace: bool = False, collapse: bool | None = None, faults=None, adaptive: bool = False,
-        progress=None, force: bool = False) -> tuple[dict, RunStats]:
+        progress=None, force: bool = False, transport: str = "loopback", heap: str = "device") -> tuple[dict, RunStats]:
     """Run fused and baseline on one backend; with ``data``, check both against the oracle.
 
     ``collapse`` (sim only) simulates one node when every node does the same thing: exact times,
@@ -75,6 +75,8 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     the fused op under the adaptive SM partition (:mod:`mkernel.controller`): the simulator's role
     pools, or the GPU kernel's shared target. A run whose schedules or arrays would pass the memory
     limit is refused before they are built or allocated, unless ``force`` (:mod:`mkernel.limits`).
+    ``transport`` and ``heap`` (hw only): how the fused run's ranks reach other nodes and where their
+    symmetric buffer lives (:class:`mkernel.hw.runtime.context.Context`).
     """
     engine = get_backend(backend)
     asked = scenario
@@ -100,7 +102,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         fused_case, base_case = _data_cases(backend, w, c, (fused, baseline), seed, force)
     inputs, expected, plan = fused_case
     fold = {"collapse": collapse and not data and not trace, "faults": faults, "progress": progress} \
-        if backend == "sim" else {"workload": w, "faults": faults}
+        if backend == "sim" else {"workload": w, "faults": faults, "transport": transport, "heap": heap}
     trajectory = None
     if adaptive:
         from .controller import Balance, Trajectory, sim_controller

@@ -258,15 +258,16 @@ def context_proxy(ctx, transport: str, *, capacity: int, window_us: float, fault
                   options: NetOptions = NetOptions(), nic_map: dict[int, str] | None = None) -> Proxy:
     """The started proxy of a hw Context (mkernel/hw/runtime/context.py) whose ranks in other nodes are
     reached through ``transport``: its symmetric buffer registered (GPU memory, dmabuf or peer
-    memory), its address exchanged through torch.distributed's default store, its peers (every rank
-    in another node) connected, and the regions taken from their registrations. The one call
-    context.py needs in place of its loopback Proxy (docs/multinode.md)."""
+    memory; or host memory, at the host address ``ctx.host_ptr``, when the context's heap is there),
+    its address exchanged through torch.distributed's default store, its peers (every rank in another
+    node) connected, and the regions taken from their registrations. What context.py builds in place
+    of its loopback Proxy (docs/multinode.md)."""
     import torch.distributed as dist
 
     store = dist.distributed_c10d._get_default_store()
     lay = ctx.layout
-    region = Region(ctx.buffer.data_ptr(), lay.total, lay.recv_off, lay.recv_bytes, lay.send_off, lay.send_bytes,
-                    ctx.device.index)
+    base, memory = (ctx.buffer.data_ptr(), ctx.device.index) if ctx.host_ptr is None else (ctx.host_ptr, None)
+    region = Region(base, lay.total, lay.recv_off, lay.recv_bytes, lay.send_off, lay.send_bytes, memory)
     options = for_gpu(transport, ctx.device.index, options, nic_map)
     ep, regions = open_network(transport, store=store, tag=f"ctx{next(_CONTEXTS)}", rank=ctx.rank, world=ctx.world,
                                gpus_per_node=ctx.gpus_per_node, n_flags=lay.n_flags, region=region, options=options)

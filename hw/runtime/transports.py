@@ -154,22 +154,18 @@ def auto(sysfs: Path = nics.SYSFS) -> tuple[str, str]:
     return "loopback", f"no RDMA device: nodes can only be emulated on this host{tcp}"
 
 
-def check_hw_run(name: str) -> None:
-    """Before ``mkernel run --backend hw`` launches anything: one clear error unless its ranks can
-    use transport ``name`` between their nodes. The fused run's context reaches other nodes through
-    the loopback transport until hw/runtime/context.py opens network endpoints (:mod:`mkernel.hw.runtime.netboot`;
-    docs/multinode.md), so a usable network transport is refused too, pointing at the check that
-    runs it (``python -m mkernel.hw.measure.netcheck``)."""
+def check_hw_run(name: str) -> str:
+    """Before ``mkernel run --backend hw`` launches anything: the transport its ranks use between
+    their nodes (``auto`` resolved by :func:`auto`), or one clear error naming what this host lacks
+    for ``name``. The hw run's ranks share this host, so a network transport between its nodes goes
+    through this host's NIC or libfabric provider (the Context opens the endpoints)."""
     if name not in HW_TRANSPORTS:
         raise InputError(f"--transport {name!r} for --backend hw is not one of: auto, loopback, "
                          f"{', '.join(NETWORK)}")
     pick = auto()[0] if name == "auto" else name
-    if pick not in NETWORK:
-        return
-    require(pick)
-    raise BackendUnavailable(f"transport {pick!r} is usable here, but the fused hw run's context does not open "
-                             f"network endpoints yet (docs/multinode.md); run `python -m mkernel.hw.measure.netcheck "
-                             f"--transport {pick}` to check it, or --transport loopback")
+    if pick in NETWORK:
+        require(pick)
+    return pick
 
 
 def resolve(name: str, shaping: Shaping | None = None) -> tuple[str, dict]:

@@ -40,12 +40,13 @@ def _case(info: RankInfo, w: Workload, c: Cluster, seed: int):
 
 def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: int = 0, calls: int = 3,
              timed: int = 0, timeout_s: float = 5.0, transport: str = "loopback", shaping=None,
-             controller=None, faults=None) -> dict:
+             controller=None, faults=None, heap: str = "device", net=None) -> dict:
     """``calls`` calls, each on fresh inputs into poisoned outputs and each checked against the
     oracle (the result holds the worst error per output): a kernel that read the previous call's
     data would pass on repeated inputs. With a ``controller`` (a
     :class:`mkernel.controller.Balance`), the adaptive SM partition, and the result has the last
-    call's target trajectory. ``faults``: what the proxy injects (:class:`mkernel.hw.runtime.proxy.ProxyFaults`)."""
+    call's target trajectory. ``faults``: what the proxy injects (:class:`mkernel.hw.runtime.proxy.ProxyFaults`);
+    ``transport``, ``shaping``, ``heap``, ``net``: the Context's."""
     from mkernel.hw.runtime.context import Context
     from mkernel.hw.runtime.executor import Executor
 
@@ -55,7 +56,7 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
     schedule = builders.get(w.kernel).build(w, c)
     sizes = Executor.context_sizes(schedule)
     with Context(None, gpus_per_node=gpus_per_node, send_bytes=0, transport=transport, shaping=shaping, faults=faults,
-                 knobs=HwKnobs(timeout_s=timeout_s, barrier_timeout_s=timeout_s), **sizes) as ctx:
+                 knobs=HwKnobs(timeout_s=timeout_s, barrier_timeout_s=timeout_s), heap=heap, net=net, **sizes) as ctx:
         op = Executor(schedule, ctx, controller=controller, cluster=c)
         errors, unwritten = {}, {}
         for call in range(calls):  # fresh inputs every call: a stale read of the last call's data shows

@@ -232,3 +232,60 @@ def ofi_rank(rank: int, world: int, gpn: int, store: str, provider: str, publish
         kv = FileStore(Path(store))
     out.put(run_rank(rank, world, gpn, kv, "ofi", calls=calls, faults=ProxyFaults(**faults),
                      options=NetOptions(provider=provider, publish=publish, timeout_s=wait_s)))
+
+
+# -- a rank process of the Context's network wiring on CPU (tests/hw/test_context_transport.py) -------
+
+def context_rank(rank: int, world: int, gpn: int, port: int, provider: str, out) -> None:
+    """One rank of a hw Context with the ``ofi`` transport, in its own process with no GPU: where the
+    Context needs CUDA, host stand-ins (a host device, :class:`HostRing` for the device ring, a CPU
+    tensor for the symmetric buffer, its pointers exchanged over the node-local group); the rest is
+    real: the transport choice, the node-local process group, netboot's registration and store
+    bootstrap, the proxy and libfabric. Each rank pushes one PUT to every rank of the other node
+    (64 bytes of ``10 + rank`` at offset 64 * rank, flag ``rank``, epoch 1) and reports what landed
+    in its buffer and its flag and receive pointers; the test judges."""
+    import torch
+    import torch.distributed as dist
+
+    from mkernel.hw.runtime import context
+    from mkernel.hw.runtime.netboot import NetOptions
+    from mkernel.hw.runtime.proxy import HostRing
+
+    report = {"rank": rank, "error": None}
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=30))
+        context.current_device = lambda: torch.device("cpu")
+        context.DeviceRing = lambda capacity, device: HostRing(capacity)
+        context.Epoch = context.ErrorBlock = lambda device: None
+        torch.cuda.synchronize = lambda *a, **k: None
+
+        def symmetric(self, mapped) -> list[int]:  # the rendezvous over the node: pointers, nothing mapped
+            self.buffer = torch.zeros(self.layout.total, dtype=torch.uint8)
+            ptrs: list = [None] * dist.get_world_size(mapped)
+            dist.all_gather_object(ptrs, self.buffer.data_ptr(), group=mapped)
+            report["node_group"] = dist.get_process_group_ranks(mapped)
+            return ptrs
+
+        context.Context._symmetric = symmetric
+        with context.Context(None, gpus_per_node=gpn, send_bytes=0, recv_bytes=4096, n_flags=8, transport="ofi",
+                             net=NetOptions(provider=provider, timeout_s=10.0)) as ctx:
+            lay = ctx.layout
+            mine = ctx.buffer[lay.recv_off + 64 * rank: lay.recv_off + 64 * (rank + 1)]
+            mine.fill_(10 + rank)
+            dist.barrier()
+            remote = [r for r in range(world) if r // gpn != rank // gpn]
+            ctx.proxy.kick()
+            for dst in remote:
+                ctx.ring.push(ring.Command(ring.PUT, dst, rank, 64, 64 * rank, 64 * rank, 1), timeout_s=10.0)
+            flags = ctx.flags
+            wait_until(lambda: all(int(flags[r]) == 1 for r in remote), 10.0)
+            report.update(transport=ctx.transport, flags=flags.tolist(), heap=ctx.recv[:64 * world].clone().numpy(),
+                          flag_ptrs=ctx.flag_ptrs.tolist(), recv_ptrs=ctx.recv_ptrs.tolist(), recv_off=lay.recv_off,
+                          proxy=ctx.proxy.transport)
+            dist.barrier()
+    except Exception as exc:  # noqa: BLE001 - reported, the test judges
+        import traceback
+
+        report["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+    out.put(report)

@@ -2,7 +2,7 @@
 correctness on a GPU at world 1 and on an emulated 2x2 cluster (marked gpu); with several GPUs
 (issue 11), on real NVLink at world 2, 4 and 8 and on an emulated 2-node cluster whose halves talk
 through the loopback transport shaped to 50 GB/s per GPU (each skipped, with its reason, on a host
-with too few GPUs).
+with too few GPUs); and on the emulated 2x2 with libfabric (``ofi``) between its nodes.
 
 GPU cases use odd shapes (M, N, K and sequence not multiples of the tiles), fresh seeded random
 inputs, outputs poisoned with NaN before every call, several calls per case (epochs reused, no flag
@@ -305,6 +305,25 @@ def test_emulated_2x2_over_an_unordered_loopback(case):
 
     assert_exact(run_case(case, 2, 2, shaping=Shaping(gbytes_per_s=50.0, latency_us=5.0, unordered=True, streams=4,
                                                 seed=3)), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("provider", ["tcp;ofi_rxm", "shm"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_emulated_2x2_over_ofi_with_a_host_heap(case, provider):
+    """libfabric between the emulated nodes instead of the loopback (issue 28): each node's pair maps
+    its buffers as before, the nodes reach each other only through the ``ofi`` proxy (fi_writedata
+    with remote CQ data, the receiving proxy setting flags), and the buffer sits in mapped pinned host
+    memory (heap='host'), since the lent H200's libfabric has no CUDA HMEM to register GPU memory.
+    Slow (every heap byte crosses PCIe), and exact against the float64 oracle."""
+    from mkernel.hw.runtime import transports
+    from mkernel.hw.runtime.netboot import NetOptions
+
+    providers, why = transports.ofi_providers()
+    if why or provider not in providers:
+        pytest.skip(f"libfabric here offers no {provider}: {why or ', '.join(providers) or 'no provider'} (on the "
+                    f"H200, tools/device/net_check.sh carries libfabric-dev's headers)")
+    assert_exact(run_case(case, 2, 2, wait_s=30.0, transport="ofi", heap="host", net=NetOptions(provider=provider)), 3)
 
 
 @pytest.mark.gpu
