@@ -83,6 +83,18 @@ def choose(transport: str, shaping: transports.Shaping | None, nodes: int, heap:
     return name, native, opts
 
 
+def one_host(pg) -> bool:
+    """Every rank of ``pg`` runs on this host (the emulated cluster): what ``auto`` reads before the
+    doctor's pick, since a NIC is only needed to reach another host."""
+    import socket
+
+    import torch.distributed as dist
+
+    hosts: list = [None] * dist.get_world_size(pg)
+    dist.all_gather_object(hosts, socket.gethostname(), group=pg)
+    return len(set(hosts)) == 1
+
+
 def agree(pg, rank: int, choice: tuple) -> None:
     """Every rank of ``pg`` chose the same (transport, heap), or one error on every rank naming each
     rank's choice (a rank whose ``auto`` picked otherwise would wait for peers that never come)."""
@@ -119,7 +131,8 @@ class Context:
                  net=None, nic_map: dict[int, str] | None = None):
         """``transport``: how ranks of other nodes are reached (:mod:`~mkernel.hw.runtime.transports`:
         ``loopback`` emulates nodes on one host; ``verbs_rc``, ``verbs_srd``, ``ofi`` reach other
-        hosts; ``auto`` picks as ``mkernel doctor`` says); with one node there is nothing to reach
+        hosts; ``auto`` is the loopback where every rank runs on this host, else what ``mkernel doctor``
+        picks); with one node there is nothing to reach
         and it is only checked by name. A network transport's buffer is registered with the NIC
         and its address exchanged through the default store (:func:`~mkernel.hw.runtime.netboot.context_proxy`),
         with ``net`` (:class:`~mkernel.hw.runtime.netboot.NetOptions`: provider, device, publishing)
@@ -149,6 +162,8 @@ class Context:
         self.node, self.local = divmod(self.rank, gpus_per_node)
         self.knobs = knobs
         self.timeout_ns = knobs.timeout_ns
+        if transport == "auto" and self.nodes > 1 and one_host(pg):
+            transport = "loopback"  # emulated nodes: the loopback reaches every rank of this host, no NIC needed
         self.transport, native, opts = choose(transport, shaping, self.nodes, heap, net, nic_map)
         network = self.transport in transports.NETWORK
         if self.nodes > 1:

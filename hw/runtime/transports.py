@@ -158,11 +158,12 @@ def check_hw_run(name: str) -> str:
     """Before ``mkernel run --backend hw`` launches anything: the transport its ranks use between
     their nodes (``auto`` resolved by :func:`auto`), or one clear error naming what this host lacks
     for ``name``. The hw run's ranks share this host, so a network transport between its nodes goes
-    through this host's NIC or libfabric provider (the Context opens the endpoints)."""
+    through this host's NIC or libfabric provider (the Context opens the endpoints) only when asked
+by name: ``auto`` between ranks of one host is the loopback (:func:`Context` picks it so too)."""
     if name not in HW_TRANSPORTS:
         raise InputError(f"--transport {name!r} for --backend hw is not one of: auto, loopback, "
                          f"{', '.join(NETWORK)}")
-    pick = auto()[0] if name == "auto" else name
+    pick = "loopback" if name == "auto" else name
     if pick in NETWORK:
         require(pick)
     return pick
