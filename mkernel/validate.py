@@ -90,6 +90,12 @@ def _check_group(rules: _TaskRules, task: Task) -> None:
     rules.check(task)  # member 0's fields are the task's
     if not (st.regions or st.signals):
         return  # every member touches member 0's regions and signals (waits step by index only)
+    if not (every or any(r[0] for r in st.regions) or any(g[0] for g in st.signals)):
+        # only rows, columns and signal indices move: buffers, ranks (so locality) stay member 0's,
+        # and what the last member could break is a region's bounds
+        if not rules.inside(task, task.count - 1):
+            rules.check(task, task.count - 1)  # (raises, naming the member and the region)
+        return
     for i in range(1, task.count) if every else (task.count - 1,):
         rules.check(task, i)  # shapes, ranks and launches do not step: what moves is checked
 
@@ -121,6 +127,18 @@ class _TaskRules:
         self.buffers = buffers
         self.inputs = {b.name for b in s.buffers if b.kind is BufferKind.INPUT}
         self.elided = set(s.elided)
+
+    def inside(self, task: Task, member: int) -> bool:
+        """Whether member ``member``'s regions, moved by rows and columns alone (ranks do not
+        step), stay inside their buffers: :meth:`check`'s bounds rule without making the regions."""
+        buffers = self.buffers
+        for r, (_, dr, dc) in zip(task.reads + task.writes, task.step.regions):
+            if dr or dc:
+                buf = buffers[r.buffer]
+                dr, dc = member * dr, member * dc
+                if not (0 <= r.row0 + dr < r.row1 + dr <= buf.rows and 0 <= r.col0 + dc < r.col1 + dc <= buf.cols):
+                    return False
+        return True
 
     def check(self, task: Task, member: int = 0) -> None:
         """Every per-task rule on ``task``, or on the regions and signals of its member ``member``

@@ -18,9 +18,11 @@ from __future__ import annotations
 from mkernel import cost
 from mkernel.ir import Op, Role, Task, signal_keys
 
+from .signals import UNSET
 from .sms import RolePool
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
+READY = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
 
 
 class Lane:
@@ -136,12 +138,33 @@ class Dispatch:
 
     def _waits_of(self, task: Task, first: int, n: int):
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
-        one wait state: all of them when their waits do not step, else member by member."""
+        one wait state: all of them when their waits do not step, else each span of ready members
+        and each blocked member alone. (Taking a ready span at once is what taking its members one
+        by one does: nothing a take changes is read by the next one's wait check.)"""
         if task.count == 1 or not task.step.waits:
             yield first, n, self._blocking(task, first, 0)
             return
-        for i in range(first, first + n):
-            yield i, 1, self._blocking(task, i, 0)
+        i, end = first, first + n
+        while i < end:
+            j = self._ready_until(task, i, end)
+            if j > i:
+                yield i, j - i, READY
+            if j < end:
+                yield j, 1, self._blocking(task, j, 0)
+            i = j + 1
+
+    def _ready_until(self, task: Task, i: int, end: int) -> int:
+        """The first member from ``i`` on (before ``end``) of a task whose waits step that has a
+        wait not yet holding, or ``end`` (a ring's copies are mostly ready when taken: 688k
+        members of a 2 x 8 ring attention run, none blocked)."""
+        values, epoch = self.board.values, self.board.epoch
+        waits = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count) for w, dx in zip(task.waits, task.step.waits)]
+        for j in range(i, end):
+            for rank, name, index, dx, need in waits:
+                e, v = values.get((rank, name, index + j * dx), UNSET)
+                if (v if e == epoch else 0) < need:
+                    return j
+        return end
 
     def _ready_split(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
@@ -234,15 +257,39 @@ class Dispatch:
 
     def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
         """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
-        or (-1, None, 0)."""
-        steps = task.step.waits if task.count > 1 and task.step.waits else None
-        for j in range(at, len(task.waits)):
-            w = task.waits[j]
+        or (-1, None, 0).
+
+        Counters only grow within a run, so a wait that held once holds for good: for waits that do
+        not step (every member's are the same), the waits found to hold are remembered per entry
+        (``_held``) and not read again (an attention tile's 96 waits were read at every take)."""
+        waits = task.waits
+        if at >= len(waits):
+            return READY
+        values, epoch = self.board.values, self.board.epoch
+        if task.count > 1 and task.step.waits:
+            steps = task.step.waits
+            for j in range(at, len(waits)):
+                w = waits[j]
+                g = w.signal
+                key = (g.rank, g.name, g.index + i * steps[j])
+                e, v = values.get(key, UNSET)
+                if (v if e == epoch else 0) < w.count:
+                    return j, key, w.count
+            return READY
+        held = self._held.get(id(task), 0)
+        start = at if at > held else held
+        for j in range(start, len(waits)):
+            w = waits[j]
             g = w.signal
-            key = (g.rank, g.name, g.index + i * steps[j] if steps else g.index)
-            if self.board.count_key(key) < w.count:
+            key = (g.rank, g.name, g.index)
+            e, v = values.get(key, UNSET)
+            if (v if e == epoch else 0) < w.count:
+                if start == held:
+                    self._held[id(task)] = j
                 return j, key, w.count
-        return -1, None, 0
+        if start == held:
+            self._held[id(task)] = len(waits)
+        return READY
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
         """``n`` members start now (on the compute role they count as computing, one by one); their

@@ -90,6 +90,7 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
+        self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
@@ -256,20 +257,19 @@ class Model(Dispatch):
     def _signal(self, run: Run, paid: bool) -> None:
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
         (unless the task already waited that latency for its own peer stores)."""
-        rank, later = run.task.rank, []
-        for key, times in run.signal_keys():
-            if key[0] == rank or paid:
-                self.board.bump_key(key, times)
-            else:
-                later.append((key, times))
+        rank, bumps = run.task.rank, run.signal_keys()
+        if paid:
+            self.board.bump_keys(bumps)
+            return
+        self.board.bump_keys([kt for kt in bumps if kt[0][0] == rank])
+        later = [kt for kt in bumps if kt[0][0] != rank]
         if later:
             run.later = later
             self._later(self.c.nvlink.latency_us, self._flags, run)
 
     def _flags(self, runs: list[Run]) -> None:
         for run in runs:
-            for key, times in run.later:
-                self.board.bump_key(key, times)
+            self.board.bump_keys(run.later)
 
     def _put(self, run: Run, task: Task):
         sources = self.data.snapshot(task) if self.data is not None else None

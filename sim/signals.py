@@ -9,7 +9,7 @@ import simpy
 from mkernel.ir import Signal
 
 
-_UNSET = (-1, 0)  # (epoch, value) of a counter never written
+UNSET = (-1, 0)  # (epoch, value) of a counter never written
 
 
 class CountingEnvironment(simpy.Environment):
@@ -42,25 +42,32 @@ class SignalBoard:
         return self.count_key((sig.rank, sig.name, sig.index))
 
     def count_key(self, key: tuple) -> int:
-        epoch, value = self.values.get(key, _UNSET)
+        epoch, value = self.values.get(key, UNSET)
         return value if epoch == self.epoch else 0
 
     def bump(self, sig: Signal, times: int = 1) -> None:
         self.bump_key((sig.rank, sig.name, sig.index), times)
 
     def bump_key(self, key: tuple, times: int = 1) -> None:
-        epoch, value = self.values.get(key, _UNSET)  # count_key, inlined: the hottest call of a run
-        value = (value if epoch == self.epoch else 0) + times
-        self.values[key] = (self.epoch, value)
-        waiting = self.waiters.get(key)
-        if waiting:
-            still = []
-            for need, call in waiting:
-                if need <= value:
-                    call()
-                else:
-                    still.append((need, call))
-            self.waiters[key] = still
+        self.bump_keys(((key, times),))
+
+    def bump_keys(self, bumps) -> None:
+        """Each (key, times) of ``bumps``, in order (one call for a run's bumps: the hottest code of
+        a run, so count_key is inlined)."""
+        values, epoch, waiters = self.values, self.epoch, self.waiters
+        for key, times in bumps:
+            e, value = values.get(key, UNSET)
+            value = (value if e == epoch else 0) + times
+            values[key] = (epoch, value)
+            waiting = waiters.get(key)
+            if waiting:
+                still = []
+                for need, call in waiting:
+                    if need <= value:
+                        call()
+                    else:
+                        still.append((need, call))
+                waiters[key] = still
 
     def wait_key(self, key: tuple, need: int, call: Callable[[], None]) -> bool:
         """Whether ``key`` has yet to reach ``need``; if so, ``call()`` is made when it does (from

@@ -34,7 +34,7 @@ from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBu
 from ..problems import Workload
 from . import _collectives as coll
 from . import _rail as rail
-from ._tiling import baseline_rows_per_chunk, chunk_rows, row_step, runs, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, chunk_rows, grid_runs, row_step, split_rows
 
 CHUNK_ROWS = 128  # rows of A per network chunk (design §6)
 DEFAULT_INTRA_SMS = 32  # per 132 SMs: measured and simulated best on an H200 pair and 2x8 (2026-11-30-nvlink.md)
@@ -127,7 +127,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
                                writes=(rows("AG", p, q, r0, r1),), signals=(landed(p, q, ci),),
                                label=f"shard {q} chunk {ci} to rank {p}")
         for q in _source_order(c, rank):  # compute, in input-availability order
-            for run in runs(tile_grid(S, w.n, w.tile_m, w.tile_n)):  # a row's tiles read the same chunks
+            for run in grid_runs(S, w.n, w.tile_m, w.tile_n):  # a row's tiles read the same chunks
                 t = run[0]
                 waits = () if q == rank else tuple(
                     Wait(landed(rank, q, ci), 1) for ci, (r0, r1) in enumerate(chunks) if r0 < t.row1 and t.row0 < r1)
@@ -156,7 +156,7 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
         _all_gather(sb, w, c, S)
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     for rank in sb.ranks():
-        for run in runs(tile_grid(w.m, w.n, w.tile_m, w.tile_n)):
+        for run in grid_runs(w.m, w.n, w.tile_m, w.tile_n):
             t = run[0]
             sb.add(rank, Role.COMPUTE, Op.GEMM, label="tile {}", count=len(run), step=row_step(t),
                    writes=(Region("OUT", rank, t.row0, t.row1, t.col0, t.col1),),

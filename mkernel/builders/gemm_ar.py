@@ -37,7 +37,7 @@ from . import _collectives as coll
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
                            shared_final)
-from ._tiling import baseline_rows_per_chunk, batches, row_step, runs, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, batches, grid_runs, row_step, runs, split_rows, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -248,7 +248,7 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     gemm_dst = "OUT" if c.world == 1 else "P"
     for rank in sb.ranks():
-        for run in runs(tile_grid(w.m, w.n, w.tile_m, w.tile_n)):
+        for run in grid_runs(w.m, w.n, w.tile_m, w.tile_n):
             t = run[0]
             sb.add(rank, Role.COMPUTE, Op.GEMM, label="tile {}", count=len(run), step=row_step(t),
                    reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),

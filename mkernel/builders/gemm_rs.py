@@ -38,7 +38,7 @@ from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBu
 from ..problems import Workload
 from . import _collectives as coll
 from . import _rail as rail
-from ._tiling import baseline_rows_per_chunk, batches, row_step, runs, split_rows, tile_grid
+from ._tiling import baseline_rows_per_chunk, batches, grid_runs, row_step, runs, split_rows, tile_grid
 
 DEFAULT_INTRA_SMS = 48  # per 132 SMs: measured best 48-64 on an H200 pair, sim best 32-64 (2026-11-30-nvlink.md)
 DEFAULT_SEND_SMS = 2
@@ -238,7 +238,7 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
         sb.buffer(name, w.m, w.n, w.dtype)
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
     for rank in sb.ranks():
-        for run in runs(tile_grid(w.m, w.n, w.tile_m, w.tile_n)):
+        for run in grid_runs(w.m, w.n, w.tile_m, w.tile_n):
             t = run[0]
             dst = Region("P", rank, t.row0, t.row1, t.col0, t.col1)
             if c.world == 1:

@@ -50,7 +50,7 @@ from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Library, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, \
     paused_gc
 from ..problems import Workload
-from ..routing import SHIFTED, Routing
+from ..routing import SHIFTED, Routing, routing_for
 from . import _collectives as coll
 from ._tiling import chunk_rows
 
@@ -154,7 +154,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     check(w, c)
     g = c.gpus_per_node
     sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
-    routing = Routing(w, c.nodes, g)
+    routing = routing_for(w, c.nodes, g)
     built = sb.ranks()
     unique = functools.cache(lambda r, m: routing.to_ranks(r, m * g, (m + 1) * g))  # each token once per node
     rows = max(routing.rows(d) for d in built)
@@ -242,19 +242,19 @@ def _a2a_then_gemm(w: Workload, c: Cluster, first_nodes: int, grouped: bool, lib
     variant = "nccl_even_a2a+dense_gemm" if paper else "nccl_a2a+grouped_gemm"
     sb = ScheduleBuilder("moe_dispatch_gemm", variant, c.world, c.gpus_per_node, c.gpu.sms,
                          first_nodes=first_nodes, grouped=grouped, library_tasks=library_tasks)
-    routing = Routing(w, c.nodes, c.gpus_per_node)
+    routing = routing_for(w, c.nodes, c.gpus_per_node)
     built = sb.ranks()
     per_dest = functools.cache(lambda r, d: routing.to_ranks(r, d, d + 1))
     rows = max(routing.rows(d) for d in built)
-    slot = max((len(per_dest(r, d)) for r in built for d in range(c.world) if c.node_of(d) != c.node_of(r)),
-               default=0)
+    counts = {r: routing.tokens_to(r) for r in built}  # len(per_dest(r, d)) for every d
+    slot = max((int(n) for r in built for d, n in enumerate(counts[r]) if c.node_of(d) != c.node_of(r)), default=0)
     _buffers(sb, w, c, rows, c.world * slot)
     row_bytes = w.k * DTYPE_BYTES[w.dtype]
     if paper:  # every pair sends the largest pair's count of (token, expert) rows
-        pad = max(sum(len(s.tokens) for s in routing.from_source(d, r)) for r in built for d in range(c.world))
+        pad = max(int(routing.pairs_to(r).max()) for r in built)
         a2a, gemm = coll.nccl_call(w, "alltoall", c.world * pad * row_bytes), Library("gemm", shape=(c.world * pad, w.n, w.k))
     else:  # each rank sends each of its tokens once to every GPU holding one of its experts
-        sent = max(sum(len(per_dest(r, d)) for d in range(c.world)) for r in built)
+        sent = max(int(counts[r].sum()) for r in built)
         a2a, gemm = coll.nccl_call(w, "alltoall", sent * row_bytes), None
     ch = w.baseline_channels
     sb.launch("alltoall", {Role.INTRA: ch, Role.SEND: coll.network_sms(ch, c.nodes)}, a2a)

@@ -140,6 +140,7 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
     for q in sources:
         local = q == rank  # the own slice is read in place
         for bh in range(w.n):
+            waits = waits_for(rank, q, bh)  # (a tuple of a wait per KV tile: made once per slice and head)
             for k0, k1 in spans:
                 kv = bh * S + (0 if local else q * rows)
                 k = Region("K" if local else "KA", rank, kv + k0, kv + k1, 0, w.k)
@@ -156,7 +157,7 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
                     todo.append((ti, t0, t1, mask))
                 for ti, t0, t1, mask, n in _runs(todo, lambda a, b: not (a[3] or b[3]) and same_half(a, b)):
                     r0, r1 = bh * S + t0, bh * S + t1
-                    sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits_for(rank, q, bh), mask=mask,
+                    sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits, mask=mask,
                            reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
                            writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
                            signals=(done(bh, ti),),
