@@ -289,3 +289,26 @@ def context_rank(rank: int, world: int, gpn: int, port: int, provider: str, out)
 
         report["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     out.put(report)
+
+
+def collect(procs, out, world: int, deadline_s: float, join_s: float = 5.0) -> dict:
+    """Start ``procs`` (one per rank) and take each rank's report from ``out`` within ``deadline_s``;
+    a rank that did not report is a failure naming it. Every process is joined, then killed if alive."""
+    import queue
+
+    for p in procs:
+        p.start()
+    reports, deadline = {}, time.monotonic() + deadline_s
+    try:
+        while len(reports) < world:
+            try:
+                r = out.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"ranks {sorted(set(range(world)) - set(reports))} did not report in time") from None
+            reports[r["rank"]] = r
+    finally:
+        for p in procs:
+            p.join(join_s)
+            if p.is_alive():
+                p.kill()
+    return reports

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing as mp
-import queue
 import socket
-import time
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from mkernel.errors import BackendUnavailable, InputError
@@ -152,28 +149,14 @@ def test_a_network_context_registers_bootstraps_and_moves_chunks_between_nodes(p
     network one, and every PUT lands in the other node's ranks with its flag, exactly."""
     if not _offered(provider):
         pytest.skip(f"libfabric here offers no {provider} (libfabric-dev, which .ci/run installs)")
-    from harness.transport_net import context_rank
+    from harness.transport_net import collect, context_rank
 
     world, gpn = 4, 2
     ctx_mp = mp.get_context("spawn")
     out = ctx_mp.Queue()
     port = _free_port()
     procs = [ctx_mp.Process(target=context_rank, args=(r, world, gpn, port, provider, out)) for r in range(world)]
-    for p in procs:
-        p.start()
-    reports, deadline = {}, time.monotonic() + 90
-    try:
-        while len(reports) < world:
-            try:
-                r = out.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"ranks {sorted(set(range(world)) - set(reports))} did not report") from None
-            reports[r["rank"]] = r
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
+    reports = collect(procs, out, world, 90, join_s=10)
     for r, rep in sorted(reports.items()):
         assert rep["error"] is None, (r, rep["error"])
         node = r // gpn

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing as mp
-import queue
-import time
 
 import numpy as np
 import pytest
 
-from mkernel.hw.lowering import ring
 from mkernel.hw.runtime import native
 
 from mkernel.hw.measure.netcheck import expected
 
-from harness.transport_net import ofi_rank
+from harness.transport_net import collect, ofi_rank
 
 WORLD, GPN = 4, 2
 
@@ -52,22 +49,7 @@ def run(tmp_path, provider: str, *, publish: str = "store", calls: int = 3, faul
     store = store or str(tmp_path / "store")
     procs = [ctx.Process(target=ofi_rank, args=(r, WORLD, GPN, store, provider, publish, calls,
                                                  faults.get(r, {}), wait_s, out)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    reports, deadline = {}, time.monotonic() + 6 * wait_s + 30
-    try:
-        while len(reports) < WORLD:
-            try:
-                r = out.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"ranks {sorted(set(range(WORLD)) - set(reports))} did not report in time") from None
-            reports[r["rank"]] = r
-    finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-    return reports
+    return collect(procs, out, WORLD, 6 * wait_s + 30)
 
 
 def _free_port() -> int:
