@@ -158,3 +158,31 @@ def test_no_doc_or_user_read_comment_names_an_issue():
     found = [f"{p.relative_to(ROOT)}:{no}: {line.strip()}" for p in _user_docs()
              for no, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, "\n".join(found)
+
+
+def test_every_call_the_docs_show_resolves_after_a_plain_import_mkernel():
+    """`mkernel.X.Y(...)` in README and docs/*.md names something a user can call after `import mkernel`
+    (the torch ops, their fallbacks and `mkernel.hw.api.*` load torch on first use). A path through a
+    subpackage gets a fresh process of its own: a torch op used first would import it as a side effect."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    names = sorted({m.group(1) for p in docs for m in re.finditer(r"\b(mkernel(?:\.[A-Za-z_]\w*)+)\(", p.read_text())})
+    assert names, "the docs show no mkernel call"
+    pytest.importorskip("torch")
+    groups = [[n for n in names if n.count(".") == 1]] + [[n] for n in names if n.count(".") > 1]
+    bad = []
+    for group in groups:
+        code = ("import functools, mkernel\n"
+                f"for name in {group!r}:\n"
+                "    functools.reduce(getattr, name.split('.')[1:], mkernel)\n")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        if proc.returncode:
+            bad.append(f"{group}: {proc.stderr.strip().splitlines()[-1]}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_hw_package_path_resolves_after_a_plain_import_mkernel():
+    """`import mkernel; mkernel.hw.api.fallback_gemm_ar` (the spelling older docs and user code have)."""
+    pytest.importorskip("torch")
+    code = "import mkernel; print(callable(mkernel.hw.api.fallback_gemm_ar), callable(mkernel.hw.api.check))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["True", "True"], proc.stderr[-2000:]
