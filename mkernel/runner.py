@@ -36,8 +36,9 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     unless ``force`` (:mod:`mkernel.limits`)."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
-    kw = {"first_nodes": span} if folded and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
-    est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force)
+    foldable = span if 0 < span < c.nodes and builders.node_symmetric(w, c) else 0
+    kw = {"first_nodes": foldable} if folded and foldable else {}
+    est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable)
     kw["grouped"] = grouped
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
     fused = module.build(w, c, **kw)
