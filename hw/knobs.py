@@ -49,7 +49,7 @@ class HwKnobs:
       ``register`` (loads into registers, then stores), ``bulk`` (Hopper's bulk asynchronous copies
       through a ring of shared-memory stages, hw/kernels/bulk.py, wherever a step's regions are
       16-byte aligned), or ``auto``: bulk for the copies and gathers whose lines are long enough
-      (bulk.LINE_MIN) and register code for the rest, each where it measured faster on an H200
+      (bulk.LINE_MIN, 4 KiB) and register code for the rest, each where it measured faster on an H200
       (docs/results/2026-12-03-bulk-lag.md: 2 MiB row copies 1077 vs 849 GB/s at 16 SMs, 16-row
       gathers 593 vs 363; 512-byte-line tiles 203 vs 573, reduces of 8 207 vs 460).
     """
