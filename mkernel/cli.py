@@ -20,7 +20,7 @@ from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
 from .files import output_file, output_folder
 from .limits import TIMEOUT_S, bounded
-from .problems import DEFAULT_SHAPES, INTERNODE, KERNELS
+from .problems import DEFAULT_SHAPES, INTERNODE, KERNELS, SCHEDULES
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
 
@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--internode", choices=INTERNODE,
                         help="the GEMM ops' algorithm over the rails: gemm_ar direct, twoshot or ring; ag_gemm direct "
                              "or ring; gemm_rs direct (auto: by node count, mkernel/builders/_rail.py)")
+    shared.add_argument("--schedule", choices=SCHEDULES,
+                        help="what a run executes: fused (the default), the op's baseline, or auto: the fused one where "
+                             "the cost model finds it faster than the baseline (mkernel/builders/_auto.py)")
     shared.add_argument("--force", action="store_true",
                         help="go on with a problem beyond the memory limit (mkernel/limits.py) instead of refusing it")
     shared.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -178,7 +181,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         if isinstance(value, int) and value < 1:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")
     workload = {k: v for k, v in (("kernel", args.kernel), ("m", args.m), ("n", args.n), ("k", args.k),
-                                  ("causal", 1 if args.causal else None), ("internode", args.internode))
+                                  ("causal", 1 if args.causal else None), ("internode", args.internode),
+                                  ("schedule", args.schedule))
                 if v is not None}
     if args.kernel and args.kernel != sc.workload.kernel:  # another op: its own default shape, then the flags
         workload = {**DEFAULT_SHAPES[args.kernel], **workload}
