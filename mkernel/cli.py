@@ -19,7 +19,7 @@ from . import cli_run as cases
 from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
 from .limits import TIMEOUT_S, bounded
-from .problems import INTERNODE, KERNELS
+from .problems import INTERNODE, KERNELS, SCHEDULES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--internode", choices=INTERNODE,
                         help="the GEMM ops' algorithm over the rails: gemm_ar direct, twoshot or ring; ag_gemm direct "
                              "or ring; gemm_rs direct (auto: by node count, mkernel/builders/_rail.py)")
+    shared.add_argument("--schedule", choices=SCHEDULES,
+                        help="what a run executes: fused (the default), the op's baseline, or auto: the fused one where "
+                             "the cost model finds it faster than the baseline (mkernel/builders/_auto.py)")
     shared.add_argument("--force", action="store_true",
                         help="go on with a problem beyond the memory limit (mkernel/limits.py) instead of refusing it")
     shared.add_argument("--debug", action="store_true", help="show tracebacks")

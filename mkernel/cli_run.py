@@ -41,7 +41,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         if isinstance(value, int) and value < 1:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")
     workload = {k: v for k, v in (("kernel", args.kernel), ("m", args.m), ("n", args.n), ("k", args.k),
-                                  ("causal", 1 if args.causal else None), ("internode", args.internode))
+                                  ("causal", 1 if args.causal else None), ("internode", args.internode),
+                                  ("schedule", args.schedule))
                 if v is not None}
     if args.kernel and args.kernel != sc.workload.kernel:  # another op: its own default shape, then the flags
         workload = {**DEFAULT_SHAPES[args.kernel], **workload}
