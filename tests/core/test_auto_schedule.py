@@ -14,7 +14,7 @@ LARGE = ["--m", "8192", "--n", "8192", "--k", "512"]  # the fused schedule wins 
 
 
 def _run(tmp_path, shape, *schedule):
-    out = tmp_path / f"r{len(list(tmp_path.iterdir()))}.json"
+    out = tmp_path / f"{'-'.join(schedule) or 'default'}.json"
     assert main(["run", "paper-ib-2x8", "--kernel", "gemm_ar", *shape, *schedule, "--json", str(out)]) == 0
     return json.loads(out.read_text())
 

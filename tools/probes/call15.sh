@@ -5,20 +5,15 @@
 # on auto (the default) and forced onto each path.
 set -uo pipefail
 . "$(dirname "$0")/../device/device_setup.sh"
-step() {  # step NAME SECONDS PYTEST-ARGS...
-  local name=$1 secs=$2; shift 2; local t0=$SECONDS
-  timeout "$secs" python3 -m pytest -v -p no:cacheprovider -m gpu --durations=0 "$@" > "$OUT/$name.log" 2>&1; local rc=$?
-  printf '%-10s rc=%-3s %4ss  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(grep -Eo '[0-9]+ (passed|failed|skipped|error)' "$OUT/$name.log" | tr '\n' ' ')" >> "$OUT/summary.txt"
-}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
-step bulk 80 tests/hw/test_hw_bulk.py
+gpu_step bulk 80 tests/hw/test_hw_bulk.py
 t0=$SECONDS
 timeout 70 python3 tools/bench/bench_bulk.py --scale 4 --sms 1,2,8,16,32 --reps 3 --out "$OUT/lines.json" \
   --only copy-tile,copy-w1k,copy-w2k,copy-rows,gather-16 --lag 2 --paths register,bulk > "$OUT/lines.log" 2>&1
 printf '%-10s rc=%-3s %4ss  bench lines\n' lines $? $((SECONDS - t0)) >> "$OUT/summary.txt"
-step world1 150 tests/hw/test_hw_fused.py -k "test_world_1"
-step paths1 130 tests/hw/test_hw_fused.py -k "each_data_path and world_1"
-step paths22 160 tests/hw/test_hw_fused.py -k "each_data_path and emulated_2x2"
+gpu_step world1 150 tests/hw/test_hw_fused.py -k "test_world_1"
+gpu_step paths1 130 tests/hw/test_hw_fused.py -k "each_data_path and world_1"
+gpu_step paths22 160 tests/hw/test_hw_fused.py -k "each_data_path and emulated_2x2"
 grep -hE "FAILED|ERROR|Timeout|Error" "$OUT"/*.log | cut -c1-240 | head -20
 sed -n '/^GB\/s/,$p' "$OUT/lines.log" | cut -c1-120
 cat "$OUT/summary.txt"
