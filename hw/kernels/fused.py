@@ -228,7 +228,8 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
     if HAS_REDUCE:
         if op == REDUCE:
             if DATA == DATA_BULK:
-                bulk_reduce._reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB)
+                bulk_reduce._reduce(regions, bases, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB,
+                                    False)
             else:
                 _reduce(regions, bases, r0, nreads, CR, CC)
     if HAS_GATHER:
