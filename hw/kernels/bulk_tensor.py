@@ -40,7 +40,9 @@ BOX_ROWS = 16  # a box: 16 rows of 256 bf16 (TMA's box has at most 256 elements 
 BOX_COLS = 256
 BOX_BYTES = BOX_ROWS * BOX_COLS * 2  # 8 KiB: one copy stage, one source's share of a reduce stage
 MAP_BYTES = 128  # a CUtensorMap
-BR, BC, BB, MB = C(BOX_ROWS), C(BOX_COLS), C(BOX_BYTES), C(MAP_BYTES)
+ENTRY_WORDS = 32  # a slot's entry in the maps table (int64 words): its map, then a word that is 1 where it has one
+MAPPED_WORD = MAP_BYTES // 8
+BR, BC, BB, EW, MW = C(BOX_ROWS), C(BOX_COLS), C(BOX_BYTES), C(ENTRY_WORDS), C(MAPPED_WORD)
 
 
 @triton.jit
@@ -70,21 +72,27 @@ def _store_box(tmap, col, row, src, MODE: tl.constexpr):
 
 
 @triton.jit
-def _boxed(regions, mapped, i):
+def _map(maps, slot):
+    """The global address of ``slot``'s tensor map (``maps``: the int64 table, ENTRY_WORDS a slot)."""
+    return (maps + slot * EW).to(tl.int64)
+
+
+@triton.jit
+def _boxed(regions, maps, i):
     """Whether region row ``i`` has a tensor map and tiles exactly into boxes."""
     row = regions + i * RW
-    return (tl.load(mapped + tl.load(row + R_SLOT)) != 0) & (tl.load(row + R_ROWS) % BR == 0) & \
+    return (tl.load(maps + tl.load(row + R_SLOT) * EW + MW) != 0) & (tl.load(row + R_ROWS) % BR == 0) & \
         (tl.load(row + R_COLS) % BC == 0)
 
 
 @triton.jit
-def _suits(regions, mapped, r0, nreads, ns, MODE: tl.constexpr):
+def _suits(regions, maps, r0, nreads, ns, MODE: tl.constexpr):
     """Whether a copy or reduce-add task may take the box path: the ring holds a stage and every
     region of it is boxed (:func:`_boxed`). For a copy, reads[p] pairs with writes[p]; otherwise
     every read goes into writes[0]. Block-uniform (table loads only)."""
     ok = ns > 0
     for p in range(nreads):
-        ok = ok & _boxed(regions, mapped, r0 + p) & _boxed(regions, mapped, r0 + nreads + tl.where(MODE == COPY, p, 0))
+        ok = ok & _boxed(regions, maps, r0 + p) & _boxed(regions, maps, r0 + nreads + tl.where(MODE == COPY, p, 0))
     return ok
 
 
@@ -92,7 +100,7 @@ def _suits(regions, mapped, r0, nreads, ns, MODE: tl.constexpr):
 def _at(regions, maps, i):
     """Region row ``i``: its buffer's tensor map (fenced), first row and column, and boxes down and across."""
     row = regions + i * RW
-    tmap = maps + tl.load(row + R_SLOT) * MB
+    tmap = _map(maps, tl.load(row + R_SLOT))
     _fence_map(tmap)
     return tmap, tl.load(row + R_ROW0), tl.load(row + R_COL0), tl.load(row + R_ROWS) // BR, tl.load(row + R_COLS) // BC
 
@@ -161,7 +169,7 @@ def _load_sources(s, lb, c, sm, regions, maps, r0, nreads, stage_bytes):
     _mbar_expect(bar, nreads.to(tl.int32) * BB, bar == bar)
     for p in range(nreads):
         row = regions + (r0 + p) * RW
-        tmap = maps + tl.load(row + R_SLOT) * MB
+        tmap = _map(maps, tl.load(row + R_SLOT))
         _fence_map(tmap)
         _load_box(sm + DATA0 + s * stage_bytes + p * BB, tmap, tl.load(row + R_COL0) + c * BC,
                   tl.load(row + R_ROW0) + lb * BR, bar)

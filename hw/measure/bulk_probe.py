@@ -190,13 +190,12 @@ class Probe:
         self.tasks, self.regions = torch.from_numpy(t).to(dev), torch.from_numpy(r).to(dev)
         self.aux = torch.from_numpy(a if len(a) else np.zeros((1, COMMAND_WIDTH), np.int64)).to(dev)
         self.bases = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.int64, device=dev)
-        maps = tensormap.table([(b.data_ptr(), *b.shape) for b in buffers])[0] if path is Path.TENSOR else \
-            np.zeros((1, bulk_tensor.MAP_BYTES), np.uint8)
-        self.maps = torch.from_numpy(maps).to(dev)
+        slots = [(b.data_ptr(), *b.shape) for b in buffers] if path is Path.TENSOR else []
+        self.maps = torch.from_numpy(tensormap.table(slots)).to(dev)
         self.err = ErrorBlock(dev)
         self.buffers = buffers  # keep the tensors the address table points at alive
         self.blocks = blocks
-        self.args = [self.tasks, self.regions, self.bases, self.maps.data_ptr(), self.aux, len(tasks), int(timeout_s * 1e9),
+        self.args = [self.tasks, self.regions, self.bases, self.maps, self.aux, len(tasks), int(timeout_s * 1e9),
                      self.err.words.view(torch.int32), self.err.words]
         self.const = dict(OP=int(op), PATH=int(path), CR=copy_rows, CC=256, SB=stage_bytes, RB=reduce_bytes,
                           STAGES=tma_stages, LAG=lag)

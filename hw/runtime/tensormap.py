@@ -3,8 +3,8 @@
 A tensor map (CUtensorMap, 128 bytes) describes one bf16 matrix in global memory (address, rows,
 columns, row stride) and the box one tensor copy moves. The driver builds it
 (``cuTensorMapEncodeTiled``, called through ctypes: a microsecond or two each); the kernel reads
-it from a table in device memory, one map per slot of the address table, with a parallel int32
-table saying which slots have one. Maps depend on the buffers' addresses, so a table is built per
+it from a table in device memory, one entry per slot of the address table: the map, and a word
+saying whether the slot has one. Maps depend on the buffers' addresses, so a table is built per
 address table and cached with it (:class:`..launch.Addresses`' key).
 
 Why not Triton's host ``TensorDescriptor``: it becomes one kernel parameter per descriptor (fixed
@@ -17,7 +17,7 @@ import functools
 
 import numpy as np
 
-from ..kernels.bulk_tensor import BOX_COLS, BOX_ROWS, MAP_BYTES
+from ..kernels.bulk_tensor import BOX_COLS, BOX_ROWS, ENTRY_WORDS, MAP_BYTES, MAPPED_WORD
 
 BF16 = 9  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
 INTERLEAVE_NONE, SWIZZLE_NONE, L2_PROMOTION_128B, OOB_FILL_NONE = 0, 0, 2, 0
@@ -61,13 +61,13 @@ def encode(address: int, rows: int, cols: int) -> bytes:
     return ctypes.string_at(at, MAP_BYTES)
 
 
-def table(slots: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(maps uint8 [slots x 128], mapped int32 [slots]) for slots given as (address, rows, cols);
-    a slot with address 0 or one :func:`mappable` refuses gets no map (its regions take 1-D copies)."""
-    maps = np.zeros((max(len(slots), 1), MAP_BYTES), np.uint8)
-    mapped = np.zeros(max(len(slots), 1), np.int32)
+def table(slots: list[tuple[int, int, int]]) -> np.ndarray:
+    """The kernels' maps table (int64 [slots x ENTRY_WORDS]: each slot's map, then 1 in its
+    MAPPED_WORD) for slots given as (address, rows, cols) of bf16 matrices; a slot with address 0
+    or one :func:`mappable` refuses gets no map (its regions take 1-D copies)."""
+    out = np.zeros((max(len(slots), 1), ENTRY_WORDS), np.int64)
     for i, (address, rows, cols) in enumerate(slots):
         if address and mappable(address, rows, cols):
-            maps[i] = np.frombuffer(encode(address, rows, cols), np.uint8)
-            mapped[i] = 1
-    return maps, mapped
+            out[i, :MAPPED_WORD] = np.frombuffer(encode(address, rows, cols), np.int64)
+            out[i, MAPPED_WORD] = 1
+    return out

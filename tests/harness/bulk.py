@@ -8,8 +8,8 @@ import functools
 
 import pytest
 
-POINTERS = ("tasks", "regions", "bases", "aux", "err32", "err64")
-SIGNATURE = {"tasks": "*i64", "regions": "*i64", "bases": "*i64", "maps": "i64", "aux": "*i64", "n_tasks": "i32",
+POINTERS = ("tasks", "regions", "bases", "maps", "aux", "err32", "err64")
+SIGNATURE = {"tasks": "*i64", "regions": "*i64", "bases": "*i64", "maps": "*i64", "aux": "*i64", "n_tasks": "i32",
              "timeout_ns": "i64", "err32": "*i32", "err64": "*i64"}
 
 

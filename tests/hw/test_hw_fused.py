@@ -213,8 +213,12 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim, data_path):
     # keeps one buffer for it); a kernel without attention asks for no scratch at all
     attention = "attn" in ops
     assert k.metadata.global_scratch_size == (256 if attention else 0)
-    assert ("tensormap" in ptx) == attention
+    assert ("tensormap.replace" in ptx) == attention
     assert ("cp.async.bulk.tensor" in ptx) == ("gemm" in ops or attention)
+    # the bulk path's 2-D box copies read host-built maps (fenced before use) wherever it copies
+    boxes = data_path != "register" and "copy" in ops
+    assert ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx) == boxes
+    assert ("fence.proxy.tensormap::generic.acquire" in ptx) == boxes
     assert "atom.release.sys" in ptx.replace("atom.global.release.sys", "atom.release.sys") or "release.sys" in ptx
     assert "ld.acquire.sys" in ptx and "multimem" not in ptx
     bulk_loads = "cp.async.bulk.shared::cluster.global.mbarrier" in ptx
