@@ -191,11 +191,21 @@ def _bulk(regions, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
 @triton.jit
 def _boxes(regions, maps, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
     """Whether a copy or reduce task takes 2-D box copies (bulk_tensor._suits: every region boxed,
-    its buffer mapped); never on the register path."""
+    its buffer mapped). Measured on one H200 at 16 SMs (docs/results/2026-12-03-box-copies.md):
+    box reduces of 8 beat registers (483 vs 463 GB/s) and the 1-D bulk reduce (207), so boxed
+    reduces take them on ``auto`` and ``bulk``; box copies of tiles beat 1-D copies (365 vs 206) but
+    not registers (584), so only ``bulk`` copies strided tiles as boxes (a contiguous pair streams
+    faster as 1-D pieces, bulk_tensor._strided)."""
     if DATA == DATA_REGISTER:
         return False
-    else:
-        return bulk_tensor._suits(regions, maps, r0, nreads, bulk._stages(bulk_tensor.BB), MODE)
+    elif MODE == bulk.COPY:
+        if DATA == DATA_BULK:
+            return bulk_tensor._suits(regions, maps, r0, nreads, bulk._stages(bulk_tensor.BB), MODE) & \
+                bulk_tensor._strided(regions, r0, nreads, MODE)
+        else:
+            return False
+    else:  # a reduce stage holds a box of every source (bulk_reduce._reduce)
+        return bulk_tensor._suits(regions, maps, r0, nreads, bulk._stages(nreads * RB), MODE)
 
 
 @triton.jit
@@ -239,13 +249,12 @@ def _task(row, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_h
                 _copy(regions, bases, r0, nreads, CR, CC)
     if HAS_REDUCE:
         if op == REDUCE:
-            if DATA == DATA_BULK:
-                if _boxes(regions, maps, r0, nreads, DATA, bulk.ADD):
-                    bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task,
-                                        epoch, RB, True)
-                else:
-                    bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task,
-                                        epoch, RB, False)
+            if _boxes(regions, maps, r0, nreads, DATA, bulk.ADD):
+                bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task,
+                                    epoch, RB, True)
+            elif DATA == DATA_BULK:
+                bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task,
+                                    epoch, RB, False)
             else:
                 _reduce(regions, bases, r0, nreads, CR, CC)
     if HAS_GATHER:

@@ -215,10 +215,13 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim, data_path):
     assert k.metadata.global_scratch_size == (256 if attention else 0)
     assert ("tensormap.replace" in ptx) == attention
     assert ("cp.async.bulk.tensor" in ptx) == ("gemm" in ops or attention)
-    # the bulk path's 2-D box copies read host-built maps (fenced before use) wherever it copies
-    boxes = data_path != "register" and "copy" in ops
-    assert ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx) == boxes
-    assert ("fence.proxy.tensormap::generic.acquire" in ptx) == boxes
+    # 2-D box copies read host-built maps (fenced before use): box reduces off the register path,
+    # box copies of strided tiles on the bulk path only (fused._boxes)
+    box_copies = data_path == "bulk" and "copy" in ops
+    boxes = box_copies or data_path != "register" and "reduce" in ops
+    assert ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx) == box_copies
+    assert ("cp.async.bulk.tensor.2d.shared::cluster.global.tile" in ptx) == boxes
+    assert ("fence.proxy.tensormap::generic.acquire" in ptx) == (boxes or attention)  # attention fences its own
     assert "atom.release.sys" in ptx.replace("atom.global.release.sys", "atom.release.sys") or "release.sys" in ptx
     assert "ld.acquire.sys" in ptx and "multimem" not in ptx
     bulk_loads = "cp.async.bulk.shared::cluster.global.mbarrier" in ptx
@@ -286,8 +289,7 @@ def test_each_data_path_computes_every_op_exactly(case, nodes, gpn, data_path):
 
 # shapes whose copy or reduce regions tile into the bulk path's 16 x 256 boxes (bulk_tensor._suits), so
 # the fused kernel's box copies run; the odd shapes above never tile
-BOXED = {"gemm_ar": dict(m=512, n=512, k=72), "gemm_rs": dict(m=1024, n=512, k=72),
-         "ag_gemm": dict(m=512, n=264, k=256)}
+BOXED = {"gemm_ar": dict(m=512, n=512, k=72), "gemm_rs": dict(m=1024, n=512, k=72)}
 
 
 def _boxed(p, row) -> bool:
@@ -296,14 +298,14 @@ def _boxed(p, row) -> bool:
 
 
 @pytest.mark.parametrize("kernel", sorted(BOXED))
-def test_boxed_shapes_give_the_emulated_2x2_copies_or_reduces_that_take_boxes(kernel):
-    """What the GPU test below relies on: on these shapes some copy or reduce task of every rank has
-    every region boxed (the box path runs), and its buffers are bf16 with 16-byte rows (mappable)."""
+def test_boxed_shapes_give_the_emulated_2x2_reduces_that_take_boxes(kernel):
+    """What the GPU test below relies on: on these shapes some reduce task of every rank has every
+    region boxed (the box path runs on ``auto`` and ``bulk``), and its buffers are bf16 with 16-byte
+    rows (mappable)."""
     s = get(kernel).build(small_workload(kernel, **BOXED[kernel]), Cluster("t", 2, 2))
-    moves = {OP_CODE[Op.COPY], OP_CODE[Op.REDUCE]}
     for p in plan.build(s):
-        boxed = [row for row in p.tasks if row[Task.OP] in moves and _boxed(p, row)]
-        assert boxed, f"rank {p.rank}: no boxed copy or reduce"
+        boxed = [row for row in p.tasks if row[Task.OP] == OP_CODE[Op.REDUCE] and _boxed(p, row)]
+        assert boxed, f"rank {p.rank}: no boxed reduce"
         for row in boxed:
             for bid in p.regions[row[Task.R0]:row[Task.R1], Region.BUF_ID]:
                 b = next(b for b in s.buffers if b.name == p.buffers[bid])
