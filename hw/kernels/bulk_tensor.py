@@ -5,7 +5,9 @@ tensor map the host built for the region's buffer (:mod:`mkernel.hw.runtime.tens
 Why: a 1-D bulk copy moves one line, and the SM issues its bulk copies one after another at about
 30 ns each whatever their size (docs/results/2026-12-03-bulk-lag.md), so a 128 x 256 tile of
 512-byte lines is 256 issues (128 loads, 128 stores): ~8 us of a 9.7 us task on one SM. As boxes
-it is 16 issues. The tensor maps are built on the host, once per buffer and address (the address
+it is 16 issues, and measured it takes ~5 us (bench_bulk copy-tile at 1 SM: 26 GB/s as boxes, 14 as
+1-D copies; docs/results/2026-12-03-box-copies.md): what is left is the step's fixed cost (~2 us:
+an 8 KiB one-box task takes 2.5 us) and ~0.37 us per box, not the issues. The tensor maps are built on the host, once per buffer and address (the address
 table's cache key), and read by the copies from global memory: no descriptor is built on the
 device (:mod:`.bulk`'s docstring: why not Triton's ``make_tensor_descriptor``) and the data never
 passes through registers.
