@@ -14,8 +14,8 @@ import triton
 import triton.language as tl
 
 from . import bulk_tensor
-from .bulk import (DATA0, R_LD, RW, _close, _do, _geometry, _load, _mbar_expect, _next, _open, _piece, _short,
-                   _stages, _tid, _wait_stage, _where)
+from .bulk import DATA0, R_LD, RW, _close, _do, _load, _mbar_expect, _open, _short, _stages, _tid, _wait_stage
+from .bulk_copy import _geometry, _next, _piece, _where
 from .sync import _bar_sync, _clock
 
 

@@ -20,7 +20,7 @@ take :mod:`.bulk`'s 1-D copies (:func:`_suits` is the test).
 One thread issues everything: thread 0 of the block loads each box into a ring stage of BOX_BYTES
 (arriving on the stage's mbarrier with the byte count), waits for it, stores it to the
 destination box, and refills the stage ``lag`` stores later (the same ring, waits, deadline and
-error record as :func:`.bulk._pipe`). The shared-memory layout of a landed box is row-major, 512
+error record as :func:`.bulk_copy._pipe`). The shared-memory layout of a landed box is row-major, 512
 bytes a row: exactly a 1-D stage of 16 lines of 512 bytes, so :mod:`.bulk_reduce` sums boxes with
 its own code (its ``TENSOR`` variant uses :func:`_load_sources` here).
 
@@ -133,7 +133,7 @@ def _fill(s, f, nc, sm, smap, s_row0, s_col0):
 def _pipe(smap, s_row0, s_col0, dmap, d_row0, d_col0, n, nc, s0, ph0, ns, sm, ctx, MODE: tl.constexpr,
           LAG: tl.constexpr):
     """One region pair's ``n`` boxes through the ring, by this thread alone: the first ``ns`` loaded
-    at once, each stored once landed, its stage refilled ``lag`` stores later (:func:`.bulk._pipe`'s
+    at once, each stored once landed, its stage refilled ``lag`` stores later (:func:`.bulk_copy._pipe`'s
     order). Returns the ring position after it."""
     lag = tl.minimum(LAG, ns - 1)
     fs = s0

@@ -49,14 +49,14 @@ from ..knobs import DATA_PATHS, DEFAULTS
 from ..lowering.layout import ATTN_QUERY_ROWS, COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
 from ..lowering.plan import GEMM_TILE
 from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
-from . import bulk, bulk_reduce, bulk_tensor
+from . import bulk, bulk_copy, bulk_reduce, bulk_tensor
 from .tiles import _attn, _copy, _gather, _gemm, _gemm_table, _norm, _reduce
 
 C = tl.constexpr
 GEMM, COPY, REDUCE, GATHER, PUT, ATTN, NORM = (C(OP_CODE[op]) for op in (Op.GEMM, Op.COPY, Op.REDUCE, Op.GATHER,
                                                                          Op.PUT, Op.ATTN, Op.NORM))
 DATA_REGISTER, DATA_AUTO, DATA_BULK = (C(DATA_PATHS.index(p)) for p in ("register", "auto", "bulk"))
-SB, RB, LAG, LINE = C(bulk.STAGE_BYTES), C(bulk.REDUCE_BYTES), C(bulk.LAG), C(bulk.LINE_MIN)  # bulk steps' shape
+SB, RB, LAG, LINE = C(bulk.STAGE_BYTES), C(bulk.REDUCE_BYTES), C(bulk.LAG), C(bulk_copy.LINE_MIN)  # bulk steps' shape
 TW, CW, WW, SW = C(TASK_WIDTH), C(COMMAND_WIDTH), C(WAIT_WIDTH), C(SIGNAL_WIDTH)
 T_OP, T_NREADS, T_R0, T_W0, T_W1, T_S0, T_S1, T_A0, T_A1, T_Q0, T_K0, T_MASKED, T_LOCK, T_TASK, T_WORK = (
     C(int(c)) for c in (Task.OP, Task.NREADS, Task.R0, Task.W0, Task.W1, Task.S0, Task.S1, Task.A0, Task.A1, Task.Q0,
@@ -179,13 +179,13 @@ def _serve(tasks, regions, waits, signals, aux, bases, maps, flag_bases, claims,
 @triton.jit
 def _bulk(regions, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
     """Whether a copy or gather task takes the bulk path (HwKnobs.data_path: never, where its lines
-    are long enough, or wherever its regions allow one, bulk._suits)."""
+    are long enough, or wherever its regions allow one, bulk_copy._suits)."""
     if DATA == DATA_REGISTER:
         return False
     elif DATA == DATA_AUTO:
-        return bulk._suits(regions, r0, nreads, bulk._stages(SB), LINE, MODE)
+        return bulk_copy._suits(regions, r0, nreads, bulk._stages(SB), LINE, MODE)
     else:
-        return bulk._suits(regions, r0, nreads, bulk._stages(SB), 0, MODE)
+        return bulk_copy._suits(regions, r0, nreads, bulk._stages(SB), 0, MODE)
 
 
 @triton.jit
@@ -244,7 +244,7 @@ def _task(row, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_h
             if _boxes(regions, maps, r0, nreads, DATA, bulk.COPY):
                 bulk_tensor._copy(regions, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, LAG)
             elif _bulk(regions, r0, nreads, DATA, bulk.COPY):
-                bulk._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
+                bulk_copy._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
             else:
                 _copy(regions, bases, r0, nreads, CR, CC)
     if HAS_REDUCE:
@@ -260,7 +260,7 @@ def _task(row, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_h
     if HAS_GATHER:
         if op == GATHER:
             if _bulk(regions, r0, 1, DATA, bulk.GATHER):
-                bulk._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
+                bulk_copy._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
             else:
                 _gather(regions, bases, aux, r0, a0, a1, CR, CC)
     if HAS_PUT:

@@ -1,6 +1,6 @@
 """A standalone persistent kernel that runs the fused kernel's copy, reduce and gather steps from
 plan-format tables (layout.Region rows, the ``bases`` address table, gather rows in aux column 0),
-on one of three paths, for the one-GPU data-movement benchmark (tools/bench/bench_bulk.py) and the GPU
+on one of four paths, for the one-GPU data-movement benchmark (tools/bench/bench_bulk.py) and the GPU
 tests (tests/hw/test_hw_bulk.py):
 
 - ``register``: :mod:`tiles` (masked loads and stores of CR x CC tiles through registers), the
@@ -24,7 +24,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from ..kernels import bulk, bulk_reduce, bulk_tensor, tiles
+from ..kernels import bulk, bulk_copy, bulk_reduce, bulk_tensor, tiles
 from ..knobs import DEFAULTS
 from ..lowering.layout import COMMAND_WIDTH, REGION_WIDTH
 from ..runtime import tensormap
@@ -106,13 +106,13 @@ def steps_kernel(tasks, regions, bases, maps, aux, n_tasks, timeout_ns, err32, e
                 tiles._gather(regions, bases, aux, r0, a0, a1, CR, CC)
         elif PATH == BULK:
             if OP == COPY:
-                bulk._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
+                bulk_copy._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
             elif OP == REDUCE:
                 bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, RB, False)
             elif OP == GATHER:
-                bulk._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
+                bulk_copy._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
             else:
-                bulk._accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
+                bulk_copy._accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
         elif PATH == TENSOR:  # every region boxed (the probe's tasks are chosen so; the fused kernel checks)
             if OP == COPY:
                 bulk_tensor._copy(regions, maps, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, LAG)
@@ -158,7 +158,7 @@ class Probe:
     """One op on one path over fixed tasks and buffers (bf16 CUDA tensors), on ``blocks`` SMs.
     ``smem``: the bulk path's dynamic shared memory per block (its ring; refused when it holds no
     stage, unless ``refuse_small_ring`` is off to test the device's own check); the other paths get
-    what Triton allocated; ``lag``: how many stores a bulk refill leaves in flight (bulk._pipe).
+    what Triton allocated; ``lag``: how many stores a bulk refill leaves in flight (bulk_copy._pipe).
     Compiled on construction; each call launches once on the current stream."""
 
     def __init__(self, op: Op, path: Path, tasks: list[Task], buffers: list, blocks: int, smem: int = DEFAULT_SMEM,

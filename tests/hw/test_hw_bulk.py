@@ -1,4 +1,4 @@
-"""The bulk-copy steps (hw/kernels/bulk.py): compiled for sm_90a without a GPU (the PTX holds the bulk
+"""The 1-D bulk-copy steps (hw/kernels/bulk.py, bulk_copy.py, bulk_reduce.py): compiled for sm_90a without a GPU (the PTX holds the bulk
 copies, mbarriers and bf16 reduce-adds they are built from, and nothing multicast), and, on a GPU
 (marked gpu), every step against torch on odd shapes: outputs poisoned with NaN, fresh seeded random
 inputs, copies and gathers bit-exact, reduces bit-exact against the fp32 sum in source order (the
@@ -158,15 +158,15 @@ def _overlay_kernel():
     import triton
     import triton.language as tl
 
-    from mkernel.hw.kernels import bulk
+    from mkernel.hw.kernels import bulk_copy
 
     @triton.jit
     def overlay(tasks, regions, bases, n_tasks, a, b, c, timeout_ns, err32, err64):
         rm = tl.arange(0, 64)
         # not pipelined (num_stages=1): a pipelined loop's next-iteration cp.async loads would land in the ring
         for i in tl.range(tl.program_id(0), n_tasks, tl.num_programs(0), num_stages=1):
-            bulk._copy(regions, bases, tl.load(tasks + 4 * i), tl.load(tasks + 4 * i + 1), timeout_ns, err32, err64,
-                       0, 1, i, 1, 16384, 2)
+            bulk_copy._copy(regions, bases, tl.load(tasks + 4 * i), tl.load(tasks + 4 * i + 1), timeout_ns, err32,
+                            err64, 0, 1, i, 1, 16384, 2)
             x = tl.load(a + i * 4096 + rm[:, None] * 64 + rm[None, :])
             y = tl.load(b + i * 4096 + rm[:, None] * 64 + rm[None, :])
             tl.store(c + i * 4096 + rm[:, None] * 64 + rm[None, :], tl.dot(x, y))

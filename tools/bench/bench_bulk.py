@@ -1,5 +1,5 @@
 """Per-SM data-movement benchmark on one GPU (issue 27): the fused kernel's copy, reduce and gather
-steps on the register path (hw/kernels/tiles.py), the bulk path (hw/kernels/bulk.py: 1-D bulk copies), the
+steps on the register path (hw/kernels/tiles.py), the bulk path (hw/kernels/bulk_copy.py: 1-D bulk copies), the
 tensor path (hw/kernels/bulk_tensor.py: 2-D box copies through host-built tensor maps; gathers excepted) and,
 for copies, Triton's TMA descriptors, against torch's device-to-device copy (cudaMemcpy via ``tensor.copy_``) in the same run.
 
@@ -8,7 +8,7 @@ persistent kernel (hw/measure/bulk_probe.py) on 1, 2, 4, ... SMs over tasks shap
 - ``copy-tile``: 128 x 256 tiles of 8192-column buffers (GEMM+AR / GEMM+RS partial tiles);
 - ``copy-tile16``: 16 x 256 tiles (8 KiB tasks): with copy-tile, a fit of the fixed cost per task;
 - ``copy-w1k``, ``copy-w2k``: 128 x 1024 and 128 x 2048 tiles (2 and 4 KiB lines): where the bulk
-  path overtakes the register path as lines grow (bulk.LINE_MIN, the fused kernel's ``auto``);
+  path overtakes the register path as lines grow (bulk_copy.LINE_MIN, the fused kernel's ``auto``);
 - ``copy-rows``: 128 whole rows (AllGather+GEMM shards: one contiguous range per task);
 - ``reduce-G``: writes = the sum of G sources, 128 x 256 tiles, fp32 sum (G = 2, 4, 8);
 - ``accumulate-G``: the same G sources added in bf16 at the destination (cp.reduce.async.bulk .add,
