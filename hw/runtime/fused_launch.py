@@ -17,7 +17,7 @@ import numpy as np
 from mkernel.controller import Balance, split
 from mkernel.errors import InputError
 
-from ..kernels import fused
+from ..kernels import adaptive, fused
 from ..lowering.layout import LOCK_WIDTH, Task
 from ..lowering.plan import Plan
 from .launch import Launch
@@ -50,9 +50,9 @@ class FusedLaunch:
                                      copy_rows=ctx.knobs.copy_rows, adaptive=controller is not None,
                                      data_path=ctx.knobs.data_path)
         self.blocks, self.steer = initial_split(plan, controller, kernel)
-        self.state = torch.zeros(fused.STATE_WORDS, dtype=torch.int64, device=dev)
-        self.state[int(fused.CTRL)], self.state[int(fused.WORK)] = self.steer[:2]  # as every call ends (fused._reset)
-        self.log = torch.zeros(2 * fused.LOG_ENTRIES if controller else 2, dtype=torch.int64, device=dev)
+        self.state = torch.zeros(adaptive.STATE_WORDS, dtype=torch.int64, device=dev)
+        self.state[int(adaptive.CTRL)], self.state[int(adaptive.WORK)] = self.steer[:2]  # as every call ends (adaptive._reset)
+        self.log = torch.zeros(2 * adaptive.LOG_ENTRIES if controller else 2, dtype=torch.int64, device=dev)
         # the error word: the kernel's last block stores it here, and a call reads it with no CUDA call
         self.failed = torch.zeros(1, dtype=torch.int64).pin_memory()
         self.failed_word = self.failed.numpy()
@@ -85,11 +85,11 @@ class FusedLaunch:
             raise InputError("trajectory(): this Executor runs static roles (no controller)")
         torch.cuda.synchronize(self.device)
         state, log = self.state.cpu().numpy(), self.log.cpu().numpy().reshape(-1, 2)
-        first, last, start = (int(state[int(word)]) for word in (fused.FIRST, fused.LAST, fused.START))
-        first = max(first, last - fused.LOG_ENTRIES)
+        first, last, start = (int(state[int(word)]) for word in (adaptive.FIRST, adaptive.LAST, adaptive.START))
+        first = max(first, last - adaptive.LOG_ENTRIES)
         points = [(0.0, self.blocks[1])]
         for k in range(first, last):
-            t, target = log[k % fused.LOG_ENTRIES]
+            t, target = log[k % adaptive.LOG_ENTRIES]
             points.append(((int(t) - start) / 1e3, int(target)))
         return sorted(points)
 
@@ -104,13 +104,13 @@ def initial_split(plan: Plan, controller: Balance | None, kernel: str
         return b, (0, 0, 0, 0, 0)
     pol, tasks = controller, plan.tasks
     first = (0, plan.role_tasks[0], sum(plan.role_tasks[:2]))
-    w0, w1 = (sum(fused.work_units(int(ns)) for ns in tasks[first[r]:first[r + 1], Task.WORK_NS]) for r in (0, 1))
+    w0, w1 = (sum(adaptive.work_units(int(ns)) for ns in tasks[first[r]:first[r + 1], Task.WORK_NS]) for r in (0, 1))
     movable = b[0] + b[1]
-    if movable > int(fused.FIELD) or max(w0, w1) >= 2**31:
+    if movable > int(adaptive.FIELD) or max(w0, w1) >= 2**31:
         raise InputError(f"{kernel}: {movable} movable SMs and work {w0}, {w1} (x "
-                         f"{int(fused.UNIT_NS)} ns) do not fit the controller's fields (255 SMs, 2^31 units)")
+                         f"{int(adaptive.UNIT_NS)} ns) do not fit the controller's fields (255 SMs, 2^31 units)")
     intra = split(movable, w0, w1, b[1], 0, 0, pol.min_sms, pol.hysteresis, pol.link_sms)
-    return (movable - intra, intra, b[2], b[3]), (fused.control_word(intra, movable - intra, intra),
+    return (movable - intra, intra, b[2], b[3]), (adaptive.control_word(intra, movable - intra, intra),
                                                   w0 | w1 << 32, pol.min_sms, pol.hysteresis, pol.link_sms)
 
 

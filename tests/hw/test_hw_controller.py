@@ -21,6 +21,7 @@ from mkernel.cost import sm_work_us
 triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]' pins 3.6.0)")
 tl = triton.language
 fused = pytest.importorskip("mkernel.hw.kernels.fused")
+adaptive = pytest.importorskip("mkernel.hw.kernels.adaptive")
 
 # a restless policy: no hysteresis, no NVLink floor, so blocks change roles as often as the policy lets them
 RESTLESS = Balance(min_sms=1, hysteresis=0, link_sms=1)
@@ -50,21 +51,21 @@ def test_the_adaptive_kernel_compiles_for_sm90a(ops):
 
 
 def test_the_control_word_packs_the_fields_the_kernel_reads():
-    word = fused.control_word(target=7, active_compute=25, active_intra=7)
-    field = int(fused.FIELD)
-    assert (word >> int(fused.TARGET)) & field == 7
-    assert (word >> int(fused.ACTIVE)) & field == 25 and (word >> (int(fused.ACTIVE) + 8)) & field == 7
-    assert (word >> int(fused.BLOCKED)) & 0xFFFF == 0  # nothing blocked at the start
-    assert fused.work_units(1) == 1 and fused.work_units(int(fused.UNIT_NS)) == 1
-    assert fused.work_units(int(fused.UNIT_NS) + 1) == 2
+    word = adaptive.control_word(target=7, active_compute=25, active_intra=7)
+    field = int(adaptive.FIELD)
+    assert (word >> int(adaptive.TARGET)) & field == 7
+    assert (word >> int(adaptive.ACTIVE)) & field == 25 and (word >> (int(adaptive.ACTIVE) + 8)) & field == 7
+    assert (word >> int(adaptive.BLOCKED)) & 0xFFFF == 0  # nothing blocked at the start
+    assert adaptive.work_units(1) == 1 and adaptive.work_units(int(adaptive.UNIT_NS)) == 1
+    assert adaptive.work_units(int(adaptive.UNIT_NS) + 1) == 2
 
 
 @triton.jit
 def _policy_rows(x, out):
-    """The kernel's policy (``fused._policy``) on row ``program_id`` of ``x`` (its 9 arguments)."""
+    """The kernel's policy (``adaptive._policy``) on row ``program_id`` of ``x`` (its 9 arguments)."""
     row = x + tl.program_id(0) * 9
-    got = fused._policy(tl.load(row), tl.load(row + 1), tl.load(row + 2), tl.load(row + 3), tl.load(row + 4),
-                        tl.load(row + 5), tl.load(row + 6), tl.load(row + 7), tl.load(row + 8))
+    got = adaptive._policy(tl.load(row), tl.load(row + 1), tl.load(row + 2), tl.load(row + 3), tl.load(row + 4),
+                           tl.load(row + 5), tl.load(row + 6), tl.load(row + 7), tl.load(row + 8))
     tl.store(out + tl.program_id(0), got)
 
 
