@@ -30,7 +30,17 @@ FALLBACKS = ("fallback_gemm_ar", "fallback_gemm_rs", "fallback_ag_gemm", "fallba
 
 
 def __getattr__(name: str):
-    """The PyTorch ops and their torch paths, imported on first use (:mod:`mkernel.hw.api`)."""
+    """The PyTorch ops and their torch paths, imported on first use (:mod:`mkernel.hw.api`); the
+    backends' packages too, so ``mkernel.hw.api.check()`` works after a plain ``import mkernel``
+    (``mkernel.hw`` with its api and fallbacks loaded)."""
+    if name in ("hw", "sim"):
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{name}")
+        if name == "hw":
+            importlib.import_module(f"{__name__}.hw.api")
+            importlib.import_module(f"{__name__}.hw.fallbacks")
+        return module
     if name in TORCH_OPS:
         from .hw import api
 

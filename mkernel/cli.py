@@ -239,12 +239,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    """Both schedules, and which one a run executes (``Workload.schedule``; ``auto`` may pick the
+    baseline, and the fused schedule is still what a user asks ``show`` about)."""
     from .report import print_schedule
-    from .runner import build
+    from .runner import build, chosen
 
-    fused, baseline = build(scenario_from_args(args), force=args.force)
+    sc = scenario_from_args(args)
+    fused, baseline = build(sc, force=args.force)
+    runs = chosen(fused, baseline)
+    if runs == "baseline":
+        fused, baseline = build(dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, schedule="fused")),
+                                force=args.force)
     print_schedule(fused)
     print_schedule(baseline)
+    print(f"a run executes the {runs} schedule (schedule = {sc.workload.schedule})")
     return 0
 
 

@@ -98,18 +98,22 @@ def _duration(us: float) -> str:
     return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
 
 
-def check_tasks(w: Workload, c: Cluster, folded_nodes: int = 0, force: bool = False) -> Estimate:
-    """Refuse (unless ``force``) a run whose estimated schedules pass the memory limit."""
+def check_tasks(w: Workload, c: Cluster, folded_nodes: int = 0, force: bool = False, foldable: int = 0) -> Estimate:
+    """Refuse (unless ``force``) a run whose estimated schedules pass the memory limit. ``foldable``:
+    how many nodes a collapsed run would build (0: the nodes do not all run alike, so ``--collapse``
+    cannot help and is not offered)."""
     est = estimate(w, c, folded_nodes)
     if est.bytes > MEMORY_LIMIT_BYTES and not force:
-        fold = ("" if folded_nodes or c.nodes < 2 else
-                "--collapse (simulate one node when all are alike: about "
-                f"{estimate(w, c, max(1, c.fold_nodes)).tasks:,} tasks), ")
+        fold, why = "", ""
+        if foldable and not folded_nodes:
+            fold = f"--collapse (simulate one node when all are alike: about {estimate(w, c, foldable).tasks:,} tasks), "
+        elif not folded_nodes and c.nodes > 1:
+            why = f" (--collapse cannot help: the nodes of {w.kernel} do not all run alike on this cluster)"
         raise InputError(
             f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs would build about {est.tasks:,} tasks "
             f"(estimated, fused and baseline), about {_size(est.bytes)} of memory and {_duration(est.tasks * US_PER_TASK)} "
             f"here; the limit is {_size(MEMORY_LIMIT_BYTES)} (about {MEMORY_LIMIT_BYTES // BYTES_PER_TASK:,} tasks). "
-            f"Options: {fold}a smaller shape or cluster, larger tiles (workload.tile_m, tile_n), or --force to go on")
+            f"Options{why}: {fold}a smaller shape or cluster, larger tiles (workload.tile_m, tile_n), or --force to go on")
     return est
 
 

@@ -15,6 +15,10 @@ KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm
 INTERNODE = ("auto", "direct", "twoshot", "ring")  # the GEMM ops' inter-node algorithm (mkernel.builders._rail)
 ROUTINGS = ("uniform", "zipf", "shifted", "zipf_shifted")  # shifted ones: node-symmetric (mkernel.routing)
 BASELINES = ("hierarchical", "ring")
+# What a run executes (mkernel.builders._auto): the fused schedule, the op's unfused baseline schedule
+# (GEMM then NCCL, ...), or auto: the fused one where the cost model says it beats the baseline
+SCHEDULES = ("auto", "fused", "baseline")
+SPLITS = ("auto", "static")  # GEMM+RS's intra SMs: auto from the cost model per shape, or the old static 48
 # How a baseline's collectives are timed: "nccl", as the NCCL call they stand for (mkernel.nccl); "ir",
 # as the rings of tasks that declare them (mkernel.builders._collectives), simulated like any schedule
 COLLECTIVE_MODELS = ("nccl", "ir")
@@ -59,6 +63,8 @@ class Workload:
     routes: tuple[tuple[tuple[int, ...], ...], ...] = ()
     baseline: str = "hierarchical"  # the GEMM ops' NCCL-style collective: "hierarchical" or one flat "ring"
     collectives: str = "nccl"  # how the baselines' collectives are timed: COLLECTIVE_MODELS
+    schedule: str = "auto"  # SCHEDULES: what a run executes (builders/_auto.py; the result's "schedule")
+    split: str = "auto"  # SPLITS: GEMM+RS's intra SMs when sms sets none (builders/_auto.py)
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)

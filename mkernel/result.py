@@ -20,7 +20,7 @@ TOP_LEVEL = {
     "seed": (int,), "wall_s": _NUM, "events": (int, type(None)), "note": (str,),
     "breakdown": (dict, type(None)), "proxy": (dict, type(None)), "collapsed": (bool, type(None)),
     "paper_baseline": (dict, type(None)), "kernels": (str,), "collectives": (str,),
-    "internode": (str, type(None)),
+    "internode": (str, type(None)), "schedule": (str,),
 }
 BREAKDOWN = ("total", "compute", "exposed_communication", "proxy_queueing", "fence_wait")
 CLUSTER = {"nodes": (int,), "gpus_per_node": (int,), "transport": (str,)}

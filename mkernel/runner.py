@@ -12,6 +12,7 @@ import numpy as np
 
 from . import builders, limits, reference
 from .backend import RunStats, get_backend
+from .builders import _auto as auto
 from .builders import _rail as rail
 from .errors import BackendUnavailable, MkernelError
 from .ir import BufferKind, Role, Schedule
@@ -33,11 +34,14 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     with ``timing``, for a simulated timing run (no data): the baseline's library launches without
     their tasks, which such a run never runs (:class:`~mkernel.ir.ScheduleBuilder`).
     A problem whose estimated schedules pass the memory limit is refused before anything is built,
-    unless ``force`` (:mod:`mkernel.limits`)."""
+    unless ``force`` (:mod:`mkernel.limits`). The first schedule is the one the run executes:
+    the fused one, or the baseline where ``Workload.schedule`` (``auto``: the cost model,
+    :func:`mkernel.builders._auto.choose`) says so; :func:`chosen` tells which."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
-    kw = {"first_nodes": span} if folded and 0 < span < c.nodes and builders.node_symmetric(w, c) else {}
-    est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force)
+    foldable = span if 0 < span < c.nodes and builders.node_symmetric(w, c) else 0
+    kw = {"first_nodes": foldable} if folded and foldable else {}
+    est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable)
     kw["grouped"] = grouped
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
     fused = module.build(w, c, **kw)
@@ -45,7 +49,14 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
     baseline.validate(races=not folded)
+    if auto.choose(w, c, fused, baseline) == "baseline":
+        return baseline, baseline
     return fused, baseline
+
+
+def chosen(fused: Schedule, baseline: Schedule) -> str:
+    """Which schedule a pair from :func:`build` runs: ``fused``, or ``baseline`` (the op's unfused one)."""
+    return "baseline" if fused is baseline else "fused"
 
 
 def collapses(scenario: Scenario, *, data: bool = False, trace: bool = False, faults=None) -> bool:
@@ -119,12 +130,15 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     fused_err = _error(stats, expected)
     inputs, expected, base_plan = base_case
     limits.step(f"running the baseline {baseline.variant} {where} ({len(baseline.tasks):,} tasks)")
-    base = engine.run(baseline, c, inputs=inputs, seed=seed, **fold, **_sample(base_plan))
+    # the baseline chosen (auto): the run above was the baseline's; the same seed would give the same time
+    base = stats if fused is baseline else engine.run(baseline, c, inputs=inputs, seed=seed, **fold,
+                                                       **_sample(base_plan))
     base_err = _error(base, expected)
     timing = backend == "sim" and faults is None  # library calls are timed by their models (sim/library.py)
     base_s = _library_timed(engine, baseline, c, seed, fold, base) if timing and data else base.time_s
     paper = _paper_baseline(scenario, engine, seed, fold, base_s, baseline.variant, backend == "sim") if timing else None
     flops = fused.flops_per_gpu
+    fused_s = base_s if fused is baseline else stats.time_s  # a data run times library calls by their models
     launch = fused.launches[0]
     source, base_source = _sources(backend, stats, c)
     comparable = source == base_source and source in ("measured", "predicted")
@@ -138,19 +152,20 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
                   "chunk_tiles": w.chunk_tiles},
         "dtype": w.dtype,
         "cluster": {"nodes": c.nodes, "gpus_per_node": c.gpus_per_node, "transport": c.transport},
-        "time_s": stats.time_s,
+        "time_s": fused_s,
         "time_source": source,
-        "tflops_per_gpu": flops / stats.time_s / 1e12,
+        "tflops_per_gpu": flops / fused_s / 1e12,
         "baseline": {"name": baseline.variant, "time_s": base_s, "time_source": base_source,
                      "tflops_per_gpu": flops / base_s / 1e12, "correct": _ok(base_err, rtol), "error": base_err,
                      "bytes": base.bytes_total},
-        "speedup": base_s / stats.time_s if comparable else None,
+        "speedup": base_s / fused_s if comparable else None,
         "predicted": None if backend == "sim" else _predicted(asked, seed, force),
         "paper_baseline": None if paper is None else {**paper, "tflops_per_gpu": flops / paper["time_s"] / 1e12,
-                                                      "speedup": paper["time_s"] / stats.time_s},
+                                                      "speedup": paper["time_s"] / fused_s},
         "kernels": c.kernels,
         "collectives": w.collectives,
-        "internode": rail.choose(w, c) if w.kernel in rail.ALGORITHMS else None,
+        "internode": rail.choose(w, c) if w.kernel in rail.ALGORITHMS and fused is not baseline else None,
+        "schedule": chosen(fused, baseline),
         "bytes": stats.bytes_total,
         "bytes_per_gpu": stats.bytes_per_gpu,
         "roles": {role.value: launch.budget(role) for role in Role},
@@ -160,8 +175,8 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "breakdown": stats.metrics.get("breakdown_us"),
         "proxy": {k: stats.metrics[k] for k in PROXY_KEYS} if backend == "sim" and stats.metrics else None,
         "seed": seed,
-        "wall_s": stats.wall_s + base.wall_s,
-        "events": None if stats.events is None else stats.events + (base.events or 0),
+        "wall_s": stats.wall_s + (base.wall_s if base is not stats else 0.0),
+        "events": None if stats.events is None else stats.events + ((base.events or 0) if base is not stats else 0),
         "collapsed": (stats.metrics or {}).get("collapsed") if backend == "sim" else None,
     }
     result["note"] = _note(result, stats, adaptive, plan)
@@ -198,6 +213,9 @@ def _note(result: dict, stats: RunStats, adaptive: bool, plan) -> str:
                                               if result["predicted"] else "") + " (mkernel bench measures against NCCL)")
     if adaptive:
         parts.append("adaptive SM partition: roles are the static split it starts from")
+    if result["schedule"] == "baseline":
+        parts.append("schedule: the baseline (the cost model finds no fused schedule faster here: Workload.schedule "
+                     "= auto, mkernel/builders/_auto.py), so the speedup is 1")
     if plan is not None and plan.fraction() < 1:
         parts.append(f"data checked on {plan.fraction():.2%} of the output elements (every region's first and last "
                      f"rows and columns, and a seeded sample)")

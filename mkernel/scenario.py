@@ -37,12 +37,12 @@ from pathlib import Path
 from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS, Cluster, FabricSpec, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
-from .problems import BASELINES, COLLECTIVE_MODELS, INTERNODE, KERNELS, ROUTINGS, Workload
+from .problems import BASELINES, COLLECTIVE_MODELS, INTERNODE, KERNELS, ROUTINGS, SCHEDULES, SPLITS, Workload
 
 DEFAULT_SCENARIO = "default"
 CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
            "internode": INTERNODE, "routing": ROUTINGS, "baseline": BASELINES,
-           "collectives": COLLECTIVE_MODELS, "kernels": KERNEL_PROFILES}
+           "collectives": COLLECTIVE_MODELS, "kernels": KERNEL_PROFILES, "schedule": SCHEDULES, "split": SPLITS}
 SPECS = {"gpu": GpuSpec, "nvlink": NvlinkSpec, "nic": NicSpec, "proxy": ProxySpec, "fabric": FabricSpec}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),
               "ring_attention": ("m", "n", "k")}

@@ -33,7 +33,11 @@ Shared memory: the steps use the block's whole dynamic shared memory, ``global_s
 to it at run time, so a kernel with more shared memory gets more stages. This overlays Triton's own
 allocation: correct because no Triton shared buffer is live across a step (in ``fused._task`` each
 buffer lives inside one op's code: the GEMM's pipeline, a reduction's scratch), and every step
-starts and ends with a block barrier. The kernel must use some Triton shared memory, or PTX has no
+starts and ends with a block barrier. Nor may a loop that holds a step be software-pipelined:
+Triton pipelines an ``scf.for`` whose body has a ``tl.dot`` by issuing the next iterations'
+``cp.async`` loads into shared memory before this one ends, so they would land in the ring
+(``fused._task``'s loop is a ``while``, which Triton does not pipeline; a ``for`` needs
+``tl.range(..., num_stages=1)``). The kernel must use some Triton shared memory, or PTX has no
 ``global_smem`` (ptxas: "Unknown symbol 'global_smem'"): every fused kernel does (its GEMM or
 attention tiles, :func:`sync._block_max`); others call :func:`_declare_smem`.
 """
@@ -87,10 +91,12 @@ def _smem():
 
 
 @triton.jit
-def _declare_smem(out, never):
+def _declare_smem(out):
     """For a kernel that uses no Triton shared memory of its own: a block reduction under a branch
-    that is never taken (``never`` false at run time), so that Triton declares ``global_smem``."""
-    if never:
+    that is never taken, so that Triton declares ``global_smem``. The predicate is an opaque zero
+    (an asm statement Triton cannot fold): a predicate made of the kernel's arguments folds away
+    when Triton specialises an argument equal to 1 as a constant, and so does the declaration."""
+    if _do("mov.u32 $0, 0;", "=r", []) != 0:
         tl.store(out, tl.max(tl.zeros([1024], tl.int64) + tl.program_id(0), 0))
 
 
@@ -157,12 +163,35 @@ def _asm0(asm: tl.constexpr):
 
 
 COMMIT = C("cp.async.bulk.commit_group; mov.u32 $0, 0;")
-WAIT_READ = C("cp.async.bulk.wait_group.read 0; mov.u32 $0, 0;")  # this thread's bulk stores have read their stage
+# this thread's bulk stores, all but its newest 0 ... 4 groups, have read their stages
+WAIT_READ = C("cp.async.bulk.wait_group.read 0; mov.u32 $0, 0;")
+WAIT_READ1 = C("cp.async.bulk.wait_group.read 1; mov.u32 $0, 0;")
+WAIT_READ2 = C("cp.async.bulk.wait_group.read 2; mov.u32 $0, 0;")
+WAIT_READ3 = C("cp.async.bulk.wait_group.read 3; mov.u32 $0, 0;")
+WAIT_READ4 = C("cp.async.bulk.wait_group.read 4; mov.u32 $0, 0;")
+MAX_LAG = 4  # the most store groups a refill may leave in flight (the wait's immediate)
+LAG = 2  # the default: refill a stage two stores after its own (tools/bench/bench_bulk.py --lag)
 # this thread's bulk stores are complete, then ordered before its later generic accesses (the signal)
 WAIT_WRITTEN = C("cp.async.bulk.wait_group 0; fence.proxy.async.global; mov.u32 $0, 0;")
 # what this thread read after its waits (peers' generic stores) is visible to its bulk loads
 FENCE_ASYNC = C("fence.proxy.async.global; mov.u32 $0, 0;")
 WARP_SYNC = C("bar.warp.sync -1; mov.u32 $0, 0;")
+
+
+@triton.jit
+def _wait_read(lag):
+    """``cp.async.bulk.wait_group.read lag`` (the count is an immediate; ``lag`` <= MAX_LAG,
+    uniform across the warp)."""
+    if lag == 0:
+        _asm0(WAIT_READ)
+    elif lag == 1:
+        _asm0(WAIT_READ1)
+    elif lag == 2:
+        _asm0(WAIT_READ2)
+    elif lag == 3:
+        _asm0(WAIT_READ3)
+    else:
+        _asm0(WAIT_READ4)
 
 
 @triton.jit
@@ -291,21 +320,29 @@ def _fill(s, lb, c, sm, tid, src, s_stride, n_lines, line_bytes, w, k, aux, a0, 
 
 @triton.jit
 def _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, aux, a0, s0, ph0, ns, sm, tid, ctx, MODE: tl.constexpr,
-          SB: tl.constexpr):
-    """Move one region pair through the ring, in warp 0: ``ns`` stage loads in flight; each stage,
-    once landed, is stored by the threads that loaded it and refilled once its stores have read it.
+          SB: tl.constexpr, LAG: tl.constexpr):
+    """Move one region pair through the ring, in warp 0: each stage, once landed, is stored by the
+    threads that loaded it, and refilled with its next load once its stores have read it.
+
+    Stores stay in flight: a stage is refilled ``lag`` = min(LAG, ns - 1) stages after its store was
+    issued (``wait_group.read lag``: all but this thread's newest ``lag`` stores have read their
+    stages), so up to ``lag + 1`` stores and ``ns - 1 - lag`` loads are in flight at once. With lag 0
+    each store's read of shared memory (about 0.5 us for 16 KiB) would stall the next refill. The
+    per-thread wait is enough within a region: thread t refills only the piece its own store read.
     One warp barrier per stage: a thread with no piece in a stage could otherwise fall two mbarrier
     phases behind and wait for a phase that never comes. Returns the ring position after it (the
     next region's stage and phase parity)."""
     w, nc, k, n = _geometry(n_lines, line_bytes, SB, 32)
+    lag = tl.minimum(LAG, ns - 1)
     fs, fph, flb, fc = s0, ph0, 0, 0  # the next stage load
     for j in range(tl.minimum(ns, n)):
         _fill(fs, flb, fc, sm, tid, src, s_stride, n_lines, line_bytes, w, k, aux, a0, MODE, SB)
         fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
     s, ph, lb, c = s0, ph0, 0, 0  # the next stage store
     for j in range(n):
-        if (j >= 1) & (j - 1 + ns < n):  # refill the previous stage with its next load
-            _asm0(WAIT_READ)  # this thread's store of it has read it
+        q = j - 1 - lag  # the store whose stage is refilled now
+        if (q >= 0) & (q + ns < n):
+            _wait_read(lag)  # this thread's store of stage q has read it
             _asm0(WARP_SYNC)  # so has every thread's, and every thread has waited for its phase
             _fill(fs, flb, fc, sm, tid, src, s_stride, n_lines, line_bytes, w, k, aux, a0, MODE, SB)
             fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
@@ -321,7 +358,7 @@ def _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, aux, a0, s0, ph0, n
 
 @triton.jit
 def _steps(regions, bases, aux, r0, nreads, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch,
-           MODE: tl.constexpr, SB: tl.constexpr):
+           MODE: tl.constexpr, SB: tl.constexpr, LAG: tl.constexpr):
     """Copy, reduce-add or gather: each of the task's region pairs through the ring in turn, in
     warp 0 (the other warps wait at the closing barrier)."""
     ns = _stages(SB)
@@ -340,31 +377,34 @@ def _steps(regions, bases, aux, r0, nreads, a0, a1, timeout_ns, err32, err64, ra
                 if MODE == GATHER:
                     n_lines, line_bytes = a1 - a0, d_cols * 2
                 s, ph = _pipe(src, s_stride, dst, d_stride, n_lines, line_bytes, aux, a0, s, ph, ns, sm, tid, ctx, MODE,
-                              SB)
+                              SB, LAG)
             _close(sm, ns, tid, True)
         else:
             _bar_sync()
 
 
 @triton.jit
-def _copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
+def _copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr,
+          LAG: tl.constexpr):
     """writes[i] = reads[i], pairwise (peer loads or stores where a region is another rank's)."""
-    _steps(regions, bases, regions, r0, nreads, 0, 0, timeout_ns, err32, err64, rank, role, task, epoch, COPY, SB)
+    _steps(regions, bases, regions, r0, nreads, 0, 0, timeout_ns, err32, err64, rank, role, task, epoch, COPY, SB, LAG)
 
 
 @triton.jit
-def _accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
+def _accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr,
+                LAG: tl.constexpr):
     """writes[0] += reads[0] + ... + reads[n-1], each added in bf16 at the destination
     (``cp.reduce.async.bulk .add``: the memory that holds writes[0] does the adds, atomically per
     element, so several ranks may add into one owner's tile at once). For accumulate-into-owner
     steps; one bf16 rounding per add, where :func:`_reduce` rounds once."""
-    _steps(regions, bases, regions, r0, nreads, 0, 0, timeout_ns, err32, err64, rank, role, task, epoch, ADD, SB)
+    _steps(regions, bases, regions, r0, nreads, 0, 0, timeout_ns, err32, err64, rank, role, task, epoch, ADD, SB, LAG)
 
 
 @triton.jit
-def _gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr):
+def _gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, SB: tl.constexpr,
+            LAG: tl.constexpr):
     """Row i of writes[0] = row aux[a0 + i] of reads[0]: one line per row."""
-    _steps(regions, bases, aux, r0, 1, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, GATHER, SB)
+    _steps(regions, bases, aux, r0, 1, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, GATHER, SB, LAG)
 
 
 @triton.jit
@@ -457,12 +497,12 @@ def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, ta
                 a5 += _hi(x2)
                 a6 += _lo(x3)
                 a7 += _hi(x3)
-            at = dst + (lb * k + in_line).to(tl.int64) * d_stride + c * w + off
-            _stg(at, _pack(a1, a0), _pack(a3, a2), _pack(a5, a4), _pack(a7, a6), (in_line < nl) & (off < nb))
-            _bar_sync()  # every thread has read the stage (and waited for its phase): it may be refilled
-            if j + ns < n:
+            _bar_sync()  # every thread has read the stage (and waited for its phase): refill it now,
+            if j + ns < n:  # so its next loads are in flight while the block adds and stores
                 if tid < 32:
                     _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
                 fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
+            at = dst + (lb * k + in_line).to(tl.int64) * d_stride + c * w + off
+            _stg(at, _pack(a1, a0), _pack(a3, a2), _pack(a5, a4), _pack(a7, a6), (in_line < nl) & (off < nb))
             s, ph, lb, c = _next(s, ph, lb, c, ns, nc)
         _close(sm, ns, tid, False)

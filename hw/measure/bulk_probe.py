@@ -83,10 +83,10 @@ def _copy_tma(regions, bases, r0, nreads, CR: tl.constexpr, CC: tl.constexpr, ST
 @triton.jit
 def steps_kernel(tasks, regions, bases, aux, n_tasks, timeout_ns, err32, err64, OP: tl.constexpr,
                  PATH: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, SB: tl.constexpr, RB: tl.constexpr,
-                 STAGES: tl.constexpr):
+                 STAGES: tl.constexpr, LAG: tl.constexpr):
     pid = tl.program_id(0)
     if PATH == BULK:
-        bulk._declare_smem(err64, n_tasks < 0)
+        bulk._declare_smem(err64)
     for i in range(pid, n_tasks, tl.num_programs(0)):
         row = tasks + i * TASK_COLS
         r0 = tl.load(row + T_R0)
@@ -102,13 +102,13 @@ def steps_kernel(tasks, regions, bases, aux, n_tasks, timeout_ns, err32, err64, 
                 tiles._gather(regions, bases, aux, r0, a0, a1, CR, CC)
         elif PATH == BULK:
             if OP == COPY:
-                bulk._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB)
+                bulk._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
             elif OP == REDUCE:
                 bulk._reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, RB)
             elif OP == GATHER:
-                bulk._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, 0, 1, i, 1, SB)
+                bulk._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
             else:
-                bulk._accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB)
+                bulk._accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
         else:
             _copy_tma(regions, bases, r0, nreads, CR, CC, STAGES)
 
@@ -147,16 +147,19 @@ class Probe:
     """One op on one path over fixed tasks and buffers (bf16 CUDA tensors), on ``blocks`` SMs.
     ``smem``: the bulk path's dynamic shared memory per block (its ring; refused when it holds no
     stage, unless ``refuse_small_ring`` is off to test the device's own check); the other paths get
-    what Triton allocated. Compiled on construction; each call launches once on the current stream."""
+    what Triton allocated; ``lag``: how many stores a bulk refill leaves in flight (bulk._pipe).
+    Compiled on construction; each call launches once on the current stream."""
 
     def __init__(self, op: Op, path: Path, tasks: list[Task], buffers: list, blocks: int, smem: int = DEFAULT_SMEM,
                  timeout_s: float = 2.0, copy_rows: int = DEFAULTS.copy_rows, stage_bytes: int = bulk.STAGE_BYTES,
                  reduce_bytes: int = bulk.REDUCE_BYTES, tma_stages: int = 4,
-                 refuse_small_ring: bool = True):
+                 lag: int = bulk.LAG, refuse_small_ring: bool = True):
         import torch
 
         if path is Path.TMA and op is not Op.COPY or path is Path.REGISTER and op is Op.ACCUMULATE:
             raise ValueError(f"the {path.name.lower()} path has no {op.name.lower()} step")
+        if not 0 <= lag <= bulk.MAX_LAG:
+            raise ValueError(f"lag {lag}: a refill leaves 0 ... {bulk.MAX_LAG} store groups in flight")
         if not 0 < smem <= OPTIN_SMEM:
             raise ValueError(f"smem {smem}: a block has at most {OPTIN_SMEM} bytes of dynamic shared memory")
         unit = reduce_bytes * max(len(t.reads) for t in tasks) if op is Op.REDUCE else stage_bytes
@@ -174,7 +177,7 @@ class Probe:
         self.args = [self.tasks, self.regions, self.bases, self.aux, len(tasks), int(timeout_s * 1e9),
                      self.err.words.view(torch.int32), self.err.words]
         self.const = dict(OP=int(op), PATH=int(path), CR=copy_rows, CC=256, SB=stage_bytes, RB=reduce_bytes,
-                          STAGES=tma_stages)
+                          STAGES=tma_stages, LAG=lag)
         self.kernel = steps_kernel.warmup(*self.args, **self.const, grid=(blocks,), num_warps=NUM_WARPS)
         self.kernel._init_handles()
         shared = self.kernel.metadata.shared

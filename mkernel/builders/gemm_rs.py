@@ -36,11 +36,11 @@ from ..cluster import Cluster
 from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
 from ..problems import Workload
+from . import _auto as auto
 from . import _collectives as coll
 from . import _rail as rail
 from ._tiling import baseline_rows_per_chunk, batches, grid_runs, row_step, runs, split_rows, tile_grid
 
-DEFAULT_INTRA_SMS = 48  # per 132 SMs: measured best 48-64 on an H200 pair, sim best 32-64 (2026-11-30-nvlink.md)
 DEFAULT_SEND_SMS = 2
 DEFAULT_RECV_SMS = 8
 
@@ -60,9 +60,10 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 
 
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
-    return coll.role_budget(w, c, {Role.INTRA: DEFAULT_INTRA_SMS if c.gpus_per_node > 1 else 0,
-                                   Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0,
-                                   Role.RECV: DEFAULT_RECV_SMS if c.nodes > 1 else 0})
+    send = DEFAULT_SEND_SMS if c.nodes > 1 else 0
+    recv = DEFAULT_RECV_SMS if c.nodes > 1 else 0
+    intra = auto.gemm_rs_intra_sms(w, c, send, recv) if c.gpus_per_node > 1 else 0  # per shape: Workload.split
+    return coll.role_budget(w, c, {Role.INTRA: intra, Role.SEND: send, Role.RECV: recv})
 
 
 def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:

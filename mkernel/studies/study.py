@@ -105,6 +105,17 @@ def symmetric_points(kernels=tuple(SYMMETRIC_OPTIONS), clusters=SYMMETRIC_CLUSTE
             for p in _points(cluster, nodes, 8, [kernel], [SYMMETRIC_OPTIONS[kernel]], sizes)]
 
 
+def auto_points(clusters=SYMMETRIC_CLUSTERS) -> list[Point]:
+    """Every op and size at every node count on ``clusters`` (with causal attention and shifted-Zipf
+    MoE), each as ``auto`` runs it (Workload.schedule: the fused schedule or the baseline, by the cost
+    model) and with the fused schedule forced, so a table can show what ``auto`` gave up or saved
+    (docs/results/2026-12-03-auto.md)."""
+    plain = [p for nodes in NODES for cluster in clusters for p in _points(cluster, nodes, 8, KERNELS)]
+    points = plain + symmetric_points(clusters=clusters)
+    return points + [Point(p.testbed, p.kernel, p.size, p.shape, p.options + (("schedule", "fused"),))
+                     for p in points]
+
+
 # -- tables ---------------------------------------------------------------------------------------
 def symmetric_summary(rows: list[dict]) -> str:
     """Per op of :data:`SYMMETRIC_OPTIONS`, cluster and size: speedup over the baseline against node

@@ -194,7 +194,7 @@ def run_point(point: Point) -> dict:
             "proxy_busy_us": proxy.get("proxy_busy_us"), "fence_wait_us": proxy.get("fence_wait_us"),
             "batches": proxy.get("batches"), "commands": proxy.get("commands"),
             "collapsed": stats.metrics.get("collapsed"), "events": result["events"], "sim_wall_s": result["wall_s"],
-            "internode": result.get("internode")}
+            "internode": result.get("internode"), "schedule": result.get("schedule")}
 
 
 def run_grid(points: list[Point], out: Path, workers: int = 1,

@@ -88,6 +88,7 @@ def test_show_prints_the_schedule(capsys):
     assert main(["show", "paper-ib-2x8", "--m", "1024", "--n", "1024", "--k", "64"]) == 0
     out = capsys.readouterr().out
     assert "gemm_ar / fused" in out and "gemm+nccl_hier_ar" in out and "network bytes" in out
+    assert "a run executes the " in out
 
 
 def test_import_needs_no_simpy_torch_or_gpu():

@@ -55,10 +55,25 @@ def test_a_huge_shape_is_refused_at_once_with_the_figures(capsys):
              "the limit is 4.0 GB", "--force")
 
 
-def test_a_thousand_nodes_simulated_node_by_node_are_refused_with_collapse_offered(capsys):
-    # (collapsed, the default, the run goes ahead: tests/sim/test_collapse.py; not rerun here, 80 s)
-    _refused(capsys, ["run", "--nodes", "1000", "--no-collapse"], "1000x8 GPUs", "--collapse (simulate one node",
+def test_a_thousand_and_twenty_four_nodes_simulated_node_by_node_are_refused_with_collapse_offered(capsys):
+    # (collapsed, the default, the run goes ahead in about 3 s: the next test)
+    _refused(capsys, ["run", "--nodes", "1024", "--no-collapse"], "1024x8 GPUs", "--collapse (simulate one node",
              "--force")
+
+
+def test_collapse_is_offered_only_where_it_applies(capsys):
+    """gemm_ar's twoshot on 1000 nodes cuts its shared rows in pieces that do not divide among the
+    nodes, so the nodes do not all run alike: --collapse would be refused again, so it is not offered."""
+    err = _refused(capsys, ["run", "--nodes", "1000"], "1000x8 GPUs", "--collapse cannot help")
+    assert "--collapse (simulate" not in err
+    _refused(capsys, ["run", "--nodes", "1000", "--collapse"], "--collapse cannot help")
+
+
+def test_a_thousand_and_twenty_four_nodes_run_collapsed_by_default_in_seconds(capsys):
+    start = time.monotonic()
+    assert main(["run", "--nodes", "1024"]) == 0
+    assert time.monotonic() - start < 60
+    assert "collapsed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", ["show", "explore"])

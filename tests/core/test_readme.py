@@ -5,6 +5,7 @@ example matches what the code prints, and no doc links outside the repository or
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -22,6 +23,11 @@ SMALL = {"run": ["--m", "1024", "--n", "1024", "--k", "128"], "show": ["--m", "1
 SMALL_KERNEL = {"ring_attention": ["--seq", "256", "--n", "4"]}
 AS_WRITTEN = ("--splits splits/splits.json",)  # quick already, and on the split sweep's own table
 SHRUNK_SWEEP = ["--sizes", "1", "--kernels", "gemm_rs"]  # the reference grid: one op, its first size
+
+
+# a command line starts with a program (or an environment assignment before one); a plain block's
+# other lines (README's picture) are not commands
+PROGRAM = re.compile(r"(?:[A-Z_]+=\S+ )*(?:mkernel|python3?|torchrun|tools/)\b")
 
 
 def blocks(doc: Path) -> list[tuple[str, list[str]]]:
@@ -46,7 +52,7 @@ def commands() -> list[tuple[str, str]]:
         for lang, lines in blocks(doc):
             for line in lines if not lang else ():
                 cmd, _, comment = line.partition("  #")
-                if cmd.strip() and not cmd.strip().startswith("#") and "pip install" not in cmd:
+                if PROGRAM.match(cmd.strip()) and "pip install" not in cmd:
                     out.append((cmd.strip(), comment.strip()))
     return out
 
@@ -55,8 +61,11 @@ def plan(cmd: str, comment: str) -> tuple[list[str] | None, int, str]:
     """What the test runs for a documented command (None: skipped), the exit it expects, and why."""
     argv = shlex.split(cmd)
     expected = int(m.group(1)) if (m := re.search(r"exit (\d)", comment)) else 0
+    if argv[0] == "python" and argv[1].startswith("tools/studies/"):  # CPU studies, run by the test's python
+        small = ["--sizes", "1"] if "paper_check" in argv[1] else []
+        return [sys.executable, str(ROOT / argv[1]), *argv[2:], *small], expected, "a study on its first size" if small else "as written"
     if argv[0] != "mkernel":
-        return None, expected, "a GPU tool (torchrun, tools/*.sh)"
+        return None, expected, "a GPU tool (torchrun, tools/device/*.sh)"
     sub = argv[1]
     if sub in GPU_COMMANDS:
         return None, expected, GPU_COMMANDS[sub]
@@ -95,6 +104,11 @@ def test_every_documented_command_exits_as_documented(cmd, comment, workdir, mon
     if argv is None:
         pytest.skip(f"{why}: GPU runs are tested under the gpu mark")
     monkeypatch.chdir(workdir)
+    if argv[0] == sys.executable:
+        proc = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == expected, (why, proc.stderr[-2000:])
+        return
     assert main(argv) == expected, (why, capsys.readouterr().err[-2000:])
 
 
@@ -158,3 +172,41 @@ def test_no_doc_or_user_read_comment_names_an_issue():
     found = [f"{p.relative_to(ROOT)}:{no}: {line.strip()}" for p in _user_docs()
              for no, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, "\n".join(found)
+
+
+def test_every_call_the_docs_show_resolves_after_a_plain_import_mkernel():
+    """`mkernel.X.Y(...)` in README and docs/*.md names something a user can call after `import mkernel`
+    (the torch ops, their fallbacks and `mkernel.hw.api.*` load torch on first use). A path through a
+    subpackage gets a fresh process of its own: a torch op used first would import it as a side effect."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    names = sorted({m.group(1) for p in docs for m in re.finditer(r"\b(mkernel(?:\.[A-Za-z_]\w*)+)\(", p.read_text())})
+    assert names, "the docs show no mkernel call"
+    pytest.importorskip("torch")
+    groups = [[n for n in names if n.count(".") == 1]] + [[n] for n in names if n.count(".") > 1]
+    bad = []
+    for group in groups:
+        code = ("import functools, mkernel\n"
+                f"for name in {group!r}:\n"
+                "    functools.reduce(getattr, name.split('.')[1:], mkernel)\n")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        if proc.returncode:
+            bad.append(f"{group}: {proc.stderr.strip().splitlines()[-1]}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_hw_package_path_resolves_after_a_plain_import_mkernel():
+    """`import mkernel; mkernel.hw.api.fallback_gemm_ar` (the spelling older docs and user code have)."""
+    pytest.importorskip("torch")
+    code = "import mkernel; print(callable(mkernel.hw.api.fallback_gemm_ar), callable(mkernel.hw.api.check))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["True", "True"], proc.stderr[-2000:]
+
+
+def test_every_repository_path_the_docs_name_exists():
+    """A path in backticks in README or docs/*.md (`tools/...`, `tests/...`, `docs/results/...`) is a file
+    or folder of the repository: moves leave no stale pointer behind."""
+    pattern = re.compile(r"`((?:docs/|tools/|tests/|hw/|sim/|mkernel/|scenarios/)[\w./-]+?)(?:::[\w\[\]-]+)?`")
+    missing = [f"{p.relative_to(ROOT)}: {m.group(1)}" for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+               for m in pattern.finditer(p.read_text())
+               if "*" not in m.group(1) and "<" not in m.group(1) and not (ROOT / m.group(1)).exists()]
+    assert not missing, "\n".join(missing)

@@ -23,9 +23,10 @@ EXPECT = {"COPY": ("cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk
 
 
 @functools.cache
-def compiled(op: str, path: str):
+def compiled(op: str, path: str, one_task: bool = False):
     """The probe kernel for one op and path, for sm_90a, with the 16-byte alignment a launch's
-    tensors give Triton (without it the register path falls back to 2-byte accesses)."""
+    tensors give Triton (without it the register path falls back to 2-byte accesses); with
+    ``one_task``, n_tasks is the constant 1, as Triton specialises a launch with one task."""
     triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -34,8 +35,12 @@ def compiled(op: str, path: str):
 
     names = bp.steps_kernel.arg_names
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in POINTERS}
-    const = dict(OP=int(bp.Op[op]), PATH=int(bp.Path[path]), CR=64, CC=256, SB=16384, RB=8192, STAGES=4)
-    return triton.compile(ASTSource(fn=bp.steps_kernel, signature=SIGNATURE, constexprs=const, attrs=attrs),
+    const = dict(OP=int(bp.Op[op]), PATH=int(bp.Path[path]), CR=64, CC=256, SB=16384, RB=8192, STAGES=4, LAG=2)
+    signature = dict(SIGNATURE)
+    if one_task:
+        signature["n_tasks"] = "constexpr"
+        const["n_tasks"] = 1
+    return triton.compile(ASTSource(fn=bp.steps_kernel, signature=signature, constexprs=const, attrs=attrs),
                           target=GPUTarget("cuda", 90, 32), options={"num_warps": bp.NUM_WARPS})
 
 
@@ -54,6 +59,23 @@ def test_bulk_steps_compile_to_bulk_copies_for_sm90a(op):
     assert "multimem" not in ptx and ".multicast" not in ptx
     assert k.metadata.global_scratch_size == 0 and "tensormap" not in ptx
     assert not re.search(r"ld\.global(\.[a-z0-9:_]+)*\.v[24]", ptx), "data loaded into registers"
+
+
+@pytest.mark.parametrize("op", sorted(EXPECT))
+def test_a_launch_of_one_task_still_declares_the_shared_memory_the_ring_uses(op):
+    """Triton specialises an int argument equal to 1 as a constant; the probe's ``_declare_smem``
+    must not fold away with it (ptxas: "Unknown symbol 'global_smem'", seen on the H200 with one
+    task). Compiling through ptxas is the check."""
+    k = compiled(op, "BULK", one_task=True)
+    assert ".extern .shared .align 16 .b8 global_smem[];" in k.asm["ptx"] and k.asm["cubin"]
+
+
+def test_refills_leave_stores_in_flight():
+    """A copy refills a stage ``lag`` stores after its own: lag = min(LAG, stages - 1) is known at
+    run time, so the PTX (compiled with LAG 2) waits with each immediate 0 ... 2, and none larger."""
+    ptx = compiled("COPY", "BULK").asm["ptx"]
+    for n in range(5):
+        assert (f"cp.async.bulk.wait_group.read {n};" in ptx) == (n <= 2), n
 
 
 @pytest.mark.parametrize("op", sorted(EXPECT))
@@ -163,9 +185,10 @@ def _overlay_kernel():
     @triton.jit
     def overlay(tasks, regions, bases, n_tasks, a, b, c, timeout_ns, err32, err64):
         rm = tl.arange(0, 64)
-        for i in range(tl.program_id(0), n_tasks, tl.num_programs(0)):
+        # not pipelined (num_stages=1): a pipelined loop's next-iteration cp.async loads would land in the ring
+        for i in tl.range(tl.program_id(0), n_tasks, tl.num_programs(0), num_stages=1):
             bulk._copy(regions, bases, tl.load(tasks + 4 * i), tl.load(tasks + 4 * i + 1), timeout_ns, err32, err64,
-                       0, 1, i, 1, 16384)
+                       0, 1, i, 1, 16384, 2)
             x = tl.load(a + i * 4096 + rm[:, None] * 64 + rm[None, :])
             y = tl.load(b + i * 4096 + rm[:, None] * 64 + rm[None, :])
             tl.store(c + i * 4096 + rm[:, None] * 64 + rm[None, :], tl.dot(x, y))
@@ -183,6 +206,8 @@ def test_a_kernel_mixing_bulk_steps_and_triton_shared_memory_compiles():
     k = triton.compile(ASTSource(fn=_overlay_kernel(), signature=sig), target=GPUTarget("cuda", 90, 32),
                        options={"num_warps": 8})
     assert "wgmma.mma_async" in k.asm["ptx"] and BULK_LOAD in k.asm["ptx"] and k.metadata.shared >= 8192
+    # the loop is not software-pipelined: no cp.async into shared memory outlives an iteration
+    assert "async_copy_global_to_local" not in k.asm["ttgir"] and "cp.async.ca" not in k.asm["ptx"]
 
 
 # -- on a GPU -----------------------------------------------------------------------------------
@@ -230,10 +255,13 @@ def _copy_tasks():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path,smem", [("REGISTER", None), ("BULK", 18 * 1024), ("BULK", 48 * 1024),
-                                       ("BULK", 200 * 1024), ("TMA", None)],
-                         ids=["register", "bulk-one-stage", "bulk-48K", "bulk-200K", "tma"])
-def test_copy_on_odd_regions_is_bit_exact(path, smem):
+@pytest.mark.parametrize("path,smem,lag", [("REGISTER", None, 0), ("BULK", 18 * 1024, 2), ("BULK", 48 * 1024, 2),
+                                           ("BULK", 48 * 1024, 4), ("BULK", 200 * 1024, 0), ("BULK", 200 * 1024, 2),
+                                           ("BULK", 200 * 1024, 4), ("TMA", None, 0)],
+                         ids=["register", "bulk-one-stage", "bulk-48K", "bulk-48K-lag4", "bulk-200K-lag0", "bulk-200K",
+                              "bulk-200K-lag4", "tma"])
+def test_copy_on_odd_regions_is_bit_exact(path, smem, lag):
+    """Every lag, including one the ring is too small for (48 KiB: two stages, so lag 1)."""
     import torch
 
     bufs = _buffers(torch, COPY_SHAPES, seed=1)
@@ -245,14 +273,16 @@ def test_copy_on_odd_regions_is_bit_exact(path, smem):
     want1[299, 0:8] = bufs[0][200, 16:24]
     want1[100:110] = bufs[0][290:300]
     want3[1:62] = bufs[2][3:64]
-    _run("COPY", path, _copy_tasks(), bufs, **({"smem": smem} if smem else {}))
+    _run("COPY", path, _copy_tasks(), bufs, **({"smem": smem, "lag": lag} if smem else {}))
     assert _same(bufs[1], want1) and _same(bufs[3], want3)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("g", [1, 3, 8])
 @pytest.mark.parametrize("smem", [48 * 1024, 200 * 1024])
-def test_reduce_is_the_fp32_sum_rounded_once_on_both_paths(g, smem):
+@pytest.mark.parametrize("rb", [8192, 4096])
+def test_reduce_is_the_fp32_sum_rounded_once_on_both_paths(g, smem, rb):
+    """Both source shares (8 KiB: two elements per thread; 4 KiB: one), and rings of one to 24 stages."""
     import torch
 
     from mkernel.hw.measure.bulk_probe import Task
@@ -262,11 +292,15 @@ def test_reduce_is_the_fp32_sum_rounded_once_on_both_paths(g, smem):
     tasks = [Task(reads(0, 8, 129, 264), ((g, 128, 776, 129, 264),)),  # a tile at another place
              Task(reads(129, 0, 128, 1040), ((g, 0, 0, 128, 1040),)),  # whole rows: one contiguous line
              Task(reads(0, 272, 100, 496), ((g, 129, 272, 100, 496),))]
+    if g * rb + 1024 > smem:  # the ring's stage (g sources x rb, after the mbarriers) does not fit
+        with pytest.raises(ValueError, match=f"the bulk ring holds no stage of {g * rb} bytes"):
+            _run("REDUCE", "BULK", tasks, _buffers(torch, shapes, seed=2 + g), blocks=2, smem=smem, reduce_bytes=rb)
+        return
     outs = {}
     for path in ("REGISTER", "BULK"):
         bufs = _buffers(torch, shapes, seed=2 + g)  # the same inputs on both paths
         bufs[g].fill_(float("nan"))
-        _run("REDUCE", path, tasks, bufs, blocks=2, **({"smem": smem} if path == "BULK" else {}))
+        _run("REDUCE", path, tasks, bufs, blocks=2, **({"smem": smem, "reduce_bytes": rb} if path == "BULK" else {}))
         outs[path] = bufs[g]
     srcs = bufs[:g]
     want = torch.full_like(srcs[0], float("nan"))

@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smem", type=int, default=180 * KIB, help="the bulk path's shared memory per block, bytes")
     ap.add_argument("--stage-bytes", type=int, default=16 * KIB, help="a copy stage of the bulk path, bytes")
     ap.add_argument("--reduce-bytes", type=int, default=8 * KIB, help="one source's share of a bulk reduce stage")
+    ap.add_argument("--lag", type=int, default=None, help="stores a bulk refill leaves in flight, 0-4 (default: bulk.LAG)")
     ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
+    ap.add_argument("--paths", default="", help="comma-separated paths, e.g. bulk,bulk@48K (default: each case's all)")
     ap.add_argument("--scale", type=int, default=1, help="divide buffer rows by this (smaller, faster runs)")
     ap.add_argument("--commit", default=None, help="the commit measured (default: the .commit file or git)")
     ap.add_argument("--debug", action="store_true", help="tracebacks instead of one-line errors")
@@ -167,11 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         sms = [int(s) for s in args.sms.split(",")]
         pow2 = lambda n: n >= 4096 and n & (n - 1) == 0
         if not sms or min(sms) < 1 or args.reps < 1 or args.scale not in (1, 2, 4, 8) \
-                or not pow2(args.stage_bytes) or not pow2(args.reduce_bytes):
+                or not pow2(args.stage_bytes) or not pow2(args.reduce_bytes) \
+                or args.lag is not None and not 0 <= args.lag <= 4:
             raise ValueError
     except ValueError:
         print(f"bench_bulk: --sms {args.sms!r} must be positive integers, --reps >= 1, --scale 1, 2, 4 or 8, "
-              f"--stage-bytes and --reduce-bytes powers of two from 4096", file=sys.stderr)
+              f"--stage-bytes and --reduce-bytes powers of two from 4096, --lag 0 ... 4", file=sys.stderr)
         return 2
     chosen = [c for c in cases(args.scale) if not args.only or c.name in args.only.split(",")]
     if not chosen:
@@ -198,6 +201,7 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
     import torch
     import triton
 
+    from mkernel.hw.kernels import bulk
     from mkernel.hw.measure import bulk_probe as bp
 
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
@@ -207,15 +211,16 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
         print(f"bench_bulk: --sms asks for {max(sms)} SMs; this GPU has {props.multi_processor_count}",
               file=sys.stderr)
         return 2
+    lag = bulk.LAG if args.lag is None else args.lag
     base = d2d(torch, args.reps)
     rows, failed = [], 0
     for ci, case in enumerate(chosen):
         buffers, tasks, moved, idx = build(case, torch, seed=ci)
-        for path in case.paths:
+        for path in (p for p in case.paths if not args.paths or p in args.paths.split(",")):
             smem = 48 * KIB if path.endswith("@48K") else args.smem
             try:
                 probe = bp.Probe(bp.Op[case.op], bp.Path[path.split("@")[0].upper()], tasks, buffers, max(sms),
-                                 smem=smem, stage_bytes=args.stage_bytes, reduce_bytes=args.reduce_bytes)
+                                 smem=smem, stage_bytes=args.stage_bytes, reduce_bytes=args.reduce_bytes, lag=lag)
             except ValueError as e:  # a ring that holds no stage: not runnable, not a failure
                 print(f"{case.name:<13} {path:<9} skipped: {e}", flush=True)
                 continue
@@ -231,7 +236,8 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
                 print(f"{case.name:<13} {path:<9} {n:>3} SMs {us or 0:>10.1f} us {rate:>8.1f} GB/s  {how}", flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "commit": _commit(args.commit), "machine": props.name,
               "sms_on_gpu": props.multi_processor_count, "torch": torch.__version__, "triton": triton.__version__,
-              "command": " ".join(sys.argv), "seconds": round(time.time() - t0, 1), "d2d": base, "results": rows,
+              "command": " ".join(sys.argv), "seconds": round(time.time() - t0, 1), "lag": lag,
+              "stage_bytes": args.stage_bytes, "reduce_bytes": args.reduce_bytes, "d2d": base, "results": rows,
               "goals": _goals(rows), "terms": _terms(rows)}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))

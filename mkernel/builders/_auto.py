@@ -1,0 +1,162 @@
+"""``auto``'s cost-model choices, from the calibrated profile (the cluster's specs), declared once:
+the schedule a run executes (``Workload.schedule``) and GEMM+RS's intra-node SM split
+(``Workload.split``). Both backends take them from here: the runner builds the schedule chosen
+(:func:`mkernel.runner.build`), and the builders' launch budgets, which the hw lowering expands, hold
+the split.
+
+**Which schedule.** A fused schedule overlaps its communication with its compute; it pays for that in
+SMs taken from compute, per-tile and per-call interpreter costs, and a pipeline tail. Where the model
+says no fused schedule of the op beats its unfused baseline (the op's NCCL-style path: GEMM then an
+NCCL collective, an all-gather then the GEMM or attention, ...), ``auto`` runs the baseline instead,
+so that the op is never slower than it; the result says which ran (``schedule``). The model,
+:func:`estimate_us`, is a bound over each launch of a built schedule, with :mod:`mkernel.cost`'s task
+costs (the simulator's and the hw controller's): every role's work over its SMs in waves, every rank's
+network bytes over its NICs, a library launch as its model (NCCL's tuner, :mod:`mkernel.nccl`), plus a
+fused launch's call cost and the tail of its last chunk. It leaves out waits (a dependent chain of
+tasks: ring attention's steps, a pipeline's fill) and contention, so it is a lower bound of a fused
+schedule's time and close to a baseline's (within a few per cent: its collectives are NCCL's model
+either way). A fused estimate is therefore scaled by its op's ``FUSED_SLACK`` before it is compared
+with the baseline's: the smallest factor that sends to the baseline every point of the scale-out
+study (2-64 nodes, IB and EFA rail, every size; docs/results/2026-12-03-auto.md) where the fused
+schedule lost in the simulator. Simulated time over estimate runs 1.0-1.6 for GEMM+RS, 1.0-2.5 for
+the other GEMM ops and 1.2-5 for attention and MoE, so one factor per op also sends some winning
+points to the baseline (the result document counts them). The factors are fitted on the very points
+they are then judged on: a new shape or cluster may fall outside them.
+
+**Which split (GEMM+RS).** The node owner's intra role pulls the node's partials of every block it
+owns and sums them while the compute role makes the next tiles; the op runs at the slower of the two.
+:func:`gemm_rs_intra_sms` picks the intra SMs that make them even (a static 48 served the
+communication-heavy shapes and starved compute-heavy ones: docs/results/2026-12-02-gemm-rs-split.md).
+"""
+from __future__ import annotations
+
+import math
+
+from .. import nccl
+from ..cluster import Cluster
+from ..cost import gemm_us, nbytes, sm_work_us
+from ..ir import DTYPE_BYTES, Op, Region, Role, Schedule, Task
+from ..problems import Workload
+from ._collectives import REFERENCE_SMS
+
+# per op: the factor over its fused estimate that the baseline's estimate must beat for auto to keep
+# the fused schedule; fitted on the scale-out study as the smallest (+1%) that sends every point where
+# the fused schedule lost to the baseline (1.0 where none lost): docs/results/2026-12-03-auto.md
+FUSED_SLACK = {"gemm_ar": 1.0, "ag_gemm": 1.0, "gemm_rs": 1.55, "ring_attention": 2.66, "moe_dispatch_gemm": 2.93}
+STATIC_INTRA_SMS = 48  # split = "static": the old default, the best measured on an H200 pair (2 GPUs)
+SPLIT_STEP = 4  # intra SM counts tried: multiples of this
+MIN_INTRA_SMS = 8
+MAX_INTRA_SMS = 64  # none beyond it was better, measured (H200 pair: 48-64) or simulated (2x8 ... 16x8)
+
+
+def choose(w: Workload, c: Cluster, fused: Schedule, baseline: Schedule) -> str:
+    """``fused`` or ``baseline``: the workload's choice, or ``auto``'s (see the module docstring)."""
+    if w.schedule != "auto":
+        return w.schedule
+    if c.world == 1:  # no communication to overlap: the fused op is the op
+        return "fused"
+    f, b = estimate_us(fused, c), estimate_us(baseline, c)
+    return "fused" if f * FUSED_SLACK[w.kernel] <= b else "baseline"
+
+
+def estimate_us(s: Schedule, cluster: Cluster) -> float:
+    """The model's time of a schedule: its launches one after another, each as long as its busiest
+    rank's busiest role, its network share, or its library call (see the module docstring)."""
+    c = cluster.for_variant(s.variant)
+    itemsize = {b.name: b.itemsize for b in s.buffers}
+    queues = s.queues()
+    total = 0.0
+    for li, launch in enumerate(s.launches):
+        if launch.library is not None:
+            total += _library_us(launch.library, c)
+            continue
+        worst = 0.0
+        for rank in {r for (r, l, _) in queues if l == li}:
+            busy = {role: [t for t in queues.get((rank, li, role), ())] for role in Role}
+            worst = max(worst, _launch_us(busy, launch, itemsize, c))
+        total += worst + (c.gpu.fused_call_us if s.variant == "fused" else 0.0)
+    return total
+
+
+def _launch_us(tasks: dict[Role, list[Task]], launch, itemsize, c: Cluster) -> float:
+    """One rank's part of a launch: each role's work in waves over its SMs, the network's bytes over
+    the NICs, and (where the launch both computes and talks) the tail after the last tile."""
+    times, tails = [], []
+    for role, queue in tasks.items():
+        sms = launch.budget(role)
+        if not queue or sms < 1:
+            continue
+        if role is Role.COMPUTE:
+            per = c.gpu.fused_tile_us
+            work = [(_task_us(t, itemsize, c, sms) + (per if t.op in (Op.GEMM, Op.ATTN) else 0.0), t.count)
+                    for t in queue]
+        else:
+            work = [(_task_us(t, itemsize, c, sms), t.count) for t in queue]
+        count = sum(n for _, n in work)
+        mean = sum(us * n for us, n in work) / count
+        times.append(math.ceil(count / sms) * mean)
+        if role is not Role.COMPUTE:
+            tails.append(max(us for us, _ in work))
+    puts = [t for t in tasks.get(Role.SEND, ()) if t.op is Op.PUT]
+    if puts:
+        sent = sum(nbytes(t.reads[0], itemsize) * t.count for t in puts)
+        messages = sum(t.count for t in puts)
+        times.append(sent / (c.nic.gb_per_s * 1e3) + messages * c.nic.per_message_us / c.nic.count)
+        tails.append(c.nic.latency_us + max(nbytes(t.reads[0], itemsize) for t in puts) / (c.nic.gb_per_s * 1e3))
+    return max(times, default=0.0) + (sum(tails) if tasks.get(Role.COMPUTE) else 0.0)
+
+
+def _task_us(t: Task, itemsize, c: Cluster, sms: int) -> float:
+    if t.op is Op.GEMM:
+        return gemm_us(t, itemsize, c, busy=sms)
+    return sm_work_us(t, itemsize, c)
+
+
+def _library_us(library, c: Cluster) -> float:
+    """A library call: NCCL's collective by its tuner's model, a dense GEMM in waves of tiles."""
+    if library.kind != "gemm":
+        return nccl.estimate(library.kind, library.nbytes, nccl.fabric_of(c)).time_us
+    m, n, k = library.shape
+    tiles = math.ceil(m / 128) * math.ceil(n / 256)
+    return math.ceil(tiles / c.gpu.sms) * _gemm_tile_us(min(128, m), min(256, n), k, c, min(tiles, c.gpu.sms))
+
+
+def _gemm_tile_us(rows: int, cols: int, k: int, c: Cluster, busy: int) -> float:
+    task = Task(0, 0, Role.COMPUTE, Op.GEMM, reads=(Region("A", 0, 0, rows, 0, k), Region("B", 0, 0, k, 0, cols)),
+                writes=(Region("C", 0, 0, rows, 0, cols),))
+    return gemm_us(task, {"A": 2, "B": 2, "C": 2}, c, busy=busy)
+
+
+def gemm_rs_intra_sms(w: Workload, c: Cluster, send: int, recv: int) -> int:
+    """GEMM+RS's intra SMs: ``split = "static"`` the old 48; ``auto`` the count (a multiple of
+    SPLIT_STEP) at which the compute role's tiles and the intra role's node reductions take about
+    as long, the slower of the two being what the op waits for (the module docstring)."""
+    if w.split == "static":
+        return STATIC_INTRA_SMS
+    f = c.for_variant("fused")
+    g, world = c.gpus_per_node, c.world
+    rows = w.m // world  # a block; every rank computes every block's tiles, the node owner reduces N blocks
+    tm, tn = min(w.tile_m, rows), min(w.tile_n, w.n)
+    tiles = math.ceil(rows / tm) * math.ceil(w.n / tn)
+    item = DTYPE_BYTES[w.dtype]
+    # a reduction's fixed part (round trips, flags) on its SM, and the bytes it pulls, which the node's
+    # intra SMs share with the NVLink port (each transfer costing its half-efficiency bytes more)
+    fixed = f.nvlink.latency_us + f.gpu.fused_peer_task_us + f.gpu.fused_peer_step_us * math.ceil(
+        tm / f.gpu.fused_step_rows) * math.ceil(tn / f.gpu.fused_step_cols)
+    pulled = (g - 1) * (tm * tn * item + f.nvlink.half_efficiency_bytes)
+    sm_us, port_us = pulled / (f.sm_copy_gb_per_s * 1e3), pulled / (f.nvlink.bw_gb_per_s * 1e3)
+
+    def intra_us(sms: int, reductions: int) -> float:
+        return max(reductions * (fixed + sm_us) / sms, reductions * fixed / sms + reductions * port_us)
+
+    best, best_us = STATIC_INTRA_SMS, math.inf
+    for intra in range(MIN_INTRA_SMS, min(MAX_INTRA_SMS, c.gpu.sms - send - recv - MIN_INTRA_SMS) + 1, SPLIT_STEP):
+        compute = c.gpu.sms - send - recv - intra
+        tile_us = _gemm_tile_us(tm, tn, w.k, f, compute) + f.gpu.fused_tile_us
+        # the slower of the two roles, then the own block's reductions, which follow its last tile
+        us = max(world * tiles * tile_us / compute, intra_us(intra, c.nodes * tiles)) + intra_us(intra, tiles)
+        if us < best_us * (1 - 1e-9):
+            best, best_us = intra, us
+    # role_budget scales the builders' per-132-SM defaults to a smaller GPU (or a rank's share): undo it
+    return max(1, round(best * REFERENCE_SMS / c.gpu.sms)) if c.gpu.sms < REFERENCE_SMS else best
+
