@@ -28,6 +28,7 @@ from mkernel.errors import InputError
 from mkernel.problems import Workload
 
 from . import autograd, fallbacks, ops  # noqa: F401 - autograd registers the ops' backward
+from .collectives import plain_all_gather
 from .dispatch import Call, Decision, decide
 from .fallbacks import fallback_ag_gemm, fallback_gemm_ar, fallback_gemm_rs, fallback_moe, \
     fallback_ring_attention
@@ -258,14 +259,14 @@ def moe_plan(topk_idx: torch.Tensor, experts: int, hidden: int, width: int, grou
     if experts % g.world or gpn < 1 or g.world % gpn:
         raise InputError(f"mkernel.moe_plan: {experts} experts over {g.world} ranks ({gpn} per node): experts "
                          f"must split evenly over ranks and gpus_per_node divide the group")
-    idx = fallbacks._all_gather(topk_idx.to(torch.int64).contiguous(), g).view(g.world, *topk_idx.shape).cpu()
+    idx = plain_all_gather(topk_idx.to(torch.int64).contiguous(), g).view(g.world, *topk_idx.shape).cpu()
     w = Workload(kernel="moe_dispatch_gemm", m=topk_idx.shape[0] * g.world, n=width, k=hidden, experts=experts,
                  topk=topk_idx.shape[1], routes=tuple(tuple(map(tuple, r.tolist())) for r in idx))
     sources = fallbacks.moe_sources(w, g.rank, g.world // gpn, gpn)
     rows = int((sources[:, 0] >= 0).sum())
     row_weights = None
     if topk_weights is not None:
-        weights = fallbacks._all_gather(topk_weights.float().contiguous(), g).view(g.world, *topk_weights.shape).cpu()
+        weights = plain_all_gather(topk_weights.float().contiguous(), g).view(g.world, *topk_weights.shape).cpu()
         row_weights = torch.zeros(sources.shape[0])
         real = sources[:, 0] >= 0
         src, tok, j = sources[real].T

@@ -13,7 +13,7 @@ the forward takes the torch path at world > 1) share one backward formula, regis
   with it grad is gathered a second time for grad b);
 - ``gemm_ar(a, b)``: grad a = grad @ b^T, grad b = a^T @ grad, locally (grad is replicated);
 - ``ring_attention``: K and V all-gathered, the exact attention backward
-  (:func:`fallbacks.attention_grads`) over every key with the causal zigzag mask, the K and V
+  (:func:`attention.attention_grads`) over every key with the causal zigzag mask, the K and V
   gradients reduce-scattered back to their owners. The same on both paths: a fused ring backward
   (K/V and their gradients passed around the ring while computing) is the next step;
 - ``moe_dispatch_gemm``: the tokens re-dispatched (all-gathered, their rows picked) for grad w;
@@ -32,8 +32,9 @@ import functools
 import torch
 
 from . import ops  # noqa: F401 - defines the fused ops registered here
-from .fallbacks import all_gather, attention_grads, fallback_ag_gemm, fallback_gemm_ar, fallback_gemm_rs, \
-    fallback_ring_attention, reduce_scatter
+from .attention import attention_grads, fallback_ring_attention
+from .collectives import all_gather, reduce_scatter
+from .fallbacks import fallback_ag_gemm, fallback_gemm_ar, fallback_gemm_rs
 from .groups import group_info
 
 GEMM_OPS = ("gemm_ar", "gemm_rs", "ag_gemm")

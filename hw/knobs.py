@@ -1,6 +1,6 @@
 """The GPU backend's knobs, declared once: how long a wait may last, how big the command ring is, how
-long the proxy waits for a batch, how many calls may stay queued, and how many rows an SM moves
-per copy step.
+long the proxy waits for a batch, how many calls may stay queued, how many rows an SM moves
+per copy step, and which data path those steps take.
 
 One :class:`HwKnobs` is given to a rank's :class:`~mkernel.hw.runtime.context.Context` where it is
 built (the torch ops, the CLI, a tool or a test), and everything below reads it from there: the
@@ -16,6 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mkernel.errors import InputError
+
+
+# the data paths of the fused kernel's copy steps; a kernel's DATA constexpr is the index
+DATA_PATHS = ("register", "auto", "bulk")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,13 @@ class HwKnobs:
     - ``copy_rows``: rows (x 256 bf16 columns) of one copy, reduce or gather step per SM: the bytes
       an SM has in flight (16-row steps made gemm_ar 1.5x slower at 16 intra SMs on an H200 pair:
       docs/results/2026-11-30-nvlink.md).
+    - ``data_path``: how the fused kernel's copy, gather and reduce steps move data (DATA_PATHS):
+      ``register`` (loads into registers, then stores), ``bulk`` (Hopper's bulk asynchronous copies
+      through a ring of shared-memory stages, hw/kernels/bulk.py, wherever a step's regions are
+      16-byte aligned), or ``auto``: bulk for the copies and gathers whose lines are long enough
+      (bulk.LINE_MIN, 4 KiB) and register code for the rest, each where it measured faster on an H200
+      (docs/results/2026-12-03-bulk-lag.md: 2 MiB row copies 1077 vs 849 GB/s at 16 SMs, 16-row
+      gathers 593 vs 363; 512-byte-line tiles 203 vs 573, reduces of 8 207 vs 460).
     """
 
     timeout_s: float = 5.0
@@ -50,8 +61,11 @@ class HwKnobs:
     window_us: float = 2.0
     loopback_inflight: int = 0
     copy_rows: int = 64
+    data_path: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.data_path not in DATA_PATHS:
+            raise InputError(f"HwKnobs: data_path={self.data_path!r}: one of {', '.join(DATA_PATHS)}")
         if self.loopback_inflight < 0:
             raise InputError(f"loopback_inflight={self.loopback_inflight}: a count of calls, 0 or more")
         positive = ("timeout_s", "barrier_timeout_s", "drain_timeout_s", "ring_capacity", "copy_rows")

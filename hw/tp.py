@@ -22,7 +22,7 @@ executors, collectively) can be captured in a CUDA graph.
 The loss convention is Megatron's: behind a scattered output each rank's loss covers its own
 tokens and the model's loss is their sum; behind ``reduce="all"`` every rank computes the same
 loss. Parameters every rank holds whole (a row-parallel bias) get their gradient summed over the
-ranks where each rank's copy saw only its tokens (:func:`fallbacks.replicate`).
+ranks where each rank's copy saw only its tokens (:func:`collectives.replicate`).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import torch
 from mkernel.errors import InputError
 
 from . import api
-from .fallbacks import replicate
+from .collectives import replicate
 from .groups import group_info
 
 REDUCE = ("scatter", "all")

@@ -10,10 +10,11 @@ torch when first used.
 from .cluster import Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import (BackendUnavailable, DeadlockError, InputError, MkernelError, ProblemError,
                      ScenarioError, ScheduleError)
-from .ir import Buffer, BufferKind, Launch, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Task, Wait
+from .ir import Buffer, BufferKind, Launch, Op, Region, Role, Schedule, Signal, Task, Wait
 from .problems import KERNELS, Workload
 from .runner import run
 from .scenario import Scenario, load_scenario
+from .schedule_builder import ScheduleBuilder
 from .validate import validate
 
 __all__ = [

@@ -1,6 +1,7 @@
-"""The ``mkernel`` subcommands that measure on GPUs, and the one that checks the simulator against
-those measurements: ``calibrate``, ``bench``, ``selftest`` and ``accuracy``. Like the rest of the
-command line (:mod:`mkernel.cli`), they only parse, call the library, and print."""
+"""The ``mkernel`` subcommands that measure on GPUs or inspect the host's NICs, and the one that
+checks the simulator against those measurements: ``calibrate``, ``bench``, ``selftest``, ``doctor``
+and ``accuracy``. Like the rest of the command line (:mod:`mkernel.cli`), they only parse, call the
+library, and print."""
 from __future__ import annotations
 
 import argparse
@@ -182,3 +183,12 @@ def selftest(args: argparse.Namespace) -> int:
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
     print(f"note: {emulate.EMULATION_NOTE}")
     return 0 if all(ok for _, ok, _ in rows) else 1
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from mkernel.hw.measure import doctor
+    from mkernel.hw.runtime import nics
+
+    lines, ok = doctor.report(nic_map=nics.parse_nic_map(args.nic_map) if args.nic_map else None, require=args.require)
+    print("\n".join(lines))
+    return 0 if ok else 1

@@ -63,7 +63,9 @@ class Workload:
     routes: tuple[tuple[tuple[int, ...], ...], ...] = ()
     baseline: str = "hierarchical"  # the GEMM ops' NCCL-style collective: "hierarchical" or one flat "ring"
     collectives: str = "nccl"  # how the baselines' collectives are timed: COLLECTIVE_MODELS
-    schedule: str = "auto"  # SCHEDULES: what a run executes (builders/_auto.py; the result's "schedule")
+    # SCHEDULES: what a run executes (builders/_auto.py; the result's "schedule"). fused by default: the
+    # simulator predicts the fused kernel; auto is what the op would pick, for studies and `--schedule auto`
+    schedule: str = "fused"
     split: str = "auto"  # SPLITS: GEMM+RS's intra SMs when sms sets none (builders/_auto.py)
 
     def sm_override(self, role: Role) -> int | None:

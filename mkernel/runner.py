@@ -32,7 +32,7 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
     (:func:`mkernel.builders.node_symmetric`); with ``grouped``, with grouped tasks (the simulator's);
     with ``timing``, for a simulated timing run (no data): the baseline's library launches without
-    their tasks, which such a run never runs (:class:`~mkernel.ir.ScheduleBuilder`).
+    their tasks, which such a run never runs (:class:`~mkernel.schedule_builder.ScheduleBuilder`).
     A problem whose estimated schedules pass the memory limit is refused before anything is built,
     unless ``force`` (:mod:`mkernel.limits`). The first schedule is the one the run executes:
     the fused one, or the baseline where ``Workload.schedule`` (``auto``: the cost model,

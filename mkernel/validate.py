@@ -21,7 +21,7 @@ tasks, so they are checked on full builds of the same op (tests/core/test_symmet
 builds simulate alike).
 
 A timing build (``Schedule.elided``: library launches left without their tasks, see
-:class:`~mkernel.ir.ScheduleBuilder`) gets every rule on the tasks it has but output coverage, since
+:class:`~mkernel.schedule_builder.ScheduleBuilder`) gets every rule on the tasks it has but output coverage, since
 the outputs a left-out call writes are not there to count; the full build of the same op keeps the
 rule, and tests/sim/test_timing_build.py proves a timing build is the full build less exactly those
 launches' tasks. What makes leaving them out exact is checked on every build that has them: no task

@@ -22,8 +22,15 @@ most one stage; a stage holds ``k`` pieces of one width ``W``, piece ``t`` loade
 thread ``t``, thread 0 arriving on the stage's mbarrier with the stage's byte count. Copies,
 gathers and reduce-adds run in warp 0 alone (up to 32 bulk copies per stage, issued in parallel;
 the other warps wait at the step's closing barrier), so the loop's scalar work is done once, not
-once per warp. A reduce sums each stage's sources from shared memory in fp32 with the whole block
-(registers hold one 16-byte chunk per source, not the bytes in flight).
+once per warp. A reduce (:mod:`.bulk_reduce`) sums each stage's sources from shared memory in
+fp32 with the whole block (registers hold one 16-byte chunk per source, not the bytes in flight).
+
+Where the fused kernel uses them (``HwKnobs.data_path``, :func:`_suits`): one bulk copy costs about
+30 ns to issue on an H200 whatever its size, and the SM's copies are issued one after another, so a
+64 KiB tile of 512-byte lines (256 copies) takes ~10 us where the register path takes ~1.4 us, while
+16 KiB pieces of contiguous rows stream at ~93 GB/s per SM, above the register path's ~73
+(docs/results/2026-12-03-bulk-lag.md). ``auto`` takes the bulk path for lines of LINE_MIN bytes or
+more.
 
 Cost per step: two block barriers, ``ns`` mbarrier inits and invalidations, and the drain: the last
 stores must be complete before the caller's signal (``cp.async.bulk.wait_group 0``).
@@ -61,6 +68,7 @@ WHAT_STAGE = C(ring.WHAT_BULK_STAGE)  # the error record's ``what`` for a bulk s
 COPY, ADD, GATHER = C(0), C(1), C(2)  # what a stage's store does: copy, bf16 reduce-add, copy of indexed rows
 STAGE_BYTES = 16384  # a copy stage: 16 KiB (eleven stages in a GEMM kernel's 180 KiB, two in 48 KiB)
 REDUCE_BYTES = 8192  # one source's share of a reduce stage: 8 KiB (16 lines of 256 bf16)
+LINE_MIN = 4096  # auto's shortest bulk line: 4 KiB (bench_bulk copy-w1k: register 673 vs bulk 575 GB/s at 16 SMs, copy-w2k: 786 vs 810)
 
 
 @triton.jit
@@ -277,6 +285,27 @@ def _lines(rows, cols, s_ld, d_ld):
 
 
 @triton.jit
+def _suits(regions, r0, nreads, ns, LINE: tl.constexpr, MODE: tl.constexpr):
+    """Whether a copy or gather task may take the bulk path: the ring holds a stage (``ns``), every
+    region pair is 16-byte aligned (col0, cols and ld multiples of 8 bf16: a bulk copy's address
+    and size must be), and its lines are at least ``LINE`` bytes. Block-uniform (table loads only)."""
+    ok = ns > 0
+    for p in range(nreads):
+        src = regions + (r0 + p) * RW
+        dst = regions + (r0 + nreads + tl.where(MODE == COPY, p, 0)) * RW
+        s_ld, d_ld = tl.load(src + R_LD), tl.load(dst + R_LD)
+        if MODE == GATHER:  # a gather's lines are the written rows
+            cols = tl.load(dst + R_COLS)
+            line_bytes = cols * 2
+        else:
+            cols = tl.load(src + R_COLS)
+            line_bytes = _lines(tl.load(src + R_ROWS), cols, s_ld, d_ld)[1]
+        odd = cols | s_ld | d_ld | tl.load(src + R_COL0) | tl.load(dst + R_COL0)
+        ok = ok & ((odd & 7) == 0) & (line_bytes >= LINE)
+    return ok
+
+
+@triton.jit
 def _geometry(n_lines, line_bytes, unit, nth):
     """How a region's lines fill stages of ``unit`` bytes: piece width, pieces per line, lines per
     stage (one thread each), and the region's stage loads."""
@@ -405,104 +434,3 @@ def _gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, rol
             LAG: tl.constexpr):
     """Row i of writes[0] = row aux[a0 + i] of reads[0]: one line per row."""
     _steps(regions, bases, aux, r0, 1, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, GATHER, SB, LAG)
-
-
-@triton.jit
-def _lds(addr):
-    """Sixteen bytes of shared memory per element of ``addr``, as four 32-bit words."""
-    return tl.inline_asm_elementwise("ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r", [addr.to(tl.int32)],
-                                     dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=False, pack=1)
-
-
-@triton.jit
-def _stg(addr, w0, w1, w2, w3, ok):
-    _do("{ .reg .pred p; setp.ne.s32 p, $6, 0; @p st.global.v4.b32 [$1], {$2, $3, $4, $5}; mov.u32 $0, 0; }",
-        "=r,l,r,r,r,r,r", [addr.to(tl.int64), w0, w1, w2, w3, ok.to(tl.int32)])
-
-
-@triton.jit
-def _lo(word):
-    """The fp32 value of a word's low bf16 (exact: bf16 is fp32's top half)."""
-    return (word << 16).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _hi(word):
-    return (word & -65536).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _pack(hi, lo):
-    """Two fp32 values rounded (to nearest even, as ``.to(tl.bfloat16)``) into one bf16 pair."""
-    return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo], dtype=tl.int32,
-                                     is_pure=True, pack=1)
-
-
-@triton.jit
-def _fill_sources(s, lb, c, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB: tl.constexpr):
-    """Issue a reduce's stage load: the same piece of every source, source p at p x RB."""
-    line, ok, nl, nb = _piece(lb, c, tid, n_lines, line_bytes, w, k)
-    bar = sm + 8 * s
-    stage = sm + DATA0 + s * (nreads * RB).to(tl.int32)
-    _mbar_expect(bar, nreads.to(tl.int32) * nl * nb, tid == 0)
-    for p in range(nreads):
-        src, s_stride, _r, _c, _l = _where(regions, bases, r0 + p)
-        _load(stage + p * RB + tid * w, src + line * s_stride + c * w, nb, bar, ok)
-
-
-@triton.jit
-def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB: tl.constexpr):
-    """writes[0] = sum(reads), summed in fp32 and rounded once, in the register path's order (so the
-    two paths agree bit for bit). Every source's piece of a stage lands through bulk loads issued
-    by warp 0 (the ring holds ``ns`` stages of nreads x RB bytes); the whole block then sums it
-    from shared memory, 16 bytes per element, and stores the bf16 result with 16-byte stores.
-    RB // 16 must be at least the block's threads (else elements are replicated across warps and
-    stored twice)."""
-    ns = _stages(nreads * RB)
-    _short(ns, nreads * RB, err32, err64, rank, role, task, epoch)
-    if ns > 0:
-        tid = _tid()
-        sm = _open(ns, tid, False)
-        start = _clock()
-        dst, d_stride, rows, cols, d_ld = _where(regions, bases, r0 + nreads)
-        whole = cols == d_ld
-        for p in range(nreads):
-            whole = whole & (tl.load(regions + (r0 + p) * RW + R_LD) == cols)
-        n_lines = tl.where(whole, 1, rows)
-        line_bytes = tl.where(whole, rows * cols * 2, cols * 2)
-        w, nc, k, n = _geometry(n_lines, line_bytes, RB, 32)  # warp 0 issues the loads
-        stage_bytes = (nreads * RB).to(tl.int32)
-        fs, fph, flb, fc = tid - tid, tid - tid, 0, 0  # the next stage load
-        for j in range(tl.minimum(ns, n)):
-            if tid < 32:
-                _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
-            fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
-        e = tl.arange(0, RB // 16)  # one 16-byte chunk (8 bf16) of the stage's piece per element
-        in_line = e // (w // 16)
-        off = (e % (w // 16)) * 16
-        s, ph, lb, c = tid - tid, tid - tid, 0, 0  # the next stage to sum
-        for j in range(n):
-            _line, _ok, nl, nb = _piece(lb, c, tid, n_lines, line_bytes, w, k)
-            _wait_stage(sm + 8 * s, ph, s, start, timeout_ns, err32, err64, rank, role, task, epoch)
-            stage = sm + DATA0 + s * stage_bytes
-            a0 = tl.zeros([RB // 16], tl.float32)
-            a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
-            for p in range(nreads):
-                x0, x1, x2, x3 = _lds(stage + p * RB + e * 16)
-                a0 += _lo(x0)
-                a1 += _hi(x0)
-                a2 += _lo(x1)
-                a3 += _hi(x1)
-                a4 += _lo(x2)
-                a5 += _hi(x2)
-                a6 += _lo(x3)
-                a7 += _hi(x3)
-            _bar_sync()  # every thread has read the stage (and waited for its phase): refill it now,
-            if j + ns < n:  # so its next loads are in flight while the block adds and stores
-                if tid < 32:
-                    _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
-                fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
-            at = dst + (lb * k + in_line).to(tl.int64) * d_stride + c * w + off
-            _stg(at, _pack(a1, a0), _pack(a3, a2), _pack(a5, a4), _pack(a7, a6), (in_line < nl) & (off < nb))
-            s, ph, lb, c = _next(s, ph, lb, c, ns, nc)
-        _close(sm, ns, tid, False)

@@ -45,15 +45,18 @@ from mkernel import controller
 
 from mkernel.ir import Op
 
-from ..knobs import DEFAULTS
+from ..knobs import DATA_PATHS, DEFAULTS
 from ..lowering.layout import ATTN_QUERY_ROWS, COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
 from ..lowering.plan import GEMM_TILE
 from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
+from . import bulk, bulk_reduce
 from .tiles import _attn, _copy, _gather, _gemm, _gemm_table, _norm, _reduce
 
 C = tl.constexpr
 GEMM, COPY, REDUCE, GATHER, PUT, ATTN, NORM = (C(OP_CODE[op]) for op in (Op.GEMM, Op.COPY, Op.REDUCE, Op.GATHER,
                                                                          Op.PUT, Op.ATTN, Op.NORM))
+DATA_REGISTER, DATA_AUTO, DATA_BULK = (C(DATA_PATHS.index(p)) for p in ("register", "auto", "bulk"))
+SB, RB, LAG, LINE = C(bulk.STAGE_BYTES), C(bulk.REDUCE_BYTES), C(bulk.LAG), C(bulk.LINE_MIN)  # bulk steps' shape
 TW, CW, WW, SW = C(TASK_WIDTH), C(COMMAND_WIDTH), C(WAIT_WIDTH), C(SIGNAL_WIDTH)
 T_OP, T_NREADS, T_R0, T_W0, T_W1, T_S0, T_S1, T_A0, T_A1, T_Q0, T_K0, T_MASKED, T_LOCK, T_TASK, T_WORK = (
     C(int(c)) for c in (Task.OP, Task.NREADS, Task.R0, Task.W0, Task.W1, Task.S0, Task.S1, Task.A0, Task.A1, Task.Q0,
@@ -82,7 +85,8 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                  BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
                  HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
-                 D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr, ADAPTIVE: tl.constexpr, LOG: tl.constexpr):
+                 D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr, DATA: tl.constexpr, ADAPTIVE: tl.constexpr,
+                 LOG: tl.constexpr):
     pid = tl.program_id(0)
     epoch = tl.load(epoch_ptr, volatile=True) + 1
     role = (pid >= b0).to(tl.int32) + (pid >= b0 + b1).to(tl.int32) + (pid >= b0 + b1 + b2).to(tl.int32)
@@ -114,7 +118,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                     _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                           head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state,
                           _bit(BLOCKED + 8 * role), HAS_GEMM, HAS_COPY, HAS_REDUCE,
-                          HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+                          HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
                 tl.atomic_add(state + CTRL, -_bit(ACTIVE + 8 * role), sem="relaxed", scope="gpu")
                 rem_c, rem_i = _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG)
                 role = _pick(state, rem_c, rem_i, movable, role)
@@ -123,7 +127,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
             _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                    head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, 0,
                    HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
-                   BKV)
+                   BKV, DATA)
     else:
         if HAS_GEMM:  # the compute queue's leading GEMM tiles, in a flattened loop (plan.gemm_table)
             if role == 0:
@@ -131,7 +135,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                             BM, BN, BK)
         _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
-               n_gemm, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV)
+               n_gemm, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
     # the last block to finish resets the call's counters and stores the epoch for the next launch
     tl.debug_barrier()
     if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
@@ -154,7 +158,8 @@ def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks
            capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, skip,
            HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
            HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr,
+           DATA: tl.constexpr):
     """A block of a fixed role: claim that role's tasks in queue order until none is left, from task
     ``skip`` of the compute queue on (the ones before it ran from the GEMM table). It counts no
     blocked waits (``blocked_bit`` 0, so Triton drops that branch and the ``state`` argument, here
@@ -167,8 +172,20 @@ def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks
         _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf,
               records, ctl, head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, claims,
               0, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
-              D, BQ, BKV)
+              D, BQ, BKV, DATA)
         i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _bulk(regions, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
+    """Whether a copy or gather task takes the bulk path (HwKnobs.data_path: never, where its lines
+    are long enough, or wherever its regions allow one, bulk._suits)."""
+    if DATA == DATA_REGISTER:
+        return False
+    elif DATA == DATA_AUTO:
+        return bulk._suits(regions, r0, nreads, bulk._stages(SB), LINE, MODE)
+    else:
+        return bulk._suits(regions, r0, nreads, bulk._stages(SB), 0, MODE)
 
 
 @triton.jit
@@ -176,7 +193,8 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
           err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state, blocked_bit,
           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-          BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr):
+          BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr,
+           DATA: tl.constexpr):
     """One task row (layout.Task): wait for its slots, run its op, bump its signals. With a
     ``blocked_bit`` (the adaptive kernel), a wait that has to spin counts itself in the controller
     word while it spins (the policy lends blocked SMs to the other role)."""
@@ -203,13 +221,22 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
             _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM, BN, BK)
     if HAS_COPY:
         if op == COPY:
-            _copy(regions, bases, r0, nreads, CR, CC)
+            if _bulk(regions, r0, nreads, DATA, bulk.COPY):
+                bulk._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
+            else:
+                _copy(regions, bases, r0, nreads, CR, CC)
     if HAS_REDUCE:
         if op == REDUCE:
-            _reduce(regions, bases, r0, nreads, CR, CC)
+            if DATA == DATA_BULK:
+                bulk_reduce._reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB)
+            else:
+                _reduce(regions, bases, r0, nreads, CR, CC)
     if HAS_GATHER:
         if op == GATHER:
-            _gather(regions, bases, aux, r0, a0, a1, CR, CC)
+            if _bulk(regions, r0, 1, DATA, bulk.GATHER):
+                bulk._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
+            else:
+                _gather(regions, bases, aux, r0, a0, a1, CR, CC)
     if HAS_PUT:
         if op == PUT:
             tl.debug_barrier()
@@ -323,9 +350,10 @@ def work_units(ns: int) -> int:
     return -(-ns // int(UNIT_NS))
 
 
-def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -> tuple[dict, dict]:
+def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False,
+              data_path: str = DEFAULTS.data_path) -> tuple[dict, dict]:
     """(signature, constexprs) for compiling without a GPU (CI), for a kernel holding ``ops``."""
-    const = constexprs(ops, head_dim, barrier=True, adaptive=adaptive)
+    const = constexprs(ops, head_dim, barrier=True, adaptive=adaptive, data_path=data_path)
     types = {"a_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "a2_host": f"tensordesc<bf16[{const['BM']}, {const['BK']}]>",
              "b_host": f"tensordesc<bf16[{const['BK']}, {const['BN']}]>",
@@ -340,15 +368,16 @@ def signature(ops: frozenset[str], head_dim: int = 64, adaptive: bool = False) -
 
 
 def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int = DEFAULTS.copy_rows,
-               adaptive: bool = False) -> dict:
+               adaptive: bool = False, data_path: str = DEFAULTS.data_path) -> dict:
     """The compile-time switches of the kernel for one op set. ``adaptive``: compute and intra
     blocks follow the controller's shared target (else their roles are fixed). ``copy_rows``: a copy, reduce or
     gather step moves copy_rows x 256 bf16 per SM (:class:`~mkernel.hw.knobs.HwKnobs`); peer loads take
-    microseconds to return, so an SM's NVLink rate is about the bytes in flight over that latency."""
+    microseconds to return, so an SM's NVLink rate is about the bytes in flight over that latency.
+    ``data_path``: the register or the bulk path for those steps (``DATA``, HwKnobs.data_path)."""
     bm, bn, bk = GEMM_TILE
     return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
-            "BM": bm, "BN": bn, "BK": bk, "CR": copy_rows, "CC": 256,
+            "BM": bm, "BN": bn, "BK": bk, "CR": copy_rows, "CC": 256, "DATA": DATA_PATHS.index(data_path),
             "D": head_dim, "BQ": ATTN_QUERY_ROWS,
             # 64-row key blocks at D = 128: 128-row blocks need 224 KiB of stages and spill twice as much
             # in this kernel (docs/results/2026-12-02-attention-locks.md)

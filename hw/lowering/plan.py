@@ -3,14 +3,9 @@
 :mod:`lower` keeps the schedule's vocabulary (buffer ids, regions, slots). A plan adds what the
 device needs and nothing the device could get wrong:
 
-- **placement**: a buffer that some task touches on another rank, or that a network put reads or
-  writes, lives in the symmetric heap at the same offset on every rank; every other buffer is
-  *bound*: the caller's tensor (inputs), a fresh tensor (outputs) or plan-owned scratch, given to
-  the kernel per call through the ``bases`` table;
-- **commands**: each put becomes its ring commands, with heap offsets precomputed. A one-pair put
-  is one PUT that sets the arrival flag; a put of several pairs sends data-only PUTs (their flag is
-  the sink slot nobody waits on) and then one SIGNAL, which the proxy orders after them, so the
-  flag never overtakes data on an unordered transport;
+- **placement**, **network flags** and **commands** (:mod:`remote`): which buffers live in the
+  symmetric heap, the arrival flag of each network put, and each put's ring commands with heap
+  offsets precomputed;
 - **waits** carry the slot's bumps per call, so the kernel computes epoch targets itself;
 - **locks**: attention tiles that merge into the same accumulator hold its lock (the IR treats the
   merge as order-free, the hardware needs it atomic), and the lock's stamp says whether the state
@@ -25,8 +20,9 @@ device needs and nothing the device could get wrong:
   carries the NORM's writes as its OUT and LSE regions (layout.AttnOperand) and its merge count as
   its one aux row (layout.Command.MERGES).
 
-The columns of every table are named in :mod:`layout`. Every rule the kernel relies on is checked here, so a schedule the kernel cannot run is refused
-with a :class:`~mkernel.errors.ScheduleError` before any launch.
+The columns of every table are named in :mod:`layout`. Every rule the kernel relies on is checked
+here, so a schedule the kernel cannot run is refused with a :class:`~mkernel.errors.ScheduleError`
+before any launch.
 """
 from __future__ import annotations
 
@@ -41,12 +37,12 @@ from mkernel.errors import ScheduleError
 from mkernel.ir import Op, Schedule
 from mkernel.ir import Task as IrTask  # the schedule's task (layout.Task names the device row's columns)
 
-from . import ring
 from .fold import folded_norms, tile
-from .layout import (ALIGN, ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
+from .layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
                      SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, AttnOperand, GemmOperand, GemmTile,
                      NormOperand, Region, Segment, Task, Wait)
 from .lower import ROLES, Lowered, QueueTask, lower
+from .remote import NetFlags, Placement, commands, network_flags, placement, refuse
 
 INT64_MAX = (1 << 63) - 1
 GEMM_TILE = (128, 256, 64)  # BM, BN, BK of the kernel's GEMM tiles (fused.constexprs compiles them)
@@ -55,15 +51,6 @@ KERNEL_DTYPES = {Op.GEMM: ("bf16", "bf16", "bf16"), Op.COPY: None, Op.REDUCE: No
                  Op.ATTN: ("bf16", "bf16", "bf16", "fp32", "fp32"), Op.NORM: ("fp32", "fp32", "bf16", "fp32")}
 VECTOR_OPERANDS = {Op.ATTN: (AttnOperand.Q, AttnOperand.K, AttnOperand.V, AttnOperand.ACC),
                    Op.NORM: (NormOperand.ACC, NormOperand.OUT)}
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where every buffer lives: heap offsets (same on every rank) or bound per call."""
-
-    heap: dict[str, int]  # buffer -> byte offset in the symmetric heap
-    heap_bytes: int
-    bound: tuple[str, ...]  # buffers given per call (inputs, outputs, plan-owned scratch)
 
 
 @dataclass(frozen=True)
@@ -145,21 +132,6 @@ class Plan:
         return frozenset(OPS[int(op)].value for op in self.tasks[:, Task.OP])
 
 
-def placement(s: Schedule) -> Placement:
-    """Heap offsets of the shared buffers; the rest are bound."""
-    shared = set()
-    for t in s.tasks:
-        for r in t.reads + t.writes:
-            if r.rank != t.rank or t.op is Op.PUT:
-                shared.add(r.buffer)
-    heap, off = {}, 0
-    for b in s.buffers:
-        if b.name in shared:
-            heap[b.name] = off
-            off += -(-b.rows * b.cols * b.itemsize // ALIGN) * ALIGN
-    return Placement(heap, off, tuple(b.name for b in s.buffers if b.name not in shared))
-
-
 def build(s: Schedule, rank: int | None = None, work: Callable[[IrTask], float] | None = None) -> list[Plan]:
     """Plans of every rank (or of ``rank`` only, as a one-element list). ``work`` (us of one SM per
     task, :func:`mkernel.cost.sm_work_us`) fills the work column the GPU's controller sums."""
@@ -181,7 +153,7 @@ def last_epoch(lowered: list[Lowered]) -> int:
 _LAST: list = [None, None]  # the last schedule planned, and _shared's result for it
 
 
-def _shared(s: Schedule) -> tuple[list[Lowered], Placement, _NetFlags, int]:
+def _shared(s: Schedule) -> tuple[list[Lowered], Placement, NetFlags, int]:
     """What every rank's plan shares: the schedule validated and lowered, the heap placement, the
     network flags, the flag count. Kept for the last schedule object (frozen, so its identity is its
     value): a rank sizes its Context and then builds its Executor from the same schedule, and at
@@ -191,55 +163,14 @@ def _shared(s: Schedule) -> tuple[list[Lowered], Placement, _NetFlags, int]:
     if _LAST[0] is not s:
         s.validate()
         lowered = lower(s)
-        net = _network_flags(s, lowered)
+        net = network_flags(s, lowered)
         # then per rank: an arrival and an exit flag per peer (the call barriers), the go flag, the sink
         n_flags = max(len(low.slot_bumps) + len(net.extra.get(r, ())) for r, low in enumerate(lowered)) + 2 * s.world + 2
         _LAST[:] = [s, (lowered, placement(s), net, n_flags)]
     return _LAST[1]
 
 
-@dataclass(frozen=True)
-class _NetFlags:
-    """Arrival flags of network messages. The proxy *sets* a flag to the epoch (RDMA has no portable
-    remote add: EFA lacks atomics), so a signal that k puts bump becomes k flags, one per put, and a
-    wait for all k bumps becomes k waits."""
-
-    flag_of: dict[int, int]  # put task id -> flag slot on its destination
-    split: dict[tuple[int, int], tuple[int, ...]]  # (rank, slot) -> the flags it became
-    extra: dict[int, list[int]]  # rank -> flag slots added after the lowered ones
-
-
-def _network_flags(s: Schedule, lowered: list[Lowered]) -> _NetFlags:
-    by_slot: dict[tuple[int, int], list[IrTask]] = {}
-    slot_of = {sig: slot for low in lowered for slot, sig in enumerate(low.slot_names)}  # a signal names its rank
-    for t in s.tasks:
-        if t.op is Op.PUT:
-            if len(t.signals) != 1:
-                raise _fail(s, t, f"it bumps {len(t.signals)} signals; a network message sets one arrival flag")
-            sig = t.signals[0]
-            by_slot.setdefault((sig.rank, slot_of[sig]), []).append(t)
-    flag_of, split, extra = {}, {}, {}
-    for (rank, slot), puts in by_slot.items():
-        if lowered[rank].slot_bumps[slot] != len(puts):
-            raise _fail(s, puts[0], f"its arrival flag {puts[0].signals[0]} is also bumped by peer or local tasks; "
-                                    f"a network flag belongs to network messages only")
-        if len(puts) == 1:
-            flag_of[puts[0].id] = slot
-            continue
-        added = extra.setdefault(rank, [])
-        first = len(lowered[rank].slot_bumps) + len(added)
-        subs = tuple(range(first, first + len(puts)))
-        added.extend(subs)
-        split[(rank, slot)] = subs
-        flag_of.update({t.id: f for t, f in zip(puts, subs)})
-    return _NetFlags(flag_of, split, extra)
-
-
-def _fail(s: Schedule, task: IrTask, why: str) -> ScheduleError:
-    return ScheduleError(f"{s.kernel}/{s.variant}: {task.describe()}: {why}; the hw backend cannot run it")
-
-
-def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int, net: _NetFlags,
+def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_flags: int, net: NetFlags,
           work: Callable[[IrTask], float] | None, last: int) -> Plan:
     low = lowered[rank]
     buffers = {b.name: b for b in s.buffers}
@@ -275,8 +206,8 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
                 elif count == len(subs):
                     waits.extend((f, 1, 1) for f in subs)
                 else:
-                    raise _fail(s, task, f"it waits for {count} of the {len(subs)} network messages that bump "
-                                         f"{low.slot_names[slot]}; on hw it can wait for all of them only")
+                    raise refuse(s, task, f"it waits for {count} of the {len(subs)} network messages that bump "
+                                          f"{low.slot_names[slot]}; on hw it can wait for all of them only")
             s0 = len(signals)
             if task.op is not Op.PUT:  # a put's arrival flag travels in its last command
                 signals.extend(tuple(x) for x in low.roles[role].signals[row[QueueTask.S0]:row[QueueTask.S1]])
@@ -284,7 +215,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
             if task.op is Op.GATHER:
                 aux.extend((i, 0, 0, 0, 0, 0, 0, 0) for i in task.index)  # Command.SOURCE_ROW
             elif task.op is Op.PUT:
-                aux.extend(_commands(task, buffers, place, net.flag_of[task.id], n_flags - 1))
+                aux.extend(commands(task, buffers, place, net.flag_of[task.id], n_flags - 1))
             elif fold:
                 aux.append((fold[1], 0, 0, 0, 0, 0, 0, 0))  # Command.MERGES
             lock = -1
@@ -390,18 +321,18 @@ def _check(s: Schedule, task: IrTask, buffers: dict) -> None:
     if dtypes is not None:
         have = tuple(buffers[r.buffer].dtype for r in regions)
         if have != dtypes:
-            raise _fail(s, task, f"its operands are {have}; the kernel's {task.op.value} takes {dtypes}")
+            raise refuse(s, task, f"its operands are {have}; the kernel's {task.op.value} takes {dtypes}")
     if task.accumulate and task.op is not Op.ATTN:
-        raise _fail(s, task, "it accumulates into its destination; only attention merges are atomic on hw")
+        raise refuse(s, task, "it accumulates into its destination; only attention merges are atomic on hw")
     if task.op is Op.GEMM:
         a, b = task.reads
         if a.col1 != buffers[a.buffer].cols:
-            raise _fail(s, task, f"its K range ends at column {a.col1} of {a.buffer}, not at the buffer's edge "
-                                 f"({buffers[a.buffer].cols}); TMA zero-fills only past the edge")
+            raise refuse(s, task, f"its K range ends at column {a.col1} of {a.buffer}, not at the buffer's edge "
+                                  f"({buffers[a.buffer].cols}); TMA zero-fills only past the edge")
         for name in (a.buffer, b.buffer):
             if buffers[name].cols % 8:
-                raise _fail(s, task, f"{name} has {buffers[name].cols} columns; TMA needs rows that are a "
-                                     f"multiple of 16 bytes (8 bf16 columns)")
+                raise refuse(s, task, f"{name} has {buffers[name].cols} columns; TMA needs rows that are a "
+                                      f"multiple of 16 bytes (8 bf16 columns)")
     # regions the kernel moves in 16-byte vectors (attention stats and lse are per-row scalars)
     vectors = {Op.COPY: regions, Op.REDUCE: regions, Op.GATHER: regions, Op.GEMM: task.writes}.get(task.op, ())
     if task.op in VECTOR_OPERANDS:  # the dtype check above has counted their regions
@@ -409,27 +340,11 @@ def _check(s: Schedule, task: IrTask, buffers: dict) -> None:
     if vectors:
         for r in vectors:
             if r.col0 % 8 or (r.col1 - r.col0) % 8 or buffers[r.buffer].cols % 8:
-                raise _fail(s, task, f"{r} (columns {r.col0}:{r.col1} of a {buffers[r.buffer].cols}-column buffer) "
-                                     f"is not in 8-column units; the kernel moves 16-byte vectors")
+                raise refuse(s, task, f"{r} (columns {r.col0}:{r.col1} of a {buffers[r.buffer].cols}-column buffer) "
+                                      f"is not in 8-column units; the kernel moves 16-byte vectors")
     if task.op is Op.PUT:
         if sum(r.size * buffers[r.buffer].itemsize for r in task.reads) >= 2**32:
-            raise _fail(s, task, "it moves 4 GiB or more; a ring command carries a 32-bit byte count")
+            raise refuse(s, task, "it moves 4 GiB or more; a ring command carries a 32-bit byte count")
         for r in regions:
             if r.col0 != 0 or r.col1 != buffers[r.buffer].cols:
-                raise _fail(s, task, f"{r} is not whole rows; a network message moves one contiguous range")
-
-
-def _commands(task: IrTask, buffers: dict, place: Placement, slot: int, sink: int) -> list[tuple]:
-    """Ring commands of one put: data-only PUTs, then the flag (PUT of the last pair, or SIGNAL)."""
-    dst = task.writes[0].rank
-    out = []
-    pairs = list(zip(task.reads, task.writes))
-    for src, dstr in pairs:
-        b = buffers[src.buffer]
-        row_bytes = b.cols * b.itemsize
-        flag = slot if len(pairs) == 1 else sink
-        out.append((ring.PUT, dst, flag, src.size * b.itemsize, place.heap[src.buffer] + src.row0 * row_bytes,
-                    place.heap[dstr.buffer] + dstr.row0 * buffers[dstr.buffer].cols * b.itemsize, 0, 0))
-    if len(pairs) > 1:
-        out.append((ring.SIGNAL, dst, slot, 0, 0, 0, 0, 0))
-    return out
+                raise refuse(s, task, f"{r} is not whole rows; a network message moves one contiguous range")

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .. import api, fallbacks
+from ..collectives import plain_all_gather
 from ..groups import group_info
 from ..runtime.emulate import RankInfo
 
@@ -106,7 +107,7 @@ def _ag_gemm(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
     m, n, k = s["m"], s["n"], s["k"]
     a, b = _randn(m // info.world, k), _randn(k, n, scale=k ** -0.5)
     group = dist.group.WORLD.group_name
-    gathered = fallbacks._all_gather(a, group_info(None))  # the ceiling's operand, gathered once outside the timing
+    gathered = plain_all_gather(a, group_info(None))  # the ceiling's operand, gathered once outside the timing
 
     def nccl_matmul():
         g = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
@@ -130,8 +131,8 @@ def _attention(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
     S, D, B, H = s["m"], s["k"], 4, s["n"] // 4
     W, rank = info.world, info.rank
     q, k, v = (_randn(B, H, S, D) for _ in range(3))
-    kg = fallbacks._all_gather(k.permute(2, 0, 1, 3).contiguous(), group_info(None)).view(W * S, B, H, D).permute(1, 2, 0, 3).contiguous()
-    vg = fallbacks._all_gather(v.permute(2, 0, 1, 3).contiguous(), group_info(None)).view(W * S, B, H, D).permute(1, 2, 0, 3).contiguous()
+    kg = plain_all_gather(k.permute(2, 0, 1, 3).contiguous(), group_info(None)).view(W * S, B, H, D).permute(1, 2, 0, 3).contiguous()
+    vg = plain_all_gather(v.permute(2, 0, 1, 3).contiguous(), group_info(None)).view(W * S, B, H, D).permute(1, 2, 0, 3).contiguous()
     bufs = [(torch.empty_like(k), torch.empty_like(v)) for _ in range(2)]
 
     def ring():
@@ -211,7 +212,7 @@ def _moe(s: dict, info: RankInfo, gpn: int, nccl: bool) -> Case:
         dist.all_to_all_single(recv, x.index_select(0, send_idx_t), recv_counts, send_counts)
         dispatched = recv.index_select(0, perm_t)
     else:
-        tokens = fallbacks._all_gather(x, group_info(None)).view(W, T // W, hidden)
+        tokens = plain_all_gather(x, group_info(None)).view(W, T // W, hidden)
         dispatched = torch.cat([tokens[sg.source][list(sg.tokens)] for sg in segments[rank]])
     reference = experts_over(dispatched).clone()
     impls = {"fused": lambda: api.moe_dispatch_gemm(x, w, h), "a2a+matmul": a2a if nccl else NO_NCCL,

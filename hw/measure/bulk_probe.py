@@ -22,7 +22,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from ..kernels import bulk, tiles
+from ..kernels import bulk, bulk_reduce, tiles
 from ..knobs import DEFAULTS
 from ..lowering.layout import COMMAND_WIDTH, REGION_WIDTH
 from ..runtime.state import ErrorBlock
@@ -104,7 +104,7 @@ def steps_kernel(tasks, regions, bases, aux, n_tasks, timeout_ns, err32, err64, 
             if OP == COPY:
                 bulk._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
             elif OP == REDUCE:
-                bulk._reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, RB)
+                bulk_reduce._reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, RB)
             elif OP == GATHER:
                 bulk._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
             else:

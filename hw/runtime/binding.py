@@ -2,7 +2,7 @@
 checked against the schedule's buffers, and the two per-call kernel arguments built from them, the
 address table and the GEMM operands' TMA descriptors.
 
-Where a buffer lives is the plan's choice (:class:`~mkernel.hw.lowering.plan.Placement`): a *heap*
+Where a buffer lives is the plan's choice (:class:`~mkernel.hw.lowering.remote.Placement`): a *heap*
 buffer sits in the symmetric heap at the same offset on every rank (this module keeps a tensor view
 of this rank's copy: inputs are staged into it, outputs copied out of it); a *bound* buffer is the
 call's tensor (an input used in place, a fresh output) or plan-owned scratch allocated here once.

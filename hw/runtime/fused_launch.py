@@ -47,7 +47,8 @@ class FusedLaunch:
         self.timeout_ns = ctx.knobs.timeout_ns
         ops = p.ops | ({"put"} if ctx.nodes > 1 else set())
         self.meta = fused.constexprs(frozenset(ops), head_dim, barrier=p.world > 1,
-                                     copy_rows=ctx.knobs.copy_rows, adaptive=controller is not None)
+                                     copy_rows=ctx.knobs.copy_rows, adaptive=controller is not None,
+                                     data_path=ctx.knobs.data_path)
         self.blocks, self.steer = initial_split(plan, controller, kernel)
         self.state = torch.zeros(fused.STATE_WORDS, dtype=torch.int64, device=dev)
         self.state[int(fused.CTRL)], self.state[int(fused.WORK)] = self.steer[:2]  # as every call ends (fused._reset)

@@ -3,7 +3,7 @@
 A builder module provides ``check(workload, cluster)``, ``build`` (the fused schedule),
 ``build_baseline`` (the unfused schedule in the same IR), ``flops_per_gpu`` and ``make_inputs``.
 Its numpy oracle lives in :mod:`mkernel.reference` under the same kernel id. Builders of
-node-symmetric ops also take ``first_nodes`` (see :class:`mkernel.ir.ScheduleBuilder`).
+node-symmetric ops also take ``first_nodes`` (see :class:`mkernel.schedule_builder.ScheduleBuilder`).
 """
 from __future__ import annotations
 

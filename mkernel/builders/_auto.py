@@ -149,7 +149,7 @@ def gemm_rs_intra_sms(w: Workload, c: Cluster, send: int, recv: int) -> int:
     def intra_us(sms: int, reductions: int) -> float:
         return max(reductions * (fixed + sm_us) / sms, reductions * fixed / sms + reductions * port_us)
 
-    best, best_us = STATIC_INTRA_SMS, math.inf
+    best, best_us = None, math.inf
     for intra in range(MIN_INTRA_SMS, min(MAX_INTRA_SMS, c.gpu.sms - send - recv - MIN_INTRA_SMS) + 1, SPLIT_STEP):
         compute = c.gpu.sms - send - recv - intra
         tile_us = _gemm_tile_us(tm, tn, w.k, f, compute) + f.gpu.fused_tile_us
@@ -157,6 +157,8 @@ def gemm_rs_intra_sms(w: Workload, c: Cluster, send: int, recv: int) -> int:
         us = max(world * tiles * tile_us / compute, intra_us(intra, c.nodes * tiles)) + intra_us(intra, tiles)
         if us < best_us * (1 - 1e-9):
             best, best_us = intra, us
+    if best is None:  # a budget too small to try any split (a rank's share of a GPU): the static one,
+        return STATIC_INTRA_SMS  # which role_budget scales down like every default
     # role_budget scales the builders' per-132-SM defaults to a smaller GPU (or a rank's share): undo it
     return max(1, round(best * REFERENCE_SMS / c.gpu.sms)) if c.gpu.sms < REFERENCE_SMS else best
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Library, Op, Region, Role, ScheduleBuilder, Signal, Wait
+from ..ir import Library, Op, Region, Role, Signal, Wait
+from ..schedule_builder import ScheduleBuilder
 from ._tiling import baseline_rows_per_chunk, chunk_rows
 
 

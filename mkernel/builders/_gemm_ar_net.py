@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..cluster import Cluster
-from ..ir import Op, Region, Role, ScheduleBuilder, Signal, Step, Wait
+from ..ir import Op, Region, Role, Signal, Step, Wait
 from ..problems import Workload
+from ..schedule_builder import ScheduleBuilder
 from ._tiling import runs, split_rows
 
 

@@ -30,8 +30,9 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, paused_gc
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Wait, paused_gc
 from ..problems import Workload
+from ..schedule_builder import ScheduleBuilder
 from . import _collectives as coll
 from . import _rail as rail
 from ._tiling import baseline_rows_per_chunk, chunk_rows, grid_runs, row_step, split_rows
@@ -142,7 +143,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
                    library_tasks: bool = True) -> Schedule:
     """An NCCL-style hierarchical all-gather in one launch (without its tasks in a timing build,
-    ``library_tasks=False``: see :class:`~mkernel.ir.ScheduleBuilder`), then the GEMM on all SMs."""
+    ``library_tasks=False``: see :class:`~mkernel.schedule_builder.ScheduleBuilder`), then the GEMM on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "nccl_ring_ag+gemm" if w.baseline == "ring" else "nccl_hier_ag+gemm"

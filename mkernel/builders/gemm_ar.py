@@ -31,8 +31,9 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
 from ..problems import Workload
+from ..schedule_builder import ScheduleBuilder
 from . import _collectives as coll
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
@@ -236,7 +237,7 @@ def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
                    library_tasks: bool = True) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch (without its
-    tasks in a timing build, ``library_tasks=False``: see :class:`~mkernel.ir.ScheduleBuilder`)."""
+    tasks in a timing build, ``library_tasks=False``: see :class:`~mkernel.schedule_builder.ScheduleBuilder`)."""
     check(w, c)
     name = "gemm+nccl_ring_ar" if w.baseline == "ring" else "gemm+nccl_hier_ar"
     sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,

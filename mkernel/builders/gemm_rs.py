@@ -34,8 +34,9 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
 from ..problems import Workload
+from ..schedule_builder import ScheduleBuilder
 from . import _auto as auto
 from . import _collectives as coll
 from . import _rail as rail

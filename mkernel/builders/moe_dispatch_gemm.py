@@ -47,10 +47,10 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Library, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Wait, \
-    paused_gc
+from ..ir import DTYPE_BYTES, BufferKind, Library, Op, Region, Role, Schedule, Signal, Wait, paused_gc
 from ..problems import Workload
 from ..routing import SHIFTED, Routing, routing_for
+from ..schedule_builder import ScheduleBuilder
 from . import _collectives as coll
 from ._tiling import chunk_rows
 
@@ -224,7 +224,7 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
                    library_tasks: bool = True) -> Schedule:
     """An all-to-all (each token once per destination GPU), then the grouped GEMM on all SMs (the
     all-to-all without its tasks in a timing build, ``library_tasks=False``: see
-    :class:`~mkernel.ir.ScheduleBuilder`)."""
+    :class:`~mkernel.schedule_builder.ScheduleBuilder`)."""
     return _a2a_then_gemm(w, c, first_nodes, grouped, library_tasks, paper=False)
 
 

@@ -47,8 +47,9 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, paused_gc
+from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
 from ..problems import MAX_TASKS, Workload
+from ..schedule_builder import ScheduleBuilder
 from . import _collectives as coll
 from ._tiling import baseline_rows_per_chunk
 
@@ -254,7 +255,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
                    library_tasks: bool = True) -> Schedule:
     """A hierarchical all-gather of K and V in one launch (without its tasks in a timing build,
-    ``library_tasks=False``: see :class:`~mkernel.ir.ScheduleBuilder`), then every attention tile on all SMs."""
+    ``library_tasks=False``: see :class:`~mkernel.schedule_builder.ScheduleBuilder`), then every attention tile on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes,

@@ -25,10 +25,11 @@ import math
 import statistics
 
 from ..cluster import Cluster
-from ..ir import BufferKind, Op, Region, Role, ScheduleBuilder, Signal
+from ..ir import BufferKind, Op, Region, Role, Signal
 from ..problems import Workload
 from ..errors import InputError
 from ..scenario import SPECS, load_profile
+from ..schedule_builder import ScheduleBuilder
 
 
 def gemm_schedule(m: int, n: int, k: int, bm: int, bn: int, sms: int):

@@ -112,8 +112,8 @@ def auto_points(clusters=SYMMETRIC_CLUSTERS) -> list[Point]:
     (docs/results/2026-12-03-auto.md)."""
     plain = [p for nodes in NODES for cluster in clusters for p in _points(cluster, nodes, 8, KERNELS)]
     points = plain + symmetric_points(clusters=clusters)
-    return points + [Point(p.testbed, p.kernel, p.size, p.shape, p.options + (("schedule", "fused"),))
-                     for p in points]
+    return [Point(p.testbed, p.kernel, p.size, p.shape, p.options + (("schedule", schedule),))
+            for schedule in ("auto", "fused") for p in points]
 
 
 # -- tables ---------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"mkernel": "mkernel", "mkernel.sim": "sim", "mkernel.hw": "hw"}
-FRONT = {"mkernel", "mkernel.__main__", "mkernel.cli", "mkernel.cli_measure", "mkernel.runner", "mkernel.backend"}
+FRONT = {"mkernel", "mkernel.__main__", "mkernel.cli", "mkernel.cli_measure", "mkernel.cli_run", "mkernel.runner",
+         "mkernel.backend"}
 HW_ORDER = ("knobs", "lowering", "kernels", "runtime", "ops", "measure")  # each may import only those before it
 
 

@@ -22,7 +22,7 @@ import torch
 from mkernel.errors import InputError
 
 from mkernel.hw import api
-from mkernel.hw.fallbacks import _all_reduce, replicate
+from mkernel.hw.collectives import plain_all_reduce, replicate
 from mkernel.hw.groups import group_info
 from mkernel.hw.tp import ParallelMLP
 from mkernel.reference import BF16_LOOSE_RTOL
@@ -154,7 +154,7 @@ def train(kind: str, *, steps: int = 20, tokens: int = 24, hidden: int = 8, ffn:
             whole = loss_tp.detach()
         else:  # each rank's loss covers its tokens; the model's loss is their sum
             loss_tp = _sse(run(x_mine), y_mine) / y.numel()
-            whole = _all_reduce(loss_tp.detach().clone(), g)
+            whole = plain_all_reduce(loss_tp.detach().clone(), g)
         for opt, loss in zip(opts, (loss_ref, loss_tp)):
             opt.zero_grad(set_to_none=True)
             loss.backward()

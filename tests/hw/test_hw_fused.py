@@ -187,18 +187,22 @@ def test_the_simulator_steps_copies_as_the_kernel_does():
     assert (meta["CR"], meta["CC"]) == (GpuSpec().fused_step_rows, GpuSpec().fused_step_cols)
 
 
-@pytest.mark.parametrize("ops,head_dim", [("gemm copy reduce put", 64), ("gemm gather put", 64),
-                                          ("attn norm copy put", 64), ("attn norm copy put", 128)],
-                         ids=["gemm-ops", "moe", "attention-d64", "attention-d128"])
-def test_fused_kernel_compiles_for_sm90a(ops, head_dim):
-    """CI's compile check: every op set the plans produce, with wgmma and (for GEMMs) TMA."""
+@pytest.mark.parametrize("ops,head_dim,data_path", [
+    ("gemm copy reduce put", 64, "auto"), ("gemm gather put", 64, "auto"), ("attn norm copy put", 64, "auto"),
+    ("attn norm copy put", 128, "auto"), ("gemm copy reduce put", 64, "register"),
+    ("gemm copy reduce put", 64, "bulk"), ("gemm gather put", 64, "bulk")],
+    ids=["gemm-ops", "moe", "attention-d64", "attention-d128", "gemm-ops-register", "gemm-ops-bulk", "moe-bulk"])
+def test_fused_kernel_compiles_for_sm90a(ops, head_dim, data_path):
+    """CI's compile check: every op set the plans produce, on each data path (HwKnobs.data_path),
+    with wgmma and (for GEMMs) TMA; the bulk copies are in the binary exactly where a path asks
+    for them."""
     triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from mkernel.hw.kernels import fused
 
-    sig, const = fused.signature(frozenset(ops.split()), head_dim)
+    sig, const = fused.signature(frozenset(ops.split()), head_dim, data_path=data_path)
     k = triton.compile(ASTSource(fn=fused.fused_kernel, signature=sig, constexprs=const),
                        target=GPUTarget("cuda", 90, 32),
                        options={"num_warps": fused.NUM_WARPS, "num_stages": fused.NUM_STAGES})
@@ -213,6 +217,8 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim):
     assert ("cp.async.bulk.tensor" in ptx) == ("gemm" in ops or attention)
     assert "atom.release.sys" in ptx.replace("atom.global.release.sys", "atom.release.sys") or "release.sys" in ptx
     assert "ld.acquire.sys" in ptx and "multimem" not in ptx
+    bulk_loads = "cp.async.bulk.shared::cluster.global.mbarrier" in ptx
+    assert bulk_loads == (data_path != "register")
 
 
 def need_gpus(n: int) -> int:
@@ -261,6 +267,17 @@ def test_a_graph_replay_survives_the_executor_evicting_address_tables():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_emulated_2x2(case):
     assert_exact(run_case(case, 2, 2), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("data_path", ["register", "bulk"])
+@pytest.mark.parametrize("nodes,gpn", [(1, 1), (2, 2)], ids=["world_1", "emulated_2x2"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_data_path_computes_every_op_exactly(case, nodes, gpn, data_path):
+    """The copy, gather and reduce steps forced onto each path (HwKnobs.data_path; the other tests
+    run ``auto``, which mixes them): bulk wherever a step's regions are 16-byte aligned, the
+    bulk reduce included, or registers only."""
+    assert_exact(run_case(case, nodes, gpn, data_path=data_path), 3)
 
 
 @pytest.mark.gpu

@@ -65,7 +65,7 @@ def test_no_flag_before_its_data(unordered, seed):
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
 def test_a_signal_lands_after_every_put_posted_before_it_to_its_rank(unordered, seed):
-    """A put of several pairs is data-only PUTs (flag: the sink) and then a SIGNAL (hw/lowering/plan.py): the
+    """A put of several pairs is data-only PUTs (flag: the sink) and then a SIGNAL (hw/lowering/remote.py): the
     receiver trusts the SIGNAL's flag for all of them, so no transport may land it before any data
     posted ahead of it to that rank, SRD included (the order the protocol asks of every transport)."""
     nranks, groups, per_group, sink = 4, 4, 6, 31

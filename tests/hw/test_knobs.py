@@ -46,6 +46,17 @@ def test_a_bad_knob_is_refused_where_the_knobs_are_built(bad):
         HwKnobs(**bad)
 
 
+def test_a_data_path_that_does_not_exist_is_refused_with_the_ones_that_do():
+    with pytest.raises(InputError, match="data_path='tma': one of register, auto, bulk"):
+        HwKnobs(data_path="tma")
+    pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
+    from mkernel.hw.kernels import fused
+
+    assert [fused.constexprs(frozenset({"copy"}), 64, barrier=False, data_path=p)["DATA"]
+            for p in ("register", "auto", "bulk")] == [int(fused.DATA_REGISTER), int(fused.DATA_AUTO),
+                                                       int(fused.DATA_BULK)]
+
+
 def _default(fn, name):
     return inspect.signature(fn).parameters[name].default
 

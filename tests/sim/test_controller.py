@@ -78,7 +78,8 @@ def test_run_adaptive_takes_the_controller_and_the_static_split_stays_the_defaul
     assert main(args + ["--json", str(tmp_path / "static.json")]) == 0
     assert main(args + ["--adaptive", "--json", str(tmp_path / "adaptive.json")]) == 0
     static, adaptive = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("static", "adaptive"))
-    from mkernel.cli import _parser, scenario_from_args
+    from mkernel.cli import _parser
+    from mkernel.cli_run import scenario_from_args
 
     sc = scenario_from_args(_parser().parse_args(args))
     fused, _ = build(sc)

@@ -14,7 +14,8 @@ import pytest
 
 from harness import golden_schedules as golden
 from mkernel.errors import ScheduleError
-from mkernel.ir import Op, Region, Role, Schedule, ScheduleBuilder, Signal, Step, Wait, expand
+from mkernel.ir import Op, Region, Role, Schedule, Signal, Step, Wait, expand
+from mkernel.schedule_builder import ScheduleBuilder
 
 TABLE = json.loads(golden.FILE.read_text())
 CASES = list(golden.cases())

@@ -111,7 +111,7 @@ def bench_attention(rows: list, quick: bool) -> None:
     import torch.nn.functional as F
 
     import mkernel
-    from mkernel.hw import fallbacks
+    from mkernel.hw import attention, fallbacks
 
     for d in (128, 64):
         for s in (SEQS[:1] + SEQS[-1:] if quick or d == 64 else SEQS):
@@ -131,7 +131,7 @@ def bench_attention(rows: list, quick: bool) -> None:
                            lambda: mkernel.ring_attention(q, k, v, causal=causal), path, err)
                 row["sdpa_backend"] = _sdpa_backend(q, causal)
                 if LSE_PATH:
-                    row["torch_path_lse_graph_us"] = _graph_us(lambda: fallbacks.attention_lse(q, k, v, causal))
+                    row["torch_path_lse_graph_us"] = _graph_us(lambda: attention.attention_lse(q, k, v, causal))
                 rows.append({"op": "ring_attention", "s": s, "d": d, "causal": causal, **row})
                 mkernel.close()
 

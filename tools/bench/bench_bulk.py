@@ -6,6 +6,8 @@ Local HBM stands in for a peer (the code path is the same). Each op runs as a st
 persistent kernel (hw/measure/bulk_probe.py) on 1, 2, 4, ... SMs over tasks shaped like the plans':
 - ``copy-tile``: 128 x 256 tiles of 8192-column buffers (GEMM+AR / GEMM+RS partial tiles);
 - ``copy-tile16``: 16 x 256 tiles (8 KiB tasks): with copy-tile, a fit of the fixed cost per task;
+- ``copy-w1k``, ``copy-w2k``: 128 x 1024 and 128 x 2048 tiles (2 and 4 KiB lines): where the bulk
+  path overtakes the register path as lines grow (bulk.LINE_MIN, the fused kernel's ``auto``);
 - ``copy-rows``: 128 whole rows (AllGather+GEMM shards: one contiguous range per task);
 - ``reduce-G``: writes = the sum of G sources, 128 x 256 tiles, fp32 sum (G = 2, 4, 8);
 - ``accumulate-G``: the same G sources added in bf16 at the destination (cp.reduce.async.bulk .add,
@@ -53,6 +55,8 @@ def cases(scale: int) -> list[Case]:
     reg_bulk = ("register", "bulk", "bulk@48K")
     return ([Case("copy-tile", "COPY", 1, r, 8192, (128, 256), reg_bulk + ("tma",)),
              Case("copy-tile16", "COPY", 1, r // 4, 8192, (16, 256), ("register", "bulk")),
+             Case("copy-w1k", "COPY", 1, r, 8192, (128, 1024), ("register", "bulk")),
+             Case("copy-w2k", "COPY", 1, r, 8192, (128, 2048), ("register", "bulk")),
              Case("copy-rows", "COPY", 1, r, 8192, (128, 8192), reg_bulk + ("tma",))]
             + [Case(f"reduce-{g}", "REDUCE", g, r // 2, 8192, (128, 256), reg_bulk) for g in (2, 4, 8)]
             + [Case(f"accumulate-{g}", "ACCUMULATE", g, r // 2, 8192, (128, 256), ("bulk", "bulk@48K"))

@@ -87,7 +87,7 @@ def _measure(tokens: int, hidden: int, ffn: int, warmup: int, iters: int, graphs
     from harness.training import Mlp
 
     from mkernel.hw.measure.bench import _graph_time, time_events
-    from mkernel.hw.fallbacks import _all_reduce
+    from mkernel.hw.collectives import plain_all_reduce
     from mkernel.hw.groups import group_info
     from mkernel.hw.tp import ParallelMLP
 
@@ -109,7 +109,7 @@ def _measure(tokens: int, hidden: int, ffn: int, warmup: int, iters: int, graphs
                 model = ParallelMLP.from_mlp(ref.fc1, ref.fc2, mode=variant.split("-")[1])
                 xs, ys = x[mine].contiguous(), y[mine].contiguous()
             loss = _step(model, xs, ys, y.numel()).detach()
-            loss = float(loss if variant == "torch" else _all_reduce(loss.clone(), g))  # TP: the sum of the shares
+            loss = float(loss if variant == "torch" else plain_all_reduce(loss.clone(), g))  # TP: the sum of the shares
             want = loss if want is None else want
             row = {"loss": loss, "loss_rel_diff": abs(loss - want) / abs(want)}
             row["eager_s"] = time_events(lambda: _step(model, xs, ys, y.numel()), warmup, iters)

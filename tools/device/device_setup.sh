@@ -1,5 +1,6 @@
 # Sourced by the device-call scripts in tools/: the no-multicast environment, $OUT, and an offline
-# install (carried wheels from .whl/ into /tmp/site, then this checkout in editable mode).
+# install (carried wheels from .whl/ into /tmp/site, then this checkout in editable mode), libfabric's
+# headers from a carried .deb, and gpu_step: a bounded pytest step with one summary line.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -7,3 +8,14 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH=/tmp/site
 fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+# libfabric's headers from a carried .deb where the image lacks them (the ofi transport compiles against them)
+if ls .deb/libfabric-dev_*.deb >/dev/null 2>&1 && [ ! -f /usr/include/rdma/fabric.h ]; then
+  dpkg -x .deb/libfabric-dev_*.deb /tmp/libfabric-dev && mkdir -p /usr/local/include \
+    && cp -r /tmp/libfabric-dev/usr/include/rdma /usr/local/include/ && echo "libfabric headers from .deb/"
+fi
+gpu_step() {  # gpu_step NAME SECONDS PYTEST-ARGS...: the GPU tests named, bounded, one summary line each
+  local name=$1 secs=$2; shift 2; local t0=$SECONDS
+  timeout "$secs" python3 -m pytest -v -p no:cacheprovider -m gpu --durations=0 "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  printf '%-10s rc=%-3s %4ss  %s\n' "$name" "$rc" $((SECONDS - t0)) \
+    "$(grep -Eo '[0-9]+ (passed|failed|skipped|error)' "$OUT/$name.log" | tr '\n' ' ')" >> "$OUT/summary.txt"
+}

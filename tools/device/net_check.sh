@@ -8,10 +8,6 @@
 # headers); then on the GPU machine, from the repo root: OUT=/some/dir tools/device/net_check.sh
 set -uo pipefail
 . "$(dirname "$0")/device_setup.sh"
-if ls .deb/libfabric-dev_*.deb >/dev/null 2>&1 && [ ! -f /usr/include/rdma/fabric.h ]; then
-  dpkg -x .deb/libfabric-dev_*.deb /tmp/libfabric-dev && mkdir -p /usr/local/include \
-    && cp -r /tmp/libfabric-dev/usr/include/rdma /usr/local/include/ && echo "libfabric headers from .deb/"
-fi
 status=0
 python3 -c "from mkernel.hw.runtime import native; print('native library built with', sorted(native.features()))" \
   2>&1 | tee "$OUT/features.txt"

@@ -5,17 +5,12 @@
 # controller and bulk tests after the hw/ layout move (issue 32).
 set -uo pipefail
 . "$(dirname "$0")/../device/device_setup.sh"
-step() {  # step NAME SECONDS PYTEST-ARGS...
-  local name=$1 secs=$2; shift 2; local t0=$SECONDS
-  timeout "$secs" python3 -m pytest -v -p no:cacheprovider -m gpu --durations=0 "$@" > "$OUT/$name.log" 2>&1; local rc=$?
-  printf '%-10s rc=%-3s %4ss  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(grep -Eo '[0-9]+ (passed|failed|skipped|error)' "$OUT/$name.log" | tr '\n' ' ')" >> "$OUT/summary.txt"
-}
 timeout 60 python3 tools/probes/host_path.py --out "$OUT/host_path.json" 2>&1 | grep -v "^W" > "$OUT/host_path.log"
-step train 240 tests/hw/test_train.py -k "(bf16 and emulated) or under_cuda_graphs or bench_train"
-step ring2x2 70 tests/hw/test_hw_fused.py -k "inter_node and ring and 2x2"
-step api 50 tests/hw/test_hw_api.py -k "bad_arguments and emulated"
-step bulk 50 tests/hw/test_hw_bulk.py
-step control 100 tests/hw/test_hw_controller.py
+gpu_step train 240 tests/hw/test_train.py -k "(bf16 and emulated) or under_cuda_graphs or bench_train"
+gpu_step ring2x2 70 tests/hw/test_hw_fused.py -k "inter_node and ring and 2x2"
+gpu_step api 50 tests/hw/test_hw_api.py -k "bad_arguments and emulated"
+gpu_step bulk 50 tests/hw/test_hw_bulk.py
+gpu_step control 100 tests/hw/test_hw_controller.py
 grep -hE "FAILED|ERROR|Timeout" "$OUT"/*.log | cut -c1-200 | head -20
 cut -c1-110 "$OUT/host_path.log" | tail -18
 cat "$OUT/summary.txt"

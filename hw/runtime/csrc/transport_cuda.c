@@ -11,7 +11,7 @@
  * flag still follows its own data. A SIGNAL (no data) is fenced, as a sender on SRD must: it is
  * released no earlier than anything posted before it, and its stream first waits for every other
  * stream's work, so its flag never lands before data posted ahead of it (a put of several pairs
- * relies on that: hw/lowering/plan.py).
+ * relies on that: hw/lowering/remote.py).
  *
  * Copy streams are shared by every loopback transport of a process (per device) and live as long as
  * the process. Each stream takes one of the context's hardware work queues, which are few under MPS;
