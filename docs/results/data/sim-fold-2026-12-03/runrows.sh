@@ -4,8 +4,8 @@
 # to its top-level folders (the venv's editable install maps those to the branch otherwise).
 tree=$1; out=$2; shift 2
 mkdir -p $out
+PY=$(cd $(dirname $0)/../../../.. && pwd)/.venv/bin/python  # the branch's venv, for both trees
 cd $tree
-PY=/work/wt/simfold/.venv/bin/python
 BIG="scenarios/paper-ib-2x8.toml --kernel gemm_ar --m 32768 --n 32768 --k 2048"
 for row in "$@"; do
   case $row in
