@@ -13,6 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from . import bulk_tensor
 from .bulk import (DATA0, R_LD, RW, _close, _do, _geometry, _load, _mbar_expect, _next, _open, _piece, _short,
                    _stages, _tid, _wait_stage, _where)
 from .sync import _bar_sync, _clock
@@ -62,13 +63,27 @@ def _fill_sources(s, lb, c, sm, tid, regions, bases, r0, nreads, n_lines, line_b
 
 
 @triton.jit
-def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB: tl.constexpr):
+def _fill(s, lb, c, sm, tid, regions, bases, maps, r0, nreads, n_lines, line_bytes, w, k, RB: tl.constexpr,
+          TENSOR: tl.constexpr):
+    """A reduce stage's loads: one box per source by thread 0, or one line piece per thread of warp 0."""
+    if TENSOR:
+        if tid == 0:
+            bulk_tensor._load_sources(s, lb, c, sm, regions, maps, r0, nreads, (nreads * RB).to(tl.int32))
+    elif tid < 32:
+        _fill_sources(s, lb, c, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
+
+
+@triton.jit
+def _reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB: tl.constexpr,
+            TENSOR: tl.constexpr):
     """writes[0] = sum(reads), summed in fp32 and rounded once, in the register path's order (so the
     two paths agree bit for bit). Every source's piece of a stage lands through bulk loads issued
     by warp 0 (the ring holds ``ns`` stages of nreads x RB bytes); the whole block then sums it
     from shared memory, 16 bytes per element, and stores the bf16 result with 16-byte stores.
     RB // 16 must be at least the block's threads (else elements are replicated across warps and
-    stored twice)."""
+    stored twice). With ``TENSOR`` (a boxed task, :func:`.bulk_tensor._suits`; RB == BOX_BYTES) a
+    piece is one box per source, loaded by thread 0 through the sources' tensor maps (``maps``):
+    16 lines of 512 bytes, the layout the 1-D loads give a 256-column region."""
     ns = _stages(nreads * RB)
     _short(ns, nreads * RB, err32, err64, rank, role, task, epoch)
     if ns > 0:
@@ -76,17 +91,24 @@ def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, ta
         sm = _open(ns, tid, False)
         start = _clock()
         dst, d_stride, rows, cols, d_ld = _where(regions, bases, r0 + nreads)
-        whole = cols == d_ld
-        for p in range(nreads):
-            whole = whole & (tl.load(regions + (r0 + p) * RW + R_LD) == cols)
-        n_lines = tl.where(whole, 1, rows)
-        line_bytes = tl.where(whole, rows * cols * 2, cols * 2)
-        w, nc, k, n = _geometry(n_lines, line_bytes, RB, 32)  # warp 0 issues the loads
+        if TENSOR:
+            tl.static_assert(RB == bulk_tensor.BB)
+            n_lines, line_bytes = rows, cols * 2
+            w = (cols * 0 + bulk_tensor.BC * 2).to(tl.int32)
+            nc = (cols // bulk_tensor.BC).to(tl.int32)
+            k = (cols * 0 + bulk_tensor.BR).to(tl.int32)
+            n = ((rows // bulk_tensor.BR) * nc).to(tl.int32)
+        else:
+            whole = cols == d_ld
+            for p in range(nreads):
+                whole = whole & (tl.load(regions + (r0 + p) * RW + R_LD) == cols)
+            n_lines = tl.where(whole, 1, rows)
+            line_bytes = tl.where(whole, rows * cols * 2, cols * 2)
+            w, nc, k, n = _geometry(n_lines, line_bytes, RB, 32)  # warp 0 issues the loads
         stage_bytes = (nreads * RB).to(tl.int32)
         fs, fph, flb, fc = tid - tid, tid - tid, 0, 0  # the next stage load
         for j in range(tl.minimum(ns, n)):
-            if tid < 32:
-                _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
+            _fill(fs, flb, fc, sm, tid, regions, bases, maps, r0, nreads, n_lines, line_bytes, w, k, RB, TENSOR)
             fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
         e = tl.arange(0, RB // 16)  # one 16-byte chunk (8 bf16) of the stage's piece per element
         in_line = e // (w // 16)
@@ -110,8 +132,7 @@ def _reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, ta
                 a7 += _hi(x3)
             _bar_sync()  # every thread has read the stage (and waited for its phase): refill it now,
             if j + ns < n:  # so its next loads are in flight while the block adds and stores
-                if tid < 32:
-                    _fill_sources(fs, flb, fc, sm, tid, regions, bases, r0, nreads, n_lines, line_bytes, w, k, RB)
+                _fill(fs, flb, fc, sm, tid, regions, bases, maps, r0, nreads, n_lines, line_bytes, w, k, RB, TENSOR)
                 fs, fph, flb, fc = _next(fs, fph, flb, fc, ns, nc)
             at = dst + (lb * k + in_line).to(tl.int64) * d_stride + c * w + off
             _stg(at, _pack(a1, a0), _pack(a3, a2), _pack(a5, a4), _pack(a7, a6), (in_line < nl) & (off < nb))

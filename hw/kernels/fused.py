@@ -49,7 +49,7 @@ from ..knobs import DATA_PATHS, DEFAULTS
 from ..lowering.layout import ATTN_QUERY_ROWS, COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
 from ..lowering.plan import GEMM_TILE
 from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
-from . import bulk, bulk_reduce
+from . import bulk, bulk_reduce, bulk_tensor
 from .tiles import _attn, _copy, _gather, _gemm, _gemm_table, _norm, _reduce
 
 C = tl.constexpr
@@ -78,7 +78,7 @@ PER_RANK_ARGS = ("rank", "arrive0", "exit0", "go", "n0", "n1", "n2", "n3", "b0",
 
 
 @triton.jit(do_not_specialize=PER_RANK_ARGS)
-def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, bases, flag_bases, claims, epoch_ptr,
+def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, bases, maps, flag_bases, claims, epoch_ptr,
                  done_ptr, locks, a_host, a2_host, b_host, c_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host,
                  rank, world, gpn, arrive0, exit0, go, timeout_ns, barrier_timeout_ns, sm_scale,
                  n0, n1, n2, n3, b0, b1, b2, b3, n_seg, n_gemm, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
@@ -115,7 +115,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                     row = tasks + (tl.where(role == 0, 0, n0) + i) * TW
                     units = (tl.load(row + T_WORK) + UNIT_NS - 1) // UNIT_NS
                     tl.atomic_add(state + WORK, -(units << (32 * role)), sem="relaxed", scope="gpu")
-                    _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
+                    _task(row, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                           head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state,
                           _bit(BLOCKED + 8 * role), HAS_GEMM, HAS_COPY, HAS_REDUCE,
                           HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
@@ -124,7 +124,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                 role = _pick(state, rem_c, rem_i, movable, role)
                 live = role >= 0
         else:
-            _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
+            _serve(tasks, regions, waits, signals, aux, bases, maps, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                    head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, 0,
                    HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
                    BKV, DATA)
@@ -133,7 +133,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
             if role == 0:
                 _gemm_table(gemm_tiles, segments, n_seg, pid, b0, a_host, a2_host, b_host, c_host, flag_bases, rank,
                             BM, BN, BK)
-        _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
+        _serve(tasks, regions, waits, signals, aux, bases, maps, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
                head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
                n_gemm, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
     # the last block to finish resets the call's counters and stores the epoch for the next launch
@@ -154,7 +154,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
 
 
 @triton.jit
-def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head,
+def _serve(tasks, regions, waits, signals, aux, bases, maps, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head,
            capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, skip,
            HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
            HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
@@ -169,7 +169,7 @@ def _serve(tasks, regions, waits, signals, aux, bases, flag_bases, claims, locks
     first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2))) + skip
     i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
     while i < n_tasks:
-        _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf,
+        _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_host, a2_host, b_host, a2_buf,
               records, ctl, head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, claims,
               0, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
               D, BQ, BKV, DATA)
@@ -189,7 +189,27 @@ def _bulk(regions, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
 
 
 @triton.jit
-def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head, capacity,
+def _boxes(regions, maps, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
+    """Whether a copy or reduce task takes 2-D box copies (bulk_tensor._suits: every region boxed,
+    its buffer mapped). Measured on one H200 at 16 SMs (docs/results/2026-12-03-box-copies.md):
+    box reduces of 8 beat registers (483 vs 463 GB/s) and the 1-D bulk reduce (207), so boxed
+    reduces take them on ``auto`` and ``bulk``; box copies of tiles beat 1-D copies (365 vs 206) but
+    not registers (584), so only ``bulk`` copies strided tiles as boxes (a contiguous pair streams
+    faster as 1-D pieces, bulk_tensor._strided)."""
+    if DATA == DATA_REGISTER:
+        return False
+    elif MODE == bulk.COPY:
+        if DATA == DATA_BULK:
+            return bulk_tensor._suits(regions, maps, r0, nreads, bulk._stages(bulk_tensor.BB), MODE) & \
+                bulk_tensor._strided(regions, r0, nreads, MODE)
+        else:
+            return False
+    else:  # a reduce stage holds a box of every source (bulk_reduce._reduce)
+        return bulk_tensor._suits(regions, maps, r0, nreads, bulk._stages(nreads * RB), MODE)
+
+
+@triton.jit
+def _task(row, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head, capacity,
           err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state, blocked_bit,
           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
@@ -221,14 +241,20 @@ def _task(row, regions, waits, signals, aux, bases, flag_bases, locks, a_host, a
             _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM, BN, BK)
     if HAS_COPY:
         if op == COPY:
-            if _bulk(regions, r0, nreads, DATA, bulk.COPY):
+            if _boxes(regions, maps, r0, nreads, DATA, bulk.COPY):
+                bulk_tensor._copy(regions, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, LAG)
+            elif _bulk(regions, r0, nreads, DATA, bulk.COPY):
                 bulk._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
             else:
                 _copy(regions, bases, r0, nreads, CR, CC)
     if HAS_REDUCE:
         if op == REDUCE:
-            if DATA == DATA_BULK:
-                bulk_reduce._reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, RB)
+            if _boxes(regions, maps, r0, nreads, DATA, bulk.ADD):
+                bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task,
+                                    epoch, RB, True)
+            elif DATA == DATA_BULK:
+                bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task,
+                                    epoch, RB, False)
             else:
                 _reduce(regions, bases, r0, nreads, CR, CC)
     if HAS_GATHER:

@@ -6,6 +6,8 @@ tests (tests/hw/test_hw_bulk.py):
 - ``register``: :mod:`tiles` (masked loads and stores of CR x CC tiles through registers), the
   fused kernel's path today;
 - ``bulk``: :mod:`bulk` (1-D ``cp.async.bulk`` through a ring of shared-memory stages);
+- ``tensor``: :mod:`bulk_tensor` (2-D tensor copies of 16 x 256 boxes through host-built tensor
+  maps, one per buffer), copies, reduces and accumulates of regions that tile into boxes;
 - ``tma``: Triton's own TMA (``tl.make_tensor_descriptor`` built on the device, pipelined
   ``.load`` / ``.store``), copies only: the alternative :mod:`bulk` was weighed against.
 
@@ -22,9 +24,10 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from ..kernels import bulk, bulk_reduce, tiles
+from ..kernels import bulk, bulk_reduce, bulk_tensor, tiles
 from ..knobs import DEFAULTS
 from ..lowering.layout import COMMAND_WIDTH, REGION_WIDTH
+from ..runtime import tensormap
 from ..runtime.state import ErrorBlock
 
 NUM_WARPS = 8  # as the fused kernel (fused.NUM_WARPS)
@@ -43,6 +46,7 @@ class Path(IntEnum):
     REGISTER = 0
     BULK = 1
     TMA = 2
+    TENSOR = 3
 
 
 class Row(IntEnum):
@@ -57,7 +61,7 @@ class Row(IntEnum):
 
 C = tl.constexpr
 COPY, REDUCE, GATHER, ACCUMULATE = (C(int(o)) for o in Op)
-REGISTER, BULK, TMA = (C(int(p)) for p in Path)
+REGISTER, BULK, TMA, TENSOR = (C(int(p)) for p in Path)
 TASK_COLS = C(len(Row))
 T_R0, T_NREADS, T_A0, T_A1 = (C(int(c)) for c in Row)
 
@@ -81,11 +85,11 @@ def _copy_tma(regions, bases, r0, nreads, CR: tl.constexpr, CC: tl.constexpr, ST
 
 
 @triton.jit
-def steps_kernel(tasks, regions, bases, aux, n_tasks, timeout_ns, err32, err64, OP: tl.constexpr,
+def steps_kernel(tasks, regions, bases, maps, aux, n_tasks, timeout_ns, err32, err64, OP: tl.constexpr,
                  PATH: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, SB: tl.constexpr, RB: tl.constexpr,
                  STAGES: tl.constexpr, LAG: tl.constexpr):
     pid = tl.program_id(0)
-    if PATH == BULK:
+    if PATH == BULK or PATH == TENSOR:
         bulk._declare_smem(err64)
     for i in range(pid, n_tasks, tl.num_programs(0)):
         row = tasks + i * TASK_COLS
@@ -104,11 +108,18 @@ def steps_kernel(tasks, regions, bases, aux, n_tasks, timeout_ns, err32, err64, 
             if OP == COPY:
                 bulk._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
             elif OP == REDUCE:
-                bulk_reduce._reduce(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, RB)
+                bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, RB, False)
             elif OP == GATHER:
                 bulk._gather(regions, bases, aux, r0, a0, a1, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
             else:
                 bulk._accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, SB, LAG)
+        elif PATH == TENSOR:  # every region boxed (the probe's tasks are chosen so; the fused kernel checks)
+            if OP == COPY:
+                bulk_tensor._copy(regions, maps, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, LAG)
+            elif OP == REDUCE:
+                bulk_reduce._reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, RB, True)
+            else:
+                bulk_tensor._accumulate(regions, maps, r0, nreads, timeout_ns, err32, err64, 0, 1, i, 1, LAG)
         else:
             _copy_tma(regions, bases, r0, nreads, CR, CC, STAGES)
 
@@ -156,14 +167,22 @@ class Probe:
                  lag: int = bulk.LAG, refuse_small_ring: bool = True):
         import torch
 
-        if path is Path.TMA and op is not Op.COPY or path is Path.REGISTER and op is Op.ACCUMULATE:
+        if (path is Path.TMA and op is not Op.COPY or path is Path.REGISTER and op is Op.ACCUMULATE
+                or path is Path.TENSOR and op is Op.GATHER):
             raise ValueError(f"the {path.name.lower()} path has no {op.name.lower()} step")
+        if path is Path.TENSOR:
+            _check_boxed(tasks, buffers)
+            if op is Op.REDUCE and reduce_bytes != bulk_tensor.BOX_BYTES:
+                raise ValueError(f"reduce_bytes {reduce_bytes}: the tensor path's reduce stage holds one "
+                                 f"{bulk_tensor.BOX_BYTES}-byte box per source")
         if not 0 <= lag <= bulk.MAX_LAG:
             raise ValueError(f"lag {lag}: a refill leaves 0 ... {bulk.MAX_LAG} store groups in flight")
         if not 0 < smem <= OPTIN_SMEM:
             raise ValueError(f"smem {smem}: a block has at most {OPTIN_SMEM} bytes of dynamic shared memory")
         unit = reduce_bytes * max(len(t.reads) for t in tasks) if op is Op.REDUCE else stage_bytes
-        if path is Path.BULK and refuse_small_ring and bulk.stages(smem, unit) < 1:
+        unit = bulk_tensor.BOX_BYTES if path is Path.TENSOR and op is not Op.REDUCE else unit
+        ring = path in (Path.BULK, Path.TENSOR)
+        if ring and refuse_small_ring and bulk.stages(smem, unit) < 1:
             raise ValueError(f"smem {smem}: the bulk ring holds no stage of {unit} bytes (and {int(bulk.DATA0)} "
                              f"bytes of mbarriers)")
         dev = buffers[0].device
@@ -171,17 +190,19 @@ class Probe:
         self.tasks, self.regions = torch.from_numpy(t).to(dev), torch.from_numpy(r).to(dev)
         self.aux = torch.from_numpy(a if len(a) else np.zeros((1, COMMAND_WIDTH), np.int64)).to(dev)
         self.bases = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.int64, device=dev)
+        slots = [(b.data_ptr(), *b.shape) for b in buffers] if path is Path.TENSOR else []
+        self.maps = torch.from_numpy(tensormap.table(slots)).to(dev)
         self.err = ErrorBlock(dev)
         self.buffers = buffers  # keep the tensors the address table points at alive
         self.blocks = blocks
-        self.args = [self.tasks, self.regions, self.bases, self.aux, len(tasks), int(timeout_s * 1e9),
+        self.args = [self.tasks, self.regions, self.bases, self.maps, self.aux, len(tasks), int(timeout_s * 1e9),
                      self.err.words.view(torch.int32), self.err.words]
         self.const = dict(OP=int(op), PATH=int(path), CR=copy_rows, CC=256, SB=stage_bytes, RB=reduce_bytes,
                           STAGES=tma_stages, LAG=lag)
         self.kernel = steps_kernel.warmup(*self.args, **self.const, grid=(blocks,), num_warps=NUM_WARPS)
         self.kernel._init_handles()
         shared = self.kernel.metadata.shared
-        if path is Path.BULK:
+        if ring:
             shared = max(shared, smem)
             _raise_shared_limit(self.kernel.function, shared)
         self.packed = (self.kernel.metadata.num_warps, self.kernel.metadata.num_ctas, shared)
@@ -199,6 +220,17 @@ class Probe:
         """The device's first recorded failure after the calls so far, or None (synchronises)."""
         failure = self.err.read()
         return None if failure is None else f"{failure} (task {self.err.task()})"
+
+
+def _check_boxed(tasks: list[Task], buffers: list) -> None:
+    """Raise ValueError unless every region of every task tiles into the tensor path's boxes and its
+    buffer has a tensor map (the probe runs the path unchecked on the device)."""
+    for i, t in enumerate(tasks):
+        for buf, _r0, _c0, n, cols in t.reads + t.writes:
+            b = buffers[buf]
+            if n % bulk_tensor.BOX_ROWS or cols % bulk_tensor.BOX_COLS or not tensormap.mappable(b.data_ptr(), *b.shape):
+                raise ValueError(f"task {i}: region of {n} x {cols} in buffer {buf} ({tuple(b.shape)}) is not "
+                                 f"{bulk_tensor.BOX_ROWS} x {bulk_tensor.BOX_COLS} boxes of a mappable buffer")
 
 
 def _raw(v):

@@ -54,7 +54,10 @@ class Bindings:
                 nbytes = b.rows * b.cols * b.itemsize
                 self.heap_views[name] = heap[off:off + nbytes].view(torch_dtype(b.dtype)).view(b.rows, b.cols)
                 bases[bid * p.world: (bid + 1) * p.world] = recv_ptrs + off
-        self.addresses = Addresses(bases, p.rank, p.world, dev)
+        # the tensor maps of bf16 buffers, for the bulk path's box copies (none on the register path)
+        shapes = None if ctx.knobs.data_path == "register" else [
+            (self.buffers[n].rows, self.buffers[n].cols) if self.buffers[n].dtype == "bf16" else None for n in p.buffers]
+        self.addresses = Addresses(bases, p.rank, p.world, dev, shapes)
         # plan-owned scratch that no peer touches: allocated once
         self.scratch = {name: torch.empty(self.buffers[name].rows, self.buffers[name].cols,
                                           dtype=torch_dtype(self.buffers[name].dtype), device=dev)
@@ -114,14 +117,16 @@ class Bindings:
         return bound, tuple(ptrs)
 
     def arguments(self, bound: dict, key: tuple[int, ...], capturing: bool) -> dict:
-        """The kernel's per-call arguments for :meth:`bind`'s result: the address table (``bases``) and
-        the four GEMM descriptors, from the caches where the same addresses were bound before."""
+        """The kernel's per-call arguments for :meth:`bind`'s result: the address table (``bases``), the
+        tensor maps (``maps``) and the four GEMM descriptors, from the caches where the same addresses
+        were bound before."""
         descs = self._call_descs.get(key)  # the bound tensors' addresses fix the address table and every descriptor
         if descs is None:
             if len(self._call_descs) >= CACHED_CALLS:
                 self._call_descs.popitem(last=False)
             descs = self._call_descs[key] = self._descriptors(bound)
-        return {"bases": self.addresses(key, capturing), **descs}
+        bases, maps = self.addresses(key, capturing)
+        return {"bases": bases, "maps": maps, **descs}
 
     def _descriptors(self, bound: dict) -> dict:
         """Host TMA descriptors of the GEMM operands: A, the second A (A again where there is none),

@@ -24,7 +24,7 @@ from .launch import Launch
 from .state import ErrorBlock
 
 TABLES = ("tasks", "regions", "waits", "signals", "aux", "gemm_tiles", "segments")  # the plan's, by kernel argument
-PER_CALL = ("bases", "a_host", "a2_host", "b_host", "c_host")  # the address table and the GEMM descriptors
+PER_CALL = ("bases", "maps", "a_host", "a2_host", "b_host", "c_host")  # address table, tensor maps, GEMM descriptors
 
 
 class FusedLaunch:

@@ -266,30 +266,37 @@ class Descriptors:
 
 class Addresses:
     """The per-call address table (int64 [buffers x world], the kernel's ``bases``): the static
-    heap addresses of every rank, with this rank's bound buffers at the call's tensors. Cached by
-    the bound addresses; a table used while a CUDA graph is captured is kept for good, since the
+    heap addresses of every rank, with this rank's bound buffers at the call's tensors; and with
+    ``shapes`` (rows, cols of each buffer id's bf16 matrix, None for other dtypes), the tensor maps
+    of every slot (the kernel's ``maps``, :mod:`.tensormap`), built from the same addresses. Cached
+    by the bound addresses; a table used while a CUDA graph is captured is kept for good, since the
     graph reads it at every replay."""
 
-    def __init__(self, static: np.ndarray, rank: int, world: int, device):
-        self.static, self.rank, self.world, self.device = static, rank, world, device
+    def __init__(self, static: np.ndarray, rank: int, world: int, device, shapes: list | None = None):
+        self.static, self.rank, self.world, self.device, self.shapes = static, rank, world, device, shapes
         self._cache: OrderedDict[tuple[int, ...], tuple] = OrderedDict()
         self._captured: dict[tuple[int, ...], tuple] = {}
 
     def __call__(self, ptrs: tuple[int, ...], capturing: bool):
-        """The device table (a tensor) for ``ptrs`` (one per buffer id, 0 for heap buffers)."""
+        """The device tables (bases, maps) for ``ptrs`` (one per buffer id, 0 for heap buffers)."""
         hit = self._captured.get(ptrs) or self._cache.get(ptrs)
         if hit is None:
             import torch
+
+            from . import tensormap
 
             table = self.static.copy()
             for bid, ptr in enumerate(ptrs):
                 if ptr:
                     table[bid * self.world + self.rank] = ptr
+            slots = [] if self.shapes is None else [
+                (int(a), *self.shapes[i // self.world]) if self.shapes[i // self.world] else (0, 0, 0)
+                for i, a in enumerate(table)]
             if len(self._cache) >= CACHED_CALLS:
                 self._cache.popitem(last=False)
-            host = torch.from_numpy(table).pin_memory()  # pinned: no host sync, and legal inside graph capture
-            dev = host.to(self.device, non_blocking=True)
-            hit = self._cache[ptrs] = (host, dev)
+            # pinned: no host sync, and legal inside graph capture
+            host = torch.from_numpy(table).pin_memory(), torch.from_numpy(tensormap.table(slots)).pin_memory()
+            hit = self._cache[ptrs] = (host, tuple(h.to(self.device, non_blocking=True) for h in host))
         if capturing:
             self._captured[ptrs] = hit
         return hit[1]

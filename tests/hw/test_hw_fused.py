@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import pytest
 
-from harness.cases import CASES, assert_exact, run_case, workload
+from harness.cases import CASES, assert_exact, run_case, small_workload, workload
 
 from mkernel import Cluster, Workload
 from mkernel.builders import get
@@ -213,8 +213,15 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim, data_path):
     # keeps one buffer for it); a kernel without attention asks for no scratch at all
     attention = "attn" in ops
     assert k.metadata.global_scratch_size == (256 if attention else 0)
-    assert ("tensormap" in ptx) == attention
+    assert ("tensormap.replace" in ptx) == attention
     assert ("cp.async.bulk.tensor" in ptx) == ("gemm" in ops or attention)
+    # 2-D box copies read host-built maps (fenced before use): box reduces off the register path,
+    # box copies of strided tiles on the bulk path only (fused._boxes)
+    box_copies = data_path == "bulk" and "copy" in ops
+    boxes = box_copies or data_path != "register" and "reduce" in ops
+    assert ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx) == box_copies
+    assert ("cp.async.bulk.tensor.2d.shared::cluster.global.tile" in ptx) == boxes
+    assert ("fence.proxy.tensormap::generic.acquire" in ptx) == (boxes or attention)  # attention fences its own
     assert "atom.release.sys" in ptx.replace("atom.global.release.sys", "atom.release.sys") or "release.sys" in ptx
     assert "ld.acquire.sys" in ptx and "multimem" not in ptx
     bulk_loads = "cp.async.bulk.shared::cluster.global.mbarrier" in ptx
@@ -278,6 +285,40 @@ def test_each_data_path_computes_every_op_exactly(case, nodes, gpn, data_path):
     run ``auto``, which mixes them): bulk wherever a step's regions are 16-byte aligned, the
     bulk reduce included, or registers only."""
     assert_exact(run_case(case, nodes, gpn, data_path=data_path), 3)
+
+
+# shapes whose copy or reduce regions tile into the bulk path's 16 x 256 boxes (bulk_tensor._suits), so
+# the fused kernel's box copies run; the odd shapes above never tile
+BOXED = {"gemm_ar": dict(m=512, n=512, k=72), "gemm_rs": dict(m=1024, n=512, k=72)}
+
+
+def _boxed(p, row) -> bool:
+    r = p.regions[row[Task.R0]:row[Task.R1]]
+    return bool(len(r)) and bool(((r[:, Region.ROWS] % 16 == 0) & (r[:, Region.COLS] % 256 == 0)).all())
+
+
+@pytest.mark.parametrize("kernel", sorted(BOXED))
+def test_boxed_shapes_give_the_emulated_2x2_reduces_that_take_boxes(kernel):
+    """What the GPU test below relies on: on these shapes some reduce task of every rank has every
+    region boxed (the box path runs on ``auto`` and ``bulk``), and its buffers are bf16 with 16-byte
+    rows (mappable)."""
+    s = get(kernel).build(small_workload(kernel, **BOXED[kernel]), Cluster("t", 2, 2))
+    for p in plan.build(s):
+        boxed = [row for row in p.tasks if row[Task.OP] == OP_CODE[Op.REDUCE] and _boxed(p, row)]
+        assert boxed, f"rank {p.rank}: no boxed reduce"
+        for row in boxed:
+            for bid in p.regions[row[Task.R0]:row[Task.R1], Region.BUF_ID]:
+                b = next(b for b in s.buffers if b.name == p.buffers[bid])
+                assert b.dtype == "bf16" and b.cols % 8 == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("data_path", ["auto", "bulk"])
+@pytest.mark.parametrize("kernel", sorted(BOXED))
+def test_box_copies_inside_the_fused_kernel_are_exact_on_the_emulated_2x2(kernel, data_path):
+    """The fused kernel's 2-D box copies (and, with ``bulk``, box reduces) on real plan tables: peers'
+    heap buffers through their tensor maps, three calls reusing the cached maps."""
+    assert_exact(run_case(kernel, 2, 2, data_path=data_path, **BOXED[kernel]), 3)
 
 
 @pytest.mark.gpu

@@ -1,6 +1,7 @@
 """Per-SM data-movement benchmark on one GPU (issue 27): the fused kernel's copy, reduce and gather
-steps on the register path (hw/kernels/tiles.py), the bulk path (hw/kernels/bulk.py) and, for copies, Triton's TMA
-descriptors, against torch's device-to-device copy (cudaMemcpy via ``tensor.copy_``) in the same run.
+steps on the register path (hw/kernels/tiles.py), the bulk path (hw/kernels/bulk.py: 1-D bulk copies), the
+tensor path (hw/kernels/bulk_tensor.py: 2-D box copies through host-built tensor maps; gathers excepted) and,
+for copies, Triton's TMA descriptors, against torch's device-to-device copy (cudaMemcpy via ``tensor.copy_``) in the same run.
 
 Local HBM stands in for a peer (the code path is the same). Each op runs as a standalone
 persistent kernel (hw/measure/bulk_probe.py) on 1, 2, 4, ... SMs over tasks shaped like the plans':
@@ -52,14 +53,14 @@ class Case:
 
 def cases(scale: int) -> list[Case]:
     r = 8192 // scale
-    reg_bulk = ("register", "bulk", "bulk@48K")
+    reg_bulk = ("register", "bulk", "bulk@48K", "tensor")
     return ([Case("copy-tile", "COPY", 1, r, 8192, (128, 256), reg_bulk + ("tma",)),
-             Case("copy-tile16", "COPY", 1, r // 4, 8192, (16, 256), ("register", "bulk")),
-             Case("copy-w1k", "COPY", 1, r, 8192, (128, 1024), ("register", "bulk")),
-             Case("copy-w2k", "COPY", 1, r, 8192, (128, 2048), ("register", "bulk")),
+             Case("copy-tile16", "COPY", 1, r // 4, 8192, (16, 256), ("register", "bulk", "tensor")),
+             Case("copy-w1k", "COPY", 1, r, 8192, (128, 1024), ("register", "bulk", "tensor")),
+             Case("copy-w2k", "COPY", 1, r, 8192, (128, 2048), ("register", "bulk", "tensor")),
              Case("copy-rows", "COPY", 1, r, 8192, (128, 8192), reg_bulk + ("tma",))]
             + [Case(f"reduce-{g}", "REDUCE", g, r // 2, 8192, (128, 256), reg_bulk) for g in (2, 4, 8)]
-            + [Case(f"accumulate-{g}", "ACCUMULATE", g, r // 2, 8192, (128, 256), ("bulk", "bulk@48K"))
+            + [Case(f"accumulate-{g}", "ACCUMULATE", g, r // 2, 8192, (128, 256), ("bulk", "bulk@48K", "tensor"))
                for g in (2, 4, 8)]
             + [Case("gather-16", "GATHER", 1, r, 4096, (16, 4096), reg_bulk)])
 
@@ -225,7 +226,7 @@ def run(args, sms: list[int], chosen: list[Case]) -> int:
             try:
                 probe = bp.Probe(bp.Op[case.op], bp.Path[path.split("@")[0].upper()], tasks, buffers, max(sms),
                                  smem=smem, stage_bytes=args.stage_bytes, reduce_bytes=args.reduce_bytes, lag=lag)
-            except ValueError as e:  # a ring that holds no stage: not runnable, not a failure
+            except ValueError as e:  # a ring that holds no stage, or unboxed regions: not runnable, not a failure
                 print(f"{case.name:<13} {path:<9} skipped: {e}", flush=True)
                 continue
             for n in sms:
