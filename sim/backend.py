@@ -15,6 +15,7 @@ from .collapse import is_node_symmetric
 from .data import DataStore
 from .engine import Model
 from .faults import Faults
+from .localfold import NotFoldable, fold_locals, refusal
 
 
 class SimBackend:
@@ -58,19 +59,29 @@ class SimBackend:
         folded = bool(schedule.first_nodes) or (collapse and span > 0 and inputs is None
                                                 and not (faults and faults.any) and is_node_symmetric(schedule))
         run_schedule = fold(schedule, span) if folded else schedule
+        ranks_folded: int | str = "not collapsed"
+        if folded:
+            ranks_folded = refusal(run_schedule, cluster, controller=controller, trace=trace, stress=stress) or 0
+            if not ranks_folded:
+                try:
+                    run_schedule, ranks_folded = fold_locals(run_schedule), run_schedule.gpus_per_node
+                except NotFoldable as e:
+                    ranks_folded = f"not rotation-symmetric: {e}"
+        local = ranks_folded if isinstance(ranks_folded, int) else 1
         data = DataStore(schedule, inputs, sample) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
-                      track_hazards=not folded, faults=faults, controller=controller, progress=progress)
+                      track_hazards=not folded, faults=faults, controller=controller, progress=progress, fold=local)
         model.run()
-        copies = schedule.world // run_schedule.world  # each simulated rank stands for this many
-        tiers = {k: v * copies for k, v in
+        ranks = model.ranks
+        copies = schedule.world // len(ranks)  # each simulated rank stands for this many
+        tiers = {k: [v[r] for r in ranks] * copies for k, v in
                  (("nvlink", model.nvlink_bytes()), ("network", model.net_bytes), ("host", model.host_bytes))}
         outputs = None
         if data is not None:
             outputs = {b.name: data.output(b.name) for b in schedule.buffers if b.kind is BufferKind.OUTPUT}
         stats = RunStats(
-            time_s=max(model.finish) * 1e-6,
-            per_rank_s=tuple(model.finish[r % run_schedule.world] * 1e-6 for r in range(schedule.world)),
+            time_s=max(model.finish[r] for r in ranks) * 1e-6,
+            per_rank_s=tuple(model.finish[model.home[r % run_schedule.world]] * 1e-6 for r in range(schedule.world)),
             bytes_total={k: float(sum(v)) for k, v in tiers.items()},
             bytes_per_gpu={k: float(max(v)) for k, v in tiers.items()},
             wall_s=time.perf_counter() - wall,
@@ -79,7 +90,7 @@ class SimBackend:
             spans=_spans(model),
             counters=_counters(model),
             hazards=tuple(model.tracker.hazards),
-            metrics={**_metrics(model), "collapsed": folded, "faults": _injected(model)},
+            metrics={**_metrics(model), "collapsed": folded, "ranks_folded": ranks_folded, "faults": _injected(model)},
         )
         model.close()
         return stats
@@ -115,11 +126,11 @@ def _metrics(model: Model) -> dict:
     compute + exposed_communication = total; proxy_queueing (time its ring held a command the proxy
     had not taken) and fence_wait (time its proxy sat in fences) overlap with both.
     """
-    slow = max(range(model.s.world), key=lambda r: model.finish[r])
+    slow = max(model.ranks, key=lambda r: model.finish[r])
     total = model.finish[slow]
     links = model.all_links()
     util = max((l.busy_bytes / (l.capacity * total) for _, l in links), default=0.0) if total > 0 else 0.0
-    return {**model.net.metrics,
+    return {**{k: v * model.fold for k, v in model.net.metrics.items()},  # a folded rank stands for fold ranks
             "breakdown_us": {"total": total, "compute": model.compute_busy[slow],
                              "exposed_communication": total - model.compute_busy[slow],
                              "proxy_queueing": model.net.rings[slow].nonempty_us,

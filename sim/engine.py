@@ -54,12 +54,17 @@ class Model(Dispatch):
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
-                 controller=None, faults: Faults | None = None, progress=None) -> None:
+                 controller=None, faults: Faults | None = None, progress=None, fold: int = 1) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
         if not self.quiet:
             s = expand(s)  # the hazard tracker and the data store follow tasks one by one
         self.s, self.c, self.data = s, c.for_variant(s.variant), data
         c = self.c
+        # fold > 1: the schedule holds one rank per node, every fold local ranks alike (sim/localfold.py):
+        # each rank's resources and signals are its base's (home[rank])
+        self.fold = fold
+        self.home = [r - r % fold for r in range(s.world)]
+        self.ranks = range(0, s.world, fold)
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch)
@@ -99,7 +104,7 @@ class Model(Dispatch):
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> None:
-        for rank in range(self.s.world):
+        for rank in self.ranks:
             self.env.process(self._rank(rank))
         self.env.run()
         if self.progress is not None and not self.blocked and self._told < self._total:
@@ -126,7 +131,7 @@ class Model(Dispatch):
 
     def deadline_status(self) -> str:
         """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""
-        running = [r for r, t in enumerate(self.finish) if t != t]
+        running = [r for r in self.ranks if self.finish[r] != self.finish[r]]
         shown = ", ".join(map(str, running[:8])) + (f" and {len(running) - 8} more" if len(running) > 8 else "")
         return (f"simulating {self.s.kernel}/{self.s.variant} at simulated t={self.env.now:.1f} us after "
                 f"{self.env.events:,} events, ranks still running: {shown or 'none'} of {self.s.world}")
@@ -259,7 +264,7 @@ class Model(Dispatch):
         (unless the task already waited that latency for its own peer stores)."""
         rank, bumps = run.task.rank, run.signal_keys()
         if paid:
-            self.board.bump_keys(bumps)
+            self.board.bump_keys(self._homed(bumps))
             return
         self.board.bump_keys([kt for kt in bumps if kt[0][0] == rank])
         later = [kt for kt in bumps if kt[0][0] != rank]
@@ -269,7 +274,14 @@ class Model(Dispatch):
 
     def _flags(self, runs: list[Run]) -> None:
         for run in runs:
-            self.board.bump_keys(run.later)
+            self.board.bump_keys(self._homed(run.later))
+
+    def _homed(self, bumps):
+        """Bumps (key, times) with each key's rank folded onto its base (``fold`` > 1)."""
+        if self.fold == 1:
+            return bumps
+        home = self.home
+        return [((home[key[0]], key[1], key[2]), n) for key, n in bumps]
 
     def _put(self, run: Run, task: Task):
         sources = self.data.snapshot(task) if self.data is not None else None
@@ -291,8 +303,9 @@ class Model(Dispatch):
             return
         half = self.c.nvlink.half_efficiency_bytes
         legs = []
+        home = self.home  # a folded run's peer ports are the base's: the flows on them are its images
         for src, dst, b in transfers:
-            legs += [(self.nv_out[src], b, b + half), (self.nv_in[dst], b, b + half)]
+            legs += [(self.nv_out[home[src]], b, b + half), (self.nv_in[home[dst]], b, b + half)]
         size = sum(b + half for _, _, b in transfers)
 
         def moved(_ev) -> None:
@@ -325,8 +338,9 @@ class Model(Dispatch):
         return us * (1.0 + self.stress) ** self.stress_rng.uniform(-1.0, 1.0)
 
     def bump_all(self, signals: tuple[Signal, ...]) -> None:
+        home = self.home
         for sig in signals:
-            self.board.bump(sig)
+            self.board.bump_key((home[sig.rank], sig.name, sig.index))
 
     # -- metrics -------------------------------------------------------------------------------
     def nvlink_bytes(self) -> list[float]:

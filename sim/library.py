@@ -52,7 +52,7 @@ class LibraryCalls:
         env = self.m.env
         state = self.calls.setdefault(li, [0, env.event()])
         state[0] += 1
-        if state[0] == self.m.s.world:  # the last rank joined: the call runs now
+        if state[0] == len(self.m.ranks):  # the last rank joined: the call runs now
             done = env.timeout(call_us(library, self.m.c))
             done.callbacks.append(lambda _ev: self._complete(li, state[1]))
         yield state[1]
@@ -64,6 +64,5 @@ class LibraryCalls:
         for task in m.s.tasks:
             if task.launch == li:
                 m.tracker.landed_writes(task)
-                for key, times in signal_keys(task, 0, task.count):
-                    m.board.bump_key(key, times)
+                m.board.bump_keys(m._homed(signal_keys(task, 0, task.count)))
         done.succeed()

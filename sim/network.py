@@ -212,7 +212,7 @@ class Network:
         src, dst = task.rank, task.writes[0].rank
         nbytes = sum(cost.nbytes(r, m.itemsize) for r in task.reads)
         m.net_bytes[src] += nbytes
-        home = dst % len(self.nic_in)  # a collapsed run folds other nodes onto the simulated one
+        home = m.home[dst % len(self.nic_in)]  # a collapsed run folds other nodes onto the simulated one
         i = m.inject.nic((src, home), seq, nic.count)
         if i is None:
             return  # every NIC this message could use is down: lost
