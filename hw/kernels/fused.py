@@ -91,6 +91,11 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
     epoch = tl.load(epoch_ptr, volatile=True) + 1
     role = (pid >= b0).to(tl.int32) + (pid >= b0 + b1).to(tl.int32) + (pid >= b0 + b1 + b2).to(tl.int32)
     own_flags = tl.load(flag_bases + rank)
+    # what every task reads, grouped once (runtime values only: a tuple of constexprs is not one)
+    tabs = (regions, waits, signals, aux, bases, maps, flag_bases, locks)  # the plan's tables, the call's addresses
+    gemm = (a_host, a2_host, b_host, a2_buf)  # the GEMM operands' descriptors
+    ring = (records, ctl, head, capacity)  # the command ring to the proxy
+    call = (rank, epoch, own_flags, timeout_ns, sm_scale, err32, err64)  # this call on this rank
     if ADAPTIVE:
         if pid == 0:
             tl.store(state + START, _clock())
@@ -115,27 +120,21 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                     row = tasks + (tl.where(role == 0, 0, n0) + i) * TW
                     units = (tl.load(row + T_WORK) + UNIT_NS - 1) // UNIT_NS
                     tl.atomic_add(state + WORK, -(units << (32 * role)), sem="relaxed", scope="gpu")
-                    _task(row, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
-                          head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state,
-                          _bit(BLOCKED + 8 * role), HAS_GEMM, HAS_COPY, HAS_REDUCE,
-                          HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
+                    _task(row, tabs, gemm, ring, call, role, state, _bit(BLOCKED + 8 * role), 
+                          HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
                 tl.atomic_add(state + CTRL, -_bit(ACTIVE + 8 * role), sem="relaxed", scope="gpu")
                 rem_c, rem_i = _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG)
                 role = _pick(state, rem_c, rem_i, movable, role)
                 live = role >= 0
         else:
-            _serve(tasks, regions, waits, signals, aux, bases, maps, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
-                   head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, 0,
-                   HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
-                   BKV, DATA)
+            _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, 0, 
+                   HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
     else:
         if HAS_GEMM:  # the compute queue's leading GEMM tiles, in a flattened loop (plan.gemm_table)
             if role == 0:
                 _gemm_table(gemm_tiles, segments, n_seg, pid, b0, a_host, a2_host, b_host, c_host, flag_bases, rank,
                             BM, BN, BK)
-        _serve(tasks, regions, waits, signals, aux, bases, maps, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl,
-               head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3,
-               n_gemm, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
+        _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, n_gemm, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
     # the last block to finish resets the call's counters and stores the epoch for the next launch
     tl.debug_barrier()
     if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
@@ -154,10 +153,8 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
 
 
 @triton.jit
-def _serve(tasks, regions, waits, signals, aux, bases, maps, flag_bases, claims, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head,
-           capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, n0, n1, n2, n3, skip,
-           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
-           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+def _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, skip,
+           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr,
            DATA: tl.constexpr):
     """A block of a fixed role: claim that role's tasks in queue order until none is left, from task
@@ -169,10 +166,7 @@ def _serve(tasks, regions, waits, signals, aux, bases, maps, flag_bases, claims,
     first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2))) + skip
     i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
     while i < n_tasks:
-        _task(tasks + (first + i) * TW, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_host, a2_host, b_host, a2_buf,
-              records, ctl, head, capacity, err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, claims,
-              0, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC,
-              D, BQ, BKV, DATA)
+        _task(tasks + (first + i) * TW, tabs, gemm, ring, call, role, claims, 0, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
         i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
 
 
@@ -209,15 +203,18 @@ def _boxes(regions, maps, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
 
 
 @triton.jit
-def _task(row, regions, waits, signals, aux, bases, maps, flag_bases, locks, a_host, a2_host, b_host, a2_buf, records, ctl, head, capacity,
-          err32, err64, rank, role, epoch, own_flags, timeout_ns, sm_scale, state, blocked_bit,
-          HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
-          HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+def _task(row, tabs, gemm, ring, call, role, state, blocked_bit,
+          HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr,
-           DATA: tl.constexpr):
+          DATA: tl.constexpr):
     """One task row (layout.Task): wait for its slots, run its op, bump its signals. With a
     ``blocked_bit`` (the adaptive kernel), a wait that has to spin counts itself in the controller
-    word while it spins (the policy lends blocked SMs to the other role)."""
+    word while it spins (the policy lends blocked SMs to the other role). ``tabs``, ``gemm``, ``ring``
+    and ``call``: the groups fused_kernel builds."""
+    regions, waits, signals, aux, bases, maps, flag_bases, locks = tabs
+    a_host, a2_host, b_host, a2_buf = gemm
+    records, ctl, head, capacity = ring
+    rank, epoch, own_flags, timeout_ns, sm_scale, err32, err64 = call
     op = tl.load(row + T_OP)
     nreads = tl.load(row + T_NREADS)
     r0 = tl.load(row + T_R0)
