@@ -33,7 +33,7 @@ from .dispatch import Call, Decision, decide
 from .fallbacks import fallback_ag_gemm, fallback_gemm_ar, fallback_gemm_rs, fallback_moe, \
     fallback_ring_attention
 from .groups import group_info
-from .ops import MoeHandle, check  # noqa: F401 - the public names
+from .ops import MoeHandle, check, configure  # noqa: F401 - the public names
 
 _BOUND: dict[tuple, tuple[Decision, object]] = {}  # call key -> (decision, the path's callable)
 HEAD_DIMS = (64, 128)  # the attention tile's head dimensions (tests run both)

@@ -24,11 +24,30 @@ from mkernel.problems import Workload
 from .dispatch import Decision
 from .fallbacks import MoeRows
 from .groups import group_info
+from .knobs import DEFAULTS, HwKnobs
 from .runtime.context import Context
 from .runtime.executor import Executor
 from .runtime.safety import apply_no_multicast
 
 _EXECUTORS: dict[tuple, tuple[Context, Executor]] = {}
+_KNOBS = [DEFAULTS]  # the runtime knobs of the executors built from now on (configure)
+
+
+def configure(knobs: HwKnobs) -> None:
+    """The runtime knobs (timeouts, ring capacity, data path, ...: :class:`~mkernel.hw.knobs.HwKnobs`)
+    of every executor this process builds from now on. Before the first fused call, or after
+    :func:`close`: executors keep the knobs they were built with, and ranks of one group must agree."""
+    if not isinstance(knobs, HwKnobs):
+        raise InputError(f"configure(knobs): an HwKnobs is needed, got {type(knobs).__name__}")
+    if _EXECUTORS:
+        raise InputError(f"configure(): {len(_EXECUTORS)} executors already run with the knobs they were built "
+                         f"with; call mkernel.close() first (collective), then configure()")
+    _KNOBS[0] = knobs
+
+
+def knobs() -> HwKnobs:
+    """The knobs the next executor is built with."""
+    return _KNOBS[0]
 
 
 def executor(w: Workload, group_name: str, gpus_per_node: int, sms: int, transport: str = "auto") -> Executor:
@@ -51,7 +70,7 @@ def executor(w: Workload, group_name: str, gpus_per_node: int, sms: int, transpo
             raise InputError(f"gpus_per_node={gpus_per_node} must divide the group's {g.world} ranks")
         c = Cluster("torch", g.world // gpus_per_node, gpus_per_node).with_sms(sms)
         schedule = builders.get(w.kernel).build(w, c)
-        ctx = Context(g.pg, gpus_per_node=gpus_per_node, send_bytes=0, transport=transport,
+        ctx = Context(g.pg, gpus_per_node=gpus_per_node, send_bytes=0, transport=transport, knobs=_KNOBS[0],
                       **Executor.context_sizes(schedule))
         hit = _EXECUTORS[key] = (ctx, Executor(schedule, ctx))
     return hit[1]

@@ -26,7 +26,7 @@ __all__ = [
 
 
 TORCH_OPS = ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention", "moe_plan", "moe_dispatch_gemm", "explain",
-             "check", "close", "MoeHandle")
+             "check", "close", "configure", "MoeHandle")
 FALLBACKS = ("fallback_gemm_ar", "fallback_gemm_rs", "fallback_ag_gemm", "fallback_ring_attention", "fallback_moe")
 
 

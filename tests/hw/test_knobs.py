@@ -83,3 +83,26 @@ def test_the_kernels_and_the_self_test_take_the_declared_defaults():
     pair = selftest.LocalPair.__init__
     assert (_default(pair, "capacity"), _default(pair, "window_us"), _default(pair, "timeout_s")) == (
         DEFAULTS.ring_capacity, DEFAULTS.window_us, DEFAULTS.timeout_s)
+
+
+def test_the_public_api_takes_knobs_before_its_first_executor_and_refuses_them_after():
+    """``mkernel.configure(HwKnobs(...))``: the knobs of every executor built after it (a user's
+    timeouts, as NCCL's); wrong types and late calls are one clear error, and nothing changes."""
+    import mkernel
+    from mkernel.hw import ops
+
+    assert ops.knobs() == DEFAULTS
+    with pytest.raises(InputError, match=r"configure\(knobs\): an HwKnobs is needed, got dict"):
+        mkernel.configure({"timeout_s": 1.0})
+    quick = HwKnobs(barrier_timeout_s=30.0)
+    try:
+        mkernel.configure(quick)
+        assert ops.knobs() is quick
+        ops._EXECUTORS[("stand-in",)] = (None, None)  # as after a first fused call
+        with pytest.raises(InputError, match=r"1 executors already run .* call mkernel.close\(\) first"):
+            mkernel.configure(DEFAULTS)
+        assert ops.knobs() is quick
+    finally:
+        ops._EXECUTORS.pop(("stand-in",), None)
+        mkernel.configure(DEFAULTS)
+    assert ops.knobs() == DEFAULTS
