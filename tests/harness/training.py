@@ -230,10 +230,18 @@ def grads_rank(info, gpus_per_node: int, seed: int = 0) -> dict:
     return {"rank": info.rank, "errors": errors, "nan": nan, "device_error": failure}
 
 
+BARRIER_TIMEOUT_S = 120  # a rank that waits this long for a peer at a call's start fails, naming the flag
+
+
 def train_rank(info, gpus_per_node: int, modes: tuple[str, ...] = ("auto", "fused"), kinds: tuple[str, ...] = KINDS,
                steps: int = 20) -> dict:
     """20 bf16 steps of every model kind on every mode against the torch-only model (run on every
-    rank on the whole data): per run the largest relative loss difference over the steps."""
+    rank on the whole data): per run the largest relative loss difference over the steps. The call
+    barrier's bound is BARRIER_TIMEOUT_S, not the default five minutes: a run whose ranks fall out of
+    step fails with the rank, flag and epoch inside a device call's limit instead of outliving it."""
+    from mkernel.hw.knobs import HwKnobs
+
+    api.configure(HwKnobs(barrier_timeout_s=BARRIER_TIMEOUT_S))
     runs = {}
     for kind in kinds:
         for mode in modes:
