@@ -88,10 +88,23 @@ def load_cases(folder: Path) -> list[Case]:
             for r in forced]
 
 
-def fit(cases: Iterable[Case], margin: float = FIT_MARGIN) -> float:
-    """The original rule: the smallest factor (+1%, rounded up to 0.01) that sends every point where
-    the fused schedule lost to the baseline; 1.0 where none lost or the estimates already send them."""
-    worst = max((c.ratio for c in cases if c.speedup < 1), default=0.0)
+RULES = ("losers", "error")  # the original fit, and the bound on the model's error (proposed)
+
+
+def fit(cases: Iterable[Case], rule: str = "losers", margin: float = FIT_MARGIN) -> float:
+    """A factor from ``cases``, rounded up to 0.01, at least 1.0. ``losers`` is the original rule: the
+    smallest factor (+1%) that sends every point where the fused schedule lost to the baseline.
+    ``error`` bounds the model's error instead: the largest (fused sim / estimate) / (baseline sim /
+    estimate) of every point, winner or loser (+1%), so that auto runs fused only where, with the
+    worst error seen, the fused time would still be at most the baseline's. It draws on every point,
+    not only on the losers near the boundary, and so holds on a point whose error is within those seen."""
+    if rule not in RULES:
+        raise InputError(f"fit rule {rule!r}; allowed: {', '.join(RULES)}")
+    cases = list(cases)
+    if rule == "losers":
+        worst = max((c.ratio for c in cases if c.speedup < 1), default=0.0)
+    else:
+        worst = max((c.ratio / c.speedup for c in cases), default=0.0)
     return max(1.0, math.ceil(round(worst * margin * 100, 6)) / 100)
 
 
@@ -132,13 +145,12 @@ def splits(cases: list[Case]) -> dict[str, list[Split]]:
     """The held-out splits of one op's points: each split's folds, a fold being the points it holds out
     (the op's other points are its training set)."""
     clusters = sorted({c.cluster for c in cases})
-    sizes = {k: sorted({c.size for c in cases if c.kernel == k}) for k in {c.kernel for c in cases}}
-    folds = max(len(v) for v in sizes.values())
+    sizes = sorted({c.size for c in cases})
     variants = "/".join(sorted({c.variant for c in cases if c.variant}))  # per op: one at most
     return {
         "topology": [(f"test {cl}", lambda c, cl=cl: c.cluster == cl) for cl in clusters],
         "nodes": [("fit 2-16, test 32-64", lambda c: c.nodes >= 32)],
-        "size": [(f"test size #{i + 1}", lambda c, i=i: sizes[c.kernel].index(c.size) == i) for i in range(folds)],
+        "size": [(f"test size {size}", lambda c, size=size: c.size == size) for size in sizes],
         "variant": [("test plain", lambda c: c.variant == ""),
                     (f"test {variants}", lambda c: c.variant != "")],
     }
@@ -149,12 +161,13 @@ class FoldResult:
     kernel: str
     split: str
     fold: str
-    refit: Outcome  # the factor fitted on the training points, judged on the held-out ones
+    refit: dict[str, Outcome]  # per rule: the factor fitted on the training points, judged on the held-out ones
     committed: Outcome  # the committed (in-sample) factor on the same held-out points
 
 
 def holdout(cases: list[Case], committed: dict[str, float]) -> list[FoldResult]:
-    """Every op, split and fold with held-out points and training points of the op."""
+    """Every op, split and fold that has held-out and training points of the op: each rule's factor
+    refitted on the training points, and the committed factor, judged on the held-out ones."""
     out = []
     for kernel in sorted({c.kernel for c in cases}):
         mine = [c for c in cases if c.kernel == kernel]
@@ -162,7 +175,7 @@ def holdout(cases: list[Case], committed: dict[str, float]) -> list[FoldResult]:
             for fold, held in folds:
                 test, train = [c for c in mine if held(c)], [c for c in mine if not held(c)]
                 if test and train:
-                    out.append(FoldResult(kernel, split, fold, judge(test, fit(train)),
+                    out.append(FoldResult(kernel, split, fold, {rule: judge(test, fit(train, rule)) for rule in RULES},
                                           judge(test, committed[kernel])))
     return out
 
@@ -183,26 +196,47 @@ def _forfeited(o: Outcome) -> str:
     return f"{len(o.forfeited)} (best {o.forfeited[-1]:.2f})" if o.forfeited else "0"
 
 
+def _committed():
+    from ..builders._auto import FUSED_SLACK
+    return FUSED_SLACK
+
+
 def report(cases: list[Case], committed: dict[str, float] | None = None, picks: dict[str, str] | None = None) -> str:
-    """Markdown: the in-sample fit per op, then every held-out fold, refitted and committed factors."""
-    if committed is None:
-        from ..builders._auto import FUSED_SLACK as committed
-    out = ["| op | points | fused loses | committed factor | refit on all | sim/estimate of losers | "
-           "auto losses (committed) | wins given up (committed) |", "|---|---|---|---|---|---|---|---|"]
-    for kernel in sorted({c.kernel for c in cases}):
+    """Markdown: per op in sample (each rule fitted on every point), held out (the worst fold of each
+    rule), and every fold of every split."""
+    committed = committed or _committed()
+    folds = holdout(cases, committed)
+    kernels = sorted({c.kernel for c in cases})
+    out = ["| op | points | fused loses | fused sim/estimate of losers | committed | losers rule, all points | "
+           "error rule, all points | losses / wins given up (committed) | wins given up (error rule) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for kernel in kernels:
         mine = [c for c in cases if c.kernel == kernel]
         losers = [c.fused_us / c.fused_est_us for c in mine if c.speedup < 1]
         spread = f"{min(losers):.2f}-{max(losers):.2f}" if losers else "-"
-        o = judge(mine, committed[kernel])
-        out.append(f"| {kernel} | {len(mine)} | {len(losers)} | {committed[kernel]:.2f} | {fit(mine):.2f} | {spread} | "
-                   f"{_losses(o)} | {_forfeited(o)} |")
+        o, e = judge(mine, committed[kernel]), judge(mine, fit(mine, "error"))
+        out.append(f"| {kernel} | {len(mine)} | {len(losers)} | {spread} | {committed[kernel]:.2f} | "
+                   f"{fit(mine):.2f} | {e.factor:.2f} | {_losses(o)} / {_forfeited(o)} | {_forfeited(e)} |")
     if picks is not None:
         same = sum(picks.get(c.key) == ("fused" if runs_fused(c, committed[c.kernel]) else "baseline") for c in cases)
         out.append(f"\nauto's recorded picks reproduced from the stored estimates and the committed factors: "
                    f"{same} of {len(cases)}")
-    out += ["", "| op | split | fold | held-out points | refit factor | auto losses (refit) | wins given up (refit) | "
-            "auto losses (committed) | wins given up (committed) |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in holdout(cases, committed):
-        out.append(f"| {r.kernel} | {r.split} | {r.fold} | {r.refit.points} | {r.refit.factor:.2f} | "
-                   f"{_losses(r.refit)} | {_forfeited(r.refit)} | {_losses(r.committed)} | {_forfeited(r.committed)} |")
+    out += ["", "| op | held-out points (all folds) | losers rule: factors | losses | worst | wins given up | "
+            "error rule: factors | losses | worst | wins given up |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for kernel in kernels:
+        mine = [r for r in folds if r.kernel == kernel]
+        cells = []
+        for rule in RULES:
+            got = [r.refit[rule] for r in mine]
+            cells += [f"{min(o.factor for o in got):.2f}-{max(o.factor for o in got):.2f}",
+                      str(sum(len(o.losses) for o in got)), f"{min(o.worst for o in got):.3f}",
+                      str(sum(len(o.forfeited) for o in got))]
+        out.append(f"| {kernel} | {sum(r.committed.points for r in mine)} | " + " | ".join(cells) + " |")
+    out += ["", "| op | split | fold | held-out points | losers rule: factor | losses | wins given up | "
+            "error rule: factor | losses | wins given up | committed: losses | wins given up |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in folds:
+        cells = [f"{r.refit[rule].factor:.2f} | {_losses(r.refit[rule])} | {_forfeited(r.refit[rule])}" for rule in RULES]
+        out.append(f"| {r.kernel} | {r.split} | {r.fold} | {r.committed.points} | " + " | ".join(cells) +
+                   f" | {_losses(r.committed)} | {_forfeited(r.committed)} |")
     return "\n".join(out) + "\n"
