@@ -221,6 +221,13 @@ def report(cases: list[Case], committed: dict[str, float] | None = None, picks: 
         same = sum(picks.get(c.key) == ("fused" if runs_fused(c, committed[c.kernel]) else "baseline") for c in cases)
         out.append(f"\nauto's recorded picks reproduced from the stored estimates and the committed factors: "
                    f"{same} of {len(cases)}")
+    out += ["", "| op | variant | fused sim / estimate | baseline sim / estimate | error (fused / baseline) |",
+            "|---|---|---|---|---|"]
+    for kernel, variant in sorted({(c.kernel, c.variant) for c in cases}):
+        mine = [c for c in cases if (c.kernel, c.variant) == (kernel, variant)]
+        cols = [[c.fused_us / c.fused_est_us for c in mine], [c.baseline_us / c.baseline_est_us for c in mine],
+                [c.ratio / c.speedup for c in mine]]
+        out.append(f"| {kernel} | {variant or 'plain'} | " + " | ".join(f"{min(v):.2f}-{max(v):.2f}" for v in cols) + " |")
     out += ["", "| op | held-out points (all folds) | losers rule: factors | losses | worst | wins given up | "
             "error rule: factors | losses | worst | wins given up |", "|---|---|---|---|---|---|---|---|---|---|"]
     for kernel in kernels:
