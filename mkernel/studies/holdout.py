@@ -207,7 +207,7 @@ def report(cases: list[Case], committed: dict[str, float] | None = None, picks: 
     committed = committed or _committed()
     folds = holdout(cases, committed)
     kernels = sorted({c.kernel for c in cases})
-    out = ["| op | points | fused loses | fused sim/estimate of losers | committed | losers rule, all points | "
+    out = ["### In sample (every point of the op)", "", "| op | points | fused loses | fused sim/estimate of losers | committed | losers rule, all points | "
            "error rule, all points | losses / wins given up (committed) | wins given up (error rule) |",
            "|---|---|---|---|---|---|---|---|---|"]
     for kernel in kernels:
@@ -221,14 +221,16 @@ def report(cases: list[Case], committed: dict[str, float] | None = None, picks: 
         same = sum(picks.get(c.key) == ("fused" if runs_fused(c, committed[c.kernel]) else "baseline") for c in cases)
         out.append(f"\nauto's recorded picks reproduced from the stored estimates and the committed factors: "
                    f"{same} of {len(cases)}")
-    out += ["", "| op | variant | fused sim / estimate | baseline sim / estimate | error (fused / baseline) |",
+    out += ["", "### The model's error per op and variant (sim / estimate)", "",
+            "| op | variant | fused sim / estimate | baseline sim / estimate | error (fused / baseline) |",
             "|---|---|---|---|---|"]
     for kernel, variant in sorted({(c.kernel, c.variant) for c in cases}):
         mine = [c for c in cases if (c.kernel, c.variant) == (kernel, variant)]
         cols = [[c.fused_us / c.fused_est_us for c in mine], [c.baseline_us / c.baseline_est_us for c in mine],
                 [c.ratio / c.speedup for c in mine]]
         out.append(f"| {kernel} | {variant or 'plain'} | " + " | ".join(f"{min(v):.2f}-{max(v):.2f}" for v in cols) + " |")
-    out += ["", "| op | held-out points (all folds) | losers rule: factors | losses | worst | wins given up | "
+    out += ["", "### Held out: per op, over every fold of every split", "",
+            "| op | held-out points (all folds) | losers rule: factors | losses | worst | wins given up | "
             "error rule: factors | losses | worst | wins given up |", "|---|---|---|---|---|---|---|---|---|---|"]
     for kernel in kernels:
         mine = [r for r in folds if r.kernel == kernel]
@@ -239,7 +241,7 @@ def report(cases: list[Case], committed: dict[str, float] | None = None, picks: 
                       str(sum(len(o.losses) for o in got)), f"{min(o.worst for o in got):.3f}",
                       str(sum(len(o.forfeited) for o in got))]
         out.append(f"| {kernel} | {sum(r.committed.points for r in mine)} | " + " | ".join(cells) + " |")
-    out += ["", "| op | split | fold | held-out points | losers rule: factor | losses | wins given up | "
+    out += ["", "### Held out: every fold", "", "| op | split | fold | held-out points | losers rule: factor | losses | wins given up | "
             "error rule: factor | losses | wins given up | committed: losses | wins given up |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in folds:
