@@ -1,4 +1,4 @@
-"""Out-of-sample check of ``auto``'s per-op fused-estimate factors (``FUSED_SLACK``, issue 31).
+"""Out-of-sample check of ``auto``'s per-op fused-estimate factors (``FUSED_SLACK``).
 
 The factors in :mod:`mkernel.builders._auto` were fitted on the very points of the scale-out ``auto``
 study (docs/results/2026-12-03-auto.md) on which ``auto`` was then found never to lose, so that
