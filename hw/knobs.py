@@ -52,8 +52,8 @@ class HwKnobs:
       for strided tiles and reduces whose regions tile into 16 x 256 boxes), or ``auto``: each step
       where it measured fastest on an H200 at 16 SMs: 1-D bulk copies and gathers for lines of
       bulk_copy.LINE_MIN (4 KiB) or more (2 MiB row copies 1098 vs 823 GB/s, 16-row gathers 593 vs 363),
-      box reduces where the regions tile (reduce of 8: 483 vs 463 on registers, 207 on 1-D bulk
-      copies), registers for the rest (512-byte-line tile copies: 584 vs 365 as boxes, 206 as 1-D
+      box reduces where the regions tile (reduce of 8: 483 vs 463 on registers at 16 SMs, within
+      the registers' run-to-run spread, +19% at 1 SM; 207 on 1-D bulk copies), registers for the rest (512-byte-line tile copies: 584 vs 365 as boxes, 206 as 1-D
       copies); docs/results/2026-12-03-box-copies.md and 2026-12-03-bulk-lag.md.
     """
 

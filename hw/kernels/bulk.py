@@ -168,8 +168,9 @@ MAX_LAG = 4  # the most store groups a refill may leave in flight (the wait's im
 LAG = 2  # the default: refill a stage two stores after its own (tools/bench/bench_bulk.py --lag)
 # this thread's bulk stores are complete, then ordered before its later generic accesses (the signal)
 WAIT_WRITTEN = C("cp.async.bulk.wait_group 0; fence.proxy.async.global; mov.u32 $0, 0;")
-# what this thread read after its waits (peers' generic stores) is visible to its bulk loads
-FENCE_ASYNC = C("fence.proxy.async.global; mov.u32 $0, 0;")
+# the async proxy (bulk copies) sees the mbarriers this thread just initialised (shared) and what it
+# read after its waits (peers' generic stores, global)
+FENCE_INIT = C("fence.proxy.async.shared::cta; fence.proxy.async.global; mov.u32 $0, 0;")
 WARP_SYNC = C("bar.warp.sync -1; mov.u32 $0, 0;")
 
 
@@ -197,7 +198,7 @@ def _open(ns, tid, WARP: tl.constexpr):
     sm = _smem()
     for s in range(ns):
         _mbar_init(sm + 8 * s, tid == 0)
-    _asm0(FENCE_ASYNC)
+    _asm0(FENCE_INIT)
     if WARP:
         _asm0(WARP_SYNC)
     else:

@@ -17,8 +17,9 @@ Where the fused kernel uses them (``HwKnobs.data_path``, :func:`_suits`): one bu
 64 KiB tile of 512-byte lines (256 copies) takes ~10 us where the register path takes ~1.4 us, while
 16 KiB pieces of contiguous rows stream at ~93 GB/s per SM, above the register path's ~73
 (docs/results/2026-12-03-bulk-lag.md). ``auto`` takes the bulk path for lines of LINE_MIN bytes or
-more; strided tiles and reduces that tile into 16 x 256 boxes go to :mod:`.bulk_tensor` instead
-(one 2-D copy per box through host-built tensor maps; fused._boxes says where).
+more. Where regions tile into 16 x 256 boxes, 2-D box copies through host-built tensor maps take
+over (fused._boxes): reduces on ``auto`` and ``bulk`` (:mod:`.bulk_reduce`'s ``TENSOR`` fill), copies
+of strided tiles on ``bulk`` (:mod:`.bulk_tensor`).
 """
 from __future__ import annotations
 

@@ -4,9 +4,12 @@ fp32 and rounded once, as the register path (:func:`tiles._reduce`) does, so the
 bit. Its own module because its inner loop is register code (16-byte shared loads, fp32 adds, bf16
 packing, 16-byte global stores), not bulk copies; the ring it fills is :mod:`.bulk`'s.
 
-Measured on one H200 (docs/results/2026-12-03-bulk-lag.md): a reduce of 8 moves about 207 GB/s
-at 16 SMs against the register path's 460, so the fused kernel's ``auto`` data path keeps reduces
-on registers and this one runs only when asked for (``HwKnobs.data_path = "bulk"``).
+Two ways to fill the ring: 1-D bulk copies of each source's line pieces (207 GB/s for a reduce of
+8 at 16 SMs on one H200, against the register path's 463: docs/results/2026-12-03-box-copies.md),
+run only when asked for (``HwKnobs.data_path = "bulk"``) on regions that do not tile into boxes;
+or (``TENSOR``) one 2-D box copy per source and stage through host-built tensor maps
+(:mod:`.bulk_tensor`: 483 GB/s), which ``auto`` and ``bulk`` take wherever the regions tile into
+16 x 256 boxes (fused._boxes).
 """
 from __future__ import annotations
 
@@ -92,6 +95,8 @@ def _reduce(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, ro
         start = _clock()
         dst, d_stride, rows, cols, d_ld = _where(regions, bases, r0 + nreads)
         if TENSOR:
+            if tid == 0:
+                bulk_tensor._fence_sources(regions, maps, r0, nreads)
             tl.static_assert(RB == bulk_tensor.BB)
             n_lines, line_bytes = rows, cols * 2
             w = (cols * 0 + bulk_tensor.BC * 2).to(tl.int32)

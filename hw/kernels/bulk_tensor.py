@@ -7,8 +7,9 @@ Why: a 1-D bulk copy moves one line, and the SM issues its bulk copies one after
 512-byte lines is 256 issues (128 loads, 128 stores): ~8 us of a 9.7 us task on one SM. As boxes
 it is 16 issues, and measured it takes ~5 us (bench_bulk copy-tile at 1 SM: 26 GB/s as boxes, 14 as
 1-D copies; docs/results/2026-12-03-box-copies.md): what is left is the step's fixed cost (~2 us:
-an 8 KiB one-box task takes 2.5 us) and ~0.37 us per box, not the issues. The tensor maps are built on the host, once per buffer and address (the address
-table's cache key), and read by the copies from global memory: no descriptor is built on the
+an 8 KiB one-box task takes 2.5 us) and ~0.37 us per box, not the issues. The tensor maps are
+built on the host, once per buffer and address (the address table's cache key), and read by the
+copies from global memory: no descriptor is built on the
 device (:mod:`.bulk`'s docstring: why not Triton's ``make_tensor_descriptor``) and the data never
 passes through registers.
 
@@ -24,9 +25,10 @@ error record as :func:`.bulk_copy._pipe`). The shared-memory layout of a landed 
 bytes a row: exactly a 1-D stage of 16 lines of 512 bytes, so :mod:`.bulk_reduce` sums boxes with
 its own code (its ``TENSOR`` variant uses :func:`_load_sources` here).
 
-The maps live in global memory written by the host before the launch: each use is preceded by
-``fence.proxy.tensormap::generic.acquire`` on its 128 bytes (the order the PTX ISA asks for between
-generic writes of a tensor map and the tensor copies that read it).
+The maps live in global memory, copied there from the host before the launch (the per-call table
+may reuse an address with new contents): a block fences a map (``fence.proxy.tensormap::generic
+.acquire.sys`` on its 128 bytes, the scope the CUDA programming guide gives for maps written from
+the host) before its copies use it, once per region pair of a task, before the pair's first copy.
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ BR, BC, BB, EW, MW = C(BOX_ROWS), C(BOX_COLS), C(BOX_BYTES), C(ENTRY_WORDS), C(M
 @triton.jit
 def _fence_map(tmap):
     """The tensor map at global address ``tmap`` is read by the tensor proxy after the host's writes."""
-    _do("fence.proxy.tensormap::generic.acquire.gpu [$1], 128; mov.u32 $0, 0;", "=r,l", [tmap.to(tl.int64)])
+    _do("fence.proxy.tensormap::generic.acquire.sys [$1], 128; mov.u32 $0, 0;", "=r,l", [tmap.to(tl.int64)])
 
 
 @triton.jit
@@ -178,15 +180,22 @@ def _steps(regions, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task
 
 
 @triton.jit
+def _fence_sources(regions, maps, r0, nreads):
+    """Fence every source's map of a reduce task once, before its first stage (:func:`_fence_map`)."""
+    for p in range(nreads):
+        _fence_map(_map(maps, tl.load(regions + (r0 + p) * RW + R_SLOT)))
+
+
+@triton.jit
 def _load_sources(s, lb, c, sm, regions, maps, r0, nreads, stage_bytes):
     """A reduce stage of boxes: box (lb, c) of every source, source p at p x BOX_BYTES of stage
-    ``s``, thread 0 arriving with all their bytes (for :func:`.bulk_reduce._reduce`)."""
+    ``s``, thread 0 arriving with all their bytes (for :func:`.bulk_reduce._reduce`; the maps fenced
+    by :func:`_fence_sources`)."""
     bar = sm + 8 * s
     _mbar_expect(bar, nreads.to(tl.int32) * BB, bar == bar)
     for p in range(nreads):
         row = regions + (r0 + p) * RW
         tmap = _map(maps, tl.load(row + R_SLOT))
-        _fence_map(tmap)
         _load_box(sm + DATA0 + s * stage_bytes + p * BB, tmap, tl.load(row + R_COL0) + c * BC,
                   tl.load(row + R_ROW0) + lb * BR, bar)
 

@@ -120,21 +120,22 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                     row = tasks + (tl.where(role == 0, 0, n0) + i) * TW
                     units = (tl.load(row + T_WORK) + UNIT_NS - 1) // UNIT_NS
                     tl.atomic_add(state + WORK, -(units << (32 * role)), sem="relaxed", scope="gpu")
-                    _task(row, tabs, gemm, ring, call, role, state, _bit(BLOCKED + 8 * role), 
+                    _task(row, tabs, gemm, ring, call, role, state, _bit(BLOCKED + 8 * role),
                           HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
                 tl.atomic_add(state + CTRL, -_bit(ACTIVE + 8 * role), sem="relaxed", scope="gpu")
                 rem_c, rem_i = _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG)
                 role = _pick(state, rem_c, rem_i, movable, role)
                 live = role >= 0
         else:
-            _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, 0, 
+            _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, 0,
                    HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
     else:
         if HAS_GEMM:  # the compute queue's leading GEMM tiles, in a flattened loop (plan.gemm_table)
             if role == 0:
                 _gemm_table(gemm_tiles, segments, n_seg, pid, b0, a_host, a2_host, b_host, c_host, flag_bases, rank,
                             BM, BN, BK)
-        _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, n_gemm, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
+        _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, n_gemm,
+               HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
     # the last block to finish resets the call's counters and stores the epoch for the next launch
     tl.debug_barrier()
     if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
@@ -154,7 +155,8 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
 
 @triton.jit
 def _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, skip,
-           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr,
+           HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr,
            DATA: tl.constexpr):
     """A block of a fixed role: claim that role's tasks in queue order until none is left, from task
@@ -166,7 +168,8 @@ def _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, skip,
     first = tl.where(role == 0, 0, tl.where(role == 1, n0, tl.where(role == 2, n0 + n1, n0 + n1 + n2))) + skip
     i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
     while i < n_tasks:
-        _task(tasks + (first + i) * TW, tabs, gemm, ring, call, role, claims, 0, HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
+        _task(tasks + (first + i) * TW, tabs, gemm, ring, call, role, claims, 0,
+              HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
         i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
 
 
@@ -185,9 +188,10 @@ def _bulk(regions, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
 @triton.jit
 def _boxes(regions, maps, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
     """Whether a copy or reduce task takes 2-D box copies (bulk_tensor._suits: every region boxed,
-    its buffer mapped). Measured on one H200 at 16 SMs (docs/results/2026-12-03-box-copies.md):
-    box reduces of 8 beat registers (483 vs 463 GB/s) and the 1-D bulk reduce (207), so boxed
-    reduces take them on ``auto`` and ``bulk``; box copies of tiles beat 1-D copies (365 vs 206) but
+    its buffer mapped). Measured on one H200 (docs/results/2026-12-03-box-copies.md): box reduces of
+    8 are at least the register path at 1, 4, 16 and 32 SMs (+19%, +9%, then +3-4%: within the register
+    path's run-to-run spread at 16 SMs) and 2.3x the 1-D bulk reduce, and hold a stage of every source
+    in flight per SM (the register path: a few KiB), so boxed reduces take them on ``auto`` and ``bulk``; box copies of tiles beat 1-D copies (365 vs 206) but
     not registers (584), so only ``bulk`` copies strided tiles as boxes (a contiguous pair streams
     faster as 1-D pieces, bulk_tensor._strided)."""
     if DATA == DATA_REGISTER:
@@ -204,7 +208,8 @@ def _boxes(regions, maps, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
 
 @triton.jit
 def _task(row, tabs, gemm, ring, call, role, state, blocked_bit,
-          HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+          HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr,
+          HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr,
           DATA: tl.constexpr):
     """One task row (layout.Task): wait for its slots, run its op, bump its signals. With a

@@ -5,7 +5,7 @@ tests (tests/hw/test_hw_bulk.py):
 
 - ``register``: :mod:`tiles` (masked loads and stores of CR x CC tiles through registers), the
   fused kernel's path today;
-- ``bulk``: :mod:`bulk` (1-D ``cp.async.bulk`` through a ring of shared-memory stages);
+- ``bulk``: :mod:`bulk_copy` (1-D ``cp.async.bulk`` through :mod:`bulk`'s ring of shared-memory stages);
 - ``tensor``: :mod:`bulk_tensor` (2-D tensor copies of 16 x 256 boxes through host-built tensor
   maps, one per buffer), copies, reduces and accumulates of regions that tile into boxes;
 - ``tma``: Triton's own TMA (``tl.make_tensor_descriptor`` built on the device, pipelined

@@ -25,7 +25,7 @@ def test_box_steps_compile_to_tensor_copies_through_fenced_host_maps(op):
     """CI's check: box loads on mbarriers, the op's store, an acquire fence on each map before use,
     no device-built descriptor (no global scratch, no tensormap.replace), no multicast."""
     ptx = compiled(op, "TENSOR").asm["ptx"]
-    for instr in (TENSOR_LOAD, EXPECT[op], "fence.proxy.tensormap::generic.acquire.gpu", "mbarrier.try_wait.parity"):
+    for instr in (TENSOR_LOAD, EXPECT[op], "fence.proxy.tensormap::generic.acquire.sys", "mbarrier.try_wait.parity"):
         assert instr in ptx, instr
     assert compiled(op, "TENSOR").metadata.global_scratch_size == 0 and "tensormap.replace" not in ptx
     assert "multimem" not in ptx and ".multicast" not in ptx
@@ -59,7 +59,8 @@ def test_a_map_needs_aligned_rows_and_a_whole_box():
         tensormap.encode((1 << 20) + 8, 16, 256)
 
 
-# boxed regions at rows and columns that are not box multiples, a task of two pairs of different widths
+# boxed regions at rows and columns that are not box multiples; tasks of two pairs of different widths:
+# 8 boxes then 1, and 3 (an odd count: the one-stage ring's parity carried into the next pair) then 1
 SHAPES = [(100, 776), (100, 776), (64, 512), (64, 512)]
 
 
@@ -67,12 +68,15 @@ def _copy_tasks():
     from mkernel.hw.measure.bulk_probe import Task
 
     return [Task(((0, 3, 8, 32, 512),), ((1, 50, 264, 32, 512),)),
-            Task(((2, 0, 0, 64, 512), (0, 40, 0, 16, 256)), ((3, 0, 0, 64, 512), (1, 84, 520, 16, 256)))]
+            Task(((2, 0, 0, 64, 512), (0, 40, 0, 16, 256)), ((3, 0, 0, 64, 512), (1, 84, 520, 16, 256))),
+            Task(((0, 50, 0, 48, 256), (2, 0, 256, 16, 256)), ((1, 0, 0, 48, 256), (1, 84, 0, 16, 256)))]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("smem", [9 * 1024, 180 * 1024], ids=["one-stage", "ring"])
+@pytest.mark.parametrize("smem", [9 * 1024, 33 * 1024, 180 * 1024], ids=["one-stage", "four-stages", "ring"])
 def test_box_copy_is_bit_exact_and_writes_nothing_else(smem):
+    """One stage (lag 0), four (lag 2: the 8-box pair refills its stages, and the next pair starts
+    mid-ring) and the whole ring."""
     import torch
 
     bufs = _buffers(torch, SHAPES, seed=11)
@@ -81,6 +85,8 @@ def test_box_copy_is_bit_exact_and_writes_nothing_else(smem):
     want1, want3 = bufs[1].clone(), bufs[3].clone()
     want1[50:82, 264:776] = bufs[0][3:35, 8:520]
     want1[84:100, 520:776] = bufs[0][40:56, 0:256]
+    want1[0:48, 0:256] = bufs[0][50:98, 0:256]
+    want1[84:100, 0:256] = bufs[2][0:16, 256:512]
     want3[:] = bufs[2]
     _run("COPY", "TENSOR", _copy_tasks(), bufs, smem=smem)
     assert _same(bufs[1], want1) and _same(bufs[3], want3)
