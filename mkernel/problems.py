@@ -53,6 +53,7 @@ class Workload:
     baseline_channels: int = 16  # SMs an NCCL-style collective uses (its channel count)
     baseline_chunk_kib: int = 128  # bytes one ring step moves per chunk in the baseline (NCCL slice)
     causal: int = 0  # ring_attention: 1 for causal attention (zigzag split of the sequence)
+    kv_tile: int = 128  # ring_attention: rows of K and V per NVLink ring step (a peer copy each; design §6)
     internode: str = "auto"  # the GEMM ops over the rails: INTERNODE, per op in builders/_rail.py
     experts: int = 256  # moe_dispatch_gemm: experts in all, experts / world per GPU
     topk: int = 8  # moe_dispatch_gemm: experts per token

@@ -12,7 +12,7 @@ Fused schedule (design §6)::
 
     send    | at launch: put the local KV slice, one message per head, once to each other node
             | (to the rail peer there)
-    intra   | a ring in the node: pass each slice to the next GPU over NVLink, in KV_TILE-row tiles; a slice
+    intra   | a ring in the node: pass each slice to the next GPU over NVLink, in kv_tile-row tiles; a slice
             | enters the node at its own rank, or at the rail peer that received it, and visits
             | every GPU of the node
     compute | attention tiles (tile_m query rows x one head x one slice), merged into an
@@ -53,7 +53,6 @@ from ..schedule_builder import ScheduleBuilder
 from . import _collectives as coll
 from ._tiling import baseline_rows_per_chunk
 
-KV_TILE = 128  # rows of K and V per NVLink ring step (design §6)
 DEFAULT_INTRA_SMS = 24  # per 132 SMs at REFERENCE_TOKENS per GPU, scaled by REFERENCE_TOKENS / tokens, in 8..32
 REFERENCE_TOKENS = 1536  # K/V bytes grow with the sequence, attention FLOPs with its square: the ring's
 # share shrinks as 1/S. On an H200 pair 24 SMs beat 8 at 768 tokens (312 vs 543 us) and 8 beat 24 from
@@ -69,6 +68,8 @@ def check(w: Workload, c: Cluster) -> None:
             raise ProblemError(f"ring_attention needs {name} ({what}) >= 1, got {getattr(w, name)}")
     if w.k % 16:
         raise ProblemError(f"ring_attention needs a head dimension (k) that is a multiple of 16, got {w.k}")
+    if w.kv_tile < 1:
+        raise ProblemError(f"ring_attention needs kv_tile (rows of K and V per ring step) >= 1, got {w.kv_tile}")
     if w.causal not in (0, 1):
         raise ProblemError(f"ring_attention's causal is 0 or 1, got {w.causal}")
     if w.causal and w.m % 2:
@@ -205,7 +206,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
         return (Region("K" if own else "KA", rank, r0 + k0, r0 + k1, 0, w.k),
                 Region("V" if own else "VA", rank, r0 + k0, r0 + k1, 0, w.k))
 
-    kv_tiles = [(k0, min(S, k0 + KV_TILE)) for k0 in range(0, S, KV_TILE)]
+    kv_tiles = [(k0, min(S, k0 + w.kv_tile)) for k0 in range(0, S, w.kv_tile)]
 
     def landed(rank: int, q: int, bh: int) -> Signal:  # a head's slice, put whole by the rail peer
         return Signal(rank, "landed", c.relative(q, rank) * w.n + bh)

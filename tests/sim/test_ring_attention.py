@@ -32,6 +32,31 @@ def test_data_mode_matches_numpy(nodes, gpus, transport):
                 assert err <= DATA_RTOL, f"{s.variant} {name} rank {rank}: relative error {err}"
 
 
+@pytest.mark.parametrize("kv_tile,causal", [(16, 0), (24, 1), (64, 0)])
+def test_every_kv_ring_tile_size_computes_the_same_attention(kv_tile, causal):
+    """``kv_tile`` (rows of K and V per NVLink ring step): tiles that divide the slice, a ragged last
+    tile, and one tile for the whole slice, against numpy on a node of four GPUs and across two."""
+    for nodes, gpus in ((1, 4), (2, 2)):
+        c = Cluster("t", nodes, gpus)
+        w = Workload(kernel="ring_attention", m=40, n=2, k=32, tile_m=16, baseline_chunk_kib=2, kv_tile=kv_tile,
+                     causal=causal)
+        inputs = ra.make_inputs(w, c, np.random.default_rng(kv_tile))
+        expected = reference.expected(w, inputs)
+        s = ra.build(w, c)
+        s.validate()
+        ring = [t for t in s.tasks if t.rank == 0 and t.op is Op.COPY]
+        assert {t.reads[0].shape[0] for t in ring} <= {min(kv_tile, 40), 40 % kv_tile}
+        stats = SimBackend().run(s, c, inputs=inputs)
+        for name in ("OUT", "LSE"):
+            for rank, (o, e) in enumerate(zip(stats.outputs[name], expected[name])):
+                assert reference.relative_error(o, e) <= DATA_RTOL, (name, rank)
+
+
+def test_a_kv_tile_below_one_row_is_refused():
+    with pytest.raises(ProblemError, match="ring_attention needs kv_tile .* >= 1, got 0"):
+        ra.build(Workload(kernel="ring_attention", m=40, n=2, k=32, tile_m=16, kv_tile=0), Cluster("t", 1, 2))
+
+
 @pytest.mark.parametrize("nodes,gpus", [(2, 2), (2, 8), (3, 2), (4, 4)])
 def test_each_kv_slice_crosses_the_network_once_per_node(nodes, gpus):
     """Closed form: each GPU sends its K and V slices (BH*S x D each) once to each other node:
