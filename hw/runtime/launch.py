@@ -268,12 +268,16 @@ class Addresses:
     """The per-call address table (int64 [buffers x world], the kernel's ``bases``): the static
     heap addresses of every rank, with this rank's bound buffers at the call's tensors; and with
     ``shapes`` (rows, cols of each buffer id's bf16 matrix, None for other dtypes), the tensor maps
-    of every slot (the kernel's ``maps``, :mod:`.tensormap`), built from the same addresses. Cached
-    by the bound addresses; a table used while a CUDA graph is captured is kept for good, since the
-    graph reads it at every replay."""
+    of every slot (the kernel's ``maps``, :mod:`.tensormap`). The static slots' maps are built once;
+    a call with new addresses builds only its bound buffers'. Cached by the bound addresses; a table
+    used while a CUDA graph is captured is kept for good, since the graph reads it at every replay."""
 
     def __init__(self, static: np.ndarray, rank: int, world: int, device, shapes: list | None = None):
+        from . import tensormap
+
         self.static, self.rank, self.world, self.device, self.shapes = static, rank, world, device, shapes
+        self.static_maps = tensormap.table([] if shapes is None else [
+            (int(a), *shapes[i // world]) if shapes[i // world] else (0, 0, 0) for i, a in enumerate(static)])
         self._cache: OrderedDict[tuple[int, ...], tuple] = OrderedDict()
         self._captured: dict[tuple[int, ...], tuple] = {}
 
@@ -283,20 +287,26 @@ class Addresses:
         if hit is None:
             import torch
 
-            from . import tensormap
-
-            table = self.static.copy()
-            for bid, ptr in enumerate(ptrs):
-                if ptr:
-                    table[bid * self.world + self.rank] = ptr
-            slots = [] if self.shapes is None else [
-                (int(a), *self.shapes[i // self.world]) if self.shapes[i // self.world] else (0, 0, 0)
-                for i, a in enumerate(table)]
+            table, maps = self.tables(ptrs)
             if len(self._cache) >= CACHED_CALLS:
                 self._cache.popitem(last=False)
             # pinned: no host sync, and legal inside graph capture
-            host = torch.from_numpy(table).pin_memory(), torch.from_numpy(tensormap.table(slots)).pin_memory()
+            host = torch.from_numpy(table).pin_memory(), torch.from_numpy(maps).pin_memory()
             hit = self._cache[ptrs] = (host, tuple(h.to(self.device, non_blocking=True) for h in host))
         if capturing:
             self._captured[ptrs] = hit
         return hit[1]
+
+    def tables(self, ptrs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(bases, maps) on the host for ``ptrs``: the static ones with this rank's bound slots set,
+        their maps encoded (the static slots' were, once)."""
+        from . import tensormap
+
+        table, maps = self.static.copy(), self.static_maps.copy()
+        for bid, ptr in enumerate(ptrs):
+            if ptr:
+                slot = bid * self.world + self.rank
+                table[slot] = ptr
+                if self.shapes is not None:
+                    maps[slot] = tensormap.table([(ptr, *self.shapes[bid]) if self.shapes[bid] else (0, 0, 0)])[0]
+        return table, maps

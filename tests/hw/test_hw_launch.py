@@ -225,3 +225,28 @@ def test_a_keyed_call_is_packed_once_and_later_calls_of_its_key_launch_the_block
         calls = [print]
     monkeypatch.setattr(launch_mod.knobs(), "launch_enter_hook", _Listening())
     assert not launch.cached(4, "k1")  # a profiler listens: the launch describes itself through Triton
+
+
+def test_the_maps_table_encodes_the_static_slots_once_and_a_call_only_its_bound_ones(monkeypatch):
+    """Addresses: every rank's heap slots get their tensor maps at construction; a call with new
+    addresses encodes only this rank's bound buffers; slots without a map (other ranks' bound
+    buffers, non-bf16 buffers, unmappable shapes) stay zero, their MAPPED_WORD 0."""
+    import numpy as np
+
+    from mkernel.hw.kernels.bulk_tensor import MAPPED_WORD
+    from mkernel.hw.runtime import tensormap
+    from mkernel.hw.runtime.launch import Addresses
+
+    encoded = []
+    monkeypatch.setattr(tensormap, "encode", lambda a, r, c: encoded.append((a, r, c)) or (a).to_bytes(8, "little") * 16)
+    world, rank = 2, 1
+    # buffer 0: heap, bf16 64 x 512; buffer 1: bound (0 in the static table), bf16 32 x 256; buffer 2: heap, fp32
+    static = np.array([1 << 20, 2 << 20, 0, 0, 3 << 20, 4 << 20], np.int64)
+    shapes = [(64, 512), (32, 256), None]
+    a = Addresses(static, rank, world, "cpu", shapes)
+    assert encoded == [(1 << 20, 64, 512), (2 << 20, 64, 512)]
+    encoded.clear()
+    table, maps = a.tables((0, 5 << 20, 0))
+    assert encoded == [(5 << 20, 32, 256)] and table[1 * world + rank] == 5 << 20
+    assert maps[:, MAPPED_WORD].tolist() == [1, 1, 0, 1, 0, 0]
+    assert maps[3, 0] == 5 << 20 and not maps[2].any() and not maps[4:].any()
