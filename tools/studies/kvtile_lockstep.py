@@ -8,10 +8,15 @@ tile_m = max(128, S // 4)):
   identical copies run in lockstep and leave the port idle during their fixed tails.
 - ``jitter``: the same one-node run with every NVLink round trip and compute tile scaled by a
   seeded factor in [1 - a, 1 + a]: does breaking the lockstep recover the port-bound time?
+- ``overlap``: ``sweep`` under a what-if copy model (not the simulator's): a copy's round trips
+  overlap its own transfer (its flow capped at bytes / (bytes / sm_copy + round trips), so an
+  uncontended copy takes as long as today, a contended one only its share of the port), then the
+  per-task cost.
 
     python tools/studies/kvtile_lockstep.py sweep --nodes 2 --seq 768,1536,3072
     python tools/studies/kvtile_lockstep.py port --seq 768 --kv 384,512
     python tools/studies/kvtile_lockstep.py jitter --seq 768 --kv 384,512 --amp 0.2
+    python tools/studies/kvtile_lockstep.py overlap --nodes 2 --seq 1536
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import argparse
 import dataclasses
 import random
 
-from mkernel import load_scenario
+from mkernel import cost, load_scenario
 from mkernel.backend import get_backend
 from mkernel.runner import build
 from mkernel.sim import engine, flows
@@ -89,17 +94,45 @@ def jitter(seq: int, kvs: list[int], amp: float) -> None:
         print(f"1x8 S={seq} kv={kv}: deterministic {t0:.1f} us, jitter {amp:g}: {t1:.1f} us", flush=True)
 
 
+def _overlapped_nvlink(self, run, task) -> None:
+    """What-if ``Model._nvlink`` for a timing run: round trips overlapped with the copy's transfer."""
+    run.paid = cost.touches_peer(task)
+    transfers = cost.remote_transfers(task, self.itemsize)
+    local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
+    rtt = self.c.nvlink.latency_us + cost.step_us(task, self.c)
+    merged = self.c.gpu.fused_peer_task_us if run.paid and self.quiet else 0.0  # as Model._nvlink
+    if not transfers:
+        self._until(self.env.now + local_us + cost.step_us(task, self.c), self._copied, run)
+        return
+    half, start, home = self.c.nvlink.half_efficiency_bytes, self.env.now, self.home
+    legs = [leg for src, dst, b in transfers
+            for leg in ((self.nv_out[home[src]], b, b + half), (self.nv_in[home[dst]], b, b + half))]
+    size = sum(b + half for _, _, b in transfers)
+    cap = size / (size / self.sm_copy + rtt)
+    done = self.flows.transfer_legs(size, legs, cap, run.n)
+    done.callbacks.append(lambda _ev: self._until(max(self.env.now, start + local_us) + merged, self._copied, run))
+
+
+def overlap(seqs: list[int], nodes: int) -> None:
+    orig = engine.Model._nvlink
+    engine.Model._nvlink = _overlapped_nvlink
+    try:
+        sweep(seqs, nodes)
+    finally:
+        engine.Model._nvlink = orig
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("sweep", "port", "jitter"))
+    p.add_argument("what", choices=("sweep", "port", "jitter", "overlap"))
     p.add_argument("--seq", default="768", help="sequence per GPU (comma list for sweep)")
     p.add_argument("--kv", default="384,512", help="kv_tile values (port, jitter)")
     p.add_argument("--nodes", type=int, default=1, help="sweep: 1 (one node) or 2 (collapsed)")
     p.add_argument("--amp", type=float, default=0.2, help="jitter: relative amplitude")
     a = p.parse_args()
     seqs, kvs = [int(x) for x in a.seq.split(",")], [int(x) for x in a.kv.split(",")]
-    if a.what == "sweep":
-        sweep(seqs, a.nodes)
+    if a.what in ("sweep", "overlap"):
+        (sweep if a.what == "sweep" else overlap)(seqs, a.nodes)
     elif a.what == "port":
         port(seqs[0], kvs)
     else:
