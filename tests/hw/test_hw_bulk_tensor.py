@@ -134,3 +134,30 @@ def test_box_accumulate_adds_every_source_into_the_owner_from_many_blocks_at_onc
     rel = float((bufs[8].double() - ref).norm() / ref.norm())
     assert rel <= 1e-2, rel
     assert torch.equal(bufs[8][128:], start[128:].bfloat16()) and torch.equal(bufs[8][:, 512:], start[:, 512:].bfloat16())
+
+
+def test_the_per_sm_ceiling_probe_compiles_to_wide_loads_and_stores_for_sm90a():
+    """tools/probes/sm_ceiling.py, the read / write / copy ceiling beside the bulk paths: each kind
+    compiles for sm_90a to 16-byte global accesses (its point: the widest a register path issues),
+    and bad arguments are exit 2 before any GPU work."""
+    import importlib.util
+    from pathlib import Path
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "probes" / "sm_ceiling.py"
+    spec = importlib.util.spec_from_file_location("sm_ceiling", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(3)}
+    for kind, wants in (("read", ("ld.global.v4",)), ("write", ("st.global.v4",)), ("copy", ("ld.global.v4", "st.global.v4"))):
+        k = triton.compile(ASTSource(fn=probe.stream_kernel, signature={"src": "*i32", "dst": "*i32", "out": "*i32",
+                                                                         "words_per_block": "i64"},
+                                     constexprs={"KIND": probe.KINDS.index(kind), "BLOCK": 8192}, attrs=attrs),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+        ptx = k.asm["ptx"]
+        assert all(w in ptx for w in wants), kind
+        assert ("ld.global" in ptx) == (kind != "write"), kind
+    assert probe.main(["--sms", "0"]) == 2 and probe.main(["--block", "1000"]) == 2

@@ -6,9 +6,11 @@
 set -uo pipefail
 . "$(dirname "$0")/../device/device_setup.sh"
 for kind in mlp-ar attention attention-causal; do
-  gpu_step "train-$kind" 140 tests/hw/test_train.py -k "bf16 and emulated and $kind]"
+  gpu_step "train-$kind" 130 tests/hw/test_train.py -k "bf16 and emulated and $kind]"
 done
 gpu_step bulk 50 tests/hw/test_hw_bulk_tensor.py tests/hw/test_hw_bulk.py
 gpu_step boxed22 100 tests/hw/test_hw_fused.py -k "box_copies_inside"
+timeout 60 python3 tools/probes/sm_ceiling.py --sms 1,4,16 --blocks-per-sm 1,2 --mib 512 --reps 3 --out "$OUT/ceiling.json" > "$OUT/ceiling.log" 2>&1; echo "ceiling rc=$?" >> "$OUT/summary.txt"
 grep -hE "FAILED|ERROR|Timeout|Error|timeout waiting" "$OUT"/*.log | cut -c1-300 | head -20
+tail -5 "$OUT/ceiling.log"
 cat "$OUT/summary.txt"
