@@ -77,12 +77,20 @@ def _units(w: Workload, c: Cluster) -> float:
     return (rows / w.tile_m + w.experts / world) * cols + rows / 16
 
 
+def _extra(w: Workload, c: Cluster) -> float:
+    """Tasks per rank the fit does not see: ring attention's node-ring copies beyond those of the
+    128-row KV tiles it was fitted with (one copy per KV tile of every slice but the last hop's)."""
+    if w.kernel != "ring_attention" or w.kv_tile >= 128:
+        return 0.0
+    return w.n * c.nodes * (c.gpus_per_node - 1) * (math.ceil(w.m / w.kv_tile) - math.ceil(w.m / 128))
+
+
 def estimate(w: Workload, c: Cluster, folded_nodes: int = 0) -> Estimate:
     """The estimated task count of the fused and baseline schedules; ``folded_nodes`` > 0: built for
     that many nodes alone (a collapsed run of a node-symmetric op)."""
     per_unit, per_pair, per_rank = FIT[w.kernel]
     built = c.world if not folded_nodes else min(c.world, folded_nodes * c.gpus_per_node)
-    tasks = built * (per_unit * _units(w, c) + per_pair * c.world + per_rank)
+    tasks = built * (per_unit * _units(w, c) + per_pair * c.world + per_rank + _extra(w, c))
     return Estimate(int(tasks), built)
 
 

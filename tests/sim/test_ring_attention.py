@@ -2,6 +2,8 @@
 closed-form network bytes, and the shapes it refuses."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,20 @@ def test_every_kv_ring_tile_size_computes_the_same_attention(kv_tile, causal):
 def test_a_kv_tile_below_one_row_is_refused():
     with pytest.raises(ProblemError, match="ring_attention needs kv_tile .* >= 1, got 0"):
         ra.build(Workload(kernel="ring_attention", m=40, n=2, k=32, tile_m=16, kv_tile=0), Cluster("t", 1, 2))
+
+
+def test_a_kv_tile_that_would_declare_too_many_ring_copies_is_refused_before_building():
+    """Tiny ring tiles multiply the node ring's copies, which the memory estimate counts (mkernel.limits):
+    refused with the figures before anything is built; the default tile on the same shape is not."""
+    from mkernel import limits
+    from mkernel.errors import InputError
+
+    w = Workload(kernel="ring_attention", m=12288, n=64, k=128, tile_m=3072)
+    c = Cluster("t", 1, 8)
+    with pytest.raises(InputError, match="tasks"):
+        limits.check_tasks(dataclasses.replace(w, kv_tile=1), c, 0, False, 0)
+    assert limits.estimate(dataclasses.replace(w, kv_tile=1), c).tasks > 100 * limits.estimate(w, c).tasks
+    limits.check_tasks(w, c, 0, False, 0)
 
 
 @pytest.mark.parametrize("nodes,gpus", [(2, 2), (2, 8), (3, 2), (4, 4)])
