@@ -45,11 +45,6 @@ def configure(knobs: HwKnobs) -> None:
     _KNOBS[0] = knobs
 
 
-def knobs() -> HwKnobs:
-    """The knobs the next executor is built with."""
-    return _KNOBS[0]
-
-
 def executor(w: Workload, group_name: str, gpus_per_node: int, sms: int, transport: str = "auto") -> Executor:
     """The cached executor of (op, shape, group, topology, transport), built collectively on first
     use. Empty or zero arguments mean the defaults: the world group, one node, every SM of the GPU.

@@ -91,18 +91,18 @@ def test_the_public_api_takes_knobs_before_its_first_executor_and_refuses_them_a
     import mkernel
     from mkernel.hw import ops
 
-    assert ops.knobs() == DEFAULTS
+    assert ops._KNOBS[0] == DEFAULTS
     with pytest.raises(InputError, match=r"configure\(knobs\): an HwKnobs is needed, got dict"):
         mkernel.configure({"timeout_s": 1.0})
     quick = HwKnobs(barrier_timeout_s=30.0)
     try:
         mkernel.configure(quick)
-        assert ops.knobs() is quick
+        assert ops._KNOBS[0] is quick
         ops._EXECUTORS[("stand-in",)] = (None, None)  # as after a first fused call
         with pytest.raises(InputError, match=r"1 executors already run .* call mkernel.close\(\) first"):
             mkernel.configure(DEFAULTS)
-        assert ops.knobs() is quick
+        assert ops._KNOBS[0] is quick
     finally:
         ops._EXECUTORS.pop(("stand-in",), None)
         mkernel.configure(DEFAULTS)
-    assert ops.knobs() == DEFAULTS
+    assert ops._KNOBS[0] == DEFAULTS

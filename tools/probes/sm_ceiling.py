@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 
@@ -49,24 +48,12 @@ def stream_kernel(src, dst, out, words_per_block, KIND: tl.constexpr, BLOCK: tl.
         tl.store(out + pid.to(tl.int64) * BLOCK + lanes, acc)
 
 
-def timed(fn, reps: int, torch) -> float:
-    """Median microseconds of ``reps`` calls between CUDA events, after two warm-ups."""
-    fn()
-    fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(times)
-
-
 def run(args, sms: list[int], per_sm: list[int]) -> int:
     import torch
 
+    from mkernel.hw.measure.bench import time_events
+
+    timed = lambda fn: time_events(fn, 2, args.reps) * 1e6  # median us between CUDA events, after two warm-ups
     props = torch.cuda.get_device_properties(0)
     if max(sms) > props.multi_processor_count:
         print(f"sm_ceiling: --sms asks for {max(sms)} SMs; this GPU has {props.multi_processor_count}", file=sys.stderr)
@@ -76,7 +63,7 @@ def run(args, sms: list[int], per_sm: list[int]) -> int:
     dst = torch.empty_like(src)
     x, y = torch.empty(512 * MIB, dtype=torch.bfloat16, device="cuda").normal_(), \
         torch.empty(512 * MIB, dtype=torch.bfloat16, device="cuda")
-    d2d = 2 * x.numel() * 2 / timed(lambda: y.copy_(x), args.reps, torch) / 1e3
+    d2d = 2 * x.numel() * 2 / timed(lambda: y.copy_(x)) / 1e3
     rows, failed = [], 0
     for kind in KINDS:
         for k in per_sm:
@@ -100,7 +87,7 @@ def run(args, sms: list[int], per_sm: list[int]) -> int:
                     ok = not bool(dst[:span].any())
                 else:
                     ok = torch.equal(dst[:span], src[:span])
-                us = timed(launch, args.reps, torch)
+                us = timed(launch)
                 moved = span * 4 * (2 if kind == "copy" else 1)
                 rate = moved / us / 1e3
                 failed += not ok
