@@ -247,24 +247,37 @@ def signal_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tup
     return fixed + [(key, 1) for key in moving]
 
 
-def bump_keys(t: Task, first: int = 0, n: int | None = None, fold: int = 0) -> tuple[list, list]:
+def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | None = None) -> tuple[list, list]:
     """The bumps of :func:`signal_keys` as (key, times) of the signals that do not step and the
-    keys, each bumped once, of those that do (so a Counter takes them in one ``update``); ranks are
-    taken mod ``fold`` where > 0. The builder, the signal-count rule and the simulator count with it."""
+    keys, each bumped once, of those that do (so a Counter takes them in one ``update``); each
+    rank is counted at ``home[rank]`` where given (a partial build's, :func:`count_homes`). The
+    builder, the signal-count rule and the simulator count with it."""
     n = t.count - first if n is None else n
     steps = t.step.signals if t.count > 1 and t.step.signals else None
     if steps is None:
-        return [((g.rank % fold if fold else g.rank, g.name, g.index), n) for g in t.signals], []
-    fixed = [((g.rank % fold if fold else g.rank, g.name, g.index), n)
+        return [((home[g.rank] if home else g.rank, g.name, g.index), n) for g in t.signals], []
+    fixed = [((home[g.rank] if home else g.rank, g.name, g.index), n)
              for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
     moving = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
     if len(moving) == 1:
         rank, name, index, dk, dx = moving[0]
-        if fold:
-            return fixed, [((rank + i * dk) % fold, name, index + i * dx) for i in range(first, first + n)]
+        if home:
+            return fixed, [(home[rank + i * dk], name, index + i * dx) for i in range(first, first + n)]
         return fixed, [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)]
-    return fixed, [((rank + i * dk) % fold if fold else rank + i * dk, name, index + i * dx)
+    return fixed, [(home[rank + i * dk] if home else rank + i * dk, name, index + i * dx)
                    for i in range(first, first + n) for rank, name, index, dk, dx in moving]
+
+
+def count_homes(world: int, gpus_per_node: int, first_nodes: int, local_fold: int) -> list[int] | None:
+    """Where a partial build counts the bumps of each rank's signals (None: a full build, each at
+    its own): a build of the first nodes (``first_nodes``) counts rank r at r mod those nodes'
+    ranks (by the node shift, what other nodes bump there is what the built nodes bump elsewhere),
+    one of local rank 0 alone (``local_fold``) then at its node's rank 0 (by the rotation, what
+    the node's other ranks bump on rank 0 is what rank 0 bumps on them, renamed)."""
+    if not first_nodes and not local_fold:
+        return None
+    span = first_nodes * gpus_per_node if first_nodes else world
+    return [r % span - r % span % local_fold if local_fold else r % span for r in range(world)]
 
 
 def expand(s: Schedule) -> Schedule:
@@ -276,7 +289,7 @@ def expand(s: Schedule) -> Schedule:
         for i in range(t.count):
             tasks.append(t.member(i, len(tasks)))
     return Schedule(s.version, s.kernel, s.variant, s.world, s.gpus_per_node, s.num_sms, s.buffers, s.launches,
-                    tuple(tasks), s.flops_per_gpu, s.first_nodes, s.elided)
+                    tuple(tasks), s.flops_per_gpu, s.first_nodes, s.elided, s.local_fold)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +332,7 @@ class Schedule:
     flops_per_gpu: float = 0.0  # useful FLOPs one GPU performs (the TFLOPS metric's numerator)
     first_nodes: int = 0  # > 0: the tasks of the first nodes only, the rest alike (ScheduleBuilder)
     elided: tuple[int, ...] = ()  # library launches whose tasks a timing build left out (ScheduleBuilder)
+    local_fold: int = 0  # > 0: each built node's local rank 0 alone, standing for this many ranks (ScheduleBuilder)
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.buffers:

@@ -27,10 +27,13 @@ PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fe
 
 
 def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
-          force: bool = False, timing: bool = False) -> tuple[Schedule, Schedule]:
+          force: bool = False, timing: bool = False, local: bool = False) -> tuple[Schedule, Schedule]:
     """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
-    (:func:`mkernel.builders.node_symmetric`); with ``grouped``, with grouped tasks (the simulator's);
+    (:func:`mkernel.builders.node_symmetric`), and with ``local`` too, the fused one for those nodes'
+    local rank 0 alone where every local rank runs its queues rotated
+    (:func:`mkernel.builders.local_symmetric`: a run that folds local ranks, :mod:`mkernel.sim.localfold`,
+    needs no more); with ``grouped``, with grouped tasks (the simulator's);
     with ``timing``, for a simulated timing run (no data): the baseline's library launches without
     their tasks, which such a run never runs (:class:`~mkernel.schedule_builder.ScheduleBuilder`).
     A problem whose estimated schedules pass the memory limit is refused before anything is built,
@@ -44,7 +47,7 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable)
     kw["grouped"] = grouped
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
-    fused = module.build(w, c, **kw)
+    fused = module.build(w, c, **kw, **({"local_fold": True} if kw and local and builders.local_symmetric(w, c) else {}))
     baseline = module.build_baseline(w, c, **kw, **({"library_tasks": False} if timing else {}))
     limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
@@ -99,8 +102,10 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         collapse = backend == "sim" and collapses(scenario, data=data, trace=trace, faults=faults)
     if progress is not None:
         progress("build", 0, 0)
-    fused, baseline = build(scenario, folded=backend == "sim" and collapse and not (data or trace or faults),
-                            grouped=backend == "sim", force=force, timing=backend == "sim" and not data)
+    quiet = backend == "sim" and collapse and not (data or trace or faults)  # a collapsed timing run
+    fused, baseline = build(scenario, folded=quiet, grouped=backend == "sim", force=force,
+                            timing=backend == "sim" and not data,
+                            local=quiet and not adaptive and engine.folds_locals(c))
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")

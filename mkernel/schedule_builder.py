@@ -4,15 +4,16 @@ The IR itself (:mod:`mkernel.ir`) is frozen data; a builder collects buffers, la
 here, in queue order, and freezes them with :meth:`ScheduleBuilder.build`. What the builder adds to
 plain appending is the bookkeeping every op needs and none should redo: ids in tuple order, the
 bumps each signal has had so far (the count a complete wait expects), grouped or flat tasks, and
-the two partial builds (a timing build without library launches' tasks, a build of the first
-nodes only).
+the three partial builds (a timing build without library launches' tasks, a build of the first
+nodes only, and of their local rank 0 alone).
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .ir import IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, bump_keys
+from .ir import (IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, bump_keys,
+                 count_homes)
 
 
 @dataclass
@@ -36,6 +37,16 @@ class ScheduleBuilder:
     other ranks' tasks, and :meth:`bumped` counts a signal's bumps as the full schedule would: by
     symmetry, what another node's tasks bump on a built node is what the built nodes' tasks bump on
     other nodes, so bumps are counted folded onto the built ranks (rank mod n x gpus_per_node).
+
+    ``local_fold`` (with ``first_nodes``) builds local rank 0 of each built node alone, for an op
+    whose every local rank runs rank 0's queues rotated (local m -> m + l mod G: see
+    :mod:`mkernel.sim.localfold`, which checks the same on a built schedule). A bump of a signal on
+    another local rank l then names, at its real rank, the signal of rank 0 that plays its part:
+    the builder lists in ``rotating`` the signals whose index holds a rank numbered from the
+    receiver (``Cluster.relative``), as ``index // unit``, and that rank's local part is rotated
+    back by l; every other signal keeps its index. Bumps are counted at the node's rank 0, so a
+    wait's count is what the full schedule gives it. A group whose renamed signals no longer step
+    evenly is added as its members.
     """
 
     kernel: str
@@ -51,10 +62,20 @@ class ScheduleBuilder:
     grouped: bool = False
     library_tasks: bool = True
     elided: list[int] = field(default_factory=list)  # launches left without tasks (library_tasks=False)
+    local_fold: bool = False
+    rotating: dict[str, int] = field(default_factory=dict)  # signal name -> unit of its receiver-relative rank
+
+    def __post_init__(self) -> None:
+        if self.local_fold and not self.first_nodes:
+            raise ValueError("a build of local rank 0 alone (local_fold) is a build of the first nodes too")
+        self.local_fold = self.local_fold and self.gpus_per_node > 1
+        self._home = count_homes(self.world, self.gpus_per_node, self.first_nodes,
+                                 self.gpus_per_node if self.local_fold else 0)
 
     def emits(self, rank: int) -> bool:
         """Whether tasks of ``rank`` are built."""
-        return not self.first_nodes or rank < self.first_nodes * self.gpus_per_node
+        return (not self.first_nodes or rank < self.first_nodes * self.gpus_per_node) and \
+            not (self.local_fold and rank % self.gpus_per_node)
 
     def builds(self) -> bool:
         """Whether the current launch's tasks are built: not in a timing build's library launch."""
@@ -62,14 +83,15 @@ class ScheduleBuilder:
 
     def ranks(self) -> range:
         """The ranks whose tasks are built."""
-        return range(self.first_nodes * self.gpus_per_node if self.first_nodes else self.world)
+        return range(0, self.first_nodes * self.gpus_per_node if self.first_nodes else self.world,
+                     self.gpus_per_node if self.local_fold else 1)
 
     def nodes(self) -> range:
         """The nodes whose tasks are built."""
         return range(self.first_nodes or self.world // self.gpus_per_node)
 
     def _key(self, rank: int, name: str, index: int) -> tuple[int, str, int]:
-        return (rank % (self.first_nodes * self.gpus_per_node) if self.first_nodes else rank, name, index)
+        return (self._home[rank] if self._home else rank, name, index)
 
     def buffer(self, name: str, rows: int, cols: int, dtype: str = "bf16",
                kind: BufferKind = BufferKind.SCRATCH, writes_per_element: int = 1) -> str:
@@ -98,6 +120,14 @@ class ScheduleBuilder:
         task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
                     tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
                     count, step)
+        if self.local_fold and signals and self.rotating:
+            members = self._renamed(task)
+            if members is not None:  # renamed member by member: added as its members
+                for m in members:
+                    self._count(m)
+                self.tasks += members
+                return members[0]
+            task = self._renamed_group(task)
         self._count(task)
         if count > 1 and not self.grouped:
             members = task.members()
@@ -106,9 +136,49 @@ class ScheduleBuilder:
         self.tasks.append(task)
         return task
 
+    def _image(self, rank: int, name: str, index: int) -> int:
+        """The index, on local rank 0, of the signal ``name[index]`` plays on ``rank`` (``local_fold``)."""
+        g = self.gpus_per_node
+        unit, local = self.rotating.get(name), rank % g
+        if unit is None or not local:
+            return index
+        q, rest = divmod(index, unit)
+        return (q - q % g + (q % g - local) % g) * unit + rest
+
+    def _renamed(self, task: Task) -> list[Task] | None:
+        """``task``'s members, each with its signals renamed (:meth:`_image`), if the renamed
+        indices of a group do not step evenly; else None (:meth:`_renamed_group` renames it whole)."""
+        if task.count == 1 or not task.step.signals:
+            return None
+        for g, (dk, dx) in zip(task.signals, task.step.signals):
+            if (dk or dx) and g.name in self.rotating:
+                images = [self._image(g.rank + i * dk, g.name, g.index + i * dx) for i in range(task.count)]
+                d = images[1] - images[0]
+                if any(x != images[0] + i * d for i, x in enumerate(images)):
+                    break
+        else:
+            return None
+        return [self._renamed_group(m) for m in task.members()]  # (ids go on from the task's)
+
+    def _renamed_group(self, task: Task) -> Task:
+        """``task`` with its signals renamed (:meth:`_image`): member 0's, and their steps."""
+        if not any(g.name in self.rotating for g in task.signals):
+            return task
+        steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
+        signals, moves = [], []
+        for g, (dk, dx) in zip(task.signals, steps):
+            first = self._image(g.rank, g.name, g.index)
+            signals.append(Signal(g.rank, g.name, first))
+            moves.append((dk, self._image(g.rank + dk, g.name, g.index + dx) - first if dk or dx else 0))
+        step = task.step
+        if task.count > 1 and step.signals:
+            step = Step(step.regions, tuple(moves), step.waits, step.chunk, step.label)
+        return Task(task.id, task.rank, task.role, task.op, task.reads, task.writes, task.accumulate, task.waits,
+                    tuple(signals), task.launch, task.chunk, task.label, task.mask, task.index, task.count, step)
+
     def _count(self, task: Task) -> None:
         """Count ``task``'s bumps (every member's) into :attr:`bumps`."""
-        fixed, moving = bump_keys(task, fold=self.first_nodes * self.gpus_per_node)
+        fixed, moving = bump_keys(task, home=self._home)
         for key, times in fixed:
             self.bumps[key] += times
         if moving:
@@ -121,4 +191,5 @@ class ScheduleBuilder:
     def build(self, flops_per_gpu: float) -> Schedule:
         return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,
                         self.num_sms, tuple(self.buffers), tuple(self.launches), tuple(self.tasks),
-                        flops_per_gpu, self.first_nodes, tuple(self.elided))
+                        flops_per_gpu, self.first_nodes, tuple(self.elided),
+                        self.gpus_per_node if self.local_fold else 0)

@@ -15,8 +15,9 @@ Each rule raises :class:`ScheduleError` naming the task (or buffer) and the rule
 A group (``Task.count`` > 1) must carry a step that fits it, and its members keep the per-task
 rules; the rules over pairs of tasks (cycles, output coverage, races) run on the expanded schedule.
 
-A schedule of the first nodes alone (``Schedule.first_nodes``) gets the per-task rules and the
-signal counts, folded onto those nodes as the builder counted them; cycles, output coverage and races need every node's
+A schedule of the first nodes alone (``Schedule.first_nodes``, and of their local rank 0 alone,
+``Schedule.local_fold``) gets the per-task rules and the signal counts, folded onto those nodes
+(and that rank) as the builder counted them; cycles, output coverage and races need every node's
 tasks, so they are checked on full builds of the same op (tests/core/test_symmetry.py proves the two
 builds simulate alike).
 
@@ -35,7 +36,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .errors import ScheduleError
-from .ir import BufferKind, Op, Schedule, Task, bump_keys, expand, paused_gc
+from .ir import BufferKind, Op, Schedule, Task, bump_keys, count_homes, expand, paused_gc
 from .races import check_races, happens_before_graph, topological_order
 
 
@@ -253,13 +254,13 @@ def _check_locality(gpus: int, rank: int, task, op: Op, reads: tuple, writes: tu
 def _check_signals(s: Schedule) -> None:
     """Every wait's signal is bumped at least its count times; and no task outside a library launch
     waits on a signal that a library launch's task bumps (what a timing build relies on)."""
-    fold = s.first_nodes * s.gpus_per_node
+    home = count_homes(s.world, s.gpus_per_node, s.first_nodes, s.local_fold)
     library = {li for li, launch in enumerate(s.launches) if launch.library is not None}
 
     bumps: Counter = Counter()
     by_library: set = set()
     for task in s.tasks:
-        fixed, moving = bump_keys(task, fold=fold)
+        fixed, moving = bump_keys(task, home=home)
         for k, times in fixed:
             bumps[k] += times
         if moving:
@@ -275,7 +276,7 @@ def _check_signals(s: Schedule) -> None:
         outside = task.launch not in library
         for j, (wait, dx) in enumerate(zip(task.waits, steps)):
             g = wait.signal
-            rank = g.rank % fold if fold else g.rank
+            rank = home[g.rank] if home else g.rank
             for i in range(task.count) if dx else (0,):
                 k = (rank, g.name, g.index + i * dx)
                 have = get(k, 0)

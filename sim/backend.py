@@ -15,7 +15,7 @@ from .collapse import is_node_symmetric
 from .data import DataStore
 from .engine import Model
 from .faults import Faults
-from .localfold import NotFoldable, fold_locals, refusal
+from .localfold import NotFoldable, cluster_refusal, fold_locals, refusal
 
 
 class SimBackend:
@@ -28,6 +28,11 @@ class SimBackend:
             return f"schedule is for {schedule.world} ranks, cluster has {cluster.world}"
         return None
 
+    def folds_locals(self, cluster: Cluster) -> bool:
+        """Whether a quiet collapsed run on ``cluster`` (no controller, trace or stress) may fold
+        local ranks (:mod:`mkernel.sim.localfold`), so a build of local rank 0 alone serves it."""
+        return cluster.gpus_per_node > 1 and cluster_refusal(cluster) is None
+
     @paused_gc()  # a run makes millions of short-lived objects; the schedule's are scanned at every full pass
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
@@ -39,7 +44,8 @@ class SimBackend:
         ``collapse`` simulates node 0 only when the schedule is node-symmetric (see
         :mod:`mkernel.sim.collapse`): exact times, no data, no hazard tracking. It is ignored for
         data runs and for schedules that are not symmetric. A schedule built for its first nodes
-        alone (``Schedule.first_nodes``) always runs collapsed.
+        alone (``Schedule.first_nodes``) always runs collapsed, and one built for their local rank 0
+        alone (``Schedule.local_fold``) with its local ranks folded.
         ``faults`` injects seeded faults (:mod:`mkernel.sim.faults`); a faulty run is never collapsed.
         ``controller`` moves SMs between roles at task boundaries (:mod:`mkernel.controller`).
         ``workload`` is not needed: the schedule holds everything the simulator runs.
@@ -55,12 +61,19 @@ class SimBackend:
             raise BackendUnavailable(f"{schedule.kernel}/{schedule.variant} is a timing build: its library launches "
                                      f"{list(schedule.elided)} have no tasks, and a data run executes them (build it "
                                      "with library_tasks=True)")
+        if schedule.local_fold:
+            why = refusal(schedule, cluster, controller=controller, trace=trace, stress=stress)
+            if why:
+                raise BackendUnavailable(f"{schedule.kernel}/{schedule.variant} was built for local rank 0 alone, and "
+                                         f"this run may not fold local ranks ({why}): build it with local_fold=False")
         span = schedule.first_nodes or cluster.fold_nodes
         folded = bool(schedule.first_nodes) or (collapse and span > 0 and inputs is None
                                                 and not (faults and faults.any) and is_node_symmetric(schedule))
         run_schedule = fold(schedule, span) if folded else schedule
         ranks_folded: int | str = "not collapsed"
-        if folded:
+        if schedule.local_fold:
+            ranks_folded = schedule.local_fold  # folded when built
+        elif folded:
             ranks_folded = refusal(run_schedule, cluster, controller=controller, trace=trace, stress=stress) or 0
             if not ranks_folded:
                 try:

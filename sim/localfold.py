@@ -50,10 +50,14 @@ def refusal(s: Schedule, c, *, controller=None, trace: bool = False, stress: flo
         return "one GPU per node"
     if controller is not None or trace or stress > 0:
         return "a controller, a trace or stress names every SM"
-    puts = any(t.op is Op.PUT for t in s.tasks)
-    if puts and c.nic.count > 1:
+    return cluster_refusal(c) if any(t.op is Op.PUT for t in s.tasks) else None
+
+
+def cluster_refusal(c) -> str | None:
+    """Why a run with network messages on ``c`` may not fold local ranks, or None."""
+    if c.nic.count > 1:
         return f"{c.nic.count} NICs per GPU: messages are striped over them by a count over all ranks"
-    if puts and c.transport == "efa_srd" and c.nic.srd_jitter_us > 0:
+    if c.transport == "efa_srd" and c.nic.srd_jitter_us > 0:
         return "SRD jitter is drawn in message order over all ranks"
     return None
 

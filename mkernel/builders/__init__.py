@@ -3,7 +3,8 @@
 A builder module provides ``check(workload, cluster)``, ``build`` (the fused schedule),
 ``build_baseline`` (the unfused schedule in the same IR), ``flops_per_gpu`` and ``make_inputs``.
 Its numpy oracle lives in :mod:`mkernel.reference` under the same kernel id. Builders of
-node-symmetric ops also take ``first_nodes`` (see :class:`mkernel.schedule_builder.ScheduleBuilder`).
+node-symmetric ops also take ``first_nodes``, and the fused builds of rotation-symmetric ones
+``local_fold`` (see :class:`mkernel.schedule_builder.ScheduleBuilder`).
 """
 from __future__ import annotations
 
@@ -32,4 +33,17 @@ def node_symmetric(w, c) -> bool:
         return get(w.kernel).node_symmetric(w)
     if w.kernel == "gemm_ar":
         return get(w.kernel).node_symmetric(w, c)
+    return True
+
+
+def local_symmetric(w, c) -> bool:
+    """Whether ``build(w, c, first_nodes=n, local_fold=True)`` is exact: the op is node-symmetric
+    and every local rank runs local rank 0's queues rotated (tests/sim/test_localfold.py checks it
+    against the simulator's own check of full builds). The fused builds of GEMM+RS, AG+GEMM and
+    ring attention always rotate; GEMM+AR's when its tiles deal evenly (``gemm_ar.local_symmetric``);
+    MoE's routing does not rotate."""
+    if c.gpus_per_node < 2 or w.kernel == "moe_dispatch_gemm" or not node_symmetric(w, c):
+        return False
+    if w.kernel == "gemm_ar":
+        return get(w.kernel).local_symmetric(w, c)
     return True

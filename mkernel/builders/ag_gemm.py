@@ -80,13 +80,16 @@ def _source_order(c: Cluster, rank: int) -> list[int]:
 
 
 @paused_gc()
-def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, local_fold: bool = False) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``, and only their local rank
+    0's with ``local_fold``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    sb = ScheduleBuilder("ag_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
+    sb = ScheduleBuilder("ag_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
+                         local_fold=local_fold)
     S = _inputs(sb, w, c)
     chunks = chunk_rows(0, S, CHUNK_ROWS)
+    sb.rotating = {"landed": len(chunks)}  # a shard's relative rank, then its chunk
     sb.launch("fused", _roles(w, c))
 
     def rows(buf: str, rank: int, q: int, r0: int, r1: int) -> Region:

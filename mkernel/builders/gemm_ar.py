@@ -83,6 +83,20 @@ def node_symmetric(w: Workload, c: Cluster) -> bool:
     return w.m % w.tile_m == 0 and w.n % w.tile_n == 0 and shared * w.tile_m % c.nodes == 0
 
 
+def local_symmetric(w: Workload, c: Cluster) -> bool:
+    """Whether every local rank runs local rank 0's queues rotated (the check of
+    :mod:`mkernel.sim.localfold`): tiles are dealt to owners G to a slot and each rank computes its
+    own tile of a slot first, so every slot must hold G tiles of one shape."""
+    g = c.gpus_per_node
+    tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
+    if len(tiles) % g:
+        return False
+    if w.m % w.tile_m == 0 and w.n % w.tile_n == 0:
+        return True
+    return all(t.row1 - t.row0 == s.row1 - s.row0 and t.col1 - t.col0 == s.col1 - s.col0
+               for t in tiles if (s := tiles[t.index - t.index % g]) is not t)
+
+
 def flops_per_gpu(w: Workload, c: Cluster) -> float:
     return 2.0 * w.m * w.n * w.k
 
@@ -99,15 +113,17 @@ def _inputs(sb: ScheduleBuilder, w: Workload) -> None:
 
 
 @paused_gc()
-def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, local_fold: bool = False) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``, and only their local rank
+    0's with ``local_fold``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes, ct = c.gpus_per_node, c.nodes, w.chunk_tiles
     algorithm, whole, shared = plan(w, c)
     tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
     slots = math.ceil(len(tiles) / g)
     nchunks = math.ceil(slots / ct)
-    sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
+    sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
+                         local_fold=local_fold, rotating={"contrib": 1})  # a tile's index: its owner is index mod G
     _inputs(sb, w)
     if g > 1:
         sb.buffer("P", w.m, w.n, w.dtype)

@@ -76,17 +76,20 @@ def _inputs(sb: ScheduleBuilder, w: Workload, c: Cluster) -> int:
 
 
 @paused_gc()
-def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, local_fold: bool = False) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``, and only their local rank
+    0's with ``local_fold``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     algorithm = rail.choose(w, c)
     # the order a node visits the blocks of other nodes, own block last: direct, nearest first; ring,
     # the block it starts (node - 1's), then the one that arrives next, as the ring carries them
     offsets = [*range(nodes - 1, 0, -1), 0] if algorithm == "ring" else [*range(1, nodes), 0]
-    sb = ScheduleBuilder("gemm_rs", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
+    sb = ScheduleBuilder("gemm_rs", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
+                         local_fold=local_fold)
     R = _inputs(sb, w, c)
     tiles = tile_grid(R, w.n, w.tile_m, w.tile_n)  # the tiles of one block, block-local rows
+    sb.rotating = {"contrib": len(tiles)}  # a block's relative rank, then its tile
     chunks = batches(tiles, w.chunk_tiles)
     chunk_of = {t.index: ci for ci, ch in enumerate(chunks) for t in ch}
     slot_rows, width = min(w.tile_m, R), min(w.tile_n, w.n)

@@ -193,11 +193,15 @@ def _runs(items: list[tuple], alike) -> list[tuple]:
 
 
 @paused_gc()
-def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) -> Schedule:
-    """The fused schedule (only the first nodes' tasks with ``first_nodes``: see ScheduleBuilder)."""
+def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, local_fold: bool = False) -> Schedule:
+    """The fused schedule (only the first nodes' tasks with ``first_nodes``, and only their local rank
+    0's with ``local_fold``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes, S = c.gpus_per_node, c.nodes, w.m
-    sb = ScheduleBuilder("ring_attention", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
+    kv_tiles = [(k0, min(S, k0 + w.kv_tile)) for k0 in range(0, S, w.kv_tile)]
+    sb = ScheduleBuilder("ring_attention", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
+                         local_fold=local_fold,  # a slice's relative rank, then its head (and KV tile)
+                         rotating={"landed": w.n, "ringed": w.n * len(kv_tiles)})
     rows = _buffers(sb, w, c)
     sb.launch("fused", _roles(w, c))
 
@@ -205,8 +209,6 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
         r0 = bh * S + (0 if own else q * rows)
         return (Region("K" if own else "KA", rank, r0 + k0, r0 + k1, 0, w.k),
                 Region("V" if own else "VA", rank, r0 + k0, r0 + k1, 0, w.k))
-
-    kv_tiles = [(k0, min(S, k0 + w.kv_tile)) for k0 in range(0, S, w.kv_tile)]
 
     def landed(rank: int, q: int, bh: int) -> Signal:  # a head's slice, put whole by the rail peer
         return Signal(rank, "landed", c.relative(q, rank) * w.n + bh)
