@@ -47,7 +47,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Library, Op, Region, Role, Schedule, Signal, Wait, paused_gc
+from ..ir import DTYPE_BYTES, BufferKind, Library, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
 from ..problems import Workload
 from ..routing import SHIFTED, Routing, routing_for
 from ..schedule_builder import ScheduleBuilder
@@ -111,7 +111,8 @@ def _buffers(sb: ScheduleBuilder, w: Workload, c: Cluster, rows: int, staging: i
 
 def _gemm(sb, w: Workload, c: Cluster, d: int, segs, rows: int, waits_for) -> None:
     """The grouped GEMM of rank d: per expert, tile_m x tile_n tiles over its rows, ordered by the
-    latest source each tile needs; then zero rows after d's last row."""
+    latest source each tile needs; then zero rows after d's last row. A row of tiles waits on the
+    same blocks, so its columns of one width are one group."""
     order = {r: i for i, r in enumerate(sorted({s.source for s in segs}, key=lambda r: _distance(c, d, r)))}
     tiles = []
     for j in sorted({s.expert for s in segs}):
@@ -120,13 +121,15 @@ def _gemm(sb, w: Workload, c: Cluster, d: int, segs, rows: int, waits_for) -> No
         for t0 in range(r0, r1, w.tile_m):
             t1 = min(r1, t0 + w.tile_m)
             need = [s for s in mine if s.row0 < t1 and t0 < s.row0 + len(s.tokens)]
-            for c0 in range(0, w.n, w.tile_n):
-                tiles.append((max(order[s.source] for s in need), j, t0, t1, c0, need))
-    for _, j, t0, t1, c0, need in sorted(tiles, key=lambda t: t[0]):
-        c1 = min(w.n, c0 + w.tile_n)
-        sb.add(d, Role.COMPUTE, Op.GEMM, waits=waits_for(need, t0, t1), label=f"expert {j} rows {t0} cols {c0}",
-               reads=(Region("XE", d, t0, t1, 0, w.k), Region("W", d, j * w.k, (j + 1) * w.k, c0, c1)),
-               writes=(Region("Y", d, t0, t1, c0, c1),))
+            tiles.append((max(order[s.source] for s in need), j, t0, t1, waits_for(need, t0, t1)))
+    width, ragged = min(w.tile_n, w.n), w.n % w.tile_n if w.n > w.tile_n else 0
+    columns = [(0, w.n // width, width)] + ([(w.n - ragged, 1, ragged)] if ragged else [])
+    for _, j, t0, t1, waits in sorted(tiles, key=lambda t: t[0]):
+        for c0, count, cols in columns:
+            sb.add(d, Role.COMPUTE, Op.GEMM, waits=waits, label=f"expert {j} rows {t0} cols {{}}",
+                   reads=(Region("XE", d, t0, t1, 0, w.k), Region("W", d, j * w.k, (j + 1) * w.k, c0, c0 + cols)),
+                   writes=(Region("Y", d, t0, t1, c0, c0 + cols),), count=count,
+                   step=Step(((0, 0, 0), (0, 0, cols), (0, 0, cols)), label=(c0, cols)))
     used = sum(len(s.tokens) for s in segs)
     if used < rows:  # zero rows up to the symmetric size
         sb.add(d, Role.COMPUTE, Op.GATHER, reads=(Region("Z", d, 0, 1, 0, w.n),),
