@@ -74,7 +74,8 @@ def collapses(scenario: Scenario, *, data: bool = False, trace: bool = False, fa
 
 def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: int = 0,
         trace: bool = False, collapse: bool | None = None, faults=None, adaptive: bool = False,
-        progress=None, force: bool = False, transport: str = "loopback", heap: str = "device") -> tuple[dict, RunStats]:
+        progress=None, force: bool = False, transport: str = "loopback", heap: str = "device",
+        hazards: bool | None = None) -> tuple[dict, RunStats]:
     """Run fused and baseline on one backend; with ``data``, check both against the oracle.
 
     ``collapse`` (sim only) simulates one node when every node does the same thing: exact times,
@@ -90,7 +91,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     pools, or the GPU kernel's shared target. A run whose schedules or arrays would pass the memory
     limit is refused before they are built or allocated, unless ``force`` (:mod:`mkernel.limits`).
     ``transport`` and ``heap`` (hw only): how the fused run's ranks reach other nodes and where their
-    symmetric buffer lives (:class:`mkernel.hw.runtime.context.Context`).
+    symmetric buffer lives (:class:`mkernel.hw.runtime.context.Context`). ``hazards`` (sim only):
+    False skips the hazard tracking of runs that are not collapsed (their ``hazards`` stay empty),
+    for timing studies that do not read them; None tracks wherever every node runs.
     """
     engine = get_backend(backend)
     asked = scenario
@@ -117,7 +120,8 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if data:
         fused_case, base_case = _data_cases(backend, w, c, (fused, baseline), seed, force)
     inputs, expected, plan = fused_case
-    fold = {"collapse": collapse and not data and not trace, "faults": faults, "progress": progress} \
+    fold = {"collapse": collapse and not data and not trace, "faults": faults, "progress": progress,
+            "hazards": hazards} \
         if backend == "sim" else {"workload": w, "faults": faults, "transport": transport, "heap": heap}
     trajectory = None
     if adaptive:

@@ -37,7 +37,7 @@ class SimBackend:
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
             collapse: bool = False, faults: Faults | None = None, controller=None, workload=None,
-            progress=None, sample=None) -> RunStats:
+            progress=None, sample=None, hazards: bool | None = None) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
@@ -52,6 +52,9 @@ class SimBackend:
         ``progress(variant, done, total)`` hears, now and then, how many tasks have ended.
         ``sample`` (a :class:`mkernel.sampling.Plan`): data mode on its kept rows and columns, the
         ``inputs`` given at those.
+        ``hazards``: track hazards (:mod:`mkernel.sim.hazards`); None: wherever the run is not
+        collapsed; False for a timing run that reads no hazards (a sweep's), whose groups then run
+        whole (the same times: the tracker only watches).
         """
         wall = time.perf_counter()
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
@@ -83,7 +86,7 @@ class SimBackend:
         local = ranks_folded if isinstance(ranks_folded, int) else 1
         data = DataStore(schedule, inputs, sample) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
-                      track_hazards=not folded, faults=faults, controller=controller, progress=progress, fold=local)
+                      track_hazards=not folded and hazards is not False, faults=faults, controller=controller, progress=progress, fold=local)
         model.run()
         ranks = model.ranks
         copies = schedule.world // len(ranks)  # each simulated rank stands for this many

@@ -106,3 +106,14 @@ def test_hazard_names_rank_chunk_and_time():
     assert hazards
     h = hazards[0]
     assert {"rank", "task", "chunk", "time_us", "region"} <= set(h) and h["chunk"] >= 0 and h["time_us"] > 0
+
+
+def test_a_timing_run_without_hazard_tracking_gives_the_tracked_times():
+    """``hazards=False`` (a sweep's runs): no tracking, groups run whole, the times and bytes alike;
+    the run that finds a hazard above then reports none, and the sweep's rows hold none."""
+    c = Cluster("t", 2, 2, transport="efa_srd", notify="flag")
+    for s in (gemm_ar.build(W, c), gemm_ar.build(W, c, grouped=True)):
+        tracked, quiet = SimBackend().run(s, c, seed=3), SimBackend().run(s, c, seed=3, hazards=False)
+        assert tracked.hazards and quiet.hazards == ()
+        assert (quiet.time_s, quiet.per_rank_s, quiet.bytes_total) == (tracked.time_s, tracked.per_rank_s,
+                                                                       tracked.bytes_total)
