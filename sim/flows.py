@@ -238,29 +238,31 @@ def max_min(flows: dict[Flow, None]) -> dict[Flow, float]:
 
     The links' fill levels (capacity left / unfrozen weight) sit in a heap, renewed only for the
     links of the flows that freeze, so a component with many distinct levels costs (flows x links
-    per flow) log(links), not levels x links."""
+    per flow) log(links), not levels x links. Where every flow has one cap (an SM's copy rate: a
+    component of NVLink copies), the caps need no sorted list: they all freeze at the first cap
+    event, which ends the filling."""
     rates: dict[Flow, float] = {}
-    left: dict[Link, float] = {}  # capacity not taken by frozen flows
-    active_w: dict[Link, float] = {}  # weight of the unfrozen flows, for links not yet full
-    for flow in flows:
-        for link in flow.links:
-            if link not in left:
-                left[link] = link.capacity
-                active_w[link] = link.weight
+    left = {link: link.capacity for link in dict.fromkeys([link for flow in flows for link in flow.links])}
+    active_w = {link: link.weight for link in left}  # weight of the unfrozen flows, for links not yet full
     version = dict.fromkeys(left, 0)
     heap = [(left[link] / w, i, link, 0) for i, (link, w) in enumerate(active_w.items()) if w > 0]
     heapq.heapify(heap)
     seq = len(heap)
     active = dict(flows)
-    capped = sorted((f.cap, i, f) for i, f in enumerate(flows) if f.cap < math.inf)
+    caps = {f.cap for f in flows}
+    one_cap = caps.pop() if len(caps) == 1 else None  # then ``capped`` is never read
+    capped = [] if one_cap is not None else sorted((f.cap, i, f) for i, f in enumerate(flows) if f.cap < math.inf)
     next_cap = 0  # capped[next_cap:] holds the caps of flows that may still be active
     while active:
         while heap and (heap[0][2] not in active_w or version[heap[0][2]] != heap[0][3]):
             heapq.heappop(heap)  # a full link's, or superseded by a freeze on the link
         level = heap[0][0] if heap else math.inf
-        while next_cap < len(capped) and capped[next_cap][2] not in active:
-            next_cap += 1
-        cap = capped[next_cap][0] if next_cap < len(capped) else math.inf
+        if one_cap is not None:
+            cap = one_cap
+        else:
+            while next_cap < len(capped) and capped[next_cap][2] not in active:
+                next_cap += 1
+            cap = capped[next_cap][0] if next_cap < len(capped) else math.inf
         full = []
         if cap <= level:
             level = cap
@@ -273,7 +275,9 @@ def max_min(flows: dict[Flow, None]) -> dict[Flow, float]:
             rates.update(dict.fromkeys(active, math.inf))
             break
         frozen: dict[Flow, None] = {}
-        if cap <= level * (1 + 1e-12):
+        if cap <= level * (1 + 1e-12) and one_cap is not None and cap < math.inf:
+            frozen = dict(active)  # every active flow has this one cap
+        elif cap <= level * (1 + 1e-12):
             for c, _, f in capped[next_cap:]:
                 if c > level * (1 + 1e-12):
                     break
