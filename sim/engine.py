@@ -164,7 +164,7 @@ class Model(Dispatch):
     # -- runs doing their work -------------------------------------------------------------------
     def _start(self, run: Run) -> None:
         if self.stress > 0:  # a stressed SM starts up to 1+stress us late
-            self.env.timeout(self._stretch(1.0)).callbacks.append(lambda _ev: self._stressed(run))
+            self.env.call_later(self._stretch(1.0), self._stressed, run)
             return
         self._work(run)
 
@@ -202,8 +202,12 @@ class Model(Dispatch):
         runs = self._timers.get(key)
         if runs is None:
             runs = self._timers[key] = []
-            self.env.timeout(delay).callbacks.append(lambda _ev: then(self._timers.pop(key)))
+            self.env.call_later(delay, self._due, key)
         runs.append(run)
+
+    def _due(self, key: tuple) -> None:
+        """``_later``'s step ``key[1]`` is due for the runs that asked for it."""
+        key[1](self._timers.pop(key))
 
     def _until(self, at: float, then, run: Run) -> None:
         self._later(max(0.0, at - self.env.now), then, run)

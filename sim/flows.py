@@ -36,6 +36,8 @@ import math
 
 import simpy
 
+from .signals import CountingEnvironment
+
 EPS_US = 1e-9
 
 
@@ -91,7 +93,7 @@ class Flow:
 class FlowNet:
     """Starts flows and fires each one's ``done`` event when its last byte has crossed."""
 
-    def __init__(self, env: simpy.Environment, record: bool = False) -> None:
+    def __init__(self, env: CountingEnvironment, record: bool = False) -> None:
         self.env = env
         self.record = record
         self.heap: list[tuple[float, int, int, Flow]] = []  # (next finish, seq, token, group)
@@ -138,7 +140,7 @@ class FlowNet:
         self.dirty.update(dict.fromkeys(links))
         if not self.flush_pending:
             self.flush_pending = True
-            self.env.timeout(0).callbacks.append(self._flush)
+            self.env.call_later(0.0, self._flush)
 
     def _flush(self, _event) -> None:
         self.flush_pending = False
@@ -171,8 +173,7 @@ class FlowNet:
             heapq.heappop(self.heap)  # drop entries superseded by a re-rate
         if self.heap and self.heap[0][0] < self.armed:
             at = self.armed = self.heap[0][0]
-            wake = self.env.timeout(max(0.0, at - self.env.now))
-            wake.callbacks.append(lambda _ev, at=at: self._wake(at))
+            self.env.call_later(max(0.0, at - self.env.now), self._wake, at)
 
     def _wake(self, at: float) -> None:
         if at != self.armed:

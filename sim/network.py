@@ -224,8 +224,7 @@ class Network:
         if m.inject.duplicates():  # delivered again later: the same bytes; a set flag stays set
             again = self.env.timeout(m.inject.f.reorder_us)
             again.callbacks.append(lambda _ev: self._deliver_again(task, sources))
-        done = self.env.timeout(nic.latency_us)  # the completion travels back to the sender
-        done.callbacks.append(lambda _ev: self._completed(src, dst))
+        self.env.call_later(nic.latency_us, self._completed, (src, dst))  # the completion travels back
         mode = self.c.notify_mode
         if mode == "flag" and self.c.transport != "efa_srd":
             m.bump_all(task.signals)  # same connection, in order: visible with the data
@@ -275,7 +274,8 @@ class Network:
         if self.m.data is not None:
             self.m.data.apply(task, sources)
 
-    def _completed(self, src: int, dst: int) -> None:
+    def _completed(self, pair: tuple[int, int]) -> None:
+        src, dst = pair
         self.outstanding[src] -= 1
         self.to_peer[(src, dst)] -= 1
         for key in (src, (src, dst)):

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from heapq import heappop, heappush
 
 import simpy
+from simpy.core import NORMAL, EmptySchedule, EventPriority, StopSimulation
 
 from mkernel.ir import Signal
 
@@ -12,16 +14,52 @@ from mkernel.ir import Signal
 UNSET = (-1, 0)  # (epoch, value) of a counter never written
 
 
+class _Call:
+    """``fn(arg)`` at a set time: what a Timeout with that one callback is to the event loop, without
+    the event (nothing waits on it, and it cannot fail)."""
+
+    __slots__ = ("fn", "arg")
+
+    def __init__(self, fn: Callable, arg) -> None:
+        self.fn, self.arg = fn, arg
+
+
 class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes."""
+    """A SimPy environment that counts the events it processes, and schedules plain calls
+    (:meth:`call_later`): most of a run's events are timers with one callback, and a Timeout's
+    object and callback list cost about as much as the work they trigger."""
 
     def __init__(self) -> None:
         super().__init__()
         self.events = 0
 
+    def call_later(self, delay: float, fn: Callable, arg=None) -> None:
+        """Call ``fn(arg)`` ``delay`` from now, in the order a Timeout made now would fire."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), _Call(fn, arg)))
+
     def step(self) -> None:
         self.events += 1
-        super().step()
+        try:
+            self._now, _, _, event = heappop(self._queue)
+        except IndexError:
+            raise EmptySchedule from None
+        if event.__class__ is _Call:
+            event.fn(event.arg)
+            return
+        callbacks, event.callbacks = event.callbacks, None
+        try:
+            for callback in callbacks:
+                callback(event)
+        except StopSimulation:  # as simpy's step: the rest of the callbacks run when resumed
+            event.callbacks = callbacks[callbacks.index(callback) + 1:]
+            self.schedule(event, EventPriority(-1))
+            raise
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)  # as simpy's step: the failure, re-raised
+            exc.__cause__ = event._value
+            raise exc
 
 
 class SignalBoard:

@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 import pytest
-import simpy
 
 from mkernel.sim.flows import Flow, FlowNet, Link, max_min
+from mkernel.sim.signals import CountingEnvironment
 
 
 def _flows(spec: list[tuple[list[tuple[Link, float]], float]]) -> dict[Flow, None]:
@@ -37,7 +37,7 @@ def test_capacity_left_by_a_flow_bottlenecked_elsewhere_goes_to_the_others():
 def test_a_capped_flow_leaves_its_share_to_the_others_and_finish_times_follow():
     """Three flows of 60 bytes on one 30 B/us link, one capped at 2 B/us: the other two run at 14,
     finish at 60/14 us; then the capped one stays at its cap."""
-    env = simpy.Environment()
+    env = CountingEnvironment()
     net = FlowNet(env)
     link = Link("L", 30.0)
     done = [net.transfer(60.0, (link,)), net.transfer(60.0, (link,)), net.transfer(60.0, (link,), cap=2.0)]
@@ -125,7 +125,7 @@ def test_grouped_flows_finish_when_one_flow_each_would(seed):
     for _ in range(int(rng.integers(2, 30))):
         legs, cap = paths[int(rng.integers(len(paths)))]
         transfers.append((float(rng.choice([0.0, 1.0, 2.5]) + rng.integers(0, 3)), float(rng.uniform(5, 200)), legs, cap))
-    env = simpy.Environment()
+    env = CountingEnvironment()
     net = FlowNet(env)
     links = {name: Link(name, cap) for name, cap in capacity.items()}
     got = [math.nan] * len(transfers)
