@@ -269,10 +269,16 @@ def _check_signals(s: Schedule) -> None:
             by_library.update(k for k, _ in fixed)
             by_library.update(moving)
     get = bumps.get
+    held: set = set()  # (id of a waits tuple, launch) found to hold: builders share one tuple among tasks
     for task in s.tasks:
         if not task.waits:
             continue
-        steps = task.step.waits if task.count > 1 and task.step.waits else (0,) * len(task.waits)
+        steps = task.step.waits if task.count > 1 and task.step.waits else None
+        if steps is None:
+            if (id(task.waits), task.launch) in held:
+                continue  # the same waits, checked for the same launch (and on the same rank: they poll it)
+            held.add((id(task.waits), task.launch))
+            steps = (0,) * len(task.waits)
         outside = task.launch not in library
         for j, (wait, dx) in enumerate(zip(task.waits, steps)):
             g = wait.signal

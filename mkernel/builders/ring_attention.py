@@ -222,7 +222,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             return ()
         if c.local_of(r) == c.local_of(q):  # entered the node at r, over the network
             return (Wait(landed(r, q, bh), 1),)
-        return tuple(Wait(ringed(r, q, bh, i), 1) for i in (range(len(kv_tiles)) if t is None else (t,)))
+        first = ringed(r, q, bh, 0).index  # (ringed's index, made once: a slice has a wait per KV tile)
+        return tuple(Wait(Signal(r, "ringed", first + i), 1) for i in (range(len(kv_tiles)) if t is None else (t,)))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
@@ -237,12 +238,12 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                            label=f"slice {rank} head {bh} to node {(node + dn) % nodes}")
         if g > 1:  # the node ring, in KV tiles: forward every slice that has not yet visited the whole node
             nxt = c.rank(node, (local + 1) % g)
+            kv_runs = _runs([(t, k0, k1) for t, (k0, k1) in enumerate(kv_tiles)], lambda a, b: True)  # of one size
             for q, h in sources:
                 if h == g - 1:
                     continue
                 for bh in range(w.n):
-                    tiles = [(t, k0, k1) for t, (k0, k1) in enumerate(kv_tiles)]
-                    for t, k0, k1, n in _runs(tiles, lambda a, b: True):  # KV tiles of one size
+                    for t, k0, k1, n in kv_runs:
                         waits = arrived(rank, q, bh, t)
                         sb.add(rank, Role.INTRA, Op.COPY, waits=waits,
                                reads=slice_regions(rank, q, bh, q == rank, k0, k1),
