@@ -30,8 +30,8 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
           force: bool = False, timing: bool = False, local: bool = False) -> tuple[Schedule, Schedule]:
     """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
-    (:func:`mkernel.builders.node_symmetric`), and with ``local`` too, the fused one for those nodes'
-    local rank 0 alone where every local rank runs its queues rotated
+    (:func:`mkernel.builders.node_symmetric`), and with ``local`` too, the fused one (and a timing
+    build's baseline) for those nodes' local rank 0 alone where every local rank runs its queues rotated
     (:func:`mkernel.builders.local_symmetric`: a run that folds local ranks, :mod:`mkernel.sim.localfold`,
     needs no more); with ``grouped``, with grouped tasks (the simulator's);
     with ``timing``, for a simulated timing run (no data): the baseline's library launches without
@@ -47,8 +47,10 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable)
     kw["grouped"] = grouped
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
-    fused = module.build(w, c, **kw, **({"local_fold": True} if kw and local and builders.local_symmetric(w, c) else {}))
-    baseline = module.build_baseline(w, c, **kw, **({"library_tasks": False} if timing else {}))
+    one = {"local_fold": True} if kw and local and builders.local_symmetric(w, c) else {}
+    fused = module.build(w, c, **kw, **one)
+    # a timing build's baseline has no collective's tasks: its tiles rotate as plainly as the fused ones
+    baseline = module.build_baseline(w, c, **kw, **({"library_tasks": False, **one} if timing else {}))
     limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
     baseline.validate(races=not folded)

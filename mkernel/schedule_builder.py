@@ -44,7 +44,8 @@ class ScheduleBuilder:
     another local rank l then names, at its real rank, the signal of rank 0 that plays its part:
     the builder lists in ``rotating`` the signals whose index holds a rank numbered from the
     receiver (``Cluster.relative``), as ``index // unit``, and that rank's local part is rotated
-    back by l; every other signal keeps its index. Bumps are counted at the node's rank 0, so a
+    back by l, and in ``fixed`` those whose index means the same on every rank (they keep it); a
+    bump on another local rank of a signal in neither list is refused. Bumps are counted at the node's rank 0, so a
     wait's count is what the full schedule gives it. A group whose renamed signals no longer step
     evenly is added as its members.
     """
@@ -64,6 +65,7 @@ class ScheduleBuilder:
     elided: list[int] = field(default_factory=list)  # launches left without tasks (library_tasks=False)
     local_fold: bool = False
     rotating: dict[str, int] = field(default_factory=dict)  # signal name -> unit of its receiver-relative rank
+    fixed: tuple[str, ...] = ()  # signals bumped on other local ranks whose index means the same on each
 
     def __post_init__(self) -> None:
         if self.local_fold and not self.first_nodes:
@@ -120,7 +122,8 @@ class ScheduleBuilder:
         task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
                     tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
                     count, step)
-        if self.local_fold and signals and self.rotating:
+        if self.local_fold and signals:
+            self._declared(task)
             members = self._renamed(task)
             if members is not None:  # renamed member by member: added as its members
                 for m in members:
@@ -135,6 +138,17 @@ class ScheduleBuilder:
             return members[0]
         self.tasks.append(task)
         return task
+
+    def _declared(self, task: Task) -> None:
+        """Refuse a bump on another local rank of a signal the builder has not said how to rename
+        (``rotating``: its index holds a receiver-relative rank; ``fixed``: it means the same on
+        every rank): a local build would otherwise name it wrongly, silently."""
+        g = self.gpus_per_node
+        steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
+        for sig, (dk, _) in zip(task.signals, steps):
+            if (sig.rank % g or dk) and sig.name not in self.rotating and sig.name not in self.fixed:
+                raise ValueError(f"{task.describe()} bumps {sig.name} on another local rank, and the builder "
+                                 f"declares it neither rotating nor fixed: a build of local rank 0 cannot rename it")
 
     def _image(self, rank: int, name: str, index: int) -> int:
         """The index, on local rank 0, of the signal ``name[index]`` plays on ``rank`` (``local_fold``)."""

@@ -144,14 +144,15 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
 
 @paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
-                   library_tasks: bool = True) -> Schedule:
+                   library_tasks: bool = True, local_fold: bool = False) -> Schedule:
     """An NCCL-style hierarchical all-gather in one launch (without its tasks in a timing build,
-    ``library_tasks=False``: see :class:`~mkernel.schedule_builder.ScheduleBuilder`), then the GEMM on all SMs."""
+    ``library_tasks=False``, whose ``local_fold`` has only local rank 0's tiles: see
+    :class:`~mkernel.schedule_builder.ScheduleBuilder`), then the GEMM on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "nccl_ring_ag+gemm" if w.baseline == "ring" else "nccl_hier_ag+gemm"
     sb = ScheduleBuilder("ag_gemm", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
-                         library_tasks=library_tasks)
+                         library_tasks=library_tasks, local_fold=local_fold)
     S = _inputs(sb, w, c)
     ch = w.baseline_channels
     sb.launch("allgather", {Role.INTRA: ch if g > 1 else 1, Role.SEND: coll.network_sms(ch, nodes)},

@@ -123,7 +123,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     slots = math.ceil(len(tiles) / g)
     nchunks = math.ceil(slots / ct)
     sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
-                         local_fold=local_fold, rotating={"contrib": 1})  # a tile's index: its owner is index mod G
+                         local_fold=local_fold, rotating={"contrib": 1},  # a tile's index: its owner is index mod G
+                         fixed=("out_done",))
     _inputs(sb, w)
     if g > 1:
         sb.buffer("P", w.m, w.n, w.dtype)
@@ -251,13 +252,14 @@ def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
 
 @paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
-                   library_tasks: bool = True) -> Schedule:
+                   library_tasks: bool = True, local_fold: bool = False) -> Schedule:
     """GEMM on all SMs, then an NCCL-style hierarchical all-reduce in a second launch (without its
-    tasks in a timing build, ``library_tasks=False``: see :class:`~mkernel.schedule_builder.ScheduleBuilder`)."""
+    tasks in a timing build, ``library_tasks=False``, whose ``local_fold`` has only local rank 0's
+    tiles: see :class:`~mkernel.schedule_builder.ScheduleBuilder`)."""
     check(w, c)
     name = "gemm+nccl_ring_ar" if w.baseline == "ring" else "gemm+nccl_hier_ar"
     sb = ScheduleBuilder("gemm_ar", name, c.world, c.gpus_per_node, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
-                         library_tasks=library_tasks)
+                         library_tasks=library_tasks, local_fold=local_fold)
     _inputs(sb, w)
     for name in ("P", "IN1", "IN2", "STAGE"):
         sb.buffer(name, w.m, w.n, w.dtype)

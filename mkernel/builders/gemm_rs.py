@@ -231,13 +231,15 @@ def _ring(sb: ScheduleBuilder, c: Cluster, rank: int, chunks, slots, slot, reg, 
 
 @paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
-                   library_tasks: bool = True) -> Schedule:
-    """GEMM on all SMs, then an NCCL-style hierarchical reduce-scatter in a second launch."""
+                   library_tasks: bool = True, local_fold: bool = False) -> Schedule:
+    """GEMM on all SMs, then an NCCL-style hierarchical reduce-scatter in a second launch (a timing
+    build, ``library_tasks=False``, leaves the collective's tasks out; its ``local_fold``, all but local
+    rank 0's: see :class:`~mkernel.schedule_builder.ScheduleBuilder`)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     name = "gemm+nccl_ring_rs" if w.baseline == "ring" else "gemm+nccl_hier_rs"
     sb = ScheduleBuilder("gemm_rs", name, c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
-                         library_tasks=library_tasks)
+                         library_tasks=library_tasks, local_fold=local_fold)
     R = _inputs(sb, w, c)
     for name in ("P", "IN1", "IN2", "STAGE", "NODE"):
         sb.buffer(name, w.m, w.n, w.dtype)

@@ -257,13 +257,14 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
 
 @paused_gc()
 def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False,
-                   library_tasks: bool = True) -> Schedule:
+                   library_tasks: bool = True, local_fold: bool = False) -> Schedule:
     """A hierarchical all-gather of K and V in one launch (without its tasks in a timing build,
-    ``library_tasks=False``: see :class:`~mkernel.schedule_builder.ScheduleBuilder`), then every attention tile on all SMs."""
+    ``library_tasks=False``, whose ``local_fold`` has only local rank 0's tiles: see
+    :class:`~mkernel.schedule_builder.ScheduleBuilder`), then every attention tile on all SMs."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
     sb = ScheduleBuilder("ring_attention", "nccl_hier_ag_kv+attn", c.world, g, c.gpu.sms, first_nodes=first_nodes,
-                         grouped=grouped, library_tasks=library_tasks)
+                         grouped=grouped, library_tasks=library_tasks, local_fold=local_fold)
     rows = _buffers(sb, w, c)
     ch = w.baseline_channels
     kv_bytes = 2 * c.world * rows * w.k * DTYPE_BYTES[w.dtype]  # K and V gathered in one NCCL group

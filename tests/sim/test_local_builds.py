@@ -49,11 +49,14 @@ def members(s) -> list[tuple]:
             for t in flat.tasks]
 
 
-def both(w: Workload, c: Cluster):
-    """(the fold of the full build of the simulated nodes, the build of their local rank 0), collapsed."""
+def both(w: Workload, c: Cluster, baseline: bool = False):
+    """(the fold of the full build of the simulated nodes, the build of their local rank 0), collapsed;
+    of the baseline's timing build with ``baseline``."""
     module, span = builders.get(w.kernel), c.fold_nodes
-    full = fold_locals(collapse(module.build(w, c, first_nodes=span, grouped=True), span))
-    local = module.build(w, c, first_nodes=span, grouped=True, local_fold=True)
+    build = (lambda **kw: module.build_baseline(w, c, library_tasks=False, **kw)) if baseline else \
+        (lambda **kw: module.build(w, c, **kw))
+    full = fold_locals(collapse(build(first_nodes=span, grouped=True), span))
+    local = build(first_nodes=span, grouped=True, local_fold=True)
     local.validate()
     return full, local
 
@@ -72,6 +75,8 @@ def test_the_build_of_local_rank_0_is_the_fold_of_the_full_build(kernel, nodes, 
     assert (a.time_s, a.per_rank_s, a.bytes_total, a.bytes_per_gpu) == (b.time_s, b.per_rank_s, b.bytes_total,
                                                                         b.bytes_per_gpu)
     assert a.metrics["breakdown_us"] == pytest.approx(b.metrics["breakdown_us"], rel=1e-12, abs=1e-9)
+    full, local = both(w, c, baseline=True)  # the timing build's baseline: tiles alone
+    assert local.local_fold == gpus and members(full) == members(collapse(local, c.fold_nodes))
 
 
 def _shapes(kernel: str, rng: random.Random):
@@ -162,6 +167,19 @@ def test_the_runner_builds_local_rank_0_alone_with_the_same_result(monkeypatch):
         r.pop("wall_s")
         r.pop("events")  # bumps nobody waits on: the fold drops them, the build keeps them
     assert now == before
+
+
+def test_a_bump_on_another_local_rank_that_the_builder_has_not_declared_is_refused():
+    sb = ScheduleBuilder("t", "fused", 4, 4, 8, first_nodes=1, local_fold=True, rotating={"s": 2}, fixed=("f",))
+    sb.buffer("X", 4, 64)
+    sb.launch("l", {Role.COMPUTE: 2})
+    sb.add(0, Role.COMPUTE, Op.NOP, signals=(Signal(1, "s", 2), Signal(2, "f"), Signal(0, "own")))  # declared, own
+    with pytest.raises(ValueError, match="declares it neither rotating nor fixed"):
+        sb.add(0, Role.COMPUTE, Op.NOP, signals=(Signal(3, "other"),))
+    with pytest.raises(ValueError, match="declares it neither rotating nor fixed"):  # a group's members reach peers
+        sb.add(0, Role.COMPUTE, Op.NOP, signals=(Signal(0, "other"),), count=2, step=Step(signals=((1, 0),)))
+    with pytest.raises(ValueError, match="neither rotating nor fixed"):  # a full baseline's collective renames
+        builders.get("gemm_ar").build_baseline(workload("gemm_ar"), cluster(2, 2), first_nodes=1, local_fold=True)
 
 
 def test_a_group_whose_renamed_signals_do_not_step_evenly_is_added_as_its_members():
