@@ -13,7 +13,8 @@ counts only if it was written in the current call's epoch, so no flag is zeroed 
 
 A task may stand for ``count`` > 1 tasks, its *members* (the tiles of a compute wave, say): member i
 is the task with every number of its :class:`Step` times i added (regions move by rows, columns or
-ranks; signals and waits by index or rank; the label's number by its step). Members are
+ranks; signals and waits by index or rank; the label's number by its step; signals may instead
+cycle, ``Step.period``). Members are
 consecutive in their queue, with consecutive ids in :func:`expand`, which gives the flat schedule
 the group stands for; the simulator runs a group with one cost and one event where its members
 would start and end together, and every other consumer may expand.
@@ -153,13 +154,20 @@ class Step:
     ``regions``: per region of ``reads + writes``, (rank, row, column) steps; ``signals``: per signal,
     (rank, index) steps; ``waits``: per wait, its signal's index step (counts are the same); ``chunk``:
     the chunk's step; ``label``: member 0's number and its step, written where the label says "{}".
-    An empty tuple means no step for any of its items."""
+    An empty tuple means no step for any of its items.
+
+    ``period`` > 0 makes the signals' steps cycle: member i's are (i mod period) times ``signals``
+    plus (i div period) times ``outer`` (per signal, (rank, index) steps). A wave of GEMM tiles
+    along a row bumps each owner's counter in turn, so the rank steps within a cycle of owners
+    and the index from one cycle to the next; every other number still steps by i."""
 
     regions: tuple[tuple[int, int, int], ...] = ()
     signals: tuple[tuple[int, int], ...] = ()
     waits: tuple[int, ...] = ()
     chunk: int = 0
     label: tuple[int, int] = (0, 0)
+    period: int = 0
+    outer: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,11 +236,22 @@ class Task:
             regions = tuple([r if not (dk or dr or dc) else
                              Region(r.buffer, r.rank + i * dk, r.row0 + i * dr, r.row1 + i * dr, r.col0 + i * dc,
                                     r.col1 + i * dc) for r, (dk, dr, dc) in zip(regions, st.regions)])
-        signals = self.signals
+        return regions, self.member_signals(i)
+
+    def member_signals(self, i: int) -> tuple[Signal, ...]:
+        """Member ``i``'s signals."""
+        st, signals = self.step, self.signals
+        if self.count == 1 or i == 0:
+            return signals
+        if st.period:
+            a, b = divmod(i, st.period)
+            return tuple([g if not (dk or dx or ok or ox) else
+                          Signal(g.rank + b * dk + a * ok, g.name, g.index + b * dx + a * ox)
+                          for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)])
         if st.signals:
-            signals = tuple([g if not (dk or dx) else Signal(g.rank + i * dk, g.name, g.index + i * dx)
-                             for g, (dk, dx) in zip(signals, st.signals)])
-        return regions, signals
+            return tuple([g if not (dk or dx) else Signal(g.rank + i * dk, g.name, g.index + i * dx)
+                          for g, (dk, dx) in zip(signals, st.signals)])
+        return signals
 
     def members(self) -> list[Task]:
         """Every member, ids counted on from this task's."""
@@ -254,6 +273,8 @@ def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | N
     builder, the signal-count rule and the simulator count with it."""
     n = t.count - first if n is None else n
     steps = t.step.signals if t.count > 1 and t.step.signals else None
+    if steps is not None and t.step.period:
+        return _cycling_keys(t, first, n, home)
     if steps is None:
         return [((home[g.rank] if home else g.rank, g.name, g.index), n) for g in t.signals], []
     fixed = [((home[g.rank] if home else g.rank, g.name, g.index), n)
@@ -266,6 +287,28 @@ def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | N
         return fixed, [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)]
     return fixed, [(home[rank + i * dk] if home else rank + i * dk, name, index + i * dx)
                    for i in range(first, first + n) for rank, name, index, dk, dx in moving]
+
+
+def _cycling_keys(t: Task, first: int, n: int, home: list[int] | None) -> tuple[list, list]:
+    """:func:`bump_keys` of a group whose signal steps cycle (``Step.period``)."""
+    st, p = t.step, t.step.period
+    fixed = [((home[g.rank] if home else g.rank, g.name, g.index), n)
+             for g, s, o in zip(t.signals, st.signals, st.outer) if not any(s + o)]
+    moving = [(g.rank, g.name, g.index, *s, *o) for g, s, o in zip(t.signals, st.signals, st.outer) if any(s + o)]
+    if home and first == 0 and n == t.count and all(
+            dx == ok == 0 and len({home[r + b * dk] for b in range(min(p, n))}) == 1 for r, _, _, dk, dx, ok, _ in moving):
+        # a cycle's members bump one counter where they are counted (every rank of the cycle at one
+        # home, the index stepping by cycle only): one key per cycle, as many times as its members
+        for a in range(0, n, p):
+            fixed += [((home[rank], name, index + a // p * ox), min(p, n - a)) for rank, name, index, _, _, _, ox in moving]
+        return fixed, []
+    keys = []
+    for i in range(first, first + n):
+        a, b = divmod(i, p)
+        for rank, name, index, dk, dx, ok, ox in moving:
+            r = rank + b * dk + a * ok
+            keys.append((home[r] if home else r, name, index + b * dx + a * ox))
+    return fixed, keys
 
 
 def count_homes(world: int, gpus_per_node: int, first_nodes: int, local_fold: int) -> list[int] | None:

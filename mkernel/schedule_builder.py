@@ -124,13 +124,12 @@ class ScheduleBuilder:
                     count, step)
         if self.local_fold and signals:
             self._declared(task)
-            members = self._renamed(task)
-            if members is not None:  # renamed member by member: added as its members
-                for m in members:
+            task = self._renamed(task)
+            if isinstance(task, list):  # renamed member by member: added as its members
+                for m in task:
                     self._count(m)
-                self.tasks += members
-                return members[0]
-            task = self._renamed_group(task)
+                self.tasks += task
+                return task[0]
         self._count(task)
         if count > 1 and not self.grouped:
             members = task.members()
@@ -143,14 +142,14 @@ class ScheduleBuilder:
         """Refuse a bump on another local rank of a signal the builder has not said how to rename
         (``rotating``: its index holds a receiver-relative rank; ``fixed``: it means the same on
         every rank): a local build would otherwise name it wrongly, silently."""
-        g = self.gpus_per_node
-        steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
-        for sig, (dk, _) in zip(task.signals, steps):
-            if (sig.rank % g or dk) and sig.name not in self.rotating and sig.name not in self.fixed:
+        g, st = self.gpus_per_node, task.step if task.count > 1 else None
+        for k, sig in enumerate(task.signals):
+            moves = st is not None and any(s[k][0] for s in (st.signals, st.outer) if s)  # its rank steps
+            if (sig.rank % g or moves) and sig.name not in self.rotating and sig.name not in self.fixed:
                 raise ValueError(f"{task.describe()} bumps {sig.name} on another local rank, and the builder "
                                  f"declares it neither rotating nor fixed: a build of local rank 0 cannot rename it")
 
-    def _image(self, rank: int, name: str, index: int) -> int:
+    def _image(self, name: str, rank: int, index: int) -> int:
         """The index, on local rank 0, of the signal ``name[index]`` plays on ``rank`` (``local_fold``)."""
         g = self.gpus_per_node
         unit, local = self.rotating.get(name), rank % g
@@ -159,36 +158,38 @@ class ScheduleBuilder:
         q, rest = divmod(index, unit)
         return (q - q % g + (q % g - local) % g) * unit + rest
 
-    def _renamed(self, task: Task) -> list[Task] | None:
-        """``task``'s members, each with its signals renamed (:meth:`_image`), if the renamed
-        indices of a group do not step evenly; else None (:meth:`_renamed_group` renames it whole)."""
-        if task.count == 1 or not task.step.signals:
-            return None
-        for g, (dk, dx) in zip(task.signals, task.step.signals):
-            if (dk or dx) and g.name in self.rotating:
-                images = [self._image(g.rank + i * dk, g.name, g.index + i * dx) for i in range(task.count)]
-                d = images[1] - images[0]
-                if any(x != images[0] + i * d for i, x in enumerate(images)):
-                    break
-        else:
-            return None
-        return [self._renamed_group(m) for m in task.members()]  # (ids go on from the task's)
+    def _images(self, task: Task) -> list[list[int]]:
+        """Every member's renamed signal indices (:meth:`_image`), made without its signals."""
+        st, n, image = task.step, task.count, self._image
+        p = st.period or n
+        outer = st.outer or ((0, 0),) * len(task.signals)
+        cols = [[image(sig.name, sig.rank + i % p * dk + i // p * ok, sig.index + i % p * dx + i // p * ox)
+                 for i in range(n)] for sig, (dk, dx), (ok, ox) in zip(task.signals, st.signals, outer)]
+        return [list(x) for x in zip(*cols)]
 
-    def _renamed_group(self, task: Task) -> Task:
-        """``task`` with its signals renamed (:meth:`_image`): member 0's, and their steps."""
+    def _renamed(self, task: Task) -> list[Task] | Task:
+        """``task`` with its signals renamed (:meth:`_image`), as one group where the renamed indices
+        still step as the group's step says (evenly, or cycling with its period), else its members."""
         if not any(g.name in self.rotating for g in task.signals):
             return task
-        steps = task.step.signals if task.count > 1 and task.step.signals else ((0, 0),) * len(task.signals)
-        signals, moves = [], []
-        for g, (dk, dx) in zip(task.signals, steps):
-            first = self._image(g.rank, g.name, g.index)
-            signals.append(Signal(g.rank, g.name, first))
-            moves.append((dk, self._image(g.rank + dk, g.name, g.index + dx) - first if dk or dx else 0))
-        step = task.step
-        if task.count > 1 and step.signals:
-            step = Step(step.regions, tuple(moves), step.waits, step.chunk, step.label)
+        n, st = task.count, task.step
+        images = self._images(task) if n > 1 and st.signals else [[self._image(g.name, g.rank, g.index)
+                                                                   for g in task.signals]]
+        first = images[0]
+        signals = tuple(Signal(g.rank, g.name, x) for g, x in zip(task.signals, first))
+        if n == 1 or not st.signals:
+            return Task(task.id, task.rank, task.role, task.op, task.reads, task.writes, task.accumulate, task.waits,
+                        signals, task.launch, task.chunk, task.label, task.mask, task.index, n, st)
+        p = st.period
+        inner = [b - a for a, b in zip(first, images[1])] if not p or p > 1 else [0] * len(first)
+        outer = [b - a for a, b in zip(first, images[p])] if p and n > p else [0] * len(first)
+        if any(x != x0 + (i % p) * d + (i // p) * o if p else x != x0 + i * d
+               for i, image in enumerate(images) for x, x0, d, o in zip(image, first, inner, outer)):
+            return [self._renamed(m) for m in task.members()]  # (ids go on from the task's)
+        step = Step(st.regions, tuple((s[0], d) for s, d in zip(st.signals, inner)), st.waits, st.chunk, st.label, p,
+                    tuple((s[0], o) for s, o in zip(st.outer, outer)) if p else ())
         return Task(task.id, task.rank, task.role, task.op, task.reads, task.writes, task.accumulate, task.waits,
-                    tuple(signals), task.launch, task.chunk, task.label, task.mask, task.index, task.count, step)
+                    signals, task.launch, task.chunk, task.label, task.mask, task.index, n, step)
 
     def _count(self, task: Task) -> None:
         """Count ``task``'s bumps (every member's) into :attr:`bumps`."""

@@ -85,19 +85,25 @@ def _check_group(rules: _TaskRules, task: Task) -> None:
             _fail(task, f"its step has {len(have)} {name} steps for {want} {name}")
     if "{}" not in task.label and st.label[1]:
         _fail(task, f"its step numbers the label, but the label {task.label!r} has no {{}} for the number")
+    if st.period and (st.period < 1 or len(st.outer) != len(st.signals) or not st.signals):
+        _fail(task, f"its signals cycle every {st.period} members, so each signal needs a step and an outer step")
     # a rule on ranks holds for every member if it holds for the first and last, ranks moving evenly and
     # nodes being ranges of ranks; but "a put writes to another node" could skip over the own node
     every = task.op is Op.PUT and any(r[0] for r in st.regions)
     rules.check(task)  # member 0's fields are the task's
     if not (st.regions or st.signals):
         return  # every member touches member 0's regions and signals (waits step by index only)
-    if not (every or any(r[0] for r in st.regions) or any(g[0] for g in st.signals)):
+    if not (every or any(r[0] for r in st.regions) or any(g[0] for g in st.signals + st.outer)):
         # only rows, columns and signal indices move: buffers, ranks (so locality) stay member 0's,
         # and what the last member could break is a region's bounds
         if not rules.inside(task, task.count - 1):
             rules.check(task, task.count - 1)  # (raises, naming the member and the region)
         return
-    for i in range(1, task.count) if every else (task.count - 1,):
+    last, p = task.count - 1, st.period
+    # cycling signals: ranks are affine in (i mod p, i div p), so they are extreme at the corners of
+    # the members' staircase (the first cycle's last, the last cycle's first and last, the one before)
+    corners = sorted({i for i in (p - 1, last // p * p - 1, last // p * p, last) if 0 < i}) if p else (last,)
+    for i in range(1, task.count) if every else corners:
         rules.check(task, i)  # shapes, ranks and launches do not step: what moves is checked
 
 

@@ -275,9 +275,9 @@ class _Fold:
 def fold_locals(s: Schedule) -> Schedule:
     """``s`` with one simulated rank per node (see the module docstring); raises
     :class:`NotFoldable` saying why not. Put groups are expanded first (their ranks may step
-    across nodes)."""
+    across nodes), and groups whose signals cycle (the check reads steps as even)."""
     from .collapse import _flat_puts
 
-    f = _Fold(_flat_puts(s))
+    f = _Fold(_flat_puts(s, cycling=True))
     f.check()
     return f.folded()

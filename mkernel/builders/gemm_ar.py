@@ -155,10 +155,21 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         order_tiles = [tiles[idx] for ci in order[node] for slot in range(ci * ct, min(slots, (ci + 1) * ct))
                        for d in range(g) if (idx := slot * g + (local + d) % g) < len(tiles)]
         # one group per run of tiles along a row that share how their signal steps: a cycle of owners
-        # (g > 1), a chunk (one node's PART slots), or nothing (the output itself)
-        for run in runs(order_tiles, period=g if g > 1 else ct if nodes > 1 else 0):
+        # (g > 1), a chunk (one node's PART slots), or nothing (the output itself); a local build's
+        # whole cycles in a row are one group, the owners cycling (Step.period)
+        cut = runs(order_tiles, period=g if g > 1 else ct if nodes > 1 else 0)
+        for run, cycles in _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold else \
+                ((run, 0) for run in cut):
             t = run[0]
             owner = c.rank(node, t.index % g)
+            if cycles:
+                sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(regs.tile("P", rank, t),),
+                       signals=(Signal(owner, "contrib", rel(node, t.index)),),
+                       reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
+                       label="tile {}", count=len(run), step=Step(((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)),
+                                                                  ((1, 1),), label=(t.index, 1), period=g,
+                                                                  outer=((0, g),)))
+                continue
             if g > 1:
                 dst, sig, moves = (regs.tile("P", rank, t), (Signal(owner, "contrib", rel(node, t.index)),),
                                    ((0, 0, t.cols), (1, 1)))
@@ -190,6 +201,23 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             direct_exchange(net, visit[whole:], lambda t, node=node: rel(node, t.index))
     _drain(sb, c, out_done)
     return sb.build(flops_per_gpu(w, c))
+
+
+def _cycles(cut: list, g: int, rel) -> list[tuple[list, int]]:
+    """The runs of :func:`runs` (a slot's G tiles, cut at owner cycles) joined into (run, cycles):
+    consecutive whole slots along one row, each starting at owner 0, whose tiles' signal indices
+    (``rel``) follow on, are one run of that many cycles; any other run stands alone (0 cycles)."""
+    out: list[tuple[list, int]] = []
+    for run in cut:
+        whole = g > 1 and len(run) == g and run[0].index % g == 0
+        if whole and out and out[-1][1]:
+            last = out[-1][0][-1]
+            if (last.index + 1 == run[0].index and last.row0 == run[0].row0 and last.cols == run[0].cols
+                    and rel(last) + 1 == rel(run[0])):
+                out[-1] = (out[-1][0] + run, out[-1][1] + 1)
+                continue
+        out.append((list(run), 1 if whole else 0))
+    return out
 
 
 def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done) -> None:

@@ -180,3 +180,50 @@ def test_quiet_runs_spanning_entries_give_the_tracked_times(name, w, c, first):
         tracked.run()
         assert quiet.finish == tracked.finish, s.variant
         assert quiet.compute_busy == tracked.compute_busy, s.variant
+
+
+def test_cycling_signals_step_within_and_between_cycles():
+    """``Step.period``: member i's signals step (i mod p) times the inner step plus (i div p) times the
+    outer one; the bumps a group makes (counted anywhere, folded or not) are its members'."""
+    from collections import Counter
+
+    from mkernel.ir import bump_keys, count_homes, signal_keys
+
+    sb = _builder()
+    t = sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),),
+               signals=(Signal(0, "s", 2), Signal(1, "t")), label="c {}", count=7,
+               step=Step(((0, 0, 8), (0, 0, 8)), ((1, 1), (0, 0)), label=(0, 1), period=2, outer=((0, 10), (0, 0))))
+    members = t.members()
+    assert [m.signals[0] for m in members] == [Signal(r, "s", x) for r, x in
+                                                ((0, 2), (1, 3), (0, 12), (1, 13), (0, 22), (1, 23), (0, 32))]
+    assert all(m.signals[1] == Signal(1, "t") for m in members)
+    for home in (None, count_homes(2, 2, 1, 2)):
+        fixed, moving = bump_keys(t, home=home)
+        want = Counter()
+        for m in members:
+            f, mv = bump_keys(m, home=home)
+            want.update(dict(f)), want.update(mv)
+        got = Counter(moving)
+        for key, times in fixed:
+            got[key] += times
+        assert got == want
+    def bumps(keys) -> Counter:  # (the simulator bumps a group's fixed signals first: the order differs)
+        out = Counter()
+        for key, times in keys:
+            out[key] += times
+        return out
+
+    assert bumps(signal_keys(t, 3, 3)) == bumps([kt for m in members[3:6] for kt in signal_keys(m)])
+    sb.build(0.0).validate()
+
+
+def test_validate_checks_the_corners_of_a_cycling_group():
+    """A cycling rank is extreme at the end of a cycle, not only at the last member."""
+    sb = ScheduleBuilder("t", "fused", 8, 4, 8, grouped=True)
+    sb.buffer("X", 4, 64)
+    sb.launch("l", {Role.INTRA: 2})
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),),
+           signals=(Signal(0, "s"),), label="c {}", count=6,
+           step=Step(((0, 0, 8), (0, 0, 8)), ((1, 0),), label=(0, 1), period=5, outer=((0, 0),)))
+    with pytest.raises(ScheduleError, match="across nodes"):  # member 4 signals rank 4, member 5 rank 0
+        sb.build(0.0).validate()
