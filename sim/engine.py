@@ -281,11 +281,19 @@ class Model(Dispatch):
             self.board.bump_keys(self._homed(run.later))
 
     def _homed(self, bumps):
-        """Bumps (key, times) with each key's rank folded onto its base (``fold`` > 1)."""
+        """Bumps (key, times) with each key's rank folded onto its base (``fold`` > 1), bumps of one
+        counter in a row made one (a wave's tiles bump their owners' counters, one base counter)."""
         if self.fold == 1:
             return bumps
-        home = self.home
-        return [((home[key[0]], key[1], key[2]), n) for key, n in bumps]
+        home, out, last = self.home, [], None
+        for key, n in bumps:
+            key = (home[key[0]], key[1], key[2])
+            if key == last:
+                out[-1] = (key, out[-1][1] + n)
+            else:
+                out.append((key, n))
+                last = key
+        return out
 
     def _put(self, run: Run, task: Task):
         sources = self.data.snapshot(task) if self.data is not None else None

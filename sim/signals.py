@@ -14,6 +14,10 @@ from mkernel.ir import Signal
 UNSET = (-1, 0)  # (epoch, value) of a counter never written
 
 
+def _need(waiter: tuple[int, Callable]) -> int:
+    return waiter[0]
+
+
 class _Call:
     """``fn(arg)`` at a set time: what a Timeout with that one callback is to the event loop, without
     the event (nothing waits on it, and it cannot fail)."""
@@ -91,7 +95,9 @@ class SignalBoard:
 
     def bump_keys(self, bumps) -> None:
         """Each (key, times) of ``bumps``, in order (one call for a run's bumps: the hottest code of
-        a run, so count_key is inlined)."""
+        a run, so count_key is inlined). A bump of ``times`` > 1 is ``times`` bumps of one: the
+        waiters it releases are called as those would call them, by the count they wait for (in
+        the order they waited among equal counts)."""
         values, epoch, waiters = self.values, self.epoch, self.waiters
         for key, times in bumps:
             e, value = values.get(key, UNSET)
@@ -99,13 +105,14 @@ class SignalBoard:
             values[key] = (epoch, value)
             waiting = waiters.get(key)
             if waiting:
-                still = []
+                still, due = [], []
                 for need, call in waiting:
-                    if need <= value:
-                        call()
-                    else:
-                        still.append((need, call))
+                    (due if need <= value else still).append((need, call))
                 waiters[key] = still
+                if times > 1 and len(due) > 1:
+                    due.sort(key=_need)  # (stable)
+                for _, call in due:
+                    call()
 
     def wait_key(self, key: tuple, need: int, call: Callable[[], None]) -> bool:
         """Whether ``key`` has yet to reach ``need``; if so, ``call()`` is made when it does (from
