@@ -47,10 +47,10 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable)
     kw["grouped"] = grouped
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
-    one = {"local_fold": True} if kw and local and builders.local_symmetric(w, c) else {}
-    fused = module.build(w, c, **kw, **one)
-    # a timing build's baseline has no collective's tasks: its tiles rotate as plainly as the fused ones
-    baseline = module.build_baseline(w, c, **kw, **({"library_tasks": False, **one} if timing else {}))
+    one = kw and local
+    fused = module.build(w, c, **kw, **({"local_fold": True} if one and builders.local_symmetric(w, c) else {}))
+    local_base = {"local_fold": True} if one and builders.local_baseline(w, c) else {}
+    baseline = module.build_baseline(w, c, **kw, **({"library_tasks": False, **local_base} if timing else {}))
     limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
     baseline.validate(races=not folded)

@@ -47,3 +47,11 @@ def local_symmetric(w, c) -> bool:
     if w.kernel == "gemm_ar":
         return get(w.kernel).local_symmetric(w, c)
     return True
+
+
+def local_baseline(w, c) -> bool:
+    """Whether ``build_baseline(w, c, first_nodes=n, library_tasks=False, local_fold=True)`` is exact:
+    a timing build of the baseline leaves its collective's tasks out (its launch is timed as the
+    NCCL call), so its tiles rotate as plainly as the fused op's; with ``collectives = "ir"`` the
+    declared rings are built and run, and their signals are not declared for renaming."""
+    return local_symmetric(w, c) and w.collectives == "nccl"

@@ -127,6 +127,11 @@ def test_local_symmetric_says_exactly_where_local_builds_are_exact(kernel):
     assert said[True] >= 6, said
 
 
+def test_a_baseline_whose_rings_run_as_tasks_is_not_built_for_local_rank_0():
+    c, w = cluster(2, 2), workload("gemm_ar")
+    assert builders.local_baseline(w, c) and not builders.local_baseline(dataclasses.replace(w, collectives="ir"), c)
+
+
 def test_moe_is_never_built_for_local_rank_0():
     c = cluster(2, 2)
     w = Workload(kernel="moe_dispatch_gemm", m=96, n=40, k=32, experts=8, topk=2, tile_m=16, tile_n=32,
