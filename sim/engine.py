@@ -105,7 +105,7 @@ class Model(Dispatch):
     # -- running -------------------------------------------------------------------------------
     def run(self) -> None:
         for rank in self.ranks:
-            self.env.process(self._rank(rank))
+            self.env.start(self._rank(rank))
         self.env.run()
         if self.progress is not None and not self.blocked and self._told < self._total:
             # tasks of launches timed as a library call (sim/library.py) end with the call, unseen
@@ -139,12 +139,12 @@ class Model(Dispatch):
     def _rank(self, rank: int):
         for li, launch in enumerate(self.s.launches):
             if li > 0:
-                yield self.env.timeout(self.c.launch_us)
+                yield self.c.launch_us
             if launch.library is not None and self.data is None:  # timed as the call (sim/library.py)
                 yield from self.library.enter(rank, li, launch.library)
                 continue
             if self.c.gpu.fused_call_us:  # entry and exit of the fused kernel, paid once per call
-                yield self.env.timeout(self.c.gpu.fused_call_us)
+                yield self.c.gpu.fused_call_us
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
             work = (lambda t: cost.sm_work_us(t, self.itemsize, self.c)) if self.controller else None
             pool = RolePool(dict(launch.sms), queues, work)
@@ -179,7 +179,7 @@ class Model(Dispatch):
             task = run.member()
         now = run.start = self.env.now
         if op is Op.PUT:
-            self.env.process(self._put(run, task))
+            self.env.start(self._put(run, task))
             return
         self.tracker.check_reads(task, now)
         slow = self.inject.slowdown(task.rank)

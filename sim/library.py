@@ -53,13 +53,13 @@ class LibraryCalls:
         state = self.calls.setdefault(li, [0, env.event()])
         state[0] += 1
         if state[0] == len(self.m.ranks):  # the last rank joined: the call runs now
-            done = env.timeout(call_us(library, self.m.c))
-            done.callbacks.append(lambda _ev: self._complete(li, state[1]))
+            env.call_later(call_us(library, self.m.c), self._complete, (li, state[1]))
         yield state[1]
 
-    def _complete(self, li: int, done) -> None:
+    def _complete(self, call: tuple) -> None:
         """The call ended: every task of the launch is done, a group as all its members (each bumps
         its own signals; a tracked run has no groups, the model expanded them)."""
+        li, done = call
         m = self.m
         for task in m.s.tasks:
             if task.launch == li:

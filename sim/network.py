@@ -130,10 +130,10 @@ class Network:
         m = self.m
         m.tracker.check_reads(task, self.env.now)
         if self.c.transport == "ibgda":
-            yield self.env.timeout(self.c.nic.ibgda_post_us)
+            yield self.c.nic.ibgda_post_us
             self._launch(task, sources)
             return
-        yield self.env.timeout(self.c.proxy.gpu_enqueue_us)
+        yield self.c.proxy.gpu_enqueue_us
         m.host_bytes[task.rank] += COMMAND_BYTES
         full = self.rings[task.rank].put((task, sources, self.env.now))
         if full is not None:
@@ -142,7 +142,7 @@ class Network:
             self.metrics["credit_wait_us"] += self.env.now - start
         if not self.started[task.rank]:
             self.started[task.rank] = True
-            self.env.process(self._proxy(task.rank))
+            self.env.start(self._proxy(task.rank))
 
     # -- the host proxy ----------------------------------------------------------------------------
     def _proxy(self, rank: int):
@@ -152,13 +152,13 @@ class Network:
             wake = ring.wait_nonempty()
             if wake is not None:
                 yield wake
-            yield self.env.timeout(self._next_poll() - self.env.now)
+            yield self._next_poll() - self.env.now
             stall = self.m.inject.stall(rank, self.env.now)
             if stall is not None:  # an injected stall: a finite pause, or for good (ends in a deadlock error)
-                yield self.env.event() if math.isinf(stall) else self.env.timeout(stall)
+                yield self.env.event() if math.isinf(stall) else stall
             first_dst = ring.items[0][0].writes[0].rank
             if sum(1 for it in ring.items if it[0].writes[0].rank == first_dst) < px.batch and px.batch_window_us > 0:
-                yield self.env.timeout(px.batch_window_us)
+                yield px.batch_window_us
             for dst in dict.fromkeys(it[0].writes[0].rank for it in ring.items):
                 yield from self._post_batch(rank, ring.take(dst, px.batch))
 
@@ -169,7 +169,7 @@ class Network:
             start = self.env.now
             for _task, _src, queued in batch:
                 self.metrics["ring_wait_us"] += start - queued
-            yield self.env.timeout(px.per_command_us * len(batch) + px.doorbell_us)
+            yield px.per_command_us * len(batch) + px.doorbell_us
             self.metrics["proxy_busy_us"] += self.env.now - start
             self.metrics["batches"] += 1
             self.metrics["doorbells"] += 1
@@ -187,9 +187,9 @@ class Network:
             self.metrics["fences"] += 1
             self.metrics["fence_wait_us"] += self.env.now - start
             self.fence_wait[rank] += self.env.now - start
-            yield self.env.timeout(px.per_command_us + px.doorbell_us)
+            yield px.per_command_us + px.doorbell_us
             for task, _sources, _queued in batch:
-                self.env.process(self._flag_message(task))
+                self.env.start(self._flag_message(task))
 
     # -- messages on the wire --------------------------------------------------------------------
     def _launch(self, task: Task, sources) -> None:
@@ -197,9 +197,9 @@ class Network:
         self.outstanding[src] += 1
         self.to_peer[(src, dst)] = self.to_peer.get((src, dst), 0) + 1
         self.sent += 1
-        self.env.process(self._data_message(task, sources, self.sent))
+        self.env.start(self._data_message(task, sources, self.sent))
         if self.c.notify_mode == "flag" and self.c.transport == "efa_srd":
-            self.env.process(self._flag_message(task))  # posted right behind the data, unordered
+            self.env.start(self._flag_message(task))  # posted right behind the data, unordered
 
     def _wire_delay(self) -> float:
         jitter = 0.0
@@ -217,7 +217,7 @@ class Network:
         if i is None:
             return  # every NIC this message could use is down: lost
         yield from self._transmit(task, nbytes, self._path(src, dst, home, i))
-        yield self.env.timeout(m._stretch(self._wire_delay()) + m.inject.extra_delay())
+        yield m._stretch(self._wire_delay()) + m.inject.extra_delay()
         m.tracker.landed_writes(task)
         if m.data is not None:
             m.data.apply(task, sources)
@@ -231,7 +231,7 @@ class Network:
         elif mode == "imm":
             with self.host[home].request() as req:  # the receiving proxy sets the flag
                 yield req
-                yield self.env.timeout(self._next_poll() - self.env.now + self.c.proxy.per_command_us)
+                yield self._next_poll() - self.env.now + self.c.proxy.per_command_us
             m.host_bytes[home] += COMMAND_BYTES
             m.bump_all(task.signals)
 
@@ -240,14 +240,14 @@ class Network:
         sender's ack timer, as RC (and SRD) resend; past ``retries`` resends, an error completion."""
         f, nic = self.m.inject.f, self.c.nic
         for attempt in range(f.retries + 1):
-            yield self.env.timeout(nic.per_message_us)
+            yield nic.per_message_us
             if path:
                 yield self.m.flows.transfer(nbytes, path)
             if not self.m.inject.drops():
                 return
             if attempt == f.retries:
                 break
-            yield self.env.timeout(f.ack_timer_us(self.c.transport))
+            yield f.ack_timer_us(self.c.transport)
         raise TransportError(
             f"rank {task.rank} -> rank {task.writes[0].rank}: {task.describe()} was lost: {f.retries + 1} "
             f"transmissions dropped (fault drop={f.drop}), and the NIC reports an error completion (retry count "
@@ -266,7 +266,7 @@ class Network:
 
     def _flag_message(self, task: Task):
         yield from self._transmit(task, 0.0)
-        yield self.env.timeout(self._wire_delay() + self.m.inject.extra_delay())
+        yield self._wire_delay() + self.m.inject.extra_delay()
         self.m.bump_all(task.signals)
 
     def _deliver_again(self, task: Task, sources) -> None:

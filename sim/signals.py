@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from functools import partial
 from heapq import heappop, heappush
 
 import simpy
-from simpy.core import NORMAL, EmptySchedule, EventPriority, StopSimulation
+from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
 
 from mkernel.ir import Signal
 
@@ -29,9 +30,10 @@ class _Call:
 
 
 class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes, and schedules plain calls
-    (:meth:`call_later`): most of a run's events are timers with one callback, and a Timeout's
-    object and callback list cost about as much as the work they trigger."""
+    """A SimPy environment that counts the events it processes, schedules plain calls
+    (:meth:`call_later`) and runs processes nothing waits on (:meth:`start`): most of a run's
+    events are timers with one callback, and a Timeout's or a Process's objects cost about as much
+    as the work they trigger."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -42,6 +44,37 @@ class CountingEnvironment(simpy.Environment):
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
         heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), _Call(fn, arg)))
+
+    def start(self, gen: Generator) -> None:
+        """Run the generator ``gen`` as ``process(gen)`` would (from this instant, before its other
+        events), less the Process event that nothing here waits on: ``yield`` a number to wait that
+        many us (timed as a Timeout made there would be), or an event to wait until it is processed
+        (its value is sent back, a failure thrown in)."""
+        heappush(self._queue, (self._now, URGENT, next(self._eid), _Call(self._resume, (gen, None))))
+
+    def _resume(self, state: tuple) -> None:
+        gen, event = state
+        while True:
+            try:
+                if event is None:
+                    target = gen.send(None)
+                elif event._ok:
+                    target = gen.send(event._value)
+                else:
+                    event._defused = True
+                    target = gen.throw(event._value)
+            except StopIteration:
+                return
+            if isinstance(target, (float, int)):
+                self.call_later(target, self._resume, (gen, None))
+                return
+            if target.callbacks is not None:
+                target.callbacks.append(partial(self._resumed, gen))
+                return
+            event = target  # processed already: go on at once, as a Process does
+
+    def _resumed(self, gen: Generator, event) -> None:
+        self._resume((gen, event))
 
     def step(self) -> None:
         self.events += 1
