@@ -295,12 +295,13 @@ def _cycling_keys(t: Task, first: int, n: int, home: list[int] | None) -> tuple[
     fixed = [((home[g.rank] if home else g.rank, g.name, g.index), n)
              for g, s, o in zip(t.signals, st.signals, st.outer) if not any(s + o)]
     moving = [(g.rank, g.name, g.index, *s, *o) for g, s, o in zip(t.signals, st.signals, st.outer) if any(s + o)]
-    if home and first == 0 and n == t.count and all(
-            dx == ok == 0 and len({home[r + b * dk] for b in range(min(p, n))}) == 1 for r, _, _, dk, dx, ok, _ in moving):
+    if home and first == 0 and n == t.count and all(dx == ok == 0 and len({home[r + b * dk] for b in range(min(p, n))}) == 1
+                                                     for r, _, _, dk, dx, ok, _ in moving):
         # a cycle's members bump one counter where they are counted (every rank of the cycle at one
         # home, the index stepping by cycle only): one key per cycle, as many times as its members
         for a in range(0, n, p):
-            fixed += [((home[rank], name, index + a // p * ox), min(p, n - a)) for rank, name, index, _, _, _, ox in moving]
+            fixed += [((home[rank], name, index + a // p * ox), min(p, n - a))
+                      for rank, name, index, _, _, _, ox in moving]
         return fixed, []
     keys = []
     for i in range(first, first + n):

@@ -86,7 +86,8 @@ class SimBackend:
         local = ranks_folded if isinstance(ranks_folded, int) else 1
         data = DataStore(schedule, inputs, sample) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
-                      track_hazards=not folded and hazards is not False, faults=faults, controller=controller, progress=progress, fold=local)
+                      track_hazards=not folded and hazards is not False, faults=faults, controller=controller,
+                      progress=progress, fold=local)
         model.run()
         ranks = model.ranks
         copies = schedule.world // len(ranks)  # each simulated rank stands for this many

@@ -44,6 +44,7 @@ from .library import LibraryCalls
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard
 from .sms import RolePool
+from . import tiles
 
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
@@ -145,6 +146,9 @@ class Model(Dispatch):
                 continue
             if self.c.gpu.fused_call_us:  # entry and exit of the fused kernel, paid once per call
                 yield self.c.gpu.fused_call_us
+            if tiles.plain(self, rank, li, launch):  # nothing observes it until it ends (sim/tiles.py)
+                yield tiles.launch_end(self, rank, li, launch) - self.env.now
+                continue
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
             work = (lambda t: cost.sm_work_us(t, self.itemsize, self.c)) if self.controller else None
             pool = RolePool(dict(launch.sms), queues, work)

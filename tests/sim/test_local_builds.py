@@ -193,7 +193,8 @@ def test_a_group_whose_renamed_signals_do_not_step_evenly_is_added_as_its_member
     sb.launch("l", {Role.COMPUTE: 2})
     # member i bumps s[i] on rank i: indices hold a relative rank i // 2, rotated back by rank i's local
     sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),),
-           signals=(Signal(0, "s", 0),), label="c {}", count=4, step=Step(((0, 0, 8), (0, 0, 8)), ((1, 1),), label=(0, 1)))
+           signals=(Signal(0, "s", 0),), label="c {}", count=4,
+           step=Step(((0, 0, 8), (0, 0, 8)), ((1, 1),), label=(0, 1)))
     sb.add(0, Role.COMPUTE, Op.NOP, waits=(Wait(Signal(0, "s", 0), 1),))
     s = sb.build(0.0)
     assert [t.count for t in s.tasks] == [1, 1, 1, 1, 1]

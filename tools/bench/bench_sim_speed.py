@@ -14,8 +14,14 @@ the same machine) and prints its CPU and wall seconds beside each row instead of
 A row that runs past ``--timeout`` seconds is stopped (its process group killed) and reported as
 timed out, so one slow row cannot hold the machine.
 
-Rows (names for --skip): collapsed, full, 64-nodes, default, ring-attention, sweep, scaleout.
-The sweep row runs the whole scale-out study (1,085 points) into a temporary folder.
+Rows (names for --skip): collapsed, uncollapsed, full, 64-nodes, default, ring-attention, sweep, scaleout.
+The sweep row runs the whole scale-out study (now 1,481 points) into a temporary folder.
+
+Issue 30's second row, "the same without ``--collapse``", was a run of every node when the issue was
+written; its item 4 made collapsing the default where it is exact, so that command (row
+``uncollapsed``) now runs collapsed. Row ``full`` is the run of every node as the issue measured
+it, asked for with ``--no-collapse``: it tracks hazards member by member and keeps the issue's 3 s
+goal too.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ BIG = ["scenarios/paper-ib-2x8.toml", "--kernel", "gemm_ar", "--m", "32768", "--
 # name, command after `mkernel`, issue 30's figure before (CPU seconds; None: did not finish), goal (s)
 ROWS = [
     ("collapsed", ["run", *BIG, "--collapse"], 50.6, 1.0),
+    ("uncollapsed", ["run", *BIG], 138.0, 3.0),
     ("full", ["run", *BIG, "--no-collapse"], 138.0, 3.0),
     ("64-nodes", ["run", *BIG, "--nodes", "64", "--collapse"], 170.0, 5.0),
     ("default", ["run"], 9.5, 1.0),

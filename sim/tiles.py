@@ -1,0 +1,69 @@
+"""Launches of independent GEMM tiles (a baseline's matmul), played without events.
+
+A launch whose one role computes GEMM tiles that wait on nothing and signal nothing (a timing
+build's baseline matmul: its collective is timed as the library call) is observed by nobody until
+it ends. In a quiet bulk run (no data, hazard tracking, controller, trace, stress or faults) the
+dispatcher (:mod:`mkernel.sim.dispatch`) has its SMs take the tiles in queue order: the first wave
+each counting itself in (the GEMM speed class it sees, :func:`mkernel.cost.sm_speed`), then, when
+a tile ends, the next tile at the speed class of the SMs computing, which stays put until the
+queue is empty and SMs start to retire. (A fused kernel's tiles pay a per-tile cost after their
+work, and signal: its launches are never played.) The first
+wave's classes differ, so the tiles end one by one and never meet again: about 8,400 events for
+the 32768^2 2 x 8 baseline. :func:`launch_end` plays the same steps on a heap of SM free times,
+with the model's own tile costs and the event loop's float sums (an end is its start plus the
+cost), so the launch ends at the same instant, bit for bit.
+"""
+from __future__ import annotations
+
+import heapq
+
+from mkernel import cost
+from mkernel.ir import Launch, Op, Role
+
+
+def plain(m, rank: int, li: int, launch: Launch) -> bool:
+    """Whether launch ``li`` of ``rank`` may be played by :func:`launch_end` in model ``m``."""
+    if (not m.quiet or m._one_by_one or m.inject.f.any or m.c.gpu.fused_tile_us
+            or [role for role, _ in launch.sms] != [Role.COMPUTE]):
+        return False
+    return all(t.op is Op.GEMM and not t.waits and not t.signals for t in m.queues.get((rank, li, Role.COMPUTE), ()))
+
+
+def tile_ends(m, rank: int, li: int, launch: Launch) -> list[float]:
+    """When each tile of launch ``li`` of ``rank`` ends, started now, in the order the SMs take them."""
+    c, now = m.c, m.env.now
+    tiles = [(t, i) for t in m.queues.get((rank, li, Role.COMPUTE), ()) for i in range(t.count)]  # (entry, member)
+    sms = min(launch.budget(Role.COMPUTE), len(tiles))
+    ends: list[float] = []
+    busy = 0
+    while len(ends) < sms:  # the first wave, entry by entry, as _bulk takes it (_ready_split's speeds)
+        task, member = tiles[len(ends)]
+        part = min(sms - len(ends), task.count - member)
+        if cost.sm_speed(c, busy + 1) == cost.sm_speed(c, busy + part):
+            busy += part
+            ends += [now + m._gemm_us(task, cost.sm_speed(c, busy))] * part
+        else:
+            for _ in range(part):
+                busy += 1
+                ends.append(now + m._gemm_us(task, cost.sm_speed(c, busy)))
+    free = list(ends)  # when each SM can take its next tile (a heap)
+    heapq.heapify(free)
+    speed = cost.sm_speed(c, busy)
+    for task, _ in tiles[sms:]:  # each next tile to the SM free first, at the speed class of all computing
+        end = heapq.heappop(free) + m._gemm_us(task, speed)
+        heapq.heappush(free, end)
+        ends.append(end)
+    return ends
+
+
+def launch_end(m, rank: int, li: int, launch: Launch) -> float:
+    """When launch ``li`` of ``rank`` ends, started now (its last tile's end: every SM then retires);
+    the model's compute-busy time and progress count are brought up to that end."""
+    ends = tile_ends(m, rank, li, launch)
+    now, last = m.env.now, max(ends, default=m.env.now)
+    m.compute_busy[rank] += last - now
+    if m.progress is not None:
+        m._ended += len(ends)
+        m._told = m._ended
+        m.progress(m.s.variant, m._ended, m._total)
+    return last
