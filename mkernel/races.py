@@ -30,10 +30,10 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list
     conservative graph in which validate looks for dependency cycles.
     """
     n = len(s.tasks)
-    signalers: dict = defaultdict(list)
+    signalers: dict = defaultdict(list)  # (rank, name, index) -> bumpers: tuples hash and compare in C
     for task in s.tasks:
         for sig in task.signals:
-            signalers[sig].append(task.id)
+            signalers[(sig.rank, sig.name, sig.index)].append(task.id)
     barrier: dict = {}
     for task in s.tasks:
         if task.launch > 0 and (task.rank, task.launch) not in barrier:
@@ -41,8 +41,10 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list
     preds: list[list[int]] = [[] for _ in range(n + len(barrier))]
     for task in s.tasks:
         for wait in task.waits:
-            if every_signaler or wait.count == len(signalers[wait.signal]):
-                preds[task.id].extend(signalers[wait.signal])
+            g = wait.signal
+            bumpers = signalers[(g.rank, g.name, g.index)]
+            if every_signaler or wait.count == len(bumpers):
+                preds[task.id].extend(bumpers)
         if task.launch > 0:
             preds[task.id].append(barrier[(task.rank, task.launch)])
         after = barrier.get((task.rank, task.launch + 1))
