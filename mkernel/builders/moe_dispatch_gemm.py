@@ -114,9 +114,10 @@ def _gemm(sb, w: Workload, c: Cluster, d: int, segs, rows: int, waits_for) -> No
     latest source each tile needs; then zero rows after d's last row. A row of tiles waits on the
     same blocks, so its columns of one width are one group."""
     order = {r: i for i, r in enumerate(sorted({s.source for s in segs}, key=lambda r: _distance(c, d, r)))}
-    tiles = []
-    for j in sorted({s.expert for s in segs}):
-        mine = [s for s in segs if s.expert == j]
+    tiles, by_expert = [], {}
+    for s in segs:
+        by_expert.setdefault(s.expert, []).append(s)
+    for j, mine in sorted(by_expert.items()):
         r0, r1 = mine[0].row0, mine[-1].row0 + len(mine[-1].tokens)
         for t0 in range(r0, r1, w.tile_m):
             t1 = min(r1, t0 + w.tile_m)
@@ -171,8 +172,16 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
         return Signal(s.dest, "block", (s.expert * c.world + c.relative(s.source, s.dest)) * most + b)
 
     def blocks_in(need, t0: int, t1: int) -> tuple[Wait, ...]:
-        return tuple(Wait(block_signal(s, b), 1) for s in need for b, row, toks in _blocks(s)
-                     if row < t1 and t0 < row + len(toks))
+        """The waits for the blocks of segments ``need`` that hold rows [t0, t1) (each a segment's
+        rows from its first, ``TOKEN_BLOCK`` at a time: those from the one t0 falls in, or the first,
+        to the one t1 - 1 falls in, or the last)."""
+        waits = []
+        for s in need:
+            first = max(0, (t0 - s.row0) // TOKEN_BLOCK)
+            last = min((len(s.tokens) - 1) // TOKEN_BLOCK, (t1 - 1 - s.row0) // TOKEN_BLOCK)
+            base = block_signal(s, 0)
+            waits += [Wait(Signal(base.rank, base.name, base.index + b), 1) for b in range(first, last + 1)]
+        return tuple(waits)
 
     for r in built:
         node = c.node_of(r)
