@@ -328,7 +328,7 @@ class Model(Dispatch):
             # the fused kernel's steps each wait a peer round trip: latency the port does not see
             rtt = self._stretch(self.c.nvlink.latency_us + cost.step_us(task, self.c))
             self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
-        self.flows.transfer_legs(size, legs, self.sm_copy, run.n).callbacks.append(moved)
+        self.flows.transfer_legs(size, legs, self.sm_copy, run.n, then=moved)
 
     def _copied(self, runs: list[Run]) -> None:
         tail = self.c.gpu.fused_peer_task_us

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 
 import simpy
 
@@ -109,19 +110,22 @@ class FlowNet:
         return self.transfer_legs(nbytes, [(link, nbytes, nbytes) for link in links], cap)
 
     def transfer_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf,
-                      count: int = 1) -> simpy.Event:
+                      count: int = 1, then: Callable[[None], None] | None = None) -> simpy.Event | None:
         """``count`` identical flows of ``size`` bytes each (the members of a group), one event at
         their end; each leg ``(link, payload, busy)`` puts ``busy`` bytes of link time (payload plus
-        per-message overhead) and ``payload`` bytes of data on its link, per flow."""
-        done = self.env.event()
+        per-message overhead) and ``payload`` bytes of data on its link, per flow.
+
+        With ``then``, no event: ``then(None)`` is called where the event's callback would be, or
+        at once when the flows end at an instant with nothing else due (:meth:`_wake`)."""
+        done = self.env.event() if then is None else then
         unit: dict[Link, float] = {}
         for link, payload, busy in legs:
             link.bytes += payload * count
             link.busy_bytes += busy * count
             unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         if size <= 0:
-            done.succeed()
-            return done
+            self._succeed(done)
+            return None if then else done
         now = self.env.now
         key = (tuple(unit.items()), cap)
         group = self.groups.get(key)
@@ -133,7 +137,14 @@ class FlowNet:
         group.add(count)
         self.touched[group] = None
         self._mark(group.links)
-        return done
+        return None if then else done
+
+    def _succeed(self, done) -> None:
+        """Trigger a transfer's end: its event, or its call scheduled as that event would be."""
+        if isinstance(done, simpy.Event):
+            done.succeed()
+        else:
+            self.env.call_later(0.0, done)
 
     def _mark(self, links) -> None:
         """Re-rate the flows on ``links`` once, after everything else that happens at this instant."""
@@ -180,7 +191,7 @@ class FlowNet:
             return  # an earlier wake-up was armed after this one
         self.armed = math.inf
         now = self.env.now
-        done: list[simpy.Event] = []
+        done: list = []  # the ended transfers' events, or calls (transfer_legs' ``then``)
         changed: dict[Flow, None] = {}
         while self.heap and self.heap[0][0] <= now + EPS_US:
             _, _, token, flow = heapq.heappop(self.heap)
@@ -201,8 +212,11 @@ class FlowNet:
                         link.weight = 0.0  # no drift from float sums
                 del self.groups[flow.key]
                 flow.token += 1  # retired: no heap entry of it counts any more
-        for event in done:
-            event.succeed()
+        # calls only, and nothing else due now: their events would be the next ones processed, each
+        # call what it would do when processed (after the re-rate is scheduled, as events would be)
+        at_once = not self.env.due_now() and not any(isinstance(d, simpy.Event) for d in done)
+        for d in done if not at_once else ():
+            self._succeed(d)
         if self.record:
             for flow in changed:
                 for link in flow.links:
@@ -213,6 +227,8 @@ class FlowNet:
             self._mark([link for flow in changed for link in flow.links])
         else:
             self._arm()
+        for call in done if at_once else ():
+            call(None)
 
 
 def _component(links) -> dict[Flow, None]:

@@ -45,6 +45,10 @@ class CountingEnvironment(simpy.Environment):
             raise ValueError(f"Negative delay {delay}")
         heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), _Call(fn, arg)))
 
+    def due_now(self) -> bool:
+        """Whether an event is due at this instant, besides the one being processed."""
+        return bool(self._queue) and self._queue[0][0] <= self._now
+
     def start(self, gen: Generator) -> None:
         """Run the generator ``gen`` as ``process(gen)`` would (from this instant, before its other
         events), less the Process event that nothing here waits on: ``yield`` a number to wait that

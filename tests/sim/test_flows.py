@@ -49,6 +49,36 @@ def test_a_capped_flow_leaves_its_share_to_the_others_and_finish_times_follow():
     assert times[2] == pytest.approx(30.0)  # 60 bytes at 2 B/us, the cap, all along
 
 
+def test_a_transfers_call_runs_where_its_events_callback_would():
+    """``then``: called at once where nothing else is due at that instant, else scheduled as the
+    event would be; either way the calls, and what they schedule, keep the events' order."""
+    def run(calls: bool) -> list:
+        env, log = CountingEnvironment(), []
+        net, link = FlowNet(env), Link("L", 30.0)
+
+        def ended(name):
+            def note(_ev) -> None:
+                log.append((env.now, name))
+                env.call_later(1.0, lambda _a: log.append((env.now, name + " later")))
+            return note
+
+        def start(_a) -> None:  # at t=2: a timer due where two flows end (set after their wake-up), and
+            # a flow that ends alone
+            env.call_later(0.0, lambda _a: env.call_later(6.0, lambda _b: log.append((env.now, "timer"))))
+            for name, size in (("b", 60.0), ("c", 60.0), ("d", 90.0)):
+                done = net.transfer_legs(size, [(link, size, size)], then=ended(name) if calls else None)
+                if not calls:
+                    done.callbacks.append(ended(name))
+        env.call_later(2.0, start)
+        env.run()
+        return log
+
+    # 10 B/us each until b and c end at 8, with the timer due then (so scheduled: it comes first);
+    # d's last 30 bytes at 30 B/us end at 9, after the two later timers set at 8 (d alone: called at once)
+    assert run(True) == run(False) == [(8.0, "timer"), (8.0, "b"), (8.0, "c"), (9.0, "b later"),
+                                       (9.0, "c later"), (9.0, "d"), (10.0, "d later")]
+
+
 def test_weights_count_link_time_per_byte():
     """A flow with weight 2 on a link (per-message overhead doubling its link time) uses twice the
     capacity per unit of rate: with a weight-1 flow on a 30 B/us link, both run at 10."""
