@@ -45,9 +45,9 @@ class ScheduleBuilder:
     the builder lists in ``rotating`` the signals whose index holds a rank numbered from the
     receiver (``Cluster.relative``), as ``index // unit``, and that rank's local part is rotated
     back by l, and in ``fixed`` those whose index means the same on every rank (they keep it); a
-    bump on another local rank of a signal in neither list is refused. Bumps are counted at the node's rank 0, so a
-    wait's count is what the full schedule gives it. A group whose renamed signals no longer step
-    evenly is added as its members.
+    bump on another local rank of a signal in neither list is refused. Bumps are counted at the
+    node's rank 0, so a wait's count is what the full schedule gives it. A group whose renamed
+    signals no longer step as its step says is added as its members.
     """
 
     kernel: str

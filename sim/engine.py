@@ -147,7 +147,9 @@ class Model(Dispatch):
             if self.c.gpu.fused_call_us:  # entry and exit of the fused kernel, paid once per call
                 yield self.c.gpu.fused_call_us
             if tiles.plain(self, rank, li, launch):  # nothing observes it until it ends (sim/tiles.py)
-                yield tiles.launch_end(self, rank, li, launch) - self.env.now
+                done = self.env.event()
+                self.env.call_at(tiles.launch_end(self, rank, li, launch), done.succeed)
+                yield done
                 continue
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
             work = (lambda t: cost.sm_work_us(t, self.itemsize, self.c)) if self.controller else None

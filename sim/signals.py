@@ -45,6 +45,13 @@ class CountingEnvironment(simpy.Environment):
             raise ValueError(f"Negative delay {delay}")
         heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), _Call(fn, arg)))
 
+    def call_at(self, when: float, fn: Callable, arg=None) -> None:
+        """Call ``fn(arg)`` at time ``when`` (not before now): the time itself, not now plus a delay,
+        whose float sum could round off it."""
+        if when < self._now:
+            raise ValueError(f"{when} is in the past (now {self._now})")
+        heappush(self._queue, (when, NORMAL, next(self._eid), _Call(fn, arg)))
+
     def due_now(self) -> bool:
         """Whether an event is due at this instant, besides the one being processed."""
         return bool(self._queue) and self._queue[0][0] <= self._now
