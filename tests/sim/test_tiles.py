@@ -102,3 +102,16 @@ def test_launches_that_something_observes_are_not_played():
     assert tiles.plain(Model(alone, c, None, track_hazards=False), 0, 0, alone.launches[0])
     assert not tiles.plain(Model(alone, tiled, None, track_hazards=False), 0, 0, alone.launches[0])  # per-tile cost
     assert all(t.op is Op.GEMM and t.role is Role.COMPUTE for t in quiet.queues[(0, 0, Role.COMPUTE)])
+
+
+def test_a_launch_that_starts_late_ends_at_its_end_time_itself():
+    """The played end is scheduled at that time (call_at), not now plus the difference: from
+    2.3634577631987064, a delay of 48.58026225446677 - now lands on ...774."""
+    from mkernel.sim.signals import CountingEnvironment
+
+    start, end, seen = 2.3634577631987064, 48.58026225446677, []
+    assert start + (end - start) != end
+    env = CountingEnvironment()
+    env.call_later(start, lambda _a: env.call_at(end, lambda _b: seen.append(env.now)))
+    env.run()
+    assert seen == [end]
