@@ -85,11 +85,12 @@ def _extra(w: Workload, c: Cluster) -> float:
     return w.n * c.nodes * (c.gpus_per_node - 1) * (math.ceil(w.m / w.kv_tile) - math.ceil(w.m / 128))
 
 
-def estimate(w: Workload, c: Cluster, folded_nodes: int = 0) -> Estimate:
+def estimate(w: Workload, c: Cluster, folded_nodes: int = 0, local: bool = False) -> Estimate:
     """The estimated task count of the fused and baseline schedules; ``folded_nodes`` > 0: built for
-    that many nodes alone (a collapsed run of a node-symmetric op)."""
+    that many nodes alone (a collapsed run of a node-symmetric op), and with ``local`` for their
+    local rank 0 alone (``ScheduleBuilder.local_fold``)."""
     per_unit, per_pair, per_rank = FIT[w.kernel]
-    built = c.world if not folded_nodes else min(c.world, folded_nodes * c.gpus_per_node)
+    built = c.world if not folded_nodes else min(c.world, folded_nodes * (1 if local else c.gpus_per_node))
     tasks = built * (per_unit * _units(w, c) + per_pair * c.world + per_rank + _extra(w, c))
     return Estimate(int(tasks), built)
 
@@ -106,11 +107,12 @@ def _duration(us: float) -> str:
     return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
 
 
-def check_tasks(w: Workload, c: Cluster, folded_nodes: int = 0, force: bool = False, foldable: int = 0) -> Estimate:
+def check_tasks(w: Workload, c: Cluster, folded_nodes: int = 0, force: bool = False, foldable: int = 0,
+                local: bool = False) -> Estimate:
     """Refuse (unless ``force``) a run whose estimated schedules pass the memory limit. ``foldable``:
     how many nodes a collapsed run would build (0: the nodes do not all run alike, so ``--collapse``
-    cannot help and is not offered)."""
-    est = estimate(w, c, folded_nodes)
+    cannot help and is not offered); ``local``: the folded build is of local rank 0 alone."""
+    est = estimate(w, c, folded_nodes, local)
     if est.bytes > MEMORY_LIMIT_BYTES and not force:
         fold, why = "", ""
         if foldable and not folded_nodes:

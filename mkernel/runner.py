@@ -44,11 +44,11 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     span = c.fold_nodes
     foldable = span if 0 < span < c.nodes and builders.node_symmetric(w, c) else 0
     kw = {"first_nodes": foldable} if folded and foldable else {}
-    est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable)
+    one = bool(kw) and local and builders.local_symmetric(w, c)
+    est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable, one)
     kw["grouped"] = grouped
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
-    one = kw and local
-    fused = module.build(w, c, **kw, **({"local_fold": True} if one and builders.local_symmetric(w, c) else {}))
+    fused = module.build(w, c, **kw, **({"local_fold": True} if one else {}))
     local_base = {"local_fold": True} if one and builders.local_baseline(w, c) else {}
     baseline = module.build_baseline(w, c, **kw, **({"library_tasks": False, **local_base} if timing else {}))
     limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")

@@ -37,6 +37,15 @@ def test_the_folded_estimate_follows_a_folded_build():
     fused, baseline = build(sc, folded=True)
     est = limits.estimate(sc.workload, sc.cluster, folded_nodes=1)
     assert 0.4 <= est.tasks / (len(fused.tasks) + len(baseline.tasks)) <= 2.5
+    # built for local rank 0 alone (a quiet collapsed run's timing build): an eighth of the ranks. On
+    # a shape whose tiles dominate (at 8 nodes this small shape's per-pair term overcounts 4.8x: a
+    # timing baseline leaves its collective's per-peer steps out, an over-estimate the limit can afford)
+    sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, nodes=2),
+                             workload=dataclasses.replace(sc.workload, m=8192, n=8192, k=512))
+    fused, baseline = build(sc, folded=True, timing=True, local=True)
+    assert fused.local_fold == baseline.local_fold == 8
+    est = limits.estimate(sc.workload, sc.cluster, folded_nodes=1, local=True)
+    assert est.built_ranks == 1 and 0.4 <= est.tasks / (len(fused.tasks) + len(baseline.tasks)) <= 2.5
 
 
 def _refused(capsys, argv, *parts, seconds=10.0):
