@@ -10,8 +10,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..lowering.layout import (COMMAND_WIDTH, GEMM_TILE_WIDTH, GROUP_M, LOCK_WIDTH, REGION_WIDTH, SEGMENT_WIDTH,
-                               AttnOperand, Command, GemmOperand, GemmTile, Lock, NormOperand, Region, Segment, Stat)
+from ..lowering.layout import (COMMAND_WIDTH, GEMM_TILE_WIDTH, LOCK_WIDTH, REGION_WIDTH, SEGMENT_WIDTH, AttnOperand,
+                               Command, GemmOperand, GemmTile, Lock, NormOperand, Region, Segment, Stat)
 from .sync import ERR_TIMEOUT, ROLE_COMPUTE, WHAT_FLAG, _bar_sync, _bulk_writes_done, _bump_masked, _clock_uniform, \
     _record, _release_stores_if
 
@@ -26,9 +26,7 @@ ATTN_Q, ATTN_K, ATTN_V, ATTN_ACC, ATTN_STATS, ATTN_OUT, ATTN_LSE = (C(int(c)) fo
 NORM_ACC, NORM_STATS, NORM_OUT, NORM_LSE = (C(int(c)) for c in NormOperand)
 G_A_ROW0, G_B_COL0, G_C_SLOT, G_C_LD, G_C_ROW0, G_C_COL0, G_C_ROWS, G_C_COLS, G_SIG_RANK, G_SIG_SLOT = (
     C(int(c)) for c in GemmTile)
-SG_FIRST, SG_END, SG_A_INDEX, SG_K0, SG_K_COLS, SG_TM0, SG_TN0, SG_TMS, SG_TNS, SG_A_OFF, SG_B_OFF, SG_SIG_RANK, \
-    SG_SIG_SLOT = (C(int(c)) for c in Segment)
-GM = C(GROUP_M)
+SG_FIRST, SG_END, SG_A_INDEX, SG_K0, SG_K_COLS = (C(int(c)) for c in Segment)
 
 
 @triton.jit
@@ -115,47 +113,8 @@ def _gemm_table(gemm_tiles, segments, n_seg, pid, nb, a_host, a2_host, b_host, c
         a_desc = a_host
         if tl.load(seg + SG_A_INDEX) == 1:
             a_desc = a2_host
-        tms = tl.load(seg + SG_TMS).to(tl.int32)
         if start < end:  # a region op between the loops: Triton flattens nests of exactly two loops
-            if tms > 0:
-                _gemm_grid(seg, first, start, end, nb, a_desc, b_host, c_host, k0, k_cols, flag_bases, rank, BM, BN, BK)
-            else:
-                _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_host, c_host, k0, k_cols, flag_bases, rank, BM, BN,
-                           BK)
-
-
-@triton.jit
-def _gemm_grid(seg, first, start, end, nb, a_desc, b_desc, c_desc, k0, k_cols, flag_bases, rank, BM: tl.constexpr,
-               BN: tl.constexpr, BK: tl.constexpr):
-    """A grid segment's tiles start, start + nb, ... < end (layout.Segment): each tile's coordinates
-    computed from its index in the grouped order (plan.grid_tile), as the standalone GEMM computes
-    them, so no table row is loaded per tile; then one signal of the block's tile count (every tile
-    of a grid segment bumps one flag, which cannot reach its target before the last is stored).
-    Against the row loop at world 1 (tools/probes/gemm_rows.py, 2026-12-04): the row loads and the
-    per-tile signal code cost 2-8% at K = 512, where a tile's products take a few microseconds."""
-    tm0 = tl.load(seg + SG_TM0).to(tl.int32)
-    tn0 = tl.load(seg + SG_TN0).to(tl.int32)
-    tms = tl.load(seg + SG_TMS).to(tl.int32)
-    per_group = GM * tl.load(seg + SG_TNS).to(tl.int32)
-    a_off = tl.load(seg + SG_A_OFF).to(tl.int32)
-    b_off = tl.load(seg + SG_B_OFF).to(tl.int32)
-    n = start - start
-    for g in tl.range(start, end, nb, flatten=True):
-        i = g - first
-        first_m = (i // per_group) * GM
-        group_m = tl.minimum(tms - first_m, GM)
-        c_r0 = (tm0 + first_m + i % group_m) * BM
-        c_c0 = (tn0 + (i % per_group) // group_m) * BN
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for kt in range(tl.cdiv(k_cols, BK)):
-            kk = k0 + kt * BK
-            acc = tl.dot(a_desc.load([c_r0 + a_off, kk]), b_desc.load([kk, c_c0 + b_off]), acc)
-        c_desc.store([c_r0, c_c0], acc.to(tl.bfloat16))
-        n += 1
-    _bulk_writes_done()
-    _bar_sync()
-    _bump_masked(flag_bases, tl.where(n > 0, tl.load(seg + SG_SIG_RANK).to(tl.int32), -1),
-                 tl.load(seg + SG_SIG_SLOT).to(tl.int32), rank, n.to(tl.int64))
+            _gemm_rows(gemm_tiles, start, end, nb, a_desc, b_host, c_host, k0, k_cols, flag_bases, rank, BM, BN, BK)
 
 
 @triton.jit

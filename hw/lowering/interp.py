@@ -34,7 +34,7 @@ from . import ring
 from .layout import (OPS, AttnOperand, Command, GemmOperand, GemmTile, NormOperand, Region, Segment, Signal, Stat, Task,
                      Wait)
 from .lower import ROLES
-from .plan import Plan, build, grid_tile
+from .plan import Plan, build
 
 
 
@@ -159,24 +159,10 @@ def _gemm_tile(m: Machine, p: Plan, g: int) -> None:
     b = m.arrays[(b_name, p.rank)]
     bid, owner = divmod(int(t[GemmTile.C_SLOT]), p.world)
     c = m.arrays[(p.buffers[bid], owner)]
-    if seg[Segment.GRID_TMS]:  # a grid segment: the kernel computes the coordinates (tiles._gemm_grid), so do we
-        a_r0, b_c0, c_r0, c_c0 = (int(x) for x in grid_tile(seg, g - int(seg[Segment.FIRST])))
-        sig_rank, sig_slot = int(seg[Segment.SIG_RANK]), int(seg[Segment.SIG_SLOT])
-    else:
-        a_r0, b_c0, c_r0, c_c0 = (int(t[k]) for k in (GemmTile.A_ROW0, GemmTile.B_COL0, GemmTile.C_ROW0,
-                                                      GemmTile.C_COL0))
-        sig_rank, sig_slot = int(t[GemmTile.SIG_RANK]), int(t[GemmTile.SIG_SLOT])
-    c[c_r0:c_r0 + rows, c_c0:c_c0 + cols] = _box(a, a_r0, rows, k0, kc) @ _box(b, k0, kc, b_c0, cols)
-    if sig_rank >= 0:
-        m.flags[sig_rank][sig_slot] += 1
-
-
-def _box(x: np.ndarray, r0: int, rows: int, c0: int, cols: int) -> np.ndarray:
-    """``x[r0:r0 + rows, c0:c0 + cols]`` as a TMA load reads it: zeros past the array's edges."""
-    out = np.zeros((rows, cols), x.dtype)
-    part = x[max(r0, 0):r0 + rows, max(c0, 0):c0 + cols]
-    out[max(-r0, 0):max(-r0, 0) + part.shape[0], max(-c0, 0):max(-c0, 0) + part.shape[1]] = part
-    return out
+    a_r0, b_c0, c_r0, c_c0 = (int(t[k]) for k in (GemmTile.A_ROW0, GemmTile.B_COL0, GemmTile.C_ROW0, GemmTile.C_COL0))
+    c[c_r0:c_r0 + rows, c_c0:c_c0 + cols] = a[a_r0:a_r0 + rows, k0:k0 + kc] @ b[k0:k0 + kc, b_c0:b_c0 + cols]
+    if t[GemmTile.SIG_RANK] >= 0:
+        m.flags[int(t[GemmTile.SIG_RANK])][int(t[GemmTile.SIG_SLOT])] += 1
 
 
 def _deliver(m: Machine, msg: _Message) -> None:

@@ -112,28 +112,13 @@ class GemmTile(IntEnum):
 
 class Segment(IntEnum):
     """A run of GEMM table rows [FIRST, END) that read the same A operand (A_INDEX 0: A, 1: the
-    second A) over the same K range: columns [K0, K0 + K_COLS) of A, rows of B.
-
-    A **grid** segment (GRID_TMS > 0) is one whose rows are exactly the tiles of a sub-grid of C,
-    row tiles [GRID_TM0, + GRID_TMS) x column tiles [GRID_TN0, + GRID_TNS) in the grouped order
-    (:func:`plan.grid_tile`), each reading A at its C rows + A_ROW_OFF and B at its C columns +
-    B_COL_OFF, and all signalling SIG_RANK's SIG_SLOT: the kernel then computes each tile's
-    coordinates from its index instead of loading its row, as a standalone GEMM does (the rows stay,
-    for the interpreter's checks and for segments that are not grids: GRID_TMS 0)."""
+    second A) over the same K range: columns [K0, K0 + K_COLS) of A, rows of B."""
 
     FIRST = 0
     END = 1
     A_INDEX = 2
     K0 = 3
     K_COLS = 4
-    GRID_TM0 = 5
-    GRID_TN0 = 6
-    GRID_TMS = 7
-    GRID_TNS = 8
-    A_ROW_OFF = 9
-    B_COL_OFF = 10
-    SIG_RANK = 11
-    SIG_SLOT = 12
 
 
 class Lock(IntEnum):
@@ -222,5 +207,4 @@ LOCK_WIDTH = len(Lock)
 ERROR_BYTES = 64  # MK_ERROR_BYTES
 ATTN_QUERY_ROWS = 128  # query rows of one attention block: each has its own lock, so tiles of several merge in parallel
 MAX_SEGMENTS = 4  # GEMM table segments the kernel walks (a longer list: the tiles take the general path)
-GROUP_M = 8  # row tiles per group of the GEMM table's order (the standalone GEMM's L2-friendly order, kernels/gemm.py)
 

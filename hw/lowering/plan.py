@@ -38,9 +38,9 @@ from mkernel.ir import Op, Schedule
 from mkernel.ir import Task as IrTask  # the schedule's task (layout.Task names the device row's columns)
 
 from .fold import folded_norms, tile
-from .layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, GROUP_M, MAX_SEGMENTS, OP_CODE, OPS,
-                     REGION_WIDTH, SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, AttnOperand, GemmOperand,
-                     GemmTile, NormOperand, Region, Segment, Task, Wait)
+from .layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
+                     SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, AttnOperand, GemmOperand, GemmTile,
+                     NormOperand, Region, Segment, Task, Wait)
 from .lower import ROLES, Lowered, QueueTask, lower
 from .remote import NetFlags, Placement, commands, network_flags, placement, refuse
 
@@ -280,58 +280,21 @@ def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2
                 or b[Region.ROW0] + b[Region.ROWS] != b[Region.BUF_ROWS]:
             break
         key = (int(a[Region.BUF_ID] == a2_buf), int(a[Region.COL0]), int(a[Region.COLS]))
-        if not segments or tuple(segments[-1][Segment.A_INDEX:Segment.K_COLS + 1]) != key:
+        if not segments or tuple(segments[-1][Segment.A_INDEX:]) != key:
             if len(segments) == MAX_SEGMENTS:
                 break
-            segments.append([len(tiles), len(tiles), *key] + [0] * (SEGMENT_WIDTH - 5))
+            segments.append([len(tiles), len(tiles), *key])
         sig = signals[t[Task.S0]] if t[Task.S1] > t[Task.S0] else (-1, -1)
         tiles.append((a[Region.ROW0], b[Region.COL0], c[Region.SLOT], c[Region.LD], c[Region.ROW0], c[Region.COL0],
                       c[Region.ROWS], c[Region.COLS], *sig))
         segments[-1][Segment.END] = len(tiles)
     table = np.asarray(tiles, np.int64).reshape(-1, GEMM_TILE_WIDTH)
-    for seg in segments:
-        first, end = seg[Segment.FIRST], seg[Segment.END]
+    for first, end, *_ in segments:
         table[first:end] = _grouped(table[first:end])
-        seg[Segment.GRID_TM0:] = _grid(table[first:end])
     return table, np.asarray(segments, np.int64).reshape(-1, SEGMENT_WIDTH)
 
 
-def grid_tile(seg: np.ndarray, i: int | np.ndarray) -> tuple:
-    """(A row 0, B column 0, C row 0, C column 0) of tile ``i`` (counted from the segment's first)
-    of a grid segment (layout.Segment): GROUP_M row tiles at a time, column after column, as the
-    kernel computes it (tiles._gemm_grid; the standalone GEMM's order, kernels/gemm.py)."""
-    bm, bn, _bk = GEMM_TILE
-    tms, tns = seg[Segment.GRID_TMS], seg[Segment.GRID_TNS]
-    per_group = GROUP_M * tns
-    first_m = (i // per_group) * GROUP_M
-    group_m = np.minimum(tms - first_m, GROUP_M)
-    c_r0 = (seg[Segment.GRID_TM0] + first_m + i % group_m) * bm
-    c_c0 = (seg[Segment.GRID_TN0] + (i % per_group) // group_m) * bn
-    return c_r0 + seg[Segment.A_ROW_OFF], c_c0 + seg[Segment.B_COL_OFF], c_r0, c_c0
-
-
-def _grid(rows: np.ndarray) -> list[int]:
-    """A segment's grid fields (layout.Segment, GRID_TM0 on) if its rows are exactly a sub-grid of C
-    in :func:`grid_tile`'s order, with one A row offset, one B column offset and one signal; else
-    zeros (the kernel then reads each tile's row)."""
-    bm, bn, _bk = GEMM_TILE
-    none = [0] * (SEGMENT_WIDTH - Segment.GRID_TM0)
-    tm, tn = rows[:, GemmTile.C_ROW0] // bm, rows[:, GemmTile.C_COL0] // bn
-    a_off = rows[:, GemmTile.A_ROW0] - rows[:, GemmTile.C_ROW0]
-    b_off = rows[:, GemmTile.B_COL0] - rows[:, GemmTile.C_COL0]
-    sig = rows[:, [GemmTile.SIG_RANK, GemmTile.SIG_SLOT]]
-    if not len(rows) or (rows[:, GemmTile.C_ROW0] % bm).any() or (rows[:, GemmTile.C_COL0] % bn).any() \
-            or (a_off != a_off[0]).any() or (b_off != b_off[0]).any() or (sig != sig[0]).any():
-        return none
-    fields = [int(tm.min()), int(tn.min()), int(tm.max() - tm.min() + 1), int(tn.max() - tn.min() + 1),
-              int(a_off[0]), int(b_off[0]), int(sig[0, 0]), int(sig[0, 1])]
-    if fields[2] * fields[3] != len(rows):
-        return none
-    seg = np.zeros(SEGMENT_WIDTH, np.int64)
-    seg[Segment.GRID_TM0:] = fields
-    a_r0, b_c0, c_r0, c_c0 = grid_tile(seg, np.arange(len(rows)))
-    same = (c_r0 == rows[:, GemmTile.C_ROW0]).all() and (c_c0 == rows[:, GemmTile.C_COL0]).all()
-    return fields if same else none
+GROUP_M = 8  # row tiles per group of the table's order (the standalone GEMM's L2-friendly order, hw/kernels/gemm.py)
 
 
 def _grouped(rows: np.ndarray) -> np.ndarray:

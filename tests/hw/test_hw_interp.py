@@ -12,7 +12,6 @@ from mkernel.errors import DeadlockError, InputError
 from mkernel.cluster import Cluster
 from mkernel.hw.lowering import interp
 from mkernel.hw.lowering.layout import Command, GemmOperand, GemmTile, Region, Segment, Task, Wait
-from mkernel.hw.lowering.plan import grid_tile
 from mkernel.ir import Op
 from mkernel.problems import Workload
 
@@ -244,43 +243,9 @@ def test_a_gemm_table_row_that_signals_nobody_stalls_its_reduction():
 
 
 def test_a_gemm_table_row_that_writes_beside_its_tile_is_caught():
-    """One row's C column offset moved by 8 (a table that is not one grid: the kernel reads its rows):
-    that tile's columns are left unwritten or written with the wrong product, and the output no
-    longer matches the oracle."""
-    w, c = workload("gemm_ar"), Cluster("t", 1, 2)
-    m = interp.machine(builders.get(w.kernel).build(w, c))
-    assert not m.plans[0].segments[0][Segment.GRID_TMS]
-    m.plans[0].gemm_tiles[0, GemmTile.C_COL0] += 8
-    assert max(_calls(w, c, seed=2, m=m, calls=1)) > 1e-2
-
-
-def test_a_grid_segment_that_reads_beside_its_rows_is_caught():
-    """World 1's table is one grid segment, whose tiles' coordinates the kernel and the interpreter
-    compute from the index: its A row offset moved by 8 reads the wrong rows of A everywhere."""
+    """One row's C column offset moved by 8: that tile's columns are left unwritten or written with
+    the wrong product, and the output no longer matches the oracle."""
     w, c = workload("gemm_ar"), Cluster("t", 1, 1)
     m = interp.machine(builders.get(w.kernel).build(w, c))
-    assert m.plans[0].segments[0][Segment.GRID_TMS] > 0
-    m.plans[0].segments[0][Segment.A_ROW_OFF] += 8
+    m.plans[0].gemm_tiles[0, GemmTile.C_COL0] += 8
     assert max(_calls(w, c, seed=2, m=m, calls=1)) > 1e-2
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("nodes,gpn", [(1, 1), (1, 2), (2, 2), (2, 1), (4, 2)])
-def test_grid_segments_decode_to_their_rows_and_world_1_gemms_are_one_grid(case, nodes, gpn):
-    """Where the plan marks a segment a grid, the index decode (plan.grid_tile, the kernel's
-    tiles._gemm_grid) gives every row's A, B and C coordinates and the one signal of the rows; at
-    world 1 every GEMM op's table is one grid (the kernel loads no row there)."""
-    w = workload(case)
-    s = builders.get(w.kernel).build(w, Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn)))
-    for p in interp.build(s):
-        for seg in p.segments:
-            rows = p.gemm_tiles[seg[Segment.FIRST]:seg[Segment.END]]
-            if not seg[Segment.GRID_TMS]:
-                continue
-            a_r0, b_c0, c_r0, c_c0 = grid_tile(seg, np.arange(len(rows)))
-            assert (a_r0 == rows[:, GemmTile.A_ROW0]).all() and (b_c0 == rows[:, GemmTile.B_COL0]).all()
-            assert (c_r0 == rows[:, GemmTile.C_ROW0]).all() and (c_c0 == rows[:, GemmTile.C_COL0]).all()
-            assert (rows[:, GemmTile.SIG_RANK] == seg[Segment.SIG_RANK]).all()
-            assert (rows[:, GemmTile.SIG_SLOT] == seg[Segment.SIG_SLOT]).all()
-        if nodes * gpn == 1 and len(p.gemm_tiles):
-            assert len(p.segments) == 1 and p.segments[0][Segment.GRID_TMS] > 0
