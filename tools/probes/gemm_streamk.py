@@ -18,6 +18,10 @@ Two questions, one device call (issue 26, item 2):
 
 Every variant is checked against float64 on fresh inputs with the output poisoned (NaN) first.
 
+Measured once (call23, docs/results/2026-12-04-world1-gemm-attention.md): stream-K lost everywhere but on a
+few-tile, long-K shape, and its 9-tile case was wrong: programs with an empty range were waited for
+and summed (fixed here after the call, not measured since).
+
     python3 tools/probes/gemm_streamk.py --out streamk.json
 """
 from __future__ import annotations
@@ -89,13 +93,15 @@ def sk_gemm(a_desc, b_desc, c_desc, c_ptr, ldc, ws_ptr, flags_ptr, err32, err64,
             else:
                 q_end = tl.minimum(P, tl.cdiv((t + 1) * ki * P, units))  # programs whose range starts in this tile
                 for q in range(pid + 1, q_end):
-                    _wait(flags_ptr + q, epoch, q, epoch, t, 0, ROLE_COMPUTE, timeout_ns, err32, err64, 0)
+                    if ((q + 1) * units) // P > (q * units) // P:  # an empty range contributes nothing (call23's bug)
+                        _wait(flags_ptr + q, epoch, q, epoch, t, 0, ROLE_COMPUTE, timeout_ns, err32, err64, 0)
                 tl.debug_barrier()
                 for r in tl.static_range(0, BM, CH):
                     rows = r + tl.arange(0, CH)
                     s = tl.load(slot + rows[:, None] * BN + rn[None, :])
                     for q in range(pid + 1, q_end):
-                        s += tl.load(ws_ptr + (2 * q).to(tl.int64) * (BM * BN) + rows[:, None] * BN + rn[None, :])
+                        if ((q + 1) * units) // P > (q * units) // P:
+                            s += tl.load(ws_ptr + (2 * q).to(tl.int64) * (BM * BN) + rows[:, None] * BN + rn[None, :])
                     gr = tm * BM + rows
                     gc = tn * BN + rn
                     tl.store(c_ptr + gr[:, None].to(tl.int64) * ldc + gc[None, :], s.to(tl.bfloat16),
