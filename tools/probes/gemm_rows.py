@@ -9,11 +9,12 @@ same shapes ran 0.94-1.02). Two questions:
    (tiles._gemm_rows) replaced by a variant, one process each: ``table`` (as committed), ``prefetch``
    (the next row's fields loaded one tile ahead), ``nosignal`` (no per-tile signal code: the block's
    whole count bumped once after the loop; exact at world 1, where every tile bumps one flag; a
-   measurement, not a candidate).
+   measurement, not a candidate) and ``arith`` (world 1 only: coordinates from the tile index, no row
+   loaded per tile, in place of the row loop).
 2. **Misaligned rows without TMA.** The standalone kernel with A and B loaded through pointers
    (cp.async, 16-byte vectors) instead of TMA, on the odd shapes as given and padded.
 
-    python3 tools/probes/gemm_rows.py --variant table|prefetch|nosignal --out rows_table.json
+    python3 tools/probes/gemm_rows.py --variant table|prefetch|nosignal|arith --out rows_table.json
     python3 tools/probes/gemm_rows.py --pointers --out ptr.json
 """
 from __future__ import annotations
@@ -90,7 +91,37 @@ def _rows_nosignal(gemm_tiles, start, end, nb, a_desc, b_desc, c_desc, k0, k_col
                  tl.load(last + G_SIG_SLOT).to(tl.int32), rank, n.to(tl.int64))
 
 
-VARIANTS = {"table": None, "prefetch": _rows_prefetch, "nosignal": _rows_nosignal}
+@triton.jit
+def _rows_arith(gemm_tiles, start, end, nb, a_desc, b_desc, c_desc, k0, k_cols, flag_bases, rank,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """World 1's gemm_ar only (one segment from row 0, the whole C in the grouped order): each tile's
+    coordinates from its index, as the standalone GEMM computes them, no row loaded per tile, one
+    signal after the loop. The grid size is the last row's tile (the grouped order ends on the last
+    row and column tile). In place of the row loop, not beside it: call26's grid segments branched
+    between two loops and lost the pipelining; this tells the row loads' cost from the branch's."""
+    last = gemm_tiles + (end - 1) * GW
+    tiles_m = (tl.load(last + G_C_ROW0) // BM + 1).to(tl.int32)
+    tiles_n = (tl.load(last + G_C_COL0) // BN + 1).to(tl.int32)
+    per_group = 8 * tiles_n
+    n = rank - rank
+    for g in tl.range(start, end, nb, flatten=True):
+        first_m = (g // per_group) * 8
+        group_m = tl.minimum(tiles_m - first_m, 8)
+        c_r0 = (first_m + g % group_m) * BM
+        c_c0 = ((g % per_group) // group_m) * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kt in range(tl.cdiv(k_cols, BK)):
+            kk = k0 + kt * BK
+            acc = tl.dot(a_desc.load([c_r0, kk]), b_desc.load([kk, c_c0]), acc)
+        c_desc.store([c_r0, c_c0], acc.to(tl.bfloat16))
+        n += 1
+    _bulk_writes_done()
+    _bar_sync()
+    _bump_masked(flag_bases, tl.where(n > 0, tl.load(last + G_SIG_RANK).to(tl.int32), -1),
+                 tl.load(last + G_SIG_SLOT).to(tl.int32), rank, n.to(tl.int64))
+
+
+VARIANTS = {"table": None, "prefetch": _rows_prefetch, "nosignal": _rows_nosignal, "arith": _rows_arith}
 
 
 @triton.jit
