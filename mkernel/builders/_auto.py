@@ -14,8 +14,10 @@ backends (the runner builds the schedule chosen), in one of two ways:
 - **Simulated** (wherever the simulator is installed): the runner simulates both built schedules and
   ``auto`` runs the faster. Nothing is fitted, so nothing can fail out of sample; the simulator is the
   model every other figure of the project comes from. It costs the two simulations, which a sim run
-  makes anyway (it reports both times) and a hw run adds (docs/results/2026-12-04-auto.md: at most
-  about 1.2 s at the study's 64-node points, under the schedules' build time).
+  makes anyway (it reports both times: the runner takes auto's runs) and a hw run adds: 0.1-2.3 s at
+  the study's 64-node points and 0.1-1.9 s for the flat, whole schedules a hw run builds at 2 x 8,
+  from a quarter of the time to build and check the schedules to seven times it
+  (docs/results/2026-12-04-auto.md).
 - **Estimated** (no simulator): :func:`estimate_us`, a bound per launch of a built schedule with
   :mod:`mkernel.cost`'s task costs: every role's work over its SMs in waves, every rank's network
   bytes over its NICs, a library launch as its model (NCCL's tuner, :mod:`mkernel.nccl`), plus a fused
