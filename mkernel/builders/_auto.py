@@ -12,8 +12,8 @@ never slower than it; the result says which ran (``schedule``). :func:`choose` d
 backends (the runner builds the schedule chosen), in one of two ways:
 
 - **Simulated** (wherever the simulator is installed): the runner simulates both built schedules and
-  ``auto`` runs the faster. Nothing is fitted, so nothing can fail out of sample; the simulator is the
-  model every other figure of the project comes from. It costs the two simulations, which a sim run
+  ``auto`` runs the faster. Nothing is fitted, so there is nothing to fail out of sample; the
+  simulator is the model every other figure of the project comes from. It costs the two simulations, which a sim run
   makes anyway (it reports both times: the runner takes auto's runs) and a hw run adds: 0.1-2.3 s at
   the study's 64-node points and 0.1-1.9 s for the flat, whole schedules a hw run builds at 2 x 8,
   from a quarter of the time to build and check the schedules to seven times it
@@ -22,13 +22,13 @@ backends (the runner builds the schedule chosen), in one of two ways:
   :mod:`mkernel.cost`'s task costs: every role's work over its SMs in waves, every rank's network
   bytes over its NICs, a library launch as its model (NCCL's tuner, :mod:`mkernel.nccl`), plus a fused
   launch's call cost and the tail of its last chunk. It leaves out waits (a dependent chain of tasks:
-  ring attention's steps, a pipeline's fill), contention and skew, so a fused estimate is 1.0-5x short
-  of the simulated time, by op, shape and cluster, and a baseline's 0.75-1.9x. So the fused estimate
+  ring attention's steps, a pipeline's fill), contention and skew, so a fused schedule's simulated time
+  is 1.0-5x its estimate, by op, shape and cluster, and a baseline's 0.75-1.9x. So the fused estimate
   is scaled by ``FALLBACK_SLACK``: per op the largest error of the estimates seen on the scale-out
   study ((fused simulated / estimated) / (baseline simulated / estimated)) times ``HELD_OUT_MARGIN``,
   the most any held-out fold's largest error exceeded its training folds' (docs/results/2026-12-04-auto.md,
   :mod:`mkernel.studies.holdout`). It runs fused only where the fused time, with that error, would
-  still beat the baseline's, and gives up most fused wins for it.
+  still beat the baseline's, and gives up most fused wins for it (it keeps 20 of the study's 128).
 
 **Which split (GEMM+RS).** The node owner's intra role pulls the node's partials of every block it
 owns and sums them while the compute role makes the next tiles; the op runs at the slower of the two.

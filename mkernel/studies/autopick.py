@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..files import read_rows
+from .holdout import FORCED
 
-FORCED = "schedule=fused"
 AUTO = "schedule=auto"
 ROW = {"key": (str,), "kernel": (str,), "size": (int,), "nodes": (int,), "testbed": (str,), "options": (str,),
        "fused_us": (int, float), "baseline_us": (int, float), "schedule": (str,), "sim_wall_s": (int, float)}

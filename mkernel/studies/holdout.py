@@ -63,7 +63,8 @@ class Case:
 
 def estimate(point: Point) -> dict:
     """The model's fused and baseline estimates of a study point, built as the study's sim run built
-    them (collapsed, grouped, timing): the two numbers ``auto`` compares. No simulation."""
+    them (collapsed, grouped, timing): the two numbers ``auto`` compares without a simulator. No
+    simulation."""
     from .. import runner
     from ..builders._auto import estimate_us
 
