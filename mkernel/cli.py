@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
                              "or ring; gemm_rs direct (auto: by node count, mkernel/builders/_rail.py)")
     shared.add_argument("--schedule", choices=SCHEDULES,
                         help="what a run executes: fused (the default), the op's baseline, or auto: the fused one where "
-                             "the cost model finds it faster than the baseline (mkernel/builders/_auto.py)")
+                             "it is faster than the baseline, both simulated (mkernel/builders/_auto.py)")
     shared.add_argument("--force", action="store_true",
                         help="go on with a problem beyond the memory limit (mkernel/limits.py) instead of refusing it")
     shared.add_argument("--debug", action="store_true", help="show tracebacks")

@@ -16,7 +16,8 @@ INTERNODE = ("auto", "direct", "twoshot", "ring")  # the GEMM ops' inter-node al
 ROUTINGS = ("uniform", "zipf", "shifted", "zipf_shifted")  # shifted ones: node-symmetric (mkernel.routing)
 BASELINES = ("hierarchical", "ring")
 # What a run executes (mkernel.builders._auto): the fused schedule, the op's unfused baseline schedule
-# (GEMM then NCCL, ...), or auto: the fused one where the cost model says it beats the baseline
+# (GEMM then NCCL, ...), or auto: the fused one where it beats the baseline, simulated (or estimated
+# without a simulator)
 SCHEDULES = ("auto", "fused", "baseline")
 SPLITS = ("auto", "static")  # GEMM+RS's intra SMs: auto from the cost model per shape, or the old static 48
 # How a baseline's collectives are timed: "nccl", as the NCCL call they stand for (mkernel.nccl); "ir",
