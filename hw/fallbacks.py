@@ -14,6 +14,7 @@ differentiable ones of :mod:`collectives`, and attention's log-sum-exp has an ex
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -94,9 +95,22 @@ def fallback_moe(x: torch.Tensor, w: torch.Tensor, plan: MoeRows, group=None) ->
     if len(o) == 1:
         return y
     if _grouped(picked, w, h):
-        return y.index_copy_(0, plan.dst, torch._grouped_mm(picked, w.view(len(o) - 1, h, w.shape[1]), offs=plan.ends))
+        try:
+            out = torch._grouped_mm(picked, w.view(len(o) - 1, h, w.shape[1]), offs=plan.ends)
+            return y.index_copy_(0, plan.dst, out)
+        except RuntimeError as e:  # a torch whose grouped GEMM refuses these operands: say so once, loop from now on
+            _REFUSED[_grouped_key(picked)] = str(e).splitlines()[0]
+            warnings.warn(f"mkernel: torch._grouped_mm refused MoE's operands ({_REFUSED[_grouped_key(picked)]}); "
+                          f"the torch path runs one matmul per expert", RuntimeWarning, stacklevel=2)
     outs = [picked[o[e]:o[e + 1]] @ w[e * h:(e + 1) * h] for e in range(len(o) - 1)]
     return y.index_copy_(0, plan.dst, torch.cat(outs))
+
+
+_REFUSED: dict[tuple, str] = {}  # (device type, dtype) -> why torch's grouped GEMM refused it
+
+
+def _grouped_key(a: torch.Tensor) -> tuple:
+    return a.device.type, a.dtype
 
 
 def _grouped(a: torch.Tensor, w: torch.Tensor, hidden: int) -> bool:
@@ -108,7 +122,7 @@ def _grouped(a: torch.Tensor, w: torch.Tensor, hidden: int) -> bool:
     if not hasattr(torch, "_grouped_mm") or a.dtype != w.dtype or a.dtype not in (torch.bfloat16, torch.float16,
                                                                                   torch.float32):
         return False
-    if torch.is_grad_enabled() and (a.requires_grad or w.requires_grad):
+    if torch.is_grad_enabled() and (a.requires_grad or w.requires_grad) or _grouped_key(a) in _REFUSED:
         return False
     if hidden % 8 or w.shape[1] % 8 or not w.is_contiguous() or w.shape[0] % hidden:
         return False

@@ -205,6 +205,29 @@ def test_the_moe_torch_path_is_one_grouped_gemm_and_the_per_expert_loop_under_au
     assert wg.grad[hidden:2 * hidden].abs().max() == 0 and xg.grad[4].abs().max() == 0  # nothing routed there
 
 
+def test_a_grouped_gemm_that_torch_refuses_warns_once_and_the_loop_takes_over(monkeypatch):
+    """A torch whose grouped GEMM refuses the operands (a layout or alignment rule of its build):
+    one RuntimeWarning naming why, the per-expert loop from then on, the same rows."""
+    from mkernel.hw import fallbacks as f
+
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip(f"torch {torch.__version__} has no _grouped_mm")
+    calls = []
+
+    def refuse(*a, **k):
+        calls.append(1)
+        raise RuntimeError("mat_b must be column-major")
+    monkeypatch.setattr(torch, "_grouped_mm", refuse)
+    monkeypatch.setattr(f, "_REFUSED", {})
+    sources = torch.tensor([[0, 0, 0], [0, 1, 1], [0, 2, 1]])
+    rows = f.moe_rows(sources, 3, 16, 2, "cpu")
+    x, w = torch.randn(3, 16), torch.randn(32, 8)
+    with pytest.warns(RuntimeWarning, match="column-major"):
+        got = f.fallback_moe(x, w, rows)
+    again = f.fallback_moe(x, w, rows)
+    assert len(calls) == 1 and _rel(got, f.reference_moe(x, w, rows)) < 1e-6 and torch.equal(got, again)
+
+
 def test_close_forgets_the_bound_calls_so_a_later_call_binds_again():
     """A call bound before close() held the closed executor: after close() it must bind anew
     (a stale binding would launch the fused kernel on freed symmetric memory)."""
