@@ -9,8 +9,8 @@ L="$OUT/logs"; mkdir -p "$L"; OUT_SAVE=$OUT; OUT=$L
 for kind in mlp-ar attention-causal; do
   gpu_step "train-$kind" 170 tests/hw/test_train.py -k "bf16 and emulated and $kind]"
 done
-gpu_step moe2x2 120 tests/hw/test_hw_fused.py -k "test_emulated_2x2 and moe and not unordered and not ofi"
-gpu_step internode2x2 120 tests/hw/test_hw_fused.py -k "every_inter_node_algorithm and emulated_2x2"
+gpu_step moe2x2 100 tests/hw/test_hw_fused.py -k "test_emulated_2x2 and moe and not unordered and not ofi"
+gpu_step internode2x2 100 tests/hw/test_hw_fused.py -k "every_inter_node_algorithm and emulated_2x2"
 OUT=$OUT_SAVE; tar czf "$OUT/logs.tgz" -C "$L" .
 grep -hE "rank [0-9].*(timeout|epoch)|DeviceWaitError|FAILED" "$L"/*.log | cut -c1-300 | head -10
 cat "$L/summary.txt"
