@@ -29,10 +29,15 @@ group i, block (n + dn_i, l + d) has node owner (n, l + d), and r owns d = 0::
     intra   | group i: wait own[i] = T, bump base[i G + (l - l_p) mod G] on every peer p
             |          d = 1 .. G-1: tile t: wait ready<d>, base[i G + d]; P[t] +-> P@owner[t]
             |                        (accumulate), bump pushed[i T + t] on the owner
-            |          own tile t: wait pushed[i T + t] = G - 1, copy P[t] -> OUT (one node),
-            |                        SEND slot or PART (several: the pull variant's target)
+            |          own tile t: wait pushed[i T + t] = G - 1, P[t] -> OUT (one node), SEND slot
+            |                        or PART (several: the pull variant's target)
     send    | as the pull variant
     recv    | as the pull variant
+
+The copy out of a finished tile is a REDUCE of one source (a copy, summed in fp32 and rounded once:
+exact): on the GPU it takes the reduce path the kernel already has for this op (box loads where the
+regions tile into boxes), so the push kernel's op set is the pull's plus the accumulating copy, and
+carries no register copy code (whose registers spill: hw/kernels/fused.py).
 
 The readiness flags are named per destination (``ready<d>``): the hw GEMM table keeps rows of one
 signal name and rank together when it regroups tiles for L2 (hw/lowering/plan.py), so each
@@ -48,9 +53,11 @@ from ..cost import sm_work_us
 from ..ir import DTYPE_BYTES, Op, Region, Role, Signal, Step, Task, Wait
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
-from ._auto import MAX_INTRA_SMS, MIN_INTRA_SMS, SPLIT_STEP, STATIC_INTRA_SMS, _gemm_tile_us
+from ._auto import MIN_INTRA_SMS, SPLIT_STEP, STATIC_INTRA_SMS, _gemm_tile_us
 from ._collectives import REFERENCE_SMS
 from ._tiling import runs
+
+PUSH_MAX_INTRA_SMS = 96  # the simulator's best push split on 1 x 8 and 2 x 8 reached 80-96 (docs/results/2026-12-04-rs-push.md)
 
 
 def ready(c: Cluster, rank: int, position: int, t, tiles: int) -> tuple[Signal, tuple[int, int]]:
@@ -65,7 +72,7 @@ def ready(c: Cluster, rank: int, position: int, t, tiles: int) -> tuple[Signal, 
 def intra(sb: ScheduleBuilder, c: Cluster, rank: int, offsets: list[int], tiles, rows: int, chunk_period: int,
           target, moves) -> None:
     """The intra queue of ``rank``, group by group (module docstring): the base relay, the pushes,
-    then the own tiles' copies out. ``rows``: a block's rows R; ``target(rank, q, t)`` and
+    then the own tiles out. ``rows``: a block's rows R; ``target(rank, q, t)`` and
     ``moves(dst, t)``: the pull variant's (:func:`.gemm_rs.build`); ``chunk_period``: tiles per run of
     one target signal (a network chunk; 0 on one node)."""
     g, nodes = c.gpus_per_node, c.nodes
@@ -93,7 +100,7 @@ def intra(sb: ScheduleBuilder, c: Cluster, rank: int, offsets: list[int], tiles,
         for run in runs(tiles, period=chunk_period):
             t = run[0]
             dst, sig = target(rank, own, t)
-            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "pushed", i * n + t.index), g - 1),),
+            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "pushed", i * n + t.index), g - 1),),
                    reads=(part(rank, own, t),), writes=(dst,), signals=sig, label=f"block {own} tile {{}} out",
                    count=len(run), step=Step(((0, 0, t.cols), moves(dst, t)), waits=(1,), label=(t.index, 1)))
 
@@ -101,7 +108,13 @@ def intra(sb: ScheduleBuilder, c: Cluster, rank: int, offsets: list[int], tiles,
 def intra_sms(w: Workload, c: Cluster, send: int, recv: int) -> int:
     """The intra SMs (per REFERENCE_SMS GPU, as role_budget expects every default) at which the
     compute role's tiles and the intra role's pushes and copies out take about as long, by
-    :mod:`mkernel.cost`'s task costs (the simulator's); ``split = "static"``: the pull variant's 48."""
+    :mod:`mkernel.cost`'s task costs (the simulator's); ``split = "static"``: the pull variant's 48.
+
+    A push pays the fixed per-task peer cost (``fused_peer_task_us``, fitted on the pull's tasks),
+    once per peer and tile where a pull pays it once per tile, so the pushes need more SMs than the
+    pulls to keep the port busy: their fixed costs run side by side on the intra SMs while their
+    bytes share the port (the pull variant's model, :func:`._auto.gemm_rs_intra_sms`, has the same
+    two bounds); counts up to PUSH_MAX_INTRA_SMS are tried."""
     if w.split == "static":
         return STATIC_INTRA_SMS
     f = c.for_variant("fused")
@@ -110,15 +123,18 @@ def intra_sms(w: Workload, c: Cluster, send: int, recv: int) -> int:
     tiles = math.ceil(rows / tm) * math.ceil(w.n / tn)
     item = {"P": DTYPE_BYTES[w.dtype], "OUT": DTYPE_BYTES[w.dtype]}
     tile = (Region("P", 0, 0, tm, 0, tn),)
-    push = sm_work_us(Task(0, 0, Role.INTRA, Op.COPY, tile, (Region("P", 1, 0, tm, 0, tn),), True), item, f)
-    out = sm_work_us(Task(0, 0, Role.INTRA, Op.COPY, tile, (Region("OUT", 0, 0, tm, 0, tn),)), item, f)
-    groups = c.nodes * tiles  # own tiles per rank; it pushes G - 1 times as many
-    port_us = groups * (g - 1) * (tm * tn * item["P"] + f.nvlink.half_efficiency_bytes) / (f.nvlink.bw_gb_per_s * 1e3)
+    push = Task(0, 0, Role.INTRA, Op.COPY, tile, (Region("P", 1, 0, tm, 0, tn),), True)
+    push_us, fixed = sm_work_us(push, item, f), f.nvlink.latency_us + f.gpu.fused_peer_task_us
+    out_us = sm_work_us(Task(0, 0, Role.INTRA, Op.REDUCE, tile, (Region("OUT", 0, 0, tm, 0, tn),)), item, f)
+    outs = c.nodes * tiles  # own tiles per rank; it pushes G - 1 times as many
+    pushes = outs * (g - 1)
+    port_us = (tm * tn * item["P"] + f.nvlink.half_efficiency_bytes) / (f.nvlink.bw_gb_per_s * 1e3)
     best, best_us = None, math.inf
-    for sms in range(MIN_INTRA_SMS, min(MAX_INTRA_SMS, c.gpu.sms - send - recv - MIN_INTRA_SMS) + 1, SPLIT_STEP):
+    for sms in range(MIN_INTRA_SMS, min(PUSH_MAX_INTRA_SMS, c.gpu.sms - send - recv - MIN_INTRA_SMS) + 1, SPLIT_STEP):
         compute = c.gpu.sms - send - recv - sms
         compute_us = c.world * tiles * (_gemm_tile_us(tm, tn, w.k, f, compute) + f.gpu.fused_tile_us) / compute
-        us = max(compute_us, groups * ((g - 1) * push + out) / sms, port_us) + push + out  # + the last tile's
+        intra_us = max(pushes * push_us / sms, pushes * (fixed / sms + port_us)) + outs * out_us / sms
+        us = max(compute_us, intra_us) + push_us + out_us  # + the last tile's push and copy out
         if us < best_us * (1 - 1e-9):
             best, best_us = sms, us
     if best is None:  # a rank's share too small to try a split: the static one, scaled down by role_budget

@@ -101,7 +101,8 @@ def test_push_and_pull_give_the_same_network_roles():
                 if t.role in (Role.SEND, Role.RECV)]
     assert network(pull) == network(push)
     assert {t.op for t in pull.tasks if t.role is Role.INTRA} == {Op.REDUCE}
-    assert {t.op for t in push.tasks if t.role is Role.INTRA} == {Op.NOP, Op.COPY}
+    assert {t.op for t in push.tasks if t.role is Role.INTRA} == {Op.NOP, Op.COPY, Op.REDUCE}
+    assert all(t.accumulate and len(t.reads) == 1 for t in push.tasks if t.op is Op.COPY)
 
 
 def test_a_bad_rs_reduce_is_one_clear_error_in_code_and_in_a_scenario():
@@ -131,3 +132,26 @@ def test_push_is_node_symmetric_and_its_groups_expand_to_the_flat_build(nodes, g
     assert SimBackend().run(part, c).time_s == pytest.approx(SimBackend().run(full, c).time_s, rel=1e-9)
     grouped = gemm_rs.build(w, c, grouped=True)
     assert len(grouped.tasks) < len(full.tasks) and expand(grouped).tasks == full.tasks
+
+
+def test_a_push_costs_an_nvlink_write_of_its_tile_and_the_fixed_peer_cost():
+    """mkernel.cost on the calibrated profile: a push waits no per-step round trip (bulk reduce-adds,
+    waited for once at its end: the fixed per-task cost), so its SM time is its bytes (its local read,
+    its write over NVLink at the per-SM rate), the latency and fused_peer_task_us; a pull's reduce
+    still pays its steps."""
+    from mkernel import cost
+    from mkernel.scenario import load_scenario
+
+    c = load_scenario("paper-ib-2x8").cluster.for_variant("fused")
+    w = _workload(256, 16, n=512)
+    s = gemm_rs.build(w, c)
+    itemsize = {b.name: b.itemsize for b in s.buffers}
+    push = next(t for t in s.tasks if t.accumulate)
+    tile = push.reads[0].size * 2
+    assert cost.is_push(push) and cost.step_us(push, c) == 0.0
+    assert cost.sm_work_us(push, itemsize, c) == pytest.approx(
+        max(tile / (c.gpu.sm_stream_gb_per_s * 1e3), tile / (c.sm_copy_gb_per_s * 1e3)) + c.nvlink.latency_us
+        + c.gpu.fused_peer_task_us)
+    pulled = next(t for t in gemm_rs.build(dataclasses.replace(w, rs_reduce="pull"), c).tasks
+                  if t.op is Op.REDUCE and t.role is Role.INTRA)
+    assert not cost.is_push(pulled) and cost.step_us(pulled, c) > 0.0
