@@ -14,6 +14,7 @@ differentiable ones of :mod:`collectives`, and attention's log-sum-exp has an ex
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -51,6 +52,7 @@ class MoeRows:
     src: torch.Tensor  # int64 [n]
     dst: torch.Tensor  # int64 [n]
     offsets: tuple[int, ...]  # experts + 1 boundaries into src and dst
+    ends: torch.Tensor  # int32 [experts]: offsets[1:] on the device, torch._grouped_mm's group ends
 
 
 def moe_sources(w, rank: int, nodes: int, gpus_per_node: int) -> torch.Tensor:
@@ -77,17 +79,54 @@ def moe_rows(sources: torch.Tensor, tokens: int, hidden: int, experts: int, devi
     expert = sources[real, 2]
     order = torch.argsort(expert, stable=True)
     offsets = (0, *torch.bincount(expert, minlength=experts).cumsum(0).tolist())
-    return MoeRows(sources.shape[0], hidden, src[order].to(device), dst[order].to(device), tuple(offsets))
+    return MoeRows(sources.shape[0], hidden, src[order].to(device), dst[order].to(device), tuple(offsets),
+                   torch.tensor(offsets[1:], dtype=torch.int32, device=device))
 
 
 def fallback_moe(x: torch.Tensor, w: torch.Tensor, plan: MoeRows, group=None) -> torch.Tensor:
     """MoE dispatch + grouped GEMM on torch: every rank's tokens gathered, the rows this rank's
-    experts receive picked, and each local expert's bf16 matmul over its rows."""
+    experts receive picked, and every local expert's bf16 matmul over its rows as one grouped GEMM
+    (``torch._grouped_mm``) where torch has it for these operands, else one matmul per expert. Why
+    grouped: 256 experts as 256 matmuls cost 8.8 ms of host time per call on the H200, against
+    6.0 ms of GPU time (docs/results/2026-12-04-world1-gemm-attention.md)."""
     picked = all_gather(x, group).index_select(0, plan.src)
     h, o = plan.hidden, plan.offsets
     y = torch.zeros(plan.rows, w.shape[1], device=x.device, dtype=x.dtype)
+    if len(o) == 1:
+        return y
+    if _grouped(picked, w, h):
+        try:
+            out = torch._grouped_mm(picked, w.view(len(o) - 1, h, w.shape[1]), offs=plan.ends)
+            return y.index_copy_(0, plan.dst, out)
+        except RuntimeError as e:  # a torch whose grouped GEMM refuses these operands: say so once, loop from now on
+            _REFUSED[_grouped_key(picked)] = str(e).splitlines()[0]
+            warnings.warn(f"mkernel: torch._grouped_mm refused MoE's operands ({_REFUSED[_grouped_key(picked)]}); "
+                          f"the torch path runs one matmul per expert", RuntimeWarning, stacklevel=2)
     outs = [picked[o[e]:o[e + 1]] @ w[e * h:(e + 1) * h] for e in range(len(o) - 1)]
-    return y.index_copy_(0, plan.dst, torch.cat(outs)) if outs else y
+    return y.index_copy_(0, plan.dst, torch.cat(outs))
+
+
+_REFUSED: dict[tuple, str] = {}  # (device type, dtype) -> why torch's grouped GEMM refused it
+
+
+def _grouped_key(a: torch.Tensor) -> tuple:
+    return a.device.type, a.dtype
+
+
+def _grouped(a: torch.Tensor, w: torch.Tensor, hidden: int) -> bool:
+    """Whether torch's grouped GEMM takes these operands: it exists (torch 2.8 on), 16-bit or fp32
+    operands of one dtype, rows of whole 16-byte vectors, a weight that views as [experts, hidden,
+    width], and a GPU of compute capability 9.0 on if on a GPU (its CUDA kernel is Hopper's). Not
+    under autograd: its backward refuses a gradient with zero strides (``loss = y.sum()`` gives one,
+    torch 2.13), where the per-expert matmuls' backward takes any."""
+    if not hasattr(torch, "_grouped_mm") or a.dtype != w.dtype or a.dtype not in (torch.bfloat16, torch.float16,
+                                                                                  torch.float32):
+        return False
+    if torch.is_grad_enabled() and (a.requires_grad or w.requires_grad) or _grouped_key(a) in _REFUSED:
+        return False
+    if hidden % 8 or w.shape[1] % 8 or not w.is_contiguous() or w.shape[0] % hidden:
+        return False
+    return not a.is_cuda or torch.cuda.get_device_capability(a.device) >= (9, 0)
 
 
 # ---- float64 references (the GPU tests' oracle) ----

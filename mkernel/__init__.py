@@ -42,12 +42,11 @@ def __getattr__(name: str):
             importlib.import_module(f"{__name__}.hw.api")
             importlib.import_module(f"{__name__}.hw.fallbacks")
         return module
-    if name in TORCH_OPS:
-        from .hw import api
+    if name in TORCH_OPS or name in FALLBACKS:
+        from .hw import api, fallbacks
 
-        return getattr(api, name)
-    if name in FALLBACKS:
-        from .hw import fallbacks
-
-        return getattr(fallbacks, name)
+        # kept here once found: a later ``mkernel.gemm_ar`` is a plain attribute, not this hook
+        # (about 1 us of every eager call's host time otherwise)
+        value = globals()[name] = getattr(api if name in TORCH_OPS else fallbacks, name)
+        return value
     raise AttributeError(f"module 'mkernel' has no attribute {name!r}")

@@ -9,7 +9,8 @@ SM partition, so both backends estimate a task's work with the same function.
   attention tile's does not (:func:`attn_us`).
 - A communication task runs on one SM: its NVLink transfers share ``sm_copy_gb_per_s`` and its
   local HBM bytes stream at ``sm_stream_gb_per_s``; in the fused kernel each of its steps adds a
-  load round trip, a peer's or its own HBM's (:func:`step_us`).
+  load round trip, a peer's or its own HBM's (:func:`step_us`), but for a push (an accumulating
+  copy into a peer: bulk reduce-adds, waited for once at the task's end).
 """
 from __future__ import annotations
 
@@ -126,9 +127,19 @@ def touches_peer(task: Task) -> bool:
     return any(r.rank != task.rank for r in task.reads + task.writes)
 
 
+def is_push(task: Task) -> bool:
+    """An accumulating COPY into a peer (GEMM+RS's push, mkernel/builders/_gemm_rs_push.py)."""
+    return task.op is Op.COPY and task.accumulate and any(r.rank != task.rank for r in task.writes)
+
+
 def step_us(task: Task, c: Cluster) -> float:
     """The load round trips a fused communication task waits: a peer's (NVLink) per step when it
-    touches a peer, else its own HBM's."""
+    touches a peer, else its own HBM's. A push waits none: the kernel issues its reduce-adds as bulk
+    stores, several stages in flight, and waits once, at the end, for them to complete (the
+    per-task peer cost, ``fused_peer_task_us``, stands for that round trip), so its cost is its
+    bytes, an NVLink write at the per-SM rate, plus that fixed cost."""
+    if is_push(task):
+        return 0.0
     per = c.gpu.fused_peer_step_us if touches_peer(task) else c.gpu.fused_local_step_us
     return steps(task, c) * per if per else 0.0
 

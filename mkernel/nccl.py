@@ -1,24 +1,26 @@
 """NCCL's collectives as NCCL runs them: the time of one call against its size, for the baselines.
 
 The unfused baselines call NCCL. Declaring their collectives as rings of tasks in the IR
-(:mod:`mkernel.builders._collectives`) checks the data path, but its timing is not NCCL's: NCCL
-picks an algorithm and a protocol per size, spreads channels over every NIC of the node, and pays
-per-step latencies that the IR ring does not have. This module models a call the way NCCL's own
-tuner does (``src/graph/tuning.cc``: latency + bytes / bandwidth per algorithm and protocol, the
-fastest wins), with the bandwidths taken from the traffic each algorithm puts on each link and
-the terms NCCL's tuner cannot know (what a NIC achieves, how deep the pipeline is) calibrated on
-published nccl-tests curves (``scenarios/nccl/published.toml``, docs/nccl-model.md).
+(:mod:`mkernel.builders._collectives`) checks the data path, but its timing is not NCCL's. This
+module times a call in two steps (docs/nccl-model.md gives every source):
 
-Algorithms (``algo``): ``ring`` (every collective), ``tree`` (all-reduce across nodes: a chain in
-each node, a double binary tree over nodes), ``nvls`` / ``nvls_tree`` (NVLink SHARP, all-reduce;
-only with ``Fabric.nvls``: our testbeds run with it off, the published curves mostly with it on),
-``p2p`` (alltoall: NCCL runs it as sends and receives). Protocols: ``LL`` (8-byte stores with a
-flag: half the bandwidth, the least latency), ``LL128`` (120 of 128 bytes), ``Simple`` (full
-bandwidth, a chunked pipeline with the most latency).
+1. **What NCCL runs** (:mod:`mkernel.nccl_tuner`): the algorithm and protocol NCCL's own cost table
+   picks, fed what NCCL is fed (its topology graph, the network plugin's latency, the CPU vendor),
+   or aws-ofi-nccl's region tuner beyond 2 nodes on AWS.
+2. **How long that takes**, from NCCL's data movement rather than its estimate:
+   - a ring is one channel's schedule played out (:func:`_ring_steps`): each rank's share split in
+     NCCL's chunks and slices (``src/enqueue.cc``, ``src/device/prims_simple.h``, buffer sizes from
+     ``src/init.cc``), every slice waiting for its predecessor's arrival, for its link, and for a
+     free slot of the receiver's 8-step FIFO; NVLink carries LL and LL128 lines through as they land,
+     Simple and every network hop store and forward whole slices (the proxy posts a network send per
+     slice, ``src/transport/net.cc``); a network hop costs NCCL's network latency plus the plugin's
+     (twice on Simple: its flush) and, per message, what the proxy and NIC add (fitted per network);
+   - a tree is NCCL's latency along its path plus its bytes at the tree's rate, with NCCL's
+     per-channel ceilings and its measured mid-size correction;
+   - NVLS and alltoall keep their calibrated bandwidth models.
+   Rates per channel: a link's rate over NCCL's channels, capped by NCCL's per-channel protocol
+   ceilings (LL128 36.7 GB/s per graph channel on Hopper; LL's ``llMaxBws``).
 
-Bandwidth of an algorithm = 1 / max over its links of (bytes the link carries per message byte /
-link rate): a GPU's NVLink port, its node's NICs together (ring and tree channels spread over
-every NIC of the node), or its own NIC (alltoall cannot aggregate NICs, nccl-tests#267).
 Sizes follow nccl-tests: all-reduce the buffer, all-gather the output, reduce-scatter the input,
 alltoall the send buffer, per rank.
 """
@@ -27,45 +29,56 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
-PROTOCOLS = ("LL", "LL128", "Simple")
+from . import nccl_tuner as tuner
 
-# NCCL's tuner constants (src/graph/tuning.cc, 2.2x: base latency, per-hop latency on NVLink and on
-# the network, microseconds; index = protocol). Used for the latency side of each estimate.
-BASE_US = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0),
-           "p2p": (0, 0, 8.4)}
-NVLINK_HOP_US = {"ring": (0.6, 1.9, 3.4), "tree": (0.6, 1.25, 4.0), "nvls": (0, 0, 25.0), "nvls_tree": (0, 0, 25.0)}
-NET_HOP_US = {"ring": (2.7, 4.0, 14.0), "tree": (5.0, 8.5, 14.0), "nvls": (0, 0, 18.0), "nvls_tree": (0, 0, 20.9)}
-LL_MAX_BUS_GB_PER_S = {1: 141.0, 2: 39.0}  # Hopper on one node; Intel hosts on 2 (tuning.cc llMaxBws)
-LL_RATE, LL128_RATE = 0.5, 0.92  # payload share of a line (LL: 4 data + 4 flag bytes; LL128: tuning.cc)
-TREE_RATE = 0.92  # tuning.cc: a tree reaches 0.92 of its links' rate
-RING_PLATEAU = 1.4  # tuning.cc: a multi-node ring all-reduce on Simple pays 1.4x its latency (sm80+)
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
+PROTOCOLS = tuner.PROTOCOLS
+NCCL_STEPS = 8  # FIFO slots per connection (src/include/device.h)
+LL_BUFFER = 8 * 512 * NCCL_STEPS * 16  # DEFAULT_LL_BUFFSIZE: lines/thread x threads x steps x 16 B
+LL128_BUFFER = 120 * 640 * NCCL_STEPS * 8  # DEFAULT_LL128_BUFFSIZE
+PAYLOAD = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}  # data share of the bytes a protocol moves
+SIMPLE_SLICE_STEPS, SIMPLE_CHUNK_STEPS = 2, 4  # ALL{REDUCE,GATHER}/REDUCESCATTER_{SLICE,CHUNK}STEPS
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """What NCCL reads off the host: CPU vendor, the network plugin's reported latency (us, added
+    to every network hop of NCCL's estimate), and the Simple buffer (NCCL_BUFFSIZE)."""
+
+    cpu: str = "intel"
+    plugin_latency_us: float = 0.0
+    simple_buffer: int = 4 << 20
+
+
+# aws-ofi-nccl reports 75 us on p5 (AMD hosts) and 35 on p5en (Intel; src/platform-aws.cpp); AWS
+# runs NCCL with NCCL_BUFFSIZE=8 MiB (awsome-distributed-training's nccl-tests job). IB: NCCL's defaults.
+PLATFORMS = {"": Platform(), "p5": Platform("amd", 75.0, 8 << 20), "p5en": Platform("intel", 35.0, 8 << 20)}
 
 
 @dataclass(frozen=True, slots=True)
 class Terms:
-    """What NCCL's tuner cannot know and nccl-tests curves show, per network (calibrated:
-    docs/nccl-model.md gives each term's figure and fit)."""
+    """What NCCL's sources cannot say and nccl-tests curves show, per network (calibrated:
+    docs/nccl-model.md gives each term's fit and the curves held out from it)."""
 
-    net_efficiency: float = 0.9  # busbw of a ring or tree over the node's NICs / their line rate
+    net_efficiency: float = 0.9  # a ring's Simple rate over the node's NICs / their line rate
+    net_message_us: float = 0.0  # per network message (one slice), the proxy's serial cost beyond its bytes
+    net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (its flush doubles it on Simple)
+    ring_step_us: float = 0.0  # a multi-node ring step's floor (us; NCCL's getNetOverhead: 1 Intel, 2 AMD), x3 on Simple
     a2a_efficiency: float = 0.9  # alltoall's rate over one GPU's own NICs / their line rate
-    net_latency_scale: float = 1.0  # NCCL's network hop latencies x this (its tuner is tuned on IB)
-    pipeline_bytes: float = 16 << 20  # a Simple pipeline's largest slice, all channels together
-    fill_scale: float = 1.0  # the pipeline fill's hops x this (what slices wait at each hop)
     a2a_base_us: float = 0.0  # alltoall: the fixed cost of a call on top of NCCL's (its rounds' set-up)
     a2a_peer_us: float = 1.0  # alltoall: per remote peer, the cost of its exchange round
     nvls_efficiency: float = 0.74  # NVLS all-reduce algbw / NVLink rate (8 H100: 275 of 370 GB/s)
     nvls_hop_us: float = 25.0  # NVLS's latency in the node (NCCL's tuner: 25)
 
 
-# IB: ConnectX-7 NDR through NCCL; EFA: SRD through aws-ofi-nccl; NVLink: one node (its pipeline and
-# NVLS terms). Fitted by `python tools/studies/nccl_check.py --fit` on the fit = true curves of
+# IB: ConnectX-7 NDR through NCCL; EFA: SRD through aws-ofi-nccl; NVLink: one node (its NVLS terms).
+# Fitted by `python tools/studies/nccl_check.py --fit` on the fit = true curves of
 # scenarios/nccl/published.toml (docs/nccl-model.md).
 TERMS = {
-    "ib": Terms(net_efficiency=0.875, a2a_efficiency=0.969),
-    "efa": Terms(net_efficiency=0.781, a2a_efficiency=0.812, net_latency_scale=4.0, pipeline_bytes=12.9e6,
-                 fill_scale=1.375, a2a_base_us=212.5, a2a_peer_us=3.75, nvls_efficiency=0.681),
-    "nvlink": Terms(pipeline_bytes=10.4e6, fill_scale=2.5, nvls_efficiency=0.738, nvls_hop_us=37.3),
+    "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969),
+    "efa": Terms(net_efficiency=0.766, net_message_us=2.5, net_hop_us=40.6, ring_step_us=6.5, a2a_efficiency=0.812,
+                 a2a_base_us=212.5, a2a_peer_us=3.75, nvls_efficiency=0.644),
+    "nvlink": Terms(nvls_efficiency=0.644, nvls_hop_us=40.9),
 }
 
 
@@ -73,7 +86,8 @@ TERMS = {
 class Fabric:
     """What the model needs of a cluster. ``nvlink_gb_per_s``: one GPU's NVLink rate each way as
     NCCL's copies reach it (370 on an H100 or H200, nccl-tests#212; 368 measured on ours);
-    ``nic_gb_per_s``: one GPU's NICs together, line rate each way."""
+    ``nic_gb_per_s``: one GPU's NICs together, line rate each way; ``platform``: a key of
+    :data:`PLATFORMS` (AWS instance family, or "" for NCCL's defaults)."""
 
     nodes: int
     gpus_per_node: int
@@ -84,6 +98,7 @@ class Fabric:
     terms: Terms | None = None  # None: TERMS[network]
     nodes_per_leaf: int = 0  # > 0: leaf groups of this many nodes behind a spine (mkernel.cluster.FabricSpec)
     oversubscription: float = 1.0  # the spine carries a group's NIC rate / this
+    platform: str = ""
 
     def spine_share(self, crossing: float) -> float:
         """What the spine leaves of a NIC's rate when ``crossing`` of its traffic leaves the leaf
@@ -97,16 +112,26 @@ class Fabric:
     def world(self) -> int:
         return self.nodes * self.gpus_per_node
 
+    @property
+    def cpu(self) -> str:
+        return PLATFORMS[self.platform].cpu
+
+    @property
+    def plugin_latency_us(self) -> float:
+        return PLATFORMS[self.platform].plugin_latency_us if self.nodes > 1 else 0.0
+
     def t(self) -> Terms:
         """The terms: the fabric's own, else its network's (one node: NVLink's)."""
         return self.terms or TERMS["nvlink" if self.nodes == 1 else self.network]
 
 
 def fabric_of(cluster, nvls: bool = False) -> Fabric:
-    """The fabric of a :class:`mkernel.cluster.Cluster` (EFA SRD -> "efa", RC and IBGDA -> "ib")."""
+    """The fabric of a :class:`mkernel.cluster.Cluster` (EFA SRD -> "efa" on a p5en-like host, the
+    paper's EFA testbed; RC and IBGDA -> "ib")."""
+    efa = cluster.transport == "efa_srd"
     return Fabric(cluster.nodes, cluster.gpus_per_node, cluster.nvlink.bw_gb_per_s, cluster.nic.gb_per_s,
-                  "efa" if cluster.transport == "efa_srd" else "ib", nvls,
-                  nodes_per_leaf=cluster.fabric.nodes_per_leaf, oversubscription=cluster.fabric.oversubscription)
+                  "efa" if efa else "ib", nvls, nodes_per_leaf=cluster.fabric.nodes_per_leaf,
+                  oversubscription=cluster.fabric.oversubscription, platform="p5en" if efa else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,86 +157,167 @@ def algorithms(coll: str, f: Fabric) -> tuple[str, ...]:
     """The algorithms NCCL may use for ``coll`` on ``f`` (NVLS only when the fabric allows it)."""
     if coll == "alltoall":
         return ("p2p",)
-    if coll != "all_reduce":
-        return ("ring",)
-    if f.nodes == 1:
-        return ("ring", "nvls") if f.nvls else ("ring",)
-    return ("ring", "tree", "nvls_tree") if f.nvls else ("ring", "tree")
+    return tuple(dict.fromkeys(a for a, _ in tuner.candidates(coll, f)))
 
 
-def algbw(coll: str, algo: str, f: Fabric) -> float:
-    """Simple-protocol algorithm bandwidth (GB/s): the slowest link for the traffic ``algo`` puts on it."""
-    n, g, nodes, t = f.world, f.gpus_per_node, f.nodes, f.t()
-    # rings and trees go node to node; one hop in nodes_per_leaf leaves the group
-    nvl = f.nvlink_gb_per_s
-    node_net = f.nic_gb_per_s * g * t.net_efficiency * f.spine_share(1.0 / max(1, f.nodes_per_leaf))
-    if algo == "nvls":
-        return t.nvls_efficiency * nvl
-    if algo == "nvls_tree":  # NVLS in the node; between nodes half the buffer each way on 2 nodes, a tree beyond
-        return min(t.nvls_efficiency * nvl, node_net / (0.5 if nodes == 2 else 2.0))
-    if algo == "p2p":
-        remote, local = (n - g) / n, (g - 1) / n
-        p = f.nodes_per_leaf or nodes
-        nic = f.nic_gb_per_s * t.a2a_efficiency * f.spine_share((nodes - min(p, nodes)) / max(1, nodes - 1))
-        return 1.0 / max(local / nvl, remote / nic if remote else 0.0)
-    if algo == "tree":  # each GPU of a chain sends the buffer up and down (both trees); a node sends it
-        # once on 2 nodes, twice beyond (double binary tree); NCCL's tuner counts 0.92 of that
-        return TREE_RATE / max(2.0 / nvl if g > 1 else 0.0, (1.0 if nodes == 2 else 2.0) / node_net)
-    per_link = bus_factor(coll, n)  # ring: every link carries busbw-factor bytes per message byte
-    if nodes == 1:
-        return nvl / per_link
-    return 1.0 / max(per_link * (g - 1) / g / nvl if g > 1 else 0.0, per_link / node_net)
+def channels(f: Fabric) -> int:
+    """The channels NCCL runs: its graph's, doubled (``ncclTopoPostset`` duplicates every ring)."""
+    return 2 * tuner.graph(f)[0]
 
 
-def _steps(coll: str, algo: str, f: Fabric) -> tuple[int, int]:
-    """(hops over NVLink, hops over the network) of one byte's path: the latency side."""
-    n, g, nodes = f.world, f.gpus_per_node, f.nodes
-    if algo == "ring":
-        total = 2 * (n - 1) if coll == "all_reduce" else n - 1
-        net = 0 if nodes == 1 else (2 * (nodes - 1) if coll == "all_reduce" else nodes - 1)
-        return total - net, net
-    if algo == "tree":
-        return 2 * (g - 1), 2 * max(1, math.ceil(math.log2(nodes)))
-    if algo == "nvls_tree":
-        return 1, 2 * max(1, math.ceil(math.log2(nodes)))
-    return 1, 0
+def _node_net(f: Fabric, t: Terms) -> float:
+    """A node's NIC rate a ring or tree reaches (GB/s): line rate x efficiency x the spine's share
+    (one hop in nodes_per_leaf leaves the leaf group)."""
+    return (f.nic_gb_per_s * f.gpus_per_node * t.net_efficiency
+            * f.spine_share(1.0 / max(1, f.nodes_per_leaf)))
 
 
-def latency_us(coll: str, algo: str, proto: str, f: Fabric) -> float:
-    """NCCL's tuner latency, its network hops scaled by ``Terms.net_latency_scale``."""
+def _cap(proto: str, f: Fabric) -> float:
+    """NCCL's ceiling on a protocol's bus bandwidth (GB/s, all channels): LL128 36.7 per graph
+    channel on Hopper, LL ``llMaxBws``; Simple none."""
+    if proto == "LL128":
+        return tuner.graph(f)[0] * tuner.RING_LL128_PER_CHANNEL
+    return tuner.ll_max_bus(f) if proto == "LL" else math.inf
+
+
+def _ring_slices(c: float, proto: str, f: Fabric) -> tuple[int, int, int]:
+    """How NCCL cuts one channel's share of one rank's chunk (``c`` bytes): (loops, slices per loop,
+    FIFO slots in slices). Simple: chunks of 4 steps in 2 slices (a chunk smaller than that still
+    in 2 slices, down to 1/32 of one); LL and LL128: one step per chunk."""
+    if proto == "Simple":
+        step = PLATFORMS[f.platform].simple_buffer / NCCL_STEPS
+        loops = max(1, math.ceil(c / (step * SIMPLE_CHUNK_STEPS)))
+        per = 2 if c / loops / 2 >= step * SIMPLE_SLICE_STEPS / 32 else 1
+        return loops, per, NCCL_STEPS // SIMPLE_SLICE_STEPS
+    step = LL128_BUFFER / NCCL_STEPS * PAYLOAD["LL128"] if proto == "LL128" else LL_BUFFER / NCCL_STEPS / 2
+    return max(1, math.ceil(c / step)), 1, NCCL_STEPS
+
+
+def _ring(coll: str, nbytes: float, f: Fabric, proto: str) -> float:
+    """A ring collective's time (us) on ``f`` with ``proto``: one channel's schedule, played out."""
+    n, g, t = f.world, f.gpus_per_node, f.t()
+    nch = channels(f)
+    steps = 2 * (n - 1) if coll == "all_reduce" else n - 1
+    c = nbytes / (n * nch)
+    loops, per, depth = _ring_slices(c, proto, f)
+    piece = c / (loops * per)
     p = PROTOCOLS.index(proto)
+    cap = _cap(proto, f)
+    nvl = min(f.nvlink_gb_per_s * PAYLOAD[proto], cap) * 1e3 / nch  # bytes per us per channel
+    lat_nvl = tuner.NVLINK_HOP_US["ring"][p]
+    if f.nodes > 1:  # every ring step launches a network operation somewhere (tuning.cc getNetOverhead)
+        overhead = t.ring_step_us or (2.0 if f.cpu == "amd" else 1.0)
+        lat_nvl = max(lat_nvl, overhead * (3 if proto == "Simple" else 1))
+        net = min(_node_net(f, t) * PAYLOAD[proto], cap) * 1e3 / nch
+        lat_net = tuner.NET_HOP_US["ring"][p] + t.net_hop_us * (2 if proto == "Simple" else 1)
+        net_link = (piece / net + t.net_message_us, lat_net)
+    else:
+        net_link = None
+    run = _ring_steps(steps, loops, per, depth, g, (piece / nvl, lat_nvl), net_link,
+                      through=proto != "Simple", final=piece / nvl)
+    return tuner.BASE_US["ring"][p] + run
+
+
+def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple, net: tuple | None,
+                through: bool, final: float) -> float:
+    """The last arrival of one channel's ring (us). Ranks 0..g-1 of one node stand for every node
+    (all nodes run the same schedule): rank r sends to r+1, rank g-1 over the network (``net``:
+    (busy us per slice, latency)) when there is one, else over NVLink (``nvl``). A slice leaves when
+    it has arrived, its link is free, and the receiver has forwarded the slice ``depth`` before it
+    (a FIFO slot); ``through``: NVLink hops forward lines as they land; the receiver's last copy out
+    of its FIFO costs ``final`` per slice."""
+    free = [0.0] * g
+    sent: list[list[float]] = [[] for _ in range(g)]
+    end = done = 0.0
+    links = [net if (net and r == g - 1) else nvl for r in range(g)]
+    for _ in range(loops):
+        arrived = [[0.0] * g for _ in range(per)]
+        for step in range(steps):
+            nxt = [[0.0] * g for _ in range(per)]
+            for q in range(per):
+                for r in range(g):
+                    busy, lat = links[r]
+                    start = max(arrived[q][r] if step else 0.0, free[r])
+                    mine, theirs = sent[r], sent[(r + 1) % g]
+                    if len(mine) >= depth:
+                        start = max(start, theirs[len(mine) - depth])
+                    free[r] = start + busy
+                    mine.append(start)
+                    cut = through and links[r] is nvl
+                    nxt[q][(r + 1) % g] = start + lat + (0.0 if cut else busy)
+                    end = max(end, start + lat + busy)
+            arrived = nxt
+        for q in range(per):
+            done = max(done, max(arrived[q])) + final
+    return max(end, done)
+
+
+def _tree_chunk(nbytes: float, f: Fabric, proto: str) -> float:
+    """The bytes a tree moves per step and channel (``calcCollChunking``): one FIFO step, and on
+    LL128 halved while a channel would get too few chunks to fill the tree's pipeline."""
+    nch = channels(f)
+    if proto == "LL128":
+        chunk, g = LL128_BUFFER / NCCL_STEPS * PAYLOAD["LL128"], f.gpus_per_node
+        depth = 1 + int(math.log2(f.nodes)) + 0.1 * g
+        while nbytes / (nch * chunk) < depth * 64 / g and chunk > 131072:
+            chunk /= 2
+        while nbytes / (nch * chunk) < depth * 16 / g and chunk > 32768:
+            chunk /= 2
+    else:
+        chunk = LL_BUFFER / NCCL_STEPS / 2 if proto == "LL" else PLATFORMS[f.platform].simple_buffer / NCCL_STEPS
+    return min(chunk, nbytes / nch)
+
+
+def _tree(nbytes: float, f: Fabric, proto: str) -> float:
+    """A tree all-reduce's time (us): a chain in each node, a double binary tree over nodes. NCCL's
+    latency along the path plus the bytes at the tree's rate: each GPU of a chain sends the buffer
+    up and down, a node sends it once each way on 2 nodes and twice beyond, each chunk a network
+    message that pays ``net_message_us``; NCCL's per-channel tree ceilings and its mid-size
+    correction apply."""
+    g, nodes, t = f.gpus_per_node, f.nodes, f.t()
+    p = PROTOCOLS.index(proto)
+    more = 0 if nodes <= 2 else 1
+    per_channel = tuner.TREE_LL128_PER_CHANNEL[more] if proto == "LL128" else tuner.TREE_PER_CHANNEL[more]
+    cap = tuner.graph(f)[0] * per_channel / 2  # a tree's algbw is half its bus bandwidth (tuning.cc)
+    if proto == "LL":
+        cap = min(cap, tuner.ll_max_bus(f) / 2)
+    net = _node_net(f, t) / (1.0 if nodes == 2 else 2.0) * PAYLOAD[proto]
+    chunk = _tree_chunk(nbytes, f, proto)
+    net *= chunk / (chunk + t.net_message_us * net * 1e3 / channels(f))
+    nvl = f.nvlink_gb_per_s / 2 * PAYLOAD[proto] if g > 1 else math.inf
+    rate = min(nvl, net, cap) * tuner.tree_correction(proto, nbytes)
+    lat_net = (tuner.NET_HOP_US["tree"][p] + t.net_hop_us * (2 if proto == "Simple" else 1)
+               + t.net_message_us)
+    path = 2 * (g - 1) * tuner.NVLINK_HOP_US["tree"][p] + 2 * max(1, math.ceil(math.log2(nodes))) * lat_net
+    return tuner.BASE_US["tree"][p] + path + nbytes / (rate * 1e3)
+
+
+def _nvls(coll: str, nbytes: float, f: Fabric, algo: str) -> float:
+    """NVLink SHARP all-reduce (one node) or NVLS tree (NVLS in each node, a tree between nodes):
+    the switch reduces at ``nvls_efficiency`` of NVLink; between nodes half the buffer crosses each
+    way on 2 nodes, a tree beyond."""
     t = f.t()
-    if algo == "p2p":  # a round per remote peer; local peers are NVLink copies in the same round
-        return (BASE_US["p2p"][2] + NVLINK_HOP_US["ring"][2] + (t.a2a_base_us if f.nodes > 1 else 0.0)
-                + (f.world - f.gpus_per_node) * t.a2a_peer_us)
-    intra, net = NVLINK_HOP_US[algo][p], NET_HOP_US[algo][p] * t.net_latency_scale
-    if algo == "nvls":
-        intra = t.nvls_hop_us
-    if f.nodes > 1 and algo == "ring":  # every ring step also launches a network operation somewhere
-        intra = max(intra, 3.0 if proto == "Simple" else 1.0)
-    hops_nvl, hops_net = _steps(coll, algo, f)
-    lat = BASE_US[algo][p] + hops_nvl * intra + hops_net * net
-    if algo == "ring" and proto == "Simple" and f.nodes > 1 and coll == "all_reduce":
-        lat *= RING_PLATEAU
-    return lat
+    rate = t.nvls_efficiency * f.nvlink_gb_per_s
+    if algo == "nvls_tree":
+        rate = min(rate, _node_net(f, t) / (0.5 if f.nodes == 2 else 2.0))
+        lat = t.nvls_hop_us + 2 * max(1, math.ceil(math.log2(f.nodes))) * (
+            tuner.NET_HOP_US["nvls_tree"][2] + 2 * t.net_hop_us)
+    else:
+        lat = t.nvls_hop_us
+    return lat + nbytes / (rate * 1e3)
 
 
-def _fill_us(coll: str, algo: str, proto: str, nbytes: float, bw: float, f: Fabric) -> float:
-    """A pipeline's fill: the first slice crosses every store-and-forward hop before the links
-    stream. NCCL slices each channel's share (down to 1/(2 x ranks) of it for a ring), up to
-    ``Terms.pipeline_bytes`` over all channels: time = hops x slice / per-link rate. Simple stores
-    and forwards at every hop; LL and LL128 stream through NVLink line by line, and only a network
-    hop (the proxy posts whole buffer steps) waits for its slice."""
-    if algo == "p2p":
-        return 0.0
-    nvl_hops, net_hops = _steps(coll, algo, f)
-    hops = max(1, nvl_hops + net_hops - 1) if proto == "Simple" else net_hops
-    if not hops:
-        return 0.0
-    per_link = bw * (bus_factor(coll, f.world) if algo == "ring" else 1.0)
-    depth = 2 * f.world if algo == "ring" else 8
-    slice_bytes = min(f.t().pipeline_bytes, nbytes / depth)
-    return hops * f.t().fill_scale * slice_bytes / (per_link * 1e3)
+def _p2p(nbytes: float, f: Fabric) -> float:
+    """alltoall as NCCL runs it, sends and receives: local peers over NVLink, remote ones over the
+    GPU's own NICs (alltoall cannot aggregate a node's NICs, nccl-tests#267), a round per remote peer."""
+    n, g, nodes, t = f.world, f.gpus_per_node, f.nodes, f.t()
+    remote, local = (n - g) / n, (g - 1) / n
+    p = f.nodes_per_leaf or nodes
+    nic = f.nic_gb_per_s * t.a2a_efficiency * f.spine_share((nodes - min(p, nodes)) / max(1, nodes - 1))
+    rate = 1.0 / max(local / f.nvlink_gb_per_s, remote / nic if remote else 0.0)
+    lat = (tuner.BASE_US["ring"][2] + tuner.NVLINK_HOP_US["ring"][2] + (t.a2a_base_us if nodes > 1 else 0.0)
+           + (n - g) * t.a2a_peer_us)
+    return lat + nbytes / (rate * 1e3)
 
 
 def estimate_algo(coll: str, nbytes: float, f: Fabric, algo: str, proto: str) -> Estimate:
@@ -220,28 +326,25 @@ def estimate_algo(coll: str, nbytes: float, f: Fabric, algo: str, proto: str) ->
         raise ValueError(f"unknown collective {coll!r}; allowed: {', '.join(COLLECTIVES)}")
     if f.world < 2 or nbytes <= 0:
         return Estimate(coll, nbytes, 0.0, algo, proto, 0.0)
-    bw = algbw(coll, algo, f)
-    if proto == "LL128":
-        bw *= LL128_RATE
-    elif proto == "LL":
-        cap = LL_MAX_BUS_GB_PER_S[min(f.nodes, 2)] / (bus_factor(coll, f.world) if algo == "ring" else 1.0)
-        bw = min(bw * LL_RATE, cap)
-    time = latency_us(coll, algo, proto, f) + nbytes / (bw * 1e3) + _fill_us(coll, algo, proto, nbytes, bw, f)
+    if algo == "p2p":
+        time = _p2p(nbytes, f)
+    elif algo == "ring":
+        time = _ring(coll, nbytes, f, proto)
+    elif algo == "tree":
+        time = _tree(nbytes, f, proto)
+    else:
+        time = _nvls(coll, nbytes, f, algo)
     return Estimate(coll, nbytes, time, algo, proto, nbytes / (time * 1e3) * bus_factor(coll, f.world))
 
 
 def estimate(coll: str, nbytes: float, f: Fabric) -> Estimate:
     """The time of ``coll`` on ``nbytes`` (bytes per rank, nccl-tests' sizes) as NCCL would run it:
-    the fastest of the algorithms and protocols it may use (NCCL's tuner picks by the same kind of
-    model; alltoall runs on Simple)."""
-    protos = ("Simple",) if coll == "alltoall" else PROTOCOLS
-    best = None
-    for algo in algorithms(coll, f):
-        for proto in protos if algo in ("ring", "tree") else ("Simple",):
-            e = estimate_algo(coll, nbytes, f, algo, proto)
-            if best is None or e.time_us < best.time_us:
-                best = e
-    return best
+    the algorithm and protocol NCCL picks (:func:`mkernel.nccl_tuner.choose`; alltoall: sends and
+    receives on Simple), timed by how that algorithm moves the data."""
+    if coll not in COLLECTIVES:
+        raise ValueError(f"unknown collective {coll!r}; allowed: {', '.join(COLLECTIVES)}")
+    algo, proto = ("p2p", "Simple") if coll == "alltoall" else tuner.choose(coll, nbytes, f)
+    return estimate_algo(coll, nbytes, f, algo, proto)
 
 
 def with_terms(f: Fabric, **changes) -> Fabric:

@@ -16,9 +16,14 @@ INTERNODE = ("auto", "direct", "twoshot", "ring")  # the GEMM ops' inter-node al
 ROUTINGS = ("uniform", "zipf", "shifted", "zipf_shifted")  # shifted ones: node-symmetric (mkernel.routing)
 BASELINES = ("hierarchical", "ring")
 # What a run executes (mkernel.builders._auto): the fused schedule, the op's unfused baseline schedule
-# (GEMM then NCCL, ...), or auto: the fused one where the cost model says it beats the baseline
+# (GEMM then NCCL, ...), or auto: the fused one where it beats the baseline, simulated (or estimated
+# without a simulator)
 SCHEDULES = ("auto", "fused", "baseline")
 SPLITS = ("auto", "static")  # GEMM+RS's intra SMs: auto from the cost model per shape, or the old static 48
+# How GEMM+RS's node owner gets its node's partials of a tile: "pull", peer loads by its intra role
+# (mkernel.builders.gemm_rs); "push", each peer's intra role reduce-adds its partial into the owner's
+# (mkernel.builders._gemm_rs_push). pull stays the default until real NVLink measures push faster
+RS_REDUCES = ("pull", "push")
 # How a baseline's collectives are timed: "nccl", as the NCCL call they stand for (mkernel.nccl); "ir",
 # as the rings of tasks that declare them (mkernel.builders._collectives), simulated like any schedule
 COLLECTIVE_MODELS = ("nccl", "ir")
@@ -68,6 +73,7 @@ class Workload:
     # simulator predicts the fused kernel; auto is what the op would pick, for studies and `--schedule auto`
     schedule: str = "fused"
     split: str = "auto"  # SPLITS: GEMM+RS's intra SMs when sms sets none (builders/_auto.py)
+    rs_reduce: str = "pull"  # RS_REDUCES: GEMM+RS's node reduction, pulled by the owner or pushed into it
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)

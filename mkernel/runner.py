@@ -27,7 +27,7 @@ PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fe
 
 
 def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
-          force: bool = False, timing: bool = False, local: bool = False) -> tuple[Schedule, Schedule]:
+          force: bool = False, timing: bool = False, seed: int = 0, local: bool = False) -> tuple[Schedule, Schedule]:
     """The fused schedule and its unfused baseline, both validated; with ``folded``, only the nodes a
     collapsed run simulates (``Cluster.fold_nodes``) where the op is node-symmetric
     (:func:`mkernel.builders.node_symmetric`), and with ``local`` too, the fused one (and a timing
@@ -38,8 +38,47 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     their tasks, which such a run never runs (:class:`~mkernel.schedule_builder.ScheduleBuilder`).
     A problem whose estimated schedules pass the memory limit is refused before anything is built,
     unless ``force`` (:mod:`mkernel.limits`). The first schedule is the one the run executes:
-    the fused one, or the baseline where ``Workload.schedule`` (``auto``: the cost model,
-    :func:`mkernel.builders._auto.choose`) says so; :func:`chosen` tells which."""
+    the fused one, or the baseline where ``Workload.schedule`` (``auto``:
+    :func:`mkernel.builders._auto.choose`, by simulating both where the simulator is installed, with
+    ``seed``) says so; :func:`chosen` tells which."""
+    fused, baseline, _ = _build(scenario, folded, grouped, force, timing, seed, local=local)
+    return fused, baseline
+
+
+class _Simulated:
+    """A schedule's simulated time (us) for ``auto``'s choice, each schedule simulated once, as a
+    sim run times it (no data; collapsed where exact if ``collapse``); ``runs`` keeps the stats by
+    variant, so a sim run that is this same timing run takes them instead of simulating again."""
+
+    def __init__(self, engine, c, seed: int, collapse: bool, progress, hazards: bool | None = None) -> None:
+        self.engine, self.c, self.seed, self.collapse, self.progress = engine, c, seed, collapse, progress
+        self.hazards = hazards
+        self.runs: dict[str, RunStats] = {}
+
+    def __call__(self, s: Schedule) -> float:
+        if s.variant not in self.runs:
+            limits.step(f"simulating the {s.variant} schedule ({len(s.tasks):,} tasks) for auto's choice")
+            self.runs[s.variant] = self.engine.run(s, self.c, seed=self.seed, collapse=self.collapse,
+                                                   progress=self.progress, hazards=self.hazards)
+        return self.runs[s.variant].time_s * 1e6
+
+
+def _simulator(w, c, seed: int, collapse: bool, progress, hazards: bool | None) -> _Simulated | None:
+    """What ``auto`` decides by: the simulator where it is installed (None elsewhere, or where no
+    choice is asked for)."""
+    if w.schedule != "auto" or c.world == 1:
+        return None
+    try:
+        return _Simulated(get_backend("sim"), c, seed, collapse, progress, hazards)
+    except BackendUnavailable:
+        return None
+
+
+def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing: bool, seed: int,
+           collapse: bool = True, progress=None, local: bool = False,
+           hazards: bool | None = None) -> tuple[Schedule, Schedule, dict[str, RunStats]]:
+    """:func:`build`, and the simulated runs ``auto`` decided by, by variant (empty where none ran):
+    run as a sim run with ``collapse``, ``progress`` and ``hazards`` would run them."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
     foldable = span if 0 < span < c.nodes and builders.node_symmetric(w, c) else 0
@@ -54,9 +93,11 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
     baseline.validate(races=not folded)
-    if auto.choose(w, c, fused, baseline) == "baseline":
-        return baseline, baseline
-    return fused, baseline
+    simulated = _simulator(w, c, seed, collapse, progress, hazards)
+    runs = {} if simulated is None else simulated.runs
+    if auto.choose(w, c, fused, baseline, simulated) == "baseline":
+        return baseline, baseline, runs
+    return fused, baseline, runs
 
 
 def chosen(fused: Schedule, baseline: Schedule) -> str:
@@ -108,9 +149,12 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if progress is not None:
         progress("build", 0, 0)
     quiet = backend == "sim" and collapse and not (data or trace or faults)  # a collapsed timing run
-    fused, baseline = build(scenario, folded=quiet, grouped=backend == "sim", force=force,
-                            timing=backend == "sim" and not data,
-                            local=quiet and not adaptive and engine.folds_locals(c))
+    fused, baseline, decided = _build(scenario, quiet, backend == "sim", force, backend == "sim" and not data, seed,
+                                      collapse or backend != "sim", progress if backend == "sim" else None,
+                                      local=quiet and not adaptive and engine.folds_locals(c), hazards=hazards)
+    # auto's simulated runs are this run's where it is the same timing run: take them, simulate nothing twice
+    same = backend == "sim" and not (data or trace or faults or adaptive)
+    reuse = decided if same else {}
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
@@ -134,7 +178,8 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         fold = {**fold, "controller": sim_controller(policy, trajectory) if trajectory is not None else policy}
     where = "on the GPUs" if backend == "hw" else "in the simulator"
     limits.step(f"running the fused op {where} ({len(fused.tasks):,} tasks on {c.world} ranks)")
-    stats = engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold, **_sample(plan))
+    stats = reuse.get(fused.variant) or engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold,
+                                                   **_sample(plan))
     if trace and trajectory is not None and stats.counters is not None:  # the target over time, as a track
         stats.counters.extend((rank, "intra target", points, "SMs") for rank, points in trajectory.points.items())
     fold.pop("controller", None)
@@ -142,8 +187,8 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     inputs, expected, base_plan = base_case
     limits.step(f"running the baseline {baseline.variant} {where} ({len(baseline.tasks):,} tasks)")
     # the baseline chosen (auto): the run above was the baseline's; the same seed would give the same time
-    base = stats if fused is baseline else engine.run(baseline, c, inputs=inputs, seed=seed, **fold,
-                                                       **_sample(base_plan))
+    base = stats if fused is baseline else reuse.get(baseline.variant) or engine.run(
+        baseline, c, inputs=inputs, seed=seed, **fold, **_sample(base_plan))
     base_err = _error(base, expected)
     timing = backend == "sim" and faults is None  # library calls are timed by their models (sim/library.py)
     base_s = _library_timed(engine, baseline, c, seed, fold, base) if timing and data else base.time_s
@@ -225,8 +270,9 @@ def _note(result: dict, stats: RunStats, adaptive: bool, plan) -> str:
     if adaptive:
         parts.append("adaptive SM partition: roles are the static split it starts from")
     if result["schedule"] == "baseline":
-        parts.append("schedule: the baseline (the cost model finds no fused schedule faster here: Workload.schedule "
-                     "= auto, mkernel/builders/_auto.py), so the speedup is 1")
+        parts.append("schedule: the baseline (auto finds no fused schedule faster here: simulated where the "
+                     "simulator is installed, else by the cost model's estimate with its held-out margin: "
+                     "Workload.schedule = auto, mkernel/builders/_auto.py), so the speedup is 1")
     if plan is not None and plan.fraction() < 1:
         parts.append(f"data checked on {plan.fraction():.2%} of the output elements (every region's first and last "
                      f"rows and columns, and a seeded sample)")

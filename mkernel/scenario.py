@@ -18,7 +18,8 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
                        queue_depth, max_outstanding
     [cluster.fabric]   nodes_per_leaf (omit for a non-blocking fabric), oversubscription (spine, between leaf groups)
     [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles, causal, internode,
-                       baseline_channels, baseline_chunk_kib, collectives (nccl or ir)
+                       baseline_channels, baseline_chunk_kib, collectives (nccl or ir), schedule, split,
+                       rs_reduce (gemm_rs: pull or push)
     [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
 
 Every problem is reported as one :class:`ScenarioError` naming the file, the dotted key and what
@@ -37,12 +38,13 @@ from pathlib import Path
 from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS, Cluster, FabricSpec, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
-from .problems import BASELINES, COLLECTIVE_MODELS, INTERNODE, KERNELS, ROUTINGS, SCHEDULES, SPLITS, Workload
+from .problems import BASELINES, COLLECTIVE_MODELS, INTERNODE, KERNELS, ROUTINGS, RS_REDUCES, SCHEDULES, SPLITS, Workload
 
 DEFAULT_SCENARIO = "default"
 CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
            "internode": INTERNODE, "routing": ROUTINGS, "baseline": BASELINES,
-           "collectives": COLLECTIVE_MODELS, "kernels": KERNEL_PROFILES, "schedule": SCHEDULES, "split": SPLITS}
+           "collectives": COLLECTIVE_MODELS, "kernels": KERNEL_PROFILES, "schedule": SCHEDULES, "split": SPLITS,
+           "rs_reduce": RS_REDUCES}
 SPECS = {"gpu": GpuSpec, "nvlink": NvlinkSpec, "nic": NicSpec, "proxy": ProxySpec, "fabric": FabricSpec}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),
               "ring_attention": ("m", "n", "k")}

@@ -45,7 +45,8 @@ import triton.language as tl
 from mkernel.ir import Op
 
 from ..knobs import DATA_PATHS, DEFAULTS
-from ..lowering.layout import ATTN_QUERY_ROWS, COMMAND_WIDTH, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command, Signal, Task, Wait
+from ..lowering.layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, COPY_ADD, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command,
+                               Signal, Task, Wait)
 from ..lowering.plan import GEMM_TILE
 from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
 from . import bulk, bulk_copy, bulk_reduce, bulk_tensor
@@ -58,9 +59,9 @@ GEMM, COPY, REDUCE, GATHER, PUT, ATTN, NORM = (C(OP_CODE[op]) for op in (Op.GEMM
 DATA_REGISTER, DATA_AUTO, DATA_BULK = (C(DATA_PATHS.index(p)) for p in ("register", "auto", "bulk"))
 SB, RB, LAG, LINE = C(bulk.STAGE_BYTES), C(bulk.REDUCE_BYTES), C(bulk.LAG), C(bulk_copy.LINE_MIN)  # bulk steps' shape
 TW, CW, WW, SW = C(TASK_WIDTH), C(COMMAND_WIDTH), C(WAIT_WIDTH), C(SIGNAL_WIDTH)
-T_OP, T_NREADS, T_R0, T_W0, T_W1, T_S0, T_S1, T_A0, T_A1, T_Q0, T_K0, T_MASKED, T_LOCK, T_TASK, T_WORK = (
+T_OP, T_NREADS, T_R0, T_W0, T_W1, T_S0, T_S1, T_A0, T_A1, T_Q0, T_K0, T_MASKED, T_LOCK, T_TASK, T_WORK, T_ACC = (
     C(int(c)) for c in (Task.OP, Task.NREADS, Task.R0, Task.W0, Task.W1, Task.S0, Task.S1, Task.A0, Task.A1, Task.Q0,
-                        Task.K0, Task.MASKED, Task.LOCK, Task.TASK_ID, Task.WORK_NS))
+                        Task.K0, Task.MASKED, Task.LOCK, Task.TASK_ID, Task.WORK_NS, Task.ACCUMULATE))
 W_SLOT, W_COUNT, W_BUMPS = (C(int(c)) for c in Wait)
 S_RANK, S_SLOT = (C(int(c)) for c in Signal)
 C_KIND, C_DST, C_FLAG, C_BYTES, C_SRC, C_DSTOFF = (C(int(c)) for c in (Command.KIND, Command.DST_RANK, Command.FLAG,
@@ -82,8 +83,8 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                  done_ptr, locks, a_host, a2_host, b_host, c_host, a2_buf, records, ctl, head, capacity, err32, err64, err_host,
                  rank, world, gpn, arrive0, exit0, go, timeout_ns, barrier_timeout_ns, sm_scale,
                  n0, n1, n2, n3, b0, b1, b2, b3, n_seg, n_gemm, state, log, ctrl0, work, min_sms, hysteresis, link_sms,
-                 BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr,
-                 HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
+                 BARRIER: tl.constexpr, HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_COPY_ADD: tl.constexpr,
+                 HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
                  D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr, DATA: tl.constexpr, ADAPTIVE: tl.constexpr,
                  LOG: tl.constexpr):
@@ -121,21 +122,24 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                     units = (tl.load(row + T_WORK) + UNIT_NS - 1) // UNIT_NS
                     tl.atomic_add(state + WORK, -(units << (32 * role)), sem="relaxed", scope="gpu")
                     _task(row, tabs, gemm, ring, call, role, state, _bit(BLOCKED + 8 * role),
-                          HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
+                          HAS_GEMM, HAS_COPY, HAS_COPY_ADD, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR,
+                          CC, D, BQ, BKV, DATA)
                 tl.atomic_add(state + CTRL, -_bit(ACTIVE + 8 * role), sem="relaxed", scope="gpu")
                 rem_c, rem_i = _steer(state, log, movable, min_sms, hysteresis, link_sms, LOG)
                 role = _pick(state, rem_c, rem_i, movable, role)
                 live = role >= 0
         else:
             _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, 0,
-                   HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
+                   HAS_GEMM, HAS_COPY, HAS_COPY_ADD, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
+                   BKV, DATA)
     else:
         if HAS_GEMM:  # the compute queue's leading GEMM tiles, in a flattened loop (plan.gemm_table)
             if role == 0:
                 _gemm_table(gemm_tiles, segments, n_seg, pid, b0, a_host, a2_host, b_host, c_host, flag_bases, rank,
                             BM, BN, BK)
         _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, n_gemm,
-               HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
+               HAS_GEMM, HAS_COPY, HAS_COPY_ADD, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
+               BKV, DATA)
     # the last block to finish resets the call's counters and stores the epoch for the next launch
     tl.debug_barrier()
     if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
@@ -155,8 +159,8 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
 
 @triton.jit
 def _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, skip,
-           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr,
-           HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+           HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_COPY_ADD: tl.constexpr, HAS_REDUCE: tl.constexpr,
+           HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr,
            DATA: tl.constexpr):
     """A block of a fixed role: claim that role's tasks in queue order until none is left, from task
@@ -169,7 +173,8 @@ def _serve(tasks, tabs, gemm, ring, call, claims, role, n0, n1, n2, n3, skip,
     i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
     while i < n_tasks:
         _task(tasks + (first + i) * TW, tabs, gemm, ring, call, role, claims, 0,
-              HAS_GEMM, HAS_COPY, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ, BKV, DATA)
+              HAS_GEMM, HAS_COPY, HAS_COPY_ADD, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
+              BKV, DATA)
         i = tl.atomic_add(claims + role, 1, sem="relaxed", scope="gpu")
 
 
@@ -207,9 +212,37 @@ def _boxes(regions, maps, r0, nreads, DATA: tl.constexpr, MODE: tl.constexpr):
 
 
 @triton.jit
+def _copy_step(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch,
+               CR: tl.constexpr, CC: tl.constexpr, DATA: tl.constexpr):
+    """writes[i] = reads[i]: box copies, 1-D bulk copies or registers, as the data path says."""
+    if _boxes(regions, maps, r0, nreads, DATA, bulk.COPY):
+        bulk_tensor._copy(regions, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, LAG)
+    elif _bulk(regions, r0, nreads, DATA, bulk.COPY):
+        bulk_copy._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
+    else:
+        _copy(regions, bases, r0, nreads, CR, CC)
+
+
+@triton.jit
+def _copy_add(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch):
+    """writes[0] += reads[0] (an accumulating copy, layout.COPY_ADD: GEMM+RS's push into the owner), a bf16
+    reduce-add at the destination, atomic per element, on every data path (a register path would need
+    an atomic per element): 2-D boxes where both regions tile into them and are mapped (measured 2.25x
+    the 1-D reduce-add at 16 SMs, docs/results/2026-12-03-box-copies.md), else 1-D bulk pieces (the
+    plan's 8-column rule makes every region 16-byte aligned); the register path maps no slot, so there
+    only 1-D pieces (launch.Addresses). The step ends with ``cp.async.bulk.wait_group 0`` (bulk._close):
+    the adds are complete at the destination before the task's signal, a system-scope release to the
+    peer (sync._bump)."""
+    if bulk_tensor._suits(regions, maps, r0, nreads, bulk._stages(bulk_tensor.BB), bulk.ADD):
+        bulk_tensor._accumulate(regions, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, LAG)
+    else:
+        bulk_copy._accumulate(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
+
+
+@triton.jit
 def _task(row, tabs, gemm, ring, call, role, state, blocked_bit,
-          HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_REDUCE: tl.constexpr, HAS_GATHER: tl.constexpr,
-          HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+          HAS_GEMM: tl.constexpr, HAS_COPY: tl.constexpr, HAS_COPY_ADD: tl.constexpr, HAS_REDUCE: tl.constexpr,
+          HAS_GATHER: tl.constexpr, HAS_PUT: tl.constexpr, HAS_ATTN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
           BK: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, D: tl.constexpr, BQ: tl.constexpr, BKV: tl.constexpr,
           DATA: tl.constexpr):
     """One task row (layout.Task): wait for its slots, run its op, bump its signals. With a
@@ -241,14 +274,16 @@ def _task(row, tabs, gemm, ring, call, role, state, blocked_bit,
         if op == GEMM:
             _fence_async()
             _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM, BN, BK)
-    if HAS_COPY:
+    if HAS_COPY_ADD:  # accumulating copies' code only in kernels that have one (layout.COPY_ADD); plain copies'
+        if op == COPY:  # only in kernels that have those (the register copy's code spills)
+            if tl.load(row + T_ACC) != 0:
+                _copy_add(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch)
+            elif HAS_COPY:
+                _copy_step(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, CR, CC,
+                           DATA)
+    elif HAS_COPY:
         if op == COPY:
-            if _boxes(regions, maps, r0, nreads, DATA, bulk.COPY):
-                bulk_tensor._copy(regions, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, LAG)
-            elif _bulk(regions, r0, nreads, DATA, bulk.COPY):
-                bulk_copy._copy(regions, bases, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, SB, LAG)
-            else:
-                _copy(regions, bases, r0, nreads, CR, CC)
+            _copy_step(regions, bases, maps, r0, nreads, timeout_ns, err32, err64, rank, role, task, epoch, CR, CC, DATA)
     if HAS_REDUCE:
         if op == REDUCE:
             if _boxes(regions, maps, r0, nreads, DATA, bulk.ADD):
@@ -314,7 +349,8 @@ def constexprs(ops: frozenset[str], head_dim: int, barrier: bool, copy_rows: int
     microseconds to return, so an SM's NVLink rate is about the bytes in flight over that latency.
     ``data_path``: the register or the bulk path for those steps (``DATA``, HwKnobs.data_path)."""
     bm, bn, bk = GEMM_TILE
-    return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_REDUCE": "reduce" in ops,
+    return {"BARRIER": barrier, "HAS_GEMM": "gemm" in ops, "HAS_COPY": "copy" in ops, "HAS_COPY_ADD": COPY_ADD in ops,
+            "HAS_REDUCE": "reduce" in ops,
             "HAS_GATHER": "gather" in ops, "HAS_PUT": "put" in ops, "HAS_ATTN": "attn" in ops,
             "BM": bm, "BN": bn, "BK": bk, "CR": copy_rows, "CC": 256, "DATA": DATA_PATHS.index(data_path),
             "D": head_dim, "BQ": ATTN_QUERY_ROWS,

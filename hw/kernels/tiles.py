@@ -68,29 +68,34 @@ def _gemm(regions, bases, r0, a_host, a2_host, b_host, a2_buf, BM: tl.constexpr,
     b_s, b_r0, b_c0, b_rows, b_cols, b_ld, b_brows = _region(regions, r0 + GEMM_B)
     c_s, c_r0, c_c0, c_rows, c_cols, c_ld, c_brows = _region(regions, r0 + GEMM_C)
     c = _buf(bases, c_s, tl.bfloat16, 2)
-    c_ld, c_c0, c_cols = _m8(c_ld, 8), _m8(c_c0, 8), _m8(c_cols, 8)  # the plan checks: 16-byte stores
+    a_desc = a_host  # one call site: the loop below is compiled once, not once per descriptor
     if tl.load(regions + (r0 + GEMM_A) * RW + R_BUF_ID) == a2_buf:
-        _mma(a2_host, b_host, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM, BN, BK)
-    else:
-        _mma(a_host, b_host, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM, BN, BK)
+        a_desc = a2_host
+    _mma(a_desc, b_host, a_r0.to(tl.int32), a_c0.to(tl.int32), a_cols.to(tl.int32), b_r0.to(tl.int32),
+         b_c0.to(tl.int32), c, c_r0, _m8(c_c0, 8), c_rows.to(tl.int32), _m8(c_cols, 8), _m8(c_ld, 8), BM, BN, BK)
 
 
 @triton.jit
 def _mma(a_desc, b_desc, a_r0, a_c0, a_cols, b_r0, b_c0, c, c_r0, c_c0, c_rows, c_cols, c_ld, BM: tl.constexpr,
          BN: tl.constexpr, BK: tl.constexpr):
+    """The task path's GEMM (tasks that wait, off the table): a region's BM x BN sub-tiles one after
+    the other. Bounds and coordinates are 32-bit, so Triton pipelines the K loop (it pipelines loops
+    with an i32 induction variable only); the C store is a scalar 64-bit pointer to the sub-tile plus
+    32-bit offsets: a 128 x 256 tensor of 64-bit addresses would take 256 registers a thread."""
     tiles_n = tl.cdiv(c_cols, BN)
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
     for sub in range(tl.cdiv(c_rows, BM) * tiles_n):
         sm = sub // tiles_n
         sn = sub % tiles_n
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for kt in range(tl.cdiv(a_cols, BK)):
-            a = a_desc.load([(a_r0 + sm * BM).to(tl.int32), (a_c0 + kt * BK).to(tl.int32)])
-            b = b_desc.load([(b_r0 + kt * BK).to(tl.int32), (b_c0 + sn * BN).to(tl.int32)])
+            a = a_desc.load([a_r0 + sm * BM, a_c0 + kt * BK])
+            b = b_desc.load([b_r0 + kt * BK, b_c0 + sn * BN])
             acc = tl.dot(a, b, acc)
-        rm = sm * BM + tl.arange(0, BM)
-        rn = sn * BN + tl.arange(0, BN)
-        dst = c + (c_r0 + rm[:, None]).to(tl.int64) * c_ld + c_c0 + rn[None, :]
-        tl.store(dst, acc.to(tl.bfloat16), mask=(rm[:, None] < c_rows) & (rn[None, :] < c_cols))
+        dst = c + (c_r0 + sm * BM).to(tl.int64) * c_ld + c_c0 + sn * BN
+        tl.store(dst + rm[:, None] * c_ld + rn[None, :], acc.to(tl.bfloat16),
+                 mask=(sm * BM + rm[:, None] < c_rows) & (sn * BN + rn[None, :] < c_cols))
 
 
 @triton.jit

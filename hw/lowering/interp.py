@@ -14,6 +14,8 @@ the previous call's data, and the output differs from the oracle. What it models
 - a put's ring commands become messages that land later, in random order between ranks (``unordered``
   also lets PUTs to one rank overtake each other; a SIGNAL still lands after the data posted before
   it, the order every transport keeps); a message copies heap bytes and *sets* its flag to the epoch;
+- an accumulating copy adds its source into its destination (the kernel's bulk reduce-add, atomic per
+  element on the GPU; here each task is one step, so adds never interleave);
 - an attention tile merges its key block's softmax into the accumulator and its (m, l) statistics
   as the kernel does under the tile's lock: the first merge of a call (the lock's stamp is older
   than the epoch) overwrites, later ones combine, and the last merge of a folded tile (its NORM
@@ -98,6 +100,8 @@ def _execute(m: Machine, p: Plan, row: np.ndarray, outbox: list, epoch: int) -> 
     nreads, r0, a0, a1 = (int(row[c]) for c in (Task.NREADS, Task.R0, Task.A0, Task.A1))
     if op is Op.GEMM:
         m.region(p, r0 + GemmOperand.C)[:] = m.region(p, r0 + GemmOperand.A) @ m.region(p, r0 + GemmOperand.B)
+    elif op is Op.COPY and row[Task.ACCUMULATE]:  # the kernel's bulk reduce-add (layout.COPY_ADD): one pair
+        m.region(p, r0 + 1)[:] += m.region(p, r0)
     elif op is Op.COPY:
         for i in range(nreads):
             m.region(p, r0 + nreads + i)[:] = m.region(p, r0 + i)

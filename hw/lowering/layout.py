@@ -23,7 +23,9 @@ class Task(IntEnum):
     signals; [A0, A1) aux rows (gather rows, ring commands, or a folded attention tile's merge
     count); the causal mask's query and key offsets and whether it has one; its attention lock (or
     -1); the schedule task id (error messages); its work in ns of one SM (the adaptive controller;
-    0 when the plan is built without a cost model)."""
+    0 when the plan is built without a cost model); 1 where the task's writes are adds into the
+    destination (the IR's ``accumulate``: an attention merge, or an accumulating COPY, which the
+    kernel runs as a bf16 reduce-add into the destination, :data:`COPY_ADD`)."""
 
     OP = 0
     NREADS = 1
@@ -41,6 +43,7 @@ class Task(IntEnum):
     LOCK = 13
     TASK_ID = 14
     WORK_NS = 15
+    ACCUMULATE = 16
 
 
 class Region(IntEnum):
@@ -193,6 +196,11 @@ class ErrorCode(IntEnum):
     ABORTED = ring.ERR_ABORTED
 
 
+# The op set's name for an accumulating COPY (Task.ACCUMULATE on a COPY row: GEMM+RS's push of a partial
+# into its owner, mkernel/builders/_gemm_rs_push.py): a compile-time switch of its own (fused.constexprs),
+# so kernels without one carry none of its code. One pair of regions: writes[0] += reads[0] in bf16 at the
+# destination, atomically per element (several peers add into one owner's tile at once)
+COPY_ADD = "copy_add"
 ALIGN = 256  # bytes: every heap buffer and symmetric-buffer section starts on this boundary
 OPS = tuple(Op)  # op code = index into the IR's Op enum
 OP_CODE = {op: i for i, op in enumerate(OPS)}

@@ -38,7 +38,7 @@ from mkernel.ir import Op, Schedule
 from mkernel.ir import Task as IrTask  # the schedule's task (layout.Task names the device row's columns)
 
 from .fold import folded_norms, tile
-from .layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
+from .layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, COPY_ADD, GEMM_TILE_WIDTH, MAX_SEGMENTS, OP_CODE, OPS, REGION_WIDTH,
                      SEGMENT_WIDTH, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, AttnOperand, GemmOperand, GemmTile,
                      NormOperand, Region, Segment, Task, Wait)
 from .lower import ROLES, Lowered, QueueTask, lower
@@ -128,8 +128,11 @@ class Plan:
 
     @property
     def ops(self) -> frozenset[str]:
-        """The op kinds this rank's kernel runs: its compile-time op set."""
-        return frozenset(OPS[int(op)].value for op in self.tasks[:, Task.OP])
+        """The op kinds this rank's kernel runs: its compile-time op set, accumulating COPYs named
+        layout.COPY_ADD ("copy" only where a plain one runs)."""
+        adds = (self.tasks[:, Task.OP] == OP_CODE[Op.COPY]) & (self.tasks[:, Task.ACCUMULATE] != 0)
+        plain = frozenset(OPS[int(op)].value for op in self.tasks[~adds, Task.OP])
+        return plain | ({COPY_ADD} if adds.any() else set())
 
 
 def build(s: Schedule, rank: int | None = None, work: Callable[[IrTask], float] | None = None) -> list[Plan]:
@@ -227,7 +230,7 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
             q0, k0 = task.mask if task.mask else (0, 0)
             tasks.append((OP_CODE[task.op], len(task.reads), r0, len(regions), w0, len(waits), s0, len(signals),
                           a0, len(aux), q0, k0, int(bool(task.mask)), lock, task.id,
-                          max(1, ns(work(task))) if work else 0))  # layout.Task's order
+                          max(1, ns(work(task))) if work else 0, int(task.accumulate)))  # layout.Task's order
     launch = s.launches[0]
     blocks = tuple(launch.budget(r) for r in ROLES)
     for role, n, nb in zip(ROLES, counts, blocks):
@@ -247,11 +250,25 @@ def _plan(s: Schedule, lowered: list[Lowered], place: Placement, rank: int, n_fl
     if operands is None:
         return plan
     a2 = plan.buffers.index(operands[0][1]) if len(operands[0]) > 1 else -1
-    return dataclasses.replace(plan, **dict(zip(("gemm_tiles", "segments"),
-                                                gemm_table(tasks_a[:counts[0]], regions_a, signals_a, a2))))
+    compute = tasks_a[:counts[0]]
+    return dataclasses.replace(plan, **dict(zip(("gemm_tiles", "segments"), gemm_table(
+        compute, regions_a, signals_a, a2, _flows(compute, signals_a, lowered)))))
 
 
-def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2_buf: int
+def _flows(rows: np.ndarray, signals: np.ndarray, lowered: list[Lowered]) -> list[int]:
+    """Per task row, a key of its first signal's rank and name (-1 where it signals nothing)."""
+    keys: dict[tuple[int, str], int] = {}
+    out = []
+    for t in rows:
+        if t[Task.S1] > t[Task.S0]:
+            rank, slot = (int(x) for x in signals[t[Task.S0]])
+            out.append(keys.setdefault((rank, lowered[rank].slot_names[slot].name), len(keys)))
+        else:
+            out.append(-1)
+    return out
+
+
+def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2_buf: int, flows: list[int]
                ) -> tuple[np.ndarray, np.ndarray]:
     """The compute queue's leading GEMM tasks as one row per output tile (layout.GemmTile), in runs
     of one A operand and K range (layout.Segment). The kernel runs these rows in a flattened tile
@@ -264,11 +281,12 @@ def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2
     edges, where TMA clips), the C buffer of the table's first tile (one store descriptor), at
     most one signal, and a K range that both A's and B's buffer end at (TMA zero-fills past an
     edge, not inside a buffer). The table stops at the first task that does not, and after
-    MAX_SEGMENTS runs."""
+    MAX_SEGMENTS runs. ``flows``: per compute row, a key of its signal's rank and name (-1: none),
+    which :func:`_grouped` keeps together."""
     bm, bn, _bk = GEMM_TILE
-    tiles, segments = [], []
+    tiles, segments, keys = [], [], []
     c_slot = None
-    for t in compute:
+    for t, flow in zip(compute, flows):
         if t[Task.OP] != OP_CODE[Op.GEMM] or t[Task.W1] > t[Task.W0] or t[Task.S1] - t[Task.S0] > 1:
             break
         a, b, c = (regions[t[Task.R0] + k] for k in (GemmOperand.A, GemmOperand.B, GemmOperand.C))
@@ -287,27 +305,29 @@ def gemm_table(compute: np.ndarray, regions: np.ndarray, signals: np.ndarray, a2
         sig = signals[t[Task.S0]] if t[Task.S1] > t[Task.S0] else (-1, -1)
         tiles.append((a[Region.ROW0], b[Region.COL0], c[Region.SLOT], c[Region.LD], c[Region.ROW0], c[Region.COL0],
                       c[Region.ROWS], c[Region.COLS], *sig))
+        keys.append(flow)
         segments[-1][Segment.END] = len(tiles)
     table = np.asarray(tiles, np.int64).reshape(-1, GEMM_TILE_WIDTH)
     for first, end, *_ in segments:
-        table[first:end] = _grouped(table[first:end])
+        table[first:end] = _grouped(table[first:end], np.asarray(keys[first:end], np.int64))
     return table, np.asarray(segments, np.int64).reshape(-1, SEGMENT_WIDTH)
 
 
 GROUP_M = 8  # row tiles per group of the table's order (the standalone GEMM's L2-friendly order, hw/kernels/gemm.py)
 
 
-def _grouped(rows: np.ndarray) -> np.ndarray:
-    """Table rows in grouped order: within each run of rows that signal one rank (an owner's tiles
-    stay together, so its reduction can start as early as before), GROUP_M row tiles at a time,
-    column after column. A wave of the blocks then reads GROUP_M row blocks of A and a few column
-    blocks of B, which stay in L2, instead of one row block and all of B."""
+def _grouped(rows: np.ndarray, flows: np.ndarray) -> np.ndarray:
+    """Table rows in grouped order: within each run of rows whose signals have one rank and name
+    (``flows``: an owner's tiles, or one destination's tiles ready to push, stay together, in the
+    queue's order of runs, so the reduction or the pushes can start as early as before), GROUP_M
+    row tiles at a time, column after column. A wave of the blocks then reads GROUP_M row blocks of
+    A and a few column blocks of B, which stay in L2, instead of one row block and all of B."""
     if len(rows) < 2:
         return rows
     bm, bn, _bk = GEMM_TILE
     r = rows[:, GemmTile.C_ROW0] // bm
     c = rows[:, GemmTile.C_COL0] // bn
-    run = np.concatenate([[0], np.cumsum(rows[1:, GemmTile.SIG_RANK] != rows[:-1, GemmTile.SIG_RANK])])
+    run = np.concatenate([[0], np.cumsum(flows[1:] != flows[:-1])])
     order = np.lexsort((r % GROUP_M, c, r // GROUP_M, run))
     return rows[order]
 
@@ -322,8 +342,12 @@ def _check(s: Schedule, task: IrTask, buffers: dict) -> None:
         have = tuple(buffers[r.buffer].dtype for r in regions)
         if have != dtypes:
             raise refuse(s, task, f"its operands are {have}; the kernel's {task.op.value} takes {dtypes}")
-    if task.accumulate and task.op is not Op.ATTN:
-        raise refuse(s, task, "it accumulates into its destination; only attention merges are atomic on hw")
+    if task.accumulate and task.op is Op.COPY and len(task.reads) != 1:
+        raise refuse(s, task, f"it adds {len(task.reads)} regions into their destinations; the kernel's accumulating "
+                              f"copy (a bulk reduce-add) moves one")
+    if task.accumulate and task.op not in (Op.ATTN, Op.COPY):
+        raise refuse(s, task, "it accumulates into its destination; on hw only attention merges and copies (bulk "
+                              "reduce-adds) add atomically")
     if task.op is Op.GEMM:
         a, b = task.reads
         if a.col1 != buffers[a.buffer].cols:

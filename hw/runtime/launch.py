@@ -276,8 +276,10 @@ class Addresses:
         from . import tensormap
 
         self.static, self.rank, self.world, self.device, self.shapes = static, rank, world, device, shapes
-        self.static_maps = tensormap.table([] if shapes is None else [
-            (int(a), *shapes[i // world]) if shapes[i // world] else (0, 0, 0) for i, a in enumerate(static)])
+        # without shapes (the register path) a table of unmapped slots all the same: the accumulating copy
+        # (fused._copy_add) looks every slot up to choose boxes or 1-D pieces on every path
+        self.static_maps = tensormap.table([(int(a), *shapes[i // world]) if shapes and shapes[i // world] else (0, 0, 0)
+                                            for i, a in enumerate(static)])
         self._cache: OrderedDict[tuple[int, ...], tuple] = OrderedDict()
         self._captured: dict[tuple[int, ...], tuple] = {}
 

@@ -86,15 +86,18 @@ def node_symmetric(w: Workload, c: Cluster) -> bool:
 def local_symmetric(w: Workload, c: Cluster) -> bool:
     """Whether every local rank runs local rank 0's queues rotated (the check of
     :mod:`mkernel.sim.localfold`): tiles are dealt to owners G to a slot and each rank computes its
-    own tile of a slot first, so every slot must hold G tiles of one shape."""
-    g = c.gpus_per_node
-    tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
-    if len(tiles) % g:
+    own tile of a slot first, so every slot must hold G tiles of one shape. Told from the shape
+    alone (it is asked before the size check, so it must not list a huge grid's tiles): the grid is
+    row-major, so a narrow last column shares a slot with a full one unless it is the only column,
+    and the short last row must start a slot."""
+    g, rows, cols = c.gpus_per_node, math.ceil(w.m / w.tile_m), math.ceil(w.n / w.tile_n)
+    if rows * cols % g:
         return False
-    if w.m % w.tile_m == 0 and w.n % w.tile_n == 0:
+    if g == 1:
         return True
-    return all(t.row1 - t.row0 == s.row1 - s.row0 and t.col1 - t.col0 == s.col1 - s.col0
-               for t in tiles if (s := tiles[t.index - t.index % g]) is not t)
+    if w.n % w.tile_n and cols > 1:
+        return False
+    return w.m % w.tile_m == 0 or rows == 1 or (rows - 1) * cols % g == 0
 
 
 def flops_per_gpu(w: Workload, c: Cluster) -> float:

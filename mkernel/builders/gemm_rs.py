@@ -22,6 +22,10 @@ network message (RDMA writes are contiguous); a put moves whole slots, padding i
 With G = 1 the compute role writes SEND and PART itself. Every wait targets work that is earlier
 in its queue or in a queue with no waits back, so no SM budget deadlocks.
 
+``Workload.rs_reduce = "push"`` replaces the node owner's pulls with pushes: each rank's intra role
+reduce-adds its partial of a tile into the owner's (:mod:`._gemm_rs_push`, its timeline there); the
+network roles stay as above.
+
 Baseline ("gemm+nccl_hier_rs"): one GEMM launch on all SMs, then an NCCL-style hierarchical
 reduce-scatter: a ring reduce-scatter in the node (rank l ends with its node's sum of every block
 owned by local l), then a ring reduce-scatter among rail peers.
@@ -35,10 +39,11 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
-from ..problems import Workload
+from ..problems import RS_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _auto as auto
 from . import _collectives as coll
+from . import _gemm_rs_push as push
 from . import _rail as rail
 from ._tiling import baseline_rows_per_chunk, batches, grid_runs, row_step, runs, split_rows, tile_grid
 
@@ -49,6 +54,8 @@ DEFAULT_RECV_SMS = 8
 def check(w: Workload, c: Cluster) -> None:
     """Refuse shapes this op cannot split, with the reason."""
     w.require_positive("m", "n", "k", "tile_m", "tile_n", "chunk_tiles")
+    if w.rs_reduce not in RS_REDUCES:
+        raise ProblemError(f"gemm_rs: rs_reduce={w.rs_reduce!r}; allowed: {', '.join(RS_REDUCES)}")
     if w.m % c.world:
         raise ProblemError(f"gemm_rs gives every one of the {c.world} ranks m / world rows, so m must be a "
                            f"multiple of {c.world}, got {w.m}")
@@ -63,7 +70,8 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
     send = DEFAULT_SEND_SMS if c.nodes > 1 else 0
     recv = DEFAULT_RECV_SMS if c.nodes > 1 else 0
-    intra = auto.gemm_rs_intra_sms(w, c, send, recv) if c.gpus_per_node > 1 else 0  # per shape: Workload.split
+    split = push.intra_sms if w.rs_reduce == "push" else auto.gemm_rs_intra_sms  # per shape: Workload.split
+    intra = split(w, c, send, recv) if c.gpus_per_node > 1 else 0
     return coll.role_budget(w, c, {Role.INTRA: intra, Role.SEND: send, Role.RECV: recv})
 
 
@@ -81,6 +89,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     0's with ``local_fold``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
+    pushed = g > 1 and w.rs_reduce == "push"
     algorithm = rail.choose(w, c)
     # the order a node visits the blocks of other nodes, own block last: direct, nearest first; ring,
     # the block it starts (node - 1's), then the one that arrives next, as the ring carries them
@@ -90,6 +99,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     R = _inputs(sb, w, c)
     tiles = tile_grid(R, w.n, w.tile_m, w.tile_n)  # the tiles of one block, block-local rows
     sb.rotating = {"contrib": len(tiles)}  # a block's relative rank, then its tile
+    sb.fixed = push.FIXED if pushed else ()
     chunks = batches(tiles, w.chunk_tiles)
     chunk_of = {t.index: ci for ci, ch in enumerate(chunks) for t in ch}
     slot_rows, width = min(w.tile_m, R), min(w.tile_n, w.n)
@@ -137,26 +147,31 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     for rank in sb.ranks():  # compute: remote nodes' blocks first, then this node's
         node, local = c.node_of(rank), c.local_of(rank)
         order = [c.rank((node + dn) % nodes, (local + dl) % g) for dn in offsets for dl in range(g)]
-        for q in order:
+        for position, q in enumerate(order):
             owner = c.rank(node, c.local_of(q))
             for run in runs(tiles, period=w.chunk_tiles if g == 1 and nodes > 1 else 0):  # G = 1: a chunk's signal
                 t = run[0]
                 a = Region("A", rank, q * R + t.row0, q * R + t.row1, 0, w.k)
                 b = Region("B", rank, 0, w.k, t.col0, t.col1)
-                if g > 1:
+                sig_step = (0, int(g > 1))
+                if pushed:
+                    dst, (signal, sig_step) = reg("P", rank, t, q * R), push.ready(c, rank, position, t, len(tiles))
+                    sig = (signal,)
+                elif g > 1:
                     dst, sig = reg("P", rank, t, q * R), (Signal(owner, "contrib", c.relative(q, owner) * len(tiles) + t.index),)
                 else:
                     dst, sig = target(rank, q, t)
                 sb.add(rank, Role.COMPUTE, Op.GEMM, reads=(a, b), writes=(dst,), signals=sig,
                        label=f"block {q} tile {{}}", count=len(run),
-                       step=Step(((0, 0, 0), (0, 0, t.cols), moves(dst, t)), ((0, int(g > 1)),) * len(sig),
-                                 label=(t.index, 1)))
+                       step=Step(((0, 0, 0), (0, 0, t.cols), moves(dst, t)), (sig_step,) * len(sig), label=(t.index, 1)))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
         blocks = [c.rank((node + dn) % nodes, local) for dn in offsets]  # own block last
-        if g > 1:
+        if pushed:
+            push.intra(sb, c, rank, offsets, tiles, R, w.chunk_tiles if nodes > 1 else 0, target, moves)
+        elif g > 1:
             for q in blocks:
                 for run in runs(tiles, period=w.chunk_tiles if nodes > 1 else 0):  # a chunk's signal
                     t = run[0]

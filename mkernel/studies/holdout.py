@@ -1,15 +1,20 @@
-"""Out-of-sample check of ``auto``'s per-op fused-estimate factors (``FUSED_SLACK``).
+"""Out-of-sample checks of ``auto``'s estimate rule (:mod:`mkernel.builders._auto`), the rule it
+falls back on where no simulator is installed: the op's fused estimate times a factor against the
+baseline's estimate.
 
-The factors in :mod:`mkernel.builders._auto` were fitted on the very points of the scale-out ``auto``
-study (docs/results/2026-12-03-auto.md) on which ``auto`` was then found never to lose, so that
-finding says nothing about a point outside them. Here each op's factor is refitted with the same
-rule on a training split of the study and judged on the points left out: by topology (IB against
-EFA), by node count (2-16 against 32-64), by size (each op's sizes in turn) and by variant (causal
-attention and shifted-Zipf MoE against the plain points).
+Each op's factor is refitted on a training split of the scale-out ``auto`` study and judged on the
+points left out: by topology (IB against EFA), by node count (2-16 against 32-64), by size (each
+op's sizes in turn) and by variant (causal attention and shifted-Zipf MoE against the plain points).
+Three rules: ``losers`` (the 2026-12-03 factors: the smallest that sends every losing training
+point to the baseline; fitted on the points it is judged on, it lost out of sample), ``error``
+(the largest model error of any training point) and ``margin``, the committed fallback: ``error``
+times the held-out margin, how much the largest error of a held-out fold passed its training
+folds'; judged on an op, the margin is learned from the other ops' folds alone
+(:func:`held_out_margin`), so no number the rule uses saw the points it is judged on.
 
-Deciding ``auto``'s pick needs no simulation: the study holds every point's simulated fused time
+Deciding a pick needs no simulation: the study holds every point's simulated fused time
 (``schedule=fused`` forced) and baseline time; the model's two estimates (:func:`estimate`, the
-numbers :func:`mkernel.builders._auto.choose` compares) are stored beside them
+numbers :func:`mkernel.builders._auto.choose` compares without a simulator) are stored beside them
 (``estimates.jsonl``), so a factor's picks are a table lookup (:func:`auto_speedup`).
 """
 from __future__ import annotations
@@ -58,7 +63,8 @@ class Case:
 
 def estimate(point: Point) -> dict:
     """The model's fused and baseline estimates of a study point, built as the study's sim run built
-    them (collapsed, grouped, timing): the two numbers ``auto`` compares. No simulation."""
+    them (collapsed, grouped, timing): the two numbers ``auto`` compares without a simulator. No
+    simulation."""
     from .. import runner
     from ..builders._auto import estimate_us
 
@@ -88,24 +94,89 @@ def load_cases(folder: Path) -> list[Case]:
             for r in forced]
 
 
-RULES = ("losers", "error")  # the original fit, and the bound on the model's error (proposed)
+RULES = ("losers", "error", "margin")  # the 2026-12-03 fit, the error bound, and that bound with the margin
+
+
+def error(c: Case) -> float:
+    """The model's error at a point: (fused sim / estimate) / (baseline sim / estimate). The fused
+    schedule wins exactly where the estimates' ratio is at least this."""
+    return c.ratio / c.speedup
+
+
+def _up(x: float) -> float:
+    """Rounded up to 0.01 (past float noise), at least 1.0."""
+    return max(1.0, math.ceil(round(x * 100, 6)) / 100)
 
 
 def fit(cases: Iterable[Case], rule: str = "losers", margin: float = FIT_MARGIN) -> float:
-    """A factor from ``cases``, rounded up to 0.01, at least 1.0. ``losers`` is the original rule: the
-    smallest factor (+1%) that sends every point where the fused schedule lost to the baseline.
-    ``error`` bounds the model's error instead: the largest (fused sim / estimate) / (baseline sim /
-    estimate) of every point, winner or loser (+1%), so that auto runs fused only where, with the
-    worst error seen, the fused time would still be at most the baseline's. It draws on every point,
-    not only on the losers near the boundary, and so holds on a point whose error is within those seen."""
-    if rule not in RULES:
-        raise InputError(f"fit rule {rule!r}; allowed: {', '.join(RULES)}")
+    """A factor from ``cases``, rounded up to 0.01, at least 1.0. ``losers`` is the 2026-12-03 rule:
+    the smallest factor (+1%) that sends every point where the fused schedule lost to the baseline.
+    ``error`` bounds the model's error instead: the largest :func:`error` of every point, winner or
+    loser (+1%), so that auto runs fused only where, with the worst error seen, the fused time would
+    still be at most the baseline's. ``margin`` needs the held-out margin: :func:`fit_margin`."""
+    if rule not in RULES[:2]:
+        raise InputError(f"fit rule {rule!r}; allowed here: {', '.join(RULES[:2])} (margin: fit_margin)")
     cases = list(cases)
     if rule == "losers":
         worst = max((c.ratio for c in cases if c.speedup < 1), default=0.0)
     else:
-        worst = max((c.ratio / c.speedup for c in cases), default=0.0)
-    return max(1.0, math.ceil(round(worst * margin * 100, 6)) / 100)
+        worst = max((error(c) for c in cases), default=0.0)
+    return _up(worst * margin)
+
+
+def fit_margin(cases: Iterable[Case], held_margin: float) -> float:
+    """The ``margin`` rule: the ``error`` factor times ``held_margin`` (:func:`held_out_margin`)."""
+    return _up(fit(cases, "error") * held_margin)
+
+
+Split = tuple[str, Callable[[Case], bool]]  # a fold's name and which points it holds out
+
+
+def splits(cases: list[Case]) -> dict[str, list[Split]]:
+    """The held-out splits of one op's points: each split's folds, a fold being the points it holds out
+    (the op's other points are its training set)."""
+    clusters = sorted({c.cluster for c in cases})
+    sizes = sorted({c.size for c in cases})
+    variants = "/".join(sorted({c.variant for c in cases if c.variant}))  # per op: one at most
+    return {
+        "topology": [(f"test {cl}", lambda c, cl=cl: c.cluster == cl) for cl in clusters],
+        "nodes": [("fit 2-16, test 32-64", lambda c: c.nodes >= 32)],
+        "size": [(f"test size {size}", lambda c, size=size: c.size == size) for size in sizes],
+        "variant": [("test plain", lambda c: c.variant == ""),
+                    (f"test {variants}", lambda c: c.variant != "")],
+    }
+
+
+def folds(cases: list[Case]):
+    """(kernel, split, fold, held-out points, training points) of every op, split and fold that has both."""
+    for kernel in sorted({c.kernel for c in cases}):
+        mine = [c for c in cases if c.kernel == kernel]
+        for split, parts in splits(mine).items():
+            for fold, held in parts:
+                test, train = [c for c in mine if held(c)], [c for c in mine if not held(c)]
+                if test and train:
+                    yield kernel, split, fold, test, train
+
+
+def excesses(cases: list[Case]) -> list[tuple[float, str, str, str]]:
+    """Per fold, how much its held-out points' largest error passes its training points' (< 1: not
+    at all), with the op, split and fold; largest first."""
+    return sorted(((max(map(error, test)) / max(map(error, train)), kernel, split, fold)
+                   for kernel, split, fold, test, train in folds(cases)), reverse=True)
+
+
+def held_out_margin(cases: list[Case], exclude: str | None = None) -> float:
+    """The most any fold's held-out error passed its training error (:func:`excesses`), over the ops
+    but ``exclude``, rounded up to 0.01: what an error bound fitted on part of the data must allow
+    for the rest."""
+    return _up(max((g for g, kernel, _, _ in excesses(cases) if kernel != exclude), default=1.0))
+
+
+def fallback_factors(cases: list[Case]) -> dict[str, float]:
+    """Per op, the ``margin`` rule on every point of the op, with the margin of every op's folds: the
+    committed ``FALLBACK_SLACK`` (:mod:`mkernel.builders._auto`)."""
+    margin = held_out_margin(cases)
+    return {k: fit_margin([c for c in cases if c.kernel == k], margin) for k in sorted({c.kernel for c in cases})}
 
 
 def runs_fused(c: Case, factor: float) -> bool:
@@ -138,24 +209,6 @@ def judge(cases: list[Case], factor: float) -> Outcome:
                    tuple(sorted(c.speedup for c in cases if not runs_fused(c, factor) and c.speedup > 1)))
 
 
-Split = tuple[str, Callable[[Case], bool]]  # a fold's name and which points it holds out
-
-
-def splits(cases: list[Case]) -> dict[str, list[Split]]:
-    """The held-out splits of one op's points: each split's folds, a fold being the points it holds out
-    (the op's other points are its training set)."""
-    clusters = sorted({c.cluster for c in cases})
-    sizes = sorted({c.size for c in cases})
-    variants = "/".join(sorted({c.variant for c in cases if c.variant}))  # per op: one at most
-    return {
-        "topology": [(f"test {cl}", lambda c, cl=cl: c.cluster == cl) for cl in clusters],
-        "nodes": [("fit 2-16, test 32-64", lambda c: c.nodes >= 32)],
-        "size": [(f"test size {size}", lambda c, size=size: c.size == size) for size in sizes],
-        "variant": [("test plain", lambda c: c.variant == ""),
-                    (f"test {variants}", lambda c: c.variant != "")],
-    }
-
-
 @dataclass(frozen=True)
 class FoldResult:
     kernel: str
@@ -167,24 +220,14 @@ class FoldResult:
 
 def holdout(cases: list[Case], committed: dict[str, float]) -> list[FoldResult]:
     """Every op, split and fold that has held-out and training points of the op: each rule's factor
-    refitted on the training points, and the committed factor, judged on the held-out ones."""
-    out = []
-    for kernel in sorted({c.kernel for c in cases}):
-        mine = [c for c in cases if c.kernel == kernel]
-        for split, folds in splits(mine).items():
-            for fold, held in folds:
-                test, train = [c for c in mine if held(c)], [c for c in mine if not held(c)]
-                if test and train:
-                    out.append(FoldResult(kernel, split, fold, {rule: judge(test, fit(train, rule)) for rule in RULES},
-                                          judge(test, committed[kernel])))
-    return out
-
-
-def recorded_picks(folder: Path) -> dict[str, str]:
-    """The schedule each ``auto`` point of the study ran, by its forced-fused twin's key."""
-    rows = read_rows(folder / "results.jsonl", RESULT_ROW, "auto study (results.jsonl)")
-    return {r["key"] + ("," if r["options"] else "/") + FORCED: r["schedule"]
-            for r in rows if FORCED not in r["options"].split(",")}
+    refitted on the training points (``margin``'s margin from the other ops' folds), and the
+    committed factor, judged on the held-out ones."""
+    margins = {k: held_out_margin(cases, exclude=k) for k in {c.kernel for c in cases}}
+    return [FoldResult(kernel, split, fold, {"losers": judge(test, fit(train)),
+                                             "error": judge(test, fit(train, "error")),
+                                             "margin": judge(test, fit_margin(train, margins[kernel]))},
+                       judge(test, committed[kernel]))
+            for kernel, split, fold, test, train in folds(cases)]
 
 
 # -- tables ---------------------------------------------------------------------------------------
@@ -197,55 +240,57 @@ def _forfeited(o: Outcome) -> str:
 
 
 def _committed():
-    from ..builders._auto import FUSED_SLACK
-    return FUSED_SLACK
+    from ..builders._auto import FALLBACK_SLACK
+    return FALLBACK_SLACK
 
 
-def report(cases: list[Case], committed: dict[str, float] | None = None, picks: dict[str, str] | None = None) -> str:
-    """Markdown: per op in sample (each rule fitted on every point), held out (the worst fold of each
-    rule), and every fold of every split."""
+def _wins(cases: list[Case], o: Outcome) -> str:
+    wins = sum(c.speedup > 1 for c in cases)
+    return f"{wins - len(o.forfeited)} of {wins}" if wins else "-"
+
+
+def report(cases: list[Case], committed: dict[str, float] | None = None) -> str:
+    """Markdown: per op in sample (the committed factor and each rule on every point), the model's
+    error, the held-out margin, held out per op (every rule over every fold) and every fold."""
     committed = committed or _committed()
-    folds = holdout(cases, committed)
+    results = holdout(cases, committed)
     kernels = sorted({c.kernel for c in cases})
-    out = ["### In sample (every point of the op)", "", "| op | points | fused loses | fused sim/estimate of losers | committed | losers rule, all points | "
-           "error rule, all points | losses / wins given up (committed) | wins given up (error rule) |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = ["### In sample (every point of the op)", "",
+           "| op | points | fused wins | fused loses | committed factor | losses | fused wins kept | "
+           "losers rule | error rule |", "|---|---|---|---|---|---|---|---|---|"]
     for kernel in kernels:
         mine = [c for c in cases if c.kernel == kernel]
-        losers = [c.fused_us / c.fused_est_us for c in mine if c.speedup < 1]
-        spread = f"{min(losers):.2f}-{max(losers):.2f}" if losers else "-"
-        o, e = judge(mine, committed[kernel]), judge(mine, fit(mine, "error"))
-        out.append(f"| {kernel} | {len(mine)} | {len(losers)} | {spread} | {committed[kernel]:.2f} | "
-                   f"{fit(mine):.2f} | {e.factor:.2f} | {_losses(o)} / {_forfeited(o)} | {_forfeited(e)} |")
-    if picks is not None:
-        same = sum(picks.get(c.key) == ("fused" if runs_fused(c, committed[c.kernel]) else "baseline") for c in cases)
-        out.append(f"\nauto's recorded picks reproduced from the stored estimates and the committed factors: "
-                   f"{same} of {len(cases)}")
+        o = judge(mine, committed[kernel])
+        out.append(f"| {kernel} | {len(mine)} | {sum(c.speedup > 1 for c in mine)} | "
+                   f"{sum(c.speedup < 1 for c in mine)} | {committed[kernel]:.2f} | {_losses(o)} | {_wins(mine, o)} | "
+                   f"{fit(mine):.2f} | {fit(mine, 'error'):.2f} |")
     out += ["", "### The model's error per op and variant (sim / estimate)", "",
             "| op | variant | fused sim / estimate | baseline sim / estimate | error (fused / baseline) |",
             "|---|---|---|---|---|"]
     for kernel, variant in sorted({(c.kernel, c.variant) for c in cases}):
         mine = [c for c in cases if (c.kernel, c.variant) == (kernel, variant)]
         cols = [[c.fused_us / c.fused_est_us for c in mine], [c.baseline_us / c.baseline_est_us for c in mine],
-                [c.ratio / c.speedup for c in mine]]
+                [error(c) for c in mine]]
         out.append(f"| {kernel} | {variant or 'plain'} | " + " | ".join(f"{min(v):.2f}-{max(v):.2f}" for v in cols) + " |")
+    out += ["", f"### The held-out margin: {held_out_margin(cases):.2f}", "",
+            "Per fold, the held-out points' largest error over the training points' (the largest eight):", "",
+            "| excess | op | split | fold |", "|---|---|---|---|"]
+    out += [f"| {g:.3f} | {kernel} | {split} | {fold} |" for g, kernel, split, fold in excesses(cases)[:8]]
     out += ["", "### Held out: per op, over every fold of every split", "",
-            "| op | held-out points (all folds) | losers rule: factors | losses | worst | wins given up | "
-            "error rule: factors | losses | worst | wins given up |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "| op | held-out points (all folds) | rule | factors | losses | worst | wins given up |",
+            "|---|---|---|---|---|---|---|"]
     for kernel in kernels:
-        mine = [r for r in folds if r.kernel == kernel]
-        cells = []
+        mine = [r for r in results if r.kernel == kernel]
         for rule in RULES:
             got = [r.refit[rule] for r in mine]
-            cells += [f"{min(o.factor for o in got):.2f}-{max(o.factor for o in got):.2f}",
-                      str(sum(len(o.losses) for o in got)), f"{min(o.worst for o in got):.3f}",
-                      str(sum(len(o.forfeited) for o in got))]
-        out.append(f"| {kernel} | {sum(r.committed.points for r in mine)} | " + " | ".join(cells) + " |")
-    out += ["", "### Held out: every fold", "", "| op | split | fold | held-out points | losers rule: factor | losses | wins given up | "
-            "error rule: factor | losses | wins given up | committed: losses | wins given up |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in folds:
+            out.append(f"| {kernel} | {sum(r.committed.points for r in mine)} | {rule} | "
+                       f"{min(o.factor for o in got):.2f}-{max(o.factor for o in got):.2f} | "
+                       f"{sum(len(o.losses) for o in got)} | {min(o.worst for o in got):.3f} | "
+                       f"{sum(len(o.forfeited) for o in got)} |")
+    out += ["", "### Held out: every fold", "", "| op | split | fold | held-out points | " +
+            " | ".join(f"{rule}: factor | losses | wins given up" for rule in RULES) + " |",
+            "|---|---|---|---|" + "---|" * 3 * len(RULES)]
+    for r in results:
         cells = [f"{r.refit[rule].factor:.2f} | {_losses(r.refit[rule])} | {_forfeited(r.refit[rule])}" for rule in RULES]
-        out.append(f"| {r.kernel} | {r.split} | {r.fold} | {r.committed.points} | " + " | ".join(cells) +
-                   f" | {_losses(r.committed)} | {_forfeited(r.committed)} |")
+        out.append(f"| {r.kernel} | {r.split} | {r.fold} | {r.committed.points} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"

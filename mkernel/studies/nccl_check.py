@@ -20,8 +20,10 @@ from .. import nccl
 MIN_BYTES = 1 << 20
 GOAL = 0.10
 # The machines of the published curves: NVLink rate through NCCL (GB/s each way: 370 on an H100,
-# nccl-tests#212; 368.5 measured on our H200 pair), NIC line rate per GPU, network.
-MACHINES = {"p5": (370.0, 50.0, "efa"), "ib8x400": (370.0, 50.0, "ib"), "h200x2": (368.5, 50.0, "ib")}
+# nccl-tests#212; 368.5 measured on our H200 pair), NIC line rate per GPU, network, platform
+# (mkernel.nccl.PLATFORMS: p5 = AMD hosts, aws-ofi-nccl's 75 us, NCCL_BUFFSIZE 8 MiB).
+MACHINES = {"p5": (370.0, 50.0, "efa", "p5"), "ib8x400": (370.0, 50.0, "ib", ""),
+            "h200x2": (368.5, 50.0, "ib", "")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +41,8 @@ class Curve:
     points: tuple[tuple[int, int, float], ...]
 
     def fabric(self, nodes: int, terms: nccl.Terms | None = None) -> nccl.Fabric:
-        nvl, nic, network = MACHINES[self.machine]
-        return nccl.Fabric(nodes, self.gpus_per_node, nvl, nic, network, self.nvls, terms)
+        nvl, nic, network, platform = MACHINES[self.machine]
+        return nccl.Fabric(nodes, self.gpus_per_node, nvl, nic, network, self.nvls, terms, platform=platform)
 
     def network(self, nodes: int) -> str:
         """The key of :data:`mkernel.nccl.TERMS` that a point on ``nodes`` nodes uses."""
@@ -108,15 +110,14 @@ def summary(curves: list[Curve], terms: dict[str, nccl.Terms] | None = None) -> 
     return rows
 
 
-# Each term's search range; the efficiencies and microseconds on a linear grid, bytes on a geometric one.
-FIT_RANGES = {"net_efficiency": (0.5, 1.0), "a2a_efficiency": (0.5, 1.0), "net_latency_scale": (0.5, 4.0),
-              "pipeline_bytes": (1 << 18, 1 << 28), "fill_scale": (0.0, 4.0), "a2a_base_us": (0.0, 400.0),
-              "a2a_peer_us": (0.0, 20.0),
+# Each term's search range, searched on a linear grid.
+FIT_RANGES = {"net_efficiency": (0.5, 1.0), "net_message_us": (0.0, 20.0), "net_hop_us": (0.0, 100.0), "ring_step_us": (0.0, 16.0), "a2a_efficiency": (0.5, 1.0),
+              "a2a_base_us": (0.0, 400.0), "a2a_peer_us": (0.0, 20.0),
               "nvls_efficiency": (0.4, 1.0), "nvls_hop_us": (5.0, 120.0)}
 FIT_TERMS = {"ib": ("net_efficiency", "a2a_efficiency"),  # IB: peaks only; latencies stay NCCL's
-             "efa": ("net_efficiency", "a2a_efficiency", "net_latency_scale", "pipeline_bytes", "fill_scale",
-                     "a2a_base_us", "a2a_peer_us", "nvls_efficiency"),
-             "nvlink": ("pipeline_bytes", "fill_scale", "nvls_efficiency", "nvls_hop_us")}
+             "efa": ("net_efficiency", "net_message_us", "net_hop_us", "ring_step_us", "a2a_efficiency", "a2a_base_us", "a2a_peer_us",
+                     "nvls_efficiency"),
+             "nvlink": ("nvls_efficiency", "nvls_hop_us")}
 
 
 def loss(points: list[tuple[Curve, int, int, float]], network: str, terms: nccl.Terms) -> float:
@@ -140,7 +141,7 @@ def fit(network: str, curves: list[Curve], rounds: int = 4) -> nccl.Terms:
         for name in FIT_TERMS[network]:
             lo, hi = FIT_RANGES[name]
             for i in range(33):
-                value = lo * (hi / lo) ** (i / 32) if name == "pipeline_bytes" else lo + (hi - lo) * i / 32
+                value = lo + (hi - lo) * i / 32
                 trial = dataclasses.replace(best, **{name: value})
                 trial_loss = loss(points, network, trial)
                 if trial_loss < best_loss - 1e-12:
@@ -148,8 +149,18 @@ def fit(network: str, curves: list[Curve], rounds: int = 4) -> nccl.Terms:
     return best
 
 
+def split(curves: list[Curve], terms: dict[str, nccl.Terms] | None = None) -> dict[str, tuple[int, float]]:
+    """Points above MIN_BYTES and their mean |error|, on the fitted curves and on the held-out ones:
+    the fit is judged by the second."""
+    out = {}
+    for name, chosen in (("fitted", [c for c in curves if c.fit]), ("held out", [c for c in curves if not c.fit])):
+        errs = [abs(p.error) for c in chosen for p in point_errors(c, terms)]
+        out[name] = (len(errs), sum(errs) / max(1, len(errs)))
+    return out
+
+
 def report(curves: list[Curve], terms: dict[str, nccl.Terms] | None = None) -> str:
-    """A markdown table of :func:`summary`."""
+    """A markdown table of :func:`summary`, then the fitted / held-out split."""
     lines = ["| curve | collective | fit | points > 1 MiB | mean abs error | max abs error (at) | algorithms | "
              "<= 10% |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary(curves, terms):
@@ -158,4 +169,6 @@ def report(curves: list[Curve], terms: dict[str, nccl.Terms] | None = None) -> s
         lines.append(f"| {r['curve']} | {r['coll']} | {'yes' if r['fit'] else 'no'} | {r['points']} | "
                      f"{r['mean_abs_error']:.1%} | {w.error:+.1%} ({at}) | {', '.join(r['algos'])} | "
                      f"{'yes' if r['goal_met'] else '**no**'} |")
+    lines.append("")
+    lines += [f"{name}: {n} points, mean abs error {e:.1%}" for name, (n, e) in split(curves, terms).items()]
     return "\n".join(lines)

@@ -181,6 +181,53 @@ def test_the_moe_torch_path_matches_its_reference(world):
         assert err < 1e-6, err
 
 
+def test_the_moe_torch_path_is_one_grouped_gemm_and_the_per_expert_loop_under_autograd(monkeypatch):
+    """Without autograd the torch path is one torch._grouped_mm (256 experts as 256 matmuls cost
+    8.8 ms of host time per call on the H200); under autograd it keeps one matmul per expert, whose
+    backward takes the zero-stride gradient of ``y.sum()`` (the grouped GEMM's refuses it). Both give
+    the float64 reference's rows, an expert with no rows included."""
+    from mkernel.hw import fallbacks as f
+
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip(f"torch {torch.__version__} has no _grouped_mm")
+    experts, hidden, width = 4, 16, 8
+    sources = torch.tensor([[0, t, e] for t, e in ((0, 0), (3, 0), (1, 2), (2, 2), (5, 3))] + [[-1, -1, -1]])
+    rows = f.moe_rows(sources, 6, hidden, experts, "cpu")  # expert 1 receives nothing
+    x, w = torch.randn(6, hidden), torch.randn(experts * hidden, width)
+    grouped = []
+    monkeypatch.setattr(f, "_grouped", lambda *a, _g=f._grouped: grouped.append(_g(*a)) or grouped[-1])
+    got, ref = f.fallback_moe(x, w, rows), f.reference_moe(x, w, rows)
+    assert grouped == [True] and _rel(got, ref) < 1e-6
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    y = f.fallback_moe(xg, wg, rows)
+    y.sum().backward()
+    assert grouped[-1] is False and _rel(y.detach(), ref) < 1e-6
+    assert wg.grad[hidden:2 * hidden].abs().max() == 0 and xg.grad[4].abs().max() == 0  # nothing routed there
+
+
+def test_a_grouped_gemm_that_torch_refuses_warns_once_and_the_loop_takes_over(monkeypatch):
+    """A torch whose grouped GEMM refuses the operands (a layout or alignment rule of its build):
+    one RuntimeWarning naming why, the per-expert loop from then on, the same rows."""
+    from mkernel.hw import fallbacks as f
+
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip(f"torch {torch.__version__} has no _grouped_mm")
+    calls = []
+
+    def refuse(*a, **k):
+        calls.append(1)
+        raise RuntimeError("mat_b must be column-major")
+    monkeypatch.setattr(torch, "_grouped_mm", refuse)
+    monkeypatch.setattr(f, "_REFUSED", {})
+    sources = torch.tensor([[0, 0, 0], [0, 1, 1], [0, 2, 1]])
+    rows = f.moe_rows(sources, 3, 16, 2, "cpu")
+    x, w = torch.randn(3, 16), torch.randn(32, 8)
+    with pytest.warns(RuntimeWarning, match="column-major"):
+        got = f.fallback_moe(x, w, rows)
+    again = f.fallback_moe(x, w, rows)
+    assert len(calls) == 1 and _rel(got, f.reference_moe(x, w, rows)) < 1e-6 and torch.equal(got, again)
+
+
 def test_close_forgets_the_bound_calls_so_a_later_call_binds_again():
     """A call bound before close() held the closed executor: after close() it must bind anew
     (a stale binding would launch the fused kernel on freed symmetric memory)."""

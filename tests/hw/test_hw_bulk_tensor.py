@@ -139,7 +139,7 @@ def test_box_accumulate_adds_every_source_into_the_owner_from_many_blocks_at_onc
 def test_the_per_sm_ceiling_probe_compiles_to_wide_loads_and_stores_for_sm90a():
     """tools/probes/sm_ceiling.py, the read / write / copy ceiling beside the bulk paths: each kind
     compiles for sm_90a to 16-byte global accesses (its point: the widest a register path issues),
-    and bad arguments are exit 2 before any GPU work."""
+    pinned to the SMs asked for by %smid, and bad arguments are exit 2 before any GPU work."""
     import importlib.util
     from pathlib import Path
 
@@ -154,10 +154,13 @@ def test_the_per_sm_ceiling_probe_compiles_to_wide_loads_and_stores_for_sm90a():
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(3)}
     for kind, wants in (("read", ("ld.global.v4",)), ("write", ("st.global.v4",)), ("copy", ("ld.global.v4", "st.global.v4"))):
         k = triton.compile(ASTSource(fn=probe.stream_kernel, signature={"src": "*i32", "dst": "*i32", "out": "*i32",
-                                                                         "words_per_block": "i64"},
-                                     constexprs={"KIND": probe.KINDS.index(kind), "BLOCK": 8192}, attrs=attrs),
+                                                                         "counter": "*i32", "n_chunks": "i32",
+                                                                         "n_sms": "i32"},
+                                     constexprs={"KIND": probe.KINDS.index(kind), "BLOCK": 8192, "CHUNK": 16},
+                                     attrs=attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
         ptx = k.asm["ptx"]
         assert all(w in ptx for w in wants), kind
         assert ("ld.global" in ptx) == (kind != "write"), kind
+        assert "%smid" in ptx, kind  # pinned: blocks off the SMs asked for leave
     assert probe.main(["--sms", "0"]) == 2 and probe.main(["--block", "1000"]) == 2

@@ -190,12 +190,16 @@ def test_the_simulator_steps_copies_as_the_kernel_does():
 @pytest.mark.parametrize("ops,head_dim,data_path", [
     ("gemm copy reduce put", 64, "auto"), ("gemm gather put", 64, "auto"), ("attn norm copy put", 64, "auto"),
     ("attn norm copy put", 128, "auto"), ("gemm copy reduce put", 64, "register"),
-    ("gemm copy reduce put", 64, "bulk"), ("gemm gather put", 64, "bulk")],
-    ids=["gemm-ops", "moe", "attention-d64", "attention-d128", "gemm-ops-register", "gemm-ops-bulk", "moe-bulk"])
+    ("gemm copy reduce put", 64, "bulk"), ("gemm gather put", 64, "bulk"),
+    ("gemm copy_add reduce nop", 64, "auto"), ("gemm copy_add reduce nop put", 64, "auto"),
+    ("gemm copy_add reduce nop", 64, "register"), ("gemm copy_add reduce nop put", 64, "bulk")],
+    ids=["gemm-ops", "moe", "attention-d64", "attention-d128", "gemm-ops-register", "gemm-ops-bulk", "moe-bulk",
+         "gemm-rs-push", "gemm-rs-push-nodes", "gemm-rs-push-register", "gemm-rs-push-nodes-bulk"])
 def test_fused_kernel_compiles_for_sm90a(ops, head_dim, data_path):
-    """CI's compile check: every op set the plans produce, on each data path (HwKnobs.data_path),
-    with wgmma and (for GEMMs) TMA; the bulk copies are in the binary exactly where a path asks
-    for them."""
+    """CI's compile check: every op set the plans produce (GEMM+RS's push with its accumulating copy,
+    layout.COPY_ADD, among them), on each data path (HwKnobs.data_path), with wgmma and (for GEMMs)
+    TMA; the bulk copies are in the binary exactly where a path asks for them, and the bulk
+    reduce-adds exactly where an op set has accumulating copies, boxes and 1-D pieces, on every path."""
     triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -217,15 +221,18 @@ def test_fused_kernel_compiles_for_sm90a(ops, head_dim, data_path):
     assert ("cp.async.bulk.tensor" in ptx) == ("gemm" in ops or attention)
     # 2-D box copies read host-built maps (fenced before use): box reduces off the register path,
     # box copies of strided tiles on the bulk path only (fused._boxes)
-    box_copies = data_path == "bulk" and "copy" in ops
-    boxes = box_copies or data_path != "register" and "reduce" in ops
+    box_copies = data_path == "bulk" and "copy" in ops.split()
+    adds = "copy_add" in ops.split()  # accumulating copies: boxes or 1-D pieces on every path (fused._copy_add)
+    boxes = box_copies or adds or data_path != "register" and "reduce" in ops
     assert ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx) == box_copies
     assert ("cp.async.bulk.tensor.2d.shared::cluster.global.tile" in ptx) == boxes
     assert ("fence.proxy.tensormap::generic.acquire" in ptx) == (boxes or attention)  # attention fences its own
+    assert ("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group" in ptx) == adds
+    assert ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16" in ptx) == adds
     assert "atom.release.sys" in ptx.replace("atom.global.release.sys", "atom.release.sys") or "release.sys" in ptx
     assert "ld.acquire.sys" in ptx and "multimem" not in ptx
     bulk_loads = "cp.async.bulk.shared::cluster.global.mbarrier" in ptx
-    assert bulk_loads == (data_path != "register")
+    assert bulk_loads == (data_path != "register" or adds)
 
 
 def need_gpus(n: int) -> int:
@@ -323,6 +330,49 @@ def test_box_copies_inside_the_fused_kernel_are_exact_on_the_emulated_2x2(kernel
     cached maps. That boxes run at all rests on the plan check above (every region boxed and
     mappable); a kernel that fell back to the other paths would pass here too."""
     assert_exact(run_case(kernel, 2, 2, data_path=data_path, **BOXED[kernel]), 3)
+
+
+# GEMM+RS with the node reduction pushed (rs_reduce = "push", mkernel/builders/_gemm_rs_push.py): odd shapes take
+# the 1-D bulk reduce-add; BOXED tiles into boxes (tests/hw/test_hw_gemm_rs_push.py checks that the pushes there
+# have every region boxed), so the box reduce-add runs on auto and bulk
+PUSH_SHAPES = {"odd": {}, "boxed": BOXED["gemm_rs"]}
+
+
+@pytest.mark.parametrize("nodes,gpn", [(1, 4), (2, 2)])
+def test_the_push_shapes_give_box_and_1d_reduce_adds(nodes, gpn):
+    """What the GPU test below relies on: on the boxed shape every push of every rank has both regions
+    boxed, in bf16 buffers a tensor map can describe (the box reduce-add runs on auto and bulk); on the
+    odd shape the edge tiles' pushes are not (the 1-D reduce-add runs there, boxes on whole tiles)."""
+    from mkernel.hw.runtime import tensormap
+
+    for shape in ("boxed", "odd"):
+        s = get("gemm_rs").build(small_workload("gemm_rs", rs_reduce="push", **PUSH_SHAPES[shape]), Cluster("t", nodes, gpn))
+        b = next(b for b in s.buffers if b.name == "P")
+        assert b.dtype == "bf16" and tensormap.mappable(1 << 20, b.rows, b.cols)
+        for p in plan.build(s):
+            boxed = {_boxed(p, row) for row in p.tasks if row[Task.ACCUMULATE]}
+            assert boxed == ({True} if shape == "boxed" else {True, False}), (shape, p.rank)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("data_path", ["auto", "register", "bulk"])
+@pytest.mark.parametrize("shape", sorted(PUSH_SHAPES))
+@pytest.mark.parametrize("nodes,gpn", [(1, 1), (1, 4), (2, 2)], ids=["world_1", "emulated_1x4", "emulated_2x2"])
+def test_gemm_rs_push_is_exact(nodes, gpn, shape, data_path):
+    """The pushes (bulk reduce-adds into the owner's partial, then its signal) under the emulated
+    cluster's MPS ranks: three calls into poisoned outputs with fresh inputs, nothing zeroed between
+    them, exact against the float64 oracle (bf16 adds at the owner: one rounding per peer). At world
+    1 nothing is pushed: the pull variant's schedule, run under the push setting."""
+    assert_exact(run_case("gemm_rs", nodes, gpn, rs_reduce="push", data_path=data_path, **PUSH_SHAPES[shape]), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_gemm_rs_push_on_real_nvlink(world):
+    """One rank per GPU, one node: every push is a bulk reduce-add into a peer's memory over NVLink."""
+    need_gpus(world)
+    for shape in PUSH_SHAPES.values():
+        assert_exact(run_case("gemm_rs", 1, world, rs_reduce="push", **shape), 3)
 
 
 @pytest.mark.gpu

@@ -250,3 +250,20 @@ def test_the_maps_table_encodes_the_static_slots_once_and_a_call_only_its_bound_
     assert encoded == [(5 << 20, 32, 256)] and table[1 * world + rank] == 5 << 20
     assert maps[:, MAPPED_WORD].tolist() == [1, 1, 0, 1, 0, 0]
     assert maps[3, 0] == 5 << 20 and not maps[2].any() and not maps[4:].any()
+
+
+def test_the_register_path_maps_no_slot_but_its_table_has_a_row_for_every_slot(monkeypatch):
+    """Without shapes (HwKnobs.data_path = "register") nothing is encoded, yet the kernel's accumulating
+    copy looks up every slot's MAPPED_WORD to choose boxes or 1-D pieces (fused._copy_add): the table
+    must cover every slot, all unmapped, or that lookup reads past it."""
+    import numpy as np
+
+    from mkernel.hw.kernels.bulk_tensor import ENTRY_WORDS
+    from mkernel.hw.runtime import tensormap
+    from mkernel.hw.runtime.launch import Addresses
+
+    monkeypatch.setattr(tensormap, "encode", lambda *a: pytest.fail("the register path encodes no map"))
+    static = np.array([1 << 20, 2 << 20, 0, 0], np.int64)
+    a = Addresses(static, 0, 2, "cpu", None)
+    table, maps = a.tables((0, 5 << 20))
+    assert maps.shape == (len(static), ENTRY_WORDS) and not maps.any() and table[2] == 5 << 20

@@ -34,9 +34,11 @@ def cluster(nodes: int, gpus: int, transport: str = "ib_rc", **nic) -> Cluster:
 
 
 def workload(kernel: str) -> Workload:
+    """``kernel``'s small workload; "gemm_rs push": GEMM+RS's push variant (``Workload.rs_reduce``)."""
+    kernel, _, reduce = kernel.partition(" ")
     if kernel == "ring_attention":
         return Workload(kernel=kernel, m=96, n=2, k=32, tile_m=16, causal=1)
-    return Workload(kernel=kernel, m=1536, n=1536, k=128)
+    return Workload(kernel=kernel, m=1536, n=1536, k=128, **({"rs_reduce": reduce} if reduce else {}))
 
 
 def members(s) -> list[tuple]:
@@ -61,10 +63,11 @@ def both(w: Workload, c: Cluster, baseline: bool = False):
     return full, local
 
 
-@pytest.mark.parametrize("kernel", FOLDED_OPS)
+@pytest.mark.parametrize("kernel", [*FOLDED_OPS, "gemm_rs push"])
 @pytest.mark.parametrize("nodes,gpus,transport", SHAPES)
 def test_the_build_of_local_rank_0_is_the_fold_of_the_full_build(kernel, nodes, gpus, transport):
     c, w = cluster(nodes, gpus, transport), workload(kernel)
+    kernel = w.kernel
     assert builders.local_symmetric(w, c)
     full, local = both(w, c)
     assert local.local_fold == gpus and {t.rank % gpus for t in local.tasks} == {0}
@@ -125,6 +128,26 @@ def test_local_symmetric_says_exactly_where_local_builds_are_exact(kernel):
             with pytest.raises(NotFoldable):
                 fold_locals(collapse(s, c.fold_nodes))
     assert said[True] >= 6, said
+
+
+def test_gemm_ar_local_symmetric_is_told_from_the_shape_as_its_tiles_deal():
+    """Its arithmetic rule agrees with dealing the tiles G to a slot and comparing each slot's shapes,
+    on every small grid with ragged edges; and a huge grid is answered without listing its tiles (the
+    runner asks before the size check refuses it)."""
+    from mkernel.builders import gemm_ar
+    from mkernel.builders._tiling import tile_grid
+
+    for g in (1, 2, 3, 4, 8):
+        c = cluster(2, g)
+        for m, n in ((m, n) for m in range(1, 41, 3) for n in range(1, 41, 2)):
+            w = Workload(kernel="gemm_ar", m=m, n=n, k=8, tile_m=4, tile_n=8)
+            tiles = tile_grid(m, n, 4, 8)
+            dealt = len(tiles) % g == 0 and all(
+                (t.row1 - t.row0, t.col1 - t.col0) == (s.row1 - s.row0, s.col1 - s.col0)
+                for t in tiles for s in (tiles[t.index - t.index % g],))
+            assert gemm_ar.local_symmetric(w, c) == dealt, (g, m, n)
+    huge = Workload(kernel="gemm_ar", m=10_000_001, n=10_000_000, k=8)  # 6e9 tiles
+    assert not gemm_ar.local_symmetric(huge, cluster(2, 8))
 
 
 def test_a_baseline_whose_rings_run_as_tasks_is_not_built_for_local_rank_0():

@@ -1,7 +1,8 @@
-"""Out-of-sample check of auto's FUSED_SLACK on the 2026-12-03 auto study (mkernel/studies/holdout.py).
+"""The auto study's tables (mkernel/studies/autopick.py) and the out-of-sample check of the estimate
+rule auto falls back on without a simulator (mkernel/studies/holdout.py).
 
-Usage (CPU, from the repository root):
-  python tools/studies/auto_holdout.py --estimate   # once: the model's estimates of the 252 forced-fused
+Usage (CPU, from the repository root), after the study's run (docs/results/2026-12-04-auto.md):
+  python tools/studies/auto_holdout.py --estimate   # once: the model's estimates of the forced-fused
                                                     # points -> DATA/estimates.jsonl (builds, no simulation)
   python tools/studies/auto_holdout.py              # the tables (markdown) from results.jsonl + estimates.jsonl
 """
@@ -12,7 +13,7 @@ import json
 import subprocess
 from pathlib import Path
 
-DATA = Path("docs/results/auto-2026-12-03")
+DATA = Path("docs/results/auto-2026-12-04")
 
 
 def write_estimates(folder: Path) -> None:
@@ -35,9 +36,12 @@ def main() -> None:
     if a.estimate:
         write_estimates(a.data)
         return
-    from mkernel.studies import holdout
+    from mkernel.studies import autopick, holdout
 
-    print(holdout.report(holdout.load_cases(a.data), picks=holdout.recorded_picks(a.data)))
+    pairs = autopick.pairs(a.data)
+    print("## auto on the study (simulated choice)\n\n" + autopick.summary(pairs))
+    print("## Where no fused schedule wins\n\n" + autopick.losing_table(pairs))
+    print("## The estimate rule without a simulator\n\n" + holdout.report(holdout.load_cases(a.data)))
 
 
 if __name__ == "__main__":
