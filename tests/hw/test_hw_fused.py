@@ -332,7 +332,7 @@ def test_box_copies_inside_the_fused_kernel_are_exact_on_the_emulated_2x2(kernel
     assert_exact(run_case(kernel, 2, 2, data_path=data_path, **BOXED[kernel]), 3)
 
 
-# GEMM+RS with the node reduction pushed (rs_reduce = "push", mkernel/builders/_gemm_rs_push.py): odd shapes take
+# GEMM+RS with the node reduction pushed (node_reduce = "push", mkernel/builders/_gemm_rs_push.py): odd shapes take
 # the 1-D bulk reduce-add; BOXED tiles into boxes (tests/hw/test_hw_gemm_rs_push.py checks that the pushes there
 # have every region boxed), so the box reduce-add runs on auto and bulk
 PUSH_SHAPES = {"odd": {}, "boxed": BOXED["gemm_rs"]}
@@ -346,7 +346,7 @@ def test_the_push_shapes_give_box_and_1d_reduce_adds(nodes, gpn):
     from mkernel.hw.runtime import tensormap
 
     for shape in ("boxed", "odd"):
-        s = get("gemm_rs").build(small_workload("gemm_rs", rs_reduce="push", **PUSH_SHAPES[shape]), Cluster("t", nodes, gpn))
+        s = get("gemm_rs").build(small_workload("gemm_rs", node_reduce="push", **PUSH_SHAPES[shape]), Cluster("t", nodes, gpn))
         b = next(b for b in s.buffers if b.name == "P")
         assert b.dtype == "bf16" and tensormap.mappable(1 << 20, b.rows, b.cols)
         for p in plan.build(s):
@@ -363,7 +363,7 @@ def test_gemm_rs_push_is_exact(nodes, gpn, shape, data_path):
     cluster's MPS ranks: three calls into poisoned outputs with fresh inputs, nothing zeroed between
     them, exact against the float64 oracle (bf16 adds at the owner: one rounding per peer). At world
     1 nothing is pushed: the pull variant's schedule, run under the push setting."""
-    assert_exact(run_case("gemm_rs", nodes, gpn, rs_reduce="push", data_path=data_path, **PUSH_SHAPES[shape]), 3)
+    assert_exact(run_case("gemm_rs", nodes, gpn, node_reduce="push", data_path=data_path, **PUSH_SHAPES[shape]), 3)
 
 
 @pytest.mark.gpu
@@ -372,7 +372,7 @@ def test_gemm_rs_push_on_real_nvlink(world):
     """One rank per GPU, one node: every push is a bulk reduce-add into a peer's memory over NVLink."""
     need_gpus(world)
     for shape in PUSH_SHAPES.values():
-        assert_exact(run_case("gemm_rs", 1, world, rs_reduce="push", **shape), 3)
+        assert_exact(run_case("gemm_rs", 1, world, node_reduce="push", **shape), 3)
 
 
 @pytest.mark.gpu
