@@ -2,7 +2,7 @@
 reduce-adds its partial of a tile into the tile's node owner, instead of the owner pulling the node's
 partials with peer loads (:mod:`.gemm_ar`, the default, ``"pull"``). It is GEMM+RS's push
 (:mod:`._gemm_rs_push`, where the reasons are) on GEMM+AR's tiles; what follows the node sum is the
-pull variant's: the inter-node exchange where there are several nodes (any of issue 31's algorithms,
+pull variant's: the inter-node exchange where there are several nodes (direct, twoshot or ring,
 :mod:`._gemm_ar_net`), then the owner's broadcast of its final tile to the node's peers, one unicast
 COPY pair per peer (never multicast).
 

@@ -395,7 +395,7 @@ def test_gemm_ar_push_is_exact(nodes, gpn, shape, data_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("internode", ["twoshot", "ring"])
 def test_gemm_ar_push_under_the_grouped_algorithms_on_the_emulated_2x2(internode):
-    """The push before issue 31's grouped exchanges (chunks of one tile: grouped chunks, the direct
+    """The push before the grouped exchanges (twoshot, ring) (chunks of one tile: grouped chunks, the direct
     tail and a shared share all occur, as in test_every_inter_node_algorithm_on_an_emulated_cluster)."""
     assert_exact(run_case("gemm_ar", 2, 2, node_reduce="push", internode=internode, chunk_tiles=1), 3)
 
