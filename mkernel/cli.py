@@ -19,7 +19,7 @@ from . import cli_run as cases
 from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS
 from .errors import BackendUnavailable, InputError, MkernelError
 from .limits import TIMEOUT_S, bounded
-from .problems import INTERNODE, KERNELS, RS_REDUCES, SCHEDULES
+from .problems import INTERNODE, KERNELS, NODE_REDUCES, SCHEDULES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     shared.add_argument("--schedule", choices=SCHEDULES,
                         help="what a run executes: fused (the default), the op's baseline, or auto: the fused one where "
                              "it is faster than the baseline, both simulated (mkernel/builders/_auto.py)")
-    shared.add_argument("--rs-reduce", choices=RS_REDUCES,
-                        help="gemm_rs: how a node owner gets its node's partials: pull (peer loads, the default) or push "
-                             "(each peer reduce-adds its partial into the owner: mkernel/builders/_gemm_rs_push.py)")
+    shared.add_argument("--node-reduce", choices=NODE_REDUCES,
+                        help="gemm_rs, gemm_ar: how a node owner gets its node's partials: pull (peer loads, the default) "
+                             "or push (each peer reduce-adds its partial into the owner; gemm_ar then broadcasts the owner's "
+                             "final tile: mkernel/builders/_gemm_rs_push.py, _gemm_ar_push.py)")
     shared.add_argument("--force", action="store_true",
                         help="go on with a problem beyond the memory limit (mkernel/limits.py) instead of refusing it")
     shared.add_argument("--debug", action="store_true", help="show tracebacks")

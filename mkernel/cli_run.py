@@ -13,7 +13,7 @@ from mkernel.hw.runtime.transports import HW_TRANSPORTS  # names only: nothing i
 
 from .errors import InputError
 from .files import output_file, output_folder
-from .problems import DEFAULT_SHAPES, KERNELS
+from .problems import DEFAULT_SHAPES, KERNELS, NODE_REDUCE_KERNELS
 from .result import check_result
 from .scenario import Scenario, check, load_scenario
 
@@ -29,8 +29,9 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         raise InputError("--seq applies to --kernel ring_attention (it sets m, the sequence per GPU)")
     if args.seq is not None:
         args.m = args.seq
-    if args.rs_reduce is not None and (args.kernel or sc.workload.kernel) != "gemm_rs":
-        raise InputError("--rs-reduce applies to --kernel gemm_rs (how its node owner gets the node's partials)")
+    if args.node_reduce is not None and (args.kernel or sc.workload.kernel) not in NODE_REDUCE_KERNELS:
+        raise InputError(f"--node-reduce applies to --kernel {' or '.join(NODE_REDUCE_KERNELS)} (how their node owner "
+                         "gets the node's partials)")
     sim_transport = args.transport
     if args.transport in HW_TRANSPORTS:  # the simulator models the NIC protocol; loopback and auto keep the scenario's
         from mkernel.hw.runtime.transports import SIM_MODEL
@@ -44,7 +45,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {value}")
     workload = {k: v for k, v in (("kernel", args.kernel), ("m", args.m), ("n", args.n), ("k", args.k),
                                   ("causal", 1 if args.causal else None), ("internode", args.internode),
-                                  ("schedule", args.schedule), ("rs_reduce", args.rs_reduce))
+                                  ("schedule", args.schedule), ("node_reduce", args.node_reduce))
                 if v is not None}
     if args.kernel and args.kernel != sc.workload.kernel:  # another op: its own default shape, then the flags
         workload = {**DEFAULT_SHAPES[args.kernel], **workload}
@@ -118,8 +119,8 @@ def show(args: argparse.Namespace) -> int:
                                 force=args.force)
     print_schedule(fused)
     print_schedule(baseline)
-    if sc.workload.kernel == "gemm_rs":
-        print(f"the node owner's reduction: {sc.workload.rs_reduce} (rs_reduce)")
+    if sc.workload.kernel in NODE_REDUCE_KERNELS:
+        print(f"the node owner's reduction: {sc.workload.node_reduce} (node_reduce)")
     print(f"a run executes the {runs} schedule (schedule = {sc.workload.schedule})")
     return 0
 

@@ -20,10 +20,12 @@ BASELINES = ("hierarchical", "ring")
 # without a simulator)
 SCHEDULES = ("auto", "fused", "baseline")
 SPLITS = ("auto", "static")  # GEMM+RS's intra SMs: auto from the cost model per shape, or the old static 48
-# How GEMM+RS's node owner gets its node's partials of a tile: "pull", peer loads by its intra role
-# (mkernel.builders.gemm_rs); "push", each peer's intra role reduce-adds its partial into the owner's
-# (mkernel.builders._gemm_rs_push). pull stays the default until real NVLink measures push faster
-RS_REDUCES = ("pull", "push")
+# How a GEMM op's node owner gets its node's partials of a tile (the ops in NODE_REDUCE_KERNELS): "pull",
+# peer loads by its intra role; "push", each peer's intra role reduce-adds its partial into the owner's
+# (mkernel.builders._gemm_rs_push, ._gemm_ar_push; GEMM+AR then broadcasts the owner's final tile).
+# pull stays the default until real NVLink measures push faster
+NODE_REDUCES = ("pull", "push")
+NODE_REDUCE_KERNELS = ("gemm_rs", "gemm_ar")
 # How a baseline's collectives are timed: "nccl", as the NCCL call they stand for (mkernel.nccl); "ir",
 # as the rings of tasks that declare them (mkernel.builders._collectives), simulated like any schedule
 COLLECTIVE_MODELS = ("nccl", "ir")
@@ -73,7 +75,7 @@ class Workload:
     # simulator predicts the fused kernel; auto is what the op would pick, for studies and `--schedule auto`
     schedule: str = "fused"
     split: str = "auto"  # SPLITS: GEMM+RS's intra SMs when sms sets none (builders/_auto.py)
-    rs_reduce: str = "pull"  # RS_REDUCES: GEMM+RS's node reduction, pulled by the owner or pushed into it
+    node_reduce: str = "pull"  # NODE_REDUCES: GEMM+RS's and GEMM+AR's node reduction, pulled by the owner or pushed into it
 
     def sm_override(self, role: Role) -> int | None:
         return dict(self.sms).get(role)

@@ -19,7 +19,7 @@ defaults in :mod:`mkernel.cluster` and :mod:`mkernel.problems`)::
     [cluster.fabric]   nodes_per_leaf (omit for a non-blocking fabric), oversubscription (spine, between leaf groups)
     [workload]         kernel*, m, n, k, dtype, tile_m, tile_n, chunk_tiles, causal, internode,
                        baseline_channels, baseline_chunk_kib, collectives (nccl or ir), schedule, split,
-                       rs_reduce (gemm_rs: pull or push)
+                       node_reduce (gemm_rs, gemm_ar: pull or push)
     [workload.sms]     compute, intra, send, recv   (SMs per role; unset roles get defaults)
 
 Every problem is reported as one :class:`ScenarioError` naming the file, the dotted key and what
@@ -38,13 +38,14 @@ from pathlib import Path
 from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS, Cluster, FabricSpec, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import InputError, ScenarioError
 from .ir import DTYPE_BYTES, Role
-from .problems import BASELINES, COLLECTIVE_MODELS, INTERNODE, KERNELS, ROUTINGS, RS_REDUCES, SCHEDULES, SPLITS, Workload
+from .problems import (BASELINES, COLLECTIVE_MODELS, INTERNODE, KERNELS, NODE_REDUCE_KERNELS, NODE_REDUCES, ROUTINGS,
+                       SCHEDULES, SPLITS, Workload)
 
 DEFAULT_SCENARIO = "default"
 CHOICES = {"transport": TRANSPORTS, "notify": NOTIFY_MODES, "dtype": tuple(DTYPE_BYTES), "kernel": KERNELS,
            "internode": INTERNODE, "routing": ROUTINGS, "baseline": BASELINES,
            "collectives": COLLECTIVE_MODELS, "kernels": KERNEL_PROFILES, "schedule": SCHEDULES, "split": SPLITS,
-           "rs_reduce": RS_REDUCES}
+           "node_reduce": NODE_REDUCES}
 SPECS = {"gpu": GpuSpec, "nvlink": NvlinkSpec, "nic": NicSpec, "proxy": ProxySpec, "fabric": FabricSpec}
 SHAPE_KEYS = {"gemm_ar": ("m", "n", "k"), "gemm_rs": ("m", "n", "k"), "ag_gemm": ("m", "n", "k"),
               "ring_attention": ("m", "n", "k")}
@@ -146,9 +147,14 @@ def load_profile(spec, where: str) -> dict[str, dict]:
 
 
 def check(scenario: Scenario, where: str) -> None:
-    """Ask the op's builder whether it can split this shape over this cluster."""
+    """Ask the op's builder whether it can split this shape over this cluster (and refuse a node
+    reduction pushed on an op that has none)."""
     from . import builders
 
+    w = scenario.workload
+    if w.node_reduce != "pull" and w.kernel not in NODE_REDUCE_KERNELS:
+        raise ScenarioError(f"{where}: node_reduce = {w.node_reduce!r} applies to {' and '.join(NODE_REDUCE_KERNELS)} "
+                            f"only, not {w.kernel}")
     try:
         builders.get(scenario.workload.kernel).check(scenario.workload, scenario.cluster)
     except InputError as exc:

@@ -1,4 +1,4 @@
-"""GEMM+ReduceScatter's node reduction as pushes (``Workload.rs_reduce = "push"``): each rank's intra
+"""GEMM+ReduceScatter's node reduction as pushes (``Workload.node_reduce = "push"``): each rank's intra
 role reduce-adds its partial of a tile into the tile's node owner, instead of the owner pulling the
 node's partials with peer loads (:mod:`.gemm_rs`, the default, ``"pull"``).
 

@@ -19,6 +19,10 @@ The intra queue interleaves the broadcasts ``BCAST_LAG`` chunks behind the reduc
 intra SMs keep reducing while the network round trip is in flight. Every wait targets a task
 earlier in its own queue or a queue with no waits back, so no SM budget deadlocks.
 
+``Workload.node_reduce = "push"`` replaces the owner's pulls with pushes: each rank's intra role
+reduce-adds its partial of a tile into the owner's, and the owner copies the sum out
+(:mod:`._gemm_ar_push`, its timeline there); the network phase and the broadcasts stay as above.
+
 Baseline ("gemm+nccl_hier_ar"): one GEMM launch on all SMs, then one NCCL-style launch doing a
 hierarchical all-reduce: ring reduce-scatter in the node, ring all-reduce (reduce-scatter and
 all-gather) among rail peers on each rank's 1/G, ring all-gather in the node.
@@ -32,9 +36,10 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
-from ..problems import Workload
+from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _collectives as coll
+from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
                            shared_final)
@@ -50,6 +55,8 @@ DEFAULT_RECV_SMS = 8
 def check(w: Workload, c: Cluster) -> None:
     """Refuse shapes this op cannot split, with the reason."""
     w.require_positive("m", "n", "k", "tile_m", "tile_n", "chunk_tiles")
+    if w.node_reduce not in NODE_REDUCES:
+        raise ProblemError(f"gemm_ar: node_reduce={w.node_reduce!r}; allowed: {', '.join(NODE_REDUCES)}")
     if w.m < c.world:
         raise ProblemError(f"gemm_ar splits the m rows over the {c.world} ranks in its baseline, so m "
                            f"must be >= {c.world}, got {w.m}")
@@ -121,13 +128,14 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     0's with ``local_fold``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes, ct = c.gpus_per_node, c.nodes, w.chunk_tiles
+    pushed = g > 1 and w.node_reduce == "push"
     algorithm, whole, shared = plan(w, c)
     tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
     slots = math.ceil(len(tiles) / g)
     nchunks = math.ceil(slots / ct)
     sb = ScheduleBuilder("gemm_ar", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped,
-                         local_fold=local_fold, rotating={"contrib": 1},  # a tile's index: its owner is index mod G
-                         fixed=("out_done",))
+                         local_fold=local_fold, rotating={"contrib": 1, "pushed": 1},  # a tile's index: its owner
+                         fixed=("out_done", "base"))  # is index mod G; base's: the sender numbered from the receiver
     _inputs(sb, w)
     if g > 1:
         sb.buffer("P", w.m, w.n, w.dtype)
@@ -161,8 +169,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         # (g > 1), a chunk (one node's PART slots), or nothing (the output itself); a local build's
         # whole cycles in a row are one group, the owners cycling (Step.period)
         cut = runs(order_tiles, period=g if g > 1 else ct if nodes > 1 else 0)
-        for run, cycles in _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold else \
-                ((run, 0) for run in cut):
+        cycled = _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold and not pushed \
+            else ((run, 0) for run in cut)  # a push's tiles bump local flags (its own groups)
+        for run, cycles in cycled:
             t = run[0]
             owner = c.rank(node, t.index % g)
             if cycles:
@@ -173,18 +182,25 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                                                                   ((1, 1),), label=(t.index, 1), period=g,
                                                                   outer=((0, g),)))
                 continue
-            if g > 1:
-                dst, sig, moves = (regs.tile("P", rank, t), (Signal(owner, "contrib", rel(node, t.index)),),
-                                   ((0, 0, t.cols), (1, 1)))
+            if pushed:  # local flags: the own tile alone (its chunk's relay counts it), the rest ready to push
+                groups = [(group, regs.tile("P", rank, group[0]), (signal,), ((0, 0, group[0].cols), step))
+                          for group, signal, step in push.compute_groups(
+                              c, rank, run, lambda u, node=node: pos[node][u.index // g // ct],
+                              lambda u, node=node: rel(node, u.index))]
+            elif g > 1:
+                groups = [(run, regs.tile("P", rank, t), (Signal(owner, "contrib", rel(node, t.index)),),
+                           ((0, 0, t.cols), (1, 1)))]
             elif nodes > 1:  # G = 1: one owner, so a shared exchange takes every slot
                 ready = Signal(rank, "group_ready") if shared else Signal(rank, "chunk_ready", pos[node][t.index // ct])
-                dst, sig, moves = regs.slot("PART", rank, t), (ready,), ((0, w.tile_m, 0), (0, 0))
+                groups = [(run, regs.slot("PART", rank, t), (ready,), ((0, w.tile_m, 0), (0, 0)))]
             else:
-                dst, sig, moves = regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0))
-            sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
-                   reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
-                   label="tile {}", count=len(run), step=Step(((0, 0, 0), (0, 0, t.cols), moves[0]), (moves[1],),
-                                                              label=(t.index, 1)))
+                groups = [(run, regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0)))]
+            for group, dst, sig, moves in groups:
+                u = group[0]
+                sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
+                       reads=(Region("A", rank, u.row0, u.row1, 0, w.k), Region("B", rank, 0, w.k, u.col0, u.col1)),
+                       label="tile {}", count=len(group), step=Step(((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],),
+                                                                    label=(u.index, 1)))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
@@ -194,8 +210,15 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
         net = RankNet(sb, w, c, rank, regs, nchunks, out_done)
         if g > 1:
+            pushes = None
+            if pushed:
+                def pushes(j: int, rank=rank, node=node) -> list:
+                    ci = order[node][j]
+                    return push.chunk_pushes(sb, c, rank, regs, lambda lo: [
+                        tiles[i] for s in range(ci * ct, min(slots, (ci + 1) * ct)) if (i := s * g + lo) < len(tiles)],
+                        j, lambda t: rel(node, t.index))
             _intra_queue(sb, w, c, rank, peers, visit, whole, owned[:shared], net,
-                         lambda t, node=node: rel(node, t.index), out_done)
+                         lambda t, node=node: rel(node, t.index), out_done, pushes)
         if nodes > 1:
             if shared:
                 shared_exchange(net, owned[:shared], shared)
@@ -223,11 +246,14 @@ def _cycles(cut: list, g: int, rel) -> list[tuple[list, int]]:
     return out
 
 
-def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done) -> None:
+def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done, pushes=None) -> None:
     """Reductions of the owner's tiles in the node's chunk order, each chunk's broadcast behind them:
     ``BCAST_LAG`` chunks behind for a chunk that goes direct, the whole next group behind for one
     in a group (its final sum needs every node's part of the group); ``shared`` tiles (a shared
-    exchange's) reduced first and broadcast last."""
+    exchange's) reduced first and broadcast last. With ``pushes`` (``node_reduce = "push"``:
+    ``pushes(j)`` adds the relay and the pushes of the chunk at position j of the node's order and
+    returns the rank's own tiles of it) every chunk's pushes come first, and each reduction is the
+    copy out of the own partial once the G - 1 pushes into it have landed (:mod:`._gemm_ar_push`)."""
     g, nodes, regs = len(peers), c.nodes, net.regs
     lag = BCAST_LAG if nodes > 1 else 0
     last = len(visit) - 1
@@ -246,6 +272,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
                    signals=tuple(out_done(p) for p in peers[1:]), label="tile {} bcast", count=len(run),
                    step=Step(((0, 0, t.cols * g),) * (2 * g - 2), waits=(g,), label=(t.index, g)))
 
+    sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
+
     def reduce(tiles, ready: Signal | None) -> None:
         """The node sums of ``tiles``: into PART, bumping ``ready``, between nodes; into OUT on one."""
         for run in runs(tiles, stride=g):
@@ -255,19 +283,30 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
             else:
                 dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel(t)), out_done(rank))
                 moves = ((0, 0, t.cols * g), ((0, g), (0, 0)))
-            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, "contrib", rel(t)), g),),
-                   reads=tuple(regs.tile("P", p, t) for p in peers), writes=(dst,), signals=sig,
-                   label="tile {} reduce", count=len(run),
-                   step=Step(((0, 0, t.cols * g),) * g + (moves[0],), moves[1], waits=(g,), label=(t.index, g)))
+            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, arrived[0], rel(t)), arrived[1]),),
+                   reads=tuple(regs.tile("P", p, t) for p in sources), writes=(dst,), signals=sig,
+                   label=f"tile {{}} {what}", count=len(run),
+                   step=Step(((0, 0, t.cols * g),) * len(sources) + (moves[0],), moves[1], waits=(g,),
+                             label=(t.index, g)))
 
-    reduce(shared, Signal(rank, "group_ready"))
-    pending = []
-    for (j, ci, chunk), due in zip(visit, after):
-        reduce(chunk, Signal(rank, "chunk_ready", j) if nodes > 1 else None)
-        pending.append((due, j, chunk))
-        while pending and pending[0][0] <= j:
-            _, jb, cb = pending.pop(0)
-            bcast(jb, cb)
+    if pushes is None:
+        reduce(shared, Signal(rank, "group_ready"))
+    queue, pending = list(zip(visit, after)), []
+    pushed, first_shared = set(), {t.index for t in shared}  # own tiles whose chunk's pushes are queued
+    # pushes: every chunk of the compute order, then each chunk of the rank's own whose tiles they cover
+    # (a shared exchange's tiles go first, so its chunks and the compute's are numbered apart)
+    for j in range(net.nchunks) if pushes else (None,):
+        if pushes:
+            mine = pushes(j)
+            reduce([t for t in mine if t.index in first_shared], Signal(rank, "group_ready"))
+            pushed.update(t.index for t in mine)
+        while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
+            (jv, _, chunk), due = queue.pop(0)
+            reduce(chunk, Signal(rank, "chunk_ready", jv) if nodes > 1 else None)
+            pending.append((due, jv, chunk))
+            while pending and pending[0][0] <= jv:
+                _, jb, cb = pending.pop(0)
+                bcast(jb, cb)
     for _, jb, cb in pending:
         bcast(jb, cb)
     if shared:  # the shared pieces are final together

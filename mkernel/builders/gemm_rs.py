@@ -22,7 +22,7 @@ network message (RDMA writes are contiguous); a put moves whole slots, padding i
 With G = 1 the compute role writes SEND and PART itself. Every wait targets work that is earlier
 in its queue or in a queue with no waits back, so no SM budget deadlocks.
 
-``Workload.rs_reduce = "push"`` replaces the node owner's pulls with pushes: each rank's intra role
+``Workload.node_reduce = "push"`` replaces the node owner's pulls with pushes: each rank's intra role
 reduce-adds its partial of a tile into the owner's (:mod:`._gemm_rs_push`, its timeline there); the
 network roles stay as above.
 
@@ -39,7 +39,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import ProblemError
 from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
-from ..problems import RS_REDUCES, Workload
+from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _auto as auto
 from . import _collectives as coll
@@ -54,8 +54,8 @@ DEFAULT_RECV_SMS = 8
 def check(w: Workload, c: Cluster) -> None:
     """Refuse shapes this op cannot split, with the reason."""
     w.require_positive("m", "n", "k", "tile_m", "tile_n", "chunk_tiles")
-    if w.rs_reduce not in RS_REDUCES:
-        raise ProblemError(f"gemm_rs: rs_reduce={w.rs_reduce!r}; allowed: {', '.join(RS_REDUCES)}")
+    if w.node_reduce not in NODE_REDUCES:
+        raise ProblemError(f"gemm_rs: node_reduce={w.node_reduce!r}; allowed: {', '.join(NODE_REDUCES)}")
     if w.m % c.world:
         raise ProblemError(f"gemm_rs gives every one of the {c.world} ranks m / world rows, so m must be a "
                            f"multiple of {c.world}, got {w.m}")
@@ -70,7 +70,7 @@ def flops_per_gpu(w: Workload, c: Cluster) -> float:
 def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
     send = DEFAULT_SEND_SMS if c.nodes > 1 else 0
     recv = DEFAULT_RECV_SMS if c.nodes > 1 else 0
-    split = push.intra_sms if w.rs_reduce == "push" else auto.gemm_rs_intra_sms  # per shape: Workload.split
+    split = push.intra_sms if w.node_reduce == "push" else auto.gemm_rs_intra_sms  # per shape: Workload.split
     intra = split(w, c, send, recv) if c.gpus_per_node > 1 else 0
     return coll.role_budget(w, c, {Role.INTRA: intra, Role.SEND: send, Role.RECV: recv})
 
@@ -89,7 +89,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     0's with ``local_fold``: see ScheduleBuilder)."""
     check(w, c)
     g, nodes = c.gpus_per_node, c.nodes
-    pushed = g > 1 and w.rs_reduce == "push"
+    pushed = g > 1 and w.node_reduce == "push"
     algorithm = rail.choose(w, c)
     # the order a node visits the blocks of other nodes, own block last: direct, nearest first; ring,
     # the block it starts (node - 1's), then the one that arrives next, as the ring carries them

@@ -91,17 +91,18 @@ def test_show_prints_the_schedule(capsys):
     assert "a run executes the " in out
 
 
-def test_show_says_how_gemm_rs_reduces_in_the_node_and_the_flag_is_its_alone(capsys):
-    """``--rs-reduce`` (Workload.rs_reduce): show prints the choice and the push schedule's accumulating
-    copies; on another op the flag is one clear error before any work."""
-    small = ["--kernel", "gemm_rs", "--nodes", "1", "--m", "1024", "--n", "1024", "--k", "64"]
-    assert main(["show", "paper-ib-2x8", *small, "--rs-reduce", "push"]) == 0
+@pytest.mark.parametrize("kernel", ["gemm_rs", "gemm_ar"])
+def test_show_says_how_the_node_reduces_and_the_flag_is_the_gemm_ops_alone(capsys, kernel):
+    """``--node-reduce`` (Workload.node_reduce): show prints the choice and the push schedule's accumulating
+    copies; on an op without a node reduction the flag is one clear error before any work."""
+    small = ["--kernel", kernel, "--nodes", "1", "--m", "1024", "--n", "1024", "--k", "64"]
+    assert main(["show", "paper-ib-2x8", *small, "--node-reduce", "push"]) == 0
     out = capsys.readouterr().out
-    assert "the node owner's reduction: push (rs_reduce)" in out and "copy" in out
+    assert "the node owner's reduction: push (node_reduce)" in out and "copy" in out
     assert main(["show", "paper-ib-2x8", *small]) == 0
-    assert "the node owner's reduction: pull (rs_reduce)" in capsys.readouterr().out
-    assert main(["run", "--kernel", "gemm_ar", "--rs-reduce", "push"]) == 2
-    assert "--rs-reduce applies to --kernel gemm_rs" in capsys.readouterr().err
+    assert "the node owner's reduction: pull (node_reduce)" in capsys.readouterr().out
+    assert main(["run", "--kernel", "ag_gemm", "--node-reduce", "push"]) == 2
+    assert "--node-reduce applies to --kernel gemm_rs or gemm_ar" in capsys.readouterr().err
 
 
 def test_import_needs_no_simpy_torch_or_gpu():

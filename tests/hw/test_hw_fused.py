@@ -192,12 +192,15 @@ def test_the_simulator_steps_copies_as_the_kernel_does():
     ("attn norm copy put", 128, "auto"), ("gemm copy reduce put", 64, "register"),
     ("gemm copy reduce put", 64, "bulk"), ("gemm gather put", 64, "bulk"),
     ("gemm copy_add reduce nop", 64, "auto"), ("gemm copy_add reduce nop put", 64, "auto"),
-    ("gemm copy_add reduce nop", 64, "register"), ("gemm copy_add reduce nop put", 64, "bulk")],
+    ("gemm copy_add reduce nop", 64, "register"), ("gemm copy_add reduce nop put", 64, "bulk"),
+    ("gemm copy copy_add reduce nop", 64, "auto"), ("gemm copy copy_add reduce nop put", 64, "auto"),
+    ("gemm copy copy_add reduce nop", 64, "register"), ("gemm copy copy_add reduce nop put", 64, "bulk")],
     ids=["gemm-ops", "moe", "attention-d64", "attention-d128", "gemm-ops-register", "gemm-ops-bulk", "moe-bulk",
-         "gemm-rs-push", "gemm-rs-push-nodes", "gemm-rs-push-register", "gemm-rs-push-nodes-bulk"])
+         "gemm-rs-push", "gemm-rs-push-nodes", "gemm-rs-push-register", "gemm-rs-push-nodes-bulk",
+         "gemm-ar-push", "gemm-ar-push-nodes", "gemm-ar-push-register", "gemm-ar-push-nodes-bulk"])
 def test_fused_kernel_compiles_for_sm90a(ops, head_dim, data_path):
-    """CI's compile check: every op set the plans produce (GEMM+RS's push with its accumulating copy,
-    layout.COPY_ADD, among them), on each data path (HwKnobs.data_path), with wgmma and (for GEMMs)
+    """CI's compile check: every op set the plans produce (GEMM+RS's and GEMM+AR's pushes with their
+    accumulating copy, layout.COPY_ADD, among them; GEMM+AR's beside the broadcast's plain copies), on each data path (HwKnobs.data_path), with wgmma and (for GEMMs)
     TMA; the bulk copies are in the binary exactly where a path asks for them, and the bulk
     reduce-adds exactly where an op set has accumulating copies, boxes and 1-D pieces, on every path."""
     triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
@@ -332,21 +335,23 @@ def test_box_copies_inside_the_fused_kernel_are_exact_on_the_emulated_2x2(kernel
     assert_exact(run_case(kernel, 2, 2, data_path=data_path, **BOXED[kernel]), 3)
 
 
-# GEMM+RS with the node reduction pushed (rs_reduce = "push", mkernel/builders/_gemm_rs_push.py): odd shapes take
-# the 1-D bulk reduce-add; BOXED tiles into boxes (tests/hw/test_hw_gemm_rs_push.py checks that the pushes there
-# have every region boxed), so the box reduce-add runs on auto and bulk
+# GEMM+RS and GEMM+AR with the node reduction pushed (node_reduce = "push", mkernel/builders/_gemm_rs_push.py,
+# _gemm_ar_push.py): odd shapes take the 1-D bulk reduce-add; BOXED tiles into boxes (the test below checks that the
+# pushes there have every region boxed), so the box reduce-add runs on auto and bulk
 PUSH_SHAPES = {"odd": {}, "boxed": BOXED["gemm_rs"]}
+AR_PUSH_SHAPES = {"odd": {}, "boxed": BOXED["gemm_ar"]}
 
 
+@pytest.mark.parametrize("kernel,shapes", [("gemm_rs", PUSH_SHAPES), ("gemm_ar", AR_PUSH_SHAPES)], ids=["rs", "ar"])
 @pytest.mark.parametrize("nodes,gpn", [(1, 4), (2, 2)])
-def test_the_push_shapes_give_box_and_1d_reduce_adds(nodes, gpn):
+def test_the_push_shapes_give_box_and_1d_reduce_adds(nodes, gpn, kernel, shapes):
     """What the GPU test below relies on: on the boxed shape every push of every rank has both regions
     boxed, in bf16 buffers a tensor map can describe (the box reduce-add runs on auto and bulk); on the
     odd shape the edge tiles' pushes are not (the 1-D reduce-add runs there, boxes on whole tiles)."""
     from mkernel.hw.runtime import tensormap
 
     for shape in ("boxed", "odd"):
-        s = get("gemm_rs").build(small_workload("gemm_rs", rs_reduce="push", **PUSH_SHAPES[shape]), Cluster("t", nodes, gpn))
+        s = get(kernel).build(small_workload(kernel, node_reduce="push", **shapes[shape]), Cluster("t", nodes, gpn))
         b = next(b for b in s.buffers if b.name == "P")
         assert b.dtype == "bf16" and tensormap.mappable(1 << 20, b.rows, b.cols)
         for p in plan.build(s):
@@ -363,7 +368,7 @@ def test_gemm_rs_push_is_exact(nodes, gpn, shape, data_path):
     cluster's MPS ranks: three calls into poisoned outputs with fresh inputs, nothing zeroed between
     them, exact against the float64 oracle (bf16 adds at the owner: one rounding per peer). At world
     1 nothing is pushed: the pull variant's schedule, run under the push setting."""
-    assert_exact(run_case("gemm_rs", nodes, gpn, rs_reduce="push", data_path=data_path, **PUSH_SHAPES[shape]), 3)
+    assert_exact(run_case("gemm_rs", nodes, gpn, node_reduce="push", data_path=data_path, **PUSH_SHAPES[shape]), 3)
 
 
 @pytest.mark.gpu
@@ -372,7 +377,37 @@ def test_gemm_rs_push_on_real_nvlink(world):
     """One rank per GPU, one node: every push is a bulk reduce-add into a peer's memory over NVLink."""
     need_gpus(world)
     for shape in PUSH_SHAPES.values():
-        assert_exact(run_case("gemm_rs", 1, world, rs_reduce="push", **shape), 3)
+        assert_exact(run_case("gemm_rs", 1, world, node_reduce="push", **shape), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("data_path", ["auto", "register", "bulk"])
+@pytest.mark.parametrize("shape", sorted(AR_PUSH_SHAPES))
+@pytest.mark.parametrize("nodes,gpn", [(1, 1), (1, 4), (2, 2)], ids=["world_1", "emulated_1x4", "emulated_2x2"])
+def test_gemm_ar_push_is_exact(nodes, gpn, shape, data_path):
+    """GEMM+AR's pushes (bulk reduce-adds into the owner's partial), the owner's copy out and its
+    broadcast to each peer (plain copies: box copies on ``bulk``), three calls against the float64
+    oracle as above; on the emulated 2x2 the pull variant's network phase follows the node sums. At
+    world 1 nothing is pushed: the pull variant's schedule, run under the push setting."""
+    assert_exact(run_case("gemm_ar", nodes, gpn, node_reduce="push", data_path=data_path, **AR_PUSH_SHAPES[shape]), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("internode", ["twoshot", "ring"])
+def test_gemm_ar_push_under_the_grouped_algorithms_on_the_emulated_2x2(internode):
+    """The push before the grouped exchanges (twoshot, ring) (chunks of one tile: grouped chunks, the direct
+    tail and a shared share all occur, as in test_every_inter_node_algorithm_on_an_emulated_cluster)."""
+    assert_exact(run_case("gemm_ar", 2, 2, node_reduce="push", internode=internode, chunk_tiles=1), 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_gemm_ar_push_on_real_nvlink(world):
+    """One rank per GPU, one node: every push is a bulk reduce-add into a peer's memory over NVLink, and
+    every broadcast a copy into each peer's output."""
+    need_gpus(world)
+    for shape in AR_PUSH_SHAPES.values():
+        assert_exact(run_case("gemm_ar", 1, world, node_reduce="push", **shape), 3)
 
 
 @pytest.mark.gpu

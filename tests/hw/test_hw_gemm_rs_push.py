@@ -22,7 +22,7 @@ CLUSTERS = [(1, 2), (1, 4), (1, 8), (2, 2), (3, 2)]
 
 def _push(c: Cluster, rows: int = 160, **changes) -> Workload:
     """Odd shapes: rows per rank not a multiple of the 128-row tile, n = 520 not of 256."""
-    return Workload(kernel="gemm_rs", **{**dict(m=rows * c.world, n=520, k=72, rs_reduce="push"), **changes})
+    return Workload(kernel="gemm_rs", **{**dict(m=rows * c.world, n=520, k=72, node_reduce="push"), **changes})
 
 
 def _errors(w: Workload, c: Cluster, seed: int, m=None, calls: int = 3, unordered: bool = False) -> list[float]:

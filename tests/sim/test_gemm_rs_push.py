@@ -1,4 +1,4 @@
-"""GEMM+ReduceScatter with the node reduction pushed (``rs_reduce = "push"``,
+"""GEMM+ReduceScatter with the node reduction pushed (``node_reduce = "push"``,
 mkernel/builders/_gemm_rs_push.py): data mode against the float64 oracle on odd shapes, the race
 proof, and that every part of the protocol matters (a push left out, its base wait left out)."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ TOPOLOGIES = [(1, 2, 160), (1, 4, 150), (1, 8, 136), (2, 2, 160), (3, 2, 72), (2
 
 
 def _workload(rows: int, world: int, **changes) -> Workload:
-    return Workload(kernel="gemm_rs", **{**dict(m=rows * world, n=520, k=40, chunk_tiles=3, rs_reduce="push"), **changes})
+    return Workload(kernel="gemm_rs", **{**dict(m=rows * world, n=520, k=40, chunk_tiles=3, node_reduce="push"), **changes})
 
 
 def _worst(s, c: Cluster, w: Workload, seed: int) -> float:
@@ -94,7 +94,7 @@ def test_push_and_pull_give_the_same_network_roles():
     """On 2 x 2 the two variants differ in their compute signals and intra queues only."""
     c = Cluster("t", 2, 2)
     w = _workload(160, c.world)
-    pull, push = (gemm_rs.build(dataclasses.replace(w, rs_reduce=v), c) for v in ("pull", "push"))
+    pull, push = (gemm_rs.build(dataclasses.replace(w, node_reduce=v), c) for v in ("pull", "push"))
 
     def network(s):
         return [(t.rank, t.role, t.op, t.reads, t.writes, t.waits, t.signals) for t in s.tasks
@@ -105,14 +105,14 @@ def test_push_and_pull_give_the_same_network_roles():
     assert all(t.accumulate and len(t.reads) == 1 for t in push.tasks if t.op is Op.COPY)
 
 
-def test_a_bad_rs_reduce_is_one_clear_error_in_code_and_in_a_scenario():
-    with pytest.raises(ProblemError, match=r"gemm_rs: rs_reduce='pushed'; allowed: pull, push"):
-        gemm_rs.build(_workload(160, 2, rs_reduce="pushed"), Cluster("t", 1, 2))
+def test_a_bad_node_reduce_is_one_clear_error_in_code_and_in_a_scenario():
+    with pytest.raises(ProblemError, match=r"gemm_rs: node_reduce='pushed'; allowed: pull, push"):
+        gemm_rs.build(_workload(160, 2, node_reduce="pushed"), Cluster("t", 1, 2))
     from mkernel.scenario import parse
 
     raw = {"cluster": {"nodes": 1, "gpus_per_node": 2},
-           "workload": {"kernel": "gemm_rs", "m": 256, "n": 256, "k": 64, "rs_reduce": "pushed"}}
-    with pytest.raises(ScenarioError, match=r"key 'workload.rs_reduce' is 'pushed'; allowed: pull, push"):
+           "workload": {"kernel": "gemm_rs", "m": 256, "n": 256, "k": 64, "node_reduce": "pushed"}}
+    with pytest.raises(ScenarioError, match=r"key 'workload.node_reduce' is 'pushed'; allowed: pull, push"):
         parse(raw, "x.toml")
 
 
@@ -152,6 +152,6 @@ def test_a_push_costs_an_nvlink_write_of_its_tile_and_the_fixed_peer_cost():
     assert cost.sm_work_us(push, itemsize, c) == pytest.approx(
         max(tile / (c.gpu.sm_stream_gb_per_s * 1e3), tile / (c.sm_copy_gb_per_s * 1e3)) + c.nvlink.latency_us
         + c.gpu.fused_peer_task_us)
-    pulled = next(t for t in gemm_rs.build(dataclasses.replace(w, rs_reduce="pull"), c).tasks
+    pulled = next(t for t in gemm_rs.build(dataclasses.replace(w, node_reduce="pull"), c).tasks
                   if t.op is Op.REDUCE and t.role is Role.INTRA)
     assert not cost.is_push(pulled) and cost.step_us(pulled, c) > 0.0

@@ -37,8 +37,9 @@ def test_flat_and_expanded_grouped_builds_equal_the_golden_schedules(name, w, c,
 WIDER = {"ag_gemm": 1024, "moe_dispatch_gemm": 160}  # columns enough for groups (the goldens' shapes make none)
 LOWERED = [(name, dataclasses.replace(w, n=WIDER.get(w.kernel, w.n)), c, first) for name, w, c, first in CASES
            if "/2x4/" in name and not name.endswith("/first_nodes")]
-LOWERED.append(("gemm_rs/2x4/rs_reduce=push", dataclasses.replace(LOWERED[0][1], kernel="gemm_rs",
-                **golden.SHAPES["gemm_rs"], rs_reduce="push"), LOWERED[0][2], 0))  # not among the goldens
+LOWERED += [(f"{kernel}/2x4/node_reduce=push", dataclasses.replace(LOWERED[0][1], kernel=kernel, **golden.SHAPES[kernel],
+                                                                   node_reduce="push"), LOWERED[0][2], 0)
+            for kernel in ("gemm_ar", "gemm_rs")]  # the push variants: not among the goldens
 
 
 @pytest.mark.parametrize("name,w,c,first", LOWERED, ids=[case[0] for case in LOWERED])

@@ -34,11 +34,11 @@ def cluster(nodes: int, gpus: int, transport: str = "ib_rc", **nic) -> Cluster:
 
 
 def workload(kernel: str) -> Workload:
-    """``kernel``'s small workload; "gemm_rs push": GEMM+RS's push variant (``Workload.rs_reduce``)."""
+    """``kernel``'s small workload; "gemm_rs push": GEMM+RS's push variant (``Workload.node_reduce``)."""
     kernel, _, reduce = kernel.partition(" ")
     if kernel == "ring_attention":
         return Workload(kernel=kernel, m=96, n=2, k=32, tile_m=16, causal=1)
-    return Workload(kernel=kernel, m=1536, n=1536, k=128, **({"rs_reduce": reduce} if reduce else {}))
+    return Workload(kernel=kernel, m=1536, n=1536, k=128, **({"node_reduce": reduce} if reduce else {}))
 
 
 def members(s) -> list[tuple]:
@@ -63,7 +63,7 @@ def both(w: Workload, c: Cluster, baseline: bool = False):
     return full, local
 
 
-@pytest.mark.parametrize("kernel", [*FOLDED_OPS, "gemm_rs push"])
+@pytest.mark.parametrize("kernel", [*FOLDED_OPS, "gemm_ar push", "gemm_rs push"])
 @pytest.mark.parametrize("nodes,gpus,transport", SHAPES)
 def test_the_build_of_local_rank_0_is_the_fold_of_the_full_build(kernel, nodes, gpus, transport):
     c, w = cluster(nodes, gpus, transport), workload(kernel)
@@ -94,7 +94,8 @@ def _shapes(kernel: str, rng: random.Random):
             w = dataclasses.replace(sc.workload, kernel=kernel, m=m, n=n, k=64, tile_m=tm, tile_n=tn,
                                     chunk_tiles=rng.choice([1, 2, 3, 4]),
                                     internode=rng.choice(["direct", "twoshot", "ring"] if kernel == "gemm_ar"
-                                                         else ["direct", "ring"]))
+                                                         else ["direct", "ring"]),
+                                    node_reduce=rng.choice(["pull", "push"]))
         elif kernel == "ag_gemm":
             w = dataclasses.replace(sc.workload, kernel=kernel, m=rng.choice([512, 768, 1536, 3000]),
                                     n=rng.choice([128, 300]), k=128, internode=rng.choice(["direct", "ring"]))

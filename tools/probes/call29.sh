@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (at most 9 minutes), for the next session: GEMM+RS's push variant (rs_reduce = push, issue 27 item 2;
+# One device call (at most 9 minutes), for the next session: GEMM+RS's push variant (node_reduce = push, issue 27 item 2;
 # docs/results/2026-12-04-rs-push.md), never run on a GPU before: its GPU tests (world 1, emulated 1x4 and 2x2, odd and
 # boxed shapes, each data path: the bulk reduce-adds into the owner, 1-D and boxes), then pull and push timed side by
 # side by `mkernel run --backend hw` on the emulated 2x2 (one GPU under MPS: it shows that both run and are checked
@@ -7,10 +7,10 @@
 set -uo pipefail
 . "$(dirname "$0")/../device/device_setup.sh"
 L="$OUT/logs"; mkdir -p "$L"; OUT_SAVE=$OUT; OUT=$L
-gpu_step push 330 tests/hw/test_hw_fused.py -k "push"
+gpu_step push 330 tests/hw/test_hw_fused.py -k "gemm_rs_push"
 for v in pull push; do
   timeout 90 mkernel run --backend hw --kernel gemm_rs --m 4096 --n 4096 --k 1024 --nodes 2 --gpus-per-node 2 \
-    --rs-reduce $v --json "$L/run_$v.json" > "$L/run_$v.log" 2>&1
+    --node-reduce $v --json "$L/run_$v.json" > "$L/run_$v.log" 2>&1
   echo "run-$v rc=$?" >> "$L/summary.txt"
 done
 OUT=$OUT_SAVE; tar czf "$OUT/logs.tgz" -C "$L" .
