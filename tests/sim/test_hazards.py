@@ -117,3 +117,18 @@ def test_a_timing_run_without_hazard_tracking_gives_the_tracked_times():
         assert tracked.hazards and quiet.hazards == ()
         assert (quiet.time_s, quiet.per_rank_s, quiet.bytes_total) == (tracked.time_s, tracked.per_rank_s,
                                                                        tracked.bytes_total)
+
+
+def test_a_run_without_hazard_tracking_takes_auto_s_runs_untracked_too():
+    """``auto`` decides by simulating both schedules, and the run takes those runs as its own: with
+    ``hazards=False`` they are untracked too, so the row holds none (tracked, this run finds one)."""
+    from mkernel import runner
+    from mkernel.scenario import load_scenario
+
+    sc = load_scenario("default")
+    sc = dataclasses.replace(sc, cluster=Cluster("t", 2, 2, transport="efa_srd", notify="flag"),
+                             workload=dataclasses.replace(W, schedule="auto"))
+    tracked, _ = runner.run(sc, seed=3)
+    quiet, _ = runner.run(sc, seed=3, hazards=False)
+    assert not tracked["collapsed"] and tracked["hazards"] and quiet["hazards"] == []
+    assert quiet["time_s"] == tracked["time_s"]
