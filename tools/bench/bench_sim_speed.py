@@ -88,8 +88,8 @@ def measure(name: str, args: list[str], tmp: Path, workers: int, timeout: float)
                    events=result["events"], collapsed=result.get("collapsed"))
     else:
         rows = json.loads((tmp / name / "results.json").read_text())
-        failures = [{k: r.get(k) for k in ("scenario", "kernel", "m", "n", "k", "options", "error")}
-                    for r in rows if "error" in r]  # which points, and why (the folder is temporary)
+        # which points failed, and why (the sweep's folder is temporary)
+        failures = [{k: r.get(k) for k in ("key", "error")} for r in rows if "error" in r]
         row.update(points=len(rows), failed=len(failures), failures=failures)
     return row
 
@@ -127,7 +127,7 @@ def main() -> int:
                 was = f"{e['cpu_s']:.1f} s CPU, {e['wall_s']:.1f} s wall" + (" (stopped)" if "error" in e else "")
             sim = (f"{row['fused_us']:.2f} / {row['baseline_us']:.2f} us" if "fused_us" in row else
                    f"{row['points']} points, {row['failed']} failed"
-                   + "".join(f"\n    failed: {f['scenario']} {f['kernel']} {f['m']} {f['options']}: {f['error']}"
+                   + "".join(f"\n    failed: {f['key']}: {f['error']}"
                              for f in row["failures"]) if "failed" in row else
                    f"{row.get('points', 0)} points done; {row['error']}")
             print(f"{name:16} {was:>24} {goal:>7.0f}s {row['cpu_s']:>8.1f}s {row['wall_s']:>8.1f}s  "
