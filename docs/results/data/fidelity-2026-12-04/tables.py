@@ -2,6 +2,7 @@
 
     python docs/results/data/fidelity-2026-12-04/tables.py grid   # the reference grid, both profiles
     python docs/results/data/fidelity-2026-12-04/tables.py efa    # the EFA what-if (p5 -> p5en terms)
+    python docs/results/data/fidelity-2026-12-04/tables.py scaling   # the study's headline, before / now, both profiles
 """
 from __future__ import annotations
 
@@ -63,5 +64,45 @@ def efa() -> None:
         print(f"| {r['kernel']} | {r['size']} | {r['fused_us']:.0f} | " + " | ".join(cells) + " |")
 
 
+def _by_point(folder: str, options: str = "") -> dict:
+    return {(r["testbed"].split("/")[-1], r["kernel"], r["size"]): r for r in rows(folder)
+            if r.get("options", "") == options and "error" not in r}
+
+
+def scaling() -> None:
+    """Largest size of each op, 2-64 nodes, on the three clusters of docs/scaling.md's headline: before
+    (algorithms-2026-12-02: measured, the old NCCL model, auto inter-node algorithm) and now, both
+    profiles (MoE: against our baseline; the last row of each cluster: MoE against the paper's)."""
+    from mkernel.studies.scaleout import NODES
+    from mkernel.studies.study import SIZES
+
+    before = _by_point("algorithms-2026-12-02")
+    meas = _by_point("scaling-2026-12-04")
+    ref = _by_point("scaling-2026-12-04-reference", "kernels=reference")
+    for cluster in ("ib-400g-rail", "efa-400g-rail", "ib-400g-2to1"):
+        print(f"\n**{cluster}** (largest size; before = 2026-12-02, old NCCL model, measured; now: measured / reference)\n")
+        print("| op | size | run | " + " | ".join(f"{n} nodes" for n in NODES) + " |")
+        print("|---|---|---|" + "---|" * len(NODES))
+        lines = [(op, op, "speedup") for op in OPS] + [("moe (paper's baseline)", "moe_dispatch_gemm", "paper_speedup")]
+        for name, op, key in lines:
+            size = SIZES[op][-1]
+            for run, table in (("before", before), ("measured", meas), ("reference", ref)):
+                cells = [table.get((f"{cluster}-{n}x8", op, size)) for n in NODES]
+                print(f"| {name} | {size} | {run} | " + " | ".join(f"{c[key]:.2f}" if c else "-" for c in cells) + " |")
+
+    print("\n**Every size, 2-64 nodes** (speedup range; points below 1.0 of 18), plain points of the six "
+          "rail / 2:1 clusters where both profiles ran\n")
+    print("| cluster | op | before | measured | reference |")
+    print("|---|---|---|---|---|")
+    for cluster in ("ib-400g-rail", "ib-800g-rail", "efa-400g-rail", "efa-800g-rail", "ib-400g-2to1", "efa-400g-2to1"):
+        for op in OPS:
+            cells = []
+            for table in (before, meas, ref):
+                v = [r["speedup"] for (tb, k, _), r in table.items() if k == op and tb.startswith(cluster + "-")
+                     and tb.endswith("x8")]
+                cells.append(f"{min(v):.2f}-{max(v):.2f} ({sum(x < 1.0 for x in v)} < 1 of {len(v)})" if v else "-")
+            print(f"| {cluster} | {op} | " + " | ".join(cells) + " |")
+
+
 if __name__ == "__main__":
-    {"grid": grid, "efa": efa}[sys.argv[1]]()
+    {"grid": grid, "efa": efa, "scaling": scaling}[sys.argv[1]]()
