@@ -27,13 +27,11 @@ def grid() -> None:
           "| paper speedup meas | paper speedup ref | ref on 2026-12-02 |")
     print("|---|---|---|---|---|---|---|---|---|")
     for key in sorted(ref, key=lambda k: (k[0], OPS.index(k[1]), k[2])):
-        m, r, o = meas.get(key), ref[key], old.get(key)
+        m, r, o = meas[key], ref[key], old.get(key)
+        before = f"{o['paper_speedup']:.2f}" if o else "-"
         print(f"| {key[0]} | {key[1]} | {key[2]} | {m['baseline_us']:.0f} / {r['baseline_us']:.0f} | "
               f"{r['paper_baseline_us']:.0f} ({r['paper_baseline']}) | {m['fused_us']:.0f} / {r['fused_us']:.0f} | "
-              f"{m['paper_speedup']:.2f} | {r['paper_speedup']:.2f} | {o['paper_speedup']:.2f} |" if o else
-              f"| {key[0]} | {key[1]} | {key[2]} | {m['baseline_us']:.0f} / {r['baseline_us']:.0f} | "
-              f"{r['paper_baseline_us']:.0f} ({r['paper_baseline']}) | {m['fused_us']:.0f} / {r['fused_us']:.0f} | "
-              f"{m['paper_speedup']:.2f} | {r['paper_speedup']:.2f} | - |")
+              f"{m['paper_speedup']:.2f} | {r['paper_speedup']:.2f} | {before} |")
 
 
 def efa() -> None:
