@@ -147,7 +147,8 @@ def stream_kernel(records, ctl, head, capacity, send, dst_flags, dst_rank, kind,
         tl.store(epoch_ptr, epoch)
 
 
-@triton.jit(do_not_specialize=("rank", "nodes", "gpn", "shard_bytes", "chunk_bytes"))  # one binary for every rank of the emulated cluster
+# one binary for every rank of the emulated cluster (as fused.PER_RANK_ARGS)
+@triton.jit(do_not_specialize=("rank", "nodes", "gpn", "shard_bytes", "chunk_bytes"))
 def exchange_kernel(rank, nodes, gpn, send, recv_ptrs, flag_bases, shard_bytes, chunk_bytes, records, ctl, head,
                     capacity, epoch_ptr, done_ptr, mism, err32, err64, timeout_ns, BLOCK: tl.constexpr):
     """The emulated-cluster exchange. Rank r owns a shard split in chunks; block b handles chunks b,
