@@ -1,4 +1,5 @@
-"""The compute role's GEMM: compile check for sm_90a (CI, no GPU) and correctness on a GPU."""
+"""The standalone GEMM (hw/kernels/gemm.py, the benchmarks' yardstick): compile check for sm_90a (CI, no GPU) and
+correctness on a GPU."""
 from __future__ import annotations
 
 import pytest
