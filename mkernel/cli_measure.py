@@ -145,7 +145,7 @@ def accuracy(args: argparse.Namespace) -> int:
             fit = accuracy.fit_peer_costs(sp, accuracy.profile_cluster(args.profile, 1, sp["world"]))
             print(f"fitted on {where}: " + "  ".join(f"{k} = {v:.4g}" for k, v in fit.items())
                   + " (put them in the profile)")
-    report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)), benches,
+    report = accuracy.measure_error(args.profile, (str(args.calibration), read(args.calibration)), benches,
                                [(str(p), read(p)) for p in args.runs], splits)
     for r in report["rows"]:
         print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "

@@ -309,8 +309,8 @@ def summarise(rows: list[dict]) -> dict:
     return {"overall": stats(rows), "groups": groups, "dominant_group": worst, "rows": rows}
 
 
-def validate(profile: str, calibration: tuple[str, dict], benches: list[tuple[str, dict]] = (),
-             runs: list[tuple[str, dict]] = (), splits: list[tuple[str, dict]] = ()) -> dict:
+def measure_error(profile: str, calibration: tuple[str, dict], benches: list[tuple[str, dict]] = (),
+                  runs: list[tuple[str, dict]] = (), splits: list[tuple[str, dict]] = ()) -> dict:
     """Every case of a calibration run, bench runs, emulated hw runs and static-split runs (each given
     as (source, data), the source naming it in errors), simulated with ``profile``; the
     :func:`summarise` report, with the split curves' order (:func:`curves`)."""
