@@ -1,5 +1,5 @@
 """Device-side synchronisation for the fused kernel (Triton): bounded waits, the error record, the
-GPU->host ring producer, and the call barriers.
+GPU->host ring producer, the call barriers and the end of a call's epoch.
 
 The protocol (the ring, the waits, the error block) is specified once, in ``csrc/mk_ring.h``; this
 is its one device copy: the fused kernel runs it, and so do the self-test kernels
