@@ -5,7 +5,6 @@ library, and print."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -146,7 +145,7 @@ def accuracy(args: argparse.Namespace) -> int:
             fit = accuracy.fit_peer_costs(sp, accuracy.profile_cluster(args.profile, 1, sp["world"]))
             print(f"fitted on {where}: " + "  ".join(f"{k} = {v:.4g}" for k, v in fit.items())
                   + " (put them in the profile)")
-    report = accuracy.validate(args.profile, (str(args.calibration), read(args.calibration)), benches,
+    report = accuracy.measure_error(args.profile, (str(args.calibration), read(args.calibration)), benches,
                                [(str(p), read(p)) for p in args.runs], splits)
     for r in report["rows"]:
         print(f"{r['group']:<13} {r['config']:<62} measured {r['measured_us']:>10.1f} us  "
@@ -171,8 +170,6 @@ def selftest(args: argparse.Namespace) -> int:
     from mkernel import hw
 
     reason = hw.unavailable()
-    if reason is None and importlib.util.find_spec("cupy") is None:  # the self-test kernels are CUDA C++
-        reason = "mkernel selftest loads its CUDA C++ kernels through CuPy (pip install 'mkernel[hw]')"
     if reason:
         raise BackendUnavailable(reason)
     from mkernel.hw.measure import selftest

@@ -204,7 +204,7 @@ class Cluster:
                 g, sm_matmul_tflops=g.sm_matmul_tflops / g.fused_gemm_efficiency, fused_call_us=0.0,
                 fused_tile_us=0.0, fused_peer_task_us=0.0, fused_peer_step_us=0.0, fused_local_step_us=0.0,
                 fused_sm_copy_gb_per_s=0.0))
-        if variant == "kernel":  # our stand-alone kernels (calibrate's GEMM, the put loop): no interpreter
+        if variant == "kernel":  # stand-alone kernels (the self-tests' put loop; calibrate's GEMM before 2026-12-04)
             g = dataclasses.replace(g, fused_call_us=0.0, fused_tile_us=0.0, fused_peer_task_us=0.0,
                                     fused_peer_step_us=0.0, fused_local_step_us=0.0, fused_sm_copy_gb_per_s=0.0)
         return dataclasses.replace(self, gpu=dataclasses.replace(

@@ -48,7 +48,8 @@ from ..knobs import DATA_PATHS, DEFAULTS
 from ..lowering.layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, COPY_ADD, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command,
                                Signal, Task, Wait)
 from ..lowering.plan import GEMM_TILE
-from .sync import _bump, _clock, _fence_async, _fence_sys, _push, _raw, _st_release64, _tell_peers, _wait, enter_kernel
+from .sync import _bump, _clock, _fence_async, _fence_sys, _last_block, _push, _raw, _st_release64, _tell_peers, _wait, \
+    enter_kernel
 from . import bulk, bulk_copy, bulk_reduce, bulk_tensor
 from .adaptive import ACTIVE, BLOCKED, CTRL, LOG_ENTRIES, START, UNIT_NS, WORK, _bit, _pick, _reset, _steer
 from .tiles import _attn, _copy, _gather, _gemm, _gemm_table, _norm, _reduce
@@ -141,8 +142,7 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                HAS_GEMM, HAS_COPY, HAS_COPY_ADD, HAS_REDUCE, HAS_GATHER, HAS_PUT, HAS_ATTN, BM, BN, BK, CR, CC, D, BQ,
                BKV, DATA)
     # the last block to finish resets the call's counters and stores the epoch for the next launch
-    tl.debug_barrier()
-    if tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == b0 + b1 + b2 + b3 - 1:
+    if _last_block(done_ptr, b0 + b1 + b2 + b3):
         tl.store(done_ptr, 0)
         for r in range(4):
             tl.store(claims + r, 0)

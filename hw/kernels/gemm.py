@@ -1,4 +1,7 @@
-"""The compute role: a persistent, TMA-fed bf16 GEMM with fp32 accumulation, written in Triton.
+"""A standalone persistent, TMA-fed bf16 GEMM with fp32 accumulation, written in Triton: the yardstick
+the fused kernel's GEMM tiles (:mod:`tiles`) are held against in benchmarks and probes
+(``tools/bench/bench_compute.py``, ``tools/probes/gemm_*.py``). It is not the compute role: the fused
+kernel runs ``tiles._gemm_rows`` and ``tiles._mma``, and `mkernel calibrate` times those.
 
 Each program owns SMs' worth of output tiles (a strided walk over the tile grid, grouped along M for
 L2 reuse). Before a tile it may wait, boundedly, until a ready flag for the tile's row block reaches

@@ -1,8 +1,9 @@
 """Device-side synchronisation for the fused kernel (Triton): bounded waits, the error record, the
-GPU->host ring producer, and the call barriers.
+GPU->host ring producer, the call barriers and the end of a call's epoch.
 
 The protocol (the ring, the waits, the error block) is specified once, in ``csrc/mk_ring.h``; this
-is its Triton copy, and ``hw/measure/device/runtime.cuh`` its CUDA copy for the self-test kernels.
+is its one device copy: the fused kernel runs it, and so do the self-test kernels
+(``hw/measure/ring_kernels.py``, `mkernel selftest`) and the standalone GEMM's wait.
 Every layout offset and constant here comes from the header's Python mirror (:mod:`ring`,
 :mod:`layout`), which a test checks against the compiled header.
 
@@ -266,6 +267,16 @@ def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, h
         tl.store(_raw(rec + REC_TIME, tl.int64), _clock())
         tl.debug_barrier()
         _st_release32(rec + REC_SEQ, (slot + 1).to(tl.int32))
+
+
+@triton.jit
+def _last_block(done_ptr, n_blocks):
+    """Whether this block is the last of the call's ``n_blocks`` to finish: a block barrier (every
+    thread of it is done), then one acq_rel count. The last block then resets what the call counted
+    and stores the epoch for the next launch (read as stored + 1), so no flag or counter is zeroed by
+    the host and a call can be replayed from a CUDA graph."""
+    tl.debug_barrier()
+    return tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu") == n_blocks - 1
 
 
 @triton.jit

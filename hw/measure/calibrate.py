@@ -4,10 +4,11 @@
 Everything is timed as CUDA-graph replays (``triton.testing.do_bench_cudagraph``, its median), so
 Python launch cost is in no figure. What is measured, and why the simulator needs it:
 
-- ``matmul``: cuBLAS and our compute-role GEMM on all SMs: the per-SM matmul rate, and how close
+- ``matmul``: cuBLAS and the fused kernel's GEMM on all SMs: the per-SM matmul rate, and how close
   the fused kernel's tiles come to the library the baselines call;
-- ``gemm_sms``: our GEMM on 8..132 SMs with 128x128 and 128x256 tiles on one shape, so that tile
-  shape and wave quantisation (tiles not a multiple of the SMs) can be checked against the model;
+- ``gemm_sms``: the fused kernel's GEMM on 8..132 SMs with 128x256 and 128x128 workload tiles on one
+  shape, so that tile shape and wave quantisation (tiles not a multiple of the SMs) can be checked
+  against the model;
 - ``hbm``: a device-to-device copy; ``stream``: a copy kernel on 1..132 blocks (what one
   communication SM streams);
 - ``attention``: flash SDPA, SDPA's default dispatch and our fused attention at world 1;
@@ -32,6 +33,7 @@ from .bench import time_events
 
 GEMM_SHAPE = (4096, 4096, 4096)
 GEMM_SMS = (8, 16, 33, 66, 100, 132)
+GEMM_TILES = ((128, 256), (128, 128))  # workload tiles: the first fills the kernel's 128 x 256 tile (plan.GEMM_TILE)
 STREAM_PROGRAMS = (1, 2, 4, 8, 16, 33, 66, 132)
 PROXY_BATCHES = (1, 2, 4, 8)
 
@@ -74,39 +76,50 @@ def meta(commit: str, command: str) -> dict:
             "commit": commit, "command": command}
 
 
+def _fused_gemm(a, b, sms: int | None = None, tile: tuple[int, int] | None = None):
+    """A call of the fused kernel computing ``a @ b``: ``gemm_ar`` at world 1 (nothing to reduce, so
+    the kernel's compute role alone) on ``sms`` SMs (default: all) with workload tiles ``tile``
+    (default: the workload's). What it runs is what every fused GEMM op runs: tiles that fill the
+    kernel's 128 x 256 tile go through the GEMM table (``tiles._gemm_rows``), others through the task
+    path (``tiles._mma``), as :func:`mkernel.hw.lowering.plan.gemm_table` decides."""
+    from mkernel.problems import Workload
+
+    from .. import ops
+
+    (m, k), n = a.shape, b.shape[1]
+    shape = {} if tile is None else {"tile_m": tile[0], "tile_n": tile[1]}
+    ex = ops.executor(Workload(kernel="gemm_ar", m=m, n=n, k=k, **shape), "", 1, sms or 0)
+    return lambda: ex({"A": a, "B": b})["OUT"]
+
+
 def matmul() -> dict:
     import torch
 
-    from ..kernels import gemm
-
     m, n, k = 8192, 8192, 8192
     a, b = (torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in ((m, k), (k, n)))
-    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ours = gemm.gemm(a, b, out)
-    err = ((ours.float() - a.float() @ b.float()).norm() / (a.float() @ b.float()).norm()).item()
+    ours = _fused_gemm(a, b)
+    ref = a.double() @ b.double()
+    err = ((ours().double() - ref).norm() / ref.norm()).item()
     flops = 2.0 * m * n * k
     t_lib = _bench(lambda: torch.matmul(a, b))
-    t_ours = _bench(lambda: gemm.gemm(a, b, out))
-    return {"shape": f"{m}x{n}x{k}", "cublas_tflops": flops / t_lib / 1e12, "ours_tflops": flops / t_ours / 1e12,
-            "ours_rel_err": err}
+    t_ours = _bench(ours)
+    return {"shape": f"{m}x{n}x{k}", "kernel": "fused", "cublas_tflops": flops / t_lib / 1e12,
+            "ours_tflops": flops / t_ours / 1e12, "ours_rel_err": err}
 
 
 def gemm_sms() -> list[dict]:
-    """Our GEMM on ``sms`` persistent programs, two tile shapes: time, tiles and waves."""
+    """The fused kernel's GEMM on ``sms`` SMs, two workload tile shapes: time, tiles and waves."""
     import torch
-
-    from ..kernels import gemm
 
     m, n, k = GEMM_SHAPE
     a, b = (torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in ((m, k), (k, n)))
-    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     rows = []
-    for config in gemm.CONFIGS:
-        tiles = triton.cdiv(m, config.BM) * triton.cdiv(n, config.BN)
+    for bm, bn in GEMM_TILES:
+        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
         for sms in GEMM_SMS:
-            t = _bench(lambda: gemm.gemm(a, b, out, num_programs=sms, config=config), rep_ms=60)
-            rows.append({"m": m, "n": n, "k": k, "bm": config.BM, "bn": config.BN, "sms": sms, "tiles": tiles,
-                         "waves": triton.cdiv(tiles, sms), "us": t * 1e6})
+            t = _bench(_fused_gemm(a, b, sms, (bm, bn)), rep_ms=60)
+            rows.append({"m": m, "n": n, "k": k, "bm": bm, "bn": bn, "sms": sms, "tiles": tiles,
+                         "waves": triton.cdiv(tiles, sms), "us": t * 1e6, "kernel": "fused"})
     return rows
 
 

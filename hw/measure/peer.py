@@ -73,20 +73,29 @@ def pingpong_kernel(my_flag_addr, peer_flag_addr, iters, timeout_ns, done, FIRST
 
 
 def enable_peer_access(a: int, b: int) -> None:
-    """Let GPU ``a`` load and store GPU ``b``'s memory and the reverse (CuPy's runtime; torch and CuPy
-    share the primary context). Raises with the reason when the GPUs have no peer path."""
-    import cupy
+    """Let GPU ``a`` load and store GPU ``b``'s memory and the reverse: ``cuCtxEnablePeerAccess``
+    between the primary contexts torch uses (libcuda by ctypes, as hw/runtime/packed.py loads its
+    launch). Raises with the reason when the GPUs have no peer path."""
+    import ctypes
+
     import torch
 
     if not torch.cuda.can_device_access_peer(a, b):
         raise RuntimeError(f"GPU {a} cannot access GPU {b}'s memory (no NVLink or PCIe peer path)")
+    lib = ctypes.CDLL("libcuda.so.1")
+    already = 704  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
     for x, y in ((a, b), (b, a)):
-        with cupy.cuda.Device(x):
-            try:
-                cupy.cuda.runtime.deviceEnablePeerAccess(y)
-            except cupy.cuda.runtime.CUDARuntimeError as exc:
-                if "AlreadyEnabled" not in str(exc):
-                    raise
+        torch.cuda.init()
+        with torch.cuda.device(y):
+            torch.cuda.synchronize()  # y's primary context exists and is current
+            peer = ctypes.c_void_p()
+            if lib.cuCtxGetCurrent(ctypes.byref(peer)) or not peer.value:
+                raise RuntimeError(f"GPU {y} has no current CUDA context to enable peer access to")
+        with torch.cuda.device(x):
+            torch.cuda.synchronize()
+            rc = lib.cuCtxEnablePeerAccess(peer, ctypes.c_uint(0))
+        if rc not in (0, already):
+            raise RuntimeError(f"cuCtxEnablePeerAccess from GPU {x} to GPU {y} failed with CUresult {rc}")
 
 
 def _bench(fn, rep_ms: int = 60) -> float:

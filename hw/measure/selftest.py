@@ -1,4 +1,6 @@
-"""GPU checks and measurements of the hw runtime (kernels in device/selftest.cu).
+"""GPU checks and measurements of the hw runtime. The device side is the fused kernel's own protocol
+code (:mod:`mkernel.hw.kernels.sync`: bounded waits, the ring producer, signals, epochs), driven
+by the kernels of :mod:`ring_kernels`.
 
 Each function runs on the GPU at hand and returns a dict of what it measured; the GPU tests assert
 on those dicts, ``tools/bench/bench_proxy.py`` tabulates them, and ``exchange_rank`` runs inside every rank
@@ -17,22 +19,23 @@ from ..runtime.proxy import Proxy, ProxyError, Regions
 from ..runtime.state import DeviceRing, Epoch, ErrorBlock
 from ..runtime.transports import Shaping, resolve
 
-U64, I32, U32 = np.uint64, np.int32, np.uint32
+NUM_WARPS = 8  # the fused kernel's (fused.NUM_WARPS): a block of 256 threads
 
 
-def _kernel(name: str):
-    from . import nvcc
+def _run(name: str, grid: int, *args, num_warps: int = NUM_WARPS) -> None:
+    """Launch ``ring_kernels.<name>_kernel`` on torch's current stream (Triton's launch), so stream
+    order with torch work holds and a CUDA graph can capture it."""
+    from . import ring_kernels
 
-    return nvcc.module("selftest").get_function(name)
+    kernel, _, const = ring_kernels.SIGNATURES[name]
+    kernel[(grid,)](*args, **const, num_warps=num_warps)
 
 
-def _run(name: str, grid: int, block: int, args: tuple) -> None:
-    """Launch on torch's current stream, so stream order with torch work holds."""
-    import cupy
+def _table(*addresses: int, device="cuda"):
+    """A device int64 table of addresses (the fused kernel's ``flag_bases`` form)."""
     import torch
 
-    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-        _kernel(name)((grid,), (block,), args)
+    return torch.tensor(addresses, dtype=torch.int64, device=device)
 
 
 def _busy_until(event, busy: bool) -> int:
@@ -55,12 +58,12 @@ def check_epochs(n_epochs: int = 70_000, n_chunks: int = 4, chunk_words: int = 1
     data = torch.randint(0, 2**31, (n_chunks * chunk_words,), dtype=torch.int32, device=dev)  # poison
     mism = torch.zeros(1, dtype=torch.int32, device=dev)
     epoch, err = Epoch(dev), ErrorBlock(dev)
-    args = (U64(flags.data_ptr()), U64(data.data_ptr()), I32(n_chunks), I32(chunk_words), *epoch.kernel_args(),
-            U64(mism.data_ptr()), err.ptr, U64(int(timeout_s * 1e9)), U64(delay_ns))
+    args = (_table(flags.data_ptr()), data, n_chunks, chunk_words, *epoch.kernel_args(), mism, *err.kernel_args(),
+            int(timeout_s * 1e9), delay_ns)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(n_epochs):
-        _run("mk_test_epochs", 2, 256, args)
+        _run("epochs", 2, *args)
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     failure = err.read()
@@ -81,9 +84,8 @@ def check_timeout(timeout_s: float = 0.002) -> dict:
         err = ErrorBlock(dev)
         ctl[ring.CTL_ABORT] = 0 if case == "timeout" else ring.ERR_ABORTED
         t0 = time.perf_counter()
-        _run("mk_test_timeout", 1, 32, (U64(flags.data_ptr()), I32(5), U64(42), I32(3), I32(3), err.ptr,
-                                         U64(int(timeout_s * 1e9) if case == "timeout" else 10**10),
-                                         U64(ctl.data_ptr())))
+        _run("timeout", 1, flags.data_ptr(), 5, 42, 3, ring.ROLE_RECV, *err.kernel_args(),
+             int(timeout_s * 1e9) if case == "timeout" else 10**10, ctl.data_ptr(), num_warps=1)
         torch.cuda.synchronize()
         out[case] = {"error": str(err.read()), "failure": err.read(), "wall_s": time.perf_counter() - t0}
     return out
@@ -110,7 +112,7 @@ class LocalPair:
         self.flags = (torch.zeros(n_flags, dtype=torch.int64, pin_memory=True) if host_flags
                       else torch.zeros(n_flags, dtype=torch.int64, device=dev))
         self.ring, self.epoch, self.err = DeviceRing(capacity, dev), Epoch(dev), ErrorBlock(dev)
-        self.timeout_ns = U64(int(timeout_s * 1e9))
+        self.timeout_ns = int(timeout_s * 1e9)
         native, opts = resolve("fake" if host_flags else "loopback", shaping)
         regions = Regions((self.send.data_ptr(), buf_bytes), ((0, 0), (self.recv.data_ptr(), buf_bytes)),
                           (0, self.flags.data_ptr()), n_flags)
@@ -141,8 +143,8 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
     pair = LocalPair(n_flags=1, buf_bytes=buf_bytes or max(nbytes, 256), host_flags=host_flags, cpu=cpu)
     lat = torch.zeros(n, dtype=torch.int64, device="cuda")
     done = torch.cuda.Event()
-    _run("mk_test_roundtrip", 1, 32, (*pair.ring.kernel_args(), U64(pair.flags.data_ptr()), I32(1), I32(n),
-                                       I32(ring.SIGNAL if signal_only else ring.PUT), U32(nbytes), U64(0), U64(lat.data_ptr()), pair.err.ptr, pair.timeout_ns))
+    _run("roundtrip", 1, *pair.ring.kernel_args(), pair.flags.data_ptr(), 1, n, ring.SIGNAL if signal_only else ring.PUT,
+         nbytes, 0, lat, *pair.err.kernel_args(), pair.timeout_ns, num_warps=1)
     done.record()
     loops = _busy_until(done, busy_main)
     torch.cuda.synchronize()
@@ -179,11 +181,9 @@ def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 6
         times.zero_()
         times[0] = 2**63 - 1
         done = torch.cuda.Event()
-        _run("mk_test_stream", n_blocks, 256, (*pair.ring.kernel_args(), U64(pair.send.data_ptr()),
-                                                U64(pair.flags.data_ptr()), I32(1),
-                                                I32(ring.SIGNAL if signal_only else ring.PUT), I32(chunks_per_block),
-                                                U32(chunk_bytes), *pair.epoch.kernel_args(), U64(times.data_ptr()),
-                                                pair.err.ptr, pair.timeout_ns))
+        _run("stream", n_blocks, *pair.ring.kernel_args(), pair.send, pair.flags.data_ptr(), 1,
+             ring.SIGNAL if signal_only else ring.PUT, chunks_per_block, chunk_bytes, *pair.epoch.kernel_args(), times,
+             *pair.err.kernel_args(), pair.timeout_ns)
         done.record()
         loops += _busy_until(done, busy_main)
         torch.cuda.synchronize()
@@ -209,16 +209,15 @@ def check_graph(replays: int = 200, n_blocks: int = 8, chunks_per_block: int = 1
     n_chunks = n_blocks * chunks_per_block
     pair = LocalPair(n_flags=n_chunks, buf_bytes=n_chunks * chunk_bytes)
     times = torch.zeros(4, dtype=torch.int64, device="cuda")
-    args = (*pair.ring.kernel_args(), U64(pair.send.data_ptr()), U64(pair.flags.data_ptr()), I32(1), I32(ring.PUT),
-            I32(chunks_per_block), U32(chunk_bytes), *pair.epoch.kernel_args(), U64(times.data_ptr()), pair.err.ptr,
-            pair.timeout_ns)
+    args = (*pair.ring.kernel_args(), pair.send, pair.flags.data_ptr(), 1, ring.PUT, chunks_per_block, chunk_bytes,
+            *pair.epoch.kernel_args(), times, *pair.err.kernel_args(), pair.timeout_ns)
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
-        _run("mk_test_stream", n_blocks, 256, args)  # warm-up call: epoch 1
+        _run("stream", n_blocks, *args)  # warm-up call: epoch 1 (and the compile)
         stream.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
-            _run("mk_test_stream", n_blocks, 256, args)
+            _run("stream", n_blocks, *args)
         pair.recv.fill_(-1)
         t0 = time.perf_counter()
         for _ in range(replays):
@@ -246,14 +245,12 @@ def exchange_rank(info: RankInfo, nodes: int, gpn: int, shard_bytes: int, chunk_
     with Context(None, gpus_per_node=gpn, send_bytes=shard_bytes, recv_bytes=world * shard_bytes,
                  n_flags=world * n_chunks, transport="loopback", shaping=shaping) as ctx:
         mism = torch.zeros(1, dtype=torch.int32, device=ctx.device)
+        send = ctx.send.view(torch.int32)  # the kernels move int32 words
         grid = max(1, min(n_chunks, info.sm_budget))
         t0 = time.perf_counter()
         for _ in range(epochs):
-            _run("mk_test_exchange", grid, 256, (
-                I32(info.rank), I32(nodes), I32(gpn), U64(ctx.send.data_ptr()),
-                U64(ctx.recv_ptrs.data_ptr()), U64(ctx.flag_ptrs.data_ptr()), U32(shard_bytes), U32(chunk_bytes),
-                *ctx.ring.kernel_args(), *ctx.epoch.kernel_args(), U64(mism.data_ptr()), ctx.errors.ptr,
-                U64(ctx.timeout_ns)))
+            _run("exchange", grid, info.rank, nodes, gpn, send, ctx.recv_ptrs, ctx.flag_ptrs, shard_bytes, chunk_bytes,
+                 *ctx.ring.kernel_args(), *ctx.epoch.kernel_args(), mism, *ctx.errors.kernel_args(), ctx.timeout_ns)
             torch.cuda.synchronize()
             dist.barrier()  # send areas are rewritten next epoch only after every rank has its data
         wall = time.perf_counter() - t0
@@ -270,9 +267,8 @@ def check_exchange(nodes: int = 2, gpn: int = 2, shard_bytes: int = 1 << 20, chu
                    epochs: int = 20, shaping: Shaping | None = None) -> list[dict]:
     """The exchange on an emulated ``nodes`` x ``gpn`` cluster on the GPUs at hand."""
     from ..runtime import native
-    from . import nvcc
 
-    nvcc.build("selftest"), native.build()  # once here, not racing in every rank
+    native.build()  # once here, not racing in every rank
     return launch(exchange_rank, nodes * gpn, args=(nodes, gpn, shard_bytes, chunk_bytes, epochs, shaping))
 
 

@@ -38,7 +38,7 @@ class DeviceRing:
         self.capacity = capacity
         self.records = torch.zeros(capacity * ring.CMD_DTYPE.itemsize, dtype=torch.uint8, pin_memory=True)
         self.ctl = torch.zeros(ring.CTL_WORDS, dtype=torch.int64, pin_memory=True)
-        self.head = torch.zeros(3, dtype=torch.int64, device=device)  # claims, cached tail, poller lock
+        self.head = torch.zeros(1, dtype=torch.int64, device=device)  # slots claimed by the producers (sync._push)
 
     @property
     def ring_ptr(self) -> int:
@@ -49,14 +49,14 @@ class DeviceRing:
         return self.ctl.data_ptr()
 
     def kernel_args(self) -> tuple:
-        """(records, ctl, head, capacity) as the device functions take them."""
-        return (np.uint64(self.ring_ptr), np.uint64(self.ctl_ptr), np.uint64(self.head.data_ptr()),
-                np.uint64(self.capacity))
+        """(records, ctl, head, capacity) as the device code takes them (:func:`mkernel.hw.kernels.sync._push`)."""
+        return self.ring_ptr, self.ctl_ptr, self.head, self.capacity
 
 
 class Epoch:
-    """A device epoch counter and its finished-blocks counter (the self-tests' mk_epoch in runtime.cuh;
-    the fused kernel keeps its own, :mod:`fused`)."""
+    """A device epoch counter and its finished-blocks counter, for the self-test kernels
+    (:mod:`mkernel.hw.measure.ring_kernels`; the fused kernel keeps its own per plan, :mod:`fused`):
+    a call reads the stored value + 1, its last block (:func:`sync._last_block`) stores it."""
 
     def __init__(self, device):
         import torch
@@ -65,7 +65,8 @@ class Epoch:
         self.done = torch.zeros(1, dtype=torch.int32, device=device)
 
     def kernel_args(self) -> tuple:
-        return np.uint64(self.value.data_ptr()), np.uint64(self.done.data_ptr())
+        """(epoch_ptr, done_ptr) as the device code takes them."""
+        return self.value, self.done
 
     def current(self) -> int:
         """The last finished epoch (synchronises; for tests and checks, not the hot path)."""
@@ -97,9 +98,11 @@ class ErrorBlock:
 
         self.words = torch.zeros(ERROR_BYTES // 8, dtype=torch.int64, device=device)
 
-    @property
-    def ptr(self) -> np.uint64:
-        return np.uint64(self.words.data_ptr())
+    def kernel_args(self) -> tuple:
+        """(err32, err64): the block as the device code's error record takes it (:func:`sync._record`)."""
+        import torch
+
+        return self.words.view(torch.int32), self.words
 
     def read(self) -> WaitFailure | None:
         """The first recorded failure, or None (synchronises with the device)."""

@@ -21,14 +21,14 @@ from ..kernels.bulk_tensor import BOX_COLS, BOX_ROWS, ENTRY_WORDS, MAP_BYTES, MA
 
 BF16 = 9  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
 INTERLEAVE_NONE, SWIZZLE_NONE, L2_PROMOTION_128B, OOB_FILL_NONE = 0, 0, 2, 0
-ALIGN = 16  # bytes: a map's address and row stride must be multiples of it (the driver's rule)
+MAP_ALIGN = 16  # bytes: a map's address and row stride must be multiples of it (the driver's rule; the heap's is layout.ALIGN)
 
 
 def mappable(address: int, rows: int, cols: int) -> bool:
     """Whether a rows x cols bf16 matrix at ``address`` can have a map with the kernels' box: a
     16-byte aligned address and row stride, and at least one box across and down (a region that
     tiles into boxes then lies inside it)."""
-    return address % ALIGN == 0 and (cols * 2) % ALIGN == 0 and cols >= BOX_COLS and rows >= BOX_ROWS
+    return address % MAP_ALIGN == 0 and (cols * 2) % MAP_ALIGN == 0 and cols >= BOX_COLS and rows >= BOX_ROWS
 
 
 @functools.cache

@@ -32,9 +32,11 @@ from ..scenario import SPECS, load_profile
 from ..schedule_builder import ScheduleBuilder
 
 
-def gemm_schedule(m: int, n: int, k: int, bm: int, bn: int, sms: int):
-    """C = A @ B as bm x bn tiles on ``sms`` compute SMs of one GPU (tile order: row-major)."""
-    sb = ScheduleBuilder("gemm", "kernel", 1, 1, sms)
+def gemm_schedule(m: int, n: int, k: int, bm: int, bn: int, sms: int, variant: str = "kernel"):
+    """C = A @ B as bm x bn tiles on ``sms`` compute SMs of one GPU (tile order: row-major), as the
+    fused kernel runs it (``variant`` "fused": its per-call and per-tile costs) or as a standalone
+    kernel ("kernel": none)."""
+    sb = ScheduleBuilder("gemm", variant, 1, 1, sms)
     sb.buffer("A", m, k, kind=BufferKind.INPUT)
     sb.buffer("B", k, n, kind=BufferKind.INPUT)
     sb.buffer("C", m, n, kind=BufferKind.OUTPUT)
@@ -88,7 +90,9 @@ def _sim_us(schedule, cluster: Cluster) -> float:
 def compute_cases(raw: dict, cluster: Cluster) -> list[dict]:
     rows = []
     for r in raw["gemm_sms"]:
-        s = gemm_schedule(r["m"], r["n"], r["k"], r["bm"], r["bn"], r["sms"])
+        # calibrate times the fused kernel's GEMM (kernel = "fused"); raw files before 2026-12-04 the standalone one
+        s = gemm_schedule(r["m"], r["n"], r["k"], r["bm"], r["bn"], r["sms"],
+                          "fused" if r.get("kernel") == "fused" else "kernel")
         rows.append({"group": "compute-role", "config": f"gemm {r['m']}x{r['n']}x{r['k']} tile {r['bm']}x{r['bn']} "
                                                         f"on {r['sms']} SMs ({r['waves']} waves)",
                      "measured_us": r["us"], "predicted_us": _sim_us(s, cluster)})
@@ -305,8 +309,8 @@ def summarise(rows: list[dict]) -> dict:
     return {"overall": stats(rows), "groups": groups, "dominant_group": worst, "rows": rows}
 
 
-def validate(profile: str, calibration: tuple[str, dict], benches: list[tuple[str, dict]] = (),
-             runs: list[tuple[str, dict]] = (), splits: list[tuple[str, dict]] = ()) -> dict:
+def measure_error(profile: str, calibration: tuple[str, dict], benches: list[tuple[str, dict]] = (),
+                  runs: list[tuple[str, dict]] = (), splits: list[tuple[str, dict]] = ()) -> dict:
     """Every case of a calibration run, bench runs, emulated hw runs and static-split runs (each given
     as (source, data), the source naming it in errors), simulated with ``profile``; the
     :func:`summarise` report, with the split curves' order (:func:`curves`)."""

@@ -12,11 +12,13 @@ Fitting is pure Python over the raw measurements (a dict that :mod:`mkernel.hw.m
 on a GPU), so it is tested without one. What each parameter is fitted from:
 
 - ``gpu.matmul_tflops``: torch.matmul (cuBLAS) bf16 on all SMs, the largest square shape;
-- ``gpu.fused_gemm_efficiency``: our persistent TMA GEMM (the compute role) on the same shape / cuBLAS;
-- ``gpu.full_tile_elems``: the per-SM rate of 128x128 tiles against 128x256 tiles, inverted through
-  the sim's efficiency curve eff = sqrt(elems / full);
-- ``gpu.sm_matmul_tflops``: our GEMM's rate per SM on at most half the SMs (power and shared HBM/L2
-  hold the all-SM rate below SMs x this);
+- ``gpu.fused_gemm_efficiency``: the fused kernel's GEMM (``gemm_ar`` at world 1: its compute role
+  alone, the tiles every fused GEMM op runs, its per-call and per-tile costs included, which
+  ``mkernel accuracy --fit-overheads`` then fits against) on the same shape / cuBLAS;
+- ``gpu.full_tile_elems``: the fused kernel's per-SM rate with 128x128 workload tiles against
+  128x256 ones, inverted through the sim's efficiency curve eff = sqrt(elems / full);
+- ``gpu.sm_matmul_tflops``: the fused kernel's GEMM rate per SM on at most half the SMs (power and
+  shared HBM/L2 hold the all-SM rate below SMs x this);
 - ``gpu.hbm_gb_per_s``: the faster of a large device-to-device copy (torch) and the copy kernel on
   every SM, bytes read + written;
 - ``gpu.sm_stream_gb_per_s``: a copy kernel on 1-8 blocks, the median rate per block;
@@ -84,7 +86,7 @@ def fit(raw: dict) -> dict:
         put("gpu.sms", int(meta["sms"]), "multi_processor_count")
         put("gpu.matmul_tflops", mm["cublas_tflops"], f"torch.matmul bf16 {mm['shape']}, all SMs, CUDA-graph median")
         put("gpu.fused_gemm_efficiency", mm["ours_tflops"] / mm["cublas_tflops"],
-            f"mkernel compute-role GEMM / cuBLAS, bf16 {mm['shape']}, all SMs")
+            f"{_ours(mm)} / cuBLAS, bf16 {mm['shape']}, all SMs")
         eff = tile_rate_ratio(raw["gemm_sms"])
         if eff is not None:
             full = 128 * 128 / min(1.0, eff) ** 2
@@ -94,7 +96,7 @@ def fit(raw: dict) -> dict:
         if few:
             per_sm = [2.0 * r["bm"] * r["bn"] * r["k"] / (r["us"] / r["waves"]) / 1e6 for r in few]
             put("gpu.sm_matmul_tflops", statistics.median(per_sm),
-                f"compute-role GEMM, 128x256 tiles on {', '.join(str(r['sms']) for r in few)} SMs: median TFLOPS per "
+                f"{_ours(few[0])}, 128x256 tiles on {', '.join(str(r['sms']) for r in few)} SMs: median TFLOPS per "
                 f"SM (tile flops / (time / waves))")
         every_sm = max((r["gb_per_s"] for r in raw["stream"]), default=0.0)
         put("gpu.hbm_gb_per_s", max(raw["hbm"]["gb_per_s"], every_sm),
@@ -162,6 +164,14 @@ def line_fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs))
     return max(0.0, my - slope * mx), slope
+
+
+def _ours(row: dict) -> str:
+    """Which GEMM a calibration timed as "ours": the fused kernel's since 2026-12-04 (``kernel`` =
+    ``fused``); the raw files of earlier runs timed the standalone persistent GEMM (hw/kernels/gemm.py)."""
+    if row.get("kernel") == "fused":
+        return "the fused kernel's GEMM (gemm_ar at world 1)"
+    return "mkernel's standalone persistent GEMM (hw/kernels/gemm.py, before the fused kernel's was timed)"
 
 
 def tile_rate_ratio(rows: list[dict]) -> float | None:

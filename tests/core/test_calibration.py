@@ -321,11 +321,11 @@ def test_the_copy_costs_are_recovered_from_splits_the_model_made_and_the_split_o
         at = text.index(f"\n{name} = ", head) + 1
         text = text[:at] + f"{name} = {value}" + text[text.index("\n", at):]
     (tmp_path / "fitted.toml").write_text(text)
-    report = accuracy.validate(str(tmp_path / "fitted.toml"), ("cal", json.loads((DATA / "calibration.json").read_text())),
-                               splits=[("splits.json", splits)])
+    calibration = ("cal", json.loads((DATA / "calibration.json").read_text()))
+    report = accuracy.measure_error(str(tmp_path / "fitted.toml"), calibration, splits=[("splits.json", splits)])
     ours = [r for r in report["rows"] if r["group"] == "splits world-2"]
     assert len(ours) == 9 and all(abs(r["error"]) < 0.05 for r in ours), [r["error"] for r in ours]
     for curve in report["curves"]:
         assert curve["spearman"] == pytest.approx(1.0) and curve["sim_pick_over_best"] == 1.0
     with pytest.raises(InputError, match="not a splits.json"):
-        accuracy.validate("h200", ("cal", json.loads((DATA / "calibration.json").read_text())), splits=[("x", {})])
+        accuracy.measure_error("h200", ("cal", json.loads((DATA / "calibration.json").read_text())), splits=[("x", {})])

@@ -18,7 +18,7 @@ from mkernel.scenario import load_scenario
 class FakeHw:
     """Stands in for the GPU backend: the oracle's outputs, a fixed time, an emulated cluster."""
 
-    name, rtol = "hw", 1e-2
+    name, rtol = "hw", reference.BF16_RTOL
 
     def __init__(self, emulated: bool = True) -> None:
         self.emulated = emulated

@@ -73,3 +73,29 @@ def test_emulated_2x2_cluster_exchange_with_epoch_reuse():
         assert r["final_epoch"] == 100
         assert r["multicast_ptr"] == 0
         assert r["proxy"]["commands"] == 16 * 1 * 100  # 16 chunks to the one rail peer, every epoch
+
+
+def test_roundtrip_through_the_fused_kernels_producer_completes_every_command():
+    """The proxy's calibration path (roundtrip and stream), now on sync._push / sync._wait: every
+    command comes back, with the proxy thread's own flag writes and with PUTs through the copy engine."""
+    from mkernel.hw.measure import selftest
+
+    for kw in ({"host_flags": True}, {"nbytes": 64}):
+        r = selftest.roundtrip(n=500, **kw)
+        assert r["error"] is None and r["proxy"]["error"] is None, r
+        assert r["completed"] == 500 and r["proxy"]["commands"] == 500
+        assert 0 < r["p50_us"] < 1000
+    s = selftest.stream(n_blocks=1, chunks_per_block=256, signal_only=True)
+    assert s["error"] is None and s["proxy"]["commands"] == 256 * 3 and s["push_s_per_block"] > 0
+
+
+def test_mkernel_selftest_passes_every_row_on_the_emulated_2x2():
+    """`mkernel selftest` as README's users run it (its own process: the exchange starts MPS before
+    the process touches CUDA)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "mkernel", "selftest", "--nodes", "2", "--gpus-per-node", "2"],
+                          capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("PASS") == 4 and "FAIL" not in proc.stdout, proc.stdout

@@ -2,8 +2,8 @@
 with it. The compiled C lists every constant of the header (``mk_constant_name``, ``mk_constant`` in
 host_ring.c), and each mirror is checked against those values: the Python one (:mod:`ring`,
 :mod:`layout`, the error block's role and "what" names) on every CPU, and the Triton one (the fused
-kernel's constexprs in :mod:`sync` and :mod:`bulk`) where Triton is installed. The CUDA copy
-(``runtime.cuh``) includes the header itself, so the compile check (test_hw_compile.py) covers it."""
+kernel's constexprs in :mod:`sync` and :mod:`bulk`) where Triton is installed. There is one device
+copy: the self-test kernels (:mod:`mkernel.hw.measure.ring_kernels`) run the fused kernel's own."""
 from __future__ import annotations
 
 import ctypes
@@ -86,12 +86,15 @@ def test_the_fused_kernels_triton_copy_takes_the_headers_constants():
     assert {f: int(v) for f, v in errors.items()} == {f: have[f"mk_dev_err.{f}"] for f in errors}
 
 
-def test_every_copy_of_the_device_side_cites_the_one_spec():
-    """The copies point at the spec, and the CUDA copy defines none of its structures itself."""
+def test_the_device_side_is_one_copy_that_cites_the_one_spec():
+    """The copies point at the spec; the device side is sync.py alone: no CUDA C++ copy, and the
+    self-test kernels write no protocol code of their own (no inline assembly: their waits, ring
+    pushes, signals and epochs are sync's)."""
     from pathlib import Path
 
     hw = Path(native.__file__).parents[1]
-    cuda = (hw / "measure" / "device" / "runtime.cuh").read_text()
-    assert '#include "mk_ring.h"' in cuda and "struct mk_dev_err {" not in cuda and "enum mk_role" not in cuda
+    assert not [p for ext in ("*.cu", "*.cuh") for p in hw.rglob(ext)], "a second (CUDA) copy of the device side"
+    selftests = (hw / "measure" / "ring_kernels.py").read_text()
+    assert "inline_asm" not in selftests and "from ..kernels.sync import" in selftests
     for path in (hw / "kernels" / "sync.py", hw / "runtime" / "csrc" / "proxy.c", hw / "runtime" / "csrc" / "host_ring.c"):
         assert "mk_ring.h" in path.read_text(), path

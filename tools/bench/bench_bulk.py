@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mkernel.reference import BF16_RTOL
+
 GOAL_SMS = 16
 GOALS = {"copy-tile": 0.90, "copy-rows": 0.90, "reduce-8": 0.75}
 KIB = 1024
@@ -123,7 +125,7 @@ def check(case: Case, probe, buffers, idx, torch) -> tuple[bool, str]:
             f"{int((out != ref).sum())} elements differ from the fp32 sum, max {worst:.3g}"
     ref64 = start + sum(s.double() for s in srcs)
     rel = float((out.double() - ref64).norm() / ref64.norm())
-    return rel <= 1e-2 and not bool(out.isnan().any()), f"||out - ref|| / ||ref|| = {rel:.2e} (bf16 adds)"
+    return rel <= BF16_RTOL and not bool(out.isnan().any()), f"||out - ref|| / ||ref|| = {rel:.2e} (bf16 adds)"
 
 
 def timed(fn, reps: int, torch) -> float:

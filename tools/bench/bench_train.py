@@ -31,11 +31,13 @@ import sys
 import time
 from pathlib import Path
 
+from mkernel.reference import BF16_LOOSE_RTOL
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # harness.training: the torch-only model
 
 SIZES = ((4096, 2048, 8192), (8192, 4096, 16384), (16384, 8192, 28672))  # T x H x F (GPT-like ffn = 4 H)
 VARIANTS = ("torch", "tp-fallback", "tp-auto", "tp-fused")
-LOSS_RTOL = 2e-2
+LOSS_RTOL = BF16_LOOSE_RTOL  # bf16 rounding enters twice: weights and activations, then the collectives
 COLLECTIVE_TIMEOUT_S = 300  # a rank stuck in a collective gives up with NCCL's error, never hangs
 
 

@@ -26,7 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-TOLERANCE = 1e-2
+from mkernel.reference import BF16_RTOL
+
+TOLERANCE = BF16_RTOL  # the strict bf16 criterion, against the float64 oracle
 CHECK_EVERY = 50  # calls between the ranks' agreement to go on
 SAMPLE_EVERY = 1000  # calls between memory / files / threads samples
 RSS_SLACK = 64 << 20  # host memory a flat run may still gain (allocator pools, Python caches)

@@ -3,13 +3,13 @@
  *
  *   the proxy (consumer)            proxy.c                          C, includes this header
  *   the host producer (CPU tests)   host_ring.c                      C, includes this header
- *   the self-test kernels           hw/measure/device/runtime.cuh    CUDA, includes this header
- *   the fused kernel                hw/kernels/sync.py               Triton: its constants come from
- *                                   (the device wait, the producer)  hw/lowering/ring.py and layout.py
+ *   the device side                 hw/kernels/sync.py               Triton: its constants come from
+ *     (the waits, the producer)     run by the fused kernel and      hw/lowering/ring.py and layout.py
+ *                                   the self-tests (ring_kernels.py)
  *   the Python encoder and decoder  hw/lowering/ring.py, layout.py   mirrors of this header
  *
- * The Triton and the CUDA copies of the device side must both exist (one kernel language cannot call
- * the other); tests/hw/test_protocol.py reads every constant below from the compiled C
+ * The device side has one copy, in Triton: `mkernel selftest` and calibration drive the same code the
+ * fused kernel runs. tests/hw/test_protocol.py reads every constant below from the compiled C
  * (mk_constant in host_ring.c) and checks each mirror against it.
  *
  * THE RING. A record is 48 bytes (mk_cmd). A producer claims slot `slot` by an atomic add on its
@@ -19,9 +19,8 @@
  * barrier) before the record. The proxy reads `seq` with an acquire load: record `slot` is committed
  * when seq == (uint32_t)(slot + 1), so a stale record of the previous lap never looks committed. It
  * consumes records in slot order and frees them by advancing `tail` (release): the credits.
- * How a producer reads `tail` is its own business (the CUDA producer keeps a device copy refreshed by
- * one elected poller; the Triton producer acquires the host word itself); what it may not do is
- * write a slot before its credit.
+ * How a producer reads `tail` is its own business (the Triton producer acquires the host word
+ * itself); what it may not do is write a slot before its credit.
  *
  * ABORT. A nonzero `abort` word (an mk_error code) says the proxy failed: producers waiting for a
  * credit and device waits give up, recording MK_ERR_ABORTED.
@@ -36,7 +35,7 @@
  * THE ERROR BLOCK. 64 bytes of device memory (mk_dev_err, then padding). The first error wins: a
  * compare-and-swap of `code` from 0; the winner writes the other fields. `role` is an mk_role,
  * `what` an mk_what, `index` the flag or slot or stage waited on; `task` is the schedule task (-1:
- * the call barrier), written by the fused kernel (the self-test kernels leave it 0).
+ * the call barrier), written by the fused kernel (the self-test kernels write -1).
  */
 #ifndef MK_RING_H
 #define MK_RING_H
