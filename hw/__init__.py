@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import time
 
-from mkernel.backend import RunStats
+from mkernel.backend import Capabilities, RunStats
 from mkernel.cluster import Cluster
 from mkernel.errors import BackendUnavailable
 from mkernel.ir import Schedule
@@ -40,6 +40,9 @@ def _gpus() -> int:
 
 class HwBackend:
     name = "hw"
+    caps = Capabilities(where="on the GPUs", predicts=False, grouped=False, models_library=False,
+                        always_data=True, samples=False, collapses=False, proxy_metrics=False,
+                        own_trajectory=True, faults_in_proxy=True)
     rtol = BF16_RTOL
 
     def cluster_for(self, cluster: Cluster) -> Cluster:
@@ -53,18 +56,25 @@ class HwBackend:
             return cluster
         return cluster.with_sms(cluster.gpu.sms // per_gpu)
 
+    def folds_locals(self, cluster: Cluster) -> bool:
+        """Never: the hw backend runs every rank."""
+        return False
+
     def supports(self, schedule: Schedule, cluster: Cluster) -> str | None:
         return unavailable()
 
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs=None, seed: int = 0, trace: bool = False,
-            workload=None, collapse: bool = False, faults=None, controller=None, timed: int = 10,
-            transport: str = "loopback", heap: str = "device") -> RunStats:
+            workload=None, collapse: bool = False, faults=None, controller=None, progress=None, sample=None,
+            hazards: bool | None = None, transport: str = "loopback", heap: str = "device",
+            timed: int = 10) -> RunStats:
         """The fused schedule on the GPUs, or (a multi-launch baseline) the op's torch fallback,
         on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time.
         ``controller`` (a :class:`mkernel.controller.Balance`) runs the fused kernel's compute and
         intra roles under the adaptive SM partition; metrics["trajectory"] then has each rank's.
         ``faults`` (:class:`~mkernel.hw.runtime.proxy.ProxyFaults`): what the fused run's proxies inject;
-        ``transport`` and ``heap``: the fused run's Context's (:class:`~mkernel.hw.runtime.context.Context`)."""
+        ``transport`` and ``heap``: the fused run's Context's (:class:`~mkernel.hw.runtime.context.Context`).
+        ``progress`` and ``hazards`` are the simulator's (a GPU run reports neither); ``sample`` is
+        refused: the GPUs compute every element, and so the oracle checks every one."""
         from mkernel.report import static_bytes
 
         from . import rank
@@ -72,6 +82,8 @@ class HwBackend:
 
         if collapse:
             raise BackendUnavailable("the hw backend runs every rank: collapse is a simulator option")
+        if sample is not None:
+            raise BackendUnavailable("the hw backend checks every element: sampled data is a simulator option")
         reason = unavailable()
         if reason:
             raise BackendUnavailable(reason)

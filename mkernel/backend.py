@@ -1,7 +1,7 @@
 """The narrow interface every backend implements, and the lazy registry that finds them.
 
 A backend is a function over a Schedule: ``run(schedule, cluster, inputs=..., seed=...)`` returns
-:class:`RunStats`. Backends are imported only when asked for, so ``import mkernel`` never needs
+:class:`RunStats`; its :class:`Capabilities` say what it does (the runner reads them, never the name). Backends are imported only when asked for, so ``import mkernel`` never needs
 torch, a GPU or even SimPy.
 """
 from __future__ import annotations
@@ -36,23 +36,57 @@ class RunStats:
     metrics: dict = field(default_factory=dict)  # backend-specific counters (proxy, breakdown)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend does, declared once on it, so the runner reads these instead of its name."""
+
+    where: str  # where it runs, for progress lines: "in the simulator", "on the GPUs"
+    predicts: bool  # its times are the model's predictions ("predicted"), not measurements; it is the
+    #                 simulator ``auto`` decides by, so the same timing run's choice is reused, and its
+    #                 progress covers each simulated variant
+    grouped: bool  # runs schedules built with grouped tasks (the simulator's)
+    models_library: bool  # times library calls by their models (mkernel.sim.library): a data run's baseline
+    #                       is retimed in a timing run, and the paper's baseline is timed beside ours
+    always_data: bool  # always runs on data and checks its outputs against the oracle
+    samples: bool  # data mode on sampled rows and columns where whole arrays are large (mkernel.sampling)
+    collapses: bool  # can run one node of a node-symmetric schedule (``collapse``)
+    proxy_metrics: bool  # reports the proxy's counters (runner.PROXY_KEYS) in ``RunStats.metrics``
+    own_trajectory: bool  # an adaptive run's trajectory comes back in metrics["trajectory"]; else the
+    #                       controller is the runner's hook (mkernel.controller.sim_controller)
+    faults_in_proxy: bool  # injects faults in the host proxy, which a one-node run has none of
+
+
 class Backend(Protocol):
     name: str
+    caps: Capabilities
+    rtol: float  # the relative error its data mode accepts
 
     def supports(self, schedule: Schedule, cluster: Cluster) -> str | None:
         """None if this backend can run the schedule here, else the reason it cannot."""
 
+    def cluster_for(self, cluster: Cluster) -> Cluster:
+        """The cluster as this backend runs it on this machine (schedules are built for it)."""
+
+    def folds_locals(self, cluster: Cluster) -> bool:
+        """Whether a quiet collapsed run on ``cluster`` may be built for local rank 0 alone."""
+
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, workload=None, collapse: bool = False, faults=None,
-            controller=None) -> RunStats:
+            controller=None, progress=None, sample=None, hazards: bool | None = None,
+            transport: str = "loopback", heap: str = "device") -> RunStats:
         """Execute the schedule; with ``inputs``, on real data, returning the output buffers.
 
         Every backend takes every option and says where one does not apply: ``workload`` (the
         :class:`~mkernel.problems.Workload` the schedule was built from; the hw backend's baseline
         runs it as the op's torch fallback), ``collapse`` (simulate one node of a node-symmetric
         schedule: sim only; the hw backend refuses it), ``faults`` (the backend's own fault
-        injection: :class:`mkernel.sim.faults.Faults` or :class:`mkernel.hw.runtime.proxy.ProxyFaults`)
-        and ``controller`` (the adaptive SM partition: a policy or the simulator's hook)."""
+        injection: :class:`mkernel.sim.faults.Faults` or :class:`mkernel.hw.runtime.proxy.ProxyFaults`),
+        ``controller`` (the adaptive SM partition: a policy or the simulator's hook), ``progress``
+        (hears how far a simulated run is), ``sample`` (a :class:`mkernel.sampling.Plan`: data on its
+        rows and columns; a backend that does not sample refuses one), ``hazards`` (the simulator's
+        hazard tracking), ``transport`` and ``heap`` (the hw fused run's
+        :class:`~mkernel.hw.runtime.context.Context`; the simulator models the network from
+        ``cluster.transport``)."""
 
 
 def get_backend(name: str) -> Backend:

@@ -16,12 +16,10 @@ from .builders import _auto as auto
 from .builders import _rail as rail
 from .errors import BackendUnavailable, MkernelError
 from .ir import BufferKind, Role, Schedule
+from .reference import DATA_RTOL  # noqa: F401 (tests read it here)
 from .result import RESULT_VERSION
 from .scenario import Scenario
 
-# Data mode computes in float32 with sums over world * k terms; a correct schedule lands near
-# 1e-7 relative error, a dropped or doubled contribution near 1e-1. The hw backend (bf16) sets its own.
-DATA_RTOL = 1e-5
 PROXY_KEYS = ("commands", "batches", "doorbells", "fences", "proxy_busy_us", "fence_wait_us", "ring_wait_us",
               "credit_wait_us")
 
@@ -139,44 +137,43 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     for timing studies that do not read them; None tracks wherever every node runs.
     """
     engine = get_backend(backend)
+    caps = engine.caps
     asked = scenario
-    if hasattr(engine, "cluster_for"):  # hw: schedules sized for the SMs each rank gets here
-        scenario = dataclasses.replace(scenario, cluster=engine.cluster_for(scenario.cluster))
+    scenario = dataclasses.replace(scenario, cluster=engine.cluster_for(scenario.cluster))
     w, c = scenario.workload, scenario.cluster
-    data = data or backend == "hw"  # hw always checks its outputs against the oracle
+    data = data or caps.always_data
     if collapse is None:
-        collapse = backend == "sim" and collapses(scenario, data=data, trace=trace, faults=faults)
+        collapse = caps.collapses and collapses(scenario, data=data, trace=trace, faults=faults)
     if progress is not None:
         progress("build", 0, 0)
-    quiet = backend == "sim" and collapse and not (data or trace or faults)  # a collapsed timing run
-    fused, baseline, decided = _build(scenario, quiet, backend == "sim", force, backend == "sim" and not data, seed,
-                                      collapse or backend != "sim", progress if backend == "sim" else None,
+    quiet = caps.collapses and collapse and not (data or trace or faults)  # a collapsed timing run
+    fused, baseline, decided = _build(scenario, quiet, caps.grouped, force, caps.models_library and not data, seed,
+                                      collapse or not caps.collapses, progress if caps.predicts else None,
                                       local=quiet and not adaptive and engine.folds_locals(c), hazards=hazards)
     # auto's simulated runs are this run's where it is the same timing run: take them, simulate nothing twice
-    same = backend == "sim" and not (data or trace or faults or adaptive)
+    same = caps.predicts and not (data or trace or faults or adaptive)
     reuse = decided if same else {}
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
-    if faults is not None and backend != "sim" and c.nodes < 2:
+    if faults is not None and caps.faults_in_proxy and c.nodes < 2:
         raise BackendUnavailable(f"backend {backend!r} injects faults in the host proxy, and a one-node run has "
                                  f"none (every peer is reached over NVLink): use 2 or more nodes")
-    rtol = getattr(engine, "rtol", DATA_RTOL)
+    rtol = engine.rtol
     fused_case = base_case = (None, None, None)  # (inputs, oracle, sample plan) of each run
     if data:
-        fused_case, base_case = _data_cases(backend, w, c, (fused, baseline), seed, force)
+        fused_case, base_case = _data_cases(caps.samples, w, c, (fused, baseline), seed, force)
     inputs, expected, plan = fused_case
     fold = {"collapse": collapse and not data and not trace, "faults": faults, "progress": progress,
-            "hazards": hazards} \
-        if backend == "sim" else {"workload": w, "faults": faults, "transport": transport, "heap": heap}
+            "hazards": hazards, "workload": w, "transport": transport, "heap": heap}
     trajectory = None
     if adaptive:
         from .controller import Balance, Trajectory, sim_controller
 
         policy = Balance.for_cluster(c)
-        trajectory = Trajectory() if backend == "sim" else None  # hw reads its own back (metrics["trajectory"])
+        trajectory = None if caps.own_trajectory else Trajectory()  # hw reads its own back (metrics["trajectory"])
         fold = {**fold, "controller": sim_controller(policy, trajectory) if trajectory is not None else policy}
-    where = "on the GPUs" if backend == "hw" else "in the simulator"
+    where = caps.where
     limits.step(f"running the fused op {where} ({len(fused.tasks):,} tasks on {c.world} ranks)")
     stats = reuse.get(fused.variant) or engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold,
                                                    **_sample(plan))
@@ -190,13 +187,13 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     base = stats if fused is baseline else reuse.get(baseline.variant) or engine.run(
         baseline, c, inputs=inputs, seed=seed, **fold, **_sample(base_plan))
     base_err = _error(base, expected)
-    timing = backend == "sim" and faults is None  # library calls are timed by their models (sim/library.py)
+    timing = caps.models_library and faults is None  # library calls are timed by their models (sim/library.py)
     base_s = _library_timed(engine, baseline, c, seed, fold, base) if timing and data else base.time_s
-    paper = _paper_baseline(scenario, engine, seed, fold, base_s, baseline.variant, backend == "sim") if timing else None
+    paper = _paper_baseline(scenario, engine, seed, fold, base_s, baseline.variant, caps.grouped) if timing else None
     flops = fused.flops_per_gpu
     fused_s = base_s if fused is baseline else stats.time_s  # a data run times library calls by their models
     launch = fused.launches[0]
-    source, base_source = _sources(backend, stats, c)
+    source, base_source = _sources(caps.predicts, stats, c)
     comparable = source == base_source and source in ("measured", "predicted")
     result = {
         "version": RESULT_VERSION,
@@ -215,7 +212,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
                      "tflops_per_gpu": flops / base_s / 1e12, "correct": _ok(base_err, rtol), "error": base_err,
                      "bytes": base.bytes_total},
         "speedup": base_s / fused_s if comparable else None,
-        "predicted": None if backend == "sim" else _predicted(asked, seed, force),
+        "predicted": None if caps.predicts else _predicted(asked, seed, force),
         "paper_baseline": None if paper is None else {**paper, "tflops_per_gpu": flops / paper["time_s"] / 1e12,
                                                       "speedup": paper["time_s"] / fused_s},
         "kernels": c.kernels,
@@ -229,22 +226,22 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "error": fused_err,
         "hazards": list(stats.hazards),
         "breakdown": stats.metrics.get("breakdown_us"),
-        "proxy": {k: stats.metrics[k] for k in PROXY_KEYS} if backend == "sim" and stats.metrics else None,
+        "proxy": {k: stats.metrics[k] for k in PROXY_KEYS} if caps.proxy_metrics and stats.metrics else None,
         "seed": seed,
         "wall_s": stats.wall_s + (base.wall_s if base is not stats else 0.0),
         "events": None if stats.events is None else stats.events + ((base.events or 0) if base is not stats else 0),
-        "collapsed": (stats.metrics or {}).get("collapsed") if backend == "sim" else None,
+        "collapsed": (stats.metrics or {}).get("collapsed") if caps.collapses else None,
     }
-    result["note"] = _note(result, stats, adaptive, plan)
+    result["note"] = _note(result, stats, adaptive, plan, caps.predicts)
     return result, stats
 
 
-def _sources(backend: str, stats: RunStats, c) -> tuple[str, str]:
+def _sources(predicts: bool, stats: RunStats, c) -> tuple[str, str]:
     """Where the fused and the baseline time come from. The simulator predicts both. On hw the fused
     time is measured only on one real node with a GPU per rank (ranks sharing a GPU, or nodes
     emulated over the loopback, are an emulation); the baseline's collectives always run through
     gloo on the host (the launcher's process group), so its time is an emulation too."""
-    if backend == "sim":
+    if predicts:
         return "predicted", "predicted"
     return ("emulated" if stats.metrics.get("emulated") or c.nodes > 1 else "measured"), "emulated"
 
@@ -260,10 +257,10 @@ def _predicted(scenario: Scenario, seed: int, force: bool) -> dict | None:
     return {"time_s": sim["time_s"], "baseline_time_s": sim["baseline"]["time_s"], "speedup": sim["speedup"]}
 
 
-def _note(result: dict, stats: RunStats, adaptive: bool, plan) -> str:
-    parts = [stats.metrics.get("note", "") if result["backend"] != "sim" else
-             "predicted times: the simulator with the scenario's model parameters"]
-    if result["backend"] != "sim":
+def _note(result: dict, stats: RunStats, adaptive: bool, plan, predicts: bool) -> str:
+    parts = ["predicted times: the simulator with the scenario's model parameters" if predicts else
+             stats.metrics.get("note", "")]
+    if not predicts:
         parts.append("the baseline's collectives ran through gloo on the host, so its time is no baseline and no "
                      "speedup is measured" + ("; predicted: the simulator's figures for this scenario"
                                               if result["predicted"] else "") + " (mkernel bench measures against NCCL)")
@@ -283,14 +280,14 @@ def _note(result: dict, stats: RunStats, adaptive: bool, plan) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _data_cases(backend: str, w, c, schedules: tuple[Schedule, Schedule], seed: int, force: bool):
-    """(inputs, oracle, plan) for the fused and the baseline run, after the memory check. The sim
-    computes every element where the whole arrays are small (limits.WHOLE_DATA_BYTES), else the
+def _data_cases(samples: bool, w, c, schedules: tuple[Schedule, Schedule], seed: int, force: bool):
+    """(inputs, oracle, plan) for the fused and the baseline run, after the memory check. A backend
+    that ``samples`` (the sim) computes every element where the whole arrays are small (limits.WHOLE_DATA_BYTES), else the
     sampled rows and columns of :mod:`mkernel.sampling`; hw draws every rank's whole inputs (the
     GPUs compute every element) and one oracle serves both runs."""
     what = f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs"
     limits.step("drawing the inputs and the float64 oracle")
-    if backend != "sim":
+    if not samples:
         limits.check_data(f"the inputs, oracle and outputs of {what}", data_bytes(*schedules), force, _data_hint(w))
         inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
         case = (inputs, reference.expected(w, inputs, c.gpus_per_node), None)

@@ -5,10 +5,11 @@ import time
 
 import numpy as np
 
-from mkernel.backend import RunStats
+from mkernel.backend import Capabilities, RunStats
 from mkernel.cluster import Cluster
 from mkernel.errors import BackendUnavailable
 from mkernel.ir import BufferKind, Schedule, paused_gc
+from mkernel.reference import DATA_RTOL
 
 from .collapse import collapse as fold
 from .collapse import is_node_symmetric
@@ -22,6 +23,14 @@ class SimBackend:
     """Runs any valid schedule on the SimPy model. Deterministic: same inputs, same trace."""
 
     name = "sim"
+    caps = Capabilities(where="in the simulator", predicts=True, grouped=True, models_library=True,
+                        always_data=False, samples=True, collapses=True, proxy_metrics=True,
+                        own_trajectory=False, faults_in_proxy=False)
+    rtol = DATA_RTOL
+
+    def cluster_for(self, cluster: Cluster) -> Cluster:
+        """The cluster as given: the simulator models every GPU the scenario names."""
+        return cluster
 
     def supports(self, schedule: Schedule, cluster: Cluster) -> str | None:
         if schedule.world != cluster.world:
@@ -37,7 +46,8 @@ class SimBackend:
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
             collapse: bool = False, faults: Faults | None = None, controller=None, workload=None,
-            progress=None, sample=None, hazards: bool | None = None) -> RunStats:
+            progress=None, sample=None, hazards: bool | None = None, transport: str = "loopback",
+            heap: str = "device") -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
@@ -48,7 +58,8 @@ class SimBackend:
         alone (``Schedule.local_fold``) with its local ranks folded.
         ``faults`` injects seeded faults (:mod:`mkernel.sim.faults`); a faulty run is never collapsed.
         ``controller`` moves SMs between roles at task boundaries (:mod:`mkernel.controller`).
-        ``workload`` is not needed: the schedule holds everything the simulator runs.
+        ``workload`` is not needed: the schedule holds everything the simulator runs; nor are
+        ``transport`` and ``heap`` (the hw fused run's Context): it models the network from ``cluster``.
         ``progress(variant, done, total)`` hears, now and then, how many tasks have ended.
         ``sample`` (a :class:`mkernel.sampling.Plan`): data mode on its kept rows and columns, the
         ``inputs`` given at those.

@@ -10,18 +10,21 @@ import pytest
 from mkernel import reference, runner
 from mkernel.backend import RunStats
 from mkernel.cli import main
+from mkernel.hw import HwBackend
 from mkernel.report import print_result
 from mkernel.result import check_result
 from mkernel.scenario import load_scenario
 
 
-class FakeHw:
-    """Stands in for the GPU backend: the oracle's outputs, a fixed time, an emulated cluster."""
-
-    name, rtol = "hw", reference.BF16_RTOL
+class FakeHw(HwBackend):
+    """Stands in for the GPU backend (its name, capabilities and tolerance): the oracle's outputs,
+    a fixed time, an emulated cluster."""
 
     def __init__(self, emulated: bool = True) -> None:
         self.emulated = emulated
+
+    def cluster_for(self, cluster):
+        return cluster
 
     def supports(self, schedule, cluster):
         return None

@@ -101,6 +101,7 @@ def test_the_hw_inputs_of_default_moe_experts_are_refused_before_any_is_drawn():
     weights whatever the token count, drawn and copied before any rank started."""
     from mkernel import runner
     from mkernel.errors import InputError
+    from mkernel.hw import HwBackend
 
     sc = load_scenario()
     c = dataclasses.replace(sc.cluster, nodes=2, gpus_per_node=2)
@@ -109,7 +110,7 @@ def test_the_hw_inputs_of_default_moe_experts_are_refused_before_any_is_drawn():
     start = time.monotonic()
     with pytest.raises(InputError, match="the inputs, oracle and outputs of moe_dispatch_gemm .* experts' weights "
                                          "alone are 15.0 GB"):
-        runner._data_cases("hw", w, c, (mod.build(w, c), mod.build_baseline(w, c)), 0, False)
+        runner._data_cases(HwBackend.caps.samples, w, c, (mod.build(w, c), mod.build_baseline(w, c)), 0, False)
     assert time.monotonic() - start < 10
 
 
