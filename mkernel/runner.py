@@ -39,7 +39,7 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     the fused one, or the baseline where ``Workload.schedule`` (``auto``:
     :func:`mkernel.builders._auto.choose`, by simulating both where the simulator is installed, with
     ``seed``) says so; :func:`chosen` tells which."""
-    fused, baseline, _ = _build(scenario, folded, grouped, force, timing, seed, local=local)
+    fused, baseline, _, _ = _build(scenario, folded, grouped, force, timing, seed, local=local)
     return fused, baseline
 
 
@@ -51,14 +51,20 @@ class _Simulated:
     def __init__(self, engine, c, seed: int, collapse: bool, progress, hazards: bool | None = None) -> None:
         self.engine, self.c, self.seed, self.collapse, self.progress = engine, c, seed, collapse, progress
         self.hazards = hazards
-        self.runs: dict[str, RunStats] = {}
+        self.done: list[tuple[Schedule, RunStats]] = []  # each schedule simulated, kept alive (ids stay unique)
 
     def __call__(self, s: Schedule) -> float:
-        if s.variant not in self.runs:
+        stats = next((r for t, r in self.done if t is s), None)
+        if stats is None:
             limits.step(f"simulating the {s.variant} schedule ({len(s.tasks):,} tasks) for auto's choice")
-            self.runs[s.variant] = self.engine.run(s, self.c, seed=self.seed, collapse=self.collapse,
-                                                   progress=self.progress, hazards=self.hazards)
-        return self.runs[s.variant].time_s * 1e6
+            stats = self.engine.run(s, self.c, seed=self.seed, collapse=self.collapse, progress=self.progress,
+                                    hazards=self.hazards)
+            self.done.append((s, stats))
+        return stats.time_s * 1e6
+
+    def runs(self, *kept: Schedule) -> dict[str, RunStats]:
+        """The stats of the schedules kept, by variant (the fused candidates not kept are dropped)."""
+        return {t.variant: r for t, r in self.done if any(t is k for k in kept)}
 
 
 def _simulator(w, c, seed: int, collapse: bool, progress, hazards: bool | None) -> _Simulated | None:
@@ -74,9 +80,10 @@ def _simulator(w, c, seed: int, collapse: bool, progress, hazards: bool | None) 
 
 def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing: bool, seed: int,
            collapse: bool = True, progress=None, local: bool = False,
-           hazards: bool | None = None) -> tuple[Schedule, Schedule, dict[str, RunStats]]:
-    """:func:`build`, and the simulated runs ``auto`` decided by, by variant (empty where none ran):
-    run as a sim run with ``collapse``, ``progress`` and ``hazards`` would run them."""
+           hazards: bool | None = None) -> tuple[Schedule, Schedule, dict[str, RunStats], Scenario]:
+    """:func:`build`, the simulated runs ``auto`` decided by, by variant (empty where none ran): run as
+    a sim run with ``collapse``, ``progress`` and ``hazards`` would run them, and the scenario whose
+    workload names the inter-node algorithm ``auto`` chose (:func:`mkernel.builders._auto.choose_internode`)."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
     foldable = span if 0 < span < c.nodes and builders.node_symmetric(w, c) else 0
@@ -84,6 +91,15 @@ def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing:
     one = bool(kw) and local and builders.local_symmetric(w, c)
     est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable, one)
     kw["grouped"] = grouped
+
+    def build_fused(wk) -> Schedule | None:  # built as the workload's own is (None: it cannot be)
+        if (0 < span < c.nodes and builders.node_symmetric(wk, c)) != bool(foldable):
+            return None
+        s = module.build(wk, c, **kw, **({"local_fold": True} if bool(kw.get("first_nodes")) and local
+                                           and builders.local_symmetric(wk, c) else {}))
+        s.validate(races=not folded)
+        return s
+
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
     fused = module.build(w, c, **kw, **({"local_fold": True} if one else {}))
     local_base = {"local_fold": True} if one and builders.local_baseline(w, c) else {}
@@ -92,10 +108,12 @@ def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing:
     fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
     baseline.validate(races=not folded)
     simulated = _simulator(w, c, seed, collapse, progress, hazards)
-    runs = {} if simulated is None else simulated.runs
+    if simulated is not None:
+        w, fused = auto.choose_internode(w, c, fused, build_fused, simulated)
+        scenario = dataclasses.replace(scenario, workload=w)
     if auto.choose(w, c, fused, baseline, simulated) == "baseline":
-        return baseline, baseline, runs
-    return fused, baseline, runs
+        fused = baseline
+    return fused, baseline, {} if simulated is None else simulated.runs(fused, baseline), scenario
 
 
 def chosen(fused: Schedule, baseline: Schedule) -> str:
@@ -147,9 +165,12 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if progress is not None:
         progress("build", 0, 0)
     quiet = caps.collapses and collapse and not (data or trace or faults)  # a collapsed timing run
-    fused, baseline, decided = _build(scenario, quiet, caps.grouped, force, caps.models_library and not data, seed,
-                                      collapse or not caps.collapses, progress if caps.predicts else None,
-                                      local=quiet and not adaptive and engine.folds_locals(c), hazards=hazards)
+    fused, baseline, decided, scenario = _build(scenario, quiet, caps.grouped, force, caps.models_library and not data,
+                                                seed, collapse or not caps.collapses,
+                                                progress if caps.predicts else None,
+                                                local=quiet and not adaptive and engine.folds_locals(c),
+                                                hazards=hazards)
+    w = scenario.workload  # auto's inter-node algorithm named
     # auto's simulated runs are this run's where it is the same timing run: take them, simulate nothing twice
     same = caps.predicts and not (data or trace or faults or adaptive)
     reuse = decided if same else {}

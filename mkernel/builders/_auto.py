@@ -30,6 +30,13 @@ backends (the runner builds the schedule chosen), in one of two ways:
   :mod:`mkernel.studies.holdout`). It runs fused only where the fused time, with that error, would
   still beat the baseline's, and gives up most fused wins for it (it keeps 20 of the study's 128).
 
+**Which inter-node algorithm** (``Workload.internode = auto`` under ``schedule = auto``, where the
+simulator is installed): :func:`choose_internode` builds every algorithm the op has and runs the
+fastest simulated one. ``internode = auto`` alone (``schedule = fused``) keeps the rule of
+:func:`mkernel.builders._rail.choose`, which needs no simulation but is more than 2% behind the best
+algorithm at 26 of the 162 multi-node GEMM-op points of the 2026-12-04 scale-out study, up to 44%
+(docs/scaling.md); the simulated choice costs one or two more fused simulations.
+
 **Which split (GEMM+RS).** The node owner's intra role pulls the node's partials of every block it
 owns and sums them while the compute role makes the next tiles; the op runs at the slower of the two.
 :func:`gemm_rs_intra_sms` picks the intra SMs that make them even (a static 48 served the
@@ -39,12 +46,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from .. import nccl
 from ..cluster import Cluster
 from ..cost import gemm_us, nbytes, sm_work_us
 from ..ir import DTYPE_BYTES, Op, Region, Role, Schedule, Task
 from ..problems import Workload
+from . import _rail as rail
 from ._collectives import REFERENCE_SMS
 
 # Without a simulator (choose): the factor over an op's fused estimate that the baseline's estimate must
@@ -74,6 +83,24 @@ def choose(w: Workload, c: Cluster, fused: Schedule, baseline: Schedule,
         return "fused" if simulated(fused) <= simulated(baseline) else "baseline"
     f, b = estimate_us(fused, c), estimate_us(baseline, c)
     return "fused" if f * FALLBACK_SLACK[w.kernel] <= b else "baseline"
+
+
+def choose_internode(w: Workload, c: Cluster, fused: Schedule,
+                     build: Callable[[Workload], Schedule | None],
+                     simulated: Callable[[Schedule], float]) -> tuple[Workload, Schedule]:
+    """The workload and fused schedule ``schedule = auto`` runs: with ``internode = auto`` on several
+    nodes, each algorithm of the op built by ``build`` (None: it cannot be built as ``fused`` was, e.g.
+    not collapsible alike; not a candidate) and the fastest by ``simulated`` kept (ties: the rule's
+    pick, whose build is ``fused``); the workload names the algorithm chosen. Elsewhere unchanged."""
+    if w.internode != "auto" or c.nodes < 2 or len(rail.ALGORITHMS.get(w.kernel, ())) < 2:
+        return w, fused
+    pick = rail.choose(w, c)
+    best = (simulated(fused), pick, fused)
+    for alg in rail.ALGORITHMS[w.kernel]:
+        s = None if alg == pick else build(replace(w, internode=alg))
+        if s is not None and simulated(s) < best[0]:
+            best = (simulated(s), alg, s)
+    return replace(w, internode=best[1]), best[2]
 
 
 def estimate_us(s: Schedule, cluster: Cluster) -> float:

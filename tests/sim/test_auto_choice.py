@@ -1,5 +1,6 @@
 """``auto``'s choice (mkernel/builders/_auto.py, decided in mkernel/runner.py): with the simulator it
-runs the faster of the two schedules as the simulator times them, on a seeded slice of the scale-out
+runs the fastest schedule as the simulator times them (the baseline, or the fused one under each
+inter-node algorithm the op has), on a seeded slice of the scale-out
 study's points; a sim run simulates each schedule once; the schedules a hw run builds (flat, whole,
 with library tasks) are chosen alike; and without a simulator the estimate rule decides. The oracle
 is the forced runs' own simulated times."""
@@ -12,6 +13,7 @@ import pytest
 
 from mkernel import runner
 from mkernel.builders import _auto as auto
+from mkernel.builders import _rail as rail
 from mkernel.errors import BackendUnavailable
 from mkernel.scenario import load_scenario
 from mkernel.sim.backend import SimBackend
@@ -32,23 +34,49 @@ def _slice(n: int = 5) -> list:
     return sorted(picked.values(), key=lambda p: p.key)[:n]
 
 
+def _forced(point, **fields) -> dict:
+    sc = _scenario(point, "fused")
+    sc = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, **fields))
+    return runner.run(sc, backend="sim", collapse=True)[0]
+
+
 @pytest.mark.parametrize("point", _slice(), ids=lambda p: p.key)
-def test_auto_runs_the_faster_schedule_as_simulated(point):
-    fused, _ = runner.run(_scenario(point, "fused"), backend="sim", collapse=True)
+def test_auto_runs_the_fastest_schedule_as_simulated(point):
+    """The oracle: every schedule auto may run, forced and simulated: each inter-node algorithm the op
+    has (on several nodes) and the baseline."""
+    sc = _scenario(point, "fused")
+    algs = rail.ALGORITHMS.get(sc.workload.kernel, ("auto",)) if sc.cluster.nodes > 1 else ("auto",)
+    forced = {a: _forced(point, internode=a) for a in algs}
+    f = min(r["time_s"] for r in forced.values())
+    b = next(iter(forced.values()))["baseline"]["time_s"]
     got, _ = runner.run(_scenario(point, "auto"), backend="sim", collapse=True)
-    f, b = fused["time_s"], fused["baseline"]["time_s"]
     assert got["schedule"] == ("fused" if f <= b else "baseline"), (f, b)
     assert got["time_s"] == pytest.approx(min(f, b), rel=1e-9)
     assert got["time_s"] <= got["baseline"]["time_s"] * (1 + 1e-9)
+    if got["schedule"] == "fused" and len(algs) > 1:  # the result names the algorithm that ran
+        assert forced[got["internode"]]["time_s"] == pytest.approx(f, rel=1e-9)
+
+
+def test_auto_takes_a_faster_algorithm_than_the_rule():
+    """At 2 x 8, M = 2048 the rule sends GEMM+AR's sums directly; a grouped exchange simulates faster
+    (docs/scaling.md, 2026-12-04), and auto runs it."""
+    point = next(p for p in study.auto_points() if dict(p.options)["schedule"] == "auto" and p.kernel == "gemm_ar"
+                 and p.testbed.endswith("ib-400g-rail-2x8") and p.size == 2048)
+    sc = _scenario(point, "auto")
+    rule = rail.choose(sc.workload, sc.cluster)
+    ruled = _forced(point, internode=rule)
+    got, _ = runner.run(sc, backend="sim", collapse=True)
+    assert got["internode"] != rule and got["time_s"] < ruled["time_s"], (rule, got["internode"])
 
 
 def test_a_sim_run_simulates_each_schedule_once(monkeypatch):
-    """auto's two simulations are the run's: a chosen baseline or fused run adds none."""
+    """auto's simulations are the run's: a chosen baseline or fused run adds none, and no schedule is
+    simulated twice; a fused schedule per inter-node algorithm where auto chooses it."""
     calls = []
     real = SimBackend.run
 
     def counted(self, schedule, cluster, **kw):
-        calls.append(schedule.variant)
+        calls.append(schedule)
         return real(self, schedule, cluster, **kw)
 
     monkeypatch.setattr(SimBackend, "run", counted)
@@ -57,7 +85,11 @@ def test_a_sim_run_simulates_each_schedule_once(monkeypatch):
         calls.clear()
         w = dataclasses.replace(sc.workload, m=m, n=m, k=64 if m == 1024 else 512, schedule=schedule)
         result, _ = runner.run(dataclasses.replace(sc, workload=w), backend="sim")
-        assert sorted(calls) == sorted(["fused", result["baseline"]["name"]]), (m, schedule, calls)
+        assert len({id(s) for s in calls}) == len(calls), (m, schedule)
+        variants = [s.variant for s in calls]
+        assert variants.count(result["baseline"]["name"]) == 1, (m, schedule, variants)
+        fused = variants.count("fused")
+        assert fused == len(rail.ALGORITHMS[w.kernel]) if schedule == "auto" else fused == 1, (m, schedule, variants)
 
 
 def test_the_schedules_a_hw_run_builds_are_chosen_as_the_sim_run_chooses():
