@@ -7,7 +7,11 @@ tools name cases (:data:`CASES`: every op, and the causal ring attention).
 """
 from __future__ import annotations
 
-from mkernel import Workload
+import numpy as np
+
+from mkernel import Workload, builders, reference
+from mkernel.cluster import Cluster
+from mkernel.hw.lowering import interp
 
 SHAPES = {
     "gemm_ar": dict(m=300, n=520, k=72),
@@ -57,3 +61,21 @@ def assert_exact(results: list[dict], calls: int) -> None:
         assert all(e <= TOLERANCE for e in r["errors"].values()), r
         assert not any(r["unwritten"].values()), r
         assert r["epoch"] == calls, r
+
+
+def interp_errors(w: Workload, c: Cluster, seed: int, calls: int = 3, unordered: bool = False, m=None,
+                  fence: bool = True, first: int = 1) -> list[float]:
+    """The hw plan interpreter (hw/lowering/interp.py) run call after call with fresh inputs and the heap
+    kept: each call's relative error against the float64 oracle (worst over outputs and ranks), epochs
+    from ``first``; NaN (an element not written) is inf. ``m``: a machine already built."""
+    mod = builders.get(w.kernel)
+    m = m or interp.machine(mod.build(w, c))
+    rng = np.random.default_rng(seed)
+    errors = []
+    for epoch in range(first, first + calls):
+        inputs = mod.make_inputs(w, c, rng)
+        out = interp.call(m, inputs, epoch, rng, unordered=unordered, fence=fence)
+        ref = reference.expected(w, inputs, c.gpus_per_node)
+        errors.append(max(np.inf if np.isnan(out[k][r]).any() else reference.relative_error(out[k][r], ref[k][r])
+                          for k in ref for r in range(c.world)))
+    return errors

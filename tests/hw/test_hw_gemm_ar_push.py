@@ -4,10 +4,10 @@ call against the oracle, under each inter-node algorithm, with the protocol's pa
 The GPU runs are in tests/hw/test_hw_fused.py (``ar_push``)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from harness.cases import interp_errors
 
-from mkernel import builders, reference
+from mkernel import builders
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
 from mkernel.hw.lowering import interp, plan
@@ -25,18 +25,6 @@ def _push(**changes) -> Workload:
 
 def _cluster(nodes: int, gpn: int) -> Cluster:
     return Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
-
-
-def _errors(w: Workload, c: Cluster, seed: int, m=None, calls: int = 3, unordered: bool = False) -> list[float]:
-    mod = builders.get(w.kernel)
-    m = m or interp.machine(mod.build(w, c))
-    rng = np.random.default_rng(seed)
-    out = []
-    for epoch in range(1, calls + 1):
-        inputs = mod.make_inputs(w, c, rng)
-        got = interp.call(m, inputs, epoch, rng, unordered=unordered)["OUT"]
-        out.append(max(reference.relative_error(o, e) for o, e in zip(got, reference.gemm_ar(inputs)["OUT"])))
-    return out
 
 
 @pytest.mark.parametrize("nodes,gpn", CLUSTERS)
@@ -73,7 +61,7 @@ def test_the_push_tables_match_the_oracle_call_after_call(nodes, gpn, unordered)
     """Heap and scratch kept between calls, never zeroed: each call's accumulators start at the
     owner's base, whatever the last call left there."""
     c = _cluster(nodes, gpn)
-    assert max(_errors(_push(), c, seed=nodes * 10 + gpn, unordered=unordered)) < 1e-5
+    assert max(interp_errors(_push(), c, seed=nodes * 10 + gpn, unordered=unordered)) < 1e-5
 
 
 @pytest.mark.parametrize("internode,shape", [("ring", (520, 1000, 1)), ("twoshot", (520, 1000, 1)),
@@ -81,7 +69,7 @@ def test_the_push_tables_match_the_oracle_call_after_call(nodes, gpn, unordered)
 def test_the_push_tables_under_each_algorithm_between_nodes(internode, shape):
     c = _cluster(3, 2)
     m, n, chunk_tiles = shape
-    assert max(_errors(_push(m=m, n=n, chunk_tiles=chunk_tiles, internode=internode), c, seed=4)) < 1e-5
+    assert max(interp_errors(_push(m=m, n=n, chunk_tiles=chunk_tiles, internode=internode), c, seed=4)) < 1e-5
 
 
 def test_a_push_whose_arrival_signal_is_lost_deadlocks_its_owner():
@@ -94,7 +82,7 @@ def test_a_push_whose_arrival_signal_is_lost_deadlocks_its_owner():
     row = next(r for r in p.tasks if r[Task.ACCUMULATE])
     row[Task.S1] = row[Task.S0]
     with pytest.raises(DeadlockError, match=r"gemm_ar call 1: 4 tasks never ran, first rank 0 compute: .*'drain'"):
-        _errors(_push(), c, seed=1, m=m, calls=1)
+        interp_errors(_push(), c, seed=1, m=m, calls=1)
 
 
 def test_pushes_that_do_not_wait_for_the_base_are_overwritten_by_it():
@@ -108,5 +96,5 @@ def test_pushes_that_do_not_wait_for_the_base_are_overwritten_by_it():
         p = m.plans[1]
         for row in p.tasks[p.tasks[:, Task.ACCUMULATE] == 1]:
             p.waits[int(row[Task.W0]) + 1, Wait.COUNT] = 0  # (ready, base): the base
-        worst = max(worst, *_errors(_push(), c, seed=seed, m=m))
+        worst = max(worst, *interp_errors(_push(), c, seed=seed, m=m))
     assert worst > 1e-2

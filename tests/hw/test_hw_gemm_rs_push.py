@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
+from harness.cases import interp_errors
 
-from mkernel import builders, reference
+from mkernel import builders
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError, ScheduleError
 from mkernel.hw.lowering import interp, plan
@@ -23,18 +23,6 @@ CLUSTERS = [(1, 2), (1, 4), (1, 8), (2, 2), (3, 2)]
 def _push(c: Cluster, rows: int = 160, **changes) -> Workload:
     """Odd shapes: rows per rank not a multiple of the 128-row tile, n = 520 not of 256."""
     return Workload(kernel="gemm_rs", **{**dict(m=rows * c.world, n=520, k=72, node_reduce="push"), **changes})
-
-
-def _errors(w: Workload, c: Cluster, seed: int, m=None, calls: int = 3, unordered: bool = False) -> list[float]:
-    mod = builders.get(w.kernel)
-    m = m or interp.machine(mod.build(w, c))
-    rng = np.random.default_rng(seed)
-    out = []
-    for epoch in range(1, calls + 1):
-        inputs = mod.make_inputs(w, c, rng)
-        got = interp.call(m, inputs, epoch, rng, unordered=unordered)["OUT"]
-        out.append(max(reference.relative_error(o, e) for o, e in zip(got, reference.gemm_rs(inputs)["OUT"])))
-    return out
 
 
 @pytest.mark.parametrize("nodes,gpn", CLUSTERS)
@@ -87,12 +75,12 @@ def test_the_push_tables_match_the_oracle_call_after_call(nodes, gpn, unordered)
     """Heap and scratch kept between calls, never zeroed: each call's accumulators start at the
     owner's base, whatever the last call left there."""
     c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
-    assert max(_errors(_push(c), c, seed=nodes * 10 + gpn, unordered=unordered)) < 1e-5
+    assert max(interp_errors(_push(c), c, seed=nodes * 10 + gpn, unordered=unordered)) < 1e-5
 
 
 def test_the_push_tables_under_the_ring_between_nodes():
     c = Cluster("t", 3, 2).with_sms(22)
-    assert max(_errors(_push(c, rows=72, internode="ring", chunk_tiles=1), c, seed=4)) < 1e-5
+    assert max(interp_errors(_push(c, rows=72, internode="ring", chunk_tiles=1), c, seed=4)) < 1e-5
 
 
 def test_a_push_whose_arrival_signal_is_lost_deadlocks_its_owner():
@@ -104,7 +92,7 @@ def test_a_push_whose_arrival_signal_is_lost_deadlocks_its_owner():
     row = next(r for r in p.tasks if r[Task.ACCUMULATE])
     row[Task.S1] = row[Task.S0]
     with pytest.raises(DeadlockError, match=r"tasks never ran, first rank 0 intra: .*'block 0 tile 0 out'"):
-        _errors(_push(c), c, seed=1, m=m, calls=1)
+        interp_errors(_push(c), c, seed=1, m=m, calls=1)
 
 
 def test_pushes_that_do_not_wait_for_the_base_are_overwritten_by_it():
@@ -118,5 +106,5 @@ def test_pushes_that_do_not_wait_for_the_base_are_overwritten_by_it():
         p = m.plans[1]
         for row in p.tasks[p.tasks[:, Task.ACCUMULATE] == 1]:
             p.waits[int(row[Task.W0]) + 1, Wait.COUNT] = 0  # (ready, base): the base
-        worst = max(worst, *_errors(_push(c), c, seed=seed, m=m))
+        worst = max(worst, *interp_errors(_push(c), c, seed=seed, m=m))
     assert worst > 1e-2

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness.cases import CASES, workload
+from harness.cases import CASES, interp_errors, workload
 
-from mkernel import builders, reference
+from mkernel import builders
 from mkernel.errors import DeadlockError, InputError
 from mkernel.cluster import Cluster
 from mkernel.hw.lowering import interp
@@ -15,29 +15,12 @@ from mkernel.hw.lowering.layout import Command, GemmOperand, GemmTile, Region, S
 from mkernel.ir import Op
 from mkernel.problems import Workload
 
-def _calls(w: Workload, c: Cluster, seed: int, calls: int = 3, unordered: bool = False, m=None,
-           fence: bool = True, first: int = 1) -> list[float]:
-    """Relative error (worst over outputs and ranks) of each call, epochs from ``first``; NaN (an
-    element not written) is inf."""
-    mod = builders.get(w.kernel)
-    m = m or interp.machine(mod.build(w, c))
-    rng = np.random.default_rng(seed)
-    errors = []
-    for epoch in range(first, first + calls):
-        inputs = mod.make_inputs(w, c, rng)
-        out = interp.call(m, inputs, epoch, rng, unordered=unordered, fence=fence)
-        ref = reference.expected(w, inputs, c.gpus_per_node)
-        errors.append(max(np.inf if np.isnan(out[k][r]).any() else reference.relative_error(out[k][r], ref[k][r])
-                          for k in ref for r in range(c.world)))
-    return errors
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("nodes,gpn", [(1, 1), (1, 2), (2, 1), (2, 2), (4, 2)])
 @pytest.mark.parametrize("unordered", [False, True], ids=["rc", "srd"])
 def test_every_lowered_op_matches_the_oracle_call_after_call(case, nodes, gpn, unordered):
     c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
-    errors = _calls(workload(case), c, seed=nodes * 10 + gpn, unordered=unordered)
+    errors = interp_errors(workload(case), c, seed=nodes * 10 + gpn, unordered=unordered)
     assert max(errors) < 1e-5, errors
 
 
@@ -51,7 +34,7 @@ def test_every_inter_node_algorithm_lowers_to_the_oracle(kernel, algorithm, node
     c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
     w = Workload(kernel=kernel, m=1100 if kernel == "gemm_ar" else 136 * c.world, n=520, k=48,
                  chunk_tiles=1, internode=algorithm)
-    assert max(_calls(w, c, seed=nodes * 7 + gpn, unordered=unordered)) < 1e-5
+    assert max(interp_errors(w, c, seed=nodes * 7 + gpn, unordered=unordered)) < 1e-5
 
 
 @pytest.mark.parametrize("nodes,gpn", [(3, 2), (4, 1), (4, 2)])
@@ -61,7 +44,7 @@ def test_a_shared_twoshot_lowers_to_the_oracle(nodes, gpn, unordered):
     c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
     w = Workload(m=1100, n=520, k=48, chunk_tiles=8, internode="twoshot")
     assert builders.get("gemm_ar").plan(w, c)[2] > 0
-    assert max(_calls(w, c, seed=nodes * 3 + gpn, unordered=unordered)) < 1e-5
+    assert max(interp_errors(w, c, seed=nodes * 3 + gpn, unordered=unordered)) < 1e-5
 
 
 def test_moe_on_given_routings_matches_the_oracle():
@@ -74,7 +57,7 @@ def test_moe_on_given_routings_matches_the_oracle():
                        for _ in range(world))
         w = Workload(kernel="moe_dispatch_gemm", m=tokens * world, n=264, k=136, experts=experts, topk=topk,
                      routes=routes)
-        assert max(_calls(w, Cluster("t", 2, 2).with_sms(33), seed=int(rng.integers(1 << 30)))) < 1e-5
+        assert max(interp_errors(w, Cluster("t", 2, 2).with_sms(33), seed=int(rng.integers(1 << 30)))) < 1e-5
 
 
 def test_a_lowering_that_lost_a_wait_reads_the_last_call_and_is_caught():
@@ -89,7 +72,7 @@ def test_a_lowering_that_lost_a_wait_reads_the_last_call_and_is_caught():
         for row in p.tasks:
             if interp.OPS[int(row[Task.OP])] in (Op.GEMM, Op.REDUCE, Op.COPY):
                 p.waits[int(row[Task.W0]):int(row[Task.W1]), Wait.COUNT] = 0
-        worst = max(worst, *_calls(w, c, seed=seed, m=m))
+        worst = max(worst, *interp_errors(w, c, seed=seed, m=m))
     assert worst > 1e-2
 
 
@@ -98,8 +81,8 @@ def test_ring_attention_over_srd_needs_the_signal_fence():
     transport land that SIGNAL before the data (what the fake and loopback transports allowed until
     2026-12-01) and a tile computes on the last call's K or V: the output goes wrong."""
     w, c = workload("ring_attention"), Cluster("t", 2, 2).with_sms(33)
-    fenced = max(max(_calls(w, c, seed, unordered=True)) for seed in range(4))
-    unfenced = max(max(_calls(w, c, seed, unordered=True, fence=False)) for seed in range(4))
+    fenced = max(max(interp_errors(w, c, seed, unordered=True)) for seed in range(4))
+    unfenced = max(max(interp_errors(w, c, seed, unordered=True, fence=False)) for seed in range(4))
     assert fenced < 1e-5 and unfenced > 1e-2, (fenced, unfenced)
 
 
@@ -112,9 +95,9 @@ def test_the_last_epochs_match_the_oracle_and_the_next_is_refused(case):
     last = m.plans[0].last_epoch
     assert last > 1 << 50 and all(p.last_epoch == last for p in m.plans)
     interp.fast_forward(m, last - 2)
-    assert max(_calls(w, c, seed=1, calls=2, m=m, first=last - 1)) < 1e-5
+    assert max(interp_errors(w, c, seed=1, calls=2, m=m, first=last - 1)) < 1e-5
     with pytest.raises(InputError, match="epochs run from 1 to"):
-        _calls(w, c, seed=1, calls=1, m=m, first=last + 1)
+        interp_errors(w, c, seed=1, calls=1, m=m, first=last + 1)
 
 
 def test_a_fast_forward_one_call_short_stalls():
@@ -124,7 +107,7 @@ def test_a_fast_forward_one_call_short_stalls():
     m = interp.machine(builders.get(w.kernel).build(w, c))
     interp.fast_forward(m, 1000)
     with pytest.raises(DeadlockError, match="call 1002"):
-        _calls(w, c, seed=1, calls=1, m=m, first=1002)
+        interp_errors(w, c, seed=1, calls=1, m=m, first=1002)
 
 
 @pytest.mark.parametrize("case,nodes,gpn", [("ring_attention", 2, 2), ("ring_attention_causal", 1, 4),
@@ -143,13 +126,13 @@ def test_norms_fold_into_their_tiles_last_merge_and_the_merge_count_decides(case
         assert Op.NORM not in ops
         attn = p.tasks[[op is Op.ATTN for op in ops]]
         assert (attn[:, Task.R1] - attn[:, Task.R0] == 7).all() and (attn[:, Task.A1] - attn[:, Task.A0] == 1).all()
-    assert max(_calls(w, c, seed=2, m=m)) < 1e-5
+    assert max(interp_errors(w, c, seed=2, m=m)) < 1e-5
     for shift, worse in ((1, np.inf), (-1, 1e-2)):
         m = interp.machine(builders.get(w.kernel).build(w, c))
         for p in m.plans:  # the merge counts only (on 2 nodes the other aux rows are ring commands)
             attn = p.tasks[p.tasks[:, Task.OP] == interp.OPS.index(Op.ATTN)]
             p.aux[attn[:, Task.A0], Command.MERGES] += shift
-        assert max(_calls(w, c, seed=2, m=m, calls=1)) >= worse
+        assert max(interp_errors(w, c, seed=2, m=m, calls=1)) >= worse
 
 
 @pytest.mark.parametrize("who", ["reader", "writer"])
@@ -184,7 +167,7 @@ def test_a_norm_whose_rows_another_task_touches_does_not_fold(who):
     if who == "reader":
         m = interp.machine(s2)
         assert int((m.plans[1].tasks[:, 0] == interp.OPS.index(Op.NORM)).sum()) == 2  # both norms of the tile
-        assert max(_calls(w, c, seed=5, m=m)) < 1e-5
+        assert max(interp_errors(w, c, seed=5, m=m)) < 1e-5
 
 
 def test_a_norm_that_signals_stays_a_task_and_still_matches():
@@ -204,7 +187,7 @@ def test_a_norm_that_signals_stays_a_task_and_still_matches():
     attn = [p.tasks[p.tasks[:, Task.OP] == interp.OPS.index(Op.ATTN)] for p in m.plans]
     assert all((a[:, Task.A1] == a[:, Task.A0]).all() and (a[:, Task.R1] - a[:, Task.R0] == 5).all()
                for a in attn)  # nothing folded
-    assert max(_calls(w, c, seed=3, m=m)) < 1e-5
+    assert max(interp_errors(w, c, seed=3, m=m)) < 1e-5
 
 
 @pytest.mark.parametrize("case,nodes,gpn", [("gemm_ar", 1, 1), ("gemm_rs", 2, 2), ("gemm_ar", 2, 2),
@@ -239,7 +222,7 @@ def test_a_gemm_table_row_that_signals_nobody_stalls_its_reduction():
     m = interp.machine(builders.get(w.kernel).build(w, c))
     m.plans[0].gemm_tiles[1, GemmTile.SIG_RANK] = -1
     with pytest.raises(DeadlockError, match="never ran"):
-        _calls(w, c, seed=1, m=m, calls=1)
+        interp_errors(w, c, seed=1, m=m, calls=1)
 
 
 def test_a_gemm_table_row_that_writes_beside_its_tile_is_caught():
@@ -248,4 +231,4 @@ def test_a_gemm_table_row_that_writes_beside_its_tile_is_caught():
     w, c = workload("gemm_ar"), Cluster("t", 1, 1)
     m = interp.machine(builders.get(w.kernel).build(w, c))
     m.plans[0].gemm_tiles[0, GemmTile.C_COL0] += 8
-    assert max(_calls(w, c, seed=2, m=m, calls=1)) > 1e-2
+    assert max(interp_errors(w, c, seed=2, m=m, calls=1)) > 1e-2
