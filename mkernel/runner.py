@@ -92,10 +92,10 @@ def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing:
     est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable, one)
     kw["grouped"] = grouped
 
-    def build_fused(wk) -> Schedule | None:  # built as the workload's own is (None: it cannot be)
-        if (0 < span < c.nodes and builders.node_symmetric(wk, c)) != bool(foldable):
+    def build_fused(wk) -> Schedule | None:  # built as the workload's own is (None: it cannot be folded alike)
+        if kw.get("first_nodes") and not builders.node_symmetric(wk, c):
             return None
-        s = module.build(wk, c, **kw, **({"local_fold": True} if bool(kw.get("first_nodes")) and local
+        s = module.build(wk, c, **kw, **({"local_fold": True} if kw.get("first_nodes") and local
                                            and builders.local_symmetric(wk, c) else {}))
         s.validate(races=not folded)
         return s
