@@ -56,6 +56,24 @@ class HwBackend:
             return cluster
         return cluster.with_sms(cluster.gpu.sms // per_gpu)
 
+    def options(self, *, transport: str | None = None, heap: str | None = None,
+                faults: str | None = None) -> dict:
+        """The fused run's transport between nodes (checked against this host, ``auto`` resolved:
+        :func:`~mkernel.hw.runtime.transports.check_hw_run`), its heap, and the faults its proxies
+        inject (:class:`~mkernel.hw.runtime.proxy.ProxyFaults`), each as given or left out."""
+        out: dict = {}
+        if transport is not None:
+            from .runtime.transports import check_hw_run
+
+            out["transport"] = check_hw_run(transport)
+        if heap is not None:
+            out["heap"] = heap
+        if faults:
+            from .runtime.proxy import ProxyFaults
+
+            out["faults"] = ProxyFaults.parse(faults)
+        return out
+
     def folds_locals(self, cluster: Cluster) -> bool:
         """Never: the hw backend runs every rank."""
         return False

@@ -70,6 +70,12 @@ class Backend(Protocol):
     def folds_locals(self, cluster: Cluster) -> bool:
         """Whether a quiet collapsed run on ``cluster`` may be built for local rank 0 alone."""
 
+    def options(self, *, transport: str | None = None, heap: str | None = None,
+                faults: str | None = None) -> dict:
+        """The run options a command line gives this backend, checked and parsed before anything is
+        built or launched (one clear error for one it does not take): the keyword arguments of
+        :meth:`run` they become (``transport``, ``heap``, ``faults``), those it has no use for left out."""
+
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, workload=None, collapse: bool = False, faults=None,
             controller=None, progress=None, sample=None, hazards: bool | None = None,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mkernel.hw.runtime.transports import HW_TRANSPORTS  # names only: nothing is probed at import
 
+from .backend import get_backend
 from .errors import InputError
 from .files import output_file, output_folder
 from .problems import DEFAULT_SHAPES, KERNELS, NODE_REDUCE_KERNELS
@@ -64,34 +65,17 @@ def run(args: argparse.Namespace) -> int:
     output_file(args.json, "--json")
     output_file(args.trace, "--trace")
     sc = scenario_from_args(args)
-    hw_net = {}
-    if args.heap is not None and args.backend != "hw":
-        raise InputError("--heap applies to --backend hw (where the fused run's symmetric buffer lives)")
-    if args.backend == "hw" and args.transport is not None:
-        from mkernel.hw.runtime.transports import check_hw_run
-
-        hw_net["transport"] = check_hw_run(args.transport)  # one clear error before any launch
-    if args.heap is not None:
-        hw_net["heap"] = args.heap
+    options = get_backend(args.backend).options(transport=args.transport, heap=args.heap, faults=args.faults)
     if args.splits:
         from .studies.splits import apply
 
         sc = apply(sc, args.splits)
-    faults = None
-    if args.faults and args.backend == "hw":
-        from mkernel.hw.runtime.proxy import ProxyFaults
-
-        faults = ProxyFaults.parse(args.faults)
-    elif args.faults:
-        from mkernel.sim.faults import parse
-
-        faults = parse(args.faults)
     from .report import progress_bar
 
     with progress_bar() as progress:
         result, stats = runner.run(sc, backend=args.backend, data=args.data, seed=args.seed,
-                                   trace=args.trace is not None, collapse=args.collapse, faults=faults,
-                                   adaptive=args.adaptive, progress=progress, force=args.force, **hw_net)
+                                   trace=args.trace is not None, collapse=args.collapse, adaptive=args.adaptive,
+                                   progress=progress, force=args.force, **options)
     problems = check_result(result)
     if problems:
         raise AssertionError("result does not match its schema: " + "; ".join(problems))

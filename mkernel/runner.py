@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
-from . import builders, limits, reference
+from . import builders, limits, run_data
 from .backend import RunStats, get_backend
 from .builders import _auto as auto
 from .builders import _rail as rail
 from .errors import BackendUnavailable, MkernelError
-from .ir import BufferKind, Role, Schedule
-from .reference import DATA_RTOL  # noqa: F401 (tests read it here)
+from .ir import Role, Schedule
 from .result import RESULT_VERSION
 from .scenario import Scenario
 
@@ -183,7 +180,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     rtol = engine.rtol
     fused_case = base_case = (None, None, None)  # (inputs, oracle, sample plan) of each run
     if data:
-        fused_case, base_case = _data_cases(caps.samples, w, c, (fused, baseline), seed, force)
+        fused_case, base_case = run_data.cases(caps.samples, w, c, (fused, baseline), seed, force)
     inputs, expected, plan = fused_case
     fold = {"collapse": collapse and not data and not trace, "faults": faults, "progress": progress,
             "hazards": hazards, "workload": w, "transport": transport, "heap": heap}
@@ -197,17 +194,17 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     where = caps.where
     limits.step(f"running the fused op {where} ({len(fused.tasks):,} tasks on {c.world} ranks)")
     stats = reuse.get(fused.variant) or engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold,
-                                                   **_sample(plan))
+                                                   **run_data.sample_option(plan))
     if trace and trajectory is not None and stats.counters is not None:  # the target over time, as a track
         stats.counters.extend((rank, "intra target", points, "SMs") for rank, points in trajectory.points.items())
     fold.pop("controller", None)
-    fused_err = _error(stats, expected)
+    fused_err = run_data.error(stats, expected)
     inputs, expected, base_plan = base_case
     limits.step(f"running the baseline {baseline.variant} {where} ({len(baseline.tasks):,} tasks)")
     # the baseline chosen (auto): the run above was the baseline's; the same seed would give the same time
     base = stats if fused is baseline else reuse.get(baseline.variant) or engine.run(
-        baseline, c, inputs=inputs, seed=seed, **fold, **_sample(base_plan))
-    base_err = _error(base, expected)
+        baseline, c, inputs=inputs, seed=seed, **fold, **run_data.sample_option(base_plan))
+    base_err = run_data.error(base, expected)
     timing = caps.models_library and faults is None  # library calls are timed by their models (sim/library.py)
     base_s = _library_timed(engine, baseline, c, seed, fold, base) if timing and data else base.time_s
     paper = _paper_baseline(scenario, engine, seed, fold, base_s, baseline.variant, caps.grouped) if timing else None
@@ -230,7 +227,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "time_source": source,
         "tflops_per_gpu": flops / fused_s / 1e12,
         "baseline": {"name": baseline.variant, "time_s": base_s, "time_source": base_source,
-                     "tflops_per_gpu": flops / base_s / 1e12, "correct": _ok(base_err, rtol), "error": base_err,
+                     "tflops_per_gpu": flops / base_s / 1e12, "correct": run_data.ok(base_err, rtol), "error": base_err,
                      "bytes": base.bytes_total},
         "speedup": base_s / fused_s if comparable else None,
         "predicted": None if caps.predicts else _predicted(asked, seed, force),
@@ -243,7 +240,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "bytes": stats.bytes_total,
         "bytes_per_gpu": stats.bytes_per_gpu,
         "roles": {role.value: launch.budget(role) for role in Role},
-        "correct": _correct(stats, base, fused_err, base_err, rtol),
+        "correct": run_data.correct(stats, base, fused_err, base_err, rtol),
         "error": fused_err,
         "hazards": list(stats.hazards),
         "breakdown": stats.metrics.get("breakdown_us"),
@@ -301,56 +298,6 @@ def _note(result: dict, stats: RunStats, adaptive: bool, plan, predicts: bool) -
     return "; ".join(p for p in parts if p)
 
 
-def _data_cases(samples: bool, w, c, schedules: tuple[Schedule, Schedule], seed: int, force: bool):
-    """(inputs, oracle, plan) for the fused and the baseline run, after the memory check. A backend
-    that ``samples`` (the sim) computes every element where the whole arrays are small (limits.WHOLE_DATA_BYTES), else the
-    sampled rows and columns of :mod:`mkernel.sampling`; hw draws every rank's whole inputs (the
-    GPUs compute every element) and one oracle serves both runs."""
-    what = f"{w.kernel} {w.m}x{w.n}x{w.k} on {c.nodes}x{c.gpus_per_node} GPUs"
-    limits.step("drawing the inputs and the float64 oracle")
-    if not samples:
-        limits.check_data(f"the inputs, oracle and outputs of {what}", data_bytes(*schedules), force, _data_hint(w))
-        inputs = builders.get(w.kernel).make_inputs(w, c, np.random.default_rng(seed))
-        case = (inputs, reference.expected(w, inputs, c.gpus_per_node), None)
-        return case, case
-    from . import sampled_oracle, sampling
-
-    whole = data_bytes(*schedules) <= limits.WHOLE_DATA_BYTES
-    plans = [sampling.Plan.whole(s) if whole else sampling.plan(s, seed) for s in schedules]
-    limits.check_data(f"data mode of {what}", sum(_plan_bytes(p) for p in plans), force, _data_hint(w))
-    draw = sampled_oracle.Inputs(w, c, schedules[0], seed)
-    return tuple((draw.for_plan(p), sampled_oracle.expected(w, c, draw, p), p) for p in plans)
-
-
-def _sample(plan) -> dict:
-    return {} if plan is None else {"sample": plan}
-
-
-def _plan_bytes(plan) -> int:
-    """A data run's float32 arrays and float64 oracle outputs under ``plan``."""
-    return 4 * plan.elements() + 8 * plan.elements((BufferKind.OUTPUT,))
-
-
-def data_bytes(fused: Schedule, baseline: Schedule) -> int:
-    """Host memory of a data run on whole arrays at most: every rank's float32 inputs, the float64
-    oracle of its outputs, and each schedule's float32 arrays (every buffer of every rank)."""
-    def elems(s: Schedule, kinds=tuple(BufferKind)) -> int:
-        return sum(b.rows * b.cols for b in s.buffers if b.kind in kinds) * s.world
-
-    return 4 * elems(fused, (BufferKind.INPUT,)) + 8 * elems(fused, (BufferKind.OUTPUT,)) + 4 * (
-        elems(fused) + elems(baseline))
-
-
-def _data_hint(w) -> str:
-    if w.kernel == "ring_attention":
-        return (f"fewer heads (--n {w.n}) or a shorter sequence (--seq {w.m}): attention needs every key, "
-                f"so every rank holds every rank's K whole")
-    if w.kernel == "moe_dispatch_gemm":
-        return (f"smaller hidden and expert sizes (--k {w.k}, --n {w.n}: the {w.experts} experts' weights "
-                f"alone are {w.experts * w.k * w.n * 4 / 1e9:.1f} GB in float32) or fewer experts (workload.experts)")
-    return ""
-
-
 def _library_timed(engine, baseline: Schedule, c, seed: int, fold: dict, ran: RunStats) -> float:
     """A data run executes a baseline's library launches as tasks (their data is what it checks);
     its time is that of a timing run of the same schedule, where those launches last as long as
@@ -374,28 +321,3 @@ def _paper_baseline(scenario: Scenario, engine, seed: int, fold: dict, base_s: f
     paper.validate(races=False)
     ran = engine.run(paper, c, seed=seed, **fold)
     return {"name": paper.variant, "time_s": ran.time_s}
-
-
-def _correct(fused: RunStats, base: RunStats, fused_err: float | None, base_err: float | None,
-             rtol: float) -> bool | None:
-    """False on any hazard or mismatch; True only if outputs were checked and match; else None."""
-    if fused.hazards or base.hazards:
-        return False
-    if fused_err is None:
-        return None
-    return bool(_ok(fused_err, rtol) and _ok(base_err, rtol))
-
-
-def _error(stats: RunStats, expected: dict | None) -> float | None:
-    """The worst relative error over every output buffer and rank (inf for an unwritten element)."""
-    if expected is None:
-        return None
-    worst = 0.0
-    for name, refs in expected.items():
-        for out, ref in zip(stats.outputs[name], refs):
-            worst = max(worst, reference.relative_error(out, ref))
-    return worst
-
-
-def _ok(err: float | None, rtol: float = DATA_RTOL) -> bool | None:
-    return None if err is None else err <= rtol

@@ -7,7 +7,7 @@ import numpy as np
 
 from mkernel.backend import Capabilities, RunStats
 from mkernel.cluster import Cluster
-from mkernel.errors import BackendUnavailable
+from mkernel.errors import BackendUnavailable, InputError
 from mkernel.ir import BufferKind, Schedule, paused_gc
 from mkernel.reference import DATA_RTOL
 
@@ -16,6 +16,7 @@ from .collapse import is_node_symmetric
 from .data import DataStore
 from .engine import Model
 from .faults import Faults
+from .faults import parse as parse_faults
 from .localfold import NotFoldable, cluster_refusal, fold_locals, refusal
 
 
@@ -36,6 +37,16 @@ class SimBackend:
         if schedule.world != cluster.world:
             return f"schedule is for {schedule.world} ranks, cluster has {cluster.world}"
         return None
+
+    def options(self, *, transport: str | None = None, heap: str | None = None,
+                faults: str | None = None) -> dict:
+        """``faults`` parsed (:func:`mkernel.sim.faults.parse`). ``transport`` is the scenario's
+        (the command line sets ``cluster.transport``, the NIC protocol this model times), and a
+        simulated run has no symmetric heap to place, so ``heap`` is refused."""
+        if heap is not None:
+            raise InputError(f"--heap {heap}: --heap applies to --backend hw (where the fused run's symmetric "
+                             "buffer lives); the simulator places no symmetric heap")
+        return {"faults": parse_faults(faults)} if faults else {}
 
     def folds_locals(self, cluster: Cluster) -> bool:
         """Whether a quiet collapsed run on ``cluster`` (no controller, trace or stress) may fold

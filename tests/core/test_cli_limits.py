@@ -99,7 +99,7 @@ def test_data_mode_arrays_beyond_the_limit_are_refused_before_allocation(capsys)
 def test_the_hw_inputs_of_default_moe_experts_are_refused_before_any_is_drawn():
     """The hw run that printed nothing for 100 s: 256 experts of 7168 x 2048 are 15 GB of float32
     weights whatever the token count, drawn and copied before any rank started."""
-    from mkernel import runner
+    from mkernel import run_data
     from mkernel.errors import InputError
     from mkernel.hw import HwBackend
 
@@ -110,7 +110,7 @@ def test_the_hw_inputs_of_default_moe_experts_are_refused_before_any_is_drawn():
     start = time.monotonic()
     with pytest.raises(InputError, match="the inputs, oracle and outputs of moe_dispatch_gemm .* experts' weights "
                                          "alone are 15.0 GB"):
-        runner._data_cases(HwBackend.caps.samples, w, c, (mod.build(w, c), mod.build_baseline(w, c)), 0, False)
+        run_data.cases(HwBackend.caps.samples, w, c, (mod.build(w, c), mod.build_baseline(w, c)), 0, False)
     assert time.monotonic() - start < 10
 
 

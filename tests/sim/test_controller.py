@@ -9,7 +9,7 @@ from harness.cases import SHAPES, small_workload
 from mkernel import Cluster, Scenario, reference
 from mkernel.builders import get
 from mkernel.controller import Balance, sim_controller, split
-from mkernel.runner import DATA_RTOL
+from mkernel.reference import DATA_RTOL
 from mkernel.sim import SimBackend
 
 

@@ -14,7 +14,7 @@ from mkernel import Cluster, Op, Workload, reference
 from mkernel.builders import gemm_ar
 from mkernel.errors import ProblemError, ScenarioError
 from mkernel.ir import Role
-from mkernel.runner import DATA_RTOL
+from mkernel.reference import DATA_RTOL
 from mkernel.sim import SimBackend
 
 # (nodes, gpus per node): m = 300 rows and n = 520 columns, neither a multiple of the 128 x 256 tile

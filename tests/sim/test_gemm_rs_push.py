@@ -13,7 +13,7 @@ from mkernel import Cluster, Op, Workload, reference
 from mkernel.builders import gemm_rs
 from mkernel.errors import ProblemError, ScenarioError
 from mkernel.ir import Role
-from mkernel.runner import DATA_RTOL
+from mkernel.reference import DATA_RTOL
 from mkernel.sim import SimBackend
 
 # (nodes, gpus per node, rows per rank): m = rows x world, none a multiple of the 128-row tile, n = 520

@@ -12,7 +12,7 @@ from mkernel.builders import moe_dispatch_gemm as moe
 from mkernel.errors import ProblemError
 from mkernel.report import static_bytes
 from mkernel.routing import route
-from mkernel.runner import DATA_RTOL
+from mkernel.reference import DATA_RTOL
 from mkernel.sim import SimBackend
 
 TOPOLOGIES = [(1, 1), (1, 2), (1, 8), (2, 1), (2, 2), (2, 8), (3, 2), (4, 4)]

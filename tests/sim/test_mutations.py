@@ -18,7 +18,7 @@ from mkernel import Cluster, Workload, reference
 from mkernel.builders import get
 from mkernel.errors import DeadlockError, ScheduleError
 from mkernel.problems import KERNELS
-from mkernel.runner import DATA_RTOL
+from mkernel.reference import DATA_RTOL
 from mkernel.sim import SimBackend
 
 MAX_MUTANTS = 200

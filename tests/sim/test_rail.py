@@ -13,7 +13,7 @@ from mkernel.builders import ag_gemm, gemm_ar, gemm_rs
 from mkernel.builders._tiling import split_rows
 from mkernel.errors import ProblemError
 from mkernel.report import static_bytes
-from mkernel.runner import DATA_RTOL
+from mkernel.reference import DATA_RTOL
 from mkernel.sim import SimBackend
 
 TOPOLOGIES = [(2, 1), (2, 2), (3, 2), (4, 1), (4, 4), (2, 8), (8, 1)]

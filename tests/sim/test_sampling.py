@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mkernel import builders, limits, reference, runner, sampled_oracle, sampling
+from mkernel import builders, limits, reference, run_data, runner, sampled_oracle, sampling
 from mkernel.cluster import Cluster
 from mkernel.ir import BufferKind, Op
 from mkernel.problems import Workload
@@ -116,7 +116,7 @@ def test_inputs_are_a_pure_function_of_their_index():
 
 def test_the_default_scenario_checks_in_well_under_a_gigabyte():
     fused, baseline = runner.build(load_scenario("default"))
-    assert runner.data_bytes(fused, baseline) > 4e9  # the whole arrays: why data mode samples
-    assert sum(runner._plan_bytes(sampling.plan(s)) for s in (fused, baseline)) < 0.3e9
+    assert run_data.data_bytes(fused, baseline) > 4e9  # the whole arrays: why data mode samples
+    assert sum(run_data.plan_bytes(sampling.plan(s)) for s in (fused, baseline)) < 0.3e9
     assert all(b.kind is not BufferKind.OUTPUT or sampling.plan(fused).keep[(b.name, 0)] is not None
                for b in fused.buffers)

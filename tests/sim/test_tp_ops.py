@@ -9,7 +9,7 @@ from mkernel import Cluster, Op, Workload, reference
 from mkernel.builders import ag_gemm, gemm_rs
 from mkernel.errors import ProblemError
 from mkernel.report import static_bytes
-from mkernel.runner import DATA_RTOL
+from mkernel.reference import DATA_RTOL
 from mkernel.sim import SimBackend
 
 TOPOLOGIES = [(1, 1), (1, 2), (1, 8), (2, 1), (2, 2), (2, 8), (3, 2), (4, 4)]
