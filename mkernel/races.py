@@ -33,8 +33,7 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list
     need not hold). Without it, the schedule must be flat (a wait's count is a member's).
     """
     n = len(s.tasks)
-    grouped = any(t.count > 1 for t in s.tasks)
-    if grouped and not every_signaler:
+    if not every_signaler and any(t.count > 1 for t in s.tasks):
         raise ValueError("the happens-before graph of a wait's count is one of members: expand the schedule first")
     signalers: dict = defaultdict(list)  # (rank, name, index) -> bumpers: tuples hash and compare in C
     for task in s.tasks:
