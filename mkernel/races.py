@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .errors import ScheduleError
-from .ir import Schedule
+from .ir import Schedule, Task, bump_keys
 
 RACE_CHECK_MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes
 
@@ -27,11 +27,21 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list
     """Predecessors of every task, plus one barrier node per (rank, launch > 0) after the tasks.
 
     With ``every_signaler`` a wait depends on every bumper of its signal, whatever its count: the
-    conservative graph in which validate looks for dependency cycles.
+    conservative graph in which validate looks for dependency cycles. There a group (``Task.count``
+    > 1) is one node, which depends on every bumper of every member's waits: its members' graph
+    with each group's members merged, so a cycle among members is one among groups (the converse
+    need not hold). Without it, the schedule must be flat (a wait's count is a member's).
     """
     n = len(s.tasks)
+    if not every_signaler and any(t.count > 1 for t in s.tasks):
+        raise ValueError("the happens-before graph of a wait's count is one of members: expand the schedule first")
     signalers: dict = defaultdict(list)  # (rank, name, index) -> bumpers: tuples hash and compare in C
     for task in s.tasks:
+        if task.count > 1:
+            fixed, moving = bump_keys(task)
+            for k in [k for k, _ in fixed] + moving:
+                signalers[k].append(task.id)
+            continue
         for sig in task.signals:
             signalers[(sig.rank, sig.name, sig.index)].append(task.id)
     barrier: dict = {}
@@ -40,17 +50,30 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list
             barrier[(task.rank, task.launch)] = n + len(barrier)
     preds: list[list[int]] = [[] for _ in range(n + len(barrier))]
     for task in s.tasks:
-        for wait in task.waits:
-            g = wait.signal
-            bumpers = signalers[(g.rank, g.name, g.index)]
-            if every_signaler or wait.count == len(bumpers):
-                preds[task.id].extend(bumpers)
+        if task.count > 1 and task.step.waits:
+            preds[task.id] = _group_waits(task, signalers)
+        else:
+            for wait in task.waits:
+                g = wait.signal
+                bumpers = signalers[(g.rank, g.name, g.index)]
+                if every_signaler or wait.count == len(bumpers):
+                    preds[task.id].extend(bumpers)
         if task.launch > 0:
             preds[task.id].append(barrier[(task.rank, task.launch)])
         after = barrier.get((task.rank, task.launch + 1))
         if after is not None:
             preds[after].append(task.id)
     return preds
+
+
+def _group_waits(task: Task, signalers: dict) -> list[int]:
+    """The bumpers of every member's waits of a group whose waits step (each once)."""
+    get, out = signalers.get, set()
+    for wait, dx in zip(task.waits, task.step.waits):
+        g = wait.signal
+        for i in range(task.count) if dx else (0,):
+            out.update(get((g.rank, g.name, g.index + i * dx), ()))
+    return list(out)
 
 
 def topological_order(preds: list[list[int]]) -> list[int]:

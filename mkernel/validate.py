@@ -13,7 +13,10 @@ Each rule raises :class:`ScheduleError` naming the task (or buffer) and the rule
 - a race: two conflicting accesses that no chain of waits orders (see :mod:`mkernel.races`).
 
 A group (``Task.count`` > 1) must carry a step that fits it, and its members keep the per-task
-rules; the rules over pairs of tasks (cycles, output coverage, races) run on the expanded schedule.
+rules. The rules over pairs of tasks look at groups without making their members where they can:
+cycles on the graph of groups (expanded only to name a cycle found there), output coverage on
+arrays of member regions (:mod:`mkernel.coverage`); the race check runs on the expanded schedule,
+and only on one of at most ``RACE_CHECK_MAX_TASKS`` members.
 
 A schedule of the first nodes alone (``Schedule.first_nodes``, and of their local rank 0 alone,
 ``Schedule.local_fold``) gets the per-task rules and the signal counts, folded onto those nodes
@@ -31,13 +34,12 @@ launch as one call, and later launches start after it on every rank).
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 
-import numpy as np
-
+from .coverage import check_outputs
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Schedule, Task, bump_keys, count_homes, expand, paused_gc
-from .races import check_races, happens_before_graph, topological_order
+from .races import RACE_CHECK_MAX_TASKS, check_races, happens_before_graph, topological_order
 
 
 @paused_gc()
@@ -65,12 +67,11 @@ def validate(s: Schedule, races: bool = True) -> None:
     _check_signals(s)
     if s.first_nodes:
         return
-    flat = expand(s)  # the rules over pairs of tasks need every member
-    _check_cycles(flat)
+    _check_cycles(s)
     if not s.elided:
-        _check_outputs(flat, buffers)
-    if races:
-        check_races(flat)
+        check_outputs(s, buffers)
+    if races and sum(t.count for t in s.tasks) <= RACE_CHECK_MAX_TASKS:
+        check_races(expand(s))  # pairs of members: the one rule that makes them (on small schedules only)
 
 
 def _check_group(rules: _TaskRules, task: Task) -> None:
@@ -305,12 +306,18 @@ def _check_cycles(s: Schedule) -> None:
     """Kahn's algorithm over signal edges and per-rank launch order; name one cycle if any.
 
     Launch order is expressed through one barrier node per (rank, launch > 0), so the graph stays
-    linear in the number of tasks.
+    linear in the number of tasks. A grouped schedule is checked on its groups first (a group
+    depends on every bumper of every member's waits: :func:`~mkernel.races.happens_before_graph`),
+    and expanded only where they have a cycle, so a cycle is named by its members as on the flat
+    schedule, and one that only groups make raises nothing.
     """
     n = len(s.tasks)
     preds = happens_before_graph(s, every_signaler=True)
     order = topological_order(preds)
     if len(order) == len(preds):
+        return  # (on groups: then their members have no cycle either)
+    if n < sum(t.count for t in s.tasks):
+        _check_cycles(expand(s))  # a cycle among groups may be none among members: the exact check decides
         return
     stuck = set(range(len(preds))) - set(order)
     path, at = [], next(t for t in stuck if t < n)
@@ -320,35 +327,3 @@ def _check_cycles(s: Schedule) -> None:
     cycle = [t for t in path[path.index(at):][::-1] if t < n]
     names = " -> ".join(s.tasks[t].describe() for t in cycle + [cycle[0]])
     raise ScheduleError(f"dependency cycle: {names}")
-
-
-def _check_outputs(s: Schedule, buffers: dict) -> None:
-    """Each OUTPUT element on each rank must be written ``writes_per_element`` times."""
-    writes: dict = defaultdict(list)
-    for task in s.tasks:
-        for region in task.writes:
-            if buffers[region.buffer].kind is BufferKind.OUTPUT:
-                writes[(region.buffer, region.rank)].append((region, task))
-    for buf in (b for b in s.buffers if b.kind is BufferKind.OUTPUT):
-        for rank in range(s.world):
-            _check_coverage(buf, rank, writes[(buf.name, rank)])
-
-
-def _check_coverage(buf, rank: int, items: list) -> None:
-    # Compress coordinates to the distinct region edges, so the count grid is about the tile grid.
-    rows = np.unique([0, buf.rows] + [e for r, _ in items for e in (r.row0, r.row1)])
-    cols = np.unique([0, buf.cols] + [e for r, _ in items for e in (r.col0, r.col1)])
-    count = np.zeros((len(rows) - 1, len(cols) - 1), dtype=np.int64)
-    for region, _ in items:
-        r0, r1 = np.searchsorted(rows, [region.row0, region.row1])
-        c0, c1 = np.searchsorted(cols, [region.col0, region.col1])
-        count[r0:r1, c0:c1] += 1
-    bad = np.argwhere(count != buf.writes_per_element)
-    if len(bad) == 0:
-        return
-    i, j = bad[0]
-    row, col = int(rows[i]), int(cols[j])
-    by = [t.id for r, t in items if r.row0 <= row < r.row1 and r.col0 <= col < r.col1]
-    raise ScheduleError(
-        f"output {buf.name} on rank {rank}: element ({row}, {col}) is written {count[i, j]} times, "
-        f"expected {buf.writes_per_element}" + (f" (by tasks {by})" if by else " (by no task)"))

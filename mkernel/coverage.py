@@ -1,0 +1,87 @@
+"""The output-coverage rule of ``validate()``: each OUTPUT element on each rank is written exactly
+``writes_per_element`` times (plain writes plus accumulations).
+
+Counted on a grouped schedule without making its members: a group's members write its regions
+moved by i times their step (:class:`~mkernel.ir.Step`; regions do not cycle, only signals do), so
+every member's write region is a row of a few integer arrays, made by numpy from one row per
+group region. Why: a 2 x 8 GEMM+AR of 32768^2 writes its outputs through about a million
+members, and making them one Task at a time cost most of validate.
+
+Per (buffer, rank), coordinates are compressed to the distinct region edges (the count grid is
+about the tile grid) and the regions are summed into a 2-D difference array, whose running sums
+along both axes are each cell's count. The first bad cell in row-major order is the one reported,
+with the (expanded) ids of the tasks that write it: the message the check on the expanded
+schedule gives, where member i of the group of id j, ``count`` c, is task ``first + i``, ``first``
+being the number of members before the group.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ScheduleError
+from .ir import Buffer, BufferKind, Schedule
+
+_FIELDS = 12  # buffer, rank, row0, row1, col0, col1, rank/row/column steps, count, first id, write position
+
+
+def check_outputs(s: Schedule, buffers: dict[str, Buffer]) -> None:
+    """Raise :class:`ScheduleError` on the first OUTPUT element (by buffer, rank, then row-major)
+    not written ``writes_per_element`` times, naming the element, its count and its writers."""
+    outputs = [b for b in s.buffers if b.kind is BufferKind.OUTPUT]
+    if not outputs:
+        return
+    rank, row0, row1, col0, col1, ids, pos, which = _member_writes(s, {b.name: i for i, b in enumerate(outputs)})
+    key = which * s.world + rank
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    for b, buf in enumerate(outputs):
+        for r in range(s.world):
+            lo, hi = np.searchsorted(key, [b * s.world + r, b * s.world + r + 1])
+            at = order[lo:hi]
+            _check_coverage(buf, r, row0[at], row1[at], col0[at], col1[at], ids[at], pos[at])
+
+
+def _member_writes(s: Schedule, outputs: dict[str, int]) -> tuple[np.ndarray, ...]:
+    """Every member's write into an output: its rank, rows, columns, expanded task id, position
+    among its task's writes and output buffer index, as arrays (one row per member region)."""
+    groups, first = [], 0
+    for t in s.tasks:
+        steps = t.step.regions if t.count > 1 and t.step.regions else None
+        n = len(t.reads)
+        for k, r in enumerate(t.writes):
+            b = outputs.get(r.buffer)
+            if b is not None:
+                dk, dr, dc = steps[n + k] if steps else (0, 0, 0)
+                groups.append((b, r.rank, r.row0, r.row1, r.col0, r.col1, dk, dr, dc, t.count, first, k))
+        first += t.count
+    g = np.array(groups, dtype=np.int64).reshape(-1, _FIELDS)
+    count = g[:, 9]
+    at = np.repeat(np.arange(len(g)), count)  # each member region's group row
+    i = np.arange(len(at)) - np.repeat(np.cumsum(count) - count, count)  # its member index
+    g = g[at]
+    dk, dr, dc = g[:, 6], g[:, 7], g[:, 8]
+    return (g[:, 1] + i * dk, g[:, 2] + i * dr, g[:, 3] + i * dr, g[:, 4] + i * dc, g[:, 5] + i * dc,
+            g[:, 10] + i, g[:, 11], g[:, 0])
+
+
+def _check_coverage(buf: Buffer, rank: int, row0: np.ndarray, row1: np.ndarray, col0: np.ndarray,
+                    col1: np.ndarray, ids: np.ndarray, pos: np.ndarray) -> None:
+    rows = np.unique(np.concatenate(([0, buf.rows], row0, row1)))
+    cols = np.unique(np.concatenate(([0, buf.cols], col0, col1)))
+    r0, r1 = np.searchsorted(rows, row0), np.searchsorted(rows, row1)
+    c0, c1 = np.searchsorted(cols, col0), np.searchsorted(cols, col1)
+    width, cells = len(cols), len(rows) * len(cols)
+    # each region adds 1 at (r0, c0) and (r1, c1) and takes 1 at (r0, c1) and (r1, c0)
+    diff = (np.bincount(np.concatenate((r0 * width + c0, r1 * width + c1)), minlength=cells)
+            - np.bincount(np.concatenate((r0 * width + c1, r1 * width + c0)), minlength=cells))
+    count = diff.reshape(len(rows), width).cumsum(axis=0).cumsum(axis=1)[:-1, :-1]
+    bad = np.argwhere(count != buf.writes_per_element)
+    if len(bad) == 0:
+        return
+    i, j = bad[0]
+    row, col = int(rows[i]), int(cols[j])
+    hit = (row0 <= row) & (row < row1) & (col0 <= col) & (col < col1)
+    by = [int(t) for t in ids[hit][np.lexsort((pos[hit], ids[hit]))]]  # in task order, then write order
+    raise ScheduleError(
+        f"output {buf.name} on rank {rank}: element ({row}, {col}) is written {count[i, j]} times, "
+        f"expected {buf.writes_per_element}" + (f" (by tasks {by})" if by else " (by no task)"))
