@@ -171,7 +171,8 @@ class Dispatch:
         rank = lane.rank
         if task.op is not Op.GEMM or cost.sm_speed(self.c, self._computing[rank] + 1) == \
                 cost.sm_speed(self.c, self._computing[rank] + n):
-            speed = cost.sm_speed(self.c, self._compute_edge(rank, n)) if task.op is Op.GEMM else 0.0
+            busy = self._compute_edge(rank, n)  # every op on the compute role counts (as in _ready)
+            speed = cost.sm_speed(self.c, busy) if task.op is Op.GEMM else 0.0
             self._join(runs, lane, role, task, first, n, -1, None, 0, speed)
             return
         for i in range(first, first + n):

@@ -173,6 +173,28 @@ def test_counted_sms_keep_their_roles_target(grouped):
     assert len({span[2] for span in named.spans}) == 4  # four SMs ran the tiles
 
 
+@pytest.mark.parametrize("grouped", [True, False])
+def test_every_op_on_the_compute_role_counts_as_computing(grouped):
+    """SMs count themselves out of the computing SMs when a member of any op on the compute role
+    ends, so they count themselves in when it starts, also where counted SMs start a run of members
+    (the first wave, or members released from a wait): the count, which sets a GEMM's speed class,
+    ends at 0, and the compute-busy time is the copies' (MoE's gathers and every drain on the compute
+    role once left it at -1, and the breakdown's compute time above the run's)."""
+    from mkernel import Cluster
+    from mkernel.sim.engine import Model
+
+    sb = ScheduleBuilder("t", "fused", 1, 1, 8, grouped=grouped)
+    sb.buffer("X", 4, 1 << 16)
+    sb.launch("l", {Role.COMPUTE: 4})
+    sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 1 << 14),), writes=(Region("X", 0, 2, 3, 0, 1 << 14),),
+           label="copy {}", count=2, step=Step(((0, 0, 1 << 14), (0, 0, 1 << 14)), label=(0, 1)))
+    sb.add(0, Role.COMPUTE, Op.NOP, label="drain")
+    m = Model(sb.build(0.0), Cluster("t", 1, 1), None, track_hazards=False)
+    m.run()
+    assert m._computing == [0]
+    assert 0 < m.compute_busy[0] <= m.finish[0]
+
+
 FULL_SIM_CASES = [case for case in SIM_CASES if not case[3]]
 
 
