@@ -16,9 +16,9 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 from __future__ import annotations
 
 from mkernel import cost
-from mkernel.ir import Op, Role, Task, signal_keys
+from mkernel.ir import Op, Role, Task
 
-from .signals import UNSET
+from .signals import UNSET, flat_keys
 from .sms import RolePool
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
@@ -62,8 +62,8 @@ class Run:
 
     def signal_keys(self):
         if self.parts is None:
-            return signal_keys(self.task, self.first, self.n)
-        return [kt for task, first, n in self.parts for kt in signal_keys(task, first, n)]
+            return flat_keys(self.task, self.first, self.n)
+        return [kt for task, first, n in self.parts for kt in flat_keys(task, first, n)]
 
     def tail(self) -> tuple[Task, int, int]:
         """(task, first, n) of the last entry this run holds members of."""

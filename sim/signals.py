@@ -9,7 +9,7 @@ from heapq import heappop, heappush
 import simpy
 from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
 
-from mkernel.ir import Signal
+from mkernel.ir import Signal, Task, bump_keys
 
 
 UNSET = (-1, 0)  # (epoch, value) of a counter never written
@@ -17,6 +17,29 @@ UNSET = (-1, 0)  # (epoch, value) of a counter never written
 
 def _need(waiter: tuple[int, Callable]) -> int:
     return waiter[0]
+
+
+def flat_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tuple, int]]:
+    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` (all of them by
+    default) make, in the flat schedule's order: member by member, each its signals in order (a
+    key bumped again at once is one bump of more times). The order decides which waiters wake
+    first, so a group wakes them as its members would. (:func:`mkernel.ir.signal_keys` bumps a
+    group's signals that do not step first, n times at once: the same order where the members
+    have one signal, or none that does not step.)"""
+    fixed, moving = bump_keys(t, first, n)
+    if t.count == 1 or len(t.signals) == 1 or not fixed:
+        return fixed + [(key, 1) for key in moving]
+    out: list[tuple[tuple, int]] = []
+    last = None
+    for i in range(first, first + (t.count - first if n is None else n)):
+        for g in t.member_signals(i):
+            key = (g.rank, g.name, g.index)
+            if key == last:
+                out[-1] = (key, out[-1][1] + 1)
+            else:
+                out.append((key, 1))
+                last = key
+    return out
 
 
 class _Call:

@@ -248,6 +248,35 @@ def test_cycling_signals_step_within_and_between_cycles():
     sb.build(0.0).validate()
 
 
+def test_a_group_bumps_its_signals_in_the_order_its_members_would():
+    """The simulator bumps a run's signals member by member, each member's in order (a group's
+    fixed signal bumped n times first would wake its waiters before those of the members' stepping
+    signals: a flat run wakes them in turn), consecutive bumps of one counter as one."""
+    from mkernel.sim.signals import flat_keys
+
+    sb = _builder()
+    common = dict(reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),), label="c {}")
+    moves = ((0, 0, 8), (0, 0, 8))
+    groups = [  # a stepping and a fixed signal; two fixed; one fixed; a cycling one and a fixed one
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "s"), Signal(1, "t")), count=5,
+               step=Step(moves, ((0, 1), (0, 0)), label=(0, 1)), **common),
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "u"), Signal(1, "v")), count=4,
+               step=Step(moves, ((0, 0), (0, 0)), label=(0, 1)), **common),
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "w"),), count=3, step=Step(moves, label=(0, 1)), **common),
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "x", 1), Signal(0, "y")), count=6,
+               step=Step(moves, ((1, 1), (0, 0)), label=(0, 1), period=2, outer=((0, 10), (0, 0))), **common),
+    ]
+    for t in groups:
+        members = t.members()
+        for first, n in ((0, t.count), (1, 2), (2, 1)):
+            want: list = []
+            for m in members[first:first + n]:
+                for g in m.signals:
+                    key = (g.rank, g.name, g.index)
+                    want[-1:] = [(key, want[-1][1] + 1)] if want and want[-1][0] == key else want[-1:] + [(key, 1)]
+            assert flat_keys(t, first, n) == want, (t.label, first, n)
+
+
 def test_validate_checks_the_corners_of_a_cycling_group():
     """A cycling rank is extreme at the end of a cycle, not only at the last member."""
     sb = ScheduleBuilder("t", "fused", 8, 4, 8, grouped=True)
