@@ -65,6 +65,10 @@ class Run:
             return flat_keys(self.task, self.first, self.n)
         return [kt for task, first, n in self.parts for kt in flat_keys(task, first, n)]
 
+    def entries(self):
+        """(task, first, n) of each entry this run holds members of."""
+        return self.parts if self.parts is not None else ((self.task, self.first, self.n),)
+
     def tail(self) -> tuple[Task, int, int]:
         """(task, first, n) of the last entry this run holds members of."""
         return (self.task, self.first, self.n) if self.parts is None else tuple(self.parts[-1])
@@ -237,10 +241,11 @@ class Dispatch:
 
     def _spans(self, done: Task, task: Task) -> bool:
         """Whether ready members of ``task`` may join a run that holds the last members of ``done``,
-        the entry before it: GEMM tiles of one cost in a quiet bulk run (nothing observes when
-        their writes land, no SM is named), so they would start and end at the same instants as
-        that run and be handled right after it at each; as one run they cost one wake-up."""
-        return (self.quiet and not self._one_by_one and task.op is Op.GEMM and done.op is Op.GEMM
+        the entry before it: GEMM tiles of one cost in a bulk run (no SM is named) without data, so
+        they would start and end at the same instants as that run and be handled right after it at
+        each (their reads checked and writes landed after its, as the hazard tracker sees them); as
+        one run they cost one wake-up."""
+        return (self.data is None and not self._one_by_one and task.op is Op.GEMM and done.op is Op.GEMM
                 and self._gemm_shape(task) == self._gemm_shape(done))
 
     def _joins(self, task: Task) -> bool:

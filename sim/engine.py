@@ -15,11 +15,12 @@ one run, is :mod:`mkernel.sim.dispatch`; this module does the work. Costs:
 - PUT: handed to :class:`~mkernel.sim.network.Network` (ring, proxy, NIC, transport), one member at a time.
 
 Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
-it starts; its writes count as arrived when it ends (a PUT's when the data lands). Hazard tracking
-and data runs take the flat schedule (the model expands groups for them).
+it starts; its writes count as arrived when it ends (a PUT's when the data lands): a run's members
+all at once, as they start and end together. Data and stress runs take the flat schedule (the
+model expands the groups).
 
 ``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
-seeded random factor, so races that a bug allows get a chance to show; it runs one member per run.
+seeded random factor, so races that a bug allows get a chance to show; it runs the flat schedule.
 
 Signals are epoch-stamped counters. A flag stored to a peer lands one NVLink latency after it is
 issued, unless the task already waited that latency for its own peer stores. If the event queue
@@ -57,8 +58,11 @@ class Model(Dispatch):
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
                  controller=None, faults: Faults | None = None, progress=None, fold: int = 1) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
-        if not self.quiet:
-            s = expand(s)  # the hazard tracker and the data store follow tasks one by one
+        if data is not None or stress > 0:
+            # the data store follows tasks one by one; stress draws each member's delays in the flat
+            # schedule's order (a group bumps its fixed signals first, so waiters would wake, and draw,
+            # in another order)
+            s = expand(s)
         self.s, self.c, self.data = s, c.for_variant(s.variant), data
         c = self.c
         # fold > 1: the schedule holds one rank per node, every fold local ranks alike (sim/localfold.py):
@@ -181,13 +185,15 @@ class Model(Dispatch):
 
     def _work(self, run: Run) -> None:
         task, op = run.task, run.task.op  # a run's members share shapes, and ranks but for a put's or a copy's
-        if task.count > 1 and (op is Op.PUT or (op in NVLINK_OPS and not self._joins(task))):
-            task = run.member()
         now = run.start = self.env.now
-        if op is Op.PUT:
-            self.env.start(self._put(run, task))
+        if op is Op.PUT:  # one member, numbered as the hazard tracker reports it
+            self.env.start(self._put(run, self.tracker.member(task, run.first)))
             return
-        self.tracker.check_reads(task, now)
+        if task.count > 1 and op in NVLINK_OPS and not self._joins(task):
+            task = run.member()
+        if not self.quiet:
+            for entry, first, n in run.entries():
+                self.tracker.check_reads(entry, now, first, n)
         slow = self.inject.slowdown(task.rank)
         if op is Op.GEMM:
             us = self._gemm_us(task, run.speed if run.speed else cost.sm_speed(self.c, self._computing[task.rank]))
@@ -263,11 +269,11 @@ class Model(Dispatch):
     def _landed(self, run: Run) -> None:
         if self.quiet:
             return
-        for j in range(run.n):
-            t = run.member(j)
-            self.tracker.landed_writes(t)
-            if self.data is not None:
-                self.data.apply(t)
+        for entry, first, n in run.entries():
+            self.tracker.landed_writes(entry, first, n)
+        if self.data is not None:
+            for j in range(run.n):
+                self.data.apply(run.member(j))
 
     def _signal(self, run: Run, paid: bool) -> None:
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on

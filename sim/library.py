@@ -60,7 +60,7 @@ class LibraryCalls:
 
     def _complete(self, call: tuple) -> None:
         """The call ended: every task of the launch is done, a group as all its members (each bumps
-        its own signals; a tracked run has no groups, the model expanded them)."""
+        its own signals, and its writes land)."""
         li, done = call
         m = self.m
         for task in m.s.tasks:

@@ -111,7 +111,7 @@ SIM_CASES = [case for case in CASES if "/2x4/" in case[0] or "/3x2/" in case[0] 
 @pytest.mark.parametrize("name,w,c,first", SIM_CASES, ids=[case[0] for case in SIM_CASES])
 def test_grouped_runs_simulate_the_flat_times(name, w, c, first):
     """Runs of members give the times the members give one by one: collapsed (no hazard tracking)
-    and, for full builds, tracked too (the engine then takes the expansion)."""
+    and, for full builds, tracked too (on the groups: tests/sim/test_hazards.py compares the hazards)."""
     from mkernel.sim import SimBackend
 
     for f, g in zip(golden.build_pair(w, c, first), golden.build_pair_grouped(w, c, first)):
@@ -124,13 +124,13 @@ def test_grouped_runs_simulate_the_flat_times(name, w, c, first):
 
 
 def _quiet_and_tracked(s: Schedule):
-    """The finish times of a quiet run (groups kept: no data, no hazard tracking, as when collapsed)
-    and of a tracked run (the engine takes the expansion)."""
+    """The finish times of a quiet run (no data, no hazard tracking, as when collapsed) and of a
+    tracked run of the expansion."""
     from mkernel import Cluster
     from mkernel.sim.engine import Model
 
     c = Cluster("t", 1, s.world)
-    quiet, tracked = Model(s, c, None, track_hazards=False), Model(s, c, None, track_hazards=True)
+    quiet, tracked = Model(s, c, None, track_hazards=False), Model(expand(s), c, None, track_hazards=True)
     quiet.run()
     tracked.run()
     return quiet.finish, tracked.finish
@@ -201,12 +201,13 @@ FULL_SIM_CASES = [case for case in SIM_CASES if not case[3]]
 @pytest.mark.parametrize("name,w,c,first", FULL_SIM_CASES, ids=[case[0] for case in FULL_SIM_CASES])
 def test_quiet_runs_spanning_entries_give_the_tracked_times(name, w, c, first):
     """A quiet run lets ready GEMM tiles of one cost from neighbouring entries share a run
-    (dispatch.Run.parts); a tracked run takes the expansion member by member and never does. Both
-    must give every rank the same finish, to the last bit."""
+    (dispatch.Run.parts), its NVLink tasks wake once, and it plays plain launches (sim/tiles.py); a
+    tracked run of the expansion takes its tasks one by one. Both must give every rank the same
+    finish, to the last bit."""
     from mkernel.sim.engine import Model
 
     for s in golden.build_pair_grouped(w, c, 0):
-        quiet, tracked = Model(s, c, None, track_hazards=False), Model(s, c, None, track_hazards=True)
+        quiet, tracked = Model(s, c, None, track_hazards=False), Model(expand(s), c, None, track_hazards=True)
         quiet.run()
         tracked.run()
         assert quiet.finish == tracked.finish, s.variant
