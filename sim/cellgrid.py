@@ -119,6 +119,7 @@ class Cells:
                                  for (base, n, _), g, rect in zip(sides, self._grid_of, rects))
         del self._grid_of
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
+        self.write_once = self._once(len(counts))
         self.need = self.expected[self.read.cell] - self._own(pairs, counts, rects)
 
     def _layout(self, s: Schedule, sides: list, names: dict[int, str]) -> None:
@@ -127,6 +128,7 @@ class Cells:
         keys = [f["buffer"] * world + f["rank"] for _, _, f in sides]
         uniq = np.unique(np.concatenate(keys))
         self.grid = {(names[k // world], k % world): g for g, k in enumerate(uniq.tolist())}
+        self.grid_rank = uniq % world
         self._grid_of = [np.searchsorted(uniq, k) for k in keys]
         g2 = [g for g in self._grid_of for _ in (0, 1)]
         self.rows = _Edges(g2, [f[x] for _, _, f in sides for x in ("row0", "row1")], len(uniq))
@@ -152,6 +154,16 @@ class Cells:
         gr = g[row]
         cell = self.grid_base[gr] + (a0[row] + u) * self.cols.cells[gr] + b0[row] + (t - u * width)
         return start, cell.astype(np.int32 if self.total < 2 ** 31 else np.int64)
+
+    def _once(self, entries: int) -> list[bool]:
+        """Per entry: whether its members' writes cover no cell twice (so a run's land as one add)."""
+        rows, _ = _ragged(np.diff(self.write.start))
+        entry = np.searchsorted(self.write.base[:-1], rows, "right") - 1
+        order = np.lexsort((self.write.cell, entry))
+        same = (np.diff(entry[order]) == 0) & (np.diff(self.write.cell[order]) == 0)
+        once = np.ones(entries, bool)
+        once[entry[order][1:][same]] = False
+        return once.tolist()
 
     def _own(self, pairs: list[tuple[int, int, int]], counts: np.ndarray, rects: list) -> np.ndarray:
         """Per read cell: how many of its member's own writes cover it (see ``need``)."""

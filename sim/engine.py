@@ -154,6 +154,8 @@ class Model(Dispatch):
                 done = self.env.event()
                 self.env.call_at(tiles.launch_end(self, rank, li, launch), done.succeed)
                 yield done
+                for task in self.queues.get((rank, li, Role.COMPUTE), ()) if not self.quiet else ():
+                    self.tracker.landed_writes(task)  # (nothing could tell when, within the launch)
                 continue
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
             work = (lambda t: cost.sm_work_us(t, self.itemsize, self.c)) if self.controller else None

@@ -44,6 +44,8 @@ class ArrivalTracker:
         self._uid0 = c.uid0.tolist()
         self._rbase, self._nr = c.read.base.tolist(), c.read.n.tolist()
         self._wbase, self._nw = c.write.base.tolist(), c.write.n.tolist()
+        self._rstart, self._rcell, self._need = c.read.start, c.read.cell, c.need
+        self._wstart, self._wcell, self._once = c.write.start, c.write.cell, c.write_once
         self.arrived = np.zeros(c.total, np.int32)
         self.landed = np.zeros(c.uid0[-1], bool)  # by expanded id: members whose writes landed
         self.hazards: list[dict] = []
@@ -61,50 +63,78 @@ class ArrivalTracker:
         """Member ``i`` of entry ``task`` as a plain task, numbered as the expanded schedule numbers it."""
         return task.member(i, self._uid0[self._pos[id(task)]] + i)
 
-    def _span(self, task: Task, first: int, n: int | None) -> tuple[int, int, int]:
-        """(entry, first member, members) that ``task`` stands for: an entry (members ``first``
-        .. ``first + n - 1``, every one from ``first`` when ``n`` is None) or a :meth:`member`."""
-        p = self._pos.get(id(task))
-        if p is None:  # a member made by member(): its id is its expanded id
-            p = bisect_right(self._uid0, task.id) - 1
-            return p, task.id - self._uid0[p], 1
-        return p, first, task.count - first if n is None else n
+    def _member_of(self, task: Task) -> tuple[int, int, int]:
+        """(entry, member, 1) of a plain task made by :meth:`member` (its id is its expanded id)."""
+        p = bisect_right(self._uid0, task.id) - 1
+        return p, task.id - self._uid0[p], 1
 
     def landed_writes(self, task: Task, first: int = 0, n: int | None = None) -> None:
         """The writes of members ``first .. first + n - 1`` (all from ``first`` by default) have landed."""
-        p, first, n = self._span(task, first, n)
+        p = self._pos.get(id(task))
+        if p is None:
+            p, first, n = self._member_of(task)
+        elif n is None:
+            n = task.count - first
         u = self._uid0[p] + first
         self.landed[u:u + n] = True
         k = self._nw[p]
-        if not k:
-            return
-        lo = self._wbase[p] + first * k
-        c = self.cells
-        a, b = c.write.start[lo], c.write.start[lo + n * k]
-        if a < b:
-            np.add.at(self.arrived, c.write.cell[a:b], 1)
+        if k:
+            lo = self._wbase[p] + first * k
+            a, b = self._wstart[lo], self._wstart[lo + n * k]
+            if self._once[p]:  # no cell twice: a plain add
+                self.arrived[self._wcell[a:b]] += 1
+            else:
+                np.add.at(self.arrived, self._wcell[a:b], 1)
 
     def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
         """Record a hazard for each read region of members ``first .. first + n - 1`` (all from
         ``first`` by default) whose bytes have not all arrived, member by member."""
-        p, first, n = self._span(task, first, n)
+        p = self._pos.get(id(task))
+        if p is None:
+            p, first, n = self._member_of(task)
+        elif n is None:
+            n = task.count - first
         k = self._nr[p]
         if not k:
             return
         lo = self._rbase[p] + first * k
-        c = self.cells
-        a, b = c.read.start[lo], c.read.start[lo + n * k]
+        a, b = self._rstart[lo], self._rstart[lo + n * k]
         if a == b:
             return
-        short = self.arrived[c.read.cell[a:b]] < c.need[a:b]
+        short = self.arrived[self._rcell[a:b]] < self._need[a:b]
         if not short.any():
             return
+        c = self.cells
         rows = np.unique(np.searchsorted(c.read.start, np.flatnonzero(short) + a, "right") - 1)
         entry = self.schedule.tasks[p]
         for row in rows.tolist():
             i, q = divmod(row - self._rbase[p], k)
             m = entry.member(i, self._uid0[p] + i)
             self.hazards.append(self._describe(m, m.reads[c.read_index[p][q]], now_us))
+
+    def unobserved(self, rank: int, launch: int, tasks: list[Task]) -> bool:
+        """Whether nothing could tell when within their launch the writes of ``tasks`` (one
+        launch's queue on ``rank``) land: they read no tracked bytes and write only ``rank``'s, and
+        every task that reads what they write runs on ``rank`` in a later launch (which starts when
+        this one has ended). Such a launch may be played without events (:mod:`mkernel.sim.tiles`),
+        its writes landed at its end."""
+        c = self.cells
+        pos = [self._pos[id(t)] for t in tasks]
+        if any(self._nr[p] for p in pos):
+            return False
+        spans = [(self._wstart[self._wbase[p]], self._wstart[self._wbase[p + 1]]) for p in pos]
+        written = np.concatenate([self._wcell[a:b] for a, b in spans] or [np.zeros(0, np.int32)])
+        if not written.size:
+            return True
+        grids = np.searchsorted(c.grid_base, written, "right") - 1
+        if (c.grid_rank[grids] != rank).any():
+            return False
+        mark = np.zeros(c.total, bool)
+        mark[written] = True
+        hit = np.flatnonzero(mark[self._rcell])
+        rows = np.searchsorted(self._rstart, hit, "right") - 1
+        readers = np.unique(np.searchsorted(c.read.base[:-1], rows, "right") - 1)
+        return all(t.rank == rank and t.launch > launch for t in (self.schedule.tasks[p] for p in readers.tolist()))
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:
         """When a rank's kernel ends, the caller reads its outputs: every write must have landed."""
@@ -158,6 +188,9 @@ class NullTracker:
     """Tracks nothing: for collapsed runs, whose mirrored writes land in other regions, and quiet runs."""
 
     hazards: list = []
+
+    def unobserved(self, rank: int, launch: int, tasks: list[Task]) -> bool:
+        return True
 
     def member(self, task: Task, i: int) -> Task:
         return task.member(i)

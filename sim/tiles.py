@@ -2,7 +2,8 @@
 
 A launch whose one role computes GEMM tiles that wait on nothing and signal nothing (a timing
 build's baseline matmul: its collective is timed as the library call) is observed by nobody until
-it ends. In a quiet bulk run (no data, hazard tracking, controller, trace, stress or faults) the
+it ends. In a bulk run without data, controller, trace, stress or faults (and, where hazards are
+tracked, if nothing could tell when its tiles' writes land: the model lands them at its end) the
 dispatcher (:mod:`mkernel.sim.dispatch`) has its SMs take the tiles in queue order: the first wave
 each counting itself in (the GEMM speed class it sees, :func:`mkernel.cost.sm_speed`), then, when
 a tile ends, the next tile at the speed class of the SMs computing, which stays put until the
@@ -22,11 +23,14 @@ from mkernel.ir import Launch, Op, Role
 
 
 def plain(m, rank: int, li: int, launch: Launch) -> bool:
-    """Whether launch ``li`` of ``rank`` may be played by :func:`launch_end` in model ``m``."""
-    if (not m.quiet or m._one_by_one or m.inject.f.any or m.c.gpu.fused_tile_us
+    """Whether launch ``li`` of ``rank`` may be played by :func:`launch_end` in model ``m`` (with
+    hazard tracking, where nothing could tell when its tiles' writes land: the model lands them at
+    its end, :meth:`mkernel.sim.hazards.ArrivalTracker.unobserved`)."""
+    if (m.data is not None or m._one_by_one or m.inject.f.any or m.c.gpu.fused_tile_us
             or [role for role, _ in launch.sms] != [Role.COMPUTE]):
         return False
-    return all(t.op is Op.GEMM and not t.waits and not t.signals for t in m.queues.get((rank, li, Role.COMPUTE), ()))
+    queue = m.queues.get((rank, li, Role.COMPUTE), [])
+    return all(t.op is Op.GEMM and not t.waits and not t.signals for t in queue) and m.tracker.unobserved(rank, li, queue)
 
 
 def tile_ends(m, rank: int, li: int, launch: Launch) -> list[float]:

@@ -201,3 +201,33 @@ def test_the_grouped_bugs_show_hazards_of_members_past_a_groups_first():
         shown += bool(hazards)
         members += any(h["task"] >= 0 and h["task"] not in first for h in hazards)
     assert shown > len(GROUPED) // 2 and members >= 10
+
+
+def test_groups_updating_in_place_and_adding_into_one_region_are_tracked_as_their_members():
+    """Members that each update their own row in place (reading it: a task does not wait on its own
+    write) raise nothing. Members of one group that add into one output region land two at once,
+    then the third; a reader released after two of three reads bytes not all landed, and the output
+    has all three when the kernel ends. The grouped run names the reader, the region and the member
+    still pending, as the run of the expansion does."""
+    from mkernel.ir import BufferKind, Op, Region, Role, Signal, Step
+    from mkernel.schedule_builder import ScheduleBuilder
+
+    sb = ScheduleBuilder("t", "fused", 1, 1, 8, grouped=True)
+    sb.buffer("X", 4, 64, kind=BufferKind.INPUT)
+    sb.buffer("P", 3, 64)
+    sb.buffer("Q", 1, 64, kind=BufferKind.OUTPUT, writes_per_element=3)
+    sb.buffer("O", 1, 64)
+    sb.launch("l", {Role.INTRA: 1, Role.SEND: 2, Role.COMPUTE: 1})
+    row = Region("P", 0, 0, 1, 0, 64)
+    sb.add(0, Role.INTRA, Op.REDUCE, reads=(row, Region("X", 0, 0, 1, 0, 64)), writes=(row,), accumulate=True,
+           label="scale {}", count=3, step=Step(((0, 1, 0), (0, 1, 0), (0, 1, 0)), label=(0, 1)))
+    sb.add(0, Role.SEND, Op.REDUCE, reads=(Region("X", 0, 0, 1, 0, 64),), writes=(Region("Q", 0, 0, 1, 0, 64),),
+           accumulate=True, signals=(Signal(0, "s"),), label="add {}", count=3,
+           step=Step(((0, 1, 0), (0, 0, 0)), label=(0, 1)))
+    sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("Q", 0, 0, 1, 0, 64),), writes=(Region("O", 0, 0, 1, 0, 64),),
+           waits=(Wait(Signal(0, "s"), 2),), label="out")
+    s = sb.build(0.0)
+    c = Cluster("t", 1, 1)
+    grouped, flat = SimBackend().run(s, c), SimBackend().run(expand(s), c)
+    assert grouped.hazards == flat.hazards
+    assert [(h["label"], h["region"], h["pending_writers"]) for h in grouped.hazards] == [("out", "Q@0[0:1,0:64]", [5])]
