@@ -22,9 +22,10 @@ model expands the groups).
 ``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
 seeded random factor, so races that a bug allows get a chance to show; it runs the flat schedule.
 
-Signals are epoch-stamped counters. A flag stored to a peer lands one NVLink latency after it is
-issued, unless the task already waited that latency for its own peer stores. If the event queue
-drains while SMs still wait, :class:`DeadlockError` lists the first waiters and counts the rest.
+Signals are counters (:class:`~mkernel.sim.signals.SignalBoard`). A flag stored to a peer lands
+one NVLink latency after it is issued, unless the task already waited that latency for its own peer
+stores. If the event queue drains while SMs still wait, :class:`DeadlockError` lists the first
+waiters and counts the rest.
 """
 from __future__ import annotations
 
@@ -83,6 +84,8 @@ class Model(Dispatch):
         self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
         self.net = Network(self, seed)
         self.library = LibraryCalls(self)  # baseline launches that stand for a library call
+        most = max([s.num_sms, c.gpu.sms] + [sum(n for _, n in launch.sms) for launch in s.launches])
+        self.speeds = [cost.sm_speed(c, busy) for busy in range(most + 1)]  # GEMM speed class by SMs computing
         self.sm_copy = cost.bytes_per_us(c.sm_copy_gb_per_s)
         self.sm_stream = cost.bytes_per_us(c.gpu.sm_stream_gb_per_s)
         self.finish = [math.nan] * s.world
@@ -182,7 +185,7 @@ class Model(Dispatch):
 
     def _stressed(self, run: Run) -> None:
         self._ready(run.lane.rank, run.role, run.task, run.n)
-        run.speed = cost.sm_speed(self.c, self._computing[run.lane.rank]) if run.task.op is Op.GEMM else 0.0
+        run.speed = self.speeds[self._computing[run.lane.rank]] if run.task.op is Op.GEMM else 0.0
         self._work(run)
 
     def _work(self, run: Run) -> None:
@@ -198,7 +201,7 @@ class Model(Dispatch):
                 self.tracker.check_reads(entry, now, first, n)
         slow = self.inject.slowdown(task.rank)
         if op is Op.GEMM:
-            us = self._gemm_us(task, run.speed if run.speed else cost.sm_speed(self.c, self._computing[task.rank]))
+            us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
             self._later(self._stretch(us) * slow, self._worked, run)
         elif op is Op.ATTN:
             self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, self._worked, run)

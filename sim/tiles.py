@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import heapq
 
-from mkernel import cost
 from mkernel.ir import Launch, Op, Role
 
 
@@ -35,28 +34,34 @@ def plain(m, rank: int, li: int, launch: Launch) -> bool:
 
 def tile_ends(m, rank: int, li: int, launch: Launch) -> list[float]:
     """When each tile of launch ``li`` of ``rank`` ends, started now, in the order the SMs take them."""
-    c, now = m.c, m.env.now
-    tiles = [(t, i) for t in m.queues.get((rank, li, Role.COMPUTE), ()) for i in range(t.count)]  # (entry, member)
-    sms = min(launch.budget(Role.COMPUTE), len(tiles))
+    now = m.env.now
+    queue = m.queues.get((rank, li, Role.COMPUTE), ())
+    sms = min(launch.budget(Role.COMPUTE), sum(t.count for t in queue))
     ends: list[float] = []
-    busy = 0
+    busy, entry, member = 0, 0, 0  # the next tile: member ``member`` of queue entry ``entry``
     while len(ends) < sms:  # the first wave, entry by entry, as _bulk takes it (_ready_split's speeds)
-        task, member = tiles[len(ends)]
+        task = queue[entry]
         part = min(sms - len(ends), task.count - member)
-        if cost.sm_speed(c, busy + 1) == cost.sm_speed(c, busy + part):
+        if m.speeds[busy + 1] == m.speeds[busy + part]:
             busy += part
-            ends += [now + m._gemm_us(task, cost.sm_speed(c, busy))] * part
+            ends += [now + m._gemm_us(task, m.speeds[busy])] * part
         else:
             for _ in range(part):
                 busy += 1
-                ends.append(now + m._gemm_us(task, cost.sm_speed(c, busy)))
+                ends.append(now + m._gemm_us(task, m.speeds[busy]))
+        member += part
+        if member == task.count:
+            entry, member = entry + 1, 0
     free = list(ends)  # when each SM can take its next tile (a heap)
     heapq.heapify(free)
-    speed = cost.sm_speed(c, busy)
-    for task, _ in tiles[sms:]:  # each next tile to the SM free first, at the speed class of all computing
-        end = heapq.heappop(free) + m._gemm_us(task, speed)
-        heapq.heappush(free, end)
-        ends.append(end)
+    speed = m.speeds[busy]
+    for task in queue[entry:]:  # each next tile to the SM free first, at the speed class of all computing
+        us = m._gemm_us(task, speed)  # (an entry's tiles cost alike)
+        for _ in range(task.count - member):
+            end = free[0] + us
+            heapq.heapreplace(free, end)
+            ends.append(end)
+        member = 0
     return ends
 
 
