@@ -179,9 +179,10 @@ class Dispatch:
             self._join(runs, lane, role, task, i, 1, -1, None, 0, speeds[self._compute_edge(rank, 1)])
 
     def _join(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int, wait: int, key,
-              need: int, speed: float) -> None:
+              need: int, speed: float, was: Run | None = None) -> None:
         """Members ``first .. first+n-1`` join the last run if they follow it in the same state, else
-        open one (members that may not share a run open one each)."""
+        open one (members that may not share a run open one each); ``was``: the run that held them
+        while they waited, which is that one, ready now."""
         last = runs[-1] if runs else None
         if last is not None and last.role is role and last.wait == wait and last.key == key and last.speed == speed:
             t, f, m = (last.task, last.first, last.n) if last.parts is None else last.parts[-1]
@@ -195,16 +196,21 @@ class Dispatch:
             for i in range(first, first + n):
                 runs.append(Run(lane, role, task, i, -1, wait, key, need, speed))
             return
+        if was is not None:  # (a blocked run has not worked: only its wait state is left to clear)
+            was.wait, was.key, was.need, was.speed = wait, key, need, speed
+            runs.append(was)
+            return
         run = Run(lane, role, task, first, -1, wait, key, need, speed)
         run.n = n
         runs.append(run)
 
     def _go(self, lane: Lane, runs: list[Run]) -> None:
+        start = self._start if self.stress > 0 else self._work
         for run in runs:
             if run.wait >= 0:
                 self._block(run)
             else:
-                self._start(run)
+                start(run)
         if lane.alive == 0 and not lane.done.triggered:
             lane.done.succeed()
 
@@ -329,7 +335,7 @@ class Dispatch:
             if run.role is Role.COMPUTE:
                 self._ready_split(parts, run.lane, run.role, run.task, run.first, run.n)
             else:
-                self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0)
+                self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0, run)
         for run in ready if self._one_by_one else ():
             for j in range(run.n):
                 speed = self._ready(run.lane.rank, run.role, run.task, 1)
@@ -340,8 +346,9 @@ class Dispatch:
                     last.slots.append(run.slots[j])
                 else:
                     parts.append(Run(run.lane, run.role, run.task, run.first + j, run.slots[j], -1, None, 0, speed))
+        start = self._start if self.stress > 0 else self._work
         for part in parts:
-            self._start(part)
+            start(part)
 
     def _compute_edge(self, rank: int, step: int) -> int:
         if step > 0 and self._computing[rank] == 0:

@@ -327,8 +327,9 @@ class Model(Dispatch):
         transfers = cost.remote_transfers(task, self.itemsize)
         local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream * self.inject.slowdown(task.rank)
         start = self.env.now
+        step_us = cost.step_us(task, self.c)
         if not transfers:
-            self._until((start + (local_us + cost.step_us(task, self.c))) + merged, self._copied, run)
+            self._until((start + (local_us + step_us)) + merged, self._copied, run)
             return
         half = self.c.nvlink.half_efficiency_bytes
         legs = []
@@ -339,7 +340,7 @@ class Model(Dispatch):
 
         def moved(_ev) -> None:
             # the fused kernel's steps each wait a peer round trip: latency the port does not see
-            rtt = self._stretch(self.c.nvlink.latency_us + cost.step_us(task, self.c))
+            rtt = self._stretch(self.c.nvlink.latency_us + step_us)
             self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
         self.flows.transfer_legs(size, legs, self.sm_copy, run.n, then=moved)
 
