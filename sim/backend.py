@@ -74,9 +74,9 @@ class SimBackend:
         ``progress(variant, done, total)`` hears, now and then, how many tasks have ended.
         ``sample`` (a :class:`mkernel.sampling.Plan`): data mode on its kept rows and columns, the
         ``inputs`` given at those.
-        ``hazards``: track hazards (:mod:`mkernel.sim.hazards`); None: wherever the run is not
-        collapsed; False for a timing run that reads no hazards (a sweep's), whose groups then run
-        whole (the same times: the tracker only watches).
+        ``hazards``: track hazards (:mod:`mkernel.sim.hazards`, on the groups); None: wherever the
+        run is not collapsed; False for a timing run that reads no hazards (a sweep's), which then
+        also merges wake-ups that a tracker would tell apart (the same times: the tracker only watches).
         """
         wall = time.perf_counter()
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):

@@ -15,10 +15,9 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 """
 from __future__ import annotations
 
-from mkernel import cost
-from mkernel.ir import Op, Role, Task, signal_keys
+from mkernel.ir import Op, Role, Task
 
-from .signals import UNSET
+from .signals import flat_keys
 from .sms import RolePool
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
@@ -62,12 +61,12 @@ class Run:
 
     def signal_keys(self):
         if self.parts is None:
-            return signal_keys(self.task, self.first, self.n)
-        return [kt for task, first, n in self.parts for kt in signal_keys(task, first, n)]
+            return flat_keys(self.task, self.first, self.n)
+        return [kt for task, first, n in self.parts for kt in flat_keys(task, first, n)]
 
-    def tail(self) -> tuple[Task, int, int]:
-        """(task, first, n) of the last entry this run holds members of."""
-        return (self.task, self.first, self.n) if self.parts is None else tuple(self.parts[-1])
+    def entries(self):
+        """(task, first, n) of each entry this run holds members of."""
+        return self.parts if self.parts is not None else ((self.task, self.first, self.n),)
 
     def extend(self, n: int) -> None:
         """The next ``n`` members of the last entry join."""
@@ -107,20 +106,22 @@ class Dispatch:
         ``n`` SMs of one role (ending ``run``'s members, unless None), taking their own role's next
         members a whole entry at a time; the steps and their order are those of the SMs one by one."""
         pool, rank, runs = lane.pool, lane.rank, []
+        active, target = pool.active, pool.target
         for role, n, ended in chunks:
             compute = role is Role.COMPUTE
             if ended is not None:
-                pool.active[role] -= n
-            while n and pool.has_work(role) and pool.active[role] < pool.target[role]:
-                task, first, m = pool.take_many(role, min(n, pool.target[role] - pool.active[role]))
+                active[role] -= n
+            while n and pool.has_work(role) and active[role] < target[role]:
+                task, first, m = pool.take_many(role, min(n, target[role] - active[role]))
                 n -= m
-                for i, part, (wait, key, need) in self._waits_of(task, first, m):
+                for i, part, (wait, key, need) in (self._waits_of(task, first, m) if task.waits else
+                                                   ((first, m, READY),)):
                     if wait >= 0:
                         if compute and ended is not None:
                             self._compute_edge(rank, -part)  # these SMs stop computing
                         self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
                     elif compute and ended is not None:  # each SM's -1 and +1: the count stays
-                        speed = cost.sm_speed(self.c, self._computing[rank]) if task.op is Op.GEMM else 0.0
+                        speed = self.speeds[self._computing[rank]] if task.op is Op.GEMM else 0.0
                         self._join(runs, lane, role, task, i, part, -1, None, 0, speed)
                     elif compute:  # SMs starting: each counts itself in
                         self._ready_split(runs, lane, role, task, i, part)
@@ -157,33 +158,34 @@ class Dispatch:
         """The first member from ``i`` on (before ``end``) of a task whose waits step that has a
         wait not yet holding, or ``end`` (a ring's copies are mostly ready when taken: 688k
         members of a 2 x 8 ring attention run, none blocked)."""
-        values, epoch = self.board.values, self.board.epoch
+        values = self.board.values
         waits = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count) for w, dx in zip(task.waits, task.step.waits)]
         for j in range(i, end):
             for rank, name, index, dx, need in waits:
-                e, v = values.get((rank, name, index + j * dx), UNSET)
-                if (v if e == epoch else 0) < need:
+                if values.get((rank, name, index + j * dx), 0) < need:
                     return j
         return end
 
     def _ready_split(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
         rank = lane.rank
-        if task.op is not Op.GEMM or cost.sm_speed(self.c, self._computing[rank] + 1) == \
-                cost.sm_speed(self.c, self._computing[rank] + n):
-            speed = cost.sm_speed(self.c, self._compute_edge(rank, n)) if task.op is Op.GEMM else 0.0
+        speeds = self.speeds
+        if task.op is not Op.GEMM or speeds[self._computing[rank] + 1] == speeds[self._computing[rank] + n]:
+            busy = self._compute_edge(rank, n)  # every op on the compute role counts (as in _ready)
+            speed = speeds[busy] if task.op is Op.GEMM else 0.0
             self._join(runs, lane, role, task, first, n, -1, None, 0, speed)
             return
         for i in range(first, first + n):
-            self._join(runs, lane, role, task, i, 1, -1, None, 0, cost.sm_speed(self.c, self._compute_edge(rank, 1)))
+            self._join(runs, lane, role, task, i, 1, -1, None, 0, speeds[self._compute_edge(rank, 1)])
 
     def _join(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int, wait: int, key,
-              need: int, speed: float) -> None:
+              need: int, speed: float, was: Run | None = None) -> None:
         """Members ``first .. first+n-1`` join the last run if they follow it in the same state, else
-        open one (members that may not share a run open one each)."""
+        open one (members that may not share a run open one each); ``was``: the run that held them
+        while they waited, which is that one, ready now."""
         last = runs[-1] if runs else None
         if last is not None and last.role is role and last.wait == wait and last.key == key and last.speed == speed:
-            t, f, m = last.tail()
+            t, f, m = (last.task, last.first, last.n) if last.parts is None else last.parts[-1]
             if t is task and f + m == first and self._joins(task):
                 last.extend(n)
                 return
@@ -194,16 +196,21 @@ class Dispatch:
             for i in range(first, first + n):
                 runs.append(Run(lane, role, task, i, -1, wait, key, need, speed))
             return
+        if was is not None:  # (a blocked run has not worked: only its wait state is left to clear)
+            was.wait, was.key, was.need, was.speed = wait, key, need, speed
+            runs.append(was)
+            return
         run = Run(lane, role, task, first, -1, wait, key, need, speed)
         run.n = n
         runs.append(run)
 
     def _go(self, lane: Lane, runs: list[Run]) -> None:
+        start = self._start if self.stress > 0 else self._work
         for run in runs:
             if run.wait >= 0:
                 self._block(run)
             else:
-                self._start(run)
+                start(run)
         if lane.alive == 0 and not lane.done.triggered:
             lane.done.succeed()
 
@@ -236,10 +243,11 @@ class Dispatch:
 
     def _spans(self, done: Task, task: Task) -> bool:
         """Whether ready members of ``task`` may join a run that holds the last members of ``done``,
-        the entry before it: GEMM tiles of one cost in a quiet bulk run (nothing observes when
-        their writes land, no SM is named), so they would start and end at the same instants as
-        that run and be handled right after it at each; as one run they cost one wake-up."""
-        return (self.quiet and not self._one_by_one and task.op is Op.GEMM and done.op is Op.GEMM
+        the entry before it: GEMM tiles of one cost in a bulk run (no SM is named) without data, so
+        they would start and end at the same instants as that run and be handled right after it at
+        each (their reads checked and writes landed after its, as the hazard tracker sees them); as
+        one run they cost one wake-up."""
+        return (self.data is None and not self._one_by_one and task.op is Op.GEMM and done.op is Op.GEMM
                 and self._gemm_shape(task) == self._gemm_shape(done))
 
     def _joins(self, task: Task) -> bool:
@@ -265,15 +273,14 @@ class Dispatch:
         waits = task.waits
         if at >= len(waits):
             return READY
-        values, epoch = self.board.values, self.board.epoch
+        values = self.board.values
         if task.count > 1 and task.step.waits:
             steps = task.step.waits
             for j in range(at, len(waits)):
                 w = waits[j]
                 g = w.signal
                 key = (g.rank, g.name, g.index + i * steps[j])
-                e, v = values.get(key, UNSET)
-                if (v if e == epoch else 0) < w.count:
+                if values.get(key, 0) < w.count:
                     return j, key, w.count
             return READY
         held = self._held.get(id(task), 0)
@@ -282,8 +289,7 @@ class Dispatch:
             w = waits[j]
             g = w.signal
             key = (g.rank, g.name, g.index)
-            e, v = values.get(key, UNSET)
-            if (v if e == epoch else 0) < w.count:
+            if values.get(key, 0) < w.count:
                 if start == held:
                     self._held[id(task)] = j
                 return j, key, w.count
@@ -299,7 +305,7 @@ class Dispatch:
         busy = 0
         for _ in range(n):
             busy = self._compute_edge(rank, +1)
-        return cost.sm_speed(self.c, busy) if task.op is Op.GEMM else 0.0
+        return self.speeds[busy] if task.op is Op.GEMM else 0.0
 
     def _block(self, run: Run) -> None:
         if not self.board.wait_key(run.key, run.need, lambda: self._later(0.0, self._resume, run)):
@@ -329,7 +335,7 @@ class Dispatch:
             if run.role is Role.COMPUTE:
                 self._ready_split(parts, run.lane, run.role, run.task, run.first, run.n)
             else:
-                self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0)
+                self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0, run)
         for run in ready if self._one_by_one else ():
             for j in range(run.n):
                 speed = self._ready(run.lane.rank, run.role, run.task, 1)
@@ -340,8 +346,9 @@ class Dispatch:
                     last.slots.append(run.slots[j])
                 else:
                     parts.append(Run(run.lane, run.role, run.task, run.first + j, run.slots[j], -1, None, 0, speed))
+        start = self._start if self.stress > 0 else self._work
         for part in parts:
-            self._start(part)
+            start(part)
 
     def _compute_edge(self, rank: int, step: int) -> int:
         if step > 0 and self._computing[rank] == 0:

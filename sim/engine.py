@@ -15,15 +15,17 @@ one run, is :mod:`mkernel.sim.dispatch`; this module does the work. Costs:
 - PUT: handed to :class:`~mkernel.sim.network.Network` (ring, proxy, NIC, transport), one member at a time.
 
 Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
-it starts; its writes count as arrived when it ends (a PUT's when the data lands). Hazard tracking
-and data runs take the flat schedule (the model expands groups for them).
+it starts; its writes count as arrived when it ends (a PUT's when the data lands): a run's members
+all at once, as they start and end together. Data and stress runs take the flat schedule (the
+model expands the groups).
 
 ``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
-seeded random factor, so races that a bug allows get a chance to show; it runs one member per run.
+seeded random factor, so races that a bug allows get a chance to show; it runs the flat schedule.
 
-Signals are epoch-stamped counters. A flag stored to a peer lands one NVLink latency after it is
-issued, unless the task already waited that latency for its own peer stores. If the event queue
-drains while SMs still wait, :class:`DeadlockError` lists the first waiters and counts the rest.
+Signals are counters (:class:`~mkernel.sim.signals.SignalBoard`). A flag stored to a peer lands
+one NVLink latency after it is issued, unless the task already waited that latency for its own peer
+stores. If the event queue drains while SMs still wait, :class:`DeadlockError` lists the first
+waiters and counts the rest.
 """
 from __future__ import annotations
 
@@ -57,8 +59,11 @@ class Model(Dispatch):
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
                  controller=None, faults: Faults | None = None, progress=None, fold: int = 1) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
-        if not self.quiet:
-            s = expand(s)  # the hazard tracker and the data store follow tasks one by one
+        if data is not None or stress > 0:
+            # the data store follows tasks one by one; stress draws each member's delays in the flat
+            # schedule's order (a group bumps its fixed signals first, so waiters would wake, and draw,
+            # in another order)
+            s = expand(s)
         self.s, self.c, self.data = s, c.for_variant(s.variant), data
         c = self.c
         # fold > 1: the schedule holds one rank per node, every fold local ranks alike (sim/localfold.py):
@@ -79,6 +84,8 @@ class Model(Dispatch):
         self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
         self.net = Network(self, seed)
         self.library = LibraryCalls(self)  # baseline launches that stand for a library call
+        most = max([s.num_sms, c.gpu.sms] + [sum(n for _, n in launch.sms) for launch in s.launches])
+        self.speeds = [cost.sm_speed(c, busy) for busy in range(most + 1)]  # GEMM speed class by SMs computing
         self.sm_copy = cost.bytes_per_us(c.sm_copy_gb_per_s)
         self.sm_stream = cost.bytes_per_us(c.gpu.sm_stream_gb_per_s)
         self.finish = [math.nan] * s.world
@@ -150,6 +157,8 @@ class Model(Dispatch):
                 done = self.env.event()
                 self.env.call_at(tiles.launch_end(self, rank, li, launch), done.succeed)
                 yield done
+                for task in self.queues.get((rank, li, Role.COMPUTE), ()) if not self.quiet else ():
+                    self.tracker.landed_writes(task)  # (nothing could tell when, within the launch)
                 continue
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
             work = (lambda t: cost.sm_work_us(t, self.itemsize, self.c)) if self.controller else None
@@ -176,21 +185,23 @@ class Model(Dispatch):
 
     def _stressed(self, run: Run) -> None:
         self._ready(run.lane.rank, run.role, run.task, run.n)
-        run.speed = cost.sm_speed(self.c, self._computing[run.lane.rank]) if run.task.op is Op.GEMM else 0.0
+        run.speed = self.speeds[self._computing[run.lane.rank]] if run.task.op is Op.GEMM else 0.0
         self._work(run)
 
     def _work(self, run: Run) -> None:
         task, op = run.task, run.task.op  # a run's members share shapes, and ranks but for a put's or a copy's
-        if task.count > 1 and (op is Op.PUT or (op in NVLINK_OPS and not self._joins(task))):
-            task = run.member()
         now = run.start = self.env.now
-        if op is Op.PUT:
-            self.env.start(self._put(run, task))
+        if op is Op.PUT:  # one member, numbered as the hazard tracker reports it
+            self.env.start(self._put(run, self.tracker.member(task, run.first)))
             return
-        self.tracker.check_reads(task, now)
+        if task.count > 1 and op in NVLINK_OPS and not self._joins(task):
+            task = run.member()
+        if not self.quiet:
+            for entry, first, n in run.entries():
+                self.tracker.check_reads(entry, now, first, n)
         slow = self.inject.slowdown(task.rank)
         if op is Op.GEMM:
-            us = self._gemm_us(task, run.speed if run.speed else cost.sm_speed(self.c, self._computing[task.rank]))
+            us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
             self._later(self._stretch(us) * slow, self._worked, run)
         elif op is Op.ATTN:
             self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, self._worked, run)
@@ -263,11 +274,11 @@ class Model(Dispatch):
     def _landed(self, run: Run) -> None:
         if self.quiet:
             return
-        for j in range(run.n):
-            t = run.member(j)
-            self.tracker.landed_writes(t)
-            if self.data is not None:
-                self.data.apply(t)
+        for entry, first, n in run.entries():
+            self.tracker.landed_writes(entry, first, n)
+        if self.data is not None:
+            for j in range(run.n):
+                self.data.apply(run.member(j))
 
     def _signal(self, run: Run, paid: bool) -> None:
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
@@ -316,8 +327,9 @@ class Model(Dispatch):
         transfers = cost.remote_transfers(task, self.itemsize)
         local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream * self.inject.slowdown(task.rank)
         start = self.env.now
+        step_us = cost.step_us(task, self.c)
         if not transfers:
-            self._until((start + (local_us + cost.step_us(task, self.c))) + merged, self._copied, run)
+            self._until((start + (local_us + step_us)) + merged, self._copied, run)
             return
         half = self.c.nvlink.half_efficiency_bytes
         legs = []
@@ -328,7 +340,7 @@ class Model(Dispatch):
 
         def moved(_ev) -> None:
             # the fused kernel's steps each wait a peer round trip: latency the port does not see
-            rtt = self._stretch(self.c.nvlink.latency_us + cost.step_us(task, self.c))
+            rtt = self._stretch(self.c.nvlink.latency_us + step_us)
             self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
         self.flows.transfer_legs(size, legs, self.sm_copy, run.n, then=moved)
 

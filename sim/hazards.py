@@ -11,119 +11,194 @@ every region the schedule uses there, so a cell is never split by a task and the
 the size of the tile grid. When a rank's last launch ends, its OUTPUT buffers must have received
 every write too, since the caller reads them next. The rule assumes each buffer is single-assignment within an epoch
 (plus in-place updates), which every builder keeps.
+
+Groups (``Task.count`` > 1) are tracked without expanding them: every member's regions are found
+from the group's :class:`~mkernel.ir.Step` by numpy index arithmetic when the tracker is made, as
+lists of grid cells, member after member (:mod:`mkernel.sim.cellgrid`). A run of members checks
+all their reads at once when it starts and lands all their writes when it ends. A hazard names the
+member as the expanded schedule (:func:`mkernel.ir.expand`) numbers it, with its own label and
+region, so a grouped run reports what the flat run of the same schedule reports.
 """
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import defaultdict
+from bisect import bisect_right
 
 import numpy as np
 
-from mkernel.ir import BufferKind, Op, Region, Schedule, Task
+from mkernel.ir import BufferKind, Region, Schedule, Task
+
+from .cellgrid import Cells
 
 
 class ArrivalTracker:
-    """Counts arrivals per cell and checks reads against the writes the schedule promises."""
+    """Counts arrivals per cell and checks reads against the writes the schedule promises.
+
+    Its methods take a queue entry of the schedule and a span of its members, or a plain task made
+    by :meth:`member` (numbered as in the expanded schedule)."""
 
     def __init__(self, s: Schedule) -> None:
-        inputs = {b.name for b in s.buffers if b.kind is BufferKind.INPUT}
-        edges: dict = defaultdict(lambda: (set(), set()))
-        for task in s.tasks:
-            for r in task.reads + task.writes:
-                if r.buffer not in inputs:
-                    rows, cols = edges[(r.buffer, r.rank)]
-                    rows.update((r.row0, r.row1))
-                    cols.update((r.col0, r.col1))
-        self.edges = {key: (sorted(rows), sorted(cols)) for key, (rows, cols) in edges.items()}
-        self.arrived = {key: np.zeros((len(r) - 1, len(c) - 1), np.int32) for key, (r, c) in self.edges.items()}
-        self.expected = {key: np.zeros_like(a) for key, a in self.arrived.items()}
-        self.writers: dict = defaultdict(list)
-        self.landed: set[int] = set()
         self.schedule = s
-        self._cells: dict[Region, tuple] = {}
-        for task in s.tasks:
-            for r in task.writes:
-                key, sl = self.cells(r)
-                self.expected[key][sl] += 1
-                self.writers[key].append(task.id)
+        self.cells = Cells(s)
+        c = self.cells
+        self._pos = {id(t): p for p, t in enumerate(s.tasks)}
+        self._uid0 = c.uid0.tolist()
+        self._rbase, self._nr = c.read.base.tolist(), c.read.n.tolist()
+        self._wbase, self._nw = c.write.base.tolist(), c.write.n.tolist()
+        self._rstart, self._rcell, self._need = c.read.start, c.read.cell, c.need
+        self._wstart, self._wcell, self._once = c.write.start, c.write.cell, c.write_once
+        self.arrived = np.zeros(c.total, np.int32)
+        self.landed = np.zeros(c.uid0[-1], bool)  # by expanded id: members whose writes landed
         self.hazards: list[dict] = []
+        self._by_grid: tuple | None = None  # the write rows sorted by grid, made at the first report
 
     def fresh(self) -> "ArrivalTracker":
         """A tracker for a new run of the same schedule: same grids and expectations, no arrivals."""
         clone = object.__new__(ArrivalTracker)
         clone.__dict__.update(self.__dict__)
-        clone.arrived = {key: np.zeros_like(a) for key, a in self.arrived.items()}
-        clone.landed, clone.hazards = set(), []
+        clone.arrived = np.zeros_like(self.arrived)
+        clone.landed, clone.hazards = np.zeros_like(self.landed), []
         return clone
 
-    def cells(self, r: Region) -> tuple:
-        hit = self._cells.get(r)
-        if hit is None:
-            key = (r.buffer, r.rank)
-            rows, cols = self.edges[key]  # every region edge is a grid edge: exact positions
-            hit = self._cells[r] = (key, (slice(bisect_left(rows, r.row0), bisect_left(rows, r.row1)),
-                                          slice(bisect_left(cols, r.col0), bisect_left(cols, r.col1))))
-        return hit
+    def member(self, task: Task, i: int) -> Task:
+        """Member ``i`` of entry ``task`` as a plain task, numbered as the expanded schedule numbers it."""
+        return task.member(i, self._uid0[self._pos[id(task)]] + i)
 
-    def landed_writes(self, task: Task, regions: tuple[Region, ...] | None = None) -> None:
-        """The task's writes (or ``regions`` of them) have landed."""
-        self.landed.add(task.id)
-        for r in task.writes if regions is None else regions:
-            key, sl = self.cells(r)
-            self.arrived[key][sl] += 1
+    def _member_of(self, task: Task) -> tuple[int, int, int]:
+        """(entry, member, 1) of a plain task made by :meth:`member` (its id is its expanded id)."""
+        p = bisect_right(self._uid0, task.id) - 1
+        return p, task.id - self._uid0[p], 1
 
-    def check_reads(self, task: Task, now_us: float, regions: tuple[Region, ...] | None = None) -> None:
-        """Record a hazard for each read region whose bytes have not all arrived."""
-        for r in task.reads if regions is None else regions:
-            if (r.buffer, r.rank) not in self.edges:
-                continue  # an input
-            key, sl = self.cells(r)
-            need = self.expected[key][sl].copy()
-            for w in task.writes:
-                if (w.buffer, w.rank) == key and task.op is not Op.PUT:
-                    wkey, wsl = self.cells(w)
-                    lo = (max(sl[0].start, wsl[0].start), max(sl[1].start, wsl[1].start))
-                    hi = (min(sl[0].stop, wsl[0].stop), min(sl[1].stop, wsl[1].stop))
-                    if lo[0] < hi[0] and lo[1] < hi[1]:
-                        need[lo[0] - sl[0].start:hi[0] - sl[0].start, lo[1] - sl[1].start:hi[1] - sl[1].start] -= 1
-            have = self.arrived[key][sl]
-            if (have < need).any():
-                self.hazards.append(self._describe(task, r, now_us))
+    def landed_writes(self, task: Task, first: int = 0, n: int | None = None) -> None:
+        """The writes of members ``first .. first + n - 1`` (all from ``first`` by default) have landed."""
+        p = self._pos.get(id(task))
+        if p is None:
+            p, first, n = self._member_of(task)
+        elif n is None:
+            n = task.count - first
+        u = self._uid0[p] + first
+        self.landed[u:u + n] = True
+        k = self._nw[p]
+        if k:
+            lo = self._wbase[p] + first * k
+            a, b = self._wstart[lo], self._wstart[lo + n * k]
+            if self._once[p]:  # no cell twice: a plain add
+                self.arrived[self._wcell[a:b]] += 1
+            else:
+                np.add.at(self.arrived, self._wcell[a:b], 1)
+
+    def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
+        """Record a hazard for each read region of members ``first .. first + n - 1`` (all from
+        ``first`` by default) whose bytes have not all arrived, member by member."""
+        p = self._pos.get(id(task))
+        if p is None:
+            p, first, n = self._member_of(task)
+        elif n is None:
+            n = task.count - first
+        k = self._nr[p]
+        if not k:
+            return
+        lo = self._rbase[p] + first * k
+        a, b = self._rstart[lo], self._rstart[lo + n * k]
+        if a == b:
+            return
+        short = self.arrived[self._rcell[a:b]] < self._need[a:b]
+        if not short.any():
+            return
+        c = self.cells
+        rows = np.unique(np.searchsorted(c.read.start, np.flatnonzero(short) + a, "right") - 1)
+        entry = self.schedule.tasks[p]
+        for row in rows.tolist():
+            i, q = divmod(row - self._rbase[p], k)
+            m = entry.member(i, self._uid0[p] + i)
+            self.hazards.append(self._describe(m, m.reads[c.read_index[p][q]], now_us))
+
+    def unobserved(self, rank: int, launch: int, tasks: list[Task]) -> bool:
+        """Whether nothing could tell when within their launch the writes of ``tasks`` (one
+        launch's queue on ``rank``) land: they read no tracked bytes and write only ``rank``'s, and
+        every task that reads what they write runs on ``rank`` in a later launch (which starts when
+        this one has ended). Such a launch may be played without events (:mod:`mkernel.sim.tiles`),
+        its writes landed at its end."""
+        c = self.cells
+        pos = [self._pos[id(t)] for t in tasks]
+        if any(self._nr[p] for p in pos):
+            return False
+        spans = [(self._wstart[self._wbase[p]], self._wstart[self._wbase[p + 1]]) for p in pos]
+        written = np.concatenate([self._wcell[a:b] for a, b in spans] or [np.zeros(0, np.int32)])
+        if not written.size:
+            return True
+        grids = np.searchsorted(c.grid_base, written, "right") - 1
+        if (c.grid_rank[grids] != rank).any():
+            return False
+        mark = np.zeros(c.total, bool)
+        mark[written] = True
+        hit = np.flatnonzero(mark[self._rcell])
+        rows = np.searchsorted(self._rstart, hit, "right") - 1
+        readers = np.unique(np.searchsorted(c.read.base[:-1], rows, "right") - 1)
+        return all(t.rank == rank and t.launch > launch for t in (self.schedule.tasks[p] for p in readers.tolist()))
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:
         """When a rank's kernel ends, the caller reads its outputs: every write must have landed."""
+        c = self.cells
         for b in self.schedule.buffers:
-            key = (b.name, rank)
-            if b.kind is BufferKind.OUTPUT and key in self.arrived and (self.arrived[key] < self.expected[key]).any():
-                pending = [t for t in self.writers[key] if t not in self.landed]
+            g = c.grid.get((b.name, rank))
+            if b.kind is not BufferKind.OUTPUT or g is None:
+                continue
+            lo, hi = c.grid_base[g], c.grid_base[g + 1]
+            if (self.arrived[lo:hi] < c.expected[lo:hi]).any():
+                uids, _ = self._writers(g)
+                pending = uids[~self.landed[uids]].tolist()
                 self.hazards.append({"rank": rank, "task": -1, "label": "kernel end", "role": "caller",
-                                     "region": f"{b.name}@{rank}", "chunk": next(
-                                         (self.schedule.tasks[t].chunk for t in pending if self.schedule.tasks[t].chunk >= 0), -1),
+                                     "region": f"{b.name}@{rank}", "chunk": self._chunk(pending),
                                      "pending_writers": pending[:4], "time_us": round(now_us, 6)})
 
     def _describe(self, task: Task, r: Region, now_us: float) -> dict:
-        pending = [self.schedule.tasks[t] for t in self.writers[(r.buffer, r.rank)] if t not in self.landed
-                   and t != task.id and any(_overlap(w, r) for w in self.schedule.tasks[t].writes)]
-        chunk = next((p.chunk for p in pending if p.chunk >= 0), -1)
+        uids, rects = self._writers(self.cells.grid[(r.buffer, r.rank)])
+        a0, a1, b0, b1 = self.cells.rect(r)
+        over = (rects[0] < a1) & (a0 < rects[1]) & (rects[2] < b1) & (b0 < rects[3])
+        keep = ~self.landed[uids] & (uids != task.id) & np.isin(uids, uids[over])
+        pending = uids[keep].tolist()
         return {"rank": task.rank, "task": task.id, "label": task.label, "role": task.role.value,
-                "region": str(r), "chunk": chunk, "pending_writers": [p.id for p in pending[:4]],
+                "region": str(r), "chunk": self._chunk(pending), "pending_writers": pending[:4],
                 "time_us": round(now_us, 6)}
 
+    def _writers(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """The members that write grid ``g``, by expanded id, once per region they write there (in
+        the expanded schedule's order), and the cell rectangle of each of those regions (4 rows)."""
+        if self._by_grid is None:
+            c = self.cells
+            order = np.argsort(c.write.grid, kind="stable")
+            bounds = np.searchsorted(c.write.grid[order], np.arange(len(c.grid_base)))
+            self._by_grid = (order, bounds)
+        order, bounds = self._by_grid
+        rows = order[bounds[g]:bounds[g + 1]]
+        return self.cells.write_uids(rows), self.cells.write_rects(rows)
 
-def _overlap(a: Region, b: Region) -> bool:
-    return (a.buffer == b.buffer and a.rank == b.rank and a.row0 < b.row1 and b.row0 < a.row1
-            and a.col0 < b.col1 and b.col0 < a.col1)
+    def _chunk(self, uids: list[int]) -> int:
+        """The chunk of the first of these members that carries one (-1 if none does)."""
+        for u in uids:
+            p = bisect_right(self._uid0, u) - 1
+            t, i = self.schedule.tasks[p], u - self._uid0[p]
+            chunk = t.chunk + i * t.step.chunk if t.count > 1 else t.chunk
+            if chunk >= 0:
+                return chunk
+        return -1
 
 
 class NullTracker:
-    """Tracks nothing: for collapsed runs, whose mirrored writes land in other regions."""
+    """Tracks nothing: for collapsed runs, whose mirrored writes land in other regions, and quiet runs."""
 
     hazards: list = []
 
-    def check_reads(self, task: Task, now_us: float, regions=None) -> None:
+    def unobserved(self, rank: int, launch: int, tasks: list[Task]) -> bool:
+        return True
+
+    def member(self, task: Task, i: int) -> Task:
+        return task.member(i)
+
+    def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
         pass
 
-    def landed_writes(self, task: Task, regions=None) -> None:
+    def landed_writes(self, task: Task, first: int = 0, n: int | None = None) -> None:
         pass
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:

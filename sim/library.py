@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 
 from mkernel import cost, nccl
-from mkernel.ir import Library, Op, Region, Role, Task, signal_keys
+from mkernel.ir import Library, Op, Region, Role, Task
+
+from .signals import flat_keys
 
 GEMM_TILE = (128, 256)  # cuBLAS's large-shape bf16 tile on the H200 class (h200-facts: 128x256x64)
 
@@ -58,11 +60,11 @@ class LibraryCalls:
 
     def _complete(self, call: tuple) -> None:
         """The call ended: every task of the launch is done, a group as all its members (each bumps
-        its own signals; a tracked run has no groups, the model expanded them)."""
+        its own signals, and its writes land)."""
         li, done = call
         m = self.m
         for task in m.s.tasks:
             if task.launch == li:
                 m.tracker.landed_writes(task)
-                m.board.bump_keys(m._homed(signal_keys(task, 0, task.count)))
+                m.board.bump_keys(m._homed(flat_keys(task)))
         done.succeed()

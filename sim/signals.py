@@ -1,4 +1,4 @@
-"""The event engine's two small pieces: an event-counting environment and epoch-stamped signals."""
+"""The event engine's two small pieces: an event-counting environment and the signal counters."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -9,14 +9,42 @@ from heapq import heappop, heappush
 import simpy
 from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
 
-from mkernel.ir import Signal
-
-
-UNSET = (-1, 0)  # (epoch, value) of a counter never written
+from mkernel.ir import Signal, Task
 
 
 def _need(waiter: tuple[int, Callable]) -> int:
     return waiter[0]
+
+
+def flat_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tuple, int]]:
+    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` (all of them by
+    default) make, in the flat schedule's order: member by member, each its signals in order (a
+    key bumped ``times`` times at once, as a group's one fixed signal is, is that many bumps in a
+    row). The order decides which waiters wake first, so a group wakes them as its members would.
+    (:func:`mkernel.ir.signal_keys` bumps a group's signals that do not step first, n times at
+    once: the same order where the members have one signal, or none that does not step.)"""
+    n = t.count - first if n is None else n
+    signals, st = t.signals, t.step
+    if t.count == 1 or not st.signals:  # nothing steps
+        if len(signals) == 1:
+            g = signals[0]
+            return [((g.rank, g.name, g.index), n)]
+        return [((g.rank, g.name, g.index), 1) for _ in range(n) for g in signals]
+    if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
+        moves = [(g.rank, g.name, g.index, dk, dx, ok, ox) for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
+        out = []
+        for i in range(first, first + n):
+            a, b = divmod(i, st.period)
+            out += [((rank + b * dk + a * ok, name, index + b * dx + a * ox), 1)
+                    for rank, name, index, dk, dx, ok, ox in moves]
+        return out
+    if len(signals) == 1:
+        g, (dk, dx) = signals[0], st.signals[0]
+        rank, name, index = g.rank, g.name, g.index
+        return [((rank + i * dk, name, index + i * dx), 1) for i in range(first, first + n)]
+    moves = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
+    return [((rank + i * dk, name, index + i * dx), 1) for i in range(first, first + n)
+            for rank, name, index, dk, dx in moves]
 
 
 class _Call:
@@ -111,8 +139,11 @@ class CountingEnvironment(simpy.Environment):
 
 
 class SignalBoard:
-    """Epoch-stamped counters: a value counts only if it was written in the current epoch.
+    """The signal counters of one call (one epoch).
 
+    On the GPU every value is stamped with the epoch of the call that wrote it, so what earlier
+    calls left reads as 0 and nothing is zeroed between calls; a board lives for one call, so every
+    value it holds is of that call, and it keeps plain counts (``epoch`` names the call in errors).
     ``bump`` calls back every waiter whose count is reached; ``wait`` returns False when the count
     already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
     tuples, so the members of a group reach theirs without building a Signal each.
@@ -121,15 +152,14 @@ class SignalBoard:
     def __init__(self, env: simpy.Environment, epoch: int) -> None:
         self.env = env
         self.epoch = epoch
-        self.values: dict[tuple, tuple[int, int]] = {}
+        self.values: dict[tuple, int] = {}
         self.waiters: dict[tuple, list[tuple[int, Callable[[], None]]]] = defaultdict(list)
 
     def count(self, sig: Signal) -> int:
-        return self.count_key((sig.rank, sig.name, sig.index))
+        return self.values.get((sig.rank, sig.name, sig.index), 0)
 
     def count_key(self, key: tuple) -> int:
-        epoch, value = self.values.get(key, UNSET)
-        return value if epoch == self.epoch else 0
+        return self.values.get(key, 0)
 
     def bump(self, sig: Signal, times: int = 1) -> None:
         self.bump_key((sig.rank, sig.name, sig.index), times)
@@ -139,29 +169,33 @@ class SignalBoard:
 
     def bump_keys(self, bumps) -> None:
         """Each (key, times) of ``bumps``, in order (one call for a run's bumps: the hottest code of
-        a run, so count_key is inlined). A bump of ``times`` > 1 is ``times`` bumps of one: the
-        waiters it releases are called as those would call them, by the count they wait for (in
-        the order they waited among equal counts)."""
-        values, epoch, waiters = self.values, self.epoch, self.waiters
+        a run). A bump of ``times`` > 1 is ``times`` bumps of one: the waiters it releases are
+        called as those would call them, by the count they wait for (in the order they waited
+        among equal counts)."""
+        values, waiters = self.values, self.waiters
         for key, times in bumps:
-            e, value = values.get(key, UNSET)
-            value = (value if e == epoch else 0) + times
-            values[key] = (epoch, value)
+            value = values[key] = values.get(key, 0) + times
             waiting = waiters.get(key)
-            if waiting:
-                still, due = [], []
-                for need, call in waiting:
-                    (due if need <= value else still).append((need, call))
-                waiters[key] = still
-                if times > 1 and len(due) > 1:
-                    due.sort(key=_need)  # (stable)
-                for _, call in due:
+            if not waiting:
+                continue
+            if len(waiting) == 1:  # the common case: one waiter
+                if waiting[0][0] <= value:
+                    call = waiting.pop()[1]
                     call()
+                continue
+            still, due = [], []
+            for need, call in waiting:
+                (due if need <= value else still).append((need, call))
+            waiters[key] = still
+            if times > 1 and len(due) > 1:
+                due.sort(key=_need)  # (stable)
+            for _, call in due:
+                call()
 
     def wait_key(self, key: tuple, need: int, call: Callable[[], None]) -> bool:
         """Whether ``key`` has yet to reach ``need``; if so, ``call()`` is made when it does (from
         the bump, so it should only schedule work)."""
-        if self.count_key(key) >= need:
+        if self.values.get(key, 0) >= need:
             return False
         self.waiters[key].append((need, call))
         return True

@@ -2,7 +2,8 @@
 
 A launch whose one role computes GEMM tiles that wait on nothing and signal nothing (a timing
 build's baseline matmul: its collective is timed as the library call) is observed by nobody until
-it ends. In a quiet bulk run (no data, hazard tracking, controller, trace, stress or faults) the
+it ends. In a bulk run without data, controller, trace, stress or faults (and, where hazards are
+tracked, if nothing could tell when its tiles' writes land: the model lands them at its end) the
 dispatcher (:mod:`mkernel.sim.dispatch`) has its SMs take the tiles in queue order: the first wave
 each counting itself in (the GEMM speed class it sees, :func:`mkernel.cost.sm_speed`), then, when
 a tile ends, the next tile at the speed class of the SMs computing, which stays put until the
@@ -17,42 +18,50 @@ from __future__ import annotations
 
 import heapq
 
-from mkernel import cost
 from mkernel.ir import Launch, Op, Role
 
 
 def plain(m, rank: int, li: int, launch: Launch) -> bool:
-    """Whether launch ``li`` of ``rank`` may be played by :func:`launch_end` in model ``m``."""
-    if (not m.quiet or m._one_by_one or m.inject.f.any or m.c.gpu.fused_tile_us
+    """Whether launch ``li`` of ``rank`` may be played by :func:`launch_end` in model ``m`` (with
+    hazard tracking, where nothing could tell when its tiles' writes land: the model lands them at
+    its end, :meth:`mkernel.sim.hazards.ArrivalTracker.unobserved`)."""
+    if (m.data is not None or m._one_by_one or m.inject.f.any or m.c.gpu.fused_tile_us
             or [role for role, _ in launch.sms] != [Role.COMPUTE]):
         return False
-    return all(t.op is Op.GEMM and not t.waits and not t.signals for t in m.queues.get((rank, li, Role.COMPUTE), ()))
+    queue = m.queues.get((rank, li, Role.COMPUTE), [])
+    return all(t.op is Op.GEMM and not t.waits and not t.signals for t in queue) and m.tracker.unobserved(rank, li, queue)
 
 
 def tile_ends(m, rank: int, li: int, launch: Launch) -> list[float]:
     """When each tile of launch ``li`` of ``rank`` ends, started now, in the order the SMs take them."""
-    c, now = m.c, m.env.now
-    tiles = [(t, i) for t in m.queues.get((rank, li, Role.COMPUTE), ()) for i in range(t.count)]  # (entry, member)
-    sms = min(launch.budget(Role.COMPUTE), len(tiles))
+    now = m.env.now
+    queue = m.queues.get((rank, li, Role.COMPUTE), ())
+    sms = min(launch.budget(Role.COMPUTE), sum(t.count for t in queue))
     ends: list[float] = []
-    busy = 0
+    busy, entry, member = 0, 0, 0  # the next tile: member ``member`` of queue entry ``entry``
     while len(ends) < sms:  # the first wave, entry by entry, as _bulk takes it (_ready_split's speeds)
-        task, member = tiles[len(ends)]
+        task = queue[entry]
         part = min(sms - len(ends), task.count - member)
-        if cost.sm_speed(c, busy + 1) == cost.sm_speed(c, busy + part):
+        if m.speeds[busy + 1] == m.speeds[busy + part]:
             busy += part
-            ends += [now + m._gemm_us(task, cost.sm_speed(c, busy))] * part
+            ends += [now + m._gemm_us(task, m.speeds[busy])] * part
         else:
             for _ in range(part):
                 busy += 1
-                ends.append(now + m._gemm_us(task, cost.sm_speed(c, busy)))
+                ends.append(now + m._gemm_us(task, m.speeds[busy]))
+        member += part
+        if member == task.count:
+            entry, member = entry + 1, 0
     free = list(ends)  # when each SM can take its next tile (a heap)
     heapq.heapify(free)
-    speed = cost.sm_speed(c, busy)
-    for task, _ in tiles[sms:]:  # each next tile to the SM free first, at the speed class of all computing
-        end = heapq.heappop(free) + m._gemm_us(task, speed)
-        heapq.heappush(free, end)
-        ends.append(end)
+    speed = m.speeds[busy]
+    for task in queue[entry:]:  # each next tile to the SM free first, at the speed class of all computing
+        us = m._gemm_us(task, speed)  # (an entry's tiles cost alike)
+        for _ in range(task.count - member):
+            end = free[0] + us
+            heapq.heapreplace(free, end)
+            ends.append(end)
+        member = 0
     return ends
 
 

@@ -111,7 +111,7 @@ SIM_CASES = [case for case in CASES if "/2x4/" in case[0] or "/3x2/" in case[0] 
 @pytest.mark.parametrize("name,w,c,first", SIM_CASES, ids=[case[0] for case in SIM_CASES])
 def test_grouped_runs_simulate_the_flat_times(name, w, c, first):
     """Runs of members give the times the members give one by one: collapsed (no hazard tracking)
-    and, for full builds, tracked too (the engine then takes the expansion)."""
+    and, for full builds, tracked too (on the groups: tests/sim/test_hazards.py compares the hazards)."""
     from mkernel.sim import SimBackend
 
     for f, g in zip(golden.build_pair(w, c, first), golden.build_pair_grouped(w, c, first)):
@@ -124,13 +124,13 @@ def test_grouped_runs_simulate_the_flat_times(name, w, c, first):
 
 
 def _quiet_and_tracked(s: Schedule):
-    """The finish times of a quiet run (groups kept: no data, no hazard tracking, as when collapsed)
-    and of a tracked run (the engine takes the expansion)."""
+    """The finish times of a quiet run (no data, no hazard tracking, as when collapsed) and of a
+    tracked run of the expansion."""
     from mkernel import Cluster
     from mkernel.sim.engine import Model
 
     c = Cluster("t", 1, s.world)
-    quiet, tracked = Model(s, c, None, track_hazards=False), Model(s, c, None, track_hazards=True)
+    quiet, tracked = Model(s, c, None, track_hazards=False), Model(expand(s), c, None, track_hazards=True)
     quiet.run()
     tracked.run()
     return quiet.finish, tracked.finish
@@ -173,18 +173,41 @@ def test_counted_sms_keep_their_roles_target(grouped):
     assert len({span[2] for span in named.spans}) == 4  # four SMs ran the tiles
 
 
+@pytest.mark.parametrize("grouped", [True, False])
+def test_every_op_on_the_compute_role_counts_as_computing(grouped):
+    """SMs count themselves out of the computing SMs when a member of any op on the compute role
+    ends, so they count themselves in when it starts, also where counted SMs start a run of members
+    (the first wave, or members released from a wait): the count, which sets a GEMM's speed class,
+    ends at 0, and the compute-busy time is the copies' (MoE's gathers and every drain on the compute
+    role once left it at -1, and the breakdown's compute time above the run's)."""
+    from mkernel import Cluster
+    from mkernel.sim.engine import Model
+
+    sb = ScheduleBuilder("t", "fused", 1, 1, 8, grouped=grouped)
+    sb.buffer("X", 4, 1 << 16)
+    sb.launch("l", {Role.COMPUTE: 4})
+    sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 1 << 14),), writes=(Region("X", 0, 2, 3, 0, 1 << 14),),
+           label="copy {}", count=2, step=Step(((0, 0, 1 << 14), (0, 0, 1 << 14)), label=(0, 1)))
+    sb.add(0, Role.COMPUTE, Op.NOP, label="drain")
+    m = Model(sb.build(0.0), Cluster("t", 1, 1), None, track_hazards=False)
+    m.run()
+    assert m._computing == [0]
+    assert 0 < m.compute_busy[0] <= m.finish[0]
+
+
 FULL_SIM_CASES = [case for case in SIM_CASES if not case[3]]
 
 
 @pytest.mark.parametrize("name,w,c,first", FULL_SIM_CASES, ids=[case[0] for case in FULL_SIM_CASES])
 def test_quiet_runs_spanning_entries_give_the_tracked_times(name, w, c, first):
     """A quiet run lets ready GEMM tiles of one cost from neighbouring entries share a run
-    (dispatch.Run.parts); a tracked run takes the expansion member by member and never does. Both
-    must give every rank the same finish, to the last bit."""
+    (dispatch.Run.parts), its NVLink tasks wake once, and it plays plain launches (sim/tiles.py); a
+    tracked run of the expansion takes its tasks one by one. Both must give every rank the same
+    finish, to the last bit."""
     from mkernel.sim.engine import Model
 
     for s in golden.build_pair_grouped(w, c, 0):
-        quiet, tracked = Model(s, c, None, track_hazards=False), Model(s, c, None, track_hazards=True)
+        quiet, tracked = Model(s, c, None, track_hazards=False), Model(expand(s), c, None, track_hazards=True)
         quiet.run()
         tracked.run()
         assert quiet.finish == tracked.finish, s.variant
@@ -224,6 +247,31 @@ def test_cycling_signals_step_within_and_between_cycles():
 
     assert bumps(signal_keys(t, 3, 3)) == bumps([kt for m in members[3:6] for kt in signal_keys(m)])
     sb.build(0.0).validate()
+
+
+def test_a_group_bumps_its_signals_in_the_order_its_members_would():
+    """The simulator bumps a run's signals member by member, each member's in order (a group's
+    fixed signal bumped n times first would wake its waiters before those of the members' stepping
+    signals: a flat run wakes them in turn); a bump of k times is k bumps in a row."""
+    from mkernel.sim.signals import flat_keys
+
+    sb = _builder()
+    common = dict(reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),), label="c {}")
+    moves = ((0, 0, 8), (0, 0, 8))
+    groups = [  # a stepping and a fixed signal; two fixed; one fixed; a cycling one and a fixed one
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "s"), Signal(1, "t")), count=5,
+               step=Step(moves, ((0, 1), (0, 0)), label=(0, 1)), **common),
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "u"), Signal(1, "v")), count=4,
+               step=Step(moves, ((0, 0), (0, 0)), label=(0, 1)), **common),
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "w"),), count=3, step=Step(moves, label=(0, 1)), **common),
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "x", 1), Signal(0, "y")), count=6,
+               step=Step(moves, ((1, 1), (0, 0)), label=(0, 1), period=2, outer=((0, 10), (0, 0))), **common),
+    ]
+    for t in groups:
+        members = t.members()
+        for first, n in ((0, t.count), (1, 2), (2, 1)):
+            want = [(g.rank, g.name, g.index) for m in members[first:first + n] for g in m.signals]
+            assert [key for key, times in flat_keys(t, first, n) for _ in range(times)] == want, (t.label, first, n)
 
 
 def test_validate_checks_the_corners_of_a_cycling_group():

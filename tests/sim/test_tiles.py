@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 
 from mkernel import Workload, builders, load_scenario
-from mkernel.ir import Op, Role
+from mkernel.ir import Op, Role, Task
 from mkernel.sim import SimBackend, tiles
 from mkernel.sim.collapse import collapse
 from mkernel.sim.engine import Model
@@ -25,15 +25,16 @@ def cluster(nodes: int, gpus: int, **gpu):
     return dataclasses.replace(c, nodes=nodes, gpus_per_node=gpus, gpu=dataclasses.replace(c.gpu, **gpu))
 
 
-def _runs(s, c, monkeypatch):
-    """(the run as played, the run through the event loop), each as its figures."""
+def _runs(s, c, monkeypatch, **kw):
+    """(the run as played, the run through the event loop), each as its figures (collapsed, unless
+    ``kw`` says otherwise)."""
     out = []
     for played in (True, False):
         with monkeypatch.context() as mp:
             if not played:
                 mp.setattr(tiles, "plain", lambda *a: False)
-            r = SimBackend().run(s, c, collapse=True)
-        out.append((r.time_s, r.per_rank_s, r.bytes_total, r.metrics["breakdown_us"]))
+            r = SimBackend().run(s, c, **{"collapse": True, **kw})
+        out.append((r.time_s, r.per_rank_s, r.bytes_total, r.metrics["breakdown_us"], r.hazards))
     return out
 
 
@@ -75,6 +76,8 @@ def test_a_played_launch_ends_where_the_event_loop_ends_it(monkeypatch, kernel, 
     s = builders.get(kernel).build_baseline(w, c, grouped=True, library_tasks=False)
     played, looped = _runs(s, c, monkeypatch)
     assert played == looped
+    played, looped = _runs(s, c, monkeypatch, collapse=False)  # every node, hazards tracked
+    assert played == looped
 
 
 def test_fewer_tiles_than_sms_and_an_odd_budget(monkeypatch):
@@ -94,8 +97,15 @@ def test_launches_that_something_observes_are_not_played():
     base = builders.get("gemm_ar").build_baseline(Workload(kernel="gemm_ar", m=512, n=512, k=64), c)
     quiet = Model(base, c, None, track_hazards=False)
     assert not tiles.plain(Model(fused, c, None, track_hazards=False), 0, 0, fused.launches[0])  # roles, signals
-    assert not tiles.plain(Model(base, c, None, track_hazards=True), 0, 0, base.launches[0])  # hazards tracked
     assert tiles.plain(quiet, 0, 0, base.launches[0])
+    # tracked: played where only the rank's later launches read what its tiles write
+    assert tiles.plain(Model(base, c, None, track_hazards=True), 0, 0, base.launches[0])
+    pulled = dataclasses.replace(base, tasks=base.tasks + (Task(  # rank 1's allreduce reads rank 0's first tile
+        len(base.tasks), 1, Role.INTRA, Op.COPY, reads=(quiet.queues[(0, 0, Role.COMPUTE)][0].writes[0],),
+        writes=(dataclasses.replace(quiet.queues[(0, 0, Role.COMPUTE)][0].writes[0], rank=1),), launch=1),))
+    assert tiles.plain(Model(pulled, c, None, track_hazards=False), 0, 0, base.launches[0])
+    assert not tiles.plain(Model(pulled, c, None, track_hazards=True), 0, 0, base.launches[0])
+    assert tiles.plain(Model(pulled, c, None, track_hazards=True), 1, 0, base.launches[0])
     alone = dataclasses.replace(base, variant="fused", launches=base.launches[:1],
                                 tasks=tuple(t for t in base.tasks if t.launch == 0))
     tiled = dataclasses.replace(c, gpu=dataclasses.replace(c.gpu, fused_tile_us=0.5))

@@ -1,0 +1,215 @@
+"""The hazard tracker's grids (:mod:`mkernel.sim.hazards`): every member's regions as grid cells.
+
+Each (buffer, rank) that a non-input region touches gets a compressed grid whose row and column
+edges are every edge of every region used there, so a region is always a whole rectangle of cells.
+All the grids are laid end to end in one flat array of cells.
+
+A schedule's tracked regions (those of non-input buffers) are listed as *rows*, reads and writes
+apart: entry after entry, member after member, each member's regions in task order (the order of
+the expanded schedule). So the rows of members ``first .. first + n - 1`` of one entry are one
+slice, and so are their cells (each row's cells, row-major over its rectangle, one row after the
+other). Members' regions come from the group's :class:`~mkernel.ir.Step` by index arithmetic on
+numpy arrays: no member is made as a Task or a Region, and a schedule of a million members is
+listed in about a second.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mkernel.ir import BufferKind, Op, Region, Schedule
+
+_FIELDS = 9  # a region record: buffer code, rank, row0, row1, col0, col1, rank step, row step, column step
+
+
+def _ragged(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For items of ``sizes`` parts each: every part's item and its index within the item."""
+    which = np.repeat(np.arange(len(sizes)), sizes)
+    start = np.zeros(len(sizes), np.int64)
+    np.cumsum(sizes[:-1], out=start[1:])
+    return which, np.arange(len(which), dtype=np.int64) - start[which]
+
+
+def _rows(recs: list[tuple], per_entry: list[int], counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+    """One side's rows, from its region records (entry by entry, ``per_entry`` records each): the
+    first row of each entry (and the total), the rows per member, and each row's buffer, rank and
+    bounds (the record's, plus the member's index times its steps)."""
+    n = np.array(per_entry, np.int64)
+    base = np.zeros(len(n) + 1, np.int64)
+    np.cumsum(n * counts, out=base[1:])
+    entry, j = _ragged(n * counts)
+    i = j // np.maximum(n[entry], 1)
+    first = np.zeros(len(n), np.int64)
+    np.cumsum(n[:-1], out=first[1:])
+    rec = first[entry] + (j - i * n[entry])
+    cols = np.array(recs, np.int64).reshape(-1, _FIELDS).T
+    dk, dr, dc = (cols[f][rec] * i for f in (6, 7, 8))
+    fields = {"buffer": cols[0][rec], "rank": cols[1][rec] + dk, "row0": cols[2][rec] + dr,
+              "row1": cols[3][rec] + dr, "col0": cols[4][rec] + dc, "col1": cols[5][rec] + dc}
+    return base, n, fields
+
+
+class _Edges:
+    """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``."""
+
+    def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
+        self.span = 1 + max([0] + [int(v.max()) for v in values if v.size])
+        self.u = np.unique(np.concatenate([g * self.span + v for g, v in zip(grids, values)]))
+        self.first = np.searchsorted(self.u, np.arange(count + 1) * self.span)
+        self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
+
+    def local(self, g, x):
+        """The index of edge ``x`` among grid ``g``'s edges (both may be arrays)."""
+        return np.searchsorted(self.u, g * self.span + x) - self.first[g]
+
+
+@dataclass
+class Side:
+    """The rows of one side, reads or writes (see the module)."""
+
+    base: np.ndarray  # per entry, and one past the last: its first row
+    n: np.ndarray  # per entry: tracked regions per member
+    grid: np.ndarray  # per row: its grid
+    start: np.ndarray  # per row, and one past the last: where its cells begin in ``cell``
+    cell: np.ndarray  # every row's cells, in row order
+
+
+class Cells:
+    """Grids, expected arrivals and each row's cells of one schedule (see the module).
+
+    ``need`` (one per read cell): the arrivals a member's read of that cell waits for, the writes
+    the schedule makes there less the member's own (an in-place update does not wait on itself)."""
+
+    def __init__(self, s: Schedule) -> None:
+        inputs = {b.name for b in s.buffers if b.kind is BufferKind.INPUT}
+        code: dict[str, int] = {b.name: i for i, b in enumerate(s.buffers)}
+        recs: tuple[list, list] = ([], [])
+        per: tuple[list, list] = ([], [])
+        self.read_index: list[tuple[int, ...]] = []  # per entry: its tracked reads, by index in Task.reads
+        pairs: list[tuple[int, int, int]] = []  # (entry, tracked read, tracked write) of one buffer, not a PUT
+        for p, t in enumerate(s.tasks):
+            steps = t.step.regions if t.count > 1 and t.step.regions else None
+            nread, kept, read_of, nw = len(t.reads), [], {}, 0
+            for k, r in enumerate(t.reads + t.writes):
+                if r.buffer in inputs:
+                    continue
+                b = code.setdefault(r.buffer, len(code))
+                dk, dr, dc = steps[k] if steps else (0, 0, 0)
+                rec = (b, r.rank, r.row0, r.row1, r.col0, r.col1, dk, dr, dc)
+                if k < nread:
+                    read_of.setdefault(b, []).append((len(kept), r.rank, dk))
+                    kept.append(k)
+                    recs[0].append(rec)
+                else:
+                    if t.op is not Op.PUT and b in read_of:  # (a read on another rank, moving alike, never meets it)
+                        pairs += [(p, q, nw) for q, rank, step in read_of[b] if rank == r.rank or step != dk]
+                    nw += 1
+                    recs[1].append(rec)
+            self.read_index.append(tuple(kept))
+            per[0].append(len(kept))
+            per[1].append(nw)
+        counts = np.array([t.count for t in s.tasks], np.int64)
+        self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
+        np.cumsum(counts, out=self.uid0[1:])
+        sides = [_rows(recs[w], per[w], counts) for w in (0, 1)]
+        self._layout(s, sides, {c: name for name, c in code.items()})
+        rects = [self._rect(f, g) for (_, _, f), g in zip(sides, self._grid_of)]
+        self.read, self.write = (Side(base, n, g, *self._cells(g, rect))
+                                 for (base, n, _), g, rect in zip(sides, self._grid_of, rects))
+        del self._grid_of
+        self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
+        self.write_once = self._once(len(counts))
+        self.need = self.expected[self.read.cell] - self._own(pairs, counts, rects)
+
+    def _layout(self, s: Schedule, sides: list, names: dict[int, str]) -> None:
+        """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin."""
+        world = 1 + max([s.world - 1] + [int(f["rank"].max()) for _, _, f in sides if f["rank"].size])
+        keys = [f["buffer"] * world + f["rank"] for _, _, f in sides]
+        uniq = np.unique(np.concatenate(keys))
+        self.grid = {(names[k // world], k % world): g for g, k in enumerate(uniq.tolist())}
+        self.grid_rank = uniq % world
+        self._grid_of = [np.searchsorted(uniq, k) for k in keys]
+        g2 = [g for g in self._grid_of for _ in (0, 1)]
+        self.rows = _Edges(g2, [f[x] for _, _, f in sides for x in ("row0", "row1")], len(uniq))
+        self.cols = _Edges(g2, [f[x] for _, _, f in sides for x in ("col0", "col1")], len(uniq))
+        self.grid_base = np.zeros(len(uniq) + 1, np.int64)
+        np.cumsum(self.rows.cells * self.cols.cells, out=self.grid_base[1:])
+        self.total = int(self.grid_base[-1])
+
+    def _rect(self, f: dict, g: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Each row's cells: first and end cell row, first and end cell column, in its grid."""
+        return (self.rows.local(g, f["row0"]), self.rows.local(g, f["row1"]),
+                self.cols.local(g, f["col0"]), self.cols.local(g, f["col1"]))
+
+    def _cells(self, g: np.ndarray, rect: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(start, cell) of a side (see :class:`Side`)."""
+        a0, a1, b0, b1 = rect
+        size = np.where((a1 > a0) & (b1 > b0), (a1 - a0) * (b1 - b0), 0)
+        start = np.zeros(len(size) + 1, np.int64)
+        np.cumsum(size, out=start[1:])
+        row, t = _ragged(size)
+        width = (b1 - b0)[row]
+        u = t // np.maximum(width, 1)
+        gr = g[row]
+        cell = self.grid_base[gr] + (a0[row] + u) * self.cols.cells[gr] + b0[row] + (t - u * width)
+        return start, cell.astype(np.int32 if self.total < 2 ** 31 else np.int64)
+
+    def _once(self, entries: int) -> list[bool]:
+        """Per entry: whether its members' writes cover no cell twice (so a run's land as one add)."""
+        rows, _ = _ragged(np.diff(self.write.start))
+        entry = np.searchsorted(self.write.base[:-1], rows, "right") - 1
+        order = np.lexsort((self.write.cell, entry))
+        same = (np.diff(entry[order]) == 0) & (np.diff(self.write.cell[order]) == 0)
+        once = np.ones(entries, bool)
+        once[entry[order][1:][same]] = False
+        return once.tolist()
+
+    def _own(self, pairs: list[tuple[int, int, int]], counts: np.ndarray, rects: list) -> np.ndarray:
+        """Per read cell: how many of its member's own writes cover it (see ``need``)."""
+        own = np.zeros(len(self.read.cell), np.int32)
+        if not pairs:
+            return own
+        pair = np.array(pairs, np.int64)
+        which, i = _ragged(counts[pair[:, 0]])
+        p, qr, qw = (pair[which, f] for f in (0, 1, 2))
+        r = self.read.base[p] + i * self.read.n[p] + qr
+        w = self.write.base[p] + i * self.write.n[p] + qw
+        (ra0, ra1, rb0, rb1), (wa0, wa1, wb0, wb1) = ([x[y] for x in rect] for rect, y in zip(rects, (r, w)))
+        lo_a, hi_a, lo_b, hi_b = np.maximum(ra0, wa0), np.minimum(ra1, wa1), np.maximum(rb0, wb0), np.minimum(rb1, wb1)
+        keep = (self.read.grid[r] == self.write.grid[w]) & (lo_a < hi_a) & (lo_b < hi_b)
+        r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b = (x[keep] for x in (r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b))
+        j, t = _ragged(self.read.start[r + 1] - self.read.start[r])
+        width = (rb1 - rb0)[j]
+        u = t // np.maximum(width, 1)
+        a, b = ra0[j] + u, rb0[j] + (t - u * width)
+        inside = (a >= lo_a[j]) & (a < hi_a[j]) & (b >= lo_b[j]) & (b < hi_b[j])
+        np.add.at(own, (self.read.start[r][j] + t)[inside], 1)
+        return own
+
+    def rect(self, r: Region) -> tuple[int, int, int, int]:
+        """Region ``r``'s cell rectangle in its grid (as :meth:`_rect`)."""
+        g = self.grid[(r.buffer, r.rank)]
+        return (int(self.rows.local(g, r.row0)), int(self.rows.local(g, r.row1)),
+                int(self.cols.local(g, r.col0)), int(self.cols.local(g, r.col1)))
+
+    def write_uids(self, rows: np.ndarray) -> np.ndarray:
+        """The member (by expanded id) each write row is of."""
+        base, n = self.write.base, self.write.n
+        p = np.searchsorted(base[:-1], rows, "right") - 1
+        return self.uid0[p] + (rows - base[p]) // np.maximum(n[p], 1)
+
+    def write_rects(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Each write row's cell rectangle (as :meth:`_rect`; empty rows as 0, 0, 0, 0), from its
+        first and last cells."""
+        s0, s1 = self.write.start[rows], self.write.start[rows + 1]
+        full = s1 > s0
+        if not self.write.cell.size:
+            return (np.zeros(len(rows), np.int64),) * 4
+        g = self.write.grid[rows]
+        width = np.maximum(self.cols.cells[g], 1)
+        first = self.write.cell[np.where(full, s0, 0)] - self.grid_base[g]
+        last = self.write.cell[np.where(full, s1 - 1, 0)] - self.grid_base[g]
+        a0, b0 = first // width, first % width
+        a1, b1 = last // width + 1, last % width + 1
+        return tuple(np.where(full, x, 0) for x in (a0, a1, b0, b1))
