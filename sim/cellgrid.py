@@ -9,8 +9,8 @@ apart: entry after entry, member after member, each member's regions in task ord
 the expanded schedule). So the rows of members ``first .. first + n - 1`` of one entry are one
 slice, and so are their cells (each row's cells, row-major over its rectangle, one row after the
 other). Members' regions come from the group's :class:`~mkernel.ir.Step` by index arithmetic on
-numpy arrays: no member is made as a Task or a Region, and a schedule of a million members is
-listed in about a second.
+numpy arrays: no member is made as a Task or a Region (the 2 x 8 GEMM+AR 32768^2 every-node build,
+737k members in 188k entries, is listed in about 2 s, most of it reading the entries' regions).
 """
 from __future__ import annotations
 
