@@ -258,17 +258,10 @@ class Task:
         return [self.member(i) for i in range(self.count)]
 
 
-def signal_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tuple, int]]:
-    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` (all of them by
-    default) make, keys being (rank, name, index): a signal that does not step is bumped n times at
-    once, the others member by member, in member order (the order the simulator bumps them in)."""
-    fixed, moving = bump_keys(t, first, n)
-    return fixed + [(key, 1) for key in moving]
-
-
 def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | None = None) -> tuple[list, list]:
-    """The bumps of :func:`signal_keys` as (key, times) of the signals that do not step and the
-    keys, each bumped once, of those that do (so a Counter takes them in one ``update``); each
+    """The bumps members ``first .. first+n-1`` of ``t`` (all of them by default) make, keys being
+    (rank, name, index): (key, times) of the signals that do not step and the keys, each bumped
+    once, of those that do, in member order (so a Counter takes them in one ``update``); each
     rank is counted at ``home[rank]`` where given (a partial build's, :func:`count_homes`). The
     builder, the signal-count rule and the simulator count with it."""
     n = t.count - first if n is None else n

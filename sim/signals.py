@@ -21,7 +21,7 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tuple
     default) make, in the flat schedule's order: member by member, each its signals in order (a
     key bumped ``times`` times at once, as a group's one fixed signal is, is that many bumps in a
     row). The order decides which waiters wake first, so a group wakes them as its members would.
-    (:func:`mkernel.ir.signal_keys` bumps a group's signals that do not step first, n times at
+    (:func:`mkernel.ir.bump_keys` lists a group's signals that do not step first, n times at
     once: the same order where the members have one signal, or none that does not step.)"""
     n = t.count - first if n is None else n
     signals, st = t.signals, t.step
