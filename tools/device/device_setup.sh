@@ -1,6 +1,6 @@
 # Sourced by the device-call scripts in tools/: the no-multicast environment, $OUT, and an offline
 # install (carried wheels from .whl/ into /tmp/site, then this checkout in editable mode), libfabric's
-# headers from a carried .deb, and gpu_step: a bounded pytest step with one summary line.
+# headers from a carried .deb, gpu_step (a bounded pytest step with one summary line) and node_reduce_runs.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -18,4 +18,12 @@ gpu_step() {  # gpu_step NAME SECONDS PYTEST-ARGS...: the GPU tests named, bound
   timeout "$secs" python3 -m pytest -v -p no:cacheprovider -m gpu --durations=0 "$@" > "$OUT/$name.log" 2>&1; local rc=$?
   printf '%-10s rc=%-3s %4ss  %s\n' "$name" "$rc" $((SECONDS - t0)) \
     "$(grep -Eo '[0-9]+ (passed|failed|skipped|error)' "$OUT/$name.log" | tr '\n' ' ')" >> "$OUT/summary.txt"
+}
+node_reduce_runs() {  # node_reduce_runs KERNEL SECONDS: `mkernel run --backend hw` of pull then push on the emulated 2x2
+  local kernel=$1 secs=$2 v
+  for v in pull push; do
+    timeout "$secs" mkernel run --backend hw --kernel "$kernel" --m 4096 --n 4096 --k 1024 --nodes 2 --gpus-per-node 2 \
+      --node-reduce $v --json "$OUT/run_$v.json" > "$OUT/run_$v.log" 2>&1
+    echo "run-$v rc=$?" >> "$OUT/summary.txt"
+  done
 }

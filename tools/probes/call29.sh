@@ -8,11 +8,7 @@ set -uo pipefail
 . "$(dirname "$0")/../device/device_setup.sh"
 L="$OUT/logs"; mkdir -p "$L"; OUT_SAVE=$OUT; OUT=$L
 gpu_step push 330 tests/hw/test_hw_fused.py -k "gemm_rs_push"
-for v in pull push; do
-  timeout 90 mkernel run --backend hw --kernel gemm_rs --m 4096 --n 4096 --k 1024 --nodes 2 --gpus-per-node 2 \
-    --node-reduce $v --json "$L/run_$v.json" > "$L/run_$v.log" 2>&1
-  echo "run-$v rc=$?" >> "$L/summary.txt"
-done
+node_reduce_runs gemm_rs 90
 OUT=$OUT_SAVE; tar czf "$OUT/logs.tgz" -C "$L" .
 grep -hE "rank [0-9].*(timeout|epoch)|DeviceWaitError|FAILED" "$L"/*.log | cut -c1-300 | head -10
 grep -hE "fused time|baseline time|error|correct" "$L"/run_*.log | cut -c1-150

@@ -10,11 +10,7 @@ set -uo pipefail
 L="$OUT/logs"; mkdir -p "$L"; OUT_SAVE=$OUT; OUT=$L
 gpu_step ar_push 300 tests/hw/test_hw_fused.py -k "gemm_ar_push_is_exact"
 gpu_step ar_grouped 90 tests/hw/test_hw_fused.py -k "gemm_ar_push_under_the_grouped"
-for v in pull push; do
-  timeout 75 mkernel run --backend hw --kernel gemm_ar --m 4096 --n 4096 --k 1024 --nodes 2 --gpus-per-node 2 \
-    --node-reduce $v --json "$L/run_$v.json" > "$L/run_$v.log" 2>&1
-  echo "run-$v rc=$?" >> "$L/summary.txt"
-done
+node_reduce_runs gemm_ar 75
 OUT=$OUT_SAVE; tar czf "$OUT/logs.tgz" -C "$L" .
 grep -hE "rank [0-9].*(timeout|epoch)|DeviceWaitError|FAILED" "$L"/*.log | cut -c1-300 | head -10
 grep -hE "fused time|baseline time|error|correct" "$L"/run_*.log | cut -c1-150
