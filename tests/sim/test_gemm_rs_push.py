@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from harness.pushes import assert_push_mutations_caught
+from harness.pushes import assert_push_mutations_caught, assert_symmetric_and_grouped
 
 from mkernel import Cluster, Op, Workload, reference
 from mkernel.builders import gemm_rs
@@ -111,20 +111,9 @@ def test_a_bad_node_reduce_is_one_clear_error_in_code_and_in_a_scenario():
 
 @pytest.mark.parametrize("nodes,gpus", [(3, 2), (2, 4)])
 def test_push_is_node_symmetric_and_its_groups_expand_to_the_flat_build(nodes, gpus):
-    """What the simulator's collapsed runs and grouped builds trust (ScheduleBuilder): the full push
-    schedule folds onto the build of the first node alone, task for task, times the same, and a
-    grouped build expands to the flat one."""
-    from mkernel.ir import expand
-    from mkernel.sim.collapse import collapse, is_node_symmetric
-
     c = Cluster("t", nodes, gpus)
     w = _workload(128, c.world, n=512)
-    full, part = gemm_rs.build(w, c), gemm_rs.build(w, c, first_nodes=1)
-    part.validate()
-    assert is_node_symmetric(full) and collapse(full).tasks == collapse(part).tasks
-    assert SimBackend().run(part, c).time_s == pytest.approx(SimBackend().run(full, c).time_s, rel=1e-9)
-    grouped = gemm_rs.build(w, c, grouped=True)
-    assert len(grouped.tasks) < len(full.tasks) and expand(grouped).tasks == full.tasks
+    assert_symmetric_and_grouped(gemm_rs, w, c)
 
 
 def test_a_push_costs_an_nvlink_write_of_its_tile_and_the_fixed_peer_cost():
