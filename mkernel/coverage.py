@@ -1,11 +1,9 @@
 """The output-coverage rule of ``validate()``: each OUTPUT element on each rank is written exactly
 ``writes_per_element`` times (plain writes plus accumulations).
 
-Counted on a grouped schedule without making its members: a group's members write its regions
-moved by i times their step (:class:`~mkernel.ir.Step`; regions do not cycle, only signals do), so
-every member's write region is a row of a few integer arrays, made by numpy from one row per
-group region. Why: a 2 x 8 GEMM+AR of 32768^2 writes its outputs through about a million
-members, and making them one Task at a time cost most of validate.
+Counted on a grouped schedule without making its members: every member's write region is a row
+of a few integer arrays (:mod:`mkernel.members`). Why: a 2 x 8 GEMM+AR of 32768^2 writes its
+outputs through about a million members, and making them one Task at a time cost most of validate.
 
 Per (buffer, rank), coordinates are compressed to the distinct region edges (the count grid is
 about the tile grid) and the regions are summed into a 2-D difference array, whose running sums
@@ -20,8 +18,7 @@ import numpy as np
 
 from .errors import ScheduleError
 from .ir import Buffer, BufferKind, Schedule
-
-_FIELDS = 12  # buffer, rank, row0, row1, col0, col1, rank/row/column steps, count, first id, write position
+from .members import member_rows, record
 
 
 def check_outputs(s: Schedule, buffers: dict[str, Buffer]) -> None:
@@ -44,24 +41,23 @@ def check_outputs(s: Schedule, buffers: dict[str, Buffer]) -> None:
 def _member_writes(s: Schedule, outputs: dict[str, int]) -> tuple[np.ndarray, ...]:
     """Every member's write into an output: its rank, rows, columns, expanded task id, position
     among its task's writes and output buffer index, as arrays (one row per member region)."""
-    groups, first = [], 0
+    recs, per, pos = [], [], []
     for t in s.tasks:
-        steps = t.step.regions if t.count > 1 and t.step.regions else None
-        n = len(t.reads)
+        n, kept = len(t.reads), 0
         for k, r in enumerate(t.writes):
             b = outputs.get(r.buffer)
             if b is not None:
-                dk, dr, dc = steps[n + k] if steps else (0, 0, 0)
-                groups.append((b, r.rank, r.row0, r.row1, r.col0, r.col1, dk, dr, dc, t.count, first, k))
-        first += t.count
-    g = np.array(groups, dtype=np.int64).reshape(-1, _FIELDS)
-    count = g[:, 9]
-    at = np.repeat(np.arange(len(g)), count)  # each member region's group row
-    i = np.arange(len(at)) - np.repeat(np.cumsum(count) - count, count)  # its member index
-    g = g[at]
-    dk, dr, dc = g[:, 6], g[:, 7], g[:, 8]
-    return (g[:, 1] + i * dk, g[:, 2] + i * dr, g[:, 3] + i * dr, g[:, 4] + i * dc, g[:, 5] + i * dc,
-            g[:, 10] + i, g[:, 11], g[:, 0])
+                recs.append(record(t, n + k, r, b))
+                pos.append(k)
+                kept += 1
+        per.append(kept)
+    if not recs:
+        return tuple(np.zeros(0, np.int64) for _ in range(8))
+    counts = np.array([t.count for t in s.tasks], np.int64)
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # each entry's member 0 in the expanded schedule
+    _, _, f = member_rows(recs, per, counts)
+    return (f["rank"], f["row0"], f["row1"], f["col0"], f["col1"], first[f["entry"]] + f["member"],
+            np.array(pos, np.int64)[f["record"]], f["buffer"])
 
 
 def _check_coverage(buf: Buffer, rank: int, row0: np.ndarray, row1: np.ndarray, col0: np.ndarray,

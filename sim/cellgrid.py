@@ -9,8 +9,9 @@ apart: entry after entry, member after member, each member's regions in task ord
 the expanded schedule). So the rows of members ``first .. first + n - 1`` of one entry are one
 slice, and so are their cells (each row's cells, row-major over its rectangle, one row after the
 other). Members' regions come from the group's :class:`~mkernel.ir.Step` by index arithmetic on
-numpy arrays: no member is made as a Task or a Region (the 2 x 8 GEMM+AR 32768^2 every-node build,
-737k members in 188k entries, is listed in about 2 s, most of it reading the entries' regions).
+numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region (the 2 x 8 GEMM+AR
+32768^2 every-node build, 737k members in 188k entries, is listed in about 2 s, most of it reading
+the entries' regions).
 """
 from __future__ import annotations
 
@@ -19,36 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-
-_FIELDS = 9  # a region record: buffer code, rank, row0, row1, col0, col1, rank step, row step, column step
-
-
-def _ragged(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For items of ``sizes`` parts each: every part's item and its index within the item."""
-    which = np.repeat(np.arange(len(sizes)), sizes)
-    start = np.zeros(len(sizes), np.int64)
-    np.cumsum(sizes[:-1], out=start[1:])
-    return which, np.arange(len(which), dtype=np.int64) - start[which]
-
-
-def _rows(recs: list[tuple], per_entry: list[int], counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
-    """One side's rows, from its region records (entry by entry, ``per_entry`` records each): the
-    first row of each entry (and the total), the rows per member, and each row's buffer, rank and
-    bounds (the record's, plus the member's index times its steps)."""
-    n = np.array(per_entry, np.int64)
-    base = np.zeros(len(n) + 1, np.int64)
-    np.cumsum(n * counts, out=base[1:])
-    entry, j = _ragged(n * counts)
-    i = j // np.maximum(n[entry], 1)
-    first = np.zeros(len(n), np.int64)
-    np.cumsum(n[:-1], out=first[1:])
-    rec = first[entry] + (j - i * n[entry])
-    cols = np.array(recs, np.int64).reshape(-1, _FIELDS).T
-    dk, dr, dc = (cols[f][rec] * i for f in (6, 7, 8))
-    fields = {"buffer": cols[0][rec], "rank": cols[1][rec] + dk, "row0": cols[2][rec] + dr,
-              "row1": cols[3][rec] + dr, "col0": cols[4][rec] + dc, "col1": cols[5][rec] + dc}
-    return base, n, fields
-
+from mkernel.members import member_rows, ragged, record
 
 class _Edges:
     """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``."""
@@ -89,14 +61,12 @@ class Cells:
         self.read_index: list[tuple[int, ...]] = []  # per entry: its tracked reads, by index in Task.reads
         pairs: list[tuple[int, int, int]] = []  # (entry, tracked read, tracked write) of one buffer, not a PUT
         for p, t in enumerate(s.tasks):
-            steps = t.step.regions if t.count > 1 and t.step.regions else None
             nread, kept, read_of, nw = len(t.reads), [], {}, 0
             for k, r in enumerate(t.reads + t.writes):
                 if r.buffer in inputs:
                     continue
-                b = code.setdefault(r.buffer, len(code))
-                dk, dr, dc = steps[k] if steps else (0, 0, 0)
-                rec = (b, r.rank, r.row0, r.row1, r.col0, r.col1, dk, dr, dc)
+                rec = record(t, k, r, code.setdefault(r.buffer, len(code)))
+                b, dk = rec[0], rec[6]
                 if k < nread:
                     read_of.setdefault(b, []).append((len(kept), r.rank, dk))
                     kept.append(k)
@@ -112,7 +82,7 @@ class Cells:
         counts = np.array([t.count for t in s.tasks], np.int64)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
-        sides = [_rows(recs[w], per[w], counts) for w in (0, 1)]
+        sides = [member_rows(recs[w], per[w], counts) for w in (0, 1)]
         self._layout(s, sides, {c: name for name, c in code.items()})
         rects = [self._rect(f, g) for (_, _, f), g in zip(sides, self._grid_of)]
         self.read, self.write = (Side(base, n, g, *self._cells(g, rect))
@@ -148,7 +118,7 @@ class Cells:
         size = np.where((a1 > a0) & (b1 > b0), (a1 - a0) * (b1 - b0), 0)
         start = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=start[1:])
-        row, t = _ragged(size)
+        row, t = ragged(size)
         width = (b1 - b0)[row]
         u = t // np.maximum(width, 1)
         gr = g[row]
@@ -157,7 +127,7 @@ class Cells:
 
     def _once(self, entries: int) -> list[bool]:
         """Per entry: whether its members' writes cover no cell twice (so a run's land as one add)."""
-        rows, _ = _ragged(np.diff(self.write.start))
+        rows, _ = ragged(np.diff(self.write.start))
         entry = np.searchsorted(self.write.base[:-1], rows, "right") - 1
         order = np.lexsort((self.write.cell, entry))
         same = (np.diff(entry[order]) == 0) & (np.diff(self.write.cell[order]) == 0)
@@ -171,7 +141,7 @@ class Cells:
         if not pairs:
             return own
         pair = np.array(pairs, np.int64)
-        which, i = _ragged(counts[pair[:, 0]])
+        which, i = ragged(counts[pair[:, 0]])
         p, qr, qw = (pair[which, f] for f in (0, 1, 2))
         r = self.read.base[p] + i * self.read.n[p] + qr
         w = self.write.base[p] + i * self.write.n[p] + qw
@@ -179,7 +149,7 @@ class Cells:
         lo_a, hi_a, lo_b, hi_b = np.maximum(ra0, wa0), np.minimum(ra1, wa1), np.maximum(rb0, wb0), np.minimum(rb1, wb1)
         keep = (self.read.grid[r] == self.write.grid[w]) & (lo_a < hi_a) & (lo_b < hi_b)
         r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b = (x[keep] for x in (r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b))
-        j, t = _ragged(self.read.start[r + 1] - self.read.start[r])
+        j, t = ragged(self.read.start[r + 1] - self.read.start[r])
         width = (rb1 - rb0)[j]
         u = t // np.maximum(width, 1)
         a, b = ra0[j] + u, rb0[j] + (t - u * width)
