@@ -1,7 +1,8 @@
 """The narrow interface every backend implements, and the lazy registry that finds them.
 
 A backend is a function over a Schedule: ``run(schedule, cluster, inputs=..., seed=...)`` returns
-:class:`RunStats`; its :class:`Capabilities` say what it does (the runner reads them, never the name). Backends are imported only when asked for, so ``import mkernel`` never needs
+:class:`RunStats`; its :class:`Capabilities` say what it does (the runner reads them, never the
+name). Backends are imported only when asked for, so ``import mkernel`` never needs
 torch, a GPU or even SimPy.
 """
 from __future__ import annotations

@@ -98,8 +98,9 @@ def choose_internode(w: Workload, c: Cluster, fused: Schedule,
     best = (simulated(fused), pick, fused)
     for alg in rail.ALGORITHMS[w.kernel]:
         s = None if alg == pick else build(replace(w, internode=alg))
-        if s is not None and simulated(s) < best[0]:
-            best = (simulated(s), alg, s)
+        us = simulated(s) if s is not None else best[0]
+        if us < best[0]:
+            best = (us, alg, s)
     return replace(w, internode=best[1]), best[2]
 
 
