@@ -244,10 +244,14 @@ def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, h
     tail = _ld_acquire(ctl + CTL_TAIL)
     if slot - tail >= capacity:
         start = _clock()
+        it = 0
         going = True
         while going & (slot - tail >= capacity):
             tail = _ld_acquire(ctl + CTL_TAIL)
-            if _ld_acquire(ctl + CTL_ABORT) != 0:
+            it += 1
+            if ((it % CHECK_EVERY) == 0) & (tl.load(err32, volatile=True) != 0):
+                going = False  # someone failed first (recorded there): a push after it must not wait its own timeout
+            elif _ld_acquire(ctl + CTL_ABORT) != 0:
                 _record(err32, err64, ERR_ABORTED, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
                         slot - capacity + 1, task)
                 going = False

@@ -38,10 +38,15 @@ def _table(*addresses: int, device="cuda"):
     return torch.tensor(addresses, dtype=torch.int64, device=device)
 
 
-def _busy_until(event, busy: bool) -> int:
-    """Keep the Python main thread busy (holding the GIL) until ``event`` completes; return loop count."""
-    n = 0
+def _busy_until(event, busy: bool, what: str, limit_s: float) -> int:
+    """Keep the Python main thread busy (holding the GIL) until ``event`` completes; return loop count.
+    Bounded: the kernel's own waits stop after their timeout, so a call still running after ``limit_s``
+    is a defect, reported as one instead of a hang."""
+    n, deadline = 0, time.monotonic() + limit_s
     while not event.query():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"selftest {what}: the kernel still runs after {limit_s:.0f} s (its waits are "
+                               f"bounded by the pair's timeout): the ring or the proxy is stuck")
         if busy:
             sum(i * i for i in range(2000))  # pure-Python work: the GIL stays taken
         n += 1
@@ -120,6 +125,12 @@ class LocalPair:
                            capacity=capacity, regions=regions, transport=native, window_us=window_us,
                            device=dev.index or 0, cpu=cpu, max_batch=max_batch, **opts).start()
 
+    def call_limit_s(self, commands_per_block: int) -> float:
+        """How long a call on this pair may run before the host calls it stuck: a failed wait takes
+        one timeout and the ones after it stop on its record, so three timeouts, plus a millisecond a
+        command (a thousand times the proxy's rate) and ten seconds for a first launch's compile."""
+        return 3 * self.timeout_ns / 1e9 + commands_per_block * 1e-3 + 10.0
+
     def close(self) -> dict:
         """Stop the proxy; its counters, plus 'error' with the proxy's error message or None."""
         try:
@@ -146,7 +157,7 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
     _run("roundtrip", 1, *pair.ring.kernel_args(), pair.flags.data_ptr(), 1, n, ring.SIGNAL if signal_only else ring.PUT,
          nbytes, 0, lat, *pair.err.kernel_args(), pair.timeout_ns, num_warps=1)
     done.record()
-    loops = _busy_until(done, busy_main)
+    loops = _busy_until(done, busy_main, f"roundtrip of {n} commands", pair.call_limit_s(n))
     torch.cuda.synchronize()
     stats = pair.close()
     failure = pair.err.read()
@@ -164,7 +175,8 @@ def roundtrip(n: int = 20_000, nbytes: int = 64, busy_main: bool = False, buf_by
 
 def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 64, epochs: int = 3,
            busy_main: bool = False, shaping: Shaping | None = None, capacity: int = 4096,
-           signal_only: bool = False, host_flags: bool = False, max_batch: int = ring.MAX_BATCH) -> dict:
+           signal_only: bool = False, host_flags: bool = False, max_batch: int = ring.MAX_BATCH,
+           timeout_s: float = DEFAULTS.timeout_s) -> dict:
     """Many device producers at once: commands per second through ring + proxy + loopback, and the
     data and flags checked after every epoch (receive buffer poisoned before each). ``max_batch``
     caps the commands the proxy submits per connection at once."""
@@ -173,7 +185,7 @@ def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 6
     n_chunks = n_blocks * chunks_per_block
     signal_only = signal_only or host_flags
     pair = LocalPair(n_flags=n_chunks, buf_bytes=n_chunks * chunk_bytes, capacity=capacity, shaping=shaping,
-                     host_flags=host_flags, max_batch=max_batch)
+                     host_flags=host_flags, max_batch=max_batch, timeout_s=timeout_s)
     times = torch.zeros(4, dtype=torch.int64, device="cuda")
     rates, bad, loops, push_s, wait_s = [], 0, 0, 0.0, 0.0
     for e in range(1, epochs + 1):
@@ -185,7 +197,7 @@ def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 6
              ring.SIGNAL if signal_only else ring.PUT, chunks_per_block, chunk_bytes, *pair.epoch.kernel_args(), times,
              *pair.err.kernel_args(), pair.timeout_ns)
         done.record()
-        loops += _busy_until(done, busy_main)
+        loops += _busy_until(done, busy_main, f"stream, epoch {e}", pair.call_limit_s(chunks_per_block))
         torch.cuda.synchronize()
         t = times.tolist()
         rates.append(n_chunks / ((t[1] - t[0]) / 1e9))

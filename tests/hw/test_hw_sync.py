@@ -5,6 +5,8 @@ warps met at different barriers and ran on out of step (what the 2x2 runs' "ille
 looks like: docs/results/2026-12-01-reliability-hw-2.md)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 triton = pytest.importorskip("triton", reason="triton is not installed (pip install 'mkernel[test]')")
@@ -12,7 +14,7 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from mkernel.hw.kernels.sync import _record, _wait  # noqa: E402
+from mkernel.hw.kernels.sync import _push, _record, _wait  # noqa: E402
 
 
 @triton.jit
@@ -47,8 +49,6 @@ def test_a_wait_and_its_error_record_hold_no_barrier():
 def test_a_block_reduction_covers_every_thread_of_the_kernel():
     """_block_max's tensor must span every thread of the fused kernel's blocks: a layout that covers
     more elements than the tensor has repeats it in the last warps, whose own values then drop out."""
-    import re
-
     from mkernel.hw.kernels.fused import NUM_WARPS
     from mkernel.hw.kernels.sync import _block_max
 
@@ -60,3 +60,19 @@ def test_a_block_reduction_covers_every_thread_of_the_kernel():
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS})
     size = int(re.search(r"tensor<(\d+)xi32", k.asm["ttgir"]).group(1))
     assert size >= NUM_WARPS * 32
+
+
+@triton.jit
+def _push_kernel(kind, dst_rank, flag, nbytes, records, ctl, head, capacity, err32, err64):
+    _push(kind, dst_rank, flag, nbytes, flag, flag, 7, records, ctl, head, capacity, -1, 0, 1000, err32, err64)
+
+
+def test_a_push_waiting_for_credit_gives_up_once_another_block_failed():
+    """A ring-slot credit wait reads the error word, as a flag wait does: after one failure, every other
+    push stops there instead of waiting out its own timeout (a PUT task's pushes would otherwise take a
+    timeout each, in turn: minutes for a stuck proxy, 2026-12-05)."""
+    ptx = _ptx(_push_kernel, {"kind": "i32", "dst_rank": "i32", "flag": "i64", "nbytes": "i64", "records": "i64", "ctl": "i64", "head": "*i64", "capacity": "i64", "err32": "*i32",
+                              "err64": "*i64"})
+    loop = ptx[ptx.index("globaltimer"):]  # the credit wait starts by reading the clock
+    assert "ld.acquire.sys.global.u64" in loop  # the tail, polled
+    assert re.search(r"ld\.volatile\.global\.(b|u|s)32", loop), "the credit wait never reads err32"
