@@ -25,6 +25,9 @@ NOTIFY_MODES = ("auto", "flag", "imm", "fence")
 #               kernels reach. Baselines' attention runs at SDPA's default speed too. The kernel's fixed
 #               cost per call and its communication roles stay as measured: they are not compute.
 KERNEL_PROFILES = ("measured", "reference")
+# Baselines whose attention is FlashAttention-2 (the calibrated flash SDPA rate, ``attention_efficiency``)
+# in either profile: the paper's ring-attention baseline (mkernel.builders.ring_attention.PAPER_BASELINE)
+FA2_VARIANTS = ("nccl_hier_ag_kv+fa2",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +200,11 @@ class Cluster:
         baselines at the library rates, without them. The reference kernel profile first puts every
         compute role at library speed (:meth:`at_reference`)."""
         if self.kernels == "reference":
-            return self.at_reference().for_variant(variant)
+            ref = self.at_reference()
+            if variant in FA2_VARIANTS:  # the measured profile's baseline attention: flash SDPA's rate
+                ref = dataclasses.replace(ref, gpu=dataclasses.replace(
+                    ref.gpu, attention_efficiency=self.gpu.attention_efficiency))
+            return ref.for_variant(variant)
         g = self.gpu
         if variant not in ("fused", "kernel"):  # sm_matmul_tflops is measured on the fused kernel's GEMM
             return dataclasses.replace(self, gpu=dataclasses.replace(

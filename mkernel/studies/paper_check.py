@@ -10,12 +10,14 @@ testbed. ``python tools/studies/paper_check.py`` runs the whole grid; tests/sim/
 """
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from . import sweep
+from ..errors import InputError
+from . import splits, sweep
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +40,11 @@ def load(path: Path | None = None) -> tuple[list[Figure], float]:
 
 
 def points(figures: list[Figure], sizes: int | None = None, kernels: str = "reference",
-           pairs: set[tuple[str, str]] | None = None) -> list[sweep.Point]:
+           pairs: set[tuple[str, str]] | None = None, tuned: Path | None = None) -> list[sweep.Point]:
     """The reference grid's points of the figures' ops and testbeds (or of ``pairs`` of op and
-    testbed), with a kernel profile (``sizes``: only the first N sizes of each op)."""
+    testbed), with a kernel profile (``sizes``: only the first N sizes of each op). ``tuned``: a
+    splits table of ``mkernel sweep --comm-sms``; every point of a ``TUNED`` op runs its best split
+    (option ``intra_sms``), as ``mkernel run --splits`` would (a point it lacks is an error)."""
     wanted = pairs or {(f.op, f.testbed) for f in figures}
     grid = sweep.reference_grid(testbeds=sorted({t for _, t in wanted}), kernels=sorted({o for o, _ in wanted}))
     by_op: dict[tuple[str, str], list[sweep.Point]] = {}
@@ -52,7 +56,23 @@ def points(figures: list[Figure], sizes: int | None = None, kernels: str = "refe
         shape_fix = [sweep.Point(p.testbed, p.kernel, p.size, _node_symmetric(p), (("kernels", kernels),))
                      for p in pts]
         out += shape_fix[:sizes] if sizes else shape_fix
-    return out
+    return [_tuned(p, tuned) for p in out] if tuned else out
+
+
+TUNED = ("ag_gemm", "gemm_ar", "gemm_rs")  # the ops whose static split a --splits table sets
+
+
+def _tuned(p: sweep.Point, table: Path) -> sweep.Point:
+    """The point with its table entry's best split; an entry tuned on other cluster parameters (another
+    kernel profile, a recalibrated profile) is an error, not a silent stale split."""
+    if p.kernel not in TUNED:
+        return p
+    sc = sweep.scenario_of(p)
+    entry = splits.lookup(sc, table)
+    if entry.get("cluster", splits.digest(sc)) != splits.digest(sc):
+        raise InputError(f"--splits {table}: the entry for {splits.key(sc)} was tuned on other cluster parameters "
+                         f"(kernel profile or hardware terms); rerun `mkernel sweep --comm-sms` for this cluster")
+    return dataclasses.replace(p, options=p.options + (("intra_sms", entry["best_intra_sms"]),))
 
 
 def _node_symmetric(p: sweep.Point) -> tuple:
@@ -61,9 +81,10 @@ def _node_symmetric(p: sweep.Point) -> tuple:
     return p.shape + ((("routing", "shifted"),) if p.kernel == "moe_dispatch_gemm" else ())
 
 
-def run(figures: list[Figure], out: Path, sizes: int | None = None, workers: int = 1) -> list[dict]:
+def run(figures: list[Figure], out: Path, sizes: int | None = None, workers: int = 1,
+        tuned: Path | None = None) -> list[dict]:
     """Simulate the figures' points (resumably, in ``out``); returns the sweep rows."""
-    return sweep.run_grid(points(figures, sizes), out, workers)
+    return sweep.run_grid(points(figures, sizes, tuned=tuned), out, workers)
 
 
 @dataclass(frozen=True, slots=True)

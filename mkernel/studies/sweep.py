@@ -29,9 +29,12 @@ from .. import limits
 from ..files import append_row, read_rows
 from ..problems import KERNELS, Workload
 from ..scenario import CHOICES, SPECS, Scenario, _count, _number, bundled_scenarios, check, load_scenario
+from . import splits
 
 TESTBEDS = ("paper-ib-2x8", "paper-efa-2x8")
 CONTROLLERS = ("static", "adaptive")  # the sweep-level option ``controller``: the SM split policy
+# The sweep-level option ``intra_sms``: a static split, the intra role's SMs (compute gets the rest), as
+# ``mkernel run --splits`` applies a table's best (:func:`mkernel.studies.splits.with_intra`)
 Option = tuple[str, object]
 LOG_ROW = {"key": (str,), "testbed": (str,), "kernel": (str,), "size": (int,)}  # what a resumed log must hold
 
@@ -96,12 +99,19 @@ def _value(text: str):
 
 
 def apply_options(sc: Scenario, options: tuple[Option, ...], where: str) -> Scenario:
-    """The scenario with each (key, value) set: a workload key, a cluster key, or ``spec.key``."""
+    """The scenario with each (key, value) set: a workload key, a cluster key, ``spec.key``, or a
+    sweep-level one (``controller``, ``intra_sms``)."""
     w, c = sc.workload, sc.cluster
+    intra = None
     for key, value in options:
         if key == "controller":
             if value not in CONTROLLERS:
                 raise InputError(f"{where}: option controller={value!r}; allowed: {', '.join(CONTROLLERS)}")
+            continue
+        if key == "intra_sms":
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < c.gpu.sms:
+                raise InputError(f"{where}: option intra_sms={value!r} must be an SM count in [1, {c.gpu.sms - 1}]")
+            intra = value
             continue
         spec, _, field = key.rpartition(".")
         if spec in SPECS:
@@ -113,11 +123,12 @@ def apply_options(sc: Scenario, options: tuple[Option, ...], where: str) -> Scen
         elif not spec and field in _names(type(c)) - {"name", "nodes", "gpus_per_node", *SPECS}:
             c = dataclasses.replace(c, **{field: _typed(type(c), field, value, key, where)})
         else:
-            allowed = sorted((_names(Workload) - {"kernel", "sms", "routes"}) | {"controller", "transport", "notify",
-                                                                                  "launch_us"})
+            allowed = sorted((_names(Workload) - {"kernel", "sms", "routes"})
+                             | {"controller", "intra_sms", "transport", "notify", "launch_us"})
             raise InputError(f"{where}: unknown option {key!r}; allowed: {', '.join(allowed)}, or SPEC.KEY "
                              f"with SPEC one of {', '.join(SPECS)}")
-    return dataclasses.replace(sc, cluster=c, workload=w)
+    sc = dataclasses.replace(sc, cluster=c, workload=w)
+    return sc if intra is None else splits.with_intra(sc, intra)
 
 
 def _names(cls) -> set[str]:

@@ -1,4 +1,4 @@
-"""Kernel profiles (measured / reference) and the paper's MoE baseline beside ours."""
+"""Kernel profiles (measured / reference) and the paper's MoE and attention baselines beside ours."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from mkernel import runner
-from mkernel.builders import moe_dispatch_gemm
+from mkernel.builders import moe_dispatch_gemm, ring_attention
 from mkernel.cli import main
 from mkernel.errors import ScenarioError
 from mkernel.result import check_result
@@ -77,3 +77,22 @@ def test_both_moe_baselines_are_named_in_results_and_the_papers_is_checked_too()
     assert result["paper_baseline"]["speedup"] == pytest.approx(result["paper_baseline"]["time_s"] / result["time_s"])
     gemm, _ = runner.run(_scenario("gemm_ar", m=512, n=512, k=32), collapse=True)
     assert gemm["paper_baseline"]["name"] == gemm["baseline"]["name"]  # the paper's is NCCL + cuBLAS: ours
+
+
+def test_the_papers_attention_baseline_attends_at_flash_attention_2s_speed_in_either_profile():
+    c = load_scenario("paper-ib-2x8").cluster
+    assert c.gpu.attention_efficiency < c.gpu.reference_attention_efficiency  # FA2 is the slower (344 vs 600 TFLOPS)
+    for kernels in ("measured", "reference"):
+        prof = dataclasses.replace(c, kernels=kernels)
+        paper = prof.for_variant(ring_attention.PAPER_BASELINE).gpu
+        assert paper.attention_efficiency == pytest.approx(c.gpu.attention_efficiency)
+        ours = prof.for_variant("nccl_hier_ag_kv+attn").gpu
+        assert ours.attention_efficiency == pytest.approx(
+            c.gpu.reference_attention_efficiency if kernels == "reference" else c.gpu.attention_efficiency)
+    shape = dict(m=1024, n=4, k=128, tile_m=256)  # tiles large enough to be compute-bound, so the rate shows
+    result, _ = runner.run(_scenario("ring_attention", "reference", **shape), collapse=True)
+    assert result["paper_baseline"]["name"] == "nccl_hier_ag_kv+fa2" == ring_attention.PAPER_BASELINE
+    assert result["paper_baseline"]["time_s"] > result["baseline"]["time_s"]  # the same schedule, slower attention
+    measured, _ = runner.run(_scenario("ring_attention", **shape), collapse=True)
+    assert measured["paper_baseline"]["time_s"] == pytest.approx(measured["baseline"]["time_s"])
+    assert measured["paper_baseline"]["time_s"] == pytest.approx(result["paper_baseline"]["time_s"])

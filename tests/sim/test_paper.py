@@ -1,14 +1,17 @@
 """The paper check (mkernel/studies/paper_check.py): its grading, and a slice of it in CI.
 
-The whole check (every op, size and testbed) is tools/studies/paper_check.py; its result and what misses
-and why are in docs/results/2026-12-02-paper-check.md. Here: the grading rules on made-up rows,
-and three figures on the simulator: two met, one missed (xfail, strict: a fix that meets it
-must update the note). The 2026-12-04 rerun is docs/results/2026-12-04-fidelity.md."""
+The whole check (every op, size and testbed) is tools/studies/paper_check.py; its result, what misses
+and why are in docs/results/2026-12-05-paper-check.md (earlier: 2026-12-04-fidelity.md,
+2026-12-02-paper-check.md). Here: the grading rules on made-up rows, the tuned-split points (a splits
+table of `mkernel sweep --comm-sms`), and three figures on the simulator: two met, one missed (xfail,
+strict: a fix that meets it must update the note)."""
 from __future__ import annotations
 
 import pytest
 
-from mkernel.studies import paper_check, sweep
+from mkernel.errors import InputError
+from mkernel.ir import Role
+from mkernel.studies import paper_check, splits, sweep
 from mkernel.studies.paper_check import Figure
 
 
@@ -38,6 +41,33 @@ def test_grading_a_peak_a_range_and_a_crossover():
     assert not v["peak"].ok and not v["range"].ok and not v["crossover"].ok
     assert v["crossover"].error == 2  # both sides wrong
     assert paper_check.verdicts([peak], _rows("gemm_ar", "other", {8: 1.5}), 0.15) == []  # not simulated: not graded
+
+
+def _table(points: list[sweep.Point], best: int, path, kernels: str = "reference"):
+    """A splits table (as `mkernel sweep --comm-sms` writes it) whose best split is ``best`` for every
+    point, tuned on the ``kernels`` profile."""
+    rows = []
+    for p in points:
+        sc = sweep.scenario_of(sweep.Point(p.testbed, p.kernel, p.size, p.shape, (("kernels", kernels),)))
+        rows.append({"key": splits.key(sc), "cluster": splits.digest(sc), "best": best, "normalised": {best: 1.0}})
+    return splits.write(rows, path)
+
+
+def test_a_tuned_check_runs_each_gemm_op_at_its_tables_split_and_refuses_a_stale_table(tmp_path):
+    figures, _ = paper_check.load()
+    pts = paper_check.points(figures, sizes=1)
+    table = _table([p for p in pts if p.kernel in paper_check.TUNED], 20, tmp_path / "ref.json")
+    tuned = paper_check.points(figures, sizes=1, tuned=table)
+    assert [p.kernel for p in tuned] == [p.kernel for p in pts]
+    for p in tuned:
+        sc = sweep.scenario_of(p)
+        intra = dict(sc.workload.sms).get(Role.INTRA)
+        assert (intra == 20) == (p.kernel in paper_check.TUNED), (p.key, intra)  # MoE and attention keep theirs
+    stale = _table([p for p in pts if p.kernel in paper_check.TUNED], 20, tmp_path / "meas.json", "measured")
+    with pytest.raises(InputError, match="tuned on other cluster parameters"):
+        paper_check.points(figures, sizes=1, tuned=stale)
+    with pytest.raises(InputError, match="intra_sms=0 must be an SM count"):
+        sweep.scenario_of(sweep.Point("paper-ib-2x8", "gemm_ar", 2048, (), (("intra_sms", 0),)))
 
 
 def _figure(op: str, testbed: str, check: str) -> Figure:
