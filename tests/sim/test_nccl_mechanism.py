@@ -71,9 +71,9 @@ def test_simple_on_nvlink_pays_a_slice_of_fill():
 
 def test_an_ll_ring_on_nvlink_pays_each_step_in_turn():
     """One p5 node's all_reduce below the NVLS switch runs ring LL (awsome-distributed-training's
-    aws-batch output: 21.2, 28.6, 43.5 us at 512 KiB, 1 MiB, 2 MiB; the 512 KiB and 2 MiB points
-    are outside the fitted set). Each LL step costs its latency plus its bytes at LL's rate, as in
-    NCCL's own estimate; letting the lines cut through NVLink made 1 MiB take 20 us (-29%)."""
+    aws-batch output: 21.2, 28.6, 43.5 us at 512 KiB, 1 MiB, 2 MiB; 512 KiB is below the checked
+    sizes, and at 2 MiB the model runs NVLS). Each LL step costs its latency plus its bytes at LL's
+    rate, as in NCCL's own estimate; letting the lines cut through NVLink made 1 MiB take 20 us."""
     node = nccl.Fabric(1, 8, 370.0, 50.0, "efa", platform="p5")
     for size, measured in ((MiB // 2, 21.17), (MiB, 28.56), (2 * MiB, 43.45)):
         e = nccl.estimate_algo("all_reduce", size, node, "ring", "LL")
