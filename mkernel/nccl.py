@@ -11,9 +11,10 @@ module times a call in two steps (docs/nccl-model.md gives every source):
    - a ring is one channel's schedule played out (:func:`_ring_steps`): each rank's share split in
      NCCL's chunks and slices (``src/enqueue.cc``, ``src/device/prims_simple.h``, buffer sizes from
      ``src/init.cc``), every slice waiting for its predecessor's arrival, for its link, and for a
-     free slot of the receiver's 8-step FIFO; NVLink carries LL and LL128 lines through as they land,
+     free slot of the receiver's 8-step FIFO; NVLink carries LL128 lines through as they land,
      Simple and every network hop store and forward whole slices (the proxy posts a network send per
-     slice, ``src/transport/net.cc``); a network hop costs NCCL's network latency plus the plugin's
+     slice, ``src/transport/net.cc``), and an LL step on NVLink costs its latency plus its bytes at
+     LL's rate before the next can go (NCCL's own LL cost; one p5 node's LL curve, 128 KiB-2 MiB); a network hop costs NCCL's network latency plus the plugin's
      (twice on Simple: its flush) and, per message, what the proxy and NIC add (fitted per network);
    - a tree is NCCL's latency along its path plus its bytes at the tree's rate, with NCCL's
      per-channel ceilings and its measured mid-size correction;
@@ -203,7 +204,10 @@ def _ring(coll: str, nbytes: float, f: Fabric, proto: str) -> float:
     piece = c / (loops * per)
     p = PROTOCOLS.index(proto)
     cap = _cap(proto, f)
-    nvl = min(f.nvlink_gb_per_s * PAYLOAD[proto], cap) * 1e3 / nch  # bytes per us per channel
+    # bytes per us per channel on NVLink: LL at its one-node ceiling (a multi-node ring's LL ceiling is
+    # its network's, which the network hop below keeps)
+    nvl_cap = tuner.LL_MAX_BUS_ONE_NODE if proto == "LL" else cap
+    nvl = min(f.nvlink_gb_per_s * PAYLOAD[proto], nvl_cap) * 1e3 / nch
     lat_nvl = tuner.NVLINK_HOP_US["ring"][p]
     if f.nodes > 1:  # every ring step launches a network operation somewhere (tuning.cc getNetOverhead)
         overhead = t.ring_step_us or (2.0 if f.cpu == "amd" else 1.0)
@@ -214,7 +218,7 @@ def _ring(coll: str, nbytes: float, f: Fabric, proto: str) -> float:
     else:
         net_link = None
     run = _ring_steps(steps, loops, per, depth, g, (piece / nvl, lat_nvl), net_link,
-                      through=proto != "Simple", final=piece / nvl)
+                      through=proto == "LL128", final=piece / nvl)  # LL: step by step on NVLink too
     return tuner.BASE_US["ring"][p] + run
 
 
