@@ -14,8 +14,9 @@ module times a call in two steps (docs/nccl-model.md gives every source):
      free slot of the receiver's 8-step FIFO; NVLink carries LL128 lines through as they land,
      Simple and every network hop store and forward whole slices (the proxy posts a network send per
      slice, ``src/transport/net.cc``), and an LL step on NVLink costs its latency plus its bytes at
-     LL's rate before the next can go (NCCL's own LL cost; one p5 node's LL curve, 128 KiB-2 MiB); a network hop costs NCCL's network latency plus the plugin's
-     (twice on Simple: its flush) and, per message, what the proxy and NIC add (fitted per network);
+     LL's rate before the next can go (NCCL's own LL cost; one p5 node's LL curve, 128 KiB-2 MiB);
+     a network hop costs NCCL's network latency plus the plugin's (twice on Simple: its flush) and,
+     per message, what the proxy and NIC add (fitted per network);
    - a tree is NCCL's latency along its path plus its bytes at the tree's rate, with NCCL's
      per-channel ceilings and its measured mid-size correction;
    - NVLS and alltoall keep their calibrated bandwidth models.
