@@ -9,7 +9,9 @@
 #   bench:     torchrun: mkernel bench on the reference grid's first BENCH_SIZES sizes (default 3) against
 #              NCCL + matmul, torch async-TP, the ring and MoE baselines, the matmul ceiling;
 #   splits:    tools/studies/hw_splits.py: static intra-SM budgets of the fused ops on real NVLink;
-#   splits16:  (not in the default STEPS) the same for gemm_ar and gemm_rs with 16-row copy steps, as A/B.
+#   splits16:  (not in the default STEPS) the same for gemm_ar and gemm_rs with 16-row copy steps, as A/B;
+#   ncclpair:  NCCL's all_gather / reduce_scatter / all_reduce alone, 8 MiB-2 GiB (tools/probes/nccl_pair.py):
+#              issue 29's own-h200x2 curves, measured directly instead of as a difference of two medians.
 # STEPS picks steps (default: all, in this order). Usage: here `git rev-parse --short HEAD > .commit`
 # (carry it); there OUT=/dir tools/device/multi_gpu.sh. Everything lands in OUT/results.tgz (logs, bench/, splits.json,
 # calibration.json, h200.toml): the device tool returns few files. Keep the step limits inside the call's.
@@ -17,7 +19,7 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 FINAL=${OUT:-/tmp/mkernel-out}; OUT=$(mktemp -d); mkdir -p "$FINAL"
 trap 'tar czf "$FINAL/results.tgz" -C "$OUT" .' EXIT
-STEPS=${STEPS:-topo correct calibrate bench splits}
+STEPS=${STEPS:-topo ncclpair correct calibrate bench splits}
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 GPUS=$(python3 -c 'import torch; print(min(8, torch.cuda.device_count()))')
 echo "GPUs: $GPUS  commit: $(cat .commit 2>/dev/null || git rev-parse --short HEAD)  steps: $STEPS"
@@ -41,5 +43,6 @@ for s in $STEPS; do case $s in
             --comm-sms "${COMM_SMS:-2,4,8,16,32,64}" ;;
   splits16) step splits16 "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/studies/hw_splits.py --copy-rows 16 \
               --kernels gemm_ar gemm_rs --out "$OUT/splits16.json" ;;  # A/B: the fused kernel's copy step before 2026-11-30
+  ncclpair) step ncclpair 90 torchrun --nproc-per-node "$GPUS" tools/probes/nccl_pair.py --out "$OUT/nccl_pair.json" ;;
 esac; done
 exit $status
