@@ -43,6 +43,6 @@ for s in $STEPS; do case $s in
             --comm-sms "${COMM_SMS:-2,4,8,16,32,64}" ;;
   splits16) step splits16 "${SPLITS_S:-200}" torchrun --nproc-per-node "$GPUS" tools/studies/hw_splits.py --copy-rows 16 \
               --kernels gemm_ar gemm_rs --out "$OUT/splits16.json" ;;  # A/B: the fused kernel's copy step before 2026-11-30
-  ncclpair) step ncclpair 90 torchrun --nproc-per-node "$GPUS" tools/probes/nccl_pair.py --out "$OUT/nccl_pair.json" ;;
+  ncclpair) step ncclpair 90 torchrun --nproc-per-node 2 tools/probes/nccl_pair.py --out "$OUT/nccl_pair.json" ;;
 esac; done
 exit $status
