@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..errors import InputError
 from . import splits, sweep
 
 
@@ -63,15 +62,11 @@ TUNED = ("ag_gemm", "gemm_ar", "gemm_rs")  # the ops whose static split a --spli
 
 
 def _tuned(p: sweep.Point, table: Path) -> sweep.Point:
-    """The point with its table entry's best split; an entry tuned on other cluster parameters (another
-    kernel profile, a recalibrated profile) is an error, not a silent stale split."""
+    """The point with its table entry's best split (an entry tuned on other cluster parameters is an
+    error: :func:`mkernel.studies.splits.lookup`)."""
     if p.kernel not in TUNED:
         return p
-    sc = sweep.scenario_of(p)
-    entry = splits.lookup(sc, table)
-    if entry.get("cluster", splits.digest(sc)) != splits.digest(sc):
-        raise InputError(f"--splits {table}: the entry for {splits.key(sc)} was tuned on other cluster parameters "
-                         f"(kernel profile or hardware terms); rerun `mkernel sweep --comm-sms` for this cluster")
+    entry = splits.lookup(sweep.scenario_of(p), table)
     return dataclasses.replace(p, options=p.options + (("intra_sms", entry["best_intra_sms"]),))
 
 

@@ -154,10 +154,15 @@ def read_measured(doc, where: str) -> dict:
 
 def lookup(sc: Scenario, path: Path) -> dict:
     """The table entry for this scenario's cluster, op and shape: its own key, or an entry of the same
-    nodes, GPUs, op and shape whose cluster digest is this cluster's. No entry is an error."""
+    nodes, GPUs, op and shape whose cluster digest is this cluster's. No entry is an error, and so is an
+    entry of this key tuned on other cluster parameters (another kernel profile, a recalibrated profile):
+    its split would apply silently to a machine it was not tuned for."""
     table = read_table(path)
     mine = key(sc)
     if mine in table:
+        if table[mine].get("cluster", digest(sc)) != digest(sc):  # tables before digests: taken as they are
+            raise InputError(f"--splits {path}: the entry for {mine} was tuned on other cluster parameters (kernel "
+                             f"profile or hardware terms); rerun `mkernel sweep --comm-sms` for this cluster")
         return table[mine]
     suffix = mine.split("/", 1)[1]
     same = [k for k, e in table.items() if k.split("/", 1)[-1] == suffix and e.get("cluster") == digest(sc)]

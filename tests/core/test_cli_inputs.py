@@ -138,3 +138,17 @@ def test_calibrate_refuses_to_merge_into_a_file_that_is_no_profile(tmp_path, cap
     scenario.write_text("[cluster]\nnodes = 1\n")
     assert main(["calibrate", "--out", str(scenario)]) == 2
     _one_line(capsys, str(scenario), "unknown key 'cluster'")
+
+
+def test_an_entry_tuned_on_other_cluster_parameters_is_refused(tmp_path):
+    """The table's own key, but tuned on another kernel profile: `mkernel run --splits` must not take a
+    split tuned for other rates (the paper check's tuned run relies on the same refusal)."""
+    import dataclasses
+
+    sc = _gemm_rs()
+    path = _table(tmp_path, sc, best=24)
+    assert dict(splits.apply(sc, path).workload.sms)[splits.Role.INTRA] == 24  # same parameters: taken
+    other = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, kernels="reference"))
+    assert splits.key(other) == splits.key(sc) and splits.digest(other) != splits.digest(sc)
+    with pytest.raises(InputError, match="tuned on other cluster parameters"):
+        splits.apply(other, path)
