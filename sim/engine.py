@@ -41,7 +41,8 @@ from .data import DataStore
 from .dispatch import NVLINK_OPS, Dispatch, Lane, Run
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
-from .hazards import ArrivalTracker, NullTracker
+from .hazardlog import LoggedTracker
+from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard
@@ -74,7 +75,7 @@ class Model(Dispatch):
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch)
-        self.tracker = ArrivalTracker(s) if track_hazards else NullTracker()
+        self.tracker = LoggedTracker(s) if track_hazards else NullTracker()
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)
@@ -130,6 +131,7 @@ class Model(Dispatch):
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
                                 f"{len(lines)} tasks wait on signals nothing will bump"
                                 + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
+        self.tracker.finish()
 
     def close(self) -> None:
         """Drop everything the run built, once its figures are read. Its parts point back at the

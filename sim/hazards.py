@@ -59,6 +59,9 @@ class ArrivalTracker:
         clone.landed, clone.hazards = np.zeros_like(self.landed), []
         return clone
 
+    def finish(self) -> None:
+        """The run has ended: ``hazards`` is complete (this tracker fills it as it goes)."""
+
     def member(self, task: Task, i: int) -> Task:
         """Member ``i`` of entry ``task`` as a plain task, numbered as the expanded schedule numbers it."""
         return task.member(i, self._uid0[self._pos[id(task)]] + i)
@@ -194,6 +197,9 @@ class NullTracker:
 
     def member(self, task: Task, i: int) -> Task:
         return task.member(i)
+
+    def finish(self) -> None:
+        pass
 
     def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
         pass
