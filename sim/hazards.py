@@ -113,7 +113,7 @@ class ArrivalTracker:
         for row in rows.tolist():
             i, q = divmod(row - self._rbase[p], k)
             m = entry.member(i, self._uid0[p] + i)
-            self.hazards.append(self._describe(m, m.reads[c.read_index[p][q]], now_us))
+            self.hazards.append(self._describe(m, m.reads[c.read_of(p, q)], now_us))
 
     def unobserved(self, rank: int, launch: int, tasks: list[Task]) -> bool:
         """Whether nothing could tell when within their launch the writes of ``tasks`` (one
