@@ -21,13 +21,15 @@ from .ir import Buffer, BufferKind, Schedule
 from .members import member_rows, region_table
 
 
-def check_outputs(s: Schedule, buffers: dict[str, Buffer]) -> None:
+def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None = None) -> None:
     """Raise :class:`ScheduleError` on the first OUTPUT element (by buffer, rank, then row-major)
-    not written ``writes_per_element`` times, naming the element, its count and its writers."""
+    not written ``writes_per_element`` times, naming the element, its count and its writers;
+    ``table``: :func:`mkernel.members.region_table` of ``s``, where it was made already."""
     outputs = [b for b in s.buffers if b.kind is BufferKind.OUTPUT]
     if not outputs:
         return
-    rank, row0, row1, col0, col1, ids, pos, which = _member_writes(s, {b.name: i for i, b in enumerate(outputs)})
+    rank, row0, row1, col0, col1, ids, pos, which = _member_writes(s, {b.name: i for i, b in enumerate(outputs)},
+                                                                   table or region_table(s))
     key = which * s.world + rank
     order = np.argsort(key, kind="stable")
     key = key[order]
@@ -38,10 +40,10 @@ def check_outputs(s: Schedule, buffers: dict[str, Buffer]) -> None:
             _check_coverage(buf, r, row0[at], row1[at], col0[at], col1[at], ids[at], pos[at])
 
 
-def _member_writes(s: Schedule, outputs: dict[str, int]) -> tuple[np.ndarray, ...]:
+def _member_writes(s: Schedule, outputs: dict[str, int], table: tuple) -> tuple[np.ndarray, ...]:
     """Every member's write into an output: its rank, rows, columns, expanded task id, position
     among its task's writes and output buffer index, as arrays (one row per member region)."""
-    recs, f, code = region_table(s)
+    recs, f, code = table
     which = np.full(len(code), -1, np.int64)  # per buffer code: its output index
     for name, b in outputs.items():
         which[code[name]] = b

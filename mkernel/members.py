@@ -46,11 +46,10 @@ def region_table(s: Schedule) -> tuple[np.ndarray, dict[str, np.ndarray], dict[s
     recs[:, 0] = np.fromiter(map(codes.__getitem__, map(attrgetter("buffer"), flat)), np.int64, len(flat))
     recs[:, 1:6] = np.fromiter(chain.from_iterable(map(_BOUNDS, flat)), np.int64, 5 * len(flat)).reshape(-1, 5)
     entry, k = ragged(per)
-    stepped = [p for p, t in enumerate(tasks) if t.count > 1 and t.step.regions]
+    stepped = [p for p, t in enumerate(tasks) if t.count > 1 and (t.step is None or t.step.regions)]
     for p in stepped:
-        if len(tasks[p].step.regions) != per[p]:
-            raise ValueError(f"{tasks[p].describe()}: its step has {len(tasks[p].step.regions)} region steps for "
-                             f"{per[p]} regions")
+        if tasks[p].step is None or len(tasks[p].step.regions) != per[p]:
+            raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
     if stepped:
         at = np.array(stepped, np.int64)
         which, j = ragged(per[at])

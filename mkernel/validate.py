@@ -39,7 +39,9 @@ from collections import Counter
 from .coverage import check_outputs
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Schedule, Task, bump_keys, count_homes, expand, paused_gc
+from .members import region_table
 from .races import RACE_CHECK_MAX_TASKS, check_races, happens_before_graph, topological_order
+from .screen import cleared
 
 
 @paused_gc()
@@ -57,7 +59,14 @@ def validate(s: Schedule, races: bool = True) -> None:
             raise ScheduleError(f"schedule {s.kernel}/{s.variant}: launch {li} is listed as a library call whose "
                                 f"tasks were left out, but it is no library launch")
     rules = _TaskRules(s, buffers)
+    try:
+        table = region_table(s)
+        plain = cleared(s, table).tolist()
+    except ValueError:  # a group's steps do not fit its regions: the rules below name it
+        table, plain = None, [False] * len(s.tasks)
     for i, task in enumerate(s.tasks):
+        if plain[i]:
+            continue  # keeps every per-task rule (mkernel/screen.py)
         if task.id != i:
             raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
         if task.count == 1:
@@ -69,7 +78,7 @@ def validate(s: Schedule, races: bool = True) -> None:
         return
     _check_cycles(s)
     if not s.elided:
-        check_outputs(s, buffers)
+        check_outputs(s, buffers, table)
     if races and sum(t.count for t in s.tasks) <= RACE_CHECK_MAX_TASKS:
         check_races(expand(s))  # pairs of members: the one rule that makes them (on small schedules only)
 
