@@ -104,6 +104,7 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
+        self._nv_plans: dict[int, tuple] = {}  # NVLink cost plans by id(task) of queue entries (_nvlink)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
@@ -323,28 +324,41 @@ class Model(Dispatch):
         """Local bytes stream while one weighted flow carries every peer transfer of the members;
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
-        run.paid = cost.touches_peer(task)
+        plan = self._nv_plans.get(id(task)) if task is run.task else None  # (a member made for this run: no key)
+        if plan is None:
+            plan = self._nv_plan(task)
+            if task is run.task:
+                self._nv_plans[id(task)] = plan
+        run.paid, local_us, step_us, flows = plan
         tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
         merged = tail if self.quiet else 0.0
-        transfers = cost.remote_transfers(task, self.itemsize)
-        local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream * self.inject.slowdown(task.rank)
+        local_us = local_us * self.inject.slowdown(task.rank)
         start = self.env.now
-        step_us = cost.step_us(task, self.c)
-        if not transfers:
+        if flows is None:
             self._until((start + (local_us + step_us)) + merged, self._copied, run)
             return
-        half = self.c.nvlink.half_efficiency_bytes
-        legs = []
-        home = self.home  # a folded run's peer ports are the base's: the flows on them are its images
-        for src, dst, b in transfers:
-            legs += [(self.nv_out[home[src]], b, b + half), (self.nv_in[home[dst]], b, b + half)]
-        size = sum(b + half for _, _, b in transfers)
 
         def moved(_ev) -> None:
             # the fused kernel's steps each wait a peer round trip: latency the port does not see
             rtt = self._stretch(self.c.nvlink.latency_us + step_us)
             self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
-        self.flows.transfer_legs(size, legs, self.sm_copy, run.n, then=moved)
+        self.flows.transfer_plan(flows, run.n, then=moved)
+
+    def _nv_plan(self, task: Task) -> tuple:
+        """What an NVLink task's run costs, of the task alone: whether it touches a peer, its local
+        streaming time (before any injected slowdown), its step time, and its flows' plan (None
+        without peer transfers); the same for every run of an entry's members (they share ranks)."""
+        transfers = cost.remote_transfers(task, self.itemsize)
+        local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
+        flows = None
+        if transfers:
+            half = self.c.nvlink.half_efficiency_bytes
+            legs = []
+            home = self.home  # a folded run's peer ports are the base's: the flows on them are its images
+            for src, dst, b in transfers:
+                legs += [(self.nv_out[home[src]], b, b + half), (self.nv_in[home[dst]], b, b + half)]
+            flows = self.flows.plan_legs(sum(b + half for _, _, b in transfers), legs, self.sm_copy)
+        return cost.touches_peer(task), local_us, cost.step_us(task, self.c), flows
 
     def _copied(self, runs: list[Run]) -> None:
         tail = self.c.gpu.fused_peer_task_us
