@@ -104,7 +104,7 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
-        self._nv_plans: dict[int, tuple] = {}  # NVLink cost plans by id(task) of queue entries (_nvlink)
+        self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
@@ -324,11 +324,12 @@ class Model(Dispatch):
         """Local bytes stream while one weighted flow carries every peer transfer of the members;
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
-        plan = self._nv_plans.get(id(task)) if task is run.task else None  # (a member made for this run: no key)
+        key = (task.op, task.rank, task.accumulate, len(task.index),
+               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads]),
+               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.writes]))
+        plan = self._nv_plans.get(key)
         if plan is None:
-            plan = self._nv_plan(task)
-            if task is run.task:
-                self._nv_plans[id(task)] = plan
+            plan = self._nv_plans[key] = self._nv_plan(task)
         run.paid, local_us, step_us, flows = plan
         tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
         merged = tail if self.quiet else 0.0
@@ -347,7 +348,9 @@ class Model(Dispatch):
     def _nv_plan(self, task: Task) -> tuple:
         """What an NVLink task's run costs, of the task alone: whether it touches a peer, its local
         streaming time (before any injected slowdown), its step time, and its flows' plan (None
-        without peer transfers); the same for every run of an entry's members (they share ranks)."""
+        without peer transfers). Each is a function of the op, the rank, ``accumulate``, a gather's
+        row count and each region's buffer, rank and shape: the key ``_nvlink`` keeps plans by (a
+        rank's reductions and copies have a few shapes, and a 2 x 8 GEMM+AR run has 49k of them)."""
         transfers = cost.remote_transfers(task, self.itemsize)
         local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
         flows = None
