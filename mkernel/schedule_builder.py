@@ -194,10 +194,11 @@ class ScheduleBuilder:
     def _count(self, task: Task) -> None:
         """Count ``task``'s bumps (every member's) into :attr:`bumps`."""
         fixed, moving = bump_keys(task, home=self._home)
+        bumps = self.bumps
         for key, times in fixed:
-            self.bumps[key] += times
+            bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing key is a Python call)
         if moving:
-            self.bumps.update(moving)
+            bumps.update(moving)
 
     def bumped(self, signal: Signal) -> int:
         """How many tasks added so far bump ``signal``: the count a complete wait on it expects."""
