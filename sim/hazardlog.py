@@ -14,11 +14,14 @@ times); a run without hazards, the timing case, never replays.
 """
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from mkernel.ir import BufferKind, Schedule, Task
 from mkernel.members import ragged
 
+from .cellgrid import Side
 from .hazards import ArrivalTracker
 
 LANDED = -1.0  # a landing's time in the log (a check's is its simulated time, >= 0)
@@ -57,18 +60,18 @@ class LoggedTracker(ArrivalTracker):
 
     def _short(self) -> bool:
         """Whether some logged check found a cell with fewer arrivals than it needs."""
-        log = np.array(self._log, np.float64).reshape(-1, 4)
+        log = np.fromiter(chain.from_iterable(self._log), np.float64, 4 * len(self._log)).reshape(-1, 4)
         seq = np.arange(len(log), dtype=np.int64)
         span = len(log) + 1
         lands = log[:, 3] < 0
-        cells, at = self._cells(log[lands], seq[lands], self._wbase, self._nw, self._wstart)
+        c = self.cells
+        cells, at = self._cells(log[lands], seq[lands], c.write)
         keys = np.sort(self._wcell[cells].astype(np.int64) * span + at)
         checks = ~lands
-        idx, at = self._cells(log[checks], seq[checks], self._rbase, self._nr, self._rstart)
+        idx, at = self._cells(log[checks], seq[checks], c.read)
         cell = self._rcell[idx].astype(np.int64) * span
         if (_arrived(keys, cell, at) < self._need[idx]).any():
             return True
-        c = self.cells
         for rank, at, _ in self._ends:
             for b in self.schedule.buffers:
                 g = c.grid.get((b.name, rank))
@@ -78,13 +81,14 @@ class LoggedTracker(ArrivalTracker):
                         return True
         return False
 
-    def _cells(self, rows: np.ndarray, seq: np.ndarray, base: list, per: list, start: np.ndarray):
-        """Every cell index (into a side's ``cell`` array) the logged spans ``rows`` cover, and the
-        log position of the span each is of."""
+    @staticmethod
+    def _cells(rows: np.ndarray, seq: np.ndarray, side: Side):
+        """Every cell index (into ``side.cell``) the logged spans ``rows`` cover, and the log position
+        of the span each is of."""
         p, first, n = (rows[:, f].astype(np.int64) for f in range(3))
-        k = np.array(per, np.int64)[p]
-        lo = np.array(base, np.int64)[p] + first * k
-        a, b = start[lo], start[lo + n * k]
+        k = side.n[p]
+        lo = side.base[p] + first * k
+        a, b = side.start[lo], side.start[lo + n * k]
         which, off = ragged(b - a)
         return a[which] + off, seq[which]
 
