@@ -163,3 +163,22 @@ def test_mutations_are_not_cleared_where_the_rules_refuse_them(s, monkeypatch):
                 assert _verdict(m, True, monkeypatch) == _verdict(m, False, monkeypatch), name
                 same += 1
     assert refused >= 5 * len(picks) and same > 0
+
+
+def test_a_schedules_region_table_is_read_once_while_it_lives():
+    """validate() and a tracked simulation of one schedule object share its table; an equal schedule
+    that is another object gets its own, and the table goes with its schedule."""
+    import gc
+
+    from mkernel import members
+
+    s = CASES[0]
+    table = region_table(s)
+    assert region_table(s) is table and not table[0].flags.writeable
+    other = dataclasses.replace(s)
+    assert other == s and region_table(other) is not table
+    assert np.array_equal(region_table(other)[0], table[0])
+    key = id(other)
+    del other
+    gc.collect()
+    assert key not in members._tables
