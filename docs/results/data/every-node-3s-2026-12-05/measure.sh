@@ -1,7 +1,8 @@
 #!/bin/bash
 # 2026-12-05, issue 30's every-node row: main (a `git archive main` in $BASE, run with PYTHONPATH=$BASE and a
 # symlink $BASE/mkernel/sim -> ../sim, as the editable install maps it) and the branch (this checkout), alternately:
-# the CLI command under /usr/bin/time, then the every-node helper's phases.py (build / validate / simulate CPU), ROUNDS rounds.
+# the CLI command under /usr/bin/time, the every-node helper's phases.py (build / validate / simulate CPU) and
+# parts.py (each part alone), ROUNDS rounds.
 set -u
 BASE=${BASE:-/tmp/en3/base}; OUT=${OUT:-/tmp/en3/measure}; ROUNDS=${ROUNDS:-3}
 here=$(cd "$(dirname "$0")" && pwd); branch=$(cd "$here/../../../.." && pwd)
@@ -14,6 +15,7 @@ for round in $(seq 1 $ROUNDS); do
     /usr/bin/time -f "%U user %S sys %e wall %M KB" -o $OUT/cli-$code-$round.time python -m mkernel run scenarios/paper-ib-2x8.toml \
       --kernel gemm_ar --m 32768 --n 32768 --k 2048 --no-collapse --json $OUT/cli-$code-$round.json > /dev/null
     python $branch/docs/results/data/sim-every-node-2026-12-05/phases.py > $OUT/phases-$code-$round.json
+    python $here/parts.py > $OUT/parts-$code-$round.json
   done
 done
 unset PYTHONPATH
