@@ -16,7 +16,8 @@ one run, is :mod:`mkernel.sim.dispatch`; this module does the work. Costs:
 
 Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
 it starts; its writes count as arrived when it ends (a PUT's when the data lands): a run's members
-all at once, as they start and end together. Data and stress runs take the flat schedule (the
+all at once, as they start and end together. A run logs those checks and landings and decides its
+hazards when it ends (:mod:`mkernel.sim.hazardlog`). Data and stress runs take the flat schedule (the
 model expands the groups).
 
 ``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
