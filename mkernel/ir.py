@@ -25,12 +25,12 @@ the one mutable helper, :class:`~mkernel.schedule_builder.ScheduleBuilder`.
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
-import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
+
+from .slots import quick_init
 
 IR_VERSION = 1
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -60,28 +60,6 @@ def paused_gc():
             gc.freeze()
             gc.unfreeze()
             gc.enable()
-
-
-def _quick_init(cls: type) -> type:
-    """``cls`` (a frozen dataclass with slots) with an ``__init__`` that stores each field through
-    its slot's descriptor: the same signature, defaults and result, at about 60% of the cost of
-    the generated one (which calls ``object.__setattr__`` by name for every field, as a frozen
-    class must). Why: a large build makes close to a million regions, signals, waits, steps and
-    tasks (a 2 x 8 GEMM+AR 32768^2 build: about 0.4 s of its 2.7 s). Frozenness, equality,
-    hashing and pickling are the dataclass's own, untouched."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    if [p.name for p in params] != names:
-        raise TypeError(f"{cls.__name__}: the __init__ parameters are not its fields")
-    args = ", ".join(p.name if p.default is p.empty else f"{p.name}=_d_{p.name}" for p in params)
-    source = (f"def make({', '.join('_s_' + n for n in names)}):\n    def __init__(self, {args}):\n"
-              + "".join(f"        _s_{n}(self, {n})\n" for n in names) + "    return __init__\n")
-    scope = {f"_d_{p.name}": p.default for p in params if p.default is not p.empty}
-    exec(source, scope)  # (only field names and defaults of this module's classes go in)
-    init = scope["make"](*(cls.__dict__[n].__set__ for n in names))
-    init.__qualname__, init.__module__ = f"{cls.__qualname__}.__init__", cls.__module__
-    cls.__init__ = init
-    return cls
 
 
 class Role(str, Enum):
@@ -128,7 +106,7 @@ class Buffer:
         return DTYPE_BYTES[self.dtype]
 
 
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Region:
     """Rows ``[row0, row1)`` and columns ``[col0, col1)`` of one rank's copy of a buffer."""
@@ -152,7 +130,7 @@ class Region:
         return f"{self.buffer}@{self.rank}[{self.row0}:{self.row1},{self.col0}:{self.col1}]"
 
 
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Signal:
     """A counter in one rank's memory, named by ``name`` and an integer ``index``."""
@@ -165,7 +143,7 @@ class Signal:
         return f"{self.name}[{self.index}]@{self.rank}"
 
 
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Wait:
     """Block until ``signal`` has been bumped ``count`` times in the current epoch."""
@@ -174,7 +152,7 @@ class Wait:
     count: int
 
 
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Step:
     """How member i of a grouped task differs from member 0: i times each number here, added.
@@ -198,7 +176,7 @@ class Step:
     outer: tuple[tuple[int, int], ...] = ()
 
 
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Task:
     """One unit of work of one role on one rank.

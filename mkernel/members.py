@@ -89,7 +89,8 @@ def ragged(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return which, np.arange(len(which), dtype=np.int64) - start[which]
 
 
-def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarray,
+                counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
     """Rows, one per member region, from region records (entry by entry, ``per_entry`` records
     each; ``counts`` the entries' member counts), in the expanded schedule's order: entry after
     entry, member after member, each member's regions in record order. Returns the first row of

@@ -46,7 +46,8 @@ def cleared(s: Schedule, table: tuple) -> np.ndarray:
     nwrite = np.fromiter((len(t.writes) for t in tasks), np.int64, n)
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
     ok &= np.fromiter((not (t.mask or t.index) and (t.count == 1 or _group_ok(t)) for t in tasks), bool, n)
-    budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches] or [[False] * len(Role)])
+    budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
+                      or [[False] * len(Role)])
     budget[list(s.elided)] = False
     ok &= (0 <= launch) & (launch < len(s.launches))
     ok &= budget[np.where(ok, launch, 0), role]
@@ -81,7 +82,8 @@ def _arity(op: np.ndarray, nread: np.ndarray, nwrite: np.ndarray, table: tuple) 
     first = np.zeros(n + 1, np.int64)
     np.cumsum(nread + nwrite, out=first[1:])
     rows, cols = recs[:, 3] - recs[:, 2], recs[:, 5] - recs[:, 4]
-    gemm, pairs, reduce = op == _PLAIN[Op.GEMM], (op == _PLAIN[Op.COPY]) | (op == _PLAIN[Op.PUT]), op == _PLAIN[Op.REDUCE]
+    gemm, reduce = op == _PLAIN[Op.GEMM], op == _PLAIN[Op.REDUCE]
+    pairs = (op == _PLAIN[Op.COPY]) | (op == _PLAIN[Op.PUT])
     ok = np.where(gemm, (nread == 2) & (nwrite == 1), True)
     ok &= np.where(pairs, (nread >= 1) & (nread == nwrite), True)
     ok &= np.where(reduce, (nread >= 1) & (nwrite == 1), True)
@@ -129,7 +131,8 @@ def _signals(tasks: tuple, op: np.ndarray, rank: np.ndarray, count: np.ndarray, 
     entry = np.repeat(np.arange(n), per)
     at = np.fromiter(map(attrgetter("rank"), chain.from_iterable(signals)), np.int64, len(entry))
     step = np.zeros(len(entry), np.int64)
-    moving = [p for p, t in enumerate(tasks) if t.count > 1 and t.step and t.step.signals and len(t.step.signals) == per[p]]
+    moving = [p for p, t in enumerate(tasks)
+              if t.count > 1 and t.step and t.step.signals and len(t.step.signals) == per[p]]
     if moving:
         at_moving = np.array(moving, np.int64)
         which, j = ragged(per[at_moving])

@@ -14,11 +14,10 @@ one run, is :mod:`mkernel.sim.dispatch`; this module does the work. Costs:
   members is one flow of n times the weight.
 - PUT: handed to :class:`~mkernel.sim.network.Network` (ring, proxy, NIC, transport), one member at a time.
 
-Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
-it starts; its writes count as arrived when it ends (a PUT's when the data lands): a run's members
-all at once, as they start and end together. A run logs those checks and landings and decides its
-hazards when it ends (:mod:`mkernel.sim.hazardlog`). Data and stress runs take the flat schedule (the
-model expands the groups).
+Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`, logged
+and decided when the run ends: :mod:`mkernel.sim.hazardlog`) when it starts; its writes count as
+arrived when it ends (a PUT's when the data lands): a run's members all at once, as they start and
+end together. Data and stress runs take the flat schedule (the model expands the groups).
 
 ``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
 seeded random factor, so races that a bug allows get a chance to show; it runs the flat schedule.
@@ -328,9 +327,7 @@ class Model(Dispatch):
         key = (task.op, task.rank, task.accumulate, len(task.index),
                tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads]),
                tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.writes]))
-        plan = self._nv_plans.get(key)
-        if plan is None:
-            plan = self._nv_plans[key] = self._nv_plan(task)
+        plan = self._nv_plans.get(key) or self._nv_plans.setdefault(key, self._nv_plan(task))
         run.paid, local_us, step_us, flows = plan
         tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
         merged = tail if self.quiet else 0.0
@@ -347,11 +344,9 @@ class Model(Dispatch):
         self.flows.transfer_plan(flows, run.n, then=moved)
 
     def _nv_plan(self, task: Task) -> tuple:
-        """What an NVLink task's run costs, of the task alone: whether it touches a peer, its local
-        streaming time (before any injected slowdown), its step time, and its flows' plan (None
-        without peer transfers). Each is a function of the op, the rank, ``accumulate``, a gather's
-        row count and each region's buffer, rank and shape: the key ``_nvlink`` keeps plans by (a
-        rank's reductions and copies have a few shapes, and a 2 x 8 GEMM+AR run has 49k of them)."""
+        """An NVLink task's run cost: whether it touches a peer, its local streaming time (before any
+        injected slowdown), its step time, its flows' plan (None without peer transfers). Each is a
+        function of what ``_nvlink`` keys plans by (a rank's 3k copies and reductions: a few keys)."""
         transfers = cost.remote_transfers(task, self.itemsize)
         local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
         flows = None

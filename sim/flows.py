@@ -128,7 +128,8 @@ class FlowNet:
             unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         return size, tuple(legs), unit, (tuple(unit.items()), cap)
 
-    def transfer_plan(self, plan: tuple, count: int = 1, then: Callable[[None], None] | None = None) -> simpy.Event | None:
+    def transfer_plan(self, plan: tuple, count: int = 1,
+                      then: Callable[[None], None] | None = None) -> simpy.Event | None:
         """:meth:`transfer_legs` of flows planned by :meth:`plan_legs`."""
         size, legs, unit, key = plan
         done = self.env.event() if then is None else then

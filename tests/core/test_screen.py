@@ -130,12 +130,14 @@ def _mutations(s: Schedule, t):
     if t.count > 1:
         st = t.step
         yield "one more member", dataclasses.replace(t, count=t.count * 4)
-        yield "step too short", dataclasses.replace(t, step=dataclasses.replace(st, regions=st.regions[:-1] or ((0, 0, 0),) * 9))
+        short = st.regions[:-1] or ((0, 0, 0),) * 9
+        yield "step too short", dataclasses.replace(t, step=dataclasses.replace(st, regions=short))
         yield "label without {}", dataclasses.replace(t, label="x", step=dataclasses.replace(st, label=(0, 1)))
         yield "ranks step", dataclasses.replace(t, step=dataclasses.replace(
             st, regions=tuple((1, dr, dc) for _, dr, dc in st.regions) or ((1, 0, 0),) * len(regions)))
         yield "signals step by rank", dataclasses.replace(t, step=dataclasses.replace(
-            st, signals=tuple((s.gpus_per_node, dx) for _, dx in st.signals) or ((s.gpus_per_node, 0),) * len(t.signals)))
+            st, signals=tuple((s.gpus_per_node, dx) for _, dx in st.signals)
+            or ((s.gpus_per_node, 0),) * len(t.signals)))
     else:
         yield "a group without a step", dataclasses.replace(t, count=2)
 

@@ -21,7 +21,8 @@ from mkernel.sim.hazardlog import LoggedTracker
 from mkernel.sim.hazards import ArrivalTracker
 
 W = Workload(m=512, n=1024, k=64, chunk_tiles=2, baseline_chunk_kib=64)
-GUARDS = ("contrib", "final", "arrived", "chunk_ready", ".rs", ".ag", "l1_done", "l2_done", "block_done", "out_done", "done")
+GUARDS = ("contrib", "final", "arrived", "chunk_ready", ".rs", ".ag", "l1_done", "l2_done", "block_done", "out_done",
+          "done")
 
 
 def _weakened(s, every: int = 12):
