@@ -18,16 +18,18 @@ import numpy as np
 
 from .errors import ScheduleError
 from .ir import Buffer, BufferKind, Schedule
-from .members import member_rows, record
+from .members import member_rows, region_table
 
 
-def check_outputs(s: Schedule, buffers: dict[str, Buffer]) -> None:
+def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None = None) -> None:
     """Raise :class:`ScheduleError` on the first OUTPUT element (by buffer, rank, then row-major)
-    not written ``writes_per_element`` times, naming the element, its count and its writers."""
+    not written ``writes_per_element`` times, naming the element, its count and its writers;
+    ``table``: :func:`mkernel.members.region_table` of ``s``, where it was made already."""
     outputs = [b for b in s.buffers if b.kind is BufferKind.OUTPUT]
     if not outputs:
         return
-    rank, row0, row1, col0, col1, ids, pos, which = _member_writes(s, {b.name: i for i, b in enumerate(outputs)})
+    rank, row0, row1, col0, col1, ids, pos, which = _member_writes(s, {b.name: i for i, b in enumerate(outputs)},
+                                                                   table or region_table(s))
     key = which * s.world + rank
     order = np.argsort(key, kind="stable")
     key = key[order]
@@ -38,26 +40,23 @@ def check_outputs(s: Schedule, buffers: dict[str, Buffer]) -> None:
             _check_coverage(buf, r, row0[at], row1[at], col0[at], col1[at], ids[at], pos[at])
 
 
-def _member_writes(s: Schedule, outputs: dict[str, int]) -> tuple[np.ndarray, ...]:
+def _member_writes(s: Schedule, outputs: dict[str, int], table: tuple) -> tuple[np.ndarray, ...]:
     """Every member's write into an output: its rank, rows, columns, expanded task id, position
     among its task's writes and output buffer index, as arrays (one row per member region)."""
-    recs, per, pos = [], [], []
-    for t in s.tasks:
-        n, kept = len(t.reads), 0
-        for k, r in enumerate(t.writes):
-            b = outputs.get(r.buffer)
-            if b is not None:
-                recs.append(record(t, n + k, r, b))
-                pos.append(k)
-                kept += 1
-        per.append(kept)
-    if not recs:
+    recs, f, code = table
+    which = np.full(len(code), -1, np.int64)  # per buffer code: its output index
+    for name, b in outputs.items():
+        which[code[name]] = b
+    kept = ~f["read"] & (which[recs[:, 0]] >= 0)
+    if not kept.any():
         return tuple(np.zeros(0, np.int64) for _ in range(8))
+    entry = f["entry"][kept]
     counts = np.array([t.count for t in s.tasks], np.int64)
     first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # each entry's member 0 in the expanded schedule
-    _, _, f = member_rows(recs, per, counts)
-    return (f["rank"], f["row0"], f["row1"], f["col0"], f["col1"], first[f["entry"]] + f["member"],
-            np.array(pos, np.int64)[f["record"]], f["buffer"])
+    nread = np.array([len(t.reads) for t in s.tasks], np.int64)
+    _, _, m = member_rows(recs[kept], np.bincount(entry, minlength=len(counts)), counts)
+    return (m["rank"], m["row0"], m["row1"], m["col0"], m["col1"], first[m["entry"]] + m["member"],
+            (f["k"][kept] - nread[entry])[m["record"]], which[m["buffer"]])
 
 
 def _check_coverage(buf: Buffer, rank: int, row0: np.ndarray, row1: np.ndarray, col0: np.ndarray,

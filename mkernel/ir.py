@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 
+from .slots import quick_init
+
 IR_VERSION = 1
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 COMMAND_BYTES = 48  # one command record in the GPU -> host ring (design §5)
@@ -104,6 +106,7 @@ class Buffer:
         return DTYPE_BYTES[self.dtype]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Region:
     """Rows ``[row0, row1)`` and columns ``[col0, col1)`` of one rank's copy of a buffer."""
@@ -127,6 +130,7 @@ class Region:
         return f"{self.buffer}@{self.rank}[{self.row0}:{self.row1},{self.col0}:{self.col1}]"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Signal:
     """A counter in one rank's memory, named by ``name`` and an integer ``index``."""
@@ -139,6 +143,7 @@ class Signal:
         return f"{self.name}[{self.index}]@{self.rank}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Wait:
     """Block until ``signal`` has been bumped ``count`` times in the current epoch."""
@@ -147,6 +152,7 @@ class Wait:
     count: int
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Step:
     """How member i of a grouped task differs from member 0: i times each number here, added.
@@ -170,6 +176,7 @@ class Step:
     outer: tuple[tuple[int, int], ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Task:
     """One unit of work of one role on one rank.
@@ -353,7 +360,7 @@ class Launch:
         return dict(self.sms).get(role, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # (weakly referable: mkernel.members.region_table)
 class Schedule:
     """A whole op on a whole cluster. Build one with :class:`~mkernel.schedule_builder.ScheduleBuilder`."""
 

@@ -23,7 +23,8 @@ from .ir import Schedule, Task, bump_keys
 RACE_CHECK_MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes
 
 
-def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list[int]]:
+def happens_before_graph(s: Schedule, every_signaler: bool = False,
+                         keys: list[tuple[list, list]] | None = None) -> list[list[int]]:
     """Predecessors of every task, plus one barrier node per (rank, launch > 0) after the tasks.
 
     With ``every_signaler`` a wait depends on every bumper of its signal, whatever its count: the
@@ -31,6 +32,7 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list
     > 1) is one node, which depends on every bumper of every member's waits: its members' graph
     with each group's members merged, so a cycle among members is one among groups (the converse
     need not hold). Without it, the schedule must be flat (a wait's count is a member's).
+    ``keys``: each task's :func:`~mkernel.ir.bump_keys` (of a full build), where made already.
     """
     n = len(s.tasks)
     if not every_signaler and any(t.count > 1 for t in s.tasks):
@@ -38,7 +40,7 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list
     signalers: dict = defaultdict(list)  # (rank, name, index) -> bumpers: tuples hash and compare in C
     for task in s.tasks:
         if task.count > 1:
-            fixed, moving = bump_keys(task)
+            fixed, moving = bump_keys(task) if keys is None else keys[task.id]
             for k in [k for k, _ in fixed] + moving:
                 signalers[k].append(task.id)
             continue

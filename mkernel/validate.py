@@ -39,7 +39,9 @@ from collections import Counter
 from .coverage import check_outputs
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Schedule, Task, bump_keys, count_homes, expand, paused_gc
+from .members import region_table
 from .races import RACE_CHECK_MAX_TASKS, check_races, happens_before_graph, topological_order
+from .screen import cleared
 
 
 @paused_gc()
@@ -57,19 +59,28 @@ def validate(s: Schedule, races: bool = True) -> None:
             raise ScheduleError(f"schedule {s.kernel}/{s.variant}: launch {li} is listed as a library call whose "
                                 f"tasks were left out, but it is no library launch")
     rules = _TaskRules(s, buffers)
+    try:
+        table = region_table(s)
+        plain = cleared(s, table).tolist()
+    except ValueError:  # a group's steps do not fit its regions: the rules below name it
+        table, plain = None, [False] * len(s.tasks)
     for i, task in enumerate(s.tasks):
+        if plain[i]:
+            continue  # keeps every per-task rule (mkernel/screen.py)
         if task.id != i:
             raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
         if task.count == 1:
             rules.check(task)
         else:
             _check_group(rules, task)
-    _check_signals(s)
+    home = _homes(s)
+    keys = [bump_keys(t, home=home) for t in s.tasks]  # (made once: the signal counts and the cycle graph read them)
+    _check_signals(s, keys)
     if s.first_nodes:
         return
-    _check_cycles(s)
+    _check_cycles(s, keys)
     if not s.elided:
-        check_outputs(s, buffers)
+        check_outputs(s, buffers, table)
     if races and sum(t.count for t in s.tasks) <= RACE_CHECK_MAX_TASKS:
         check_races(expand(s))  # pairs of members: the one rule that makes them (on small schedules only)
 
@@ -258,16 +269,21 @@ def _check_locality(gpus: int, rank: int, task, op: Op, reads: tuple, writes: tu
         _fail(task, f"signals {sig} across nodes; only a put's arrival may do that")
 
 
-def _check_signals(s: Schedule) -> None:
+def _homes(s: Schedule) -> list[int] | None:
+    """Where ``s`` counts each rank's bumps (:func:`mkernel.ir.count_homes`; None: at its own)."""
+    return count_homes(s.world, s.gpus_per_node, s.first_nodes, s.local_fold)
+
+
+def _check_signals(s: Schedule, keys: list[tuple[list, list]]) -> None:
     """Every wait's signal is bumped at least its count times; and no task outside a library launch
-    waits on a signal that a library launch's task bumps (what a timing build relies on)."""
-    home = count_homes(s.world, s.gpus_per_node, s.first_nodes, s.local_fold)
+    waits on a signal that a library launch's task bumps (what a timing build relies on). ``keys``:
+    each task's :func:`~mkernel.ir.bump_keys`, counted where ``s`` counts them."""
+    home = _homes(s)
     library = {li for li, launch in enumerate(s.launches) if launch.library is not None}
 
     bumps: Counter = Counter()
     by_library: set = set()
-    for task in s.tasks:
-        fixed, moving = bump_keys(task, home=home)
+    for task, (fixed, moving) in zip(s.tasks, keys):
         for k, times in fixed:
             bumps[k] += times
         if moving:
@@ -302,7 +318,7 @@ def _check_signals(s: Schedule) -> None:
                           f"one call and leaves its tasks out, so only launch order may order what follows it")
 
 
-def _check_cycles(s: Schedule) -> None:
+def _check_cycles(s: Schedule, keys: list[tuple[list, list]] | None = None) -> None:
     """Kahn's algorithm over signal edges and per-rank launch order; name one cycle if any.
 
     Launch order is expressed through one barrier node per (rank, launch > 0), so the graph stays
@@ -312,7 +328,7 @@ def _check_cycles(s: Schedule) -> None:
     schedule, and one that only groups make raises nothing.
     """
     n = len(s.tasks)
-    preds = happens_before_graph(s, every_signaler=True)
+    preds = happens_before_graph(s, every_signaler=True, keys=keys)
     order = topological_order(preds)
     if len(order) == len(preds):
         return  # (on groups: then their members have no cycle either)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-from mkernel.members import member_rows, ragged, record
+from mkernel.members import member_rows, ragged, region_table
 
 class _Edges:
     """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``."""
@@ -54,35 +54,21 @@ class Cells:
     the schedule makes there less the member's own (an in-place update does not wait on itself)."""
 
     def __init__(self, s: Schedule) -> None:
-        inputs = {b.name for b in s.buffers if b.kind is BufferKind.INPUT}
-        code: dict[str, int] = {b.name: i for i, b in enumerate(s.buffers)}
-        recs: tuple[list, list] = ([], [])
-        per: tuple[list, list] = ([], [])
-        self.read_index: list[tuple[int, ...]] = []  # per entry: its tracked reads, by index in Task.reads
-        pairs: list[tuple[int, int, int]] = []  # (entry, tracked read, tracked write) of one buffer, not a PUT
-        for p, t in enumerate(s.tasks):
-            nread, kept, read_of, nw = len(t.reads), [], {}, 0
-            for k, r in enumerate(t.reads + t.writes):
-                if r.buffer in inputs:
-                    continue
-                rec = record(t, k, r, code.setdefault(r.buffer, len(code)))
-                b, dk = rec[0], rec[6]
-                if k < nread:
-                    read_of.setdefault(b, []).append((len(kept), r.rank, dk))
-                    kept.append(k)
-                    recs[0].append(rec)
-                else:
-                    if t.op is not Op.PUT and b in read_of:  # (a read on another rank, moving alike, never meets it)
-                        pairs += [(p, q, nw) for q, rank, step in read_of[b] if rank == r.rank or step != dk]
-                    nw += 1
-                    recs[1].append(rec)
-            self.read_index.append(tuple(kept))
-            per[0].append(len(kept))
-            per[1].append(nw)
+        recs, f, code = region_table(s)
+        entries = len(s.tasks)
+        inputs = [code[b.name] for b in s.buffers if b.kind is BufferKind.INPUT]
+        tracked = ~np.isin(recs[:, 0], inputs)
+        sides = (tracked & f["read"], tracked & ~f["read"])
+        per = [np.bincount(f["entry"][side], minlength=entries) for side in sides]
+        self.read_pos = f["k"][sides[0]]  # per tracked read: its index in Task.reads
+        self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
+        np.cumsum(per[0], out=self.read_first[1:])
+        puts = np.fromiter((t.op is Op.PUT for t in s.tasks), bool, entries)
+        pairs = _pairs([(recs[side], f["entry"][side]) for side in sides], per, puts, len(code))
         counts = np.array([t.count for t in s.tasks], np.int64)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
-        sides = [member_rows(recs[w], per[w], counts) for w in (0, 1)]
+        sides = [member_rows(recs[side], n, counts) for side, n in zip(sides, per)]
         self._layout(s, sides, {c: name for name, c in code.items()})
         rects = [self._rect(f, g) for (_, _, f), g in zip(sides, self._grid_of)]
         self.read, self.write = (Side(base, n, g, *self._cells(g, rect))
@@ -135,12 +121,12 @@ class Cells:
         once[entry[order][1:][same]] = False
         return once.tolist()
 
-    def _own(self, pairs: list[tuple[int, int, int]], counts: np.ndarray, rects: list) -> np.ndarray:
+    def _own(self, pairs: np.ndarray, counts: np.ndarray, rects: list) -> np.ndarray:
         """Per read cell: how many of its member's own writes cover it (see ``need``)."""
         own = np.zeros(len(self.read.cell), np.int32)
-        if not pairs:
+        if not len(pairs):
             return own
-        pair = np.array(pairs, np.int64)
+        pair = pairs
         which, i = ragged(counts[pair[:, 0]])
         p, qr, qw = (pair[which, f] for f in (0, 1, 2))
         r = self.read.base[p] + i * self.read.n[p] + qr
@@ -156,6 +142,10 @@ class Cells:
         inside = (a >= lo_a[j]) & (a < hi_a[j]) & (b >= lo_b[j]) & (b < hi_b[j])
         np.add.at(own, (self.read.start[r][j] + t)[inside], 1)
         return own
+
+    def read_of(self, p: int, q: int) -> int:
+        """The index in ``Task.reads`` of entry ``p``'s ``q``-th tracked read."""
+        return int(self.read_pos[self.read_first[p] + q])
 
     def rect(self, r: Region) -> tuple[int, int, int, int]:
         """Region ``r``'s cell rectangle in its grid (as :meth:`_rect`)."""
@@ -183,3 +173,21 @@ class Cells:
         a0, b0 = first // width, first % width
         a1, b1 = last // width + 1, last % width + 1
         return tuple(np.where(full, x, 0) for x in (a0, a1, b0, b1))
+
+
+def _pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], puts: np.ndarray,
+           buffers: int) -> np.ndarray:
+    """(entry, tracked read, tracked write) of each entry that is not a put, for a read and a write
+    of one buffer that may meet (on one rank, or moving apart: a read on another rank, moving
+    alike, never meets it), each numbered among its entry's tracked reads or writes."""
+    (rrec, rentry), (wrec, wentry) = sides
+    local = [np.arange(len(e), dtype=np.int64) - (np.cumsum(n) - n)[e] for (_, e), n in zip(sides, per)]
+    rkey = rentry * buffers + rrec[:, 0]
+    order = np.argsort(rkey, kind="stable")
+    keep = ~puts[wentry]
+    wkey = (wentry * buffers + wrec[:, 0])[keep]
+    lo, hi = np.searchsorted(rkey[order], wkey, "left"), np.searchsorted(rkey[order], wkey, "right")
+    which, j = ragged(hi - lo)
+    r, w = order[lo[which] + j], np.flatnonzero(keep)[which]
+    meet = (rrec[r, 1] == wrec[w, 1]) | (rrec[r, 6] != wrec[w, 6])
+    return np.stack((rentry[r], local[0][r], local[1][w]), axis=1)[meet]

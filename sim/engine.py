@@ -14,10 +14,10 @@ one run, is :mod:`mkernel.sim.dispatch`; this module does the work. Costs:
   members is one flow of n times the weight.
 - PUT: handed to :class:`~mkernel.sim.network.Network` (ring, proxy, NIC, transport), one member at a time.
 
-Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`) when
-it starts; its writes count as arrived when it ends (a PUT's when the data lands): a run's members
-all at once, as they start and end together. Data and stress runs take the flat schedule (the
-model expands the groups).
+Every task's reads are checked for bytes that have not arrived (:mod:`mkernel.sim.hazards`, logged
+and decided when the run ends: :mod:`mkernel.sim.hazardlog`) when it starts; its writes count as
+arrived when it ends (a PUT's when the data lands): a run's members all at once, as they start and
+end together. Data and stress runs take the flat schedule (the model expands the groups).
 
 ``stress`` (for hazard hunting, not timing) scales every GEMM, NVLink latency and SM start by a
 seeded random factor, so races that a bug allows get a chance to show; it runs the flat schedule.
@@ -41,7 +41,8 @@ from .data import DataStore
 from .dispatch import NVLINK_OPS, Dispatch, Lane, Run
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
-from .hazards import ArrivalTracker, NullTracker
+from .hazardlog import LoggedTracker
+from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard
@@ -74,7 +75,7 @@ class Model(Dispatch):
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch)
-        self.tracker = ArrivalTracker(s) if track_hazards else NullTracker()
+        self.tracker = LoggedTracker(s) if track_hazards else NullTracker()
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)
@@ -103,6 +104,7 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
+        self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
@@ -130,6 +132,7 @@ class Model(Dispatch):
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
                                 f"{len(lines)} tasks wait on signals nothing will bump"
                                 + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
+        self.tracker.finish()
 
     def close(self) -> None:
         """Drop everything the run built, once its figures are read. Its parts point back at the
@@ -321,28 +324,40 @@ class Model(Dispatch):
         """Local bytes stream while one weighted flow carries every peer transfer of the members;
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
-        run.paid = cost.touches_peer(task)
+        key = (task.op, task.rank, task.accumulate, len(task.index),
+               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads]),
+               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.writes]))
+        plan = self._nv_plans.get(key) or self._nv_plans.setdefault(key, self._nv_plan(task))
+        run.paid, local_us, step_us, flows = plan
         tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
         merged = tail if self.quiet else 0.0
-        transfers = cost.remote_transfers(task, self.itemsize)
-        local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream * self.inject.slowdown(task.rank)
+        local_us = local_us * self.inject.slowdown(task.rank)
         start = self.env.now
-        step_us = cost.step_us(task, self.c)
-        if not transfers:
+        if flows is None:
             self._until((start + (local_us + step_us)) + merged, self._copied, run)
             return
-        half = self.c.nvlink.half_efficiency_bytes
-        legs = []
-        home = self.home  # a folded run's peer ports are the base's: the flows on them are its images
-        for src, dst, b in transfers:
-            legs += [(self.nv_out[home[src]], b, b + half), (self.nv_in[home[dst]], b, b + half)]
-        size = sum(b + half for _, _, b in transfers)
 
         def moved(_ev) -> None:
             # the fused kernel's steps each wait a peer round trip: latency the port does not see
             rtt = self._stretch(self.c.nvlink.latency_us + step_us)
             self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
-        self.flows.transfer_legs(size, legs, self.sm_copy, run.n, then=moved)
+        self.flows.transfer_plan(flows, run.n, then=moved)
+
+    def _nv_plan(self, task: Task) -> tuple:
+        """An NVLink task's run cost: whether it touches a peer, its local streaming time (before any
+        injected slowdown), its step time, its flows' plan (None without peer transfers). Each is a
+        function of what ``_nvlink`` keys plans by (a rank's 3k copies and reductions: a few keys)."""
+        transfers = cost.remote_transfers(task, self.itemsize)
+        local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
+        flows = None
+        if transfers:
+            half = self.c.nvlink.half_efficiency_bytes
+            legs = []
+            home = self.home  # a folded run's peer ports are the base's: the flows on them are its images
+            for src, dst, b in transfers:
+                legs += [(self.nv_out[home[src]], b, b + half), (self.nv_in[home[dst]], b, b + half)]
+            flows = self.flows.plan_legs(sum(b + half for _, _, b in transfers), legs, self.sm_copy)
+        return cost.touches_peer(task), local_us, cost.step_us(task, self.c), flows
 
     def _copied(self, runs: list[Run]) -> None:
         tail = self.c.gpu.fused_peer_task_us

@@ -117,20 +117,32 @@ class FlowNet:
 
         With ``then``, no event: ``then(None)`` is called where the event's callback would be, or
         at once when the flows end at an instant with nothing else due (:meth:`_wake`)."""
-        done = self.env.event() if then is None else then
+        return self.transfer_plan(self.plan_legs(size, legs, cap), count, then)
+
+    @staticmethod
+    def plan_legs(size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf) -> tuple:
+        """What :meth:`transfer_legs` works out from its flows' shape alone (each link's weight per
+        flow, the group's key), once: a simulator starts flows of one task's shape many times."""
         unit: dict[Link, float] = {}
+        for link, _, busy in legs:
+            unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
+        return size, tuple(legs), unit, (tuple(unit.items()), cap)
+
+    def transfer_plan(self, plan: tuple, count: int = 1,
+                      then: Callable[[None], None] | None = None) -> simpy.Event | None:
+        """:meth:`transfer_legs` of flows planned by :meth:`plan_legs`."""
+        size, legs, unit, key = plan
+        done = self.env.event() if then is None else then
         for link, payload, busy in legs:
             link.bytes += payload * count
             link.busy_bytes += busy * count
-            unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         if size <= 0:
             self._succeed(done)
             return None if then else done
         now = self.env.now
-        key = (tuple(unit.items()), cap)
         group = self.groups.get(key)
         if group is None:
-            group = self.groups[key] = Flow(unit, cap, now, key)
+            group = self.groups[key] = Flow(unit, key[1], now, key)
         group.advance(now)
         self.seq += 1
         heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))

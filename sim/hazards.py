@@ -59,6 +59,9 @@ class ArrivalTracker:
         clone.landed, clone.hazards = np.zeros_like(self.landed), []
         return clone
 
+    def finish(self) -> None:
+        """The run has ended: ``hazards`` is complete (this tracker fills it as it goes)."""
+
     def member(self, task: Task, i: int) -> Task:
         """Member ``i`` of entry ``task`` as a plain task, numbered as the expanded schedule numbers it."""
         return task.member(i, self._uid0[self._pos[id(task)]] + i)
@@ -110,7 +113,7 @@ class ArrivalTracker:
         for row in rows.tolist():
             i, q = divmod(row - self._rbase[p], k)
             m = entry.member(i, self._uid0[p] + i)
-            self.hazards.append(self._describe(m, m.reads[c.read_index[p][q]], now_us))
+            self.hazards.append(self._describe(m, m.reads[c.read_of(p, q)], now_us))
 
     def unobserved(self, rank: int, launch: int, tasks: list[Task]) -> bool:
         """Whether nothing could tell when within their launch the writes of ``tasks`` (one
@@ -194,6 +197,9 @@ class NullTracker:
 
     def member(self, task: Task, i: int) -> Task:
         return task.member(i)
+
+    def finish(self) -> None:
+        pass
 
     def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
         pass

@@ -1,0 +1,143 @@
+"""validate()'s per-task rules, screened in bulk: the entries that certainly keep every one.
+
+The per-task rules (:mod:`mkernel.validate`) cost a few microseconds of Python per entry, and a 2 x 8
+GEMM+AR 32768^2 build has 188k entries (1.7 s). Most entries are plain: GEMM tiles, copies, reductions,
+puts and nops, whose rules are comparisons of a few integers. :func:`cleared` decides those comparisons
+for every entry at once on numpy arrays (regions from :func:`mkernel.members.region_table`); validate
+then runs the rules in Python on the entries not cleared only, in order. So its verdict and message are
+the Python rules' own: an entry cleared here would pass them, and every other entry still meets them.
+
+What clears an entry (each a superset of what the Python rules check for it): its id is its position;
+its op is a GEMM, copy, reduce, put or nop, with no mask or gather index; a group (``count`` > 1) has a
+step of the right lengths, signals that do not cycle, a label that takes its number where it steps,
+and, for a put, regions whose ranks do not step; its rank, launch and role are those of the schedule
+(the launch not a left-out library call, the role given SMs there); and its first and last members keep
+the region rules (known buffer, rank in range, bounds, no write into an input), the op's arity and
+shapes, locality (of regions and signals), and its waits poll its own rank for a count of at least 1.
+Ranks, rows and columns move by a fixed step per member, so the rules on bounds and on the node of a
+rank hold for every member when they hold for the first and the last: the argument the Python rules
+make for groups too (which check those two members, or every one for a put whose ranks step).
+"""
+from __future__ import annotations
+
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
+
+from .ir import BufferKind, Op, Role, Schedule, Task
+from .members import ragged
+
+_PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4}  # the ops screened here
+_OTHER = len(_PLAIN)
+_ROLES = {role: i for i, role in enumerate(Role)}
+_FIELDS = attrgetter("id", "rank", "launch", "count")
+_WAITS = attrgetter("signal.rank", "count")
+
+
+def cleared(s: Schedule, table: tuple) -> np.ndarray:
+    """Per entry of ``s``: whether it certainly keeps every per-task rule (see the module);
+    ``table`` is :func:`mkernel.members.region_table` of ``s``."""
+    tasks, n, g = s.tasks, len(s.tasks), s.gpus_per_node
+    tid, rank, launch, count = np.fromiter(chain.from_iterable(map(_FIELDS, tasks)), np.int64, 4 * n).reshape(-1, 4).T
+    op = np.fromiter((_PLAIN.get(t.op, _OTHER) for t in tasks), np.int64, n)
+    role = np.fromiter((_ROLES[t.role] for t in tasks), np.int64, n)
+    nread = np.fromiter((len(t.reads) for t in tasks), np.int64, n)
+    nwrite = np.fromiter((len(t.writes) for t in tasks), np.int64, n)
+    ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
+    ok &= np.fromiter((not (t.mask or t.index) and (t.count == 1 or _group_ok(t)) for t in tasks), bool, n)
+    budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
+                      or [[False] * len(Role)])
+    budget[list(s.elided)] = False
+    ok &= (0 <= launch) & (launch < len(s.launches))
+    ok &= budget[np.where(ok, launch, 0), role]
+    ok &= _arity(op, nread, nwrite, table)
+    ok &= _regions(s, table, op, rank, count)
+    ok &= _signals(tasks, op, rank, count, g)
+    waits = [t.waits for t in tasks]
+    at = np.repeat(np.arange(n), np.fromiter(map(len, waits), np.int64, n))
+    polled = np.fromiter(chain.from_iterable(map(_WAITS, chain.from_iterable(waits))), np.int64, 2 * len(at))
+    polled = polled.reshape(-1, 2)
+    bad = (polled[:, 0] != rank[at]) | (polled[:, 1] < 1)
+    return ok & (np.bincount(at[bad], minlength=n) == 0)
+
+
+def _group_ok(t: Task) -> bool:
+    """A group's step fits it, its signals do not cycle, and a put's ranks do not step."""
+    st = t.step
+    return (st is not None and not st.period and len(st.regions) in (0, len(t.reads) + len(t.writes))
+            and len(st.signals) in (0, len(t.signals)) and len(st.waits) in (0, len(t.waits))
+            and ("{}" in t.label or not st.label[1]) and not (t.op is Op.PUT and any(r[0] for r in st.regions)))
+
+
+def _per_entry(bad: np.ndarray, entry: np.ndarray, n: int) -> np.ndarray:
+    """Per entry: whether none of its rows is ``bad``."""
+    return np.bincount(entry[bad], minlength=n) == 0
+
+
+def _arity(op: np.ndarray, nread: np.ndarray, nwrite: np.ndarray, table: tuple) -> np.ndarray:
+    """Per entry: the op's operand counts and shapes (member 0's: shapes do not step)."""
+    recs, f, _ = table
+    n = len(op)
+    first = np.zeros(n + 1, np.int64)
+    np.cumsum(nread + nwrite, out=first[1:])
+    rows, cols = recs[:, 3] - recs[:, 2], recs[:, 5] - recs[:, 4]
+    gemm, reduce = op == _PLAIN[Op.GEMM], op == _PLAIN[Op.REDUCE]
+    pairs = (op == _PLAIN[Op.COPY]) | (op == _PLAIN[Op.PUT])
+    ok = np.where(gemm, (nread == 2) & (nwrite == 1), True)
+    ok &= np.where(pairs, (nread >= 1) & (nread == nwrite), True)
+    ok &= np.where(reduce, (nread >= 1) & (nwrite == 1), True)
+    ok &= np.where(op == _PLAIN[Op.NOP], (nread == 0) & (nwrite == 0), True)
+    a = first[:-1][gemm & ok]
+    ok[gemm & ok] = (cols[a] == rows[a + 1]) & (rows[a] == rows[a + 2]) & (cols[a + 1] == cols[a + 2])
+    entry, read = f["entry"], f["read"]
+    partner = np.where(pairs[entry], f["k"] + nread[entry], nread[entry]) + first[entry]  # the write it must match
+    check = read & (pairs | reduce)[entry] & ok[entry]
+    partner = np.where(check, partner, 0)
+    bad = check & ((rows != rows[partner]) | (cols != cols[partner]))
+    return ok & _per_entry(bad, entry, n)
+
+
+def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per entry: its first and last members' regions keep the region and locality rules."""
+    recs, f, codes = table
+    entry, read, n, g = f["entry"], f["read"], len(op), s.gpus_per_node
+    size = np.zeros((len(codes), 2), np.int64)  # rows, columns per buffer code (0 x 0: unknown, nothing fits)
+    size[:len(s.buffers)] = [(b.rows, b.cols) for b in s.buffers]
+    inputs = np.zeros(len(codes), bool)
+    inputs[:len(s.buffers)] = [b.kind is BufferKind.INPUT for b in s.buffers]
+    buf, e_op, e_rank = recs[:, 0], op[entry], rank[entry]
+    bad = ~read & inputs[buf]
+    put, local = e_op == _PLAIN[Op.PUT], e_op == _PLAIN[Op.GEMM]
+    for last in (np.zeros(len(entry), np.int64), count[entry] - 1):
+        r, r0, r1, c0, c1 = (recs[:, j] + last * recs[:, step] for j, step in ((1, 6), (2, 7), (3, 7), (4, 8), (5, 8)))
+        bad |= (r < 0) | (r >= s.world) | (r0 < 0) | (r0 >= r1) | (r1 > size[buf, 0]) | (c0 < 0) | (c0 >= c1)
+        bad |= c1 > size[buf, 1]
+        bad |= local & (r != e_rank)
+        bad |= ~(local | put) & (r // g != e_rank // g)
+        bad |= put & np.where(read, r != e_rank, r // g == e_rank // g)
+    ok = _per_entry(bad, entry, n)
+    writes = put & ~read  # a put is one message: one destination rank (ranks do not step in a put cleared)
+    dest = np.full(n, -1, np.int64)
+    dest[entry[writes]] = recs[writes, 1]
+    return ok & _per_entry(writes & (recs[:, 1] != dest[entry]), entry, n)
+
+
+def _signals(tasks: tuple, op: np.ndarray, rank: np.ndarray, count: np.ndarray, g: int) -> np.ndarray:
+    """Per entry: its first and last members' signals stay on its node (but a put's, which may not)."""
+    n = len(tasks)
+    signals = [t.signals for t in tasks]
+    per = np.fromiter(map(len, signals), np.int64, n)
+    entry = np.repeat(np.arange(n), per)
+    at = np.fromiter(map(attrgetter("rank"), chain.from_iterable(signals)), np.int64, len(entry))
+    step = np.zeros(len(entry), np.int64)
+    moving = [p for p, t in enumerate(tasks)
+              if t.count > 1 and t.step and t.step.signals and len(t.step.signals) == per[p]]
+    if moving:
+        at_moving = np.array(moving, np.int64)
+        which, j = ragged(per[at_moving])
+        rows = (np.cumsum(per) - per)[at_moving][which] + j
+        step[rows] = np.fromiter((dk for p in moving for dk, _ in tasks[p].step.signals), np.int64, len(rows))
+    node = rank[entry] // g
+    bad = (at // g != node) | ((at + (count[entry] - 1) * step) // g != node)
+    return _per_entry(bad & (op[entry] != _PLAIN[Op.PUT]), entry, n)

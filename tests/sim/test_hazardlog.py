@@ -1,0 +1,95 @@
+"""The logged hazard tracker (sim/hazardlog.py): a run's checks and landings logged, the verdict
+decided at the end in one vectorized count, the live tracker replayed only where a read came up short.
+
+The oracle is the live tracker (sim/hazards.py ArrivalTracker) run in the same model: its hazards
+must be the logged tracker's, in order, on correct schedules and on seeded bugs (guarding waits
+dropped or undercounted, plain and stressed, SRD flags that overtake their data, a drain that
+lets the kernel end before its outputs land); and the
+vectorized verdict alone must say "short" exactly where the live tracker found a hazard, so a run
+without hazards never replays and one with them always does.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mkernel import Cluster, DeadlockError, Wait, Workload
+from mkernel.builders import get
+from mkernel.sim.engine import Model
+from mkernel.sim.hazardlog import LoggedTracker
+from mkernel.sim.hazards import ArrivalTracker
+
+W = Workload(m=512, n=1024, k=64, chunk_tiles=2, baseline_chunk_kib=64)
+GUARDS = ("contrib", "final", "arrived", "chunk_ready", ".rs", ".ag", "l1_done", "l2_done", "block_done", "out_done",
+          "done")
+
+
+def _weakened(s, every: int = 12):
+    """Copies of ``s`` with one guarding wait dropped or counted one short (every ``every``-th)."""
+    out, seen = [], 0
+    for t in s.tasks:
+        if not t.waits or not any(g in t.waits[-1].signal.name for g in GUARDS):
+            continue
+        seen += 1
+        if seen % every:
+            continue
+        w = t.waits[-1]
+        for changed in (t.waits[:-1], t.waits[:-1] + (Wait(w.signal, w.count - 1),) if w.count > 1 else None):
+            if changed is not None:
+                tasks = s.tasks[:t.id] + (dataclasses.replace(t, waits=changed),) + s.tasks[t.id + 1:]
+                out.append(dataclasses.replace(s, tasks=tasks))
+    return out
+
+
+def _cases():
+    for nodes, gpus, transport, notify in ((2, 2, "ib_rc", "auto"), (2, 2, "efa_srd", "flag"), (1, 4, "ib_rc", "auto")):
+        c = Cluster("t", nodes, gpus, transport=transport, notify=notify)
+        m = get("gemm_ar")
+        for s in (m.build(W, c, grouped=True), m.build_baseline(W, c, grouped=True), m.build(W, c)):
+            for case in [s] + _weakened(s):
+                for seed, stress in ((0, 0.0), (1, 3.0)):
+                    yield case, c, seed, stress
+
+
+def _run(s, c, seed: float, stress: float, tracker):
+    model = Model(s, c, None, seed=seed, stress=stress)
+    model.tracker = tracker(model.s)  # (a stressed run expands s: the tracker is made for what runs)
+    try:
+        model.run()
+    except DeadlockError:
+        return None
+    return model.tracker
+
+
+class _Recording(LoggedTracker):
+    """The logged tracker, keeping its vectorized verdict."""
+
+    def finish(self) -> None:
+        self.verdict = self._short()
+        super().finish()
+
+
+def test_the_logged_verdict_and_hazards_are_the_live_trackers():
+    short = clean = 0
+    for s, c, seed, stress in _cases():
+        live = _run(s, c, seed, stress, ArrivalTracker)
+        if live is None:
+            continue  # a deadlock: no hazards are read
+        logged = _run(s, c, seed, stress, _Recording)
+        assert logged.verdict == bool(live.hazards), f"{s.kernel}/{s.variant} seed {seed} stress {stress}"
+        assert logged.hazards == live.hazards
+        short += logged.verdict
+        clean += not logged.verdict
+    assert short >= 10 and clean >= 10, (short, clean)
+
+
+@pytest.mark.parametrize("variant", ["fused", "baseline"])
+def test_a_run_without_hazards_never_replays(variant, monkeypatch):
+    c = Cluster("t", 2, 2)
+    m = get("gemm_ar")
+    s = m.build(W, c, grouped=True) if variant == "fused" else m.build_baseline(W, c, grouped=True)
+    monkeypatch.setattr(LoggedTracker, "_replay", lambda self: pytest.fail("replayed a run without hazards"))
+    model = Model(s, c, None)
+    model.run()
+    assert model.tracker.hazards == []
