@@ -18,18 +18,18 @@ import numpy as np
 
 from .errors import ScheduleError
 from .ir import Buffer, BufferKind, Schedule
-from .members import member_rows, region_table
+from .members import member_rows, read_regions
 
 
 def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None = None) -> None:
     """Raise :class:`ScheduleError` on the first OUTPUT element (by buffer, rank, then row-major)
     not written ``writes_per_element`` times, naming the element, its count and its writers;
-    ``table``: :func:`mkernel.members.region_table` of ``s``, where it was made already."""
+    ``table``: :func:`mkernel.members.read_regions` of ``s``, where it was made already."""
     outputs = [b for b in s.buffers if b.kind is BufferKind.OUTPUT]
     if not outputs:
         return
     rank, row0, row1, col0, col1, ids, pos, which = _member_writes(s, {b.name: i for i, b in enumerate(outputs)},
-                                                                   table or region_table(s))
+                                                                   table or read_regions(s))
     key = which * s.world + rank
     order = np.argsort(key, kind="stable")
     key = key[order]

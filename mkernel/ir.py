@@ -360,7 +360,7 @@ class Launch:
         return dict(self.sms).get(role, 0)
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)  # (weakly referable: mkernel.members.region_table)
+@dataclass(frozen=True, slots=True)
 class Schedule:
     """A whole op on a whole cluster. Build one with :class:`~mkernel.schedule_builder.ScheduleBuilder`."""
 

@@ -9,7 +9,6 @@ set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracke
 """
 from __future__ import annotations
 
-import weakref
 from itertools import chain
 from operator import attrgetter
 
@@ -29,23 +28,6 @@ class _Codes(dict):
 
 
 _BOUNDS = attrgetter("rank", "row0", "row1", "col0", "col1")
-
-
-_tables: dict[int, tuple] = {}  # id(schedule) -> (a weak reference to it, its table): see region_table
-
-
-def region_table(s: Schedule) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]:
-    """:func:`read_regions` of ``s``, kept while the schedule object lives: validate() reads a
-    schedule's regions, and a tracked simulation of the same object reads them again for its hazard
-    grids (0.5 s of a 2 x 8 GEMM+AR 32768^2 every-node run). The arrays are read-only, and a table
-    goes when its schedule does (a weak reference's callback drops it)."""
-    key = id(s)
-    kept = _tables.get(key)
-    if kept is not None and kept[0]() is s:
-        return kept[1]
-    table = read_regions(s)
-    _tables[key] = (weakref.ref(s, lambda _ref: _tables.pop(key, None)), table)
-    return table
 
 
 def read_regions(s: Schedule) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]:

@@ -3,7 +3,7 @@
 The per-task rules (:mod:`mkernel.validate`) cost a few microseconds of Python per entry, and a 2 x 8
 GEMM+AR 32768^2 build has 188k entries (1.7 s). Most entries are plain: GEMM tiles, copies, reductions,
 puts and nops, whose rules are comparisons of a few integers. :func:`cleared` decides those comparisons
-for every entry at once on numpy arrays (regions from :func:`mkernel.members.region_table`); validate
+for every entry at once on numpy arrays (regions from :func:`mkernel.members.read_regions`); validate
 then runs the rules in Python on the entries not cleared only, in order. So its verdict and message are
 the Python rules' own: an entry cleared here would pass them, and every other entry still meets them.
 
@@ -37,7 +37,7 @@ _WAITS = attrgetter("signal.rank", "count")
 
 def cleared(s: Schedule, table: tuple) -> np.ndarray:
     """Per entry of ``s``: whether it certainly keeps every per-task rule (see the module);
-    ``table`` is :func:`mkernel.members.region_table` of ``s``."""
+    ``table`` is :func:`mkernel.members.read_regions` of ``s``."""
     tasks, n, g = s.tasks, len(s.tasks), s.gpus_per_node
     tid, rank, launch, count = np.fromiter(chain.from_iterable(map(_FIELDS, tasks)), np.int64, 4 * n).reshape(-1, 4).T
     op = np.fromiter((_PLAIN.get(t.op, _OTHER) for t in tasks), np.int64, n)

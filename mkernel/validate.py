@@ -39,7 +39,7 @@ from collections import Counter
 from .coverage import check_outputs
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Schedule, Task, bump_keys, count_homes, expand, paused_gc
-from .members import region_table
+from .members import read_regions
 from .races import RACE_CHECK_MAX_TASKS, check_races, happens_before_graph, topological_order
 from .screen import cleared
 
@@ -60,7 +60,7 @@ def validate(s: Schedule, races: bool = True) -> None:
                                 f"tasks were left out, but it is no library launch")
     rules = _TaskRules(s, buffers)
     try:
-        table = region_table(s)
+        table = read_regions(s)
         plain = cleared(s, table).tolist()
     except ValueError:  # a group's steps do not fit its regions: the rules below name it
         table, plain = None, [False] * len(s.tasks)

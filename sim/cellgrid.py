@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-from mkernel.members import member_rows, ragged, region_table
+from mkernel.members import member_rows, ragged, read_regions
 
 class _Edges:
     """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``."""
@@ -54,7 +54,7 @@ class Cells:
     the schedule makes there less the member's own (an in-place update does not wait on itself)."""
 
     def __init__(self, s: Schedule) -> None:
-        recs, f, code = region_table(s)
+        recs, f, code = read_regions(s)
         entries = len(s.tasks)
         inputs = [code[b.name] for b in s.buffers if b.kind is BufferKind.INPUT]
         tracked = ~np.isin(recs[:, 0], inputs)

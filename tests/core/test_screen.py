@@ -21,7 +21,7 @@ from harness import golden_schedules as golden
 
 from mkernel import BufferKind, Op, ScheduleError
 from mkernel.ir import Region, Role, Schedule, Signal, Wait
-from mkernel.members import region_table
+from mkernel.members import read_regions
 from mkernel.screen import cleared
 
 V = importlib.import_module("mkernel.validate")  # the module (mkernel.validate is also the function's name)
@@ -72,7 +72,7 @@ def test_builds_plain_entries_are_cleared_and_each_entry_cleared_keeps_the_rules
     """Every entry of the kinds the screen decides (a GEMM, copy, reduce, put or nop, with no mask,
     index or cycling signals) is cleared in a valid build; attention tiles and gathers are left to
     the rules."""
-    ok = cleared(s, region_table(s))
+    ok = cleared(s, read_regions(s))
     plain = [t.op in (Op.GEMM, Op.COPY, Op.REDUCE, Op.PUT, Op.NOP) and not (t.mask or t.index)
              and not (t.count > 1 and t.step.period) for t in s.tasks]
     assert list(ok) == plain
@@ -154,7 +154,7 @@ def test_mutations_are_not_cleared_where_the_rules_refuse_them(s, monkeypatch):
         for name, bad in _mutations(s, s.tasks[p]):
             m = dataclasses.replace(s, tasks=s.tasks[:p] + (bad,) + s.tasks[p + 1:])
             try:
-                ok = cleared(m, region_table(m))[p]
+                ok = cleared(m, read_regions(m))[p]
             except ValueError:  # a step that does not fit its regions: validate screens nothing then
                 ok = False
             why = _rules(m, p)
@@ -165,22 +165,3 @@ def test_mutations_are_not_cleared_where_the_rules_refuse_them(s, monkeypatch):
                 assert _verdict(m, True, monkeypatch) == _verdict(m, False, monkeypatch), name
                 same += 1
     assert refused >= 5 * len(picks) and same > 0
-
-
-def test_a_schedules_region_table_is_read_once_while_it_lives():
-    """validate() and a tracked simulation of one schedule object share its table; an equal schedule
-    that is another object gets its own, and the table goes with its schedule."""
-    import gc
-
-    from mkernel import members
-
-    s = CASES[0]
-    table = region_table(s)
-    assert region_table(s) is table and not table[0].flags.writeable
-    other = dataclasses.replace(s)
-    assert other == s and region_table(other) is not table
-    assert np.array_equal(region_table(other)[0], table[0])
-    key = id(other)
-    del other
-    gc.collect()
-    assert key not in members._tables
