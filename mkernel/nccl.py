@@ -18,7 +18,8 @@ module times a call in two steps (docs/nccl-model.md gives every source):
      Simple and every network hop store and forward whole slices (the proxy posts a network send per
      slice, ``src/transport/net.cc``), and an LL step on NVLink costs its latency plus its bytes at
      LL's rate before the next can go (NCCL's own LL cost; one p5 node's LL curve, 128 KiB-2 MiB);
-     a network hop costs NCCL's network latency plus the plugin's (twice on Simple: its flush) and,
+     a network hop costs NCCL's network latency plus the plugin's (twice on Simple, as NCCL's estimate
+     counts it for the flush Hopper skips: the curves want it doubled) and,
      per message, what the proxy and NIC add (fitted per network);
    - a tree is NCCL's latency along its path plus its bytes at the tree's rate, with NCCL's
      per-channel ceilings and its measured mid-size correction;
@@ -67,7 +68,7 @@ class Terms:
 
     net_efficiency: float = 0.9  # a ring's Simple rate over the node's NICs / their line rate
     net_message_us: float = 0.0  # per network message (one slice), the proxy's serial cost beyond its bytes
-    net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (its flush doubles it on Simple)
+    net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (doubled on Simple, as NCCL's estimate does)
     ring_step_us: float = 0.0  # a multi-node ring step's floor (us; NCCL's getNetOverhead: 1 Intel, 2 AMD), x3 on Simple
     a2a_efficiency: float = 0.9  # alltoall's rate over one GPU's own NICs / their line rate
     a2a_base_us: float = 0.0  # alltoall: the fixed cost of a call on top of NCCL's (its rounds' set-up)
@@ -233,11 +234,11 @@ def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple
     (busy us per slice, latency)) when there is one, else over NVLink (``nvl``). A slice leaves when
     it has arrived, its link is free, and the receiver has released the FIFO slot it goes to: the
     slot of the slice ``depth`` before it, released when the receiver's copy of that slice out of
-    its FIFO (forwarding it, or the final copy) is done; ``through``: NVLink hops forward lines as they land; the receiver's last copy out
-    of its FIFO costs ``final`` per slice."""
+    its FIFO (forwarding it, or the final copy) is done; ``through``: NVLink hops forward lines as
+    they land; the receiver's last copy out of its FIFO costs ``final`` per slice."""
     free = [0.0] * g
     sent = [0] * g  # slices each rank has sent
-    freed: list[list[float]] = [[] for _ in range(g)]  # when rank r released the slot of its k-th received slice
+    freed: list[list[float]] = [[] for _ in range(g)]  # when rank r freed its k-th received slice's slot
     end = done = 0.0
     links = [net if (net and r == g - 1) else nvl for r in range(g)]
     for _ in range(loops):
