@@ -11,11 +11,15 @@ module times a call in two steps (docs/nccl-model.md gives every source):
    - a ring is one channel's schedule played out (:func:`_ring_steps`): each rank's share split in
      NCCL's chunks and slices (``src/enqueue.cc``, ``src/device/prims_simple.h``, buffer sizes from
      ``src/init.cc``), every slice waiting for its predecessor's arrival, for its link, and for a
-     free slot of the receiver's 8-step FIFO; NVLink carries LL128 lines through as they land,
+     free slot of the receiver's 8-step FIFO, which the receiver frees only once it has copied that
+     slice out (``prims_simple.h`` posts the head after the copy; over the network the next receive
+     into the slot, which the sender's write waits for, is posted after that head: ``net.cc``,
+     aws-ofi-nccl's RDMA ``send``); NVLink carries LL128 lines through as they land,
      Simple and every network hop store and forward whole slices (the proxy posts a network send per
      slice, ``src/transport/net.cc``), and an LL step on NVLink costs its latency plus its bytes at
      LL's rate before the next can go (NCCL's own LL cost; one p5 node's LL curve, 128 KiB-2 MiB);
-     a network hop costs NCCL's network latency plus the plugin's (twice on Simple: its flush) and,
+     a network hop costs NCCL's network latency plus the plugin's (twice on Simple, as NCCL's estimate
+     counts it for the flush Hopper skips: the curves want it doubled) and,
      per message, what the proxy and NIC add (fitted per network);
    - a tree is NCCL's latency along its path plus its bytes at the tree's rate, with NCCL's
      per-channel ceilings and its measured mid-size correction;
@@ -64,7 +68,7 @@ class Terms:
 
     net_efficiency: float = 0.9  # a ring's Simple rate over the node's NICs / their line rate
     net_message_us: float = 0.0  # per network message (one slice), the proxy's serial cost beyond its bytes
-    net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (its flush doubles it on Simple)
+    net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (doubled on Simple, as NCCL's estimate does)
     ring_step_us: float = 0.0  # a multi-node ring step's floor (us; NCCL's getNetOverhead: 1 Intel, 2 AMD), x3 on Simple
     a2a_efficiency: float = 0.9  # alltoall's rate over one GPU's own NICs / their line rate
     a2a_base_us: float = 0.0  # alltoall: the fixed cost of a call on top of NCCL's (its rounds' set-up)
@@ -78,7 +82,7 @@ class Terms:
 # scenarios/nccl/published.toml (docs/nccl-model.md).
 TERMS = {
     "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969),
-    "efa": Terms(net_efficiency=0.766, net_message_us=2.5, net_hop_us=40.6, ring_step_us=6.5, a2a_efficiency=0.812,
+    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_us=40.6, ring_step_us=6.5, a2a_efficiency=0.812,
                  a2a_base_us=212.5, a2a_peer_us=3.75, nvls_efficiency=0.644),
     "nvlink": Terms(nvls_efficiency=0.644, nvls_hop_us=40.9),
 }
@@ -228,11 +232,13 @@ def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple
     """The last arrival of one channel's ring (us). Ranks 0..g-1 of one node stand for every node
     (all nodes run the same schedule): rank r sends to r+1, rank g-1 over the network (``net``:
     (busy us per slice, latency)) when there is one, else over NVLink (``nvl``). A slice leaves when
-    it has arrived, its link is free, and the receiver has forwarded the slice ``depth`` before it
-    (a FIFO slot); ``through``: NVLink hops forward lines as they land; the receiver's last copy out
-    of its FIFO costs ``final`` per slice."""
+    it has arrived, its link is free, and the receiver has released the FIFO slot it goes to: the
+    slot of the slice ``depth`` before it, released when the receiver's copy of that slice out of
+    its FIFO (forwarding it, or the final copy) is done; ``through``: NVLink hops forward lines as
+    they land; the receiver's last copy out of its FIFO costs ``final`` per slice."""
     free = [0.0] * g
-    sent: list[list[float]] = [[] for _ in range(g)]
+    sent = [0] * g  # slices each rank has sent
+    freed: list[list[float]] = [[] for _ in range(g)]  # when rank r freed its k-th received slice's slot
     end = done = 0.0
     links = [net if (net and r == g - 1) else nvl for r in range(g)]
     for _ in range(loops):
@@ -243,17 +249,20 @@ def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple
                 for r in range(g):
                     busy, lat = links[r]
                     start = max(arrived[q][r] if step else 0.0, free[r])
-                    mine, theirs = sent[r], sent[(r + 1) % g]
-                    if len(mine) >= depth:
-                        start = max(start, theirs[len(mine) - depth])
+                    if sent[r] >= depth:  # the receiver's slot of my slice `depth` back
+                        start = max(start, freed[(r + 1) % g][sent[r] - depth])
                     free[r] = start + busy
-                    mine.append(start)
+                    sent[r] += 1
+                    if step:  # forwarding the slice it received a step ago releases that slot
+                        freed[r].append(start + busy)
                     cut = through and links[r] is nvl
                     nxt[q][(r + 1) % g] = start + lat + (0.0 if cut else busy)
                     end = max(end, start + lat + busy)
             arrived = nxt
         for q in range(per):
             done = max(done, max(arrived[q])) + final
+            for r in range(g):  # the last step's slices leave the FIFO by the final copy
+                freed[r].append(done)
     return max(end, done)
 
 

@@ -3,8 +3,8 @@
 The whole check (every op, size and testbed) is tools/studies/paper_check.py; its result, what misses
 and why are in docs/results/2026-12-05-paper-check.md (earlier: 2026-12-04-fidelity.md,
 2026-12-02-paper-check.md). Here: the grading rules on made-up rows, the tuned-split points (a splits
-table of `mkernel sweep --comm-sms`), and three figures on the simulator: two met, one missed (xfail,
-strict: a fix that meets it must update the note)."""
+table of `mkernel sweep --comm-sms`), and three figures on the simulator: one met, two missed (xfail,
+strict: a fix that meets one must update the note)."""
 from __future__ import annotations
 
 import pytest
@@ -75,6 +75,11 @@ def _figure(op: str, testbed: str, check: str) -> Figure:
     return next(f for f in figures if (f.op, f.testbed, f.check) == (op, testbed, check))
 
 
+@pytest.mark.xfail(strict=True, reason="AG+GEMM peaks at 2.22x at M = 8192 on EFA (paper: at most 1.41x; 1.62x before "
+                                       "the NCCL model's FIFO rule of 2026-12-05): NCCL's all_gather of 128 MiB on "
+                                       "2 x p5en runs Simple with 256 KiB slices, where four FIFO slots do not cover "
+                                       "a slot's round trip with p5's fitted hop latency (698 -> 998 us); an "
+                                       "extrapolation from p5, docs/results/2026-12-05-nccl-model-2.md")
 def test_ag_gemm_peak_on_efa_over_the_first_three_sizes(tmp_path):
     fig = _figure("ag_gemm", "paper-efa-2x8", "peak")
     rows = paper_check.run([fig], tmp_path, sizes=3)
