@@ -2,8 +2,9 @@
 the baseline (``study.auto_points``: each point twice, ``schedule=auto`` and ``schedule=fused``).
 
 ``auto`` decides by simulating both schedules (:func:`mkernel.builders._auto.choose`), so at every
-point it should run the faster of the two its forced twin reports: :func:`pairs` joins the twins and
-:func:`mismatches` names any point where it did not. :func:`summary` counts, per op, variant and
+point it should run the faster of the two its forced twin reports, or beat both by a fused schedule on
+an inter-node algorithm the twin's rule did not pick (``internode = auto`` simulates every one):
+:func:`pairs` joins the twins and :func:`mismatches` names any point where it did neither. :func:`summary` counts, per op, variant and
 cluster, the fused wins ``auto`` kept and gave up and where it lost; :func:`no_fused_win` lists the
 points where no fused schedule beats the baseline (docs/results/2026-12-04-auto.md).
 """
@@ -18,7 +19,8 @@ from .holdout import FORCED
 
 AUTO = "schedule=auto"
 ROW = {"key": (str,), "kernel": (str,), "size": (int,), "nodes": (int,), "testbed": (str,), "options": (str,),
-       "fused_us": (int, float), "baseline_us": (int, float), "schedule": (str,), "sim_wall_s": (int, float)}
+       "fused_us": (int, float), "baseline_us": (int, float), "schedule": (str,), "sim_wall_s": (int, float),
+       "internode": (str, type(None))}
 TOLERANCE = 1e-9  # relative: the same simulation twice gives the same time to rounding
 
 
@@ -35,6 +37,8 @@ class Pair:
     baseline_us: float
     auto_us: float
     auto_ran: str  # 'fused' or 'baseline'
+    internode: str | None  # the inter-node algorithm of the forced fused run (None where there is none)
+    auto_internode: str | None  # the one auto's fused schedule ran
     sim_wall_s: float  # the forced run's two simulations: what auto's choice costs where it simulates
 
     @property
@@ -67,16 +71,19 @@ def pairs(folder: Path) -> list[Pair]:
     for (testbed, kernel, size, variant), got in twins.items():
         f, a = got[FORCED], got[AUTO]
         out.append(Pair(kernel, variant, testbed.split("/")[-1].rsplit("-", 1)[0], f["nodes"], size, f["fused_us"],
-                        f["baseline_us"], a["fused_us"], a["schedule"], f["sim_wall_s"]))
+                        f["baseline_us"], a["fused_us"], a["schedule"], f["internode"], a["internode"], f["sim_wall_s"]))
     return sorted(out, key=lambda p: (p.kernel, p.variant, p.cluster, p.size, p.nodes))
 
 
 def mismatches(ps: list[Pair]) -> list[Pair]:
-    """The points where ``auto`` did not run the faster of the two schedules, at the faster's time."""
+    """The points where ``auto`` neither ran the faster of the two schedules, at the faster's time, nor
+    beat both with a fused schedule on another inter-node algorithm than the forced run's."""
     def wrong(p: Pair) -> bool:
         faster = "fused" if p.fused_us <= p.baseline_us else "baseline"
         best = min(p.fused_us, p.baseline_us)
-        return p.auto_ran != faster or abs(p.auto_us - best) > TOLERANCE * best
+        if p.auto_us < best * (1 - TOLERANCE):
+            return p.auto_ran != "fused" or p.auto_internode == p.internode
+        return p.auto_ran != faster or p.auto_us > best * (1 + TOLERANCE)
     return [p for p in ps if wrong(p)]
 
 

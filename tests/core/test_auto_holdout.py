@@ -36,6 +36,16 @@ def test_auto_ran_the_faster_schedule_at_every_study_point():
     assert {p.auto_ran for p in pairs} == {"fused", "baseline"}  # both picks are exercised
 
 
+def test_the_oracle_refuses_a_pick_that_is_slower_or_beats_both_without_another_algorithm():
+    def pair(auto_us: float, ran: str, auto_internode: str | None = "ring") -> autopick.Pair:
+        return autopick.Pair("gemm_rs", "", "ib", 2, 4096, fused_us=100.0, baseline_us=120.0, auto_us=auto_us,
+                             auto_ran=ran, internode="ring", auto_internode=auto_internode, sim_wall_s=1.0)
+    good = [pair(100.0, "fused"), pair(90.0, "fused", "direct")]
+    bad = [pair(120.0, "baseline"), pair(100.0, "baseline"), pair(101.0, "fused"), pair(90.0, "fused"),
+           pair(90.0, "baseline", "direct")]
+    assert autopick.mismatches(good) == [] and autopick.mismatches(bad) == bad
+
+
 def test_the_committed_fallback_is_the_rule_on_the_study(cases):
     """FALLBACK_SLACK and HELD_OUT_MARGIN are what the margin rule gives on every point: lowering one
     by hand, or a change of the estimates, fails here until the table is rewritten."""
