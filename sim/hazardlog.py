@@ -33,20 +33,14 @@ class LoggedTracker(ArrivalTracker):
 
     def __init__(self, s: Schedule) -> None:
         super().__init__(s)
-        self._log: list[tuple[int, int, int, float]] = []  # (entry, first member, members, time or LANDED)
+        self._log: list[tuple[Task, int, int | None, float]] = []  # (task, first member, members, time or LANDED)
         self._ends: list[tuple[int, int, float]] = []  # (rank, position in the log, time) of each rank's end
 
-    def _span(self, task: Task, first: int, n: int | None) -> tuple[int, int, int]:
-        p = self._pos.get(id(task))
-        if p is None:
-            return self._member_of(task)
-        return p, first, task.count - first if n is None else n
-
     def landed_writes(self, task: Task, first: int = 0, n: int | None = None) -> None:
-        self._log.append((*self._span(task, first, n), LANDED))
+        self._log.append((task, first, n, LANDED))
 
     def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
-        self._log.append((*self._span(task, first, n), now_us))
+        self._log.append((task, first, n, now_us))
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:
         self._ends.append((rank, len(self._log), now_us))
@@ -58,9 +52,22 @@ class LoggedTracker(ArrivalTracker):
             self._replay()
         self._log, self._ends = [], []
 
+    def _rows(self) -> list[tuple[int, int, int, float]]:
+        """The log's calls as (entry, first member, members, time or LANDED): an entry by its
+        position in the schedule, a plain member made by :meth:`member` as its entry's member."""
+        pos, rows = self._pos, self._log
+        at = [pos.get(id(row[0]), -1) for row in rows]
+        if -1 in at or any(row[2] is None for row in rows):
+            rows = [(p, first, n if n is not None else task.count - first, now) if p >= 0 else
+                    (*self._member_of(task), now) for p, (task, first, n, now) in zip(at, rows)]
+        else:
+            rows = [(p, first, n, now) for p, (_, first, n, now) in zip(at, rows)]
+        return rows
+
     def _short(self) -> bool:
         """Whether some logged check found a cell with fewer arrivals than it needs."""
-        log = np.fromiter(chain.from_iterable(self._log), np.float64, 4 * len(self._log)).reshape(-1, 4)
+        rows = self._rows()
+        log = np.fromiter(chain.from_iterable(rows), np.float64, 4 * len(rows)).reshape(-1, 4)
         seq = np.arange(len(log), dtype=np.int64)
         span = len(log) + 1
         lands = log[:, 3] < 0
@@ -96,7 +103,7 @@ class LoggedTracker(ArrivalTracker):
         """The log's calls, in order, through the live tracker: its hazards, exactly."""
         tasks, ends, e = self.schedule.tasks, self._ends, 0
         live = ArrivalTracker
-        for i, (p, first, n, now) in enumerate(self._log):
+        for i, (p, first, n, now) in enumerate(self._rows()):
             while e < len(ends) and ends[e][1] == i:
                 live.check_outputs_landed(self, ends[e][0], ends[e][2])
                 e += 1
