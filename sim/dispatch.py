@@ -59,7 +59,7 @@ class Run:
                 j -= n
         return self.task.member(self.first + j) if self.task.count > 1 else self.task
 
-    def bumps(self) -> list[tuple[list[tuple], int]]:
+    def bumps(self) -> list[tuple[list[tuple], int, int]]:
         """Every member's bumps in the flat schedule's order: :func:`flat_keys` of each entry."""
         if self.parts is None:
             return [flat_keys(self.task, self.first, self.n)]

@@ -290,22 +290,22 @@ class Model(Dispatch):
         (unless the task already waited that latency for its own peer stores)."""
         rank, bump = run.task.rank, self.board.bump_keys
         later = []
-        for keys, times in run.bumps():
+        for keys, times, repeat in run.bumps():
             if paid:
-                bump(self._homed(keys), times)
+                bump(self._homed(keys), times, repeat)
                 continue
-            bump([k for k in keys if k[0] == rank], times)
+            bump([k for k in keys if k[0] == rank], times, repeat)
             far = [k for k in keys if k[0] != rank]
             if far:
-                later.append((far, times))
+                later.append((far, times, repeat))
         if later:
             run.later = later
             self._later(self.c.nvlink.latency_us, self._flags, run)
 
     def _flags(self, runs: list[Run]) -> None:
         for run in runs:
-            for keys, times in run.later:
-                self.board.bump_keys(self._homed(keys), times)
+            for keys, times, repeat in run.later:
+                self.board.bump_keys(self._homed(keys), times, repeat)
 
     def _homed(self, keys: list[tuple]) -> list[tuple]:
         """Signal keys with each key's rank folded onto its base (``fold`` > 1). (Two bumps of one

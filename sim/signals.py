@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from functools import partial
 from heapq import heappop, heappush
 
@@ -16,10 +16,11 @@ def _need(waiter: tuple[int, object]) -> int:
     return waiter[0]
 
 
-def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple], int]:
+def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple], int, int]:
     """The bumps that members ``first .. first+n-1`` of ``t`` (all of them by default) make, in the
-    flat schedule's order, as (keys, times): member by member, each its signals' keys in order,
-    each key bumped ``times`` times in a row (more than once only for a group's one fixed signal).
+    flat schedule's order, as (keys, times, repeat): member by member, each its signals' keys in
+    order, each key bumped ``times`` times in a row (more than once only for a group's one fixed
+    signal), the whole list ``repeat`` times over (more than once only for a group's fixed signals).
     The order decides which waiters wake first, so a group wakes them as its members would.
     (:func:`mkernel.ir.bump_keys` lists a group's signals that do not step first, n times at
     once: the same order where the members have one signal, or none that does not step.)"""
@@ -28,22 +29,22 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     if t.count == 1 or not st.signals:  # nothing steps
         if len(signals) == 1:
             g = signals[0]
-            return [(g.rank, g.name, g.index)], n
-        return [(g.rank, g.name, g.index) for g in signals] * n, 1
+            return [(g.rank, g.name, g.index)], n, 1
+        return [(g.rank, g.name, g.index) for g in signals], 1, n
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
         moves = [(g.rank, g.name, g.index, dk, dx, ok, ox) for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         out = []
         for i in range(first, first + n):
             a, b = divmod(i, st.period)
             out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox) for rank, name, index, dk, dx, ok, ox in moves]
-        return out, 1
+        return out, 1, 1
     if len(signals) == 1:
         g, (dk, dx) = signals[0], st.signals[0]
         rank, name, index = g.rank, g.name, g.index
-        return [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)], 1
+        return [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)], 1, 1
     moves = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
     return [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)
-            for rank, name, index, dk, dx in moves], 1
+            for rank, name, index, dk, dx in moves], 1, 1
 
 
 class _Call:
@@ -161,13 +162,22 @@ class SignalBoard:
     def bump(self, sig: Signal, times: int = 1) -> None:
         self.bump_keys([(sig.rank, sig.name, sig.index)], times)
 
-    def bump_keys(self, keys: Iterable[tuple], times: int = 1) -> None:
-        """Each key of ``keys`` bumped ``times`` times, in order (one call for a run's bumps: the
-        hottest code of a run). A bump of ``times`` > 1 is ``times`` bumps of one: the waiters it
-        releases are called as those would call them, by the count they wait for (in the order
-        they waited among equal counts)."""
+    def bump_keys(self, keys: list[tuple], times: int = 1, repeat: int = 1) -> None:
+        """Each key of ``keys`` bumped ``times`` times, in order, the list ``repeat`` times over (one
+        call for a run's bumps: the hottest code of a run). A bump of ``times`` > 1 is ``times``
+        bumps of one: the waiters it releases are called as those would call them, by the count
+        they wait for (in the order they waited among equal counts).
+
+        What a bump does that anything sees is the values it leaves and the waiters it releases, in
+        order; releases come only from keys with waiters. So a list repeated whose keys have none
+        (a group's fixed signals: 7 flags a copy) is bumped ``repeat * times`` at once, key by key."""
         values, waiters, release = self.values, self.waiters, self.release
         get = values.get
+        if repeat > 1:
+            if waiters.keys().isdisjoint(keys):
+                times *= repeat
+            else:
+                keys = keys * repeat
         for key in keys:
             value = values[key] = get(key, 0) + times
             if key not in waiters:

@@ -275,8 +275,8 @@ def test_a_group_bumps_its_signals_in_the_order_its_members_would():
         members = t.members()
         for first, n in ((0, t.count), (1, 2), (2, 1)):
             want = [(g.rank, g.name, g.index) for m in members[first:first + n] for g in m.signals]
-            keys, times = flat_keys(t, first, n)
-            assert [key for key in keys for _ in range(times)] == want, (t.label, first, n)
+            keys, times, repeat = flat_keys(t, first, n)
+            assert [key for key in keys * repeat for _ in range(times)] == want, (t.label, first, n)
 
 
 def test_validate_checks_the_corners_of_a_cycling_group():
