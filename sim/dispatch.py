@@ -113,7 +113,8 @@ class Dispatch:
             if ended is not None:
                 active[role] -= n
             while n and pool.has_work(role) and active[role] < target[role]:
-                task, first, m = pool.take_many(role, min(n, target[role] - active[role]))
+                room = target[role] - active[role]
+                task, first, m = pool.take_many(role, n if n < room else room)
                 n -= m
                 for i, part, (wait, key, need) in (self._waits_of(task, first, m) if task.waits else
                                                    ((first, m, READY),)):
@@ -250,8 +251,10 @@ class Dispatch:
         they would start and end at the same instants as that run and be handled right after it at
         each (their reads checked and writes landed after its, as the hazard tracker sees them); as
         one run they cost one wake-up."""
-        return (self._spanning and task.op is Op.GEMM and done.op is Op.GEMM
-                and self._gemm_shape(task) == self._gemm_shape(done))
+        if not (self._spanning and task.op is Op.GEMM and done.op is Op.GEMM):
+            return False
+        shapes = self._shapes
+        return (shapes.get(id(task)) or self._gemm_shape(task)) == (shapes.get(id(done)) or self._gemm_shape(done))
 
     def _joins(self, task: Task) -> bool:
         """Whether members of ``task`` may share a run: not under stress (each SM starts late by its

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import random
+from operator import attrgetter
 
 from mkernel import cost
 from mkernel.cluster import Cluster
@@ -111,7 +112,7 @@ class Model(Dispatch):
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
         self._spanning = data is None and not self._one_by_one  # GEMM runs may span entries (Dispatch._spans)
-        self._total = sum(t.count for t in s.tasks)
+        self._total = sum(map(attrgetter("count"), s.tasks))
         self._ended, self._told = 0, 0
 
     # -- running -------------------------------------------------------------------------------
@@ -292,7 +293,7 @@ class Model(Dispatch):
         later = []
         for keys, times, repeat in run.bumps():
             if paid:
-                bump(self._homed(keys), times, repeat)
+                bump(keys if self.fold == 1 else self._homed(keys), times, repeat)
                 continue
             bump([k for k in keys if k[0] == rank], times, repeat)
             far = [k for k in keys if k[0] != rank]
@@ -305,13 +306,11 @@ class Model(Dispatch):
     def _flags(self, runs: list[Run]) -> None:
         for run in runs:
             for keys, times, repeat in run.later:
-                self.board.bump_keys(self._homed(keys), times, repeat)
+                self.board.bump_keys(keys if self.fold == 1 else self._homed(keys), times, repeat)
 
     def _homed(self, keys: list[tuple]) -> list[tuple]:
         """Signal keys with each key's rank folded onto its base (``fold`` > 1). (Two bumps of one
         counter in a row are one of two: the waiters either releases are called in the same order.)"""
-        if self.fold == 1:
-            return keys
         home = self.home
         return [(home[k[0]], k[1], k[2]) for k in keys]
 
