@@ -53,7 +53,6 @@ from . import tiles
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
 
-
 class Model(Dispatch):
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
@@ -75,7 +74,7 @@ class Model(Dispatch):
         self.ranks = range(0, s.world, fold)
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
-        self.board = SignalBoard(self.env, epoch, self._released)
+        self.board = SignalBoard(self.env, epoch, self._released, self.home if fold > 1 else None)
         self.tracker = LoggedTracker(s) if track_hazards else NullTracker()
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
@@ -293,7 +292,7 @@ class Model(Dispatch):
         later = []
         for keys, times, repeat in run.bumps():
             if paid:
-                bump(keys if self.fold == 1 else self._homed(keys), times, repeat)
+                bump(keys, times, repeat)
                 continue
             bump([k for k in keys if k[0] == rank], times, repeat)
             far = [k for k in keys if k[0] != rank]
@@ -306,13 +305,7 @@ class Model(Dispatch):
     def _flags(self, runs: list[Run]) -> None:
         for run in runs:
             for keys, times, repeat in run.later:
-                self.board.bump_keys(keys if self.fold == 1 else self._homed(keys), times, repeat)
-
-    def _homed(self, keys: list[tuple]) -> list[tuple]:
-        """Signal keys with each key's rank folded onto its base (``fold`` > 1). (Two bumps of one
-        counter in a row are one of two: the waiters either releases are called in the same order.)"""
-        home = self.home
-        return [(home[k[0]], k[1], k[2]) for k in keys]
+                self.board.bump_keys(keys, times, repeat)
 
     def _put(self, run: Run, task: Task):
         sources = self.data.snapshot(task) if self.data is not None else None
@@ -391,8 +384,7 @@ class Model(Dispatch):
         return us * (1.0 + self.stress) ** self.stress_rng.uniform(-1.0, 1.0)
 
     def bump_all(self, signals: tuple[Signal, ...]) -> None:
-        home = self.home
-        self.board.bump_keys([(home[sig.rank], sig.name, sig.index) for sig in signals])
+        self.board.bump_keys([(sig.rank, sig.name, sig.index) for sig in signals])
 
     # -- metrics -------------------------------------------------------------------------------
     def nvlink_bytes(self) -> list[float]:

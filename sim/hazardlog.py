@@ -14,7 +14,8 @@ times); a run without hazards, the timing case, never replays.
 """
 from __future__ import annotations
 
-from itertools import chain
+from itertools import repeat
+from operator import attrgetter, is_, itemgetter
 
 import numpy as np
 
@@ -52,22 +53,32 @@ class LoggedTracker(ArrivalTracker):
             self._replay()
         self._log, self._ends = [], []
 
-    def _rows(self) -> list[tuple[int, int, int, float]]:
-        """The log's calls as (entry, first member, members, time or LANDED): an entry by its
-        position in the schedule, a plain member made by :meth:`member` as its entry's member."""
-        pos, rows = self._pos, self._log
-        at = [pos.get(id(row[0]), -1) for row in rows]
-        if -1 in at or any(row[2] is None for row in rows):
-            rows = [(p, first, n if n is not None else task.count - first, now) if p >= 0 else
-                    (*self._member_of(task), now) for p, (task, first, n, now) in zip(at, rows)]
-        else:
-            rows = [(p, first, n, now) for p, (_, first, n, now) in zip(at, rows)]
+    def _rows(self) -> np.ndarray:
+        """The log's calls as rows (entry, first member, members, time or LANDED): an entry by its
+        position in the schedule, a plain member made by :meth:`member` as its entry's member (its
+        id is its expanded id), members left unnumbered as all from ``first`` on."""
+        log, size = self._log, len(self._log)
+        tasks = list(map(itemgetter(0), log))
+        p = np.fromiter(map(self._pos.get, map(id, tasks), repeat(-1)), np.int64, size)
+        first = np.fromiter(map(itemgetter(1), log), np.int64, size)
+        counts = list(map(itemgetter(2), log))
+        unset = np.fromiter(map(is_, counts, repeat(None)), bool, size)
+        n = np.where(unset, 0, np.array(counts, dtype=object)).astype(np.int64)
+        plain = np.flatnonzero(p < 0)
+        if plain.size:
+            uid0 = self.cells.uid0
+            ids = np.fromiter(map(attrgetter("id"), map(tasks.__getitem__, plain.tolist())), np.int64, plain.size)
+            p[plain] = np.searchsorted(uid0, ids, "right") - 1
+            first[plain], n[plain], unset[plain] = ids - uid0[p[plain]], 1, False
+        n[unset] = (np.diff(self.cells.uid0)[p] - first)[unset]
+        rows = np.empty((size, 4))
+        rows[:, 0], rows[:, 1], rows[:, 2] = p, first, n
+        rows[:, 3] = np.fromiter(map(itemgetter(3), log), np.float64, size)
         return rows
 
     def _short(self) -> bool:
         """Whether some logged check found a cell with fewer arrivals than it needs."""
-        rows = self._rows()
-        log = np.fromiter(chain.from_iterable(rows), np.float64, 4 * len(rows)).reshape(-1, 4)
+        log = self._rows()
         seq = np.arange(len(log), dtype=np.int64)
         span = len(log) + 1
         lands = log[:, 3] < 0
@@ -103,7 +114,8 @@ class LoggedTracker(ArrivalTracker):
         """The log's calls, in order, through the live tracker: its hazards, exactly."""
         tasks, ends, e = self.schedule.tasks, self._ends, 0
         live = ArrivalTracker
-        for i, (p, first, n, now) in enumerate(self._rows()):
+        for i, (p, first, n, now) in enumerate(self._rows().tolist()):
+            p, first, n = int(p), int(first), int(n)
             while e < len(ends) and ends[e][1] == i:
                 live.check_outputs_landed(self, ends[e][0], ends[e][2])
                 e += 1

@@ -67,5 +67,5 @@ class LibraryCalls:
             if task.launch == li:
                 m.tracker.landed_writes(task)
                 keys, times, repeat = flat_keys(task)
-                m.board.bump_keys(keys if m.fold == 1 else m._homed(keys), times, repeat)
+                m.board.bump_keys(keys, times, repeat)
         done.succeed()

@@ -154,18 +154,17 @@ class SignalBoard:
     tuples, so the members of a group reach theirs without building a Signal each.
     """
 
-    def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None]) -> None:
+    def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None],
+                 home: list[int] | None = None) -> None:
         self.env = env
         self.epoch = epoch
         self.release = release
+        self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
         self.values: dict[tuple, int] = {}
         self.waiters: dict[tuple, list[tuple[int, object]]] = defaultdict(list)
 
     def count(self, sig: Signal) -> int:
         return self.values.get((sig.rank, sig.name, sig.index), 0)
-
-    def bump(self, sig: Signal, times: int = 1) -> None:
-        self.bump_keys([(sig.rank, sig.name, sig.index)], times)
 
     def bump_keys(self, keys: list[tuple], times: int = 1, repeat: int = 1) -> None:
         """Each key of ``keys`` bumped ``times`` times, in order, the list ``repeat`` times over (one
@@ -178,6 +177,9 @@ class SignalBoard:
         (a group's fixed signals: 7 flags a copy) is bumped ``repeat * times`` at once, key by key."""
         values, waiters, release = self.values, self.waiters, self.release
         get = values.get
+        if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
+            home = self.home
+            keys = [(home[k[0]], k[1], k[2]) for k in keys]
         if repeat > 1:
             if waiters.keys().isdisjoint(keys):
                 times *= repeat
