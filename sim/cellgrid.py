@@ -16,6 +16,8 @@ the entries' regions).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, is_
 
 import numpy as np
 
@@ -27,7 +29,14 @@ class _Edges:
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
         self.span = 1 + max([0] + [int(v.max()) for v in values if v.size])
-        self.u = np.unique(np.concatenate([g * self.span + v for g, v in zip(grids, values)]))
+        keys = np.concatenate([g * self.span + v for g, v in zip(grids, values)])
+        if keys.size and count * self.span <= 4 * keys.size and keys.min() >= 0:
+            # few possible edges (a GEMM's columns, 4k of 4M): marked, not sorted
+            mark = np.zeros(count * self.span, bool)
+            mark[keys] = True
+            self.u = np.flatnonzero(mark)
+        else:
+            self.u = np.unique(keys)
         self.first = np.searchsorted(self.u, np.arange(count + 1) * self.span)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
 
@@ -63,13 +72,14 @@ class Cells:
         self.read_pos = f["k"][sides[0]]  # per tracked read: its index in Task.reads
         self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
         np.cumsum(per[0], out=self.read_first[1:])
-        puts = np.fromiter((t.op is Op.PUT for t in s.tasks), bool, entries)
+        puts = np.fromiter(map(is_, map(attrgetter("op"), s.tasks), repeat(Op.PUT)), bool, entries)
         pairs = _pairs([(recs[side], f["entry"][side]) for side in sides], per, puts, len(code))
-        counts = np.array([t.count for t in s.tasks], np.int64)
+        counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
+        steps = [recs[side][:, 6:] for side in sides]
         sides = [member_rows(recs[side], n, counts) for side, n in zip(sides, per)]
-        self._layout(s, sides, {c: name for name, c in code.items()})
+        self._layout(s, sides, steps, {c: name for name, c in code.items()})
         rects = [self._rect(f, g) for (_, _, f), g in zip(sides, self._grid_of)]
         self.read, self.write = (Side(base, n, g, *self._cells(g, rect))
                                  for (base, n, _), g, rect in zip(sides, self._grid_of, rects))
@@ -78,20 +88,35 @@ class Cells:
         self.write_once = self._once(len(counts))
         self.need = self.expected[self.read.cell] - self._own(pairs, counts, rects)
 
-    def _layout(self, s: Schedule, sides: list, names: dict[int, str]) -> None:
+    def _layout(self, s: Schedule, sides: list, steps: list[np.ndarray], names: dict[int, str]) -> None:
         """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin."""
         world = 1 + max([s.world - 1] + [int(f["rank"].max()) for _, _, f in sides if f["rank"].size])
         keys = [f["buffer"] * world + f["rank"] for _, _, f in sides]
-        uniq = np.unique(np.concatenate(keys))
+        used = np.zeros(len(names) * world, np.int64)  # (a few hundred keys: counted, not sorted)
+        for k in keys:
+            used += np.bincount(k, minlength=len(used))
+        uniq = np.flatnonzero(used)
         self.grid = {(names[k // world], k % world): g for g, k in enumerate(uniq.tolist())}
         self.grid_rank = uniq % world
-        self._grid_of = [np.searchsorted(uniq, k) for k in keys]
-        g2 = [g for g in self._grid_of for _ in (0, 1)]
-        self.rows = _Edges(g2, [f[x] for _, _, f in sides for x in ("row0", "row1")], len(uniq))
-        self.cols = _Edges(g2, [f[x] for _, _, f in sides for x in ("col0", "col1")], len(uniq))
+        number = np.zeros(len(used), np.int64)
+        number[uniq] = np.arange(len(uniq))
+        self._grid_of = [number[k] for k in keys]
+        self.rows, self.cols = (self._edges(sides, steps, axis, len(uniq)) for axis in (1, 2))
         self.grid_base = np.zeros(len(uniq) + 1, np.int64)
         np.cumsum(self.rows.cells * self.cols.cells, out=self.grid_base[1:])
         self.total = int(self.grid_base[-1])
+
+    def _edges(self, sides: list, steps: list[np.ndarray], axis: int, count: int) -> _Edges:
+        """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids. A group's members
+        whose regions move neither in rank nor along the axis have member 0's edges there, so only
+        member 0's rows and the moving ones' are read (a fifth of the 2 x 8 GEMM+AR's row edges)."""
+        bounds = ("row0", "row1") if axis == 1 else ("col0", "col1")
+        grids, values = [], []
+        for (_, _, f), step, g in zip(sides, steps, self._grid_of):
+            read = (f["member"] == 0) | (step[f["record"], 0] != 0) | (step[f["record"], axis] != 0)
+            grids += [g[read]] * 2
+            values += [f[b][read] for b in bounds]
+        return _Edges(grids, values, count)
 
     def _rect(self, f: dict, g: np.ndarray) -> tuple[np.ndarray, ...]:
         """Each row's cells: first and end cell row, first and end cell column, in its grid."""

@@ -59,10 +59,11 @@ class Run:
                 j -= n
         return self.task.member(self.first + j) if self.task.count > 1 else self.task
 
-    def signal_keys(self):
+    def bumps(self) -> list[tuple[list[tuple], int, int]]:
+        """Every member's bumps in the flat schedule's order: :func:`flat_keys` of each entry."""
         if self.parts is None:
-            return flat_keys(self.task, self.first, self.n)
-        return [kt for task, first, n in self.parts for kt in flat_keys(task, first, n)]
+            return [flat_keys(self.task, self.first, self.n)]
+        return [flat_keys(task, first, n) for task, first, n in self.parts]
 
     def entries(self):
         """(task, first, n) of each entry this run holds members of."""
@@ -112,7 +113,8 @@ class Dispatch:
             if ended is not None:
                 active[role] -= n
             while n and pool.has_work(role) and active[role] < target[role]:
-                task, first, m = pool.take_many(role, min(n, target[role] - active[role]))
+                room = target[role] - active[role]
+                task, first, m = pool.take_many(role, n if n < room else room)
                 n -= m
                 for i, part, (wait, key, need) in (self._waits_of(task, first, m) if task.waits else
                                                    ((first, m, READY),)):
@@ -141,18 +143,20 @@ class Dispatch:
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
         one wait state: all of them when their waits do not step, else each span of ready members
         and each blocked member alone. (Taking a ready span at once is what taking its members one
-        by one does: nothing a take changes is read by the next one's wait check.)"""
+        by one does: nothing a take changes is read by the next one's wait check, so the spans
+        are listed before any is taken.)"""
         if task.count == 1 or not task.step.waits:
-            yield first, n, self._blocking(task, first, 0)
-            return
+            return ((first, n, self._blocking(task, first, 0)),)
+        spans = []
         i, end = first, first + n
         while i < end:
             j = self._ready_until(task, i, end)
             if j > i:
-                yield i, j - i, READY
+                spans.append((i, j - i, READY))
             if j < end:
-                yield j, 1, self._blocking(task, j, 0)
+                spans.append((j, 1, self._blocking(task, j, 0)))
             i = j + 1
+        return spans
 
     def _ready_until(self, task: Task, i: int, end: int) -> int:
         """The first member from ``i`` on (before ``end``) of a task whose waits step that has a
@@ -247,8 +251,10 @@ class Dispatch:
         they would start and end at the same instants as that run and be handled right after it at
         each (their reads checked and writes landed after its, as the hazard tracker sees them); as
         one run they cost one wake-up."""
-        return (self.data is None and not self._one_by_one and task.op is Op.GEMM and done.op is Op.GEMM
-                and self._gemm_shape(task) == self._gemm_shape(done))
+        if not (self._spanning and task.op is Op.GEMM and done.op is Op.GEMM):
+            return False
+        shapes = self._shapes
+        return (shapes.get(id(task)) or self._gemm_shape(task)) == (shapes.get(id(done)) or self._gemm_shape(done))
 
     def _joins(self, task: Task) -> bool:
         """Whether members of ``task`` may share a run: not under stress (each SM starts late by its
@@ -308,11 +314,15 @@ class Dispatch:
         return self.speeds[busy] if task.op is Op.GEMM else 0.0
 
     def _block(self, run: Run) -> None:
-        if not self.board.wait_key(run.key, run.need, lambda: self._later(0.0, self._resume, run)):
+        if not self.board.wait_key(run.key, run.need, run):
             self._resume([run])  # bumped since it was taken, by a task that ended at this instant
             return
         run.lane.pool.blocked[run.role] += run.n
         self.blocked[id(run)] = run
+
+    def _released(self, run: Run) -> None:
+        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now."""
+        self._later(0.0, self._resume, run)
 
     def _resume(self, runs: list[Run]) -> None:
         """Blocked runs whose wait now holds (those of one lane released at one instant, in order):

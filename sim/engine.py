@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import random
+from operator import attrgetter
 
 from mkernel import cost
 from mkernel.cluster import Cluster
@@ -50,7 +51,6 @@ from .sms import RolePool
 from . import tiles
 
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
-
 
 
 class Model(Dispatch):
@@ -74,7 +74,7 @@ class Model(Dispatch):
         self.ranks = range(0, s.world, fold)
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
-        self.board = SignalBoard(self.env, epoch)
+        self.board = SignalBoard(self.env, epoch, self._released, self.home if fold > 1 else None)
         self.tracker = LoggedTracker(s) if track_hazards else NullTracker()
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
@@ -105,11 +105,13 @@ class Model(Dispatch):
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
+        self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
-        self._total = sum(t.count for t in s.tasks)
+        self._spanning = data is None and not self._one_by_one  # GEMM runs may span entries (Dispatch._spans)
+        self._total = sum(map(attrgetter("count"), s.tasks))
         self._ended, self._told = 0, 0
 
     # -- running -------------------------------------------------------------------------------
@@ -286,34 +288,24 @@ class Model(Dispatch):
     def _signal(self, run: Run, paid: bool) -> None:
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
         (unless the task already waited that latency for its own peer stores)."""
-        rank, bumps = run.task.rank, run.signal_keys()
-        if paid:
-            self.board.bump_keys(self._homed(bumps))
-            return
-        self.board.bump_keys([kt for kt in bumps if kt[0][0] == rank])
-        later = [kt for kt in bumps if kt[0][0] != rank]
+        rank, bump = run.task.rank, self.board.bump_keys
+        later = []
+        for keys, times, repeat in run.bumps():
+            if paid:
+                bump(keys, times, repeat)
+                continue
+            bump([k for k in keys if k[0] == rank], times, repeat)
+            far = [k for k in keys if k[0] != rank]
+            if far:
+                later.append((far, times, repeat))
         if later:
             run.later = later
             self._later(self.c.nvlink.latency_us, self._flags, run)
 
     def _flags(self, runs: list[Run]) -> None:
         for run in runs:
-            self.board.bump_keys(self._homed(run.later))
-
-    def _homed(self, bumps):
-        """Bumps (key, times) with each key's rank folded onto its base (``fold`` > 1), bumps of one
-        counter in a row made one (a wave's tiles bump their owners' counters, one base counter)."""
-        if self.fold == 1:
-            return bumps
-        home, out, last = self.home, [], None
-        for key, n in bumps:
-            key = (home[key[0]], key[1], key[2])
-            if key == last:
-                out[-1] = (key, out[-1][1] + n)
-            else:
-                out.append((key, n))
-                last = key
-        return out
+            for keys, times, repeat in run.later:
+                self.board.bump_keys(keys, times, repeat)
 
     def _put(self, run: Run, task: Task):
         sources = self.data.snapshot(task) if self.data is not None else None
@@ -324,10 +316,12 @@ class Model(Dispatch):
         """Local bytes stream while one weighted flow carries every peer transfer of the members;
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
-        key = (task.op, task.rank, task.accumulate, len(task.index),
-               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads]),
-               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.writes]))
-        plan = self._nv_plans.get(key) or self._nv_plans.setdefault(key, self._nv_plan(task))
+        if task is run.task:  # an entry's plan, found by the entry (a member made for this run has no lasting id)
+            plan = self._nv_entries.get(id(task))
+            if plan is None:
+                plan = self._nv_entries[id(task)] = self._nv_shared(task)
+        else:
+            plan = self._nv_shared(task)
         run.paid, local_us, step_us, flows = plan
         tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
         merged = tail if self.quiet else 0.0
@@ -342,6 +336,13 @@ class Model(Dispatch):
             rtt = self._stretch(self.c.nvlink.latency_us + step_us)
             self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
         self.flows.transfer_plan(flows, run.n, then=moved)
+
+    def _nv_shared(self, task: Task) -> tuple:
+        """:meth:`_nv_plan` of ``task``, shared by every task it is the same function of."""
+        key = (task.op, task.rank, task.accumulate, len(task.index),
+               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads]),
+               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.writes]))
+        return self._nv_plans.get(key) or self._nv_plans.setdefault(key, self._nv_plan(task))
 
     def _nv_plan(self, task: Task) -> tuple:
         """An NVLink task's run cost: whether it touches a peer, its local streaming time (before any
@@ -383,9 +384,7 @@ class Model(Dispatch):
         return us * (1.0 + self.stress) ** self.stress_rng.uniform(-1.0, 1.0)
 
     def bump_all(self, signals: tuple[Signal, ...]) -> None:
-        home = self.home
-        for sig in signals:
-            self.board.bump_key((home[sig.rank], sig.name, sig.index))
+        self.board.bump_keys([(sig.rank, sig.name, sig.index) for sig in signals])
 
     # -- metrics -------------------------------------------------------------------------------
     def nvlink_bytes(self) -> list[float]:

@@ -14,7 +14,8 @@ times); a run without hazards, the timing case, never replays.
 """
 from __future__ import annotations
 
-from itertools import chain
+from itertools import repeat
+from operator import attrgetter, is_, itemgetter
 
 import numpy as np
 
@@ -33,20 +34,14 @@ class LoggedTracker(ArrivalTracker):
 
     def __init__(self, s: Schedule) -> None:
         super().__init__(s)
-        self._log: list[tuple[int, int, int, float]] = []  # (entry, first member, members, time or LANDED)
+        self._log: list[tuple[Task, int, int | None, float]] = []  # (task, first member, members, time or LANDED)
         self._ends: list[tuple[int, int, float]] = []  # (rank, position in the log, time) of each rank's end
 
-    def _span(self, task: Task, first: int, n: int | None) -> tuple[int, int, int]:
-        p = self._pos.get(id(task))
-        if p is None:
-            return self._member_of(task)
-        return p, first, task.count - first if n is None else n
-
     def landed_writes(self, task: Task, first: int = 0, n: int | None = None) -> None:
-        self._log.append((*self._span(task, first, n), LANDED))
+        self._log.append((task, first, n, LANDED))
 
     def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
-        self._log.append((*self._span(task, first, n), now_us))
+        self._log.append((task, first, n, now_us))
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:
         self._ends.append((rank, len(self._log), now_us))
@@ -58,9 +53,32 @@ class LoggedTracker(ArrivalTracker):
             self._replay()
         self._log, self._ends = [], []
 
+    def _rows(self) -> np.ndarray:
+        """The log's calls as rows (entry, first member, members, time or LANDED): an entry by its
+        position in the schedule, a plain member made by :meth:`member` as its entry's member (its
+        id is its expanded id), members left unnumbered as all from ``first`` on."""
+        log, size = self._log, len(self._log)
+        tasks = list(map(itemgetter(0), log))
+        p = np.fromiter(map(self._pos.get, map(id, tasks), repeat(-1)), np.int64, size)
+        first = np.fromiter(map(itemgetter(1), log), np.int64, size)
+        counts = list(map(itemgetter(2), log))
+        unset = np.fromiter(map(is_, counts, repeat(None)), bool, size)
+        n = np.where(unset, 0, np.array(counts, dtype=object)).astype(np.int64)
+        plain = np.flatnonzero(p < 0)
+        if plain.size:
+            uid0 = self.cells.uid0
+            ids = np.fromiter(map(attrgetter("id"), map(tasks.__getitem__, plain.tolist())), np.int64, plain.size)
+            p[plain] = np.searchsorted(uid0, ids, "right") - 1
+            first[plain], n[plain], unset[plain] = ids - uid0[p[plain]], 1, False
+        n[unset] = (np.diff(self.cells.uid0)[p] - first)[unset]
+        rows = np.empty((size, 4))
+        rows[:, 0], rows[:, 1], rows[:, 2] = p, first, n
+        rows[:, 3] = np.fromiter(map(itemgetter(3), log), np.float64, size)
+        return rows
+
     def _short(self) -> bool:
         """Whether some logged check found a cell with fewer arrivals than it needs."""
-        log = np.fromiter(chain.from_iterable(self._log), np.float64, 4 * len(self._log)).reshape(-1, 4)
+        log = self._rows()
         seq = np.arange(len(log), dtype=np.int64)
         span = len(log) + 1
         lands = log[:, 3] < 0
@@ -96,7 +114,8 @@ class LoggedTracker(ArrivalTracker):
         """The log's calls, in order, through the live tracker: its hazards, exactly."""
         tasks, ends, e = self.schedule.tasks, self._ends, 0
         live = ArrivalTracker
-        for i, (p, first, n, now) in enumerate(self._log):
+        for i, (p, first, n, now) in enumerate(self._rows().tolist()):
+            p, first, n = int(p), int(first), int(n)
             while e < len(ends) and ends[e][1] == i:
                 live.check_outputs_landed(self, ends[e][0], ends[e][2])
                 e += 1

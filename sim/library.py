@@ -66,5 +66,6 @@ class LibraryCalls:
         for task in m.s.tasks:
             if task.launch == li:
                 m.tracker.landed_writes(task)
-                m.board.bump_keys(m._homed(flat_keys(task)))
+                keys, times, repeat = flat_keys(task)
+                m.board.bump_keys(keys, times, repeat)
         done.succeed()

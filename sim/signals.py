@@ -12,15 +12,16 @@ from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulat
 from mkernel.ir import Signal, Task
 
 
-def _need(waiter: tuple[int, Callable]) -> int:
+def _need(waiter: tuple[int, object]) -> int:
     return waiter[0]
 
 
-def flat_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tuple, int]]:
-    """(key, times) of every bump that members ``first .. first+n-1`` of ``t`` (all of them by
-    default) make, in the flat schedule's order: member by member, each its signals in order (a
-    key bumped ``times`` times at once, as a group's one fixed signal is, is that many bumps in a
-    row). The order decides which waiters wake first, so a group wakes them as its members would.
+def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple], int, int]:
+    """The bumps that members ``first .. first+n-1`` of ``t`` (all of them by default) make, in the
+    flat schedule's order, as (keys, times, repeat): member by member, each its signals' keys in
+    order, each key bumped ``times`` times in a row (more than once only for a group's one fixed
+    signal), the whole list ``repeat`` times over (more than once only for a group's fixed signals).
+    The order decides which waiters wake first, so a group wakes them as its members would.
     (:func:`mkernel.ir.bump_keys` lists a group's signals that do not step first, n times at
     once: the same order where the members have one signal, or none that does not step.)"""
     n = t.count - first if n is None else n
@@ -28,23 +29,22 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> list[tuple[tuple
     if t.count == 1 or not st.signals:  # nothing steps
         if len(signals) == 1:
             g = signals[0]
-            return [((g.rank, g.name, g.index), n)]
-        return [((g.rank, g.name, g.index), 1) for _ in range(n) for g in signals]
+            return [(g.rank, g.name, g.index)], n, 1
+        return [(g.rank, g.name, g.index) for g in signals], 1, n
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
         moves = [(g.rank, g.name, g.index, dk, dx, ok, ox) for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         out = []
         for i in range(first, first + n):
             a, b = divmod(i, st.period)
-            out += [((rank + b * dk + a * ok, name, index + b * dx + a * ox), 1)
-                    for rank, name, index, dk, dx, ok, ox in moves]
-        return out
+            out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox) for rank, name, index, dk, dx, ok, ox in moves]
+        return out, 1, 1
     if len(signals) == 1:
         g, (dk, dx) = signals[0], st.signals[0]
         rank, name, index = g.rank, g.name, g.index
-        return [((rank + i * dk, name, index + i * dx), 1) for i in range(first, first + n)]
+        return [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)], 1, 1
     moves = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
-    return [((rank + i * dk, name, index + i * dx), 1) for i in range(first, first + n)
-            for rank, name, index, dk, dx in moves]
+    return [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)
+            for rank, name, index, dk, dx in moves], 1, 1
 
 
 class _Call:
@@ -61,10 +61,14 @@ class CountingEnvironment(simpy.Environment):
     """A SimPy environment that counts the events it processes, schedules plain calls
     (:meth:`call_later`) and runs processes nothing waits on (:meth:`start`): most of a run's
     events are timers with one callback, and a Timeout's or a Process's objects cost about as much
-    as the work they trigger."""
+    as the work they trigger. ``now`` is a plain attribute, set where the time moves (SimPy's is a
+    property: a call at each of a run's 700k reads)."""
+
+    now = 0.0
 
     def __init__(self) -> None:
         super().__init__()
+        self.now = self._now
         self.events = 0
 
     def call_later(self, delay: float, fn: Callable, arg=None) -> None:
@@ -118,9 +122,10 @@ class CountingEnvironment(simpy.Environment):
     def step(self) -> None:
         self.events += 1
         try:
-            self._now, _, _, event = heappop(self._queue)
+            self.now, _, _, event = heappop(self._queue)
         except IndexError:
             raise EmptySchedule from None
+        self._now = self.now
         if event.__class__ is _Call:
             event.fn(event.arg)
             return
@@ -144,58 +149,68 @@ class SignalBoard:
     On the GPU every value is stamped with the epoch of the call that wrote it, so what earlier
     calls left reads as 0 and nothing is zeroed between calls; a board lives for one call, so every
     value it holds is of that call, and it keeps plain counts (``epoch`` names the call in errors).
-    ``bump`` calls back every waiter whose count is reached; ``wait`` returns False when the count
-    already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
+    A bump hands every waiter whose count it reaches to ``release``; ``wait_key`` returns False when
+    the count already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
     tuples, so the members of a group reach theirs without building a Signal each.
     """
 
-    def __init__(self, env: simpy.Environment, epoch: int) -> None:
+    def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None],
+                 home: list[int] | None = None) -> None:
         self.env = env
         self.epoch = epoch
+        self.release = release
+        self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
         self.values: dict[tuple, int] = {}
-        self.waiters: dict[tuple, list[tuple[int, Callable[[], None]]]] = defaultdict(list)
+        self.waiters: dict[tuple, list[tuple[int, object]]] = defaultdict(list)
 
     def count(self, sig: Signal) -> int:
         return self.values.get((sig.rank, sig.name, sig.index), 0)
 
-    def count_key(self, key: tuple) -> int:
-        return self.values.get(key, 0)
+    def bump_keys(self, keys: list[tuple], times: int = 1, repeat: int = 1) -> None:
+        """Each key of ``keys`` bumped ``times`` times, in order, the list ``repeat`` times over (one
+        call for a run's bumps: the hottest code of a run). A bump of ``times`` > 1 is ``times``
+        bumps of one: the waiters it releases are called as those would call them, by the count
+        they wait for (in the order they waited among equal counts).
 
-    def bump(self, sig: Signal, times: int = 1) -> None:
-        self.bump_key((sig.rank, sig.name, sig.index), times)
-
-    def bump_key(self, key: tuple, times: int = 1) -> None:
-        self.bump_keys(((key, times),))
-
-    def bump_keys(self, bumps) -> None:
-        """Each (key, times) of ``bumps``, in order (one call for a run's bumps: the hottest code of
-        a run). A bump of ``times`` > 1 is ``times`` bumps of one: the waiters it releases are
-        called as those would call them, by the count they wait for (in the order they waited
-        among equal counts)."""
-        values, waiters = self.values, self.waiters
-        for key, times in bumps:
-            value = values[key] = values.get(key, 0) + times
-            waiting = waiters.get(key)
-            if not waiting:
+        What a bump does that anything sees is the values it leaves and the waiters it releases, in
+        order; releases come only from keys with waiters. So a list repeated whose keys have none
+        (a group's fixed signals: 7 flags a copy) is bumped ``repeat * times`` at once, key by key."""
+        values, waiters, release = self.values, self.waiters, self.release
+        get = values.get
+        if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
+            home = self.home
+            keys = [(home[k[0]], k[1], k[2]) for k in keys]
+        if repeat > 1:
+            if waiters.keys().isdisjoint(keys):
+                times *= repeat
+            else:
+                keys = keys * repeat
+        for key in keys:
+            value = values[key] = get(key, 0) + times
+            if key not in waiters:
                 continue
+            waiting = waiters[key]
             if len(waiting) == 1:  # the common case: one waiter
                 if waiting[0][0] <= value:
-                    call = waiting.pop()[1]
-                    call()
+                    del waiters[key]
+                    release(waiting[0][1])
                 continue
             still, due = [], []
-            for need, call in waiting:
-                (due if need <= value else still).append((need, call))
-            waiters[key] = still
+            for need, waiter in waiting:
+                (due if need <= value else still).append((need, waiter))
+            if still:
+                waiters[key] = still
+            else:
+                del waiters[key]
             if times > 1 and len(due) > 1:
                 due.sort(key=_need)  # (stable)
-            for _, call in due:
-                call()
+            for _, waiter in due:
+                release(waiter)
 
-    def wait_key(self, key: tuple, need: int, call: Callable[[], None]) -> bool:
-        """Whether ``key`` has yet to reach ``need``; if so, ``call()`` is made when it does (from
-        the bump, so it should only schedule work)."""
+    def wait_key(self, key: tuple, need: int, waiter: object) -> bool:
+        """Whether ``key`` has yet to reach ``need``; if so, ``release(waiter)`` is called when it
+        does (from the bump, so it should only schedule work)."""
         if self.values.get(key, 0) >= need:
             return False
-        self.waiters[key].append((need, call))
+        self.waiters[key].append((need, waiter))
         return True

@@ -61,7 +61,8 @@ class RolePool:
         the entry, its first member taken, and how many (up to ``most``, within one entry)."""
         at = self._at[role]
         task, first = self._queues[role][at[0]], at[1]
-        n = min(most, task.count - first)
+        n = task.count - first
+        n = most if most < n else n
         if first + n < task.count:
             at[1] += n
         else:

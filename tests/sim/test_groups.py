@@ -275,7 +275,24 @@ def test_a_group_bumps_its_signals_in_the_order_its_members_would():
         members = t.members()
         for first, n in ((0, t.count), (1, 2), (2, 1)):
             want = [(g.rank, g.name, g.index) for m in members[first:first + n] for g in m.signals]
-            assert [key for key, times in flat_keys(t, first, n) for _ in range(times)] == want, (t.label, first, n)
+            keys, times, repeat = flat_keys(t, first, n)
+            assert [key for key in keys * repeat for _ in range(times)] == want, (t.label, first, n)
+
+
+def test_a_repeated_bump_releases_its_waiters_in_the_flat_order():
+    """A group's fixed signals are bumped as one list repeated (signals.flat_keys): added at once
+    where no key of it has waiters, else member by member, so waiters wake as the flat run's would."""
+    from mkernel.sim.signals import SignalBoard
+
+    released: list[str] = []
+    board = SignalBoard(None, 1, released.append)
+    a, b = (0, "a", 0), (0, "b", 0)
+    board.bump_keys([a, b], 1, 3)  # nobody waits: +3 each
+    assert board.values == {a: 3, b: 3}
+    for key, need, name in ((b, 4, "b4"), (a, 5, "a5"), (b, 5, "b5")):
+        assert board.wait_key(key, need, name)
+    board.bump_keys([a, b], 1, 2)  # a b a b: b reaches 4, then a 5, then b 5
+    assert released == ["b4", "a5", "b5"] and board.values == {a: 5, b: 5}
 
 
 def test_validate_checks_the_corners_of_a_cycling_group():
