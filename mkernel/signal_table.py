@@ -34,9 +34,13 @@ class SignalTable:
     Bumps: ``bump_entry``, ``bump_key``, ``bump_times`` (one record per signal that does not step,
     ``times`` its group's count; one per member for one that steps). Waits: ``wait_entry``, its
     index ``wait_j`` in the entry's waits, the ``wait_member`` (0 for a wait that does not step),
-    ``wait_key`` and ``wait_count``; in the order entry, wait, member."""
+    ``wait_key``, ``wait_count`` and the polled ``wait_rank`` (the signal's own, not its home); in
+    the order entry, wait, member. Per signal of each entry (entry after entry, as in
+    ``Task.signals``): ``signal_entry``, ``signal_rank`` and its ``signal_rank_step`` (member 0's,
+    and the group's rank step: what validate's screen needs). ``count``: each entry's members."""
 
     keys: int
+    count: np.ndarray
     bump_entry: np.ndarray
     bump_key: np.ndarray
     bump_times: np.ndarray
@@ -45,77 +49,98 @@ class SignalTable:
     wait_member: np.ndarray
     wait_key: np.ndarray
     wait_count: np.ndarray
+    wait_rank: np.ndarray
+    signal_entry: np.ndarray
+    signal_rank: np.ndarray
+    signal_rank_step: np.ndarray
 
 
 def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
     """The bumps and waits of every member of ``s``, each rank's keys counted at ``home[rank]``
-    where given (a partial build's: :func:`~mkernel.ir.count_homes`)."""
-    tasks, n = s.tasks, len(s.tasks)
-    count = np.fromiter(map(attrgetter("count"), tasks), np.int64, n)
+    where given (a partial build's: :func:`~mkernel.ir.count_homes`). Raises ValueError where a
+    group's step does not fit its signals or waits (validate's per-task rules name it)."""
+    tasks = s.tasks
+    count = np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks))
+    groups = [p for p, t in enumerate(tasks) if t.count > 1]
+    steps = [tasks[p].step for p in groups]
+    if None in steps:
+        raise ValueError("a group without a step")
     names: dict[str, int] = {}
-    code = names.setdefault
+    signal_entry, signal_rank, signal_steps, bump = _bumps(tasks, count, groups, steps, names)
+    wait_entry, wait_j, member, wait_rank, wait_count, wait = _waits(tasks, count, groups, steps, names)
+    if home is not None:
+        homes = np.array(home, np.int64)
+        bump[1], wait[1] = homes[bump[1]], homes[wait[1]]
+    key = _dense(*(np.concatenate(pair) for pair in zip(bump[:3], wait)))
+    nb = len(bump[0])
+    return SignalTable(int(key.max(initial=-1)) + 1, count, bump[3], key[:nb], bump[4], wait_entry, wait_j, member,
+                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0])
 
+
+def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: dict) -> tuple:
+    """Per signal record: its entry, rank and steps (rank, index; outer rank, index); and the bumps
+    [name, rank, index, entry, times]."""
+    code = names.setdefault
     signals = [t.signals for t in tasks]
-    per = np.fromiter(map(len, signals), np.int64, n)
+    per = np.fromiter(map(len, signals), np.int64, len(tasks))
     flat = list(chain.from_iterable(signals))
     entry, _ = ragged(per)
     rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, flat)), np.int64, 2 * len(flat)).reshape(-1, 2).T
     name = np.fromiter((code(g.name, len(names)) for g in flat), np.int64, len(flat))
-    steps = np.zeros((len(flat), 4), np.int64)  # rank, index steps; outer rank, index steps
-    period = np.zeros(n, np.int64)
-    stepped = [p for p, t in enumerate(tasks) if t.count > 1 and t.step.signals]
+    st = np.zeros((len(flat), 4), np.int64)  # rank, index steps; outer rank, index steps
+    period = np.zeros(len(tasks), np.int64)
+    stepped = [(p, step) for p, step in zip(groups, steps) if step.signals]
     if stepped:
-        at = np.array(stepped, np.int64)
+        at = np.array([p for p, _ in stepped], np.int64)
+        sts = [step for _, step in stepped]
+        period[at] = [step.period for step in sts]
+        cycling = period[at] > 0
+        if (np.fromiter((len(step.signals) for step in sts), np.int64, len(sts)) != per[at]).any() or (
+                np.fromiter((len(step.outer) for step in sts if step.period), np.int64) != per[at[cycling]]).any():
+            raise ValueError("a group's signal steps do not fit its signals")
         which, j = ragged(per[at])
         rows = (np.cumsum(per) - per)[at][which] + j
-        sts = [tasks[p].step for p in stepped]
-        steps[rows, :2] = np.fromiter(chain.from_iterable(chain.from_iterable(st.signals for st in sts)), np.int64,
-                                      2 * len(rows)).reshape(-1, 2)
-        cycling = np.fromiter((st.period > 0 for st in sts), bool, len(sts))[which]  # (outer steps: Step.period)
-        if cycling.any():
-            steps[rows[cycling], 2:] = np.fromiter(chain.from_iterable(chain.from_iterable(
-                st.outer for st in sts if st.period)), np.int64, 2 * int(cycling.sum())).reshape(-1, 2)
-        period[at] = [st.period for st in sts]
-    moving = steps.any(axis=1)
+        st[rows, :2] = np.fromiter(chain.from_iterable(chain.from_iterable(step.signals for step in sts)), np.int64,
+                                   2 * len(rows)).reshape(-1, 2)
+        if cycling.any():  # (outer steps: Step.period)
+            st[rows[cycling[which]], 2:] = np.fromiter(chain.from_iterable(chain.from_iterable(
+                step.outer for step in sts if step.period)), np.int64, 2 * int(cycling[which].sum())).reshape(-1, 2)
+    moving = st.any(axis=1)
     fixed = ~moving
     who, i = ragged(count[entry[moving]])
     rec = np.flatnonzero(moving)[who]
     p = period[entry[rec]]
     p = np.where(p > 0, p, count[entry[rec]])  # (no period: i mod count is i, i div count 0)
     b, a = i % p, i // p
-    st = steps[rec]
-    bump_rank = np.concatenate((rank[fixed], rank[rec] + b * st[:, 0] + a * st[:, 2]))
-    bump_index = np.concatenate((index[fixed], index[rec] + b * st[:, 1] + a * st[:, 3]))
-    bump_name = np.concatenate((name[fixed], name[rec]))
-    bump_entry = np.concatenate((entry[fixed], entry[rec]))
-    bump_times = np.concatenate((count[entry[fixed]], np.ones(len(rec), np.int64)))
+    bumps = [np.concatenate((name[fixed], name[rec])),
+             np.concatenate((rank[fixed], rank[rec] + b * st[rec, 0] + a * st[rec, 2])),
+             np.concatenate((index[fixed], index[rec] + b * st[rec, 1] + a * st[rec, 3])),
+             np.concatenate((entry[fixed], entry[rec])),
+             np.concatenate((count[entry[fixed]], np.ones(len(rec), np.int64)))]
+    return entry, rank, st, bumps
 
+
+def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: dict) -> tuple:
+    """Per wait record (a wait of member 0, or of every member where it steps): its entry, index in
+    the entry's waits, member, polled rank and count; and its key's [name, rank, index]."""
+    code = names.setdefault
     waits = [t.waits for t in tasks]
-    per_w = np.fromiter(map(len, waits), np.int64, n)
-    flat_w = list(chain.from_iterable(waits))
-    w_entry, w_j = ragged(per_w)
-    w_rank, w_index, w_count = np.fromiter(chain.from_iterable(map(_WAIT, flat_w)), np.int64,
-                                           3 * len(flat_w)).reshape(-1, 3).T
-    w_name = np.fromiter((code(w.signal.name, len(names)) for w in flat_w), np.int64, len(flat_w))
-    dx = np.zeros(len(flat_w), np.int64)
-    stepped = [p for p, t in enumerate(tasks) if t.count > 1 and t.step.waits]
+    per = np.fromiter(map(len, waits), np.int64, len(tasks))
+    flat = list(chain.from_iterable(waits))
+    entry, j = ragged(per)
+    rank, index, need = np.fromiter(chain.from_iterable(map(_WAIT, flat)), np.int64, 3 * len(flat)).reshape(-1, 3).T
+    name = np.fromiter((code(w.signal.name, len(names)) for w in flat), np.int64, len(flat))
+    dx = np.zeros(len(flat), np.int64)
+    stepped = [(p, step.waits) for p, step in zip(groups, steps) if step.waits]
     if stepped:
-        at = np.array(stepped, np.int64)
-        which, j = ragged(per_w[at])
-        dx[(np.cumsum(per_w) - per_w)[at][which] + j] = np.fromiter(
-            chain.from_iterable(tasks[p].step.waits for p in stepped), np.int64, len(which))
-    members = np.where(dx != 0, count[w_entry], 1)
-    rec, member = ragged(members)
-    wait_rank, wait_index = w_rank[rec], w_index[rec] + member * dx[rec]
-
-    if home is not None:
-        homes = np.array(home, np.int64)
-        bump_rank, wait_rank = homes[bump_rank], homes[wait_rank]
-    key = _dense(np.concatenate((bump_name, w_name[rec])), np.concatenate((bump_rank, wait_rank)),
-                 np.concatenate((bump_index, wait_index)))
-    nb = len(bump_entry)
-    return SignalTable(int(key.max(initial=-1)) + 1, bump_entry, key[:nb], bump_times, w_entry[rec], w_j[rec], member,
-                       key[nb:], w_count[rec])
+        at = np.array([p for p, _ in stepped], np.int64)
+        if (np.fromiter((len(w) for _, w in stepped), np.int64, len(stepped)) != per[at]).any():
+            raise ValueError("a group's wait steps do not fit its waits")
+        which, k = ragged(per[at])
+        dx[(np.cumsum(per) - per)[at][which] + k] = np.fromiter(
+            chain.from_iterable(w for _, w in stepped), np.int64, len(which))
+    rec, member = ragged(np.where(dx != 0, count[entry], 1))
+    return entry[rec], j[rec], member, rank[rec], need[rec], [name[rec], rank[rec], index[rec] + member * dx[rec]]
 
 
 def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:

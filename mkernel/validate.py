@@ -62,11 +62,12 @@ def validate(s: Schedule, races: bool = True) -> None:
             raise ScheduleError(f"schedule {s.kernel}/{s.variant}: launch {li} is listed as a library call whose "
                                 f"tasks were left out, but it is no library launch")
     rules = _TaskRules(s, buffers)
+    home = _homes(s)
     try:
-        table = read_regions(s)
-        plain = cleared(s, table).tolist()
-    except ValueError:  # a group's steps do not fit its regions: the rules below name it
-        table, plain = None, [False] * len(s.tasks)
+        table, keys = read_regions(s), signal_table(s, home)  # (made once: the screen and the rules below read them)
+        plain = cleared(s, table, keys).tolist()
+    except (ValueError, IndexError):  # a group's steps do not fit it, or a put signals a rank past the world:
+        table, keys, plain = None, None, [False] * len(s.tasks)  # the rules below name it (or as before, fail there)
     for i, task in enumerate(s.tasks):
         if plain[i]:
             continue  # keeps every per-task rule (mkernel/screen.py)
@@ -76,7 +77,7 @@ def validate(s: Schedule, races: bool = True) -> None:
             rules.check(task)
         else:
             _check_group(rules, task)
-    keys = signal_table(s, _homes(s))  # (made once: the signal counts and the cycle graph read it)
+    keys = keys or signal_table(s, home)
     _check_signals(s, keys)
     if s.first_nodes:
         return

@@ -108,7 +108,12 @@ def _wait_mutations(s: Schedule, rng: random.Random):
             yield "wait steps", dataclasses.replace(t, step=dataclasses.replace(
                 t.step, waits=steps[:-1] + (steps[-1] + 1,)))
     for t in rng.sample(bumping, min(4, len(bumping))):
-        yield "signal dropped", dataclasses.replace(t, signals=t.signals[1:])
+        dropped = dataclasses.replace(t, signals=t.signals[1:])
+        if t.count > 1 and t.step.signals:  # (its step too, so the step still fits)
+            st = t.step
+            dropped = dataclasses.replace(dropped, step=dataclasses.replace(
+                st, signals=st.signals[1:], outer=st.outer[1:], period=st.period if len(t.signals) > 1 else 0))
+        yield "signal dropped", dropped
         if t.count > 1 and t.step.signals and not t.step.period:
             st = t.step
             yield "signal steps", dataclasses.replace(t, step=dataclasses.replace(
@@ -188,3 +193,17 @@ def test_acyclic_agrees_with_kahn_on_random_graphs():
         assert acyclic(src, dst, nodes) == want, edges
         verdicts[want] += 1
     assert min(verdicts.values()) > 50
+
+
+@pytest.mark.parametrize("field", ["signals", "waits"])
+def test_a_step_that_does_not_fit_is_refused_and_validate_names_it(field):
+    s = next(s for s in CASES if any(t.count > 1 and getattr(t.step, field) for t in s.tasks))
+    t = next(t for t in s.tasks if t.count > 1 and getattr(t.step, field))
+    steps = getattr(t.step, field)
+    bad = dataclasses.replace(t, step=dataclasses.replace(t.step, **{field: steps + steps[-1:]}))
+    m = dataclasses.replace(s, tasks=s.tasks[:t.id] + (bad,) + s.tasks[t.id + 1:])
+    with pytest.raises(ValueError, match="do not fit"):
+        signal_table(m)
+    n = len(getattr(t, field))
+    with pytest.raises(ScheduleError, match=f"its step has {n + 1} {field} steps for {n} {field}"):
+        m.validate(races=False)
