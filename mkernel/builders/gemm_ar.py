@@ -158,8 +158,10 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         slot = index // g
         return (pos[node][slot // ct] * ct + slot % ct) * g + index % g
 
+    done = [Signal(rank, "out_done") for rank in range(c.world)]  # (one object each: ~10 bumps a tile)
+
     def out_done(rank: int) -> Signal:
-        return Signal(rank, "out_done")
+        return done[rank]
 
     regs = Regions(w, slots, g)
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
@@ -172,13 +174,23 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         cut = runs(order_tiles, period=g if g > 1 else ct if nodes > 1 else 0)
         cycled = _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold and not pushed \
             else ((run, 0) for run in cut)  # a push's tiles bump local flags (its own groups)
+        a_rows, b_cols = {}, {}  # the operand regions, one object per tile row of A and column of B
+
+        def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
+            a = a_rows.get(u.row0)
+            if a is None:
+                a = a_rows[u.row0] = Region("A", rank, u.row0, u.row1, 0, w.k)
+            b = b_cols.get(u.col0)
+            if b is None:
+                b = b_cols[u.col0] = Region("B", rank, 0, w.k, u.col0, u.col1)
+            return a, b
+
         for run, cycles in cycled:
             t = run[0]
-            owner = c.rank(node, t.index % g)
+            owner = node * g + t.index % g
             if cycles:
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(regs.tile("P", rank, t),),
-                       signals=(Signal(owner, "contrib", rel(node, t.index)),),
-                       reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
+                       signals=(Signal(owner, "contrib", rel(node, t.index)),), reads=operands(t),
                        label="tile {}", count=len(run), step=Step(((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)),
                                                                   ((1, 1),), label=(t.index, 1), period=g,
                                                                   outer=((0, g),)))
@@ -198,10 +210,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 groups = [(run, regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0)))]
             for group, dst, sig, moves in groups:
                 u = group[0]
-                sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
-                       reads=(Region("A", rank, u.row0, u.row1, 0, w.k), Region("B", rank, 0, w.k, u.col0, u.col1)),
-                       label="tile {}", count=len(group), step=Step(((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],),
-                                                                    label=(u.index, 1)))
+                sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
+                       count=len(group), step=Step(((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],), label=(u.index, 1)))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
@@ -260,6 +270,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
     last = len(visit) - 1
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
 
+    bumps = tuple(out_done(p) for p in peers[1:])  # (a broadcast's: the same for each)
+
     def bcast(j: int, chunk) -> None:
         if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
             own = j % nodes == nodes - 1
@@ -268,9 +280,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
         for run in runs(chunk, stride=g):
             t = run[0]
             sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel(t)), 1),),
-                   reads=tuple(regs.tile("OUT", rank, t) for _ in peers[1:]),
-                   writes=tuple(regs.tile("OUT", p, t) for p in peers[1:]),
-                   signals=tuple(out_done(p) for p in peers[1:]), label="tile {} bcast", count=len(run),
+                   reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=tuple(regs.tile("OUT", p, t) for p in peers[1:]),
+                   signals=bumps, label="tile {} bcast", count=len(run),
                    step=Step(((0, 0, t.cols * g),) * (2 * g - 2), waits=(g,), label=(t.index, g)))
 
     sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
