@@ -20,18 +20,19 @@ make for groups too (which check those two members, or every one for a put whose
 """
 from __future__ import annotations
 
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, contains, itemgetter
 
 import numpy as np
 
-from .ir import BufferKind, Op, Role, Schedule, Task
+from .ir import BufferKind, Op, Role, Schedule
 from .signal_table import SignalTable
 
 _PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4}  # the ops screened here
 _OTHER = len(_PLAIN)
 _ROLES = {role: i for i, role in enumerate(Role)}
 _FIELDS = attrgetter("id", "rank", "launch")
+_MASK, _INDEX, _PERIOD, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("period"), attrgetter("label")
 
 
 def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
@@ -46,7 +47,9 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     nread = np.fromiter((len(t.reads) for t in tasks), np.int64, n)
     nwrite = np.fromiter((len(t.writes) for t in tasks), np.int64, n)
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
-    ok &= np.fromiter((not (t.mask or t.index) and (t.count == 1 or _group_ok(t)) for t in tasks), bool, n)
+    ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
+                                                                                   np.int64, n) == 0)
+    ok &= _groups(tasks, op, count, table)
     budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
                       or [[False] * len(Role)])
     budget[list(s.elided)] = False
@@ -62,12 +65,21 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     return ok & _per_entry((keys.wait_rank != rank[at]) | (keys.wait_count < 1), at, n)
 
 
-def _group_ok(t: Task) -> bool:
-    """A group's step fits it, its signals do not cycle, and a put's ranks do not step."""
-    st = t.step
-    return (st is not None and not st.period and len(st.regions) in (0, len(t.reads) + len(t.writes))
-            and len(st.signals) in (0, len(t.signals)) and len(st.waits) in (0, len(t.waits))
-            and ("{}" in t.label or not st.label[1]) and not (t.op is Op.PUT and any(r[0] for r in st.regions)))
+def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple) -> np.ndarray:
+    """Per entry: a group's signals do not cycle, its label takes its number where the number
+    steps, and a put's ranks do not step. (That its step fits it, count for count, the tables
+    checked as they were made: :func:`~mkernel.members.read_regions` its regions, and
+    :func:`~mkernel.signal_table.signal_table` its signals and waits.)"""
+    ok = np.ones(len(tasks), bool)
+    at = np.flatnonzero(count > 1)
+    steps = [tasks[p].step for p in at]
+    cycling = np.fromiter(map(_PERIOD, steps), np.int64, len(at)) != 0
+    numbered = np.fromiter(map(itemgetter(1), map(_LABEL, steps)), np.int64, len(at)) != 0
+    braces = np.fromiter(map(contains, map(_LABEL, map(tasks.__getitem__, at.tolist())), repeat("{}")), bool, len(at))
+    ok[at] = ~cycling & (braces | ~numbered)
+    recs, f, _ = table
+    entry = f["entry"]
+    return ok & _per_entry((op[entry] == _PLAIN[Op.PUT]) & (recs[:, 6] != 0), entry, len(tasks))
 
 
 def _per_entry(bad: np.ndarray, entry: np.ndarray, n: int) -> np.ndarray:
