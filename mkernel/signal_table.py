@@ -21,10 +21,12 @@ from operator import attrgetter
 import numpy as np
 
 from .ir import Schedule
-from .members import ragged
+from .members import Codes, ragged, read_shared
 
 _SIGNAL = attrgetter("rank", "index")
 _WAIT = attrgetter("signal.rank", "signal.index", "count")
+_NAME, _WAIT_NAME = attrgetter("name"), attrgetter("signal.name")
+
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,11 +63,11 @@ def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
     group's step does not fit its signals or waits (validate's per-task rules name it)."""
     tasks = s.tasks
     count = np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks))
-    groups = [p for p, t in enumerate(tasks) if t.count > 1]
-    steps = [tasks[p].step for p in groups]
-    if None in steps:
+    groups = np.flatnonzero(count > 1).tolist()
+    steps = list(map(attrgetter("step"), map(tasks.__getitem__, groups)))
+    if not all(steps):  # (a Step is always true: this finds a None without calling Step.__eq__)
         raise ValueError("a group without a step")
-    names: dict[str, int] = {}
+    names = Codes()
     signal_entry, signal_rank, signal_steps, bump = _bumps(tasks, count, groups, steps, names)
     wait_entry, wait_j, member, wait_rank, wait_count, wait = _waits(tasks, count, groups, steps, names)
     if home is not None:
@@ -77,16 +79,15 @@ def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
                        key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0])
 
 
-def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: dict) -> tuple:
+def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
     """Per signal record: its entry, rank and steps (rank, index; outer rank, index); and the bumps
     [name, rank, index, entry, times]."""
-    code = names.setdefault
     signals = [t.signals for t in tasks]
     per = np.fromiter(map(len, signals), np.int64, len(tasks))
     flat = list(chain.from_iterable(signals))
     entry, _ = ragged(per)
     rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, flat)), np.int64, 2 * len(flat)).reshape(-1, 2).T
-    name = np.fromiter((code(g.name, len(names)) for g in flat), np.int64, len(flat))
+    name = np.fromiter(map(names.__getitem__, map(_NAME, flat)), np.int64, len(flat))
     st = np.zeros((len(flat), 4), np.int64)  # rank, index steps; outer rank, index steps
     period = np.zeros(len(tasks), np.int64)
     stepped = [(p, step) for p, step in zip(groups, steps) if step.signals]
@@ -100,11 +101,9 @@ def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
             raise ValueError("a group's signal steps do not fit its signals")
         which, j = ragged(per[at])
         rows = (np.cumsum(per) - per)[at][which] + j
-        st[rows, :2] = np.fromiter(chain.from_iterable(chain.from_iterable(step.signals for step in sts)), np.int64,
-                                   2 * len(rows)).reshape(-1, 2)
+        st[rows, :2] = read_shared([step.signals for step in sts], per[at], 2)
         if cycling.any():  # (outer steps: Step.period)
-            st[rows[cycling[which]], 2:] = np.fromiter(chain.from_iterable(chain.from_iterable(
-                step.outer for step in sts if step.period)), np.int64, 2 * int(cycling[which].sum())).reshape(-1, 2)
+            st[rows[cycling[which]], 2:] = read_shared([step.outer for step in sts if step.period], per[at[cycling]], 2)
     moving = st.any(axis=1)
     fixed = ~moving
     who, i = ragged(count[entry[moving]])
@@ -120,16 +119,15 @@ def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
     return entry, rank, st, bumps
 
 
-def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: dict) -> tuple:
+def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
     """Per wait record (a wait of member 0, or of every member where it steps): its entry, index in
     the entry's waits, member, polled rank and count; and its key's [name, rank, index]."""
-    code = names.setdefault
     waits = [t.waits for t in tasks]
     per = np.fromiter(map(len, waits), np.int64, len(tasks))
     flat = list(chain.from_iterable(waits))
     entry, j = ragged(per)
     rank, index, need = np.fromiter(chain.from_iterable(map(_WAIT, flat)), np.int64, 3 * len(flat)).reshape(-1, 3).T
-    name = np.fromiter((code(w.signal.name, len(names)) for w in flat), np.int64, len(flat))
+    name = np.fromiter(map(names.__getitem__, map(_WAIT_NAME, flat)), np.int64, len(flat))
     dx = np.zeros(len(flat), np.int64)
     stepped = [(p, step.waits) for p, step in zip(groups, steps) if step.waits]
     if stepped:

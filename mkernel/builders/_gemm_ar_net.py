@@ -67,18 +67,21 @@ def direct_exchange(x: RankNet, visit: list, rel: Callable) -> None:
             sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=j,
                    reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
                    signals=(Signal(peer, "arrived", j),), label=f"chunk {ci} to node {m}")
+    steps: dict = {}  # one tuple object per kind of step (validate reads each once)
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
         waits = (Wait(Signal(rank, "arrived", j), nodes - 1), Wait(Signal(rank, "chunk_ready", j), len(chunk)))
         for run in runs(chunk, stride=g):
             t = run[0]
             sig = (Signal(rank, "final", rel(t)),) if g > 1 else ()
+            moves = steps.get(t.cols)
+            if moves is None:
+                moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
+                                         ((0, g),) * len(sig) + ((0, 0),))
             sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
                    reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in others),
                    writes=(regs.tile("OUT", rank, t),), signals=sig + (x.out_done(rank),),
-                   label="tile {} add remote", count=len(run),
-                   step=Step(((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),), ((0, g),) * len(sig) + ((0, 0),),
-                             label=(t.index, g)))
+                   label="tile {} add remote", count=len(run), step=Step(*moves, label=(t.index, g)))
 
 
 def grouped_exchange(x: RankNet, visit: list, algorithm: str) -> None:

@@ -174,7 +174,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         cut = runs(order_tiles, period=g if g > 1 else ct if nodes > 1 else 0)
         cycled = _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold and not pushed \
             else ((run, 0) for run in cut)  # a push's tiles bump local flags (its own groups)
-        a_rows, b_cols = {}, {}  # the operand regions, one object per tile row of A and column of B
+        a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
             a = a_rows.get(u.row0)
@@ -210,8 +210,12 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 groups = [(run, regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0)))]
             for group, dst, sig, moves in groups:
                 u = group[0]
+                key = (u.cols, moves)
+                alike = steps.get(key)  # (one tuple object for the groups that step alike: validate reads each once)
+                if alike is None:
+                    alike = steps[key] = (((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],))
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
-                       count=len(group), step=Step(((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],), label=(u.index, 1)))
+                       count=len(group), step=Step(*alike, label=(u.index, 1)))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
@@ -271,6 +275,16 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
 
     bumps = tuple(out_done(p) for p in peers[1:])  # (a broadcast's: the same for each)
+    steps: dict = {}
+
+    def moved(cols: int, n: int, last: tuple) -> tuple:
+        """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any), one object for each
+        kind (validate reads each tuple object once)."""
+        key = (cols, n, last)
+        out = steps.get(key)
+        if out is None:
+            out = steps[key] = ((0, 0, cols * g),) * n + ((last,) if last else ())
+        return out
 
     def bcast(j: int, chunk) -> None:
         if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
@@ -282,7 +296,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
             sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel(t)), 1),),
                    reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=tuple(regs.tile("OUT", p, t) for p in peers[1:]),
                    signals=bumps, label="tile {} bcast", count=len(run),
-                   step=Step(((0, 0, t.cols * g),) * (2 * g - 2), waits=(g,), label=(t.index, g)))
+                   step=Step(moved(t.cols, 2 * g - 2, ()), waits=(g,), label=(t.index, g)))
 
     sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
 
@@ -298,7 +312,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
             sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, arrived[0], rel(t)), arrived[1]),),
                    reads=tuple(regs.tile("P", p, t) for p in sources), writes=(dst,), signals=sig,
                    label=f"tile {{}} {what}", count=len(run),
-                   step=Step(((0, 0, t.cols * g),) * len(sources) + (moves[0],), moves[1], waits=(g,),
+                   step=Step(moved(t.cols, len(sources), moves[0]), moves[1], waits=(g,),
                              label=(t.index, g)))
 
     if pushes is None:
