@@ -44,7 +44,7 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
                            shared_final)
-from ._tiling import batches, grid_runs, row_step, runs, tile_grid
+from ._tiling import batches, grid_order_runs, grid_runs, row_step, runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -166,12 +166,13 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     regs = Regions(w, slots, g)
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
-        order_tiles = [tiles[idx] for ci in order[node] for slot in range(ci * ct, min(slots, (ci + 1) * ct))
-                       for d in range(g) if (idx := slot * g + (local + d) % g) < len(tiles)]
+        in_order = (np.array(order[node], np.int64)[:, None] * ct + np.arange(ct)).ravel()
+        in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
         # one group per run of tiles along a row that share how their signal steps: a cycle of owners
         # (g > 1), a chunk (one node's PART slots), or nothing (the output itself); a local build's
         # whole cycles in a row are one group, the owners cycling (Step.period)
-        cut = runs(order_tiles, period=g if g > 1 else ct if nodes > 1 else 0)
+        cut = [tiles[a:a + k] for a, k in grid_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order[in_order < len(tiles)],
+                                                          period=g if g > 1 else ct if nodes > 1 else 0)]
         cycled = _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold and not pushed \
             else ((run, 0) for run in cut)  # a push's tiles bump local flags (its own groups)
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
@@ -255,7 +256,7 @@ def _cycles(cut: list, g: int, rel) -> list[tuple[list, int]]:
             last = out[-1][0][-1]
             if (last.index + 1 == run[0].index and last.row0 == run[0].row0 and last.cols == run[0].cols
                     and rel(last) + 1 == rel(run[0])):
-                out[-1] = (out[-1][0] + run, out[-1][1] + 1)
+                out[-1] = (out[-1][0] + list(run), out[-1][1] + 1)
                 continue
         out.append((list(run), 1 if whole else 0))
     return out
