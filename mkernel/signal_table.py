@@ -142,9 +142,14 @@ def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
 
 
 def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """Per (name, rank, index) row: one integer per distinct row, 0 up."""
+    """Per (name, rank, index) row: one integer per distinct row, 0 up (numbered in the rows' order,
+    name, then rank, then index)."""
     if not len(name):
         return np.zeros(0, np.int64)
+    spans = [int(x.max()) - int(x.min()) + 1 for x in (name, rank, index)]
+    if spans[0] * spans[1] * spans[2] < 2 ** 62:  # one number per row: one sort of one key (the usual case)
+        flat = ((name - name.min()) * spans[1] + rank - rank.min()) * spans[2] + index - index.min()
+        return np.unique(flat, return_inverse=True)[1].reshape(-1)
     order = np.lexsort((index, rank, name))
     rows = np.stack((name, rank, index))[:, order]
     new = np.ones(len(order), bool)
