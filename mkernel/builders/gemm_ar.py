@@ -220,7 +220,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
-        owned = [t for t in tiles if t.index % g == local]
+        owned = list(tiles[local::g])  # (tile i sits at position i of the grid)
         chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
         visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
