@@ -10,7 +10,7 @@ set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracke
 from __future__ import annotations
 
 from itertools import chain
-from operator import attrgetter
+from operator import add, attrgetter
 
 import numpy as np
 
@@ -39,7 +39,8 @@ def read_regions(s: Schedule) -> tuple[np.ndarray, dict[str, np.ndarray], dict[s
     ``reads + writes`` and whether it is a ``read``; and the codes by name."""
     tasks = s.tasks
     codes = Codes((b.name, i) for i, b in enumerate(s.buffers))
-    regions = [t.reads + t.writes for t in tasks]
+    reads = list(map(attrgetter("reads"), tasks))
+    regions = list(map(add, reads, map(attrgetter("writes"), tasks)))
     per = np.fromiter(map(len, regions), np.int64, len(tasks))
     flat = list(chain.from_iterable(regions))
     recs = np.zeros((len(flat), FIELDS), np.int64)
@@ -55,7 +56,7 @@ def read_regions(s: Schedule) -> tuple[np.ndarray, dict[str, np.ndarray], dict[s
         which, j = ragged(per[at])
         rows = (np.cumsum(per) - per)[at][which] + j
         recs[rows, 6:] = read_shared([tasks[p].step.regions for p in stepped], per[at], 3)
-    nread = np.fromiter((len(t.reads) for t in tasks), np.int64, len(tasks))
+    nread = np.fromiter(map(len, reads), np.int64, len(tasks))
     fields = {"entry": entry, "k": k, "read": k < nread[entry]}
     for a in (recs, *fields.values()):
         a.flags.writeable = False

@@ -42,10 +42,10 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     tasks, n, g = s.tasks, len(s.tasks), s.gpus_per_node
     count = keys.count
     tid, rank, launch = np.fromiter(chain.from_iterable(map(_FIELDS, tasks)), np.int64, 3 * n).reshape(-1, 3).T
-    op = np.fromiter((_PLAIN.get(t.op, _OTHER) for t in tasks), np.int64, n)
-    role = np.fromiter((_ROLES[t.role] for t in tasks), np.int64, n)
-    nread = np.fromiter((len(t.reads) for t in tasks), np.int64, n)
-    nwrite = np.fromiter((len(t.writes) for t in tasks), np.int64, n)
+    op = np.fromiter(map(_PLAIN.get, map(attrgetter("op"), tasks), repeat(_OTHER)), np.int64, n)
+    role = np.fromiter(map(_ROLES.__getitem__, map(attrgetter("role"), tasks)), np.int64, n)
+    nread = np.fromiter(map(len, map(attrgetter("reads"), tasks)), np.int64, n)
+    nwrite = np.fromiter(map(len, map(attrgetter("writes"), tasks)), np.int64, n)
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
     ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
                                                                                    np.int64, n) == 0)

@@ -82,7 +82,7 @@ def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
 def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
     """Per signal record: its entry, rank and steps (rank, index; outer rank, index); and the bumps
     [name, rank, index, entry, times]."""
-    signals = [t.signals for t in tasks]
+    signals = list(map(attrgetter("signals"), tasks))
     per = np.fromiter(map(len, signals), np.int64, len(tasks))
     flat = list(chain.from_iterable(signals))
     entry, _ = ragged(per)
@@ -122,7 +122,7 @@ def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
 def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
     """Per wait record (a wait of member 0, or of every member where it steps): its entry, index in
     the entry's waits, member, polled rank and count; and its key's [name, rank, index]."""
-    waits = [t.waits for t in tasks]
+    waits = list(map(attrgetter("waits"), tasks))
     per = np.fromiter(map(len, waits), np.int64, len(tasks))
     flat = list(chain.from_iterable(waits))
     entry, j = ragged(per)

@@ -35,6 +35,7 @@ launch as one call, and later launches start after it on every rank).
 from __future__ import annotations
 
 from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -65,12 +66,11 @@ def validate(s: Schedule, races: bool = True) -> None:
     home = _homes(s)
     try:
         table, keys = read_regions(s), signal_table(s, home)  # (made once: the screen and the rules below read them)
-        plain = cleared(s, table, keys).tolist()
+        plain = cleared(s, table, keys)
     except (ValueError, IndexError):  # a group's steps do not fit it, or a put signals a rank past the world:
-        table, keys, plain = None, None, [False] * len(s.tasks)  # the rules below name it (or as before, fail there)
-    for i, task in enumerate(s.tasks):
-        if plain[i]:
-            continue  # keeps every per-task rule (mkernel/screen.py)
+        table, keys, plain = None, None, np.zeros(len(s.tasks), bool)  # the rules below name it (or fail there)
+    for i in np.flatnonzero(~plain).tolist():  # (a cleared entry keeps every per-task rule: mkernel/screen.py)
+        task = s.tasks[i]
         if task.id != i:
             raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
         if task.count == 1:
@@ -283,7 +283,7 @@ def _check_signals(s: Schedule, keys: SignalTable) -> None:
     every member's bumps and waits, counted where ``s`` counts them. The first wait broken (by entry,
     wait, member) is named."""
     library = np.array([launch.library is not None for launch in s.launches], bool)
-    launch = np.fromiter((t.launch for t in s.tasks), np.int64, len(s.tasks))
+    launch = np.fromiter(map(attrgetter("launch"), s.tasks), np.int64, len(s.tasks))
     bumps = np.bincount(keys.bump_key, keys.bump_times, keys.keys).astype(np.int64)
     by_library = np.zeros(keys.keys, bool)
     by_library[keys.bump_key[library[launch[keys.bump_entry]]]] = True
@@ -313,7 +313,7 @@ def _check_cycles(s: Schedule, keys: SignalTable) -> None:
     depends on every bumper of every member's waits): a cycle among members is one among groups.
     Where there is a cycle, :func:`_name_cycle` names it."""
     n = len(s.tasks)
-    rank, launch = np.fromiter(chain.from_iterable((t.rank, t.launch) for t in s.tasks), np.int64,
+    rank, launch = np.fromiter(chain.from_iterable(map(attrgetter("rank", "launch"), s.tasks)), np.int64,
                                2 * n).reshape(-1, 2).T
     width = int(launch.max(initial=0)) + 2
     barriers, at = np.unique(np.where(launch > 0, rank * width + launch, -1), return_inverse=True)
