@@ -60,7 +60,9 @@ def direct_exchange(x: RankNet, visit: list, rel: Callable) -> None:
     sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
     g, nodes, node, local = c.gpus_per_node, c.nodes, c.node_of(rank), c.local_of(rank)
     others = [(node + d) % nodes for d in range(1, nodes)]
-    for j, ci, chunk in visit:
+    if nodes == 2:  # one rail peer: consecutive chunks of one size, slot after slot, are one group of puts
+        _puts_to_one_peer(x, visit, others[0])
+    for j, ci, chunk in visit if nodes > 2 else ():
         ready = Wait(Signal(rank, "chunk_ready", j), len(chunk))
         for m in others:
             peer = c.rank(m, local)
@@ -82,6 +84,29 @@ def direct_exchange(x: RankNet, visit: list, rel: Callable) -> None:
                    reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in others),
                    writes=(regs.tile("OUT", rank, t),), signals=sig + (x.out_done(rank),),
                    label="tile {} add remote", count=len(run), step=Step(*moves, label=(t.index, g)))
+
+
+def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:
+    """:func:`direct_exchange`'s puts where there is one other node ``m``: a run of chunks that follow
+    on (positions, chunk numbers and slots each one on, every chunk of one size) is one group, its
+    members stepping one chunk (the task each member stands for is the one-put-per-chunk build's)."""
+    sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
+    g, node = c.gpus_per_node, c.node_of(rank)
+    peer = c.rank(m, c.local_of(rank))
+    runs: list[list] = []
+    for j, ci, chunk in visit:
+        if runs and (runs[-1][-1][0] + 1, runs[-1][-1][1] + 1, len(runs[-1][-1][2])) == (j, ci, len(chunk)) and \
+                runs[-1][-1][2][0].index + len(chunk) * g == chunk[0].index:
+            runs[-1].append((j, ci, chunk))
+        else:
+            runs.append([(j, ci, chunk)])
+    for run in runs:
+        j, ci, chunk = run[0]
+        rows = len(chunk) * w.tile_m  # (a member's PART and RECV regions: the next chunk's slots)
+        sb.add(rank, Role.SEND, Op.PUT, waits=(Wait(Signal(rank, "chunk_ready", j), len(chunk)),), chunk=j,
+               reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
+               signals=(Signal(peer, "arrived", j),), label=f"chunk {{}} to node {m}", count=len(run),
+               step=Step(((0, rows, 0), (0, rows, 0)), ((0, 1),), (1,), 1, (ci, 1)))
 
 
 def grouped_exchange(x: RankNet, visit: list, algorithm: str) -> None:
