@@ -14,6 +14,8 @@ being the number of members before the group.
 """
 from __future__ import annotations
 
+from operator import attrgetter
+
 import numpy as np
 
 from .errors import ScheduleError
@@ -51,9 +53,9 @@ def _member_writes(s: Schedule, outputs: dict[str, int], table: tuple) -> tuple[
     if not kept.any():
         return tuple(np.zeros(0, np.int64) for _ in range(8))
     entry = f["entry"][kept]
-    counts = np.array([t.count for t in s.tasks], np.int64)
+    counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, len(s.tasks))
     first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # each entry's member 0 in the expanded schedule
-    nread = np.array([len(t.reads) for t in s.tasks], np.int64)
+    nread = np.fromiter(map(len, map(attrgetter("reads"), s.tasks)), np.int64, len(s.tasks))
     _, _, m = member_rows(recs[kept], np.bincount(entry, minlength=len(counts)), counts)
     return (m["rank"], m["row0"], m["row1"], m["col0"], m["col1"], first[m["entry"]] + m["member"],
             (f["k"][kept] - nread[entry])[m["record"]], which[m["buffer"]])

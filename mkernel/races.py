@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 from .errors import ScheduleError
 from .ir import Schedule, Task, bump_keys
+from .members import ragged
 
 RACE_CHECK_MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes
 
 
-def happens_before_graph(s: Schedule, every_signaler: bool = False,
-                         keys: list[tuple[list, list]] | None = None) -> list[list[int]]:
+def happens_before_graph(s: Schedule, every_signaler: bool = False) -> list[list[int]]:
     """Predecessors of every task, plus one barrier node per (rank, launch > 0) after the tasks.
 
     With ``every_signaler`` a wait depends on every bumper of its signal, whatever its count: the
@@ -32,7 +34,6 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False,
     > 1) is one node, which depends on every bumper of every member's waits: its members' graph
     with each group's members merged, so a cycle among members is one among groups (the converse
     need not hold). Without it, the schedule must be flat (a wait's count is a member's).
-    ``keys``: each task's :func:`~mkernel.ir.bump_keys` (of a full build), where made already.
     """
     n = len(s.tasks)
     if not every_signaler and any(t.count > 1 for t in s.tasks):
@@ -40,7 +41,7 @@ def happens_before_graph(s: Schedule, every_signaler: bool = False,
     signalers: dict = defaultdict(list)  # (rank, name, index) -> bumpers: tuples hash and compare in C
     for task in s.tasks:
         if task.count > 1:
-            fixed, moving = bump_keys(task) if keys is None else keys[task.id]
+            fixed, moving = bump_keys(task)
             for k in [k for k, _ in fixed] + moving:
                 signalers[k].append(task.id)
             continue
@@ -95,6 +96,25 @@ def topological_order(preds: list[list[int]]) -> list[int]:
             if indegree[nxt] == 0:
                 ready.append(nxt)
     return order
+
+
+def acyclic(src: np.ndarray, dst: np.ndarray, nodes: int) -> bool:
+    """Whether the graph of ``nodes`` nodes and edges ``src[i] -> dst[i]`` has no cycle: Kahn's
+    algorithm a frontier at a time on arrays (every node of no unprocessed predecessor at once), so
+    its Python steps are the graph's depth, not its nodes (a few dozen on a builder's schedule)."""
+    order = np.argsort(src, kind="stable")
+    targets = dst[order]
+    start = np.zeros(nodes + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=nodes), out=start[1:])
+    indegree = np.bincount(dst, minlength=nodes)
+    front, done = np.flatnonzero(indegree == 0), 0
+    while len(front):
+        done += len(front)
+        which, j = ragged(start[front + 1] - start[front])
+        hit, times = np.unique(targets[start[front][which] + j], return_counts=True)
+        indegree[hit] -= times
+        front = hit[indegree[hit] == 0]
+    return done == nodes
 
 
 def _ordered(a: int, b: int, preds: list[list[int]], pos: list[int]) -> bool:

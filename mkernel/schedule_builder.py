@@ -59,7 +59,7 @@ class ScheduleBuilder:
     launches: list[Launch] = field(default_factory=list)
     tasks: list[Task] = field(default_factory=list)
     bumps: Counter = field(default_factory=Counter)  # (rank, name, index) -> bumps, folded with first_nodes
-    uncounted: dict = field(default_factory=dict)  # signal name -> tasks whose bumps of it are not in bumps yet
+    scanned: dict = field(default_factory=dict)  # signal name -> the tasks whose bumps of it are in bumps
     first_nodes: int = 0
     grouped: bool = False
     library_tasks: bool = True
@@ -127,11 +127,8 @@ class ScheduleBuilder:
             self._declared(task)
             task = self._renamed(task)
             if isinstance(task, list):  # renamed member by member: added as its members
-                for m in task:
-                    self._count(m)
                 self.tasks += task
                 return task[0]
-        self._count(task)
         if count > 1 and not self.grouped:
             members = task.members()
             self.tasks += members
@@ -192,26 +189,23 @@ class ScheduleBuilder:
         return Task(task.id, task.rank, task.role, task.op, task.reads, task.writes, task.accumulate, task.waits,
                     signals, task.launch, task.chunk, task.label, task.mask, task.index, n, step)
 
-    def _count(self, task: Task) -> None:
-        """Note ``task``'s bumps (every member's), counted into :attr:`bumps` by signal name when
-        :meth:`bumped` first asks about that name: builders ask about a few names (a drain's), and
-        counting every task's bumps as it is added cost a fifth of a large build."""
-        for name in {g.name for g in task.signals}:
-            later = self.uncounted.get(name)
-            if later is None:
-                self.uncounted[name] = [task]
-            else:
-                later.append(task)
-
     def bumped(self, signal: Signal) -> int:
-        """How many tasks added so far bump ``signal``: the count a complete wait on it expects."""
-        name, bumps = signal.name, self.bumps
-        for task in self.uncounted.pop(name, ()):
-            fixed, moving = bump_keys(task, home=self._home)
-            for key, times in fixed:
-                if key[1] == name:
-                    bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing key is a Python call)
-            bumps.update(key for key in moving if key[1] == name)
+        """How many tasks added so far bump ``signal``: the count a complete wait on it expects.
+
+        A name's bumps are counted when first asked, and then only those of the tasks added since:
+        builders ask about a few names (a drain's), and counting every task's bumps as it was added
+        cost a fifth of a large build."""
+        name, bumps, tasks = signal.name, self.bumps, self.tasks
+        for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
+            for g in task.signals:
+                if g.name == name:
+                    fixed, moving = bump_keys(task, home=self._home)
+                    for key, times in fixed:
+                        if key[1] == name:
+                            bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing key is a Python call)
+                    bumps.update(key for key in moving if key[1] == name)
+                    break
+        self.scanned[name] = len(tasks)
         return bumps[self._key(signal.rank, name, signal.index)]
 
     def build(self, flops_per_gpu: float) -> Schedule:

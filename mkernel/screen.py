@@ -20,32 +20,36 @@ make for groups too (which check those two members, or every one for a put whose
 """
 from __future__ import annotations
 
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, contains, itemgetter
 
 import numpy as np
 
-from .ir import BufferKind, Op, Role, Schedule, Task
-from .members import ragged
+from .ir import BufferKind, Op, Role, Schedule
+from .signal_table import SignalTable
 
 _PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4}  # the ops screened here
 _OTHER = len(_PLAIN)
 _ROLES = {role: i for i, role in enumerate(Role)}
-_FIELDS = attrgetter("id", "rank", "launch", "count")
-_WAITS = attrgetter("signal.rank", "count")
+_FIELDS = attrgetter("id", "rank", "launch")
+_MASK, _INDEX, _PERIOD, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("period"), attrgetter("label")
 
 
-def cleared(s: Schedule, table: tuple) -> np.ndarray:
+def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     """Per entry of ``s``: whether it certainly keeps every per-task rule (see the module);
-    ``table`` is :func:`mkernel.members.read_regions` of ``s``."""
+    ``table`` is :func:`mkernel.members.read_regions` of ``s``, ``keys`` its
+    :func:`~mkernel.signal_table.signal_table`."""
     tasks, n, g = s.tasks, len(s.tasks), s.gpus_per_node
-    tid, rank, launch, count = np.fromiter(chain.from_iterable(map(_FIELDS, tasks)), np.int64, 4 * n).reshape(-1, 4).T
-    op = np.fromiter((_PLAIN.get(t.op, _OTHER) for t in tasks), np.int64, n)
-    role = np.fromiter((_ROLES[t.role] for t in tasks), np.int64, n)
-    nread = np.fromiter((len(t.reads) for t in tasks), np.int64, n)
-    nwrite = np.fromiter((len(t.writes) for t in tasks), np.int64, n)
+    count = keys.count
+    tid, rank, launch = np.fromiter(chain.from_iterable(map(_FIELDS, tasks)), np.int64, 3 * n).reshape(-1, 3).T
+    op = np.fromiter(map(_PLAIN.get, map(attrgetter("op"), tasks), repeat(_OTHER)), np.int64, n)
+    role = np.fromiter(map(_ROLES.__getitem__, map(attrgetter("role"), tasks)), np.int64, n)
+    nread = np.fromiter(map(len, map(attrgetter("reads"), tasks)), np.int64, n)
+    nwrite = np.fromiter(map(len, map(attrgetter("writes"), tasks)), np.int64, n)
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
-    ok &= np.fromiter((not (t.mask or t.index) and (t.count == 1 or _group_ok(t)) for t in tasks), bool, n)
+    ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
+                                                                                   np.int64, n) == 0)
+    ok &= _groups(tasks, op, count, table)
     budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
                       or [[False] * len(Role)])
     budget[list(s.elided)] = False
@@ -53,21 +57,29 @@ def cleared(s: Schedule, table: tuple) -> np.ndarray:
     ok &= budget[np.where(ok, launch, 0), role]
     ok &= _arity(op, nread, nwrite, table)
     ok &= _regions(s, table, op, rank, count)
-    ok &= _signals(tasks, op, rank, count, g)
-    waits = [t.waits for t in tasks]
-    at = np.repeat(np.arange(n), np.fromiter(map(len, waits), np.int64, n))
-    polled = np.fromiter(chain.from_iterable(map(_WAITS, chain.from_iterable(waits))), np.int64, 2 * len(at))
-    polled = polled.reshape(-1, 2)
-    bad = (polled[:, 0] != rank[at]) | (polled[:, 1] < 1)
-    return ok & (np.bincount(at[bad], minlength=n) == 0)
+    at = keys.signal_entry  # a signal's first and last members stay on the entry's node (but a put's, which may not)
+    node = rank[at] // g
+    bad = (keys.signal_rank // g != node) | ((keys.signal_rank + (count[at] - 1) * keys.signal_rank_step) // g != node)
+    ok &= _per_entry(bad & (op[at] != _PLAIN[Op.PUT]), at, n)
+    at = keys.wait_entry  # waits poll the entry's rank, for a count of at least 1
+    return ok & _per_entry((keys.wait_rank != rank[at]) | (keys.wait_count < 1), at, n)
 
 
-def _group_ok(t: Task) -> bool:
-    """A group's step fits it, its signals do not cycle, and a put's ranks do not step."""
-    st = t.step
-    return (st is not None and not st.period and len(st.regions) in (0, len(t.reads) + len(t.writes))
-            and len(st.signals) in (0, len(t.signals)) and len(st.waits) in (0, len(t.waits))
-            and ("{}" in t.label or not st.label[1]) and not (t.op is Op.PUT and any(r[0] for r in st.regions)))
+def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple) -> np.ndarray:
+    """Per entry: a group's signals do not cycle, its label takes its number where the number
+    steps, and a put's ranks do not step. (That its step fits it, count for count, the tables
+    checked as they were made: :func:`~mkernel.members.read_regions` its regions, and
+    :func:`~mkernel.signal_table.signal_table` its signals and waits.)"""
+    ok = np.ones(len(tasks), bool)
+    at = np.flatnonzero(count > 1)
+    steps = [tasks[p].step for p in at]
+    cycling = np.fromiter(map(_PERIOD, steps), np.int64, len(at)) != 0
+    numbered = np.fromiter(map(itemgetter(1), map(_LABEL, steps)), np.int64, len(at)) != 0
+    braces = np.fromiter(map(contains, map(_LABEL, map(tasks.__getitem__, at.tolist())), repeat("{}")), bool, len(at))
+    ok[at] = ~cycling & (braces | ~numbered)
+    recs, f, _ = table
+    entry = f["entry"]
+    return ok & _per_entry((op[entry] == _PLAIN[Op.PUT]) & (recs[:, 6] != 0), entry, len(tasks))
 
 
 def _per_entry(bad: np.ndarray, entry: np.ndarray, n: int) -> np.ndarray:
@@ -121,23 +133,3 @@ def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count:
     dest = np.full(n, -1, np.int64)
     dest[entry[writes]] = recs[writes, 1]
     return ok & _per_entry(writes & (recs[:, 1] != dest[entry]), entry, n)
-
-
-def _signals(tasks: tuple, op: np.ndarray, rank: np.ndarray, count: np.ndarray, g: int) -> np.ndarray:
-    """Per entry: its first and last members' signals stay on its node (but a put's, which may not)."""
-    n = len(tasks)
-    signals = [t.signals for t in tasks]
-    per = np.fromiter(map(len, signals), np.int64, n)
-    entry = np.repeat(np.arange(n), per)
-    at = np.fromiter(map(attrgetter("rank"), chain.from_iterable(signals)), np.int64, len(entry))
-    step = np.zeros(len(entry), np.int64)
-    moving = [p for p, t in enumerate(tasks)
-              if t.count > 1 and t.step and t.step.signals and len(t.step.signals) == per[p]]
-    if moving:
-        at_moving = np.array(moving, np.int64)
-        which, j = ragged(per[at_moving])
-        rows = (np.cumsum(per) - per)[at_moving][which] + j
-        step[rows] = np.fromiter((dk for p in moving for dk, _ in tasks[p].step.signals), np.int64, len(rows))
-    node = rank[entry] // g
-    bad = (at // g != node) | ((at + (count[entry] - 1) * step) // g != node)
-    return _per_entry(bad & (op[entry] != _PLAIN[Op.PUT]), entry, n)

@@ -34,14 +34,18 @@ launch as one call, and later launches start after it on every rank).
 """
 from __future__ import annotations
 
-from collections import Counter
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
 
 from .coverage import check_outputs
 from .errors import ScheduleError
-from .ir import BufferKind, Op, Schedule, Task, bump_keys, count_homes, expand, paused_gc
+from .ir import BufferKind, Op, Schedule, Task, count_homes, expand, paused_gc
 from .members import read_regions
-from .races import RACE_CHECK_MAX_TASKS, check_races, happens_before_graph, topological_order
+from .races import RACE_CHECK_MAX_TASKS, acyclic, check_races, happens_before_graph, topological_order
 from .screen import cleared
+from .signal_table import SignalTable, signal_table
 
 
 @paused_gc()
@@ -59,22 +63,21 @@ def validate(s: Schedule, races: bool = True) -> None:
             raise ScheduleError(f"schedule {s.kernel}/{s.variant}: launch {li} is listed as a library call whose "
                                 f"tasks were left out, but it is no library launch")
     rules = _TaskRules(s, buffers)
+    home = _homes(s)
     try:
-        table = read_regions(s)
-        plain = cleared(s, table).tolist()
-    except ValueError:  # a group's steps do not fit its regions: the rules below name it
-        table, plain = None, [False] * len(s.tasks)
-    for i, task in enumerate(s.tasks):
-        if plain[i]:
-            continue  # keeps every per-task rule (mkernel/screen.py)
+        table, keys = read_regions(s), signal_table(s, home)  # (made once: the screen and the rules below read them)
+        plain = cleared(s, table, keys)
+    except (ValueError, IndexError):  # a group's steps do not fit it, or a put signals a rank past the world:
+        table, keys, plain = None, None, np.zeros(len(s.tasks), bool)  # the rules below name it (or fail there)
+    for i in np.flatnonzero(~plain).tolist():  # (a cleared entry keeps every per-task rule: mkernel/screen.py)
+        task = s.tasks[i]
         if task.id != i:
             raise ScheduleError(f"{task.describe()} sits at position {i}; ids must equal positions")
         if task.count == 1:
             rules.check(task)
         else:
             _check_group(rules, task)
-    home = _homes(s)
-    keys = [bump_keys(t, home=home) for t in s.tasks]  # (made once: the signal counts and the cycle graph read them)
+    keys = keys or signal_table(s, home)
     _check_signals(s, keys)
     if s.first_nodes:
         return
@@ -274,66 +277,75 @@ def _homes(s: Schedule) -> list[int] | None:
     return count_homes(s.world, s.gpus_per_node, s.first_nodes, s.local_fold)
 
 
-def _check_signals(s: Schedule, keys: list[tuple[list, list]]) -> None:
+def _check_signals(s: Schedule, keys: SignalTable) -> None:
     """Every wait's signal is bumped at least its count times; and no task outside a library launch
     waits on a signal that a library launch's task bumps (what a timing build relies on). ``keys``:
-    each task's :func:`~mkernel.ir.bump_keys`, counted where ``s`` counts them."""
-    home = _homes(s)
-    library = {li for li, launch in enumerate(s.launches) if launch.library is not None}
-
-    bumps: Counter = Counter()
-    by_library: set = set()
-    for task, (fixed, moving) in zip(s.tasks, keys):
-        for k, times in fixed:
-            bumps[k] += times
-        if moving:
-            bumps.update(moving)
-        if task.launch in library:
-            by_library.update(k for k, _ in fixed)
-            by_library.update(moving)
-    get = bumps.get
-    held: set = set()  # (id of a waits tuple, launch) found to hold: builders share one tuple among tasks
-    for task in s.tasks:
-        if not task.waits:
-            continue
-        steps = task.step.waits if task.count > 1 and task.step.waits else None
-        if steps is None:
-            if (id(task.waits), task.launch) in held:
-                continue  # the same waits, checked for the same launch (and on the same rank: they poll it)
-            held.add((id(task.waits), task.launch))
-            steps = (0,) * len(task.waits)
-        outside = task.launch not in library
-        for j, (wait, dx) in enumerate(zip(task.waits, steps)):
-            g = wait.signal
-            rank = home[g.rank] if home else g.rank
-            for i in range(task.count) if dx else (0,):
-                k = (rank, g.name, g.index + i * dx)
-                have = get(k, 0)
-                if have == 0 or have < wait.count or (outside and k in by_library):
-                    member = task.member(i)
-                    sig = member.waits[j].signal
-                    _fail(member, f"waits on {sig}, which no task signals" if have == 0 else
-                          f"waits for {sig} >= {wait.count}, but only {have} tasks bump it" if have < wait.count else
-                          f"waits on {sig}, which a library launch's task bumps: a timing run ends that launch as "
-                          f"one call and leaves its tasks out, so only launch order may order what follows it")
+    every member's bumps and waits, counted where ``s`` counts them. The first wait broken (by entry,
+    wait, member) is named."""
+    library = np.array([launch.library is not None for launch in s.launches], bool)
+    launch = np.fromiter(map(attrgetter("launch"), s.tasks), np.int64, len(s.tasks))
+    bumps = np.bincount(keys.bump_key, keys.bump_times, keys.keys).astype(np.int64)
+    by_library = np.zeros(keys.keys, bool)
+    by_library[keys.bump_key[library[launch[keys.bump_entry]]]] = True
+    have = bumps[keys.wait_key]
+    bad = (have == 0) | (have < keys.wait_count) | (by_library[keys.wait_key] & ~library[launch[keys.wait_entry]])
+    if not bad.any():
+        return
+    at = int(np.argmax(bad))
+    task, have = s.tasks[keys.wait_entry[at]], int(have[at])
+    member = task.member(int(keys.wait_member[at]))
+    wait = member.waits[keys.wait_j[at]]
+    sig = wait.signal
+    _fail(member, f"waits on {sig}, which no task signals" if have == 0 else
+          f"waits for {sig} >= {wait.count}, but only {have} tasks bump it" if have < wait.count else
+          f"waits on {sig}, which a library launch's task bumps: a timing run ends that launch as "
+          f"one call and leaves its tasks out, so only launch order may order what follows it")
 
 
-def _check_cycles(s: Schedule, keys: list[tuple[list, list]] | None = None) -> None:
-    """Kahn's algorithm over signal edges and per-rank launch order; name one cycle if any.
+def _check_cycles(s: Schedule, keys: SignalTable) -> None:
+    """No dependency cycle over signal edges and per-rank launch order.
 
-    Launch order is expressed through one barrier node per (rank, launch > 0), so the graph stays
-    linear in the number of tasks. A grouped schedule is checked on its groups first (a group
-    depends on every bumper of every member's waits: :func:`~mkernel.races.happens_before_graph`),
-    and expanded only where they have a cycle, so a cycle is named by its members as on the flat
-    schedule, and one that only groups make raises nothing.
+    Decided on arrays (:func:`~mkernel.races.acyclic`): each task is a node, and so is each signal
+    key (every bumper before it, every waiter after it: a path through a key is an edge of the
+    happens-before graph, so the two have the same cycles) and each (rank, launch > 0) (launch
+    order: every task of the launch after it, every task of the launch before before it), so the
+    graph stays linear in the number of tasks. A grouped schedule is one node per group (each
+    depends on every bumper of every member's waits): a cycle among members is one among groups.
+    Where there is a cycle, :func:`_name_cycle` names it."""
+    n = len(s.tasks)
+    rank, launch = np.fromiter(chain.from_iterable(map(attrgetter("rank", "launch"), s.tasks)), np.int64,
+                               2 * n).reshape(-1, 2).T
+    width = int(launch.max(initial=0)) + 2
+    barriers, at = np.unique(np.where(launch > 0, rank * width + launch, -1), return_inverse=True)
+    at -= 1 if len(barriers) and barriers[0] == -1 else 0  # (tasks of launch 0 have none)
+    barriers = barriers[barriers >= 0]
+    tasks = np.arange(n)
+    after = np.searchsorted(barriers, rank * width + launch + 1)  # the next launch's barrier, where there is one
+    follows = after < len(barriers)
+    follows[follows] = barriers[after[follows]] == (rank * width + launch + 1)[follows]
+    key = n + len(barriers)
+    src = np.concatenate((n + at[launch > 0], tasks[follows], keys.bump_entry, key + keys.wait_key))
+    dst = np.concatenate((tasks[launch > 0], n + after[follows], key + keys.bump_key, keys.wait_entry))
+    if not acyclic(src, dst, key + keys.keys):
+        _name_cycle(s)
+
+
+def _name_cycle(s: Schedule) -> None:
+    """Kahn's algorithm over the happens-before graph (:func:`~mkernel.races.happens_before_graph`,
+    with launch order through one barrier node per (rank, launch > 0)); name one cycle if any.
+
+    A grouped schedule is checked on its groups first, and expanded only where they have a cycle,
+    so a cycle is named by its members as on the flat schedule, and one that only groups make
+    raises nothing.
     """
     n = len(s.tasks)
-    preds = happens_before_graph(s, every_signaler=True, keys=keys)
+    preds = happens_before_graph(s, every_signaler=True)
     order = topological_order(preds)
     if len(order) == len(preds):
         return  # (on groups: then their members have no cycle either)
     if n < sum(t.count for t in s.tasks):
-        _check_cycles(expand(s))  # a cycle among groups may be none among members: the exact check decides
+        flat = expand(s)  # a cycle among groups may be none among members: the exact check decides
+        _check_cycles(flat, signal_table(flat))
         return
     stuck = set(range(len(preds))) - set(order)
     path, at = [], next(t for t in stuck if t < n)

@@ -60,25 +60,53 @@ def direct_exchange(x: RankNet, visit: list, rel: Callable) -> None:
     sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
     g, nodes, node, local = c.gpus_per_node, c.nodes, c.node_of(rank), c.local_of(rank)
     others = [(node + d) % nodes for d in range(1, nodes)]
-    for j, ci, chunk in visit:
+    if nodes == 2:  # one rail peer: consecutive chunks of one size, slot after slot, are one group of puts
+        _puts_to_one_peer(x, visit, others[0])
+    for j, ci, chunk in visit if nodes > 2 else ():
         ready = Wait(Signal(rank, "chunk_ready", j), len(chunk))
         for m in others:
             peer = c.rank(m, local)
             sb.add(rank, Role.SEND, Op.PUT, waits=(ready,), chunk=j,
                    reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
                    signals=(Signal(peer, "arrived", j),), label=f"chunk {ci} to node {m}")
+    steps: dict = {}  # one tuple object per kind of step (validate reads each once)
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
         waits = (Wait(Signal(rank, "arrived", j), nodes - 1), Wait(Signal(rank, "chunk_ready", j), len(chunk)))
         for run in runs(chunk, stride=g):
             t = run[0]
             sig = (Signal(rank, "final", rel(t)),) if g > 1 else ()
+            moves = steps.get(t.cols)
+            if moves is None:
+                moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
+                                         ((0, g),) * len(sig) + ((0, 0),))
             sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
                    reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in others),
                    writes=(regs.tile("OUT", rank, t),), signals=sig + (x.out_done(rank),),
-                   label="tile {} add remote", count=len(run),
-                   step=Step(((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),), ((0, g),) * len(sig) + ((0, 0),),
-                             label=(t.index, g)))
+                   label="tile {} add remote", count=len(run), step=Step(*moves, label=(t.index, g)))
+
+
+def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:
+    """:func:`direct_exchange`'s puts where there is one other node ``m``: a run of chunks that follow
+    on (positions, chunk numbers and slots each one on, every chunk of one size) is one group, its
+    members stepping one chunk (the task each member stands for is the one-put-per-chunk build's)."""
+    sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
+    g, node = c.gpus_per_node, c.node_of(rank)
+    peer = c.rank(m, c.local_of(rank))
+    runs: list[list] = []
+    for j, ci, chunk in visit:
+        if runs and (runs[-1][-1][0] + 1, runs[-1][-1][1] + 1, len(runs[-1][-1][2])) == (j, ci, len(chunk)) and \
+                runs[-1][-1][2][0].index + len(chunk) * g == chunk[0].index:
+            runs[-1].append((j, ci, chunk))
+        else:
+            runs.append([(j, ci, chunk)])
+    for run in runs:
+        j, ci, chunk = run[0]
+        rows = len(chunk) * w.tile_m  # (a member's PART and RECV regions: the next chunk's slots)
+        sb.add(rank, Role.SEND, Op.PUT, waits=(Wait(Signal(rank, "chunk_ready", j), len(chunk)),), chunk=j,
+               reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
+               signals=(Signal(peer, "arrived", j),), label=f"chunk {{}} to node {m}", count=len(run),
+               step=Step(((0, rows, 0), (0, rows, 0)), ((0, 1),), (1,), 1, (ci, 1)))
 
 
 def grouped_exchange(x: RankNet, visit: list, algorithm: str) -> None:

@@ -44,7 +44,7 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
                            shared_final)
-from ._tiling import batches, grid_runs, row_step, runs, tile_grid
+from ._tiling import batches, grid_order_runs, grid_runs, row_step, runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -158,27 +158,40 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         slot = index // g
         return (pos[node][slot // ct] * ct + slot % ct) * g + index % g
 
+    done = [Signal(rank, "out_done") for rank in range(c.world)]  # (one object each: ~10 bumps a tile)
+
     def out_done(rank: int) -> Signal:
-        return Signal(rank, "out_done")
+        return done[rank]
 
     regs = Regions(w, slots, g)
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
-        order_tiles = [tiles[idx] for ci in order[node] for slot in range(ci * ct, min(slots, (ci + 1) * ct))
-                       for d in range(g) if (idx := slot * g + (local + d) % g) < len(tiles)]
+        in_order = (np.array(order[node], np.int64)[:, None] * ct + np.arange(ct)).ravel()
+        in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
         # one group per run of tiles along a row that share how their signal steps: a cycle of owners
         # (g > 1), a chunk (one node's PART slots), or nothing (the output itself); a local build's
         # whole cycles in a row are one group, the owners cycling (Step.period)
-        cut = runs(order_tiles, period=g if g > 1 else ct if nodes > 1 else 0)
+        cut = [tiles[a:a + k] for a, k in grid_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order[in_order < len(tiles)],
+                                                          period=g if g > 1 else ct if nodes > 1 else 0)]
         cycled = _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold and not pushed \
             else ((run, 0) for run in cut)  # a push's tiles bump local flags (its own groups)
+        a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
+
+        def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
+            a = a_rows.get(u.row0)
+            if a is None:
+                a = a_rows[u.row0] = Region("A", rank, u.row0, u.row1, 0, w.k)
+            b = b_cols.get(u.col0)
+            if b is None:
+                b = b_cols[u.col0] = Region("B", rank, 0, w.k, u.col0, u.col1)
+            return a, b
+
         for run, cycles in cycled:
             t = run[0]
-            owner = c.rank(node, t.index % g)
+            owner = node * g + t.index % g
             if cycles:
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(regs.tile("P", rank, t),),
-                       signals=(Signal(owner, "contrib", rel(node, t.index)),),
-                       reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
+                       signals=(Signal(owner, "contrib", rel(node, t.index)),), reads=operands(t),
                        label="tile {}", count=len(run), step=Step(((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)),
                                                                   ((1, 1),), label=(t.index, 1), period=g,
                                                                   outer=((0, g),)))
@@ -198,14 +211,16 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 groups = [(run, regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0)))]
             for group, dst, sig, moves in groups:
                 u = group[0]
-                sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig,
-                       reads=(Region("A", rank, u.row0, u.row1, 0, w.k), Region("B", rank, 0, w.k, u.col0, u.col1)),
-                       label="tile {}", count=len(group), step=Step(((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],),
-                                                                    label=(u.index, 1)))
+                key = (u.cols, moves)
+                alike = steps.get(key)  # (one tuple object for the groups that step alike: validate reads each once)
+                if alike is None:
+                    alike = steps[key] = (((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],))
+                sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
+                       count=len(group), step=Step(*alike, label=(u.index, 1)))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
-        owned = [t for t in tiles if t.index % g == local]
+        owned = list(tiles[local::g])  # (tile i sits at position i of the grid)
         chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
         visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
         peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
@@ -241,7 +256,7 @@ def _cycles(cut: list, g: int, rel) -> list[tuple[list, int]]:
             last = out[-1][0][-1]
             if (last.index + 1 == run[0].index and last.row0 == run[0].row0 and last.cols == run[0].cols
                     and rel(last) + 1 == rel(run[0])):
-                out[-1] = (out[-1][0] + run, out[-1][1] + 1)
+                out[-1] = (out[-1][0] + list(run), out[-1][1] + 1)
                 continue
         out.append((list(run), 1 if whole else 0))
     return out
@@ -260,6 +275,18 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
     last = len(visit) - 1
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
 
+    bumps = tuple(out_done(p) for p in peers[1:])  # (a broadcast's: the same for each)
+    steps: dict = {}
+
+    def moved(cols: int, n: int, last: tuple) -> tuple:
+        """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any), one object for each
+        kind (validate reads each tuple object once)."""
+        key = (cols, n, last)
+        out = steps.get(key)
+        if out is None:
+            out = steps[key] = ((0, 0, cols * g),) * n + ((last,) if last else ())
+        return out
+
     def bcast(j: int, chunk) -> None:
         if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
             own = j % nodes == nodes - 1
@@ -268,10 +295,9 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
         for run in runs(chunk, stride=g):
             t = run[0]
             sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel(t)), 1),),
-                   reads=tuple(regs.tile("OUT", rank, t) for _ in peers[1:]),
-                   writes=tuple(regs.tile("OUT", p, t) for p in peers[1:]),
-                   signals=tuple(out_done(p) for p in peers[1:]), label="tile {} bcast", count=len(run),
-                   step=Step(((0, 0, t.cols * g),) * (2 * g - 2), waits=(g,), label=(t.index, g)))
+                   reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=tuple(regs.tile("OUT", p, t) for p in peers[1:]),
+                   signals=bumps, label="tile {} bcast", count=len(run),
+                   step=Step(moved(t.cols, 2 * g - 2, ()), waits=(g,), label=(t.index, g)))
 
     sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
 
@@ -287,7 +313,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
             sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, arrived[0], rel(t)), arrived[1]),),
                    reads=tuple(regs.tile("P", p, t) for p in sources), writes=(dst,), signals=sig,
                    label=f"tile {{}} {what}", count=len(run),
-                   step=Step(((0, 0, t.cols * g),) * len(sources) + (moves[0],), moves[1], waits=(g,),
+                   step=Step(moved(t.cols, len(sources), moves[0]), moves[1], waits=(g,),
                              label=(t.index, g)))
 
     if pushes is None:

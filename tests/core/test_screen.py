@@ -23,6 +23,7 @@ from mkernel import BufferKind, Op, ScheduleError
 from mkernel.ir import Region, Role, Schedule, Signal, Wait
 from mkernel.members import read_regions
 from mkernel.screen import cleared
+from mkernel.signal_table import signal_table
 
 V = importlib.import_module("mkernel.validate")  # the module (mkernel.validate is also the function's name)
 
@@ -59,7 +60,7 @@ def _rules(s: Schedule, p: int) -> str | None:
 def _verdict(s: Schedule, screen: bool, monkeypatch) -> str | None:
     with monkeypatch.context() as m:
         if not screen:
-            m.setattr(V, "cleared", lambda s, table: np.zeros(len(s.tasks), bool))
+            m.setattr(V, "cleared", lambda s, table, keys: np.zeros(len(s.tasks), bool))
         try:
             V.validate(s, races=False)
         except ScheduleError as e:
@@ -72,7 +73,7 @@ def test_builds_plain_entries_are_cleared_and_each_entry_cleared_keeps_the_rules
     """Every entry of the kinds the screen decides (a GEMM, copy, reduce, put or nop, with no mask,
     index or cycling signals) is cleared in a valid build; attention tiles and gathers are left to
     the rules."""
-    ok = cleared(s, read_regions(s))
+    ok = cleared(s, read_regions(s), signal_table(s))
     plain = [t.op in (Op.GEMM, Op.COPY, Op.REDUCE, Op.PUT, Op.NOP) and not (t.mask or t.index)
              and not (t.count > 1 and t.step.period) for t in s.tasks]
     assert list(ok) == plain
@@ -154,7 +155,7 @@ def test_mutations_are_not_cleared_where_the_rules_refuse_them(s, monkeypatch):
         for name, bad in _mutations(s, s.tasks[p]):
             m = dataclasses.replace(s, tasks=s.tasks[:p] + (bad,) + s.tasks[p + 1:])
             try:
-                ok = cleared(m, read_regions(m))[p]
+                ok = cleared(m, read_regions(m), signal_table(m))[p]
             except ValueError:  # a step that does not fit its regions: validate screens nothing then
                 ok = False
             why = _rules(m, p)

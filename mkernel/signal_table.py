@@ -1,0 +1,159 @@
+"""Every member's bumps and waits of a grouped schedule as integer arrays, without making the members.
+
+A group's member i bumps its signals moved by i times their step (or by i mod ``period`` and i div
+``period`` times their steps and outer steps: :class:`~mkernel.ir.Step`), and waits on its waits'
+signals moved by i times their index step; one record per (entry, signal) and per (entry, wait)
+and the entries' counts give them all by index arithmetic. Each (rank, name, index) key becomes one
+dense integer. Why: a 2 x 8 GEMM+AR of 32768^2 bumps about 900k member keys, and making them tuples
+one task at a time cost a quarter of validate(); its signal counts and its cycle graph read them here.
+
+A signal that does not step is one record standing for all of its group's bumps (``times`` = the
+count), as :func:`~mkernel.ir.bump_keys` lists it; a wait that does not step is checked at member 0
+alone (every member waits for the same). Read after the per-task rules, which check that every
+group's steps fit it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
+
+from .ir import Schedule
+from .members import Codes, ragged, read_shared
+
+_SIGNAL = attrgetter("rank", "index")
+_WAIT = attrgetter("signal.rank", "signal.index", "count")
+_NAME, _WAIT_NAME = attrgetter("name"), attrgetter("signal.name")
+
+
+
+@dataclass(frozen=True, eq=False)
+class SignalTable:
+    """Bumps and waits of every member of a schedule, keys numbered densely (``keys`` of them).
+
+    Bumps: ``bump_entry``, ``bump_key``, ``bump_times`` (one record per signal that does not step,
+    ``times`` its group's count; one per member for one that steps). Waits: ``wait_entry``, its
+    index ``wait_j`` in the entry's waits, the ``wait_member`` (0 for a wait that does not step),
+    ``wait_key``, ``wait_count`` and the polled ``wait_rank`` (the signal's own, not its home); in
+    the order entry, wait, member. Per signal of each entry (entry after entry, as in
+    ``Task.signals``): ``signal_entry``, ``signal_rank`` and its ``signal_rank_step`` (member 0's,
+    and the group's rank step: what validate's screen needs). ``count``: each entry's members."""
+
+    keys: int
+    count: np.ndarray
+    bump_entry: np.ndarray
+    bump_key: np.ndarray
+    bump_times: np.ndarray
+    wait_entry: np.ndarray
+    wait_j: np.ndarray
+    wait_member: np.ndarray
+    wait_key: np.ndarray
+    wait_count: np.ndarray
+    wait_rank: np.ndarray
+    signal_entry: np.ndarray
+    signal_rank: np.ndarray
+    signal_rank_step: np.ndarray
+
+
+def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
+    """The bumps and waits of every member of ``s``, each rank's keys counted at ``home[rank]``
+    where given (a partial build's: :func:`~mkernel.ir.count_homes`). Raises ValueError where a
+    group's step does not fit its signals or waits (validate's per-task rules name it)."""
+    tasks = s.tasks
+    count = np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks))
+    groups = np.flatnonzero(count > 1).tolist()
+    steps = list(map(attrgetter("step"), map(tasks.__getitem__, groups)))
+    if not all(steps):  # (a Step is always true: this finds a None without calling Step.__eq__)
+        raise ValueError("a group without a step")
+    names = Codes()
+    signal_entry, signal_rank, signal_steps, bump = _bumps(tasks, count, groups, steps, names)
+    wait_entry, wait_j, member, wait_rank, wait_count, wait = _waits(tasks, count, groups, steps, names)
+    if home is not None:
+        homes = np.array(home, np.int64)
+        bump[1], wait[1] = homes[bump[1]], homes[wait[1]]
+    key = _dense(*(np.concatenate(pair) for pair in zip(bump[:3], wait)))
+    nb = len(bump[0])
+    return SignalTable(int(key.max(initial=-1)) + 1, count, bump[3], key[:nb], bump[4], wait_entry, wait_j, member,
+                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0])
+
+
+def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
+    """Per signal record: its entry, rank and steps (rank, index; outer rank, index); and the bumps
+    [name, rank, index, entry, times]."""
+    signals = list(map(attrgetter("signals"), tasks))
+    per = np.fromiter(map(len, signals), np.int64, len(tasks))
+    flat = list(chain.from_iterable(signals))
+    entry, _ = ragged(per)
+    rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, flat)), np.int64, 2 * len(flat)).reshape(-1, 2).T
+    name = np.fromiter(map(names.__getitem__, map(_NAME, flat)), np.int64, len(flat))
+    st = np.zeros((len(flat), 4), np.int64)  # rank, index steps; outer rank, index steps
+    period = np.zeros(len(tasks), np.int64)
+    stepped = [(p, step) for p, step in zip(groups, steps) if step.signals]
+    if stepped:
+        at = np.array([p for p, _ in stepped], np.int64)
+        sts = [step for _, step in stepped]
+        period[at] = [step.period for step in sts]
+        cycling = period[at] > 0
+        if (np.fromiter((len(step.signals) for step in sts), np.int64, len(sts)) != per[at]).any() or (
+                np.fromiter((len(step.outer) for step in sts if step.period), np.int64) != per[at[cycling]]).any():
+            raise ValueError("a group's signal steps do not fit its signals")
+        which, j = ragged(per[at])
+        rows = (np.cumsum(per) - per)[at][which] + j
+        st[rows, :2] = read_shared([step.signals for step in sts], per[at], 2)
+        if cycling.any():  # (outer steps: Step.period)
+            st[rows[cycling[which]], 2:] = read_shared([step.outer for step in sts if step.period], per[at[cycling]], 2)
+    moving = st.any(axis=1)
+    fixed = ~moving
+    who, i = ragged(count[entry[moving]])
+    rec = np.flatnonzero(moving)[who]
+    p = period[entry[rec]]
+    p = np.where(p > 0, p, count[entry[rec]])  # (no period: i mod count is i, i div count 0)
+    b, a = i % p, i // p
+    bumps = [np.concatenate((name[fixed], name[rec])),
+             np.concatenate((rank[fixed], rank[rec] + b * st[rec, 0] + a * st[rec, 2])),
+             np.concatenate((index[fixed], index[rec] + b * st[rec, 1] + a * st[rec, 3])),
+             np.concatenate((entry[fixed], entry[rec])),
+             np.concatenate((count[entry[fixed]], np.ones(len(rec), np.int64)))]
+    return entry, rank, st, bumps
+
+
+def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
+    """Per wait record (a wait of member 0, or of every member where it steps): its entry, index in
+    the entry's waits, member, polled rank and count; and its key's [name, rank, index]."""
+    waits = list(map(attrgetter("waits"), tasks))
+    per = np.fromiter(map(len, waits), np.int64, len(tasks))
+    flat = list(chain.from_iterable(waits))
+    entry, j = ragged(per)
+    rank, index, need = np.fromiter(chain.from_iterable(map(_WAIT, flat)), np.int64, 3 * len(flat)).reshape(-1, 3).T
+    name = np.fromiter(map(names.__getitem__, map(_WAIT_NAME, flat)), np.int64, len(flat))
+    dx = np.zeros(len(flat), np.int64)
+    stepped = [(p, step.waits) for p, step in zip(groups, steps) if step.waits]
+    if stepped:
+        at = np.array([p for p, _ in stepped], np.int64)
+        if (np.fromiter((len(w) for _, w in stepped), np.int64, len(stepped)) != per[at]).any():
+            raise ValueError("a group's wait steps do not fit its waits")
+        which, k = ragged(per[at])
+        dx[(np.cumsum(per) - per)[at][which] + k] = np.fromiter(
+            chain.from_iterable(w for _, w in stepped), np.int64, len(which))
+    rec, member = ragged(np.where(dx != 0, count[entry], 1))
+    return entry[rec], j[rec], member, rank[rec], need[rec], [name[rec], rank[rec], index[rec] + member * dx[rec]]
+
+
+def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Per (name, rank, index) row: one integer per distinct row, 0 up (numbered in the rows' order,
+    name, then rank, then index)."""
+    if not len(name):
+        return np.zeros(0, np.int64)
+    spans = [int(x.max()) - int(x.min()) + 1 for x in (name, rank, index)]
+    if spans[0] * spans[1] * spans[2] < 2 ** 62:  # one number per row: one sort of one key (the usual case)
+        flat = ((name - name.min()) * spans[1] + rank - rank.min()) * spans[2] + index - index.min()
+        return np.unique(flat, return_inverse=True)[1].reshape(-1)
+    order = np.lexsort((index, rank, name))
+    rows = np.stack((name, rank, index))[:, order]
+    new = np.ones(len(order), bool)
+    new[1:] = (rows[:, 1:] != rows[:, :-1]).any(axis=0)
+    key = np.empty(len(order), np.int64)
+    key[order] = np.cumsum(new) - 1
+    return key
