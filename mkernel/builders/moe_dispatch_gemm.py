@@ -222,12 +222,14 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 
     for r in built:
         node = c.node_of(r)
-        for d in _rotated(c, r):  # node destinations: straight into their expert inputs
-            for s in routing.from_source(d, r):
-                for b, row, toks in _blocks(s):
-                    sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, per, 0, w.k),),
-                           writes=(Region("XE", d, row, row + len(toks), 0, w.k),), index=toks,
-                           signals=(block_signal(s, b),), label=f"tokens to rank {d} expert {s.expert} block {b}")
+        # node destinations, straight into their expert inputs: expert by expert (a GEMM tile needs its
+        # expert's rows from every source), each expert's destinations from r on (_rotated)
+        mine = [(s.expert, i, s) for i, d in enumerate(_rotated(c, r)) for s in routing.from_source(d, r)]
+        for _, _, s in sorted(mine, key=lambda e: e[:2]):
+            for b, row, toks in _blocks(s):
+                sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, per, 0, w.k),),
+                       writes=(Region("XE", s.dest, row, row + len(toks), 0, w.k),), index=toks,
+                       signals=(block_signal(s, b),), label=f"tokens to rank {s.dest} expert {s.expert} block {b}")
         for dn in range(1, c.nodes):  # other nodes: once per node, to the rail peer
             m = (node + dn) % c.nodes
             (toks, straight), peer = sent(r, m), c.rank(m, c.local_of(r))
