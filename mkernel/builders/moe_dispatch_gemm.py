@@ -133,9 +133,11 @@ def _gemm(sb, w: Workload, c: Cluster, d: int, segs, rows: int, waits_for) -> No
                    writes=(Region("Y", d, t0, t1, c0, c0 + cols),), count=count,
                    step=Step(((0, 0, 0), (0, 0, cols), (0, 0, cols)), label=(c0, cols)))
     used = sum(len(s.tokens) for s in segs)
-    if used < rows:  # zero rows up to the symmetric size
+    # zero rows up to the symmetric size, tile_m rows a task so every compute SM shares the fill (at
+    # HBM's rate, not one SM's stream rate: skewed routing leaves the least-loaded rank tens of MB)
+    for z0, z1 in chunk_rows(used, rows, w.tile_m):
         sb.add(d, Role.COMPUTE, Op.GATHER, reads=(Region("Z", d, 0, 1, 0, w.n),),
-               writes=(Region("Y", d, used, rows, 0, w.n),), index=(0,) * (rows - used), label="zero tail")
+               writes=(Region("Y", d, z0, z1, 0, w.n),), index=(0,) * (z1 - z0), label=f"zero tail rows {z0}")
 
 
 def _blocks(s) -> list[tuple[int, int, tuple[int, ...]]]:
