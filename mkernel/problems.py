@@ -13,7 +13,8 @@ from .ir import Role
 
 KERNELS = ("ag_gemm", "gemm_rs", "gemm_ar", "ring_attention", "moe_dispatch_gemm")
 INTERNODE = ("auto", "direct", "twoshot", "ring")  # the GEMM ops' inter-node algorithm (mkernel.builders._rail)
-ROUTINGS = ("uniform", "zipf", "shifted", "zipf_shifted")  # shifted ones: node-symmetric (mkernel.routing)
+# shifted ones: node-symmetric; multinomial: the paper's bench's draw (mkernel.routing)
+ROUTINGS = ("uniform", "zipf", "shifted", "zipf_shifted", "multinomial")
 BASELINES = ("hierarchical", "ring")
 # What a run executes (mkernel.builders._auto): the fused schedule, the op's unfused baseline schedule
 # (GEMM then NCCL, ...), or auto: the fused one where it beats the baseline, simulated (or estimated
@@ -64,7 +65,8 @@ class Workload:
     internode: str = "auto"  # the GEMM ops over the rails: INTERNODE, per op in builders/_rail.py
     experts: int = 256  # moe_dispatch_gemm: experts in all, experts / world per GPU
     topk: int = 8  # moe_dispatch_gemm: experts per token
-    routing: str = "uniform"  # moe_dispatch_gemm: ROUTINGS (zipf: skewed popularity; shifted: node 0's for all)
+    routing: str = "uniform"  # moe_dispatch_gemm: ROUTINGS (zipf: skewed popularity; shifted: node 0's for all;
+    # multinomial: the paper's bench, seeded by routing_seed)
     routing_seed: int = 0
     # moe_dispatch_gemm: routing given rather than drawn (the torch op's case): per source rank, per
     # token, its topk expert ids; overrides routing and routing_seed when not empty

@@ -12,6 +12,16 @@ favour the same experts, moved n nodes on. What it keeps of Zipf's skew: the hot
 hot for the whole cluster (every node's load is the same). Zipf drawn per rank stays the fully
 random case, simulated whole.
 
+``multinomial`` is the routing the paper's MoE bench draws (uccl-project/mKernel
+bench/dispatch_gemm_bench.py, its default ``MKERNEL_DISPATCH_GEMM_ROUTING=multinomial``, "bit-equivalent
+to NCCL/TritonDist baselines"): one weight per expert uniform in [0, 1), then every token of the
+whole cluster picks ``topk`` distinct experts in proportion to the weights (``torch.multinomial``
+without replacement; here Gumbel top-k on the log weights, the same distribution from numpy's
+generator, so not the bench's exact draw). Token t of the cluster is token t mod (m / world) of rank
+t // (m / world). The weights are shared by every token, so some GPUs' experts are busier on every
+node alike (the busiest GPU of a 2 x 8 draw takes about 1.2-1.3x the mean rows); drawn per token
+over the cluster, it is not node-symmetric and is simulated whole.
+
 The layout on destination rank d: for each local expert j in order, for each source rank in
 ``source_order(d)`` (own, node peers, then other nodes nearest first), the tokens of that source
 routed to that expert, ascending. Its rows are where the dispatch writes and the GEMM reads.
@@ -39,6 +49,9 @@ def route(w: Workload, world: int, gpus_per_node: int) -> list[np.ndarray]:
     if w.routing in ("zipf", "zipf_shifted"):
         popularity = 1.0 / np.arange(1, w.experts + 1) ** ZIPF_S
         logits = np.log(popularity[rng.permutation(w.experts)])
+    elif w.routing == "multinomial":  # the bench's torch.rand weights (a zero weight: never picked)
+        with np.errstate(divide="ignore"):
+            logits = np.log(rng.random(w.experts))
     else:
         logits = np.zeros(w.experts)
     drawn = gpus_per_node if w.routing in SHIFTED else world

@@ -97,16 +97,17 @@ def _roles(w: Workload, c: Cluster) -> dict[Role, int]:
                                    Role.SEND: DEFAULT_SEND_SMS if c.nodes > 1 else 0})
 
 
-def _buffers(sb: ScheduleBuilder, w: Workload, c: Cluster, rows: int, staging: int) -> None:
+def _buffers(sb: ScheduleBuilder, w: Workload, c: Cluster, rows: int, received: int, staged: bool = True) -> None:
     per = w.m // c.world
     sb.buffer("X", per, w.k, w.dtype, BufferKind.INPUT)
     sb.buffer("W", (w.experts // c.world) * w.k, w.n, w.dtype, BufferKind.INPUT)
     sb.buffer("Z", 1, w.n, w.dtype, BufferKind.INPUT)
     sb.buffer("XE", max(rows, 1), w.k, w.dtype)
     sb.buffer("Y", max(rows, 1), w.n, w.dtype, BufferKind.OUTPUT)
-    if staging:
-        sb.buffer("SEND", staging, w.k, w.dtype)
-        sb.buffer("RECV", staging, w.k, w.dtype)
+    if received and staged:
+        sb.buffer("SEND", received, w.k, w.dtype)
+    if received:
+        sb.buffer("RECV", received, w.k, w.dtype)
 
 
 def _gemm(sb, w: Workload, c: Cluster, d: int, segs, rows: int, waits_for) -> None:
@@ -132,9 +133,11 @@ def _gemm(sb, w: Workload, c: Cluster, d: int, segs, rows: int, waits_for) -> No
                    writes=(Region("Y", d, t0, t1, c0, c0 + cols),), count=count,
                    step=Step(((0, 0, 0), (0, 0, cols), (0, 0, cols)), label=(c0, cols)))
     used = sum(len(s.tokens) for s in segs)
-    if used < rows:  # zero rows up to the symmetric size
+    # zero rows up to the symmetric size, tile_m rows a task so every compute SM shares the fill (at
+    # HBM's rate, not one SM's stream rate: skewed routing leaves the least-loaded rank tens of MB)
+    for z0, z1 in chunk_rows(used, rows, w.tile_m):
         sb.add(d, Role.COMPUTE, Op.GATHER, reads=(Region("Z", d, 0, 1, 0, w.n),),
-               writes=(Region("Y", d, used, rows, 0, w.n),), index=(0,) * (rows - used), label="zero tail")
+               writes=(Region("Y", d, z0, z1, 0, w.n),), index=(0,) * (z1 - z0), label=f"zero tail rows {z0}")
 
 
 def _blocks(s) -> list[tuple[int, int, tuple[int, ...]]]:
@@ -145,6 +148,28 @@ def _blocks(s) -> list[tuple[int, int, tuple[int, ...]]]:
 def _distance(c: Cluster, d: int, r: int) -> tuple[int, int]:
     """Own tokens first, then the node's, then other nodes' nearest first."""
     return ((c.node_of(r) - c.node_of(d)) % c.nodes, (c.local_of(r) - c.local_of(d)) % c.gpus_per_node)
+
+
+def _zero_copy(needed: int, tokens: int, stage_us_per_row: float, row_bytes: int, c: Cluster) -> bool:
+    """Whether a source puts all its ``tokens`` rows to a node straight from X rather than staging
+    the ``needed`` ones: when the network time of the rows the node does not need is below the
+    send SMs' time to stage the rows it does (each row read and written at their stream rate).
+    The reference code puts its whole token buffer to every node, zero-copy (design section 9): at
+    2 nodes and top-8 almost every token is needed there (all but 0.4% under uniform routing); at
+    64 nodes about one in eight is, so staging wins."""
+    extra_us = (tokens - needed) * row_bytes / (c.nic.gb_per_s * 1e3)
+    return extra_us < needed * stage_us_per_row
+
+
+def _rotated(c: Cluster, r: int) -> list[int]:
+    """The ranks of r's node from r on (r, r + 1, ..., wrapping): the order r's intra SMs serve
+    destinations. Every rank starting at its own, the node's ranks write into distinct
+    destinations at each step, as an all-to-all schedules its peers, so each destination's NVLink
+    ingress (one port's rate) is shared by one writer at a time; in node order every rank wrote
+    into the first destination first, seven writers on one port while the others idled, and the
+    last destination got its rows last (the slowest rank's GEMM waited for them)."""
+    node, local = c.node_of(r), c.local_of(r)
+    return [c.rank(node, (local + i) % c.gpus_per_node) for i in range(c.gpus_per_node)]
 
 
 def node_symmetric(w: Workload) -> bool:
@@ -160,12 +185,26 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     routing = routing_for(w, c.nodes, g)
     built = sb.ranks()
-    unique = functools.cache(lambda r, m: routing.to_ranks(r, m * g, (m + 1) * g))  # each token once per node
+    per, row_bytes = w.m // c.world, w.k * DTYPE_BYTES[w.dtype]
+    send_sms = _roles(w, c)[Role.SEND]  # none on one node: nothing is sent
+    stage_us_per_row = 2 * row_bytes / (max(send_sms, 1) * c.gpu.sm_stream_gb_per_s * 1e3)
+
+    @functools.cache
+    def sent(r: int, m: int) -> tuple[tuple[int, ...], bool]:
+        """Source r's tokens for node m, and whether they are put straight from X (all of them)."""
+        toks = routing.to_ranks(r, m * g, (m + 1) * g)  # each token routed there, once per node
+        return (tuple(range(per)), True) if _zero_copy(len(toks), per, stage_us_per_row, row_bytes, c) else (toks, False)
+
     rows = max(routing.rows(d) for d in built)
-    per_node = max((len(unique(r, m)) for r in built for m in range(c.nodes) if m != c.node_of(r)), default=0)
-    _buffers(sb, w, c, rows, c.nodes * per_node)
+    per_node = max((len(sent(r, m)[0]) for r in built for m in range(c.nodes) if m != c.node_of(r)), default=0)
+    staging = any(not sent(r, m)[1] for r in built for m in range(c.nodes) if m != c.node_of(r))
+    _buffers(sb, w, c, rows, c.nodes * per_node, staging)
     sb.launch("fused", _roles(w, c))
-    chunk = max(1, CHUNK_BYTES // (w.k * DTYPE_BYTES[w.dtype]))
+    chunk = max(1, CHUNK_BYTES // row_bytes)
+    chunks = -(-per // chunk)  # the most chunks one source puts to one node
+
+    def arrived(p: int, r: int, ci: int) -> Signal:
+        return Signal(p, "arrived", c.relative(r, p) * chunks + ci)
     most = max((len(_blocks(s)) for d in built for s in routing.segments(d)), default=1)
 
     def block_signal(s, b: int) -> Signal:
@@ -185,47 +224,54 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
 
     for r in built:
         node = c.node_of(r)
-        for d in c.node_ranks(node):  # node destinations: straight into their expert inputs
-            for s in routing.from_source(d, r):
-                for b, row, toks in _blocks(s):
-                    sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
-                           writes=(Region("XE", d, row, row + len(toks), 0, w.k),), index=toks,
-                           signals=(block_signal(s, b),), label=f"tokens to rank {d} expert {s.expert} block {b}")
+        # node destinations, straight into their expert inputs: expert by expert (a GEMM tile needs its
+        # expert's rows from every source), each expert's destinations from r on (_rotated)
+        mine = [(s.expert, i, s) for i, d in enumerate(_rotated(c, r)) for s in routing.from_source(d, r)]
+        for _, _, s in sorted(mine, key=lambda e: e[:2]):
+            for b, row, toks in _blocks(s):
+                sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, per, 0, w.k),),
+                       writes=(Region("XE", s.dest, row, row + len(toks), 0, w.k),), index=toks,
+                       signals=(block_signal(s, b),), label=f"tokens to rank {s.dest} expert {s.expert} block {b}")
         for dn in range(1, c.nodes):  # other nodes: once per node, to the rail peer
             m = (node + dn) % c.nodes
-            toks, peer = unique(r, m), c.rank(m, c.local_of(r))
+            (toks, straight), peer = sent(r, m), c.rank(m, c.local_of(r))
             if not toks:
                 continue
-            base = m * per_node
-            for ci, (r0, r1) in enumerate(chunk_rows(0, len(toks), chunk)):  # staged chunk by chunk, so the
-                # send SMs stage in parallel and the first put leaves after one chunk, not the whole buffer
-                staged = Signal(r, "staged", dn * per_node + ci)
-                sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, w.m // c.world, 0, w.k),),
-                       writes=(Region("SEND", r, base + r0, base + r1, 0, w.k),), index=toks[r0:r1],
-                       signals=(staged,), label=f"tokens for node {m} chunk {ci}")
-                dst = node * per_node
-                sb.add(r, Role.SEND, Op.PUT, chunk=ci, waits=(Wait(staged, 1),),
-                       reads=(Region("SEND", r, base + r0, base + r1, 0, w.k),),
-                       writes=(Region("RECV", peer, dst + r0, dst + r1, 0, w.k),),
-                       signals=(Signal(peer, "arrived", c.relative(r, peer)),),
+            base, dst = m * per_node, node * per_node
+            for ci, (r0, r1) in enumerate(chunk_rows(0, len(toks), chunk)):  # chunk by chunk, so the first
+                # put leaves after one chunk, not the whole buffer (and staging SMs work in parallel)
+                waits, source = (), Region("X", r, r0, r1, 0, w.k)
+                if not straight:
+                    staged = Signal(r, "staged", dn * per_node + ci)
+                    sb.add(r, Role.SEND, Op.GATHER, reads=(Region("X", r, 0, per, 0, w.k),),
+                           writes=(Region("SEND", r, base + r0, base + r1, 0, w.k),), index=toks[r0:r1],
+                           signals=(staged,), label=f"tokens for node {m} chunk {ci}")
+                    waits, source = (Wait(staged, 1),), Region("SEND", r, base + r0, base + r1, 0, w.k)
+                sb.add(r, Role.SEND, Op.PUT, chunk=ci, waits=waits, reads=(source,),
+                       writes=(Region("RECV", peer, dst + r0, dst + r1, 0, w.k),), signals=(arrived(peer, r, ci),),
                        label=f"tokens of rank {r} chunk {ci} to node {m}")
-    for p in built:  # rail peers fan out what arrived from other nodes
+    for p in built:  # rail peers fan out what arrived from other nodes, each block once its chunks landed
         for dn in range(1, c.nodes):
             r = c.rank((c.node_of(p) + dn) % c.nodes, c.local_of(p))
-            toks = unique(r, c.node_of(p))
+            toks = sent(r, c.node_of(p))[0]
             if not toks:
                 continue
             where = {t: i for i, t in enumerate(toks)}
             base = c.node_of(r) * per_node
-            got = Wait(Signal(p, "arrived", c.relative(r, p)), len(chunk_rows(0, len(toks), chunk)))
-            for d in c.node_ranks(c.node_of(p)):
+            fan = []
+            for d in _rotated(c, p):
                 for s in routing.from_source(d, r):
                     for b, row, part in _blocks(s):
-                        sb.add(p, Role.INTRA, Op.GATHER, waits=(got,),
-                               reads=(Region("RECV", p, base, base + len(toks), 0, w.k),),
-                               writes=(Region("XE", d, row, row + len(part), 0, w.k),),
-                               index=tuple(where[t] for t in part), signals=(block_signal(s, b),),
-                               label=f"tokens of rank {r} to rank {d} expert {s.expert} block {b}")
+                        at = [where[t] for t in part]
+                        first, last = at[0] // chunk, at[-1] // chunk  # at ascends: the block's tokens do
+                        fan.append((last, d, s, b, row, at, first))
+            for last, d, s, b, row, at, first in sorted(fan, key=lambda f: f[0]):  # in arrival order
+                lo, hi = first * chunk, min(len(toks), (last + 1) * chunk)
+                sb.add(p, Role.INTRA, Op.GATHER, waits=tuple(Wait(arrived(p, r, ci), 1) for ci in range(first, last + 1)),
+                       reads=(Region("RECV", p, base + lo, base + hi, 0, w.k),),
+                       writes=(Region("XE", d, row, row + len(at), 0, w.k),),
+                       index=tuple(i - lo for i in at), signals=(block_signal(s, b),),
+                       label=f"tokens of rank {r} to rank {d} expert {s.expert} block {b}")
     for d in built:
         _gemm(sb, w, c, d, routing.segments(d), rows, blocks_in)
     return sb.build(flops_per_gpu(w, c))

@@ -52,7 +52,7 @@ def points(figures: list[Figure], sizes: int | None = None, kernels: str = "refe
             by_op.setdefault((p.kernel, p.testbed), []).append(p)
     out = []
     for pts in by_op.values():
-        shape_fix = [sweep.Point(p.testbed, p.kernel, p.size, _node_symmetric(p), (("kernels", kernels),))
+        shape_fix = [sweep.Point(p.testbed, p.kernel, p.size, _paper_shape(p), (("kernels", kernels),))
                      for p in pts]
         out += shape_fix[:sizes] if sizes else shape_fix
     return [_tuned(p, tuned) for p in out] if tuned else out
@@ -70,10 +70,13 @@ def _tuned(p: sweep.Point, table: Path) -> sweep.Point:
     return dataclasses.replace(p, options=p.options + (("intra_sms", entry["best_intra_sms"]),))
 
 
-def _node_symmetric(p: sweep.Point) -> tuple:
-    """MoE with the grid's uniform routing, drawn node-symmetric (``shifted``) so that the
-    simulator folds the nodes (the reference grid does the same)."""
-    return p.shape + ((("routing", "shifted"),) if p.kernel == "moe_dispatch_gemm" else ())
+def _paper_shape(p: sweep.Point) -> tuple:
+    """MoE with the routing the paper's bench draws: ``multinomial`` (mkernel.routing), seeded per
+    size as the bench seeds it (its seed 0 plus the token count, bench/dispatch_gemm_bench.py). The
+    draw is over the whole cluster, not node-symmetric, so these points run every node."""
+    if p.kernel != "moe_dispatch_gemm":
+        return p.shape
+    return p.shape + (("routing", "multinomial"), ("routing_seed", p.size))
 
 
 def run(figures: list[Figure], out: Path, sizes: int | None = None, workers: int = 1,

@@ -12,7 +12,8 @@ from mkernel.errors import DeadlockError, InputError
 from mkernel.cluster import Cluster
 from mkernel.hw.lowering import interp
 from mkernel.hw.lowering.layout import Command, GemmOperand, GemmTile, Region, Segment, Task, Wait
-from mkernel.ir import Op
+from mkernel.builders import moe_dispatch_gemm as moe
+from mkernel.ir import DTYPE_BYTES, Op
 from mkernel.problems import Workload
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -58,6 +59,52 @@ def test_moe_on_given_routings_matches_the_oracle():
         w = Workload(kernel="moe_dispatch_gemm", m=tokens * world, n=264, k=136, experts=experts, topk=topk,
                      routes=routes)
         assert max(interp_errors(w, Cluster("t", 2, 2).with_sms(33), seed=int(rng.integers(1 << 30)))) < 1e-5
+
+
+def _moe_fused(monkeypatch, routing: str, nodes: int, gpn: int, straight: bool):
+    """A small fused MoE on an emulated ``nodes`` x ``gpn`` cluster whose sends to the other node are
+    several chunks of 8 rows each (so the rail peer's fan-out waits chunk by chunk) and are put
+    zero-copy from X (``straight``) or staged: the builder picks one by cost, both are forced here."""
+    w = Workload(kernel="moe_dispatch_gemm", m=256, n=264, k=136, experts=16, topk=2, routing=routing,
+                 routing_seed=nodes * 10 + gpn)
+    monkeypatch.setattr(moe, "CHUNK_BYTES", 8 * w.k * DTYPE_BYTES[w.dtype])
+    monkeypatch.setattr(moe, "_zero_copy", lambda *_: straight)
+    s = moe.build(w, Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn)))
+    assert ("SEND" in {b.name for b in s.buffers}) != straight
+    assert max(t.chunk for t in s.tasks if t.op is Op.PUT) >= 2  # several chunks per source
+    return w, s
+
+
+@pytest.mark.parametrize("routing", ["uniform", "multinomial"])
+@pytest.mark.parametrize("nodes,gpn", [(2, 2), (2, 4)])
+@pytest.mark.parametrize("straight", [False, True], ids=["staged", "zero-copy"])
+def test_fused_moe_lowers_to_the_oracle_under_the_bench_routing(monkeypatch, routing, nodes, gpn, straight):
+    """The fused MoE as the hw backend runs it (destinations expert by expert from each rank's own,
+    per-chunk arrival flags for the fan-out, staged or zero-copy puts, the zero tail over the compute
+    SMs), chunks landing in any order (SRD), three calls on one heap: the oracle's output."""
+    w, s = _moe_fused(monkeypatch, routing, nodes, gpn, straight)
+    c = Cluster("t", nodes, gpn).with_sms(132 // (nodes * gpn))
+    errors = interp_errors(w, c, seed=nodes * 10 + gpn, unordered=True, m=interp.machine(s))
+    assert max(errors) < 1e-5, errors
+
+
+def test_a_fused_moe_fan_out_that_skips_its_chunk_waits_is_caught(monkeypatch):
+    """Zero the waits of every gather on rank 0 of the 2 x 4 (only the rail peer's fan-out waits, on
+    its chunks' arrival flags): some seeded order fans out a chunk before it lands, and the output is
+    the last call's rows, not the oracle's. The check above can fail."""
+    worst = 0.0
+    for seed in range(4):
+        w, s = _moe_fused(monkeypatch, "multinomial", 2, 4, straight=True)
+        m = interp.machine(s)
+        p = m.plans[0]
+        waited = 0
+        for row in p.tasks:
+            if interp.OPS[int(row[Task.OP])] is Op.GATHER and row[Task.W1] > row[Task.W0]:
+                p.waits[int(row[Task.W0]):int(row[Task.W1]), Wait.COUNT] = 0
+                waited += 1
+        assert waited > 0
+        worst = max(worst, *interp_errors(w, Cluster("t", 2, 4).with_sms(16), seed=seed, unordered=True, m=m))
+    assert worst > 1e-2
 
 
 def test_a_lowering_that_lost_a_wait_reads_the_last_call_and_is_caught():
