@@ -4,7 +4,8 @@
 # found no machine, the next lost it). The emulated-cluster tests first (MPS needs a process tree that has not
 # touched CUDA), then world 1. Its calibration step ran separately that day (docs/results/2026-12-05-device-
 # calibrate-proxy.md) and is gone from here: calibrate's proxy section crawls until branch ring-credit lands.
-# call33.sh (on ring-credit) runs these tests too: use this one only if that branch is not merged.
+# call33.sh (on ring-credit) runs these tests too: use this one only if that branch is not merged. They include the
+# first GPU run of the 2026-12-05 fused MoE builder (docs/results/2026-12-05-moe-paper.md; interpreter-checked only).
 set -uo pipefail
 . "$(dirname "$0")/../device/device_setup.sh"
 L="$OUT/logs"; mkdir -p "$L"; OUT_SAVE=$OUT; OUT=$L
