@@ -37,9 +37,13 @@ def misses(rows: list[dict], margin: float) -> tuple[int, list[tuple]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", type=Path)
+    ap.add_argument("results", type=Path, help="a sweep's results.jsonl, or its folder")
     ap.add_argument("--margin", type=float, default=0.02)
     a = ap.parse_args()
+    if a.results.is_dir():
+        a.results /= "results.jsonl"
+    if not a.results.is_file():
+        ap.error(f"results: {a.results} is not a file; give a sweep's results.jsonl or the folder holding it")
     rows = [json.loads(line) for line in a.results.read_text().splitlines() if line.strip()]
     compared, found = misses(rows, a.margin)
     print(f"{len(found)} of {compared} points: auto's algorithm more than {a.margin:.0%} behind the best forced one")
