@@ -125,11 +125,12 @@ class LocalPair:
                            capacity=capacity, regions=regions, transport=native, window_us=window_us,
                            device=dev.index or 0, cpu=cpu, max_batch=max_batch, **opts).start()
 
-    def call_limit_s(self, commands_per_block: int) -> float:
-        """How long a call on this pair may run before the host calls it stuck: a failed wait takes
-        one timeout and the ones after it stop on its record, so three timeouts, plus a millisecond a
-        command (a thousand times the proxy's rate) and ten seconds for a first launch's compile."""
-        return 3 * self.timeout_ns / 1e9 + commands_per_block * 1e-3 + 10.0
+    def call_limit_s(self, commands: int) -> float:
+        """How long a call of ``commands`` ring commands (every block's: one proxy serves them in
+        turn) may run before the host calls it stuck: a failed wait takes one timeout and the ones
+        after it stop on its record, so three timeouts, plus a millisecond a command (a thousand times
+        the proxy's rate) and ten seconds for a first launch's compile."""
+        return 3 * self.timeout_ns / 1e9 + commands * 1e-3 + 10.0
 
     def close(self) -> dict:
         """Stop the proxy; its counters, plus 'error' with the proxy's error message or None."""
@@ -197,7 +198,7 @@ def stream(n_blocks: int = 64, chunks_per_block: int = 256, chunk_bytes: int = 6
              ring.SIGNAL if signal_only else ring.PUT, chunks_per_block, chunk_bytes, *pair.epoch.kernel_args(), times,
              *pair.err.kernel_args(), pair.timeout_ns)
         done.record()
-        loops += _busy_until(done, busy_main, f"stream, epoch {e}", pair.call_limit_s(chunks_per_block))
+        loops += _busy_until(done, busy_main, f"stream, epoch {e}", pair.call_limit_s(n_chunks))
         torch.cuda.synchronize()
         t = times.tolist()
         rates.append(n_chunks / ((t[1] - t[0]) / 1e9))

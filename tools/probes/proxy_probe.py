@@ -60,8 +60,8 @@ def _one(fn: str, kw: dict, q) -> None:
             poll = kw.pop("poll")
             sync._ld_acquire = {"acquire": sync._ld_acquire, "volatile": _ld_volatile, "acquire_nap2us": _ld_acquire_napping,
                                 "volatile_nap2us": _ld_volatile_napping}[poll]
-        if "warps" in kw:  # the launch's warps per block (selftest._run's default argument)
-            selftest._run.__defaults__ = (kw.pop("warps"),)
+        if "warps" in kw:  # the launch's warps per block (selftest._run's keyword-only default)
+            selftest._run.__kwdefaults__ = {"num_warps": kw.pop("warps")}
         r = getattr(selftest, fn)(**kw)
         q.put({k: r.get(k) for k in ("cmds_per_s", "p50_us", "completed", "mismatches", "error", "main_loops")}
               | {"proxy": {k: v for k, v in (r.get("proxy") or {}).items() if not isinstance(v, (list, dict))}})
