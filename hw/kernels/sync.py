@@ -249,16 +249,18 @@ def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, h
         while going & (slot - tail >= capacity):
             tail = _ld_acquire(ctl + CTL_TAIL)
             it += 1
-            if ((it % CHECK_EVERY) == 0) & (tl.load(err32, volatile=True) != 0):
-                going = False  # someone failed first (recorded there): a push after it must not wait its own timeout
-            elif _ld_acquire(ctl + CTL_ABORT) != 0:
-                _record(err32, err64, ERR_ABORTED, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
-                        slot - capacity + 1, task)
-                going = False
-            elif _clock() - start > timeout_ns:
-                _record(err32, err64, ERR_TIMEOUT, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
-                        slot - capacity + 1, task)
-                going = False
+            if (it % CHECK_EVERY) == 0:  # nested, not `&`: Triton evaluates both sides of `&`
+                if tl.load(err32, volatile=True) != 0:
+                    going = False  # someone failed first (recorded there): a push after it must not wait its own timeout
+            if going:
+                if _ld_acquire(ctl + CTL_ABORT) != 0:
+                    _record(err32, err64, ERR_ABORTED, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
+                            slot - capacity + 1, task)
+                    going = False
+                elif _clock() - start > timeout_ns:
+                    _record(err32, err64, ERR_TIMEOUT, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
+                            slot - capacity + 1, task)
+                    going = False
     # warps may have left the credit wait on different paths (credit, abort, timeout): write and
     # commit only if every thread saw its credit, so the barrier below is reached by all or none
     if _block_all(slot - tail < capacity):
