@@ -237,7 +237,7 @@ def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple
     its FIFO (forwarding it, or the final copy) is done; ``through``: NVLink hops forward lines as
     they land; the receiver's last copy out of its FIFO costs ``final`` per slice."""
     free = [0.0] * g
-    sent = [0] * g  # slices each rank has sent
+    sent = 0  # slices each rank has sent (every rank sends one per step and slice)
     freed: list[list[float]] = [[] for _ in range(g)]  # when rank r freed its k-th received slice's slot
     end = done = 0.0
     links = [net if (net and r == g - 1) else nvl for r in range(g)]
@@ -249,15 +249,15 @@ def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple
                 for r in range(g):
                     busy, lat = links[r]
                     start = max(arrived[q][r] if step else 0.0, free[r])
-                    if sent[r] >= depth:  # the receiver's slot of my slice `depth` back
-                        start = max(start, freed[(r + 1) % g][sent[r] - depth])
+                    if sent >= depth:  # the receiver's slot of my slice `depth` back
+                        start = max(start, freed[(r + 1) % g][sent - depth])
                     free[r] = start + busy
-                    sent[r] += 1
                     if step:  # forwarding the slice it received a step ago releases that slot
                         freed[r].append(start + busy)
                     cut = through and links[r] is nvl
                     nxt[q][(r + 1) % g] = start + lat + (0.0 if cut else busy)
                     end = max(end, start + lat + busy)
+                sent += 1
             arrived = nxt
         for q in range(per):
             done = max(done, max(arrived[q])) + final

@@ -49,8 +49,9 @@ class LoggedTracker(ArrivalTracker):
     def finish(self) -> None:
         """Decide the run's hazards from its log (replayed through the live tracker where any read
         or rank's end found bytes missing)."""
-        if self._short():
-            self._replay()
+        rows = self._rows()
+        if self._short(rows):
+            self._replay(rows)
         self._log, self._ends = [], []
 
     def _rows(self) -> np.ndarray:
@@ -76,9 +77,8 @@ class LoggedTracker(ArrivalTracker):
         rows[:, 3] = np.fromiter(map(itemgetter(3), log), np.float64, size)
         return rows
 
-    def _short(self) -> bool:
-        """Whether some logged check found a cell with fewer arrivals than it needs."""
-        log = self._rows()
+    def _short(self, log: np.ndarray) -> bool:
+        """Whether some logged check (``log``: :meth:`_rows`) found a cell with fewer arrivals than it needs."""
         seq = np.arange(len(log), dtype=np.int64)
         span = len(log) + 1
         lands = log[:, 3] < 0
@@ -110,11 +110,11 @@ class LoggedTracker(ArrivalTracker):
         which, off = ragged(b - a)
         return a[which] + off, seq[which]
 
-    def _replay(self) -> None:
-        """The log's calls, in order, through the live tracker: its hazards, exactly."""
+    def _replay(self, rows: np.ndarray) -> None:
+        """The log's calls (``rows``: :meth:`_rows`), in order, through the live tracker: its hazards, exactly."""
         tasks, ends, e = self.schedule.tasks, self._ends, 0
         live = ArrivalTracker
-        for i, (p, first, n, now) in enumerate(self._rows().tolist()):
+        for i, (p, first, n, now) in enumerate(rows.tolist()):
             p, first, n = int(p), int(first), int(n)
             while e < len(ends) and ends[e][1] == i:
                 live.check_outputs_landed(self, ends[e][0], ends[e][2])

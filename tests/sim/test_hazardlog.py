@@ -66,7 +66,7 @@ class _Recording(LoggedTracker):
     """The logged tracker, keeping its vectorized verdict."""
 
     def finish(self) -> None:
-        self.verdict = self._short()
+        self.verdict = self._short(self._rows())
         super().finish()
 
 
