@@ -1,8 +1,8 @@
 """MoE Dispatch + grouped GEMM (expert parallelism), fused and unfused.
 
 Shape fields: ``m`` is the total tokens T (T / world per rank), ``k`` the hidden size H, ``n`` the
-expert width I; ``experts`` (experts / world per GPU), ``topk``, ``routing`` (uniform, zipf, shifted
-or zipf_shifted; only the shifted ones are node-symmetric, so only they build for the first nodes
+expert width I; ``experts`` (experts / world per GPU), ``topk``, ``routing`` (uniform, zipf, shifted,
+zipf_shifted, or multinomial, the paper bench's draw; only the shifted ones are node-symmetric, so only they build for the first nodes
 alone) and
 ``routing_seed`` pick the seeded routing (:mod:`mkernel.routing`, which also fixes the expert-input
 layout). Inputs per rank: X (tokens x H), W (local experts x H rows, I columns), Z (one zero row).
@@ -17,16 +17,16 @@ Unfused equivalent::
 Fused schedule (design §6)::
 
     intra   | node destinations: gather each (local expert, source) segment straight into the
-            | destination's expert input over NVLink, TOKEN_BLOCK tokens per gather
-    send    | other nodes: gather the tokens routed to that node once (each token once per node, not
-            | once per expert or GPU), a chunk of CHUNK_BYTES at a time, and put each chunk to the rail
-            | peer there as soon as it is staged
-    intra   | rail peer: gather what arrived into its node's expert inputs, TOKEN_BLOCK tokens at a time
+            | destination's expert input over NVLink, TOKEN_BLOCK tokens per gather, expert by expert,
+            | each expert's destinations from this rank on (no two writers on one NVLink ingress)
+    send    | other nodes, a chunk of CHUNK_BYTES at a time: put every token straight from X (as the
+            | reference code does) where the rows the node does not need cost less network time than
+            | staging the ones it does (_zero_copy); else gather the tokens routed there once (each
+            | token once per node, not once per expert or GPU) and put each chunk once it is staged
+    intra   | rail peer: gather what arrived into its node's expert inputs, TOKEN_BLOCK tokens at a
+            | time, each block once the chunks holding its tokens have landed (one flag per chunk)
     compute | the grouped GEMM in input-availability order: tiles whose rows came from this rank's
-            | own tokens first, then the node's, then other nodes'
-
-The reference code broadcasts every token to every node; here only tokens routed off-node cross
-the network, once per destination node.
+            | own tokens first, then the node's, then other nodes'; the zero tail in tile_m-row tasks
 
 Baseline ("nccl_a2a+grouped_gemm"): an all-to-all that sends each token once per destination GPU
 (over the network to GPUs of other nodes), then the grouped GEMM on all SMs.
@@ -185,8 +185,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     sb = ScheduleBuilder("moe_dispatch_gemm", "fused", c.world, g, c.gpu.sms, first_nodes=first_nodes, grouped=grouped)
     routing = routing_for(w, c.nodes, g)
     built = sb.ranks()
-    per, row_bytes = w.m // c.world, w.k * DTYPE_BYTES[w.dtype]
-    send_sms = _roles(w, c)[Role.SEND]  # none on one node: nothing is sent
+    per, row_bytes, roles = w.m // c.world, w.k * DTYPE_BYTES[w.dtype], _roles(w, c)
+    send_sms = roles[Role.SEND]  # none on one node: nothing is sent
     stage_us_per_row = 2 * row_bytes / (max(send_sms, 1) * c.gpu.sm_stream_gb_per_s * 1e3)
 
     @functools.cache
@@ -199,7 +199,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     per_node = max((len(sent(r, m)[0]) for r in built for m in range(c.nodes) if m != c.node_of(r)), default=0)
     staging = any(not sent(r, m)[1] for r in built for m in range(c.nodes) if m != c.node_of(r))
     _buffers(sb, w, c, rows, c.nodes * per_node, staging)
-    sb.launch("fused", _roles(w, c))
+    sb.launch("fused", roles)
     chunk = max(1, CHUNK_BYTES // row_bytes)
     chunks = -(-per // chunk)  # the most chunks one source puts to one node
 
