@@ -248,6 +248,13 @@ class Cluster:
         """The ranks of one node, in local order."""
         return [self.rank(node, local) for local in range(self.gpus_per_node)]
 
+    def node_ranks_from(self, rank: int) -> list[int]:
+        """The ranks of ``rank``'s node from ``rank`` on (wrapping): the order in which peers are served
+        so that at each step every rank of the node writes into a different one (one writer per
+        NVLink ingress), as an all-to-all schedules its peers."""
+        node, local, g = self.node_of(rank), self.local_of(rank), self.gpus_per_node
+        return [self.rank(node, (local + i) % g) for i in range(g)]
+
     def rail(self, local: int) -> list[int]:
         """The ranks with local index ``local`` on every node, in node order."""
         return [self.rank(node, local) for node in range(self.nodes)]

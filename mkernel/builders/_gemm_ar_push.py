@@ -68,8 +68,8 @@ def chunk_pushes(sb: ScheduleBuilder, c: Cluster, rank: int, regs: Regions, owne
     the relay of the own base (where the rank owns tiles of the chunk), then the pushes of the rank's
     partials of every other owner's tiles; returns the rank's own tiles of the chunk.
     ``owned_by(local)``: that local rank's tiles of the chunk."""
-    g, node, local = c.gpus_per_node, c.node_of(rank), c.local_of(rank)
-    peers = [c.rank(node, (local + d) % g) for d in range(1, g)]
+    g, local = c.gpus_per_node, c.local_of(rank)
+    peers = c.node_ranks_from(rank)[1:]
     mine = owned_by(local)
     if mine:
         sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(Signal(rank, "own", j), len(mine)),),

@@ -86,7 +86,7 @@ def intra(sb: ScheduleBuilder, c: Cluster, rank: int, offsets: list[int], tiles,
     def part(r: int, q: int, t) -> Region:  # rank r's partial (or, on q's node owner, the sum) of tile t of block q
         return Region("P", r, q * rows + t.row0, q * rows + t.row1, t.col0, t.col1)
 
-    peers = [c.rank(node, (local + d) % g) for d in range(1, g)]
+    peers = c.node_ranks_from(rank)[1:]
     for i, dn in enumerate(offsets):
         own = c.rank((node + dn) % nodes, local)
         sb.add(rank, Role.INTRA, Op.NOP, waits=(Wait(Signal(rank, "own", i), n),),

@@ -102,7 +102,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
-        peers = [c.rank(node, (local + d) % g) for d in range(1, g)]
+        peers = c.node_ranks_from(rank)[1:]
         if nodes > 1 and rail.choose(w, c) == "ring":  # own shard to the next node; relay what the previous sends
             nxt = c.rank((node + 1) % nodes, local)
             for hop in range(nodes - 1):

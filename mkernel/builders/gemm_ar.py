@@ -223,7 +223,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         owned = list(tiles[local::g])  # (tile i sits at position i of the grid)
         chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
         visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
-        peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
+        peers = c.node_ranks_from(rank)  # self first
         net = RankNet(sb, w, c, rank, regs, nchunks, out_done)
         if g > 1:
             pushes = None

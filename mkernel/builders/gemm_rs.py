@@ -167,7 +167,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
-        peers = [c.rank(node, (local + d) % g) for d in range(g)]  # self first
+        peers = c.node_ranks_from(rank)  # self first
         blocks = [c.rank((node + dn) % nodes, local) for dn in offsets]  # own block last
         if pushed:
             push.intra(sb, c, rank, offsets, tiles, R, w.chunk_tiles if nodes > 1 else 0, target, moves)

@@ -161,17 +161,6 @@ def _zero_copy(needed: int, tokens: int, stage_us_per_row: float, row_bytes: int
     return extra_us < needed * stage_us_per_row
 
 
-def _rotated(c: Cluster, r: int) -> list[int]:
-    """The ranks of r's node from r on (r, r + 1, ..., wrapping): the order r's intra SMs serve
-    destinations. Every rank starting at its own, the node's ranks write into distinct
-    destinations at each step, as an all-to-all schedules its peers, so each destination's NVLink
-    ingress (one port's rate) is shared by one writer at a time; in node order every rank wrote
-    into the first destination first, seven writers on one port while the others idled, and the
-    last destination got its rows last (the slowest rank's GEMM waited for them)."""
-    node, local = c.node_of(r), c.local_of(r)
-    return [c.rank(node, (local + i) % c.gpus_per_node) for i in range(c.gpus_per_node)]
-
-
 def node_symmetric(w: Workload) -> bool:
     """Only the shifted routings repeat node 0's routing on every node (:mod:`mkernel.routing`)."""
     return w.routing in SHIFTED and not w.routes
@@ -225,8 +214,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     for r in built:
         node = c.node_of(r)
         # node destinations, straight into their expert inputs: expert by expert (a GEMM tile needs its
-        # expert's rows from every source), each expert's destinations from r on (_rotated)
-        mine = [(s.expert, i, s) for i, d in enumerate(_rotated(c, r)) for s in routing.from_source(d, r)]
+        # expert's rows from every source), each expert's destinations from r on (Cluster.node_ranks_from)
+        mine = [(s.expert, i, s) for i, d in enumerate(c.node_ranks_from(r)) for s in routing.from_source(d, r)]
         for _, _, s in sorted(mine, key=lambda e: e[:2]):
             for b, row, toks in _blocks(s):
                 sb.add(r, Role.INTRA, Op.GATHER, reads=(Region("X", r, 0, per, 0, w.k),),
@@ -259,7 +248,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
             where = {t: i for i, t in enumerate(toks)}
             base = c.node_of(r) * per_node
             fan = []
-            for d in _rotated(c, p):
+            for d in c.node_ranks_from(p):
                 for s in routing.from_source(d, r):
                     for b, row, part in _blocks(s):
                         at = [where[t] for t in part]
