@@ -53,8 +53,7 @@ def read_regions(s: Schedule) -> tuple[np.ndarray, dict[str, np.ndarray], dict[s
             raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
     if stepped:
         at = np.array(stepped, np.int64)
-        which, j = ragged(per[at])
-        rows = (np.cumsum(per) - per)[at][which] + j
+        rows, _ = entry_rows(per, at)
         recs[rows, 6:] = read_shared([tasks[p].step.regions for p in stepped], per[at], 3)
     nread = np.fromiter(map(len, reads), np.int64, len(tasks))
     fields = {"entry": entry, "k": k, "read": k < nread[entry]}
@@ -87,6 +86,13 @@ def ragged(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     start = np.zeros(len(sizes), np.int64)
     np.cumsum(sizes[:-1], out=start[1:])
     return which, np.arange(len(which), dtype=np.int64) - start[which]
+
+
+def entry_rows(per: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """In a table of ``per[e]`` rows per entry e, laid out entry after entry: the rows of the entries
+    ``at``, and which of ``at`` each row belongs to."""
+    which, j = ragged(per[at])
+    return (np.cumsum(per) - per)[at][which] + j, which
 
 
 def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarray,

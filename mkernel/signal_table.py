@@ -21,7 +21,7 @@ from operator import attrgetter
 import numpy as np
 
 from .ir import Schedule
-from .members import Codes, ragged, read_shared
+from .members import Codes, entry_rows, ragged, read_shared
 
 _SIGNAL = attrgetter("rank", "index")
 _WAIT = attrgetter("signal.rank", "signal.index", "count")
@@ -99,8 +99,7 @@ def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
         if (np.fromiter((len(step.signals) for step in sts), np.int64, len(sts)) != per[at]).any() or (
                 np.fromiter((len(step.outer) for step in sts if step.period), np.int64) != per[at[cycling]]).any():
             raise ValueError("a group's signal steps do not fit its signals")
-        which, j = ragged(per[at])
-        rows = (np.cumsum(per) - per)[at][which] + j
+        rows, which = entry_rows(per, at)
         st[rows, :2] = read_shared([step.signals for step in sts], per[at], 2)
         if cycling.any():  # (outer steps: Step.period)
             st[rows[cycling[which]], 2:] = read_shared([step.outer for step in sts if step.period], per[at[cycling]], 2)
@@ -134,9 +133,8 @@ def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
         at = np.array([p for p, _ in stepped], np.int64)
         if (np.fromiter((len(w) for _, w in stepped), np.int64, len(stepped)) != per[at]).any():
             raise ValueError("a group's wait steps do not fit its waits")
-        which, k = ragged(per[at])
-        dx[(np.cumsum(per) - per)[at][which] + k] = np.fromiter(
-            chain.from_iterable(w for _, w in stepped), np.int64, len(which))
+        rows, _ = entry_rows(per, at)
+        dx[rows] = np.fromiter(chain.from_iterable(w for _, w in stepped), np.int64, len(rows))
     rec, member = ragged(np.where(dx != 0, count[entry], 1))
     return entry[rec], j[rec], member, rank[rec], need[rec], [name[rec], rank[rec], index[rec] + member * dx[rec]]
 
