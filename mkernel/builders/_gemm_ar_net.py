@@ -76,10 +76,8 @@ def direct_exchange(x: RankNet, visit: list, rel: Callable) -> None:
         for run in runs(chunk, stride=g):
             t = run[0]
             sig = (Signal(rank, "final", rel(t)),) if g > 1 else ()
-            moves = steps.get(t.cols)
-            if moves is None:
-                moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
-                                         ((0, g),) * len(sig) + ((0, 0),))
+            moves = steps.setdefault(t.cols, (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
+                                              ((0, g),) * len(sig) + ((0, 0),)))
             sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
                    reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in others),
                    writes=(regs.tile("OUT", rank, t),), signals=sig + (x.out_done(rank),),

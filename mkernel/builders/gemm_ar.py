@@ -211,10 +211,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 groups = [(run, regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0)))]
             for group, dst, sig, moves in groups:
                 u = group[0]
-                key = (u.cols, moves)
-                alike = steps.get(key)  # (one tuple object for the groups that step alike: validate reads each once)
-                if alike is None:
-                    alike = steps[key] = (((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],))
+                # one tuple object for the groups that step alike: validate reads each once
+                alike = steps.setdefault((u.cols, moves), (((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],)))
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
                        count=len(group), step=Step(*alike, label=(u.index, 1)))
 
@@ -281,11 +279,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any), one object for each
         kind (validate reads each tuple object once)."""
-        key = (cols, n, last)
-        out = steps.get(key)
-        if out is None:
-            out = steps[key] = ((0, 0, cols * g),) * n + ((last,) if last else ())
-        return out
+        return steps.setdefault((cols, n, last), ((0, 0, cols * g),) * n + ((last,) if last else ()))
 
     def bcast(j: int, chunk) -> None:
         if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
