@@ -23,7 +23,8 @@ module times a call in two steps (docs/nccl-model.md gives every source):
      per message, what the proxy and NIC add (fitted per network);
    - a tree is NCCL's latency along its path plus its bytes at the tree's rate, with NCCL's
      per-channel ceilings and its measured mid-size correction;
-   - NVLS and alltoall keep their calibrated bandwidth models.
+   - NVLS keeps its calibrated bandwidth model; alltoall is bytes at a calibrated rate plus a cost per
+     remote peer and per network chunk of each peer's message (NCCL's P2P chunk rule, ``addP2pToPlan``).
    Rates per channel: a link's rate over NCCL's channels, capped by NCCL's per-channel protocol
    ceilings (LL128 36.7 GB/s per graph channel on Hopper; LL's ``llMaxBws``).
 
