@@ -120,6 +120,15 @@ class FabricSpec:
     def group_of(self, node: int) -> int:
         return node // self.nodes_per_leaf if self.nodes_per_leaf else 0
 
+    def crossing_share(self, nodes: int) -> float:
+        """The share of a NIC's rate its traffic to other leaf groups gets when every node sends to
+        every other alike: (nodes - nodes_per_leaf) / (nodes - 1) of it crosses the spine, whose plane
+        per rail carries the group's NICs of that rail at 1 / oversubscription of their rate."""
+        p = self.nodes_per_leaf
+        if not p or p >= nodes:
+            return 1.0
+        return min(1.0, (nodes - 1) / (self.oversubscription * (nodes - p)))
+
 
 @dataclass(frozen=True, slots=True)
 class ProxySpec:

@@ -23,7 +23,8 @@ module times a call in two steps (docs/nccl-model.md gives every source):
      per message, what the proxy and NIC add (fitted per network);
    - a tree is NCCL's latency along its path plus its bytes at the tree's rate, with NCCL's
      per-channel ceilings and its measured mid-size correction;
-   - NVLS and alltoall keep their calibrated bandwidth models.
+   - NVLS keeps its calibrated bandwidth model; alltoall is bytes at a calibrated rate plus a cost per
+     remote peer and per network chunk of each peer's message (NCCL's P2P chunk rule, ``addP2pToPlan``).
    Rates per channel: a link's rate over NCCL's channels, capped by NCCL's per-channel protocol
    ceilings (LL128 36.7 GB/s per graph channel on Hopper; LL's ``llMaxBws``).
 
@@ -54,11 +55,14 @@ class Platform:
     cpu: str = "intel"
     plugin_latency_us: float = 0.0
     simple_buffer: int = 4 << 20
+    p2p_net_chunk: int = 128 << 10  # NCCL_P2P_NET_CHUNKSIZE: a send/recv's network step
 
 
-# aws-ofi-nccl reports 75 us on p5 (AMD hosts) and 35 on p5en (Intel; src/platform-aws.cpp); AWS
-# runs NCCL with NCCL_BUFFSIZE=8 MiB (awsome-distributed-training's nccl-tests job). IB: NCCL's defaults.
-PLATFORMS = {"": Platform(), "p5": Platform("amd", 75.0, 8 << 20), "p5en": Platform("intel", 35.0, 8 << 20)}
+# aws-ofi-nccl reports 75 us on p5 (AMD hosts) and 35 on p5en (Intel) and sets NCCL_P2P_NET_CHUNKSIZE to
+# 512 KiB on both (src/platform-aws.cpp); AWS runs NCCL with NCCL_BUFFSIZE=8 MiB (awsome-distributed-training's
+# nccl-tests job). IB: NCCL's defaults.
+PLATFORMS = {"": Platform(), "p5": Platform("amd", 75.0, 8 << 20, 512 << 10),
+             "p5en": Platform("intel", 35.0, 8 << 20, 512 << 10)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ class Terms:
     a2a_efficiency: float = 0.9  # alltoall's rate over one GPU's own NICs / their line rate
     a2a_base_us: float = 0.0  # alltoall: the fixed cost of a call on top of NCCL's (its rounds' set-up)
     a2a_peer_us: float = 1.0  # alltoall: per remote peer, the cost of its exchange round
+    a2a_message_us: float = 0.0  # alltoall: per network chunk of a remote peer's message, the proxy's cost
     nvls_efficiency: float = 0.74  # NVLS all-reduce algbw / NVLink rate (8 H100: 275 of 370 GB/s)
     nvls_hop_us: float = 25.0  # NVLS's latency in the node (NCCL's tuner: 25)
 
@@ -82,8 +87,8 @@ class Terms:
 # scenarios/nccl/published.toml (docs/nccl-model.md).
 TERMS = {
     "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969),
-    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_us=40.6, ring_step_us=6.5, a2a_efficiency=0.812,
-                 a2a_base_us=212.5, a2a_peer_us=3.75, nvls_efficiency=0.644),
+    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_us=40.6, ring_step_us=6.5, a2a_efficiency=0.984,
+                 a2a_base_us=175.0, a2a_peer_us=2.0, a2a_message_us=2.0, nvls_efficiency=0.644),
     "nvlink": Terms(nvls_efficiency=0.644, nvls_hop_us=40.9),
 }
 
@@ -321,16 +326,26 @@ def _nvls(coll: str, nbytes: float, f: Fabric, algo: str) -> float:
     return lat + nbytes / (rate * 1e3)
 
 
+def _p2p_chunk(peer_bytes: float, f: Fabric) -> float:
+    """The network chunk NCCL cuts one peer's message into (``addP2pToPlan``, src/enqueue.cc): the P2P
+    net chunk, a quarter of it for a message under one chunk, half for one under eight."""
+    step = PLATFORMS[f.platform].p2p_net_chunk
+    return step / 4 if peer_bytes < step else step / 2 if peer_bytes < 8 * step else step
+
+
 def _p2p(nbytes: float, f: Fabric) -> float:
     """alltoall as NCCL runs it, sends and receives: local peers over NVLink, remote ones over the
-    GPU's own NICs (alltoall cannot aggregate a node's NICs, nccl-tests#267), a round per remote peer."""
+    GPU's own NICs (alltoall cannot aggregate a node's NICs, nccl-tests#267), a round per remote peer,
+    and each remote peer's message in network chunks that each cost the proxy ``a2a_message_us``."""
     n, g, nodes, t = f.world, f.gpus_per_node, f.nodes, f.t()
     remote, local = (n - g) / n, (g - 1) / n
     p = f.nodes_per_leaf or nodes
     nic = f.nic_gb_per_s * t.a2a_efficiency * f.spine_share((nodes - min(p, nodes)) / max(1, nodes - 1))
     rate = 1.0 / max(local / f.nvlink_gb_per_s, remote / nic if remote else 0.0)
+    peer = nbytes / n
+    messages = (n - g) * math.ceil(peer / _p2p_chunk(peer, f))
     lat = (tuner.BASE_US["ring"][2] + tuner.NVLINK_HOP_US["ring"][2] + (t.a2a_base_us if nodes > 1 else 0.0)
-           + (n - g) * t.a2a_peer_us)
+           + (n - g) * t.a2a_peer_us + messages * t.a2a_message_us)
     return lat + nbytes / (rate * 1e3)
 
 

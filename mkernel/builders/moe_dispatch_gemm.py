@@ -150,14 +150,18 @@ def _distance(c: Cluster, d: int, r: int) -> tuple[int, int]:
     return ((c.node_of(r) - c.node_of(d)) % c.nodes, (c.local_of(r) - c.local_of(d)) % c.gpus_per_node)
 
 
-def _zero_copy(needed: int, tokens: int, stage_us_per_row: float, row_bytes: int, c: Cluster) -> bool:
+def _zero_copy(needed: int, tokens: int, stage_us_per_row: float, row_bytes: int, c: Cluster,
+               crosses: bool) -> bool:
     """Whether a source puts all its ``tokens`` rows to a node straight from X rather than staging
     the ``needed`` ones: when the network time of the rows the node does not need is below the
-    send SMs' time to stage the rows it does (each row read and written at their stream rate).
+    send SMs' time to stage the rows it does (each row read and written at their stream rate). The
+    unneeded rows move at the rate they get: the NIC's, or where they cross an oversubscribed spine
+    (``crosses``: the node is in another leaf group) the NIC's share of it.
     The reference code puts its whole token buffer to every node, zero-copy (design section 9): at
     2 nodes and top-8 almost every token is needed there (all but 0.4% under uniform routing); at
     64 nodes about one in eight is, so staging wins."""
-    extra_us = (tokens - needed) * row_bytes / (c.nic.gb_per_s * 1e3)
+    rate = c.nic.gb_per_s * (c.fabric.crossing_share(c.nodes) if crosses else 1.0)
+    extra_us = (tokens - needed) * row_bytes / (rate * 1e3)
     return extra_us < needed * stage_us_per_row
 
 
@@ -182,7 +186,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False) 
     def sent(r: int, m: int) -> tuple[tuple[int, ...], bool]:
         """Source r's tokens for node m, and whether they are put straight from X (all of them)."""
         toks = routing.to_ranks(r, m * g, (m + 1) * g)  # each token routed there, once per node
-        return (tuple(range(per)), True) if _zero_copy(len(toks), per, stage_us_per_row, row_bytes, c) else (toks, False)
+        crosses = c.fabric.group_of(c.node_of(r)) != c.fabric.group_of(m)
+        return ((tuple(range(per)), True) if _zero_copy(len(toks), per, stage_us_per_row, row_bytes, c, crosses)
+                else (toks, False))
 
     rows = max(routing.rows(d) for d in built)
     per_node = max((len(sent(r, m)[0]) for r in built for m in range(c.nodes) if m != c.node_of(r)), default=0)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mkernel import Cluster, Op, Workload, reference
+from mkernel.cluster import FabricSpec
 from mkernel.builders import moe_dispatch_gemm as moe
 from mkernel.errors import ProblemError
 from mkernel.report import static_bytes
@@ -40,20 +41,25 @@ def test_data_mode_matches_numpy(nodes, gpus, transport, routing):
 
 
 @pytest.mark.parametrize("routing", ["uniform", "zipf", "zipf_shifted"])
-@pytest.mark.parametrize("nodes,gpus", [(2, 2), (2, 8), (4, 4)])
-def test_each_node_gets_its_routed_tokens_once_or_the_whole_buffer_zero_copy(nodes, gpus, routing):
+@pytest.mark.parametrize("nodes,gpus,spine", [(2, 2, None), (2, 8, None), (4, 4, None), (4, 4, (2, 2.0))])
+def test_each_node_gets_its_routed_tokens_once_or_the_whole_buffer_zero_copy(nodes, gpus, spine, routing):
     """Closed form: rank r sends each other node m the tokens it routes to any expert hosted there,
     once (staged), or all of its T/world tokens straight from X (zero-copy, as the reference code
     always does) when the network time of the rows m does not need is below the send SMs' time to
-    stage the rows it does: (T/world - needed) * row / NIC rate < needed * 2 * row / (send SMs x
-    stream rate). The all-to-all sends a token once per destination GPU."""
+    stage the rows it does: (T/world - needed) * row / rate < needed * 2 * row / (send SMs x
+    stream rate), the rate the NIC's, or to a node across an oversubscribed spine (``spine``: nodes
+    per leaf, oversubscription) its share: (nodes - 1) / (oversubscription x (nodes - nodes per leaf))
+    when every node sends to every other. The all-to-all sends a token once per destination GPU."""
     c = Cluster("t", nodes, gpus)
+    if spine:
+        c = dataclasses.replace(c, fabric=FabricSpec(*spine))
     w = Workload(kernel="moe_dispatch_gemm", m=64 * c.world, n=64, k=128, experts=8 * c.world, topk=4,
                  routing=routing)
     per_gpu, per, row = w.experts // c.world, w.m // c.world, w.k * 2
     routes = route(w, c.world, c.gpus_per_node)
     stage_us = 2 * row / (moe.DEFAULT_SEND_SMS * c.gpu.sm_stream_gb_per_s * 1e3)
-    closed, straight = [], []
+    share = min(1.0, (nodes - 1) / (spine[1] * (nodes - spine[0]))) if spine else 1.0
+    closed, straight, at_nic_rate = [], [], []
     for r in range(c.world):
         node_of_expert = routes[r] // per_gpu // gpus
         sent = 0
@@ -61,12 +67,17 @@ def test_each_node_gets_its_routed_tokens_once_or_the_whole_buffer_zero_copy(nod
             if m == c.node_of(r):
                 continue
             needed = int((node_of_expert == m).any(axis=1).sum())
-            zero_copy = (per - needed) * row / (c.nic.gb_per_s * 1e3) < needed * stage_us
+            crosses = bool(spine) and c.node_of(r) // spine[0] != m // spine[0]
+            extra_us = (per - needed) * row / (c.nic.gb_per_s * 1e3)
+            zero_copy = extra_us / (share if crosses else 1.0) < needed * stage_us
             straight.append(zero_copy)
+            at_nic_rate.append(extra_us < needed * stage_us)
             sent += per if zero_copy else needed
         closed.append(float(sent * row))
     fused = static_bytes(moe.build(w, c))["network"]
     assert fused == closed
+    if spine and routing != "uniform":  # Zipf's hot nodes: the spine's share stages some a NIC's rate would not
+        assert straight != at_nic_rate
     # top-4 of 8 experts per GPU: at 2 nodes ~94% of a rank's tokens go to the other node (zero-copy
     # wins); at 4 nodes ~70% go to each under uniform routing (staging wins; Zipf's hot nodes may not)
     if nodes == 2:

@@ -60,10 +60,10 @@ def test_bad_collective_is_refused():
 # rest the error docs/nccl-model.md reports, so a change that makes any curve worse fails here
 # (p5-ar-scale's worst, held out, went +50% -> +59% with the 2026-12-05 refit: docs/nccl-model.md says why).
 MET = {"ib-ar-2n-nvls-off", "ib-ar-4n", "ib-ring-1n", "ib-a2a-2n", "ib-ar-32n"}
-WORST = {"p5-ar-2n": 0.21, "p5-ar-1n": 0.13, "p5-ar-scale": 0.60, "p5-a2a-scale": 0.18, "p5-ag-scale": 0.14,
+WORST = {"p5-ar-2n": 0.21, "p5-ar-1n": 0.13, "p5-ar-scale": 0.60, "p5-a2a-scale": 0.17, "p5-ag-scale": 0.14,
          "ib-ar-2n-nvls-on": 0.20, "ib-ag-32n": 0.66, "own-h200x2-ag": 0.26, "own-h200x2-rs": 0.35,
          "own-h200x2-ar": 0.14}
-MEAN = {"p5-ar-2n": 0.09, "p5-ar-scale": 0.13, "p5-ag-scale": 0.06, "own-h200x2-ag": 0.15, "own-h200x2-rs": 0.19,
+MEAN = {"p5-ar-2n": 0.09, "p5-ar-scale": 0.13, "p5-ag-scale": 0.06, "p5-a2a-scale": 0.05, "own-h200x2-ag": 0.15, "own-h200x2-rs": 0.19,
         "own-h200x2-ar": 0.09}
 
 
