@@ -391,9 +391,10 @@ class Schedule:
             out.setdefault((t.rank, t.launch, t.role), []).append(t)
         return out
 
-    def validate(self, races: bool = True) -> None:
-        """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return.
+    def validate(self, races: bool = True) -> tuple | None:
+        """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return the
+        region table read on the way (:func:`mkernel.validate.validate`: a backend may be handed it).
         ``races=False`` skips the race check, the one rule whose cost grows faster than the tasks."""
         from .validate import validate
 
-        validate(self, races)
+        return validate(self, races)

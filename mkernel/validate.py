@@ -42,15 +42,17 @@ import numpy as np
 from .coverage import check_outputs
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Schedule, Task, count_homes, expand, paused_gc
-from .members import read_regions
+from .members import RegionTable, read_regions
 from .races import RACE_CHECK_MAX_TASKS, acyclic, check_races, happens_before_graph, topological_order
 from .screen import cleared
 from .signal_table import SignalTable, signal_table
 
 
 @paused_gc()
-def validate(s: Schedule, races: bool = True) -> None:
-    """Check every rule (the race check only with ``races``); raise on the first broken one."""
+def validate(s: Schedule, races: bool = True) -> RegionTable | None:
+    """Check every rule (the race check only with ``races``); raise on the first broken one. Returns
+    the region table read on the way (:func:`mkernel.members.read_regions`), for a backend that reads
+    it too: None where a group's steps do not fit it, which a rule then names."""
     buffers = {b.name: b for b in s.buffers}
     if len(buffers) != len(s.buffers):
         raise ScheduleError(f"schedule {s.kernel}/{s.variant}: duplicate buffer names")
@@ -80,12 +82,13 @@ def validate(s: Schedule, races: bool = True) -> None:
     keys = keys or signal_table(s, home)
     _check_signals(s, keys)
     if s.first_nodes:
-        return
+        return table
     _check_cycles(s, keys)
     if not s.elided:
         check_outputs(s, buffers, table)
     if races and sum(t.count for t in s.tasks) <= RACE_CHECK_MAX_TASKS:
         check_races(expand(s))  # pairs of members: the one rule that makes them (on small schedules only)
+    return table
 
 
 def _check_group(rules: _TaskRules, task: Task) -> None:
