@@ -79,7 +79,7 @@ class Cells:
         counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
-        steps = [recs[side][:, 6:] for side in sides]
+        steps = [recs[side][:, 6:9] for side in sides]
         sides = [member_rows(recs[side], n, counts) for side, n in zip(sides, per)]
         self._layout(s, sides, steps, {c: name for name, c in code.items()})
         rects = [self._rect(f, g) for (_, _, f), g in zip(sides, self._grid_of)]
