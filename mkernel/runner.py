@@ -165,11 +165,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if progress is not None:
         progress("build", 0, 0)
     quiet = caps.collapses and collapse and not (data or trace or faults)  # a collapsed timing run
-    fused, baseline, decided, scenario, regions = _build(scenario, quiet, caps.grouped, force, caps.models_library and not data,
-                                                seed, collapse or not caps.collapses,
-                                                progress if caps.predicts else None,
-                                                local=quiet and not adaptive and engine.folds_locals(c),
-                                                hazards=hazards)
+    fused, baseline, decided, scenario, regions = _build(
+        scenario, quiet, caps.grouped, force, caps.models_library and not data, seed, collapse or not caps.collapses,
+        progress if caps.predicts else None, local=quiet and not adaptive and engine.folds_locals(c), hazards=hazards)
     w = scenario.workload  # auto's inter-node algorithm named
     # auto's simulated runs are this run's where it is the same timing run: take them, simulate nothing twice
     same = caps.predicts and not (data or trace or faults or adaptive)

@@ -112,7 +112,8 @@ def _check_group(rules: _TaskRules, task: Task) -> None:
     # those either side of the wrap), ranks moving evenly and nodes being ranges of ranks; but "a put
     # writes to another node" could skip over the own node
     every = task.op is Op.PUT and any(r[0] for r in st.regions)
-    ends = (task.count - 1,) if not st.rotate else tuple(i for i in (task.count - st.rotate - 1, task.count - st.rotate) if i)
+    wrap = task.count - st.rotate  # (member count - rotate: the first one past the wrap)
+    ends = (task.count - 1,) if not st.rotate else tuple(i for i in (wrap - 1, wrap) if i)
     rules.check(task)  # member 0's fields are the task's
     if not (st.regions or st.signals):
         return  # every member touches member 0's regions and signals (waits step by index only)

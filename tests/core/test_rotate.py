@@ -26,8 +26,10 @@ COLS = 64
 
 def _wrapping(rotate: int = 2) -> Task:
     """Local rank 1 of 4 would start at tile 1; this one starts at tile 2 of a slot of 4."""
-    return Task(0, 1, Role.COMPUTE, Op.GEMM, reads=(Region("A", 1, 0, 32, 0, 16), Region("B", 1, 0, 16, 2 * COLS, 3 * COLS)),
-                writes=(Region("P", 1, 0, 32, 2 * COLS, 3 * COLS),), signals=(Signal(2, "contrib", 6), Signal(1, "out")),
+    return Task(0, 1, Role.COMPUTE, Op.GEMM,
+                reads=(Region("A", 1, 0, 32, 0, 16), Region("B", 1, 0, 16, 2 * COLS, 3 * COLS)),
+                writes=(Region("P", 1, 0, 32, 2 * COLS, 3 * COLS),),
+                signals=(Signal(2, "contrib", 6), Signal(1, "out")),
                 label="tile {}", count=4, step=Step(((0, 0, 0), (0, 0, COLS), (0, 0, COLS)), ((1, 1), (0, 0)),
                                                    label=(6, 1), rotate=rotate))
 
@@ -87,7 +89,8 @@ def test_validate_refuses_a_wrap_past_the_buffer_naming_the_member(signal_step):
     """Local rank 1 of 4 starts its slots at tile 1; wrapping them from tile 2 takes member 2 one
     tile left of the buffer. validate() must name member 2 (the last member and the rest are inside)."""
     s = builders.get("gemm_ar").build(Workload(m=512, n=1024, k=64, chunk_tiles=2), Cluster("t", 1, 4), grouped=True)
-    p = next(t.id for t in s.tasks if t.rank == 1 and t.op is Op.GEMM and t.writes[0].col0 == t.writes[0].col1 - t.writes[0].col0)
+    p = next(t.id for t in s.tasks if t.rank == 1 and t.op is Op.GEMM
+             and t.writes[0].col0 == t.writes[0].col1 - t.writes[0].col0)  # (starting at tile 1 of its row)
     t = s.tasks[p]
     bad = dataclasses.replace(t, step=dataclasses.replace(t.step, signals=(signal_step,), rotate=2))
     assert bad.member(3).writes[0].col0 == 0 and bad.member(2).writes[0].col0 < 0
