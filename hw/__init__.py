@@ -84,14 +84,14 @@ class HwBackend:
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs=None, seed: int = 0, trace: bool = False,
             workload=None, collapse: bool = False, faults=None, controller=None, progress=None, sample=None,
             hazards: bool | None = None, transport: str = "loopback", heap: str = "device",
-            timed: int = 10) -> RunStats:
+            timed: int = 10, regions=None) -> RunStats:
         """The fused schedule on the GPUs, or (a multi-launch baseline) the op's torch fallback,
         on ``inputs`` (every rank's arrays); returns outputs and the slowest rank's median time.
         ``controller`` (a :class:`mkernel.controller.Balance`) runs the fused kernel's compute and
         intra roles under the adaptive SM partition; metrics["trajectory"] then has each rank's.
         ``faults`` (:class:`~mkernel.hw.runtime.proxy.ProxyFaults`): what the fused run's proxies inject;
         ``transport`` and ``heap``: the fused run's Context's (:class:`~mkernel.hw.runtime.context.Context`).
-        ``progress`` and ``hazards`` are the simulator's (a GPU run reports neither); ``sample`` is
+        ``progress``, ``hazards`` and ``regions`` are the simulator's (a GPU run has no use for them); ``sample`` is
         refused: the GPUs compute every element, and so the oracle checks every one."""
         from mkernel.report import static_bytes
 

@@ -80,7 +80,7 @@ class Backend(Protocol):
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, workload=None, collapse: bool = False, faults=None,
             controller=None, progress=None, sample=None, hazards: bool | None = None,
-            transport: str = "loopback", heap: str = "device") -> RunStats:
+            transport: str = "loopback", heap: str = "device", regions=None) -> RunStats:
         """Execute the schedule; with ``inputs``, on real data, returning the output buffers.
 
         Every backend takes every option and says where one does not apply: ``workload`` (the
@@ -93,7 +93,8 @@ class Backend(Protocol):
         rows and columns; a backend that does not sample refuses one), ``hazards`` (the simulator's
         hazard tracking), ``transport`` and ``heap`` (the hw fused run's
         :class:`~mkernel.hw.runtime.context.Context`; the simulator models the network from
-        ``cluster.transport``)."""
+        ``cluster.transport``), ``regions`` (the schedule's region table as ``Schedule.validate()``
+        returned it: the simulator's hazard grids read it; a GPU run has no use for it)."""
 
 
 def get_backend(name: str) -> Backend:

@@ -14,7 +14,7 @@ counts only if it was written in the current call's epoch, so no flag is zeroed 
 A task may stand for ``count`` > 1 tasks, its *members* (the tiles of a compute wave, say): member i
 is the task with every number of its :class:`Step` times i added (regions move by rows, columns or
 ranks; signals and waits by index or rank; the label's number by its step; signals may instead
-cycle, ``Step.period``). Members are
+cycle, ``Step.period``, and members may wrap, ``Step.rotate``: i - count times). Members are
 consecutive in their queue, with consecutive ids in :func:`expand`, which gives the flat schedule
 the group stands for; the simulator runs a group with one cost and one event where its members
 would start and end together, and every other consumer may expand.
@@ -25,41 +25,14 @@ the one mutable helper, :class:`~mkernel.schedule_builder.ScheduleBuilder`.
 """
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 
-from .slots import quick_init
+from .slots import paused_gc, quick_init  # (paused_gc: imported from here by builders, validate, the simulator)
 
 IR_VERSION = 1
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 COMMAND_BYTES = 48  # one command record in the GPU -> host ring (design §5)
-
-
-@contextmanager
-def paused_gc():
-    """Pause Python's cyclic garbage collector (builders, validate and the simulator use it).
-
-    Why: a schedule is up to millions of small frozen objects that all live until the run ends, and
-    each full collection re-scans every one of them: half of a large build's time went there, and a
-    third of a large run's. None of them is cyclic garbage, so nothing is lost by not looking; the
-    collector's previous state is restored on exit (nested pauses keep it paused).
-
-    On exit the objects made meanwhile move straight to the oldest generation (``freeze`` then
-    ``unfreeze``: two list splices). Left young, they would all be scanned by the next young
-    collection and again by the middle one on their way there (about 1 s of a 2 x 8 32768^2 run);
-    in the oldest they wait for the next full collection, which frees any cycle among them (the
-    simulator's run, the one such cycle, is dropped by :meth:`mkernel.sim.engine.Model.close`)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
 
 
 class Role(str, Enum):
@@ -165,7 +138,12 @@ class Step:
     ``period`` > 0 makes the signals' steps cycle: member i's are (i mod period) times ``signals``
     plus (i div period) times ``outer`` (per signal, (rank, index) steps). A wave of GEMM tiles
     along a row bumps each owner's counter in turn, so the rank steps within a cycle of owners
-    and the index from one cycle to the next; every other number still steps by i."""
+    and the index from one cycle to the next; every other number still steps by i.
+
+    ``rotate`` = r > 0 (no ``period``): the members wrap, as a rank that takes a slot's tiles from
+    its own on does: member i steps by i - count from member count - r on, by i before (so member
+    count - r is the one ``count - r`` steps back from member 0, and member count - 1 the one before
+    member 0)."""
 
     regions: tuple[tuple[int, int, int], ...] = ()
     signals: tuple[tuple[int, int], ...] = ()
@@ -174,6 +152,7 @@ class Step:
     label: tuple[int, int] = (0, 0)
     period: int = 0
     outer: tuple[tuple[int, int], ...] = ()
+    rotate: int = 0
 
 
 @quick_init
@@ -221,16 +200,21 @@ class Task:
             return self if id is None or id == self.id else Task(
                 id, self.rank, self.role, self.op, self.reads, self.writes, self.accumulate, self.waits,
                 self.signals, self.launch, self.chunk, self.label, self.mask, self.index)
-        st = self.step
+        st, o = self.step, self.offset(i)
         moved, signals = self.moved(i)
-        waits = tuple(Wait(Signal(w.signal.rank, w.signal.name, w.signal.index + i * dx), w.count)
+        waits = tuple(Wait(Signal(w.signal.rank, w.signal.name, w.signal.index + o * dx), w.count)
                       for w, dx in zip(self.waits, st.waits or (0,) * len(self.waits)))
         first, by = st.label
-        label = self.label.replace("{}", str(first + i * by))
+        label = self.label.replace("{}", str(first + o * by))
         n = len(self.reads)
         return Task(self.id + i if id is None else id, self.rank, self.role, self.op, moved[:n], moved[n:],
-                    self.accumulate, waits, signals, self.launch, self.chunk + i * st.chunk, label, self.mask,
+                    self.accumulate, waits, signals, self.launch, self.chunk + o * st.chunk, label, self.mask,
                     self.index)
+
+    def offset(self, i: int) -> int:
+        """How many steps member ``i`` is from member 0: i, or i - count where the members wrap."""
+        r = self.step.rotate if self.count > 1 else 0
+        return i - self.count if r and i >= self.count - r else i
 
     def moved(self, i: int) -> tuple[tuple[Region, ...], tuple[Signal, ...]]:
         """Member ``i``'s regions (reads, then writes) and signals: the fields whose ranks may step
@@ -240,9 +224,10 @@ class Task:
         if self.count == 1 or i == 0:
             return regions, self.signals
         if st.regions:  # (a region that does not step is member 0's own)
+            o = self.offset(i)
             regions = tuple([r if not (dk or dr or dc) else
-                             Region(r.buffer, r.rank + i * dk, r.row0 + i * dr, r.row1 + i * dr, r.col0 + i * dc,
-                                    r.col1 + i * dc) for r, (dk, dr, dc) in zip(regions, st.regions)])
+                             Region(r.buffer, r.rank + o * dk, r.row0 + o * dr, r.row1 + o * dr, r.col0 + o * dc,
+                                    r.col1 + o * dc) for r, (dk, dr, dc) in zip(regions, st.regions)])
         return regions, self.member_signals(i)
 
     def member_signals(self, i: int) -> tuple[Signal, ...]:
@@ -256,7 +241,8 @@ class Task:
                           Signal(g.rank + b * dk + a * ok, g.name, g.index + b * dx + a * ox)
                           for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)])
         if st.signals:
-            return tuple([g if not (dk or dx) else Signal(g.rank + i * dk, g.name, g.index + i * dx)
+            o = self.offset(i)
+            return tuple([g if not (dk or dx) else Signal(g.rank + o * dk, g.name, g.index + o * dx)
                           for g, (dk, dx) in zip(signals, st.signals)])
         return signals
 
@@ -280,13 +266,14 @@ def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | N
     fixed = [((home[g.rank] if home else g.rank, g.name, g.index), n)
              for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
     moving = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
+    offsets = range(first, first + n) if not t.step.rotate else [t.offset(i) for i in range(first, first + n)]
     if len(moving) == 1:
         rank, name, index, dk, dx = moving[0]
         if home:
-            return fixed, [(home[rank + i * dk], name, index + i * dx) for i in range(first, first + n)]
-        return fixed, [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)]
+            return fixed, [(home[rank + i * dk], name, index + i * dx) for i in offsets]
+        return fixed, [(rank + i * dk, name, index + i * dx) for i in offsets]
     return fixed, [(home[rank + i * dk] if home else rank + i * dk, name, index + i * dx)
-                   for i in range(first, first + n) for rank, name, index, dk, dx in moving]
+                   for i in offsets for rank, name, index, dk, dx in moving]
 
 
 def _cycling_keys(t: Task, first: int, n: int, home: list[int] | None) -> tuple[list, list]:
@@ -391,9 +378,10 @@ class Schedule:
             out.setdefault((t.rank, t.launch, t.role), []).append(t)
         return out
 
-    def validate(self, races: bool = True) -> None:
-        """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return.
+    def validate(self, races: bool = True) -> tuple | None:
+        """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return the
+        region table read on the way (:func:`mkernel.validate.validate`: a backend may be handed it).
         ``races=False`` skips the race check, the one rule whose cost grows faster than the tasks."""
         from .validate import validate
 
-        validate(self, races)
+        return validate(self, races)

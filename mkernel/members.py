@@ -1,8 +1,9 @@
 """Every member's regions of a grouped schedule as numpy arrays, without making the members.
 
 A group's member i reads and writes its regions moved by i times their step (:class:`~mkernel.ir.Step`;
-regions never cycle, only signals do), so one record per (entry, region) and the entries' counts
-give every member's regions by index arithmetic. Why: a 2 x 8 GEMM+AR of 32768^2 has about a
+regions never cycle, only signals do; where the members wrap, ``Step.rotate``, by ``Task.offset(i)``
+times), so one record per (entry, region) and the entries' counts give every member's regions by
+index arithmetic. Why: a 2 x 8 GEMM+AR of 32768^2 has about a
 million members, and making each one a Task cost most of validate() and of the hazard tracker's
 set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracker's grids
 (:mod:`mkernel.sim.cellgrid`) both read their regions from here.
@@ -16,7 +17,8 @@ import numpy as np
 
 from .ir import Schedule
 
-FIELDS = 9  # a region record: buffer code, rank, row0, row1, col0, col1, rank step, row step, column step
+FIELDS = 10  # a region record: buffer code, rank, row0, row1, col0, col1, rank, row and column steps, rotate
+RegionTable = tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]  # what read_regions returns
 
 
 class Codes(dict):
@@ -30,13 +32,15 @@ class Codes(dict):
 _BOUNDS = attrgetter("rank", "row0", "row1", "col0", "col1")
 
 
-def read_regions(s: Schedule) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]:
+def read_regions(s: Schedule) -> RegionTable:
     """Every region of every entry of ``s`` (``reads + writes``, entry after entry) as one record of
-    :data:`FIELDS` numbers: its steps are its group's ``Step.regions`` (zero where it has none), its
-    buffer is coded by position in ``s.buffers`` (a name not there is numbered on). Read in bulk,
-    about 0.3 us a region where a call per region cost 1 us (a 2 x 8 GEMM+AR 32768^2 build has
-    900k). Returns the records (one row each); per record its ``entry``, its index ``k`` in
-    ``reads + writes`` and whether it is a ``read``; and the codes by name."""
+    :data:`FIELDS` numbers: its steps are its group's ``Step.regions`` (zero where it has none) and
+    its ``Step.rotate``, its buffer is coded by position in ``s.buffers`` (a name not there is
+    numbered on). Read in bulk, about 0.3 us a region where a call per region cost 1 us (a 2 x 8
+    GEMM+AR 32768^2 build has 900k). ``validate()`` returns the table it read, so a backend that
+    reads the same regions (the simulator's hazard grids) is handed it rather than reading the
+    schedule again. Returns the records (one row each); per record its ``entry``, its index ``k``
+    in ``reads + writes`` and whether it is a ``read``; and the codes by name."""
     tasks = s.tasks
     codes = Codes((b.name, i) for i, b in enumerate(s.buffers))
     reads = list(map(attrgetter("reads"), tasks))
@@ -53,8 +57,11 @@ def read_regions(s: Schedule) -> tuple[np.ndarray, dict[str, np.ndarray], dict[s
             raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
     if stepped:
         at = np.array(stepped, np.int64)
-        rows, _ = entry_rows(per, at)
-        recs[rows, 6:] = read_shared([tasks[p].step.regions for p in stepped], per[at], 3)
+        rows, which = entry_rows(per, at)
+        recs[rows, 6:9] = read_shared([tasks[p].step.regions for p in stepped], per[at], 3)
+        rotate = np.fromiter((tasks[p].step.rotate for p in stepped), np.int64, len(stepped))
+        if rotate.any():
+            recs[rows, 9] = rotate[which]
     nread = np.fromiter(map(len, reads), np.int64, len(tasks))
     fields = {"entry": entry, "k": k, "read": k < nread[entry]}
     for a in (recs, *fields.values()):
@@ -101,8 +108,8 @@ def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarra
     each; ``counts`` the entries' member counts), in the expanded schedule's order: entry after
     entry, member after member, each member's regions in record order. Returns the first row of
     each entry (and the total), the rows per member, and per row: its ``buffer``, ``rank`` and
-    bounds (the record's plus the member's index times its steps), its ``entry``, ``member`` index
-    and ``record`` (index into ``recs``)."""
+    bounds (the record's plus its steps times the member's :meth:`~mkernel.ir.Task.offset`), its
+    ``entry``, ``member`` index and ``record`` (index into ``recs``)."""
     n = np.array(per_entry, np.int64)
     base = np.zeros(len(n) + 1, np.int64)
     np.cumsum(n * counts, out=base[1:])
@@ -112,7 +119,9 @@ def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarra
     np.cumsum(n[:-1], out=first[1:])
     rec = first[entry] + (j - i * n[entry])
     cols = np.asarray(recs, np.int64).reshape(-1, FIELDS).T
-    dk, dr, dc = (cols[f][rec] * i for f in (6, 7, 8))
+    rot = cols[9][rec]
+    o = i - counts[entry] * (i >= counts[entry] - rot) if rot.any() else i  # (rot 0: never past the wrap)
+    dk, dr, dc = (cols[f][rec] * o for f in (6, 7, 8))
     fields = {"buffer": cols[0][rec], "rank": cols[1][rec] + dk, "row0": cols[2][rec] + dr,
               "row1": cols[3][rec] + dr, "col0": cols[4][rec] + dc, "col1": cols[5][rec] + dc,
               "entry": entry, "member": i, "record": rec}

@@ -36,7 +36,7 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     the fused one, or the baseline where ``Workload.schedule`` (``auto``:
     :func:`mkernel.builders._auto.choose`, by simulating both where the simulator is installed, with
     ``seed``) says so; :func:`chosen` tells which."""
-    fused, baseline, _, _ = _build(scenario, folded, grouped, force, timing, seed, local=local)
+    fused, baseline, _, _, _ = _build(scenario, folded, grouped, force, timing, seed, local=local)
     return fused, baseline
 
 
@@ -77,10 +77,11 @@ def _simulator(w, c, seed: int, collapse: bool, progress, hazards: bool | None) 
 
 def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing: bool, seed: int,
            collapse: bool = True, progress=None, local: bool = False,
-           hazards: bool | None = None) -> tuple[Schedule, Schedule, dict[str, RunStats], Scenario]:
+           hazards: bool | None = None) -> tuple[Schedule, Schedule, dict[str, RunStats], Scenario, tuple]:
     """:func:`build`, the simulated runs ``auto`` decided by, by variant (empty where none ran): run as
-    a sim run with ``collapse``, ``progress`` and ``hazards`` would run them, and the scenario whose
-    workload names the inter-node algorithm ``auto`` chose (:func:`mkernel.builders._auto.choose_internode`)."""
+    a sim run with ``collapse``, ``progress`` and ``hazards`` would run them, the scenario whose
+    workload names the inter-node algorithm ``auto`` chose (:func:`mkernel.builders._auto.choose_internode`),
+    and the two schedules' region tables as their ``validate()`` returned them (a backend's ``regions``)."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
     foldable = span if 0 < span < c.nodes and builders.node_symmetric(w, c) else 0
@@ -88,13 +89,14 @@ def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing:
     one = bool(kw) and local and builders.local_symmetric(w, c)
     est = limits.check_tasks(w, c, kw.get("first_nodes", 0), force, foldable, one)
     kw["grouped"] = grouped
+    tables: list[tuple[Schedule, tuple | None]] = []  # each schedule validated, with the table it read
 
     def build_fused(wk) -> Schedule | None:  # built as the workload's own is (None: it cannot be folded alike)
         if kw.get("first_nodes") and not builders.node_symmetric(wk, c):
             return None
         s = module.build(wk, c, **kw, **({"local_fold": True} if kw.get("first_nodes") and local
                                            and builders.local_symmetric(wk, c) else {}))
-        s.validate(races=not folded)
+        tables.append((s, s.validate(races=not folded)))
         return s
 
     limits.step(f"building the fused and baseline schedules (about {est.tasks:,} tasks)")
@@ -102,15 +104,16 @@ def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing:
     local_base = {"local_fold": True} if one and builders.local_baseline(w, c) else {}
     baseline = module.build_baseline(w, c, **kw, **({"library_tasks": False, **local_base} if timing else {}))
     limits.step(f"checking the schedules ({len(fused.tasks) + len(baseline.tasks):,} tasks)")
-    fused.validate(races=not folded)  # a collapsed run is a timing run: no data, no hazard or race checks
-    baseline.validate(races=not folded)
+    for s in (fused, baseline):  # a collapsed run is a timing run: no data, no hazard or race checks
+        tables.append((s, s.validate(races=not folded)))
     simulated = _simulator(w, c, seed, collapse, progress, hazards)
     if simulated is not None:
         w, fused = auto.choose_internode(w, c, fused, build_fused, simulated)
         scenario = dataclasses.replace(scenario, workload=w)
     if auto.choose(w, c, fused, baseline, simulated) == "baseline":
         fused = baseline
-    return fused, baseline, {} if simulated is None else simulated.runs(fused, baseline), scenario
+    regions = tuple(next(t for x, t in tables if x is s) for s in (fused, baseline))
+    return fused, baseline, {} if simulated is None else simulated.runs(fused, baseline), scenario, regions
 
 
 def chosen(fused: Schedule, baseline: Schedule) -> str:
@@ -162,11 +165,9 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if progress is not None:
         progress("build", 0, 0)
     quiet = caps.collapses and collapse and not (data or trace or faults)  # a collapsed timing run
-    fused, baseline, decided, scenario = _build(scenario, quiet, caps.grouped, force, caps.models_library and not data,
-                                                seed, collapse or not caps.collapses,
-                                                progress if caps.predicts else None,
-                                                local=quiet and not adaptive and engine.folds_locals(c),
-                                                hazards=hazards)
+    fused, baseline, decided, scenario, regions = _build(
+        scenario, quiet, caps.grouped, force, caps.models_library and not data, seed, collapse or not caps.collapses,
+        progress if caps.predicts else None, local=quiet and not adaptive and engine.folds_locals(c), hazards=hazards)
     w = scenario.workload  # auto's inter-node algorithm named
     # auto's simulated runs are this run's where it is the same timing run: take them, simulate nothing twice
     same = caps.predicts and not (data or trace or faults or adaptive)
@@ -194,7 +195,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     where = caps.where
     limits.step(f"running the fused op {where} ({len(fused.tasks):,} tasks on {c.world} ranks)")
     stats = reuse.get(fused.variant) or engine.run(fused, c, inputs=inputs, seed=seed, trace=trace, **fold,
-                                                   **run_data.sample_option(plan))
+                                                   regions=regions[0], **run_data.sample_option(plan))
     if trace and trajectory is not None and stats.counters is not None:  # the target over time, as a track
         stats.counters.extend((rank, "intra target", points, "SMs") for rank, points in trajectory.points.items())
     fold.pop("controller", None)
@@ -203,7 +204,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     limits.step(f"running the baseline {baseline.variant} {where} ({len(baseline.tasks):,} tasks)")
     # the baseline chosen (auto): the run above was the baseline's; the same seed would give the same time
     base = stats if fused is baseline else reuse.get(baseline.variant) or engine.run(
-        baseline, c, inputs=inputs, seed=seed, **fold, **run_data.sample_option(base_plan))
+        baseline, c, inputs=inputs, seed=seed, **fold, regions=regions[1], **run_data.sample_option(base_plan))
     base_err = run_data.error(base, expected)
     timing = caps.models_library and faults is None  # library calls are timed by their models (sim/library.py)
     base_s = _library_timed(engine, baseline, c, seed, fold, base) if timing and data else base.time_s

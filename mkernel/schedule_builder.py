@@ -181,8 +181,8 @@ class ScheduleBuilder:
         p = st.period
         inner = [b - a for a, b in zip(first, images[1])] if not p or p > 1 else [0] * len(first)
         outer = [b - a for a, b in zip(first, images[p])] if p and n > p else [0] * len(first)
-        if any(x != x0 + (i % p) * d + (i // p) * o if p else x != x0 + i * d
-               for i, image in enumerate(images) for x, x0, d, o in zip(image, first, inner, outer)):
+        if st.rotate or any(x != x0 + (i % p) * d + (i // p) * o if p else x != x0 + i * d
+                            for i, image in enumerate(images) for x, x0, d, o in zip(image, first, inner, outer)):
             return [self._renamed(m) for m in task.members()]  # (ids go on from the task's)
         step = Step(st.regions, tuple((s[0], d) for s, d in zip(st.signals, inner)), st.waits, st.chunk, st.label, p,
                     tuple((s[0], o) for s, o in zip(st.outer, outer)) if p else ())

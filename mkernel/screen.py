@@ -33,6 +33,7 @@ _OTHER = len(_PLAIN)
 _ROLES = {role: i for i, role in enumerate(Role)}
 _FIELDS = attrgetter("id", "rank", "launch")
 _MASK, _INDEX, _PERIOD, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("period"), attrgetter("label")
+_ROTATE = attrgetter("rotate")
 
 
 def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
@@ -49,37 +50,45 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
     ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
                                                                                    np.int64, n) == 0)
-    ok &= _groups(tasks, op, count, table)
+    groups, rot = _groups(tasks, op, count, table)
+    ok &= groups
     budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
                       or [[False] * len(Role)])
     budget[list(s.elided)] = False
     ok &= (0 <= launch) & (launch < len(s.launches))
     ok &= budget[np.where(ok, launch, 0), role]
     ok &= _arity(op, nread, nwrite, table)
-    ok &= _regions(s, table, op, rank, count)
-    at = keys.signal_entry  # a signal's first and last members stay on the entry's node (but a put's, which may not)
-    node = rank[at] // g
-    bad = (keys.signal_rank // g != node) | ((keys.signal_rank + (count[at] - 1) * keys.signal_rank_step) // g != node)
+    ok &= _regions(s, table, op, rank, count, rot)
+    at = keys.signal_entry  # a signal's extreme members stay on the entry's node (but a put's, which may not)
+    node, step = rank[at] // g, keys.signal_rank_step
+    bad = ((keys.signal_rank - rot[at] * step) // g != node) | (
+        (keys.signal_rank + (count[at] - 1 - rot[at]) * step) // g != node)
     ok &= _per_entry(bad & (op[at] != _PLAIN[Op.PUT]), at, n)
     at = keys.wait_entry  # waits poll the entry's rank, for a count of at least 1
     return ok & _per_entry((keys.wait_rank != rank[at]) | (keys.wait_count < 1), at, n)
 
 
-def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple) -> np.ndarray:
+def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Per entry: a group's signals do not cycle, its label takes its number where the number
-    steps, and a put's ranks do not step. (That its step fits it, count for count, the tables
-    checked as they were made: :func:`~mkernel.members.read_regions` its regions, and
-    :func:`~mkernel.signal_table.signal_table` its signals and waits.)"""
-    ok = np.ones(len(tasks), bool)
+    steps, a put's ranks do not step, and members that wrap (``Step.rotate``) wrap within the
+    group with waits and chunk that do not step; and each entry's ``rotate`` (0 for a plain task).
+    (That its step fits it, count for count, the tables checked as they were made:
+    :func:`~mkernel.members.read_regions` its regions, and :func:`~mkernel.signal_table.signal_table`
+    its signals and waits.)"""
+    ok, rot = np.ones(len(tasks), bool), np.zeros(len(tasks), np.int64)
     at = np.flatnonzero(count > 1)
     steps = [tasks[p].step for p in at]
     cycling = np.fromiter(map(_PERIOD, steps), np.int64, len(at)) != 0
     numbered = np.fromiter(map(itemgetter(1), map(_LABEL, steps)), np.int64, len(at)) != 0
     braces = np.fromiter(map(contains, map(_LABEL, map(tasks.__getitem__, at.tolist())), repeat("{}")), bool, len(at))
-    ok[at] = ~cycling & (braces | ~numbered)
+    rot[at] = np.fromiter(map(_ROTATE, steps), np.int64, len(at))
+    wraps = np.flatnonzero(rot[at])
+    plain = np.fromiter((not (steps[j].chunk or any(steps[j].waits)) for j in wraps.tolist()), bool, len(wraps))
+    ok[at] = ~cycling & (braces | ~numbered) & (rot[at] >= 0) & (rot[at] < count[at])
+    ok[at[wraps]] &= plain
     recs, f, _ = table
     entry = f["entry"]
-    return ok & _per_entry((op[entry] == _PLAIN[Op.PUT]) & (recs[:, 6] != 0), entry, len(tasks))
+    return ok & _per_entry((op[entry] == _PLAIN[Op.PUT]) & (recs[:, 6] != 0), entry, len(tasks)), rot
 
 
 def _per_entry(bad: np.ndarray, entry: np.ndarray, n: int) -> np.ndarray:
@@ -110,8 +119,10 @@ def _arity(op: np.ndarray, nread: np.ndarray, nwrite: np.ndarray, table: tuple) 
     return ok & _per_entry(bad, entry, n)
 
 
-def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Per entry: its first and last members' regions keep the region and locality rules."""
+def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count: np.ndarray,
+             rot: np.ndarray) -> np.ndarray:
+    """Per entry: its extreme members' regions keep the region and locality rules (the first and
+    last, or where the members wrap, those either side of the wrap: ``rot`` per entry)."""
     recs, f, codes = table
     entry, read, n, g = f["entry"], f["read"], len(op), s.gpus_per_node
     size = np.zeros((len(codes), 2), np.int64)  # rows, columns per buffer code (0 x 0: unknown, nothing fits)
@@ -121,7 +132,7 @@ def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count:
     buf, e_op, e_rank = recs[:, 0], op[entry], rank[entry]
     bad = ~read & inputs[buf]
     put, local = e_op == _PLAIN[Op.PUT], e_op == _PLAIN[Op.GEMM]
-    for last in (np.zeros(len(entry), np.int64), count[entry] - 1):
+    for last in (-rot[entry], count[entry] - 1 - rot[entry]):
         r, r0, r1, c0, c1 = (recs[:, j] + last * recs[:, step] for j, step in ((1, 6), (2, 7), (3, 7), (4, 8), (5, 8)))
         bad |= (r < 0) | (r >= s.world) | (r0 < 0) | (r0 >= r1) | (r1 > size[buf, 0]) | (c0 < 0) | (c0 >= c1)
         bad |= c1 > size[buf, 1]

@@ -1,7 +1,8 @@
 """Every member's bumps and waits of a grouped schedule as integer arrays, without making the members.
 
 A group's member i bumps its signals moved by i times their step (or by i mod ``period`` and i div
-``period`` times their steps and outer steps: :class:`~mkernel.ir.Step`), and waits on its waits'
+``period`` times their steps and outer steps, or by ``Task.offset(i)`` times where the members wrap:
+:class:`~mkernel.ir.Step`), and waits on its waits'
 signals moved by i times their index step; one record per (entry, signal) and per (entry, wait)
 and the entries' counts give them all by index arithmetic. Each (rank, name, index) key becomes one
 dense integer. Why: a 2 x 8 GEMM+AR of 32768^2 bumps about 900k member keys, and making them tuples
@@ -89,12 +90,13 @@ def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
     rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, flat)), np.int64, 2 * len(flat)).reshape(-1, 2).T
     name = np.fromiter(map(names.__getitem__, map(_NAME, flat)), np.int64, len(flat))
     st = np.zeros((len(flat), 4), np.int64)  # rank, index steps; outer rank, index steps
-    period = np.zeros(len(tasks), np.int64)
+    period, rotate = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
     stepped = [(p, step) for p, step in zip(groups, steps) if step.signals]
     if stepped:
         at = np.array([p for p, _ in stepped], np.int64)
         sts = [step for _, step in stepped]
         period[at] = [step.period for step in sts]
+        rotate[at] = [step.rotate for step in sts]
         cycling = period[at] > 0
         if (np.fromiter((len(step.signals) for step in sts), np.int64, len(sts)) != per[at]).any() or (
                 np.fromiter((len(step.outer) for step in sts if step.period), np.int64) != per[at[cycling]]).any():
@@ -110,6 +112,8 @@ def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
     p = period[entry[rec]]
     p = np.where(p > 0, p, count[entry[rec]])  # (no period: i mod count is i, i div count 0)
     b, a = i % p, i // p
+    n = count[entry[rec]]
+    b -= np.where(b >= n - rotate[entry[rec]], n, 0)  # members that wrap (Step.rotate): i - count past the wrap
     bumps = [np.concatenate((name[fixed], name[rec])),
              np.concatenate((rank[fixed], rank[rec] + b * st[rec, 0] + a * st[rec, 2])),
              np.concatenate((index[fixed], index[rec] + b * st[rec, 1] + a * st[rec, 3])),

@@ -42,15 +42,17 @@ import numpy as np
 from .coverage import check_outputs
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Schedule, Task, count_homes, expand, paused_gc
-from .members import read_regions
+from .members import RegionTable, read_regions
 from .races import RACE_CHECK_MAX_TASKS, acyclic, check_races, happens_before_graph, topological_order
 from .screen import cleared
 from .signal_table import SignalTable, signal_table
 
 
 @paused_gc()
-def validate(s: Schedule, races: bool = True) -> None:
-    """Check every rule (the race check only with ``races``); raise on the first broken one."""
+def validate(s: Schedule, races: bool = True) -> RegionTable | None:
+    """Check every rule (the race check only with ``races``); raise on the first broken one. Returns
+    the region table read on the way (:func:`mkernel.members.read_regions`), for a backend that reads
+    it too: None where a group's steps do not fit it, which a rule then names."""
     buffers = {b.name: b for b in s.buffers}
     if len(buffers) != len(s.buffers):
         raise ScheduleError(f"schedule {s.kernel}/{s.variant}: duplicate buffer names")
@@ -80,12 +82,13 @@ def validate(s: Schedule, races: bool = True) -> None:
     keys = keys or signal_table(s, home)
     _check_signals(s, keys)
     if s.first_nodes:
-        return
+        return table
     _check_cycles(s, keys)
     if not s.elided:
         check_outputs(s, buffers, table)
     if races and sum(t.count for t in s.tasks) <= RACE_CHECK_MAX_TASKS:
         check_races(expand(s))  # pairs of members: the one rule that makes them (on small schedules only)
+    return table
 
 
 def _check_group(rules: _TaskRules, task: Task) -> None:
@@ -102,22 +105,29 @@ def _check_group(rules: _TaskRules, task: Task) -> None:
         _fail(task, f"its step numbers the label, but the label {task.label!r} has no {{}} for the number")
     if st.period and (st.period < 1 or len(st.outer) != len(st.signals) or not st.signals):
         _fail(task, f"its signals cycle every {st.period} members, so each signal needs a step and an outer step")
-    # a rule on ranks holds for every member if it holds for the first and last, ranks moving evenly and
-    # nodes being ranges of ranks; but "a put writes to another node" could skip over the own node
+    if st.rotate and (st.period or any(st.waits) or st.chunk or not 0 < st.rotate < task.count):
+        _fail(task, f"its members wrap from member {task.count - st.rotate} on, so 0 < rotate < count, and its "
+                    f"signals may not cycle nor its waits or chunk step")
+    # a rule on ranks holds for every member if it holds for the extreme ones (the first and last, or
+    # those either side of the wrap), ranks moving evenly and nodes being ranges of ranks; but "a put
+    # writes to another node" could skip over the own node
     every = task.op is Op.PUT and any(r[0] for r in st.regions)
+    wrap = task.count - st.rotate  # (member count - rotate: the first one past the wrap)
+    ends = (task.count - 1,) if not st.rotate else tuple(i for i in (wrap - 1, wrap) if i)
     rules.check(task)  # member 0's fields are the task's
     if not (st.regions or st.signals):
         return  # every member touches member 0's regions and signals (waits step by index only)
     if not (every or any(r[0] for r in st.regions) or any(g[0] for g in st.signals + st.outer)):
         # only rows, columns and signal indices move: buffers, ranks (so locality) stay member 0's,
-        # and what the last member could break is a region's bounds
-        if not rules.inside(task, task.count - 1):
-            rules.check(task, task.count - 1)  # (raises, naming the member and the region)
+        # and what the extreme members could break is a region's bounds
+        for i in ends:
+            if not rules.inside(task, i):
+                rules.check(task, i)  # (raises, naming the member and the region)
         return
     last, p = task.count - 1, st.period
     # cycling signals: ranks are affine in (i mod p, i div p), so they are extreme at the corners of
     # the members' staircase (the first cycle's last, the last cycle's first and last, the one before)
-    corners = sorted({i for i in (p - 1, last // p * p - 1, last // p * p, last) if 0 < i}) if p else (last,)
+    corners = sorted({i for i in (p - 1, last // p * p - 1, last // p * p, last) if 0 < i}) if p else ends
     for i in range(1, task.count) if every else corners:
         rules.check(task, i)  # shapes, ranks and launches do not step: what moves is checked
 
@@ -153,11 +163,11 @@ class _TaskRules:
     def inside(self, task: Task, member: int) -> bool:
         """Whether member ``member``'s regions, moved by rows and columns alone (ranks do not
         step), stay inside their buffers: :meth:`check`'s bounds rule without making the regions."""
-        buffers = self.buffers
+        buffers, o = self.buffers, task.offset(member)
         for r, (_, dr, dc) in zip(task.reads + task.writes, task.step.regions):
             if dr or dc:
                 buf = buffers[r.buffer]
-                dr, dc = member * dr, member * dc
+                dr, dc = o * dr, o * dc
                 if not (0 <= r.row0 + dr < r.row1 + dr <= buf.rows and 0 <= r.col0 + dc < r.col1 + dc <= buf.cols):
                     return False
         return True

@@ -9,6 +9,7 @@ from mkernel.backend import Capabilities, RunStats
 from mkernel.cluster import Cluster
 from mkernel.errors import BackendUnavailable, InputError
 from mkernel.ir import BufferKind, Schedule, paused_gc
+from mkernel.members import RegionTable
 from mkernel.reference import DATA_RTOL
 
 from .collapse import collapse as fold
@@ -58,7 +59,7 @@ class SimBackend:
             seed: int = 0, trace: bool = False, epoch: int = 1, stress: float = 0.0,
             collapse: bool = False, faults: Faults | None = None, controller=None, workload=None,
             progress=None, sample=None, hazards: bool | None = None, transport: str = "loopback",
-            heap: str = "device") -> RunStats:
+            heap: str = "device", regions: RegionTable | None = None) -> RunStats:
         """Simulate ``schedule``. ``seed`` drives SRD jitter and ``stress``; ``stress`` > 0 randomly
         scales durations (see :mod:`mkernel.sim.engine`) to expose races; use 0 for timings.
 
@@ -77,6 +78,9 @@ class SimBackend:
         ``hazards``: track hazards (:mod:`mkernel.sim.hazards`, on the groups); None: wherever the
         run is not collapsed; False for a timing run that reads no hazards (a sweep's), which then
         also merges wake-ups that a tracker would tell apart (the same times: the tracker only watches).
+        ``regions``: ``schedule``'s region table as its ``validate()`` returned it, which the hazard
+        grids then read instead of reading the schedule again (a run of another schedule, expanded or
+        folded, reads its own).
         """
         wall = time.perf_counter()
         if schedule.first_nodes and (inputs is not None or (faults and faults.any)):
@@ -109,7 +113,7 @@ class SimBackend:
         data = DataStore(schedule, inputs, sample) if inputs is not None else None
         model = Model(run_schedule, cluster, data, epoch=epoch, seed=seed, trace=trace, stress=stress,
                       track_hazards=not folded and hazards is not False, faults=faults, controller=controller,
-                      progress=progress, fold=local)
+                      progress=progress, fold=local, regions=regions if run_schedule is schedule else None)
         model.run()
         ranks = model.ranks
         copies = schedule.world // len(ranks)  # each simulated rank stands for this many

@@ -28,16 +28,17 @@ def _canon(task: Task, shift) -> tuple:
             tuple((r.buffer, shift[r.rank], r.row1 - r.row0, r.col1 - r.col0) for r in task.writes),
             tuple((shift[w.signal.rank], w.signal.name, w.signal.index, w.count) for w in task.waits),
             tuple((shift[g.rank], g.name, g.index) for g in task.signals), task.count,
-            st and (st.regions, st.signals, st.waits, st.chunk, st.period, st.outer))
+            st and (st.regions, st.signals, st.waits, st.chunk, st.period, st.outer, st.rotate))
 
 
 def _flat_puts(s: Schedule, cycling: bool = False) -> Schedule:
     """``s`` with its groups of puts expanded: a put group's ranks may step across nodes, where the
     node shift and the fold do not keep them evenly spaced (every other group stays in its node);
-    with ``cycling``, groups whose signals cycle too (``Step.period``: a check that reads steps as
-    even, :mod:`mkernel.sim.localfold`'s, takes them member by member)."""
+    with ``cycling``, groups whose signals cycle or whose members wrap too (``Step.period``,
+    ``Step.rotate``: a check that reads steps as even, :mod:`mkernel.sim.localfold`'s, takes them
+    member by member)."""
     def flat(t: Task) -> bool:
-        return t.count > 1 and (t.op is Op.PUT or (cycling and t.step.period > 0))
+        return t.count > 1 and (t.op is Op.PUT or (cycling and (t.step.period > 0 or t.step.rotate > 0)))
 
     if not any(flat(t) for t in s.tasks):
         return s

@@ -58,13 +58,13 @@ class Model(Dispatch):
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
-                 controller=None, faults: Faults | None = None, progress=None, fold: int = 1) -> None:
+                 controller=None, faults: Faults | None = None, progress=None, fold: int = 1, regions=None) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
         if data is not None or stress > 0:
             # the data store follows tasks one by one; stress draws each member's delays in the flat
             # schedule's order (a group bumps its fixed signals first, so waiters would wake, and draw,
             # in another order)
-            s = expand(s)
+            s, regions = expand(s), None  # (``regions``: the given schedule's region table, for the tracker)
         self.s, self.c, self.data = s, c.for_variant(s.variant), data
         c = self.c
         # fold > 1: the schedule holds one rank per node, every fold local ranks alike (sim/localfold.py):
@@ -75,7 +75,7 @@ class Model(Dispatch):
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(self.env, epoch, self._released, self.home if fold > 1 else None)
-        self.tracker = LoggedTracker(s) if track_hazards else NullTracker()
+        self.tracker = LoggedTracker(s, regions) if track_hazards else NullTracker()
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)

@@ -20,7 +20,7 @@ from operator import attrgetter, is_, itemgetter
 import numpy as np
 
 from mkernel.ir import BufferKind, Schedule, Task
-from mkernel.members import ragged
+from mkernel.members import RegionTable, ragged
 
 from .cellgrid import Side
 from .hazards import ArrivalTracker
@@ -32,8 +32,8 @@ class LoggedTracker(ArrivalTracker):
     """:class:`~mkernel.sim.hazards.ArrivalTracker`'s calls, logged (see the module); ``hazards`` is
     filled by :meth:`finish`."""
 
-    def __init__(self, s: Schedule) -> None:
-        super().__init__(s)
+    def __init__(self, s: Schedule, regions: RegionTable | None = None) -> None:
+        super().__init__(s, regions)
         self._log: list[tuple[Task, int, int | None, float]] = []  # (task, first member, members, time or LANDED)
         self._ends: list[tuple[int, int, float]] = []  # (rank, position in the log, time) of each rank's end
 

@@ -26,6 +26,7 @@ from bisect import bisect_right
 import numpy as np
 
 from mkernel.ir import BufferKind, Region, Schedule, Task
+from mkernel.members import RegionTable
 
 from .cellgrid import Cells
 
@@ -34,11 +35,12 @@ class ArrivalTracker:
     """Counts arrivals per cell and checks reads against the writes the schedule promises.
 
     Its methods take a queue entry of the schedule and a span of its members, or a plain task made
-    by :meth:`member` (numbered as in the expanded schedule)."""
+    by :meth:`member` (numbered as in the expanded schedule). ``regions``: ``s``'s region table, where
+    it was read already (:class:`~mkernel.sim.cellgrid.Cells`)."""
 
-    def __init__(self, s: Schedule) -> None:
+    def __init__(self, s: Schedule, regions: RegionTable | None = None) -> None:
         self.schedule = s
-        self.cells = Cells(s)
+        self.cells = Cells(s, regions)
         c = self.cells
         self._pos = {id(t): p for p, t in enumerate(s.tasks)}
         self._uid0 = c.uid0.tolist()

@@ -275,7 +275,7 @@ class _Fold:
 def fold_locals(s: Schedule) -> Schedule:
     """``s`` with one simulated rank per node (see the module docstring); raises
     :class:`NotFoldable` saying why not. Put groups are expanded first (their ranks may step
-    across nodes), and groups whose signals cycle (the check reads steps as even)."""
+    across nodes), and groups whose signals cycle or whose members wrap (the check reads steps as even)."""
     from .collapse import _flat_puts
 
     f = _Fold(_flat_puts(s, cycling=True))

@@ -38,13 +38,13 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
             a, b = divmod(i, st.period)
             out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox) for rank, name, index, dk, dx, ok, ox in moves]
         return out, 1, 1
+    offsets = range(first, first + n) if not st.rotate else [t.offset(i) for i in range(first, first + n)]
     if len(signals) == 1:
         g, (dk, dx) = signals[0], st.signals[0]
         rank, name, index = g.rank, g.name, g.index
-        return [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)], 1, 1
+        return [(rank + i * dk, name, index + i * dx) for i in offsets], 1, 1
     moves = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
-    return [(rank + i * dk, name, index + i * dx) for i in range(first, first + n)
-            for rank, name, index, dk, dx in moves], 1, 1
+    return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
 
 
 class _Call:

@@ -44,7 +44,7 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
                            shared_final)
-from ._tiling import batches, grid_order_runs, grid_runs, row_step, runs, tile_grid
+from ._tiling import batches, grid_order_runs, grid_runs, row_step, runs, tile_grid, wrapped
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -169,12 +169,13 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         in_order = (np.array(order[node], np.int64)[:, None] * ct + np.arange(ct)).ravel()
         in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
         # one group per run of tiles along a row that share how their signal steps: a cycle of owners
-        # (g > 1), a chunk (one node's PART slots), or nothing (the output itself); a local build's
-        # whole cycles in a row are one group, the owners cycling (Step.period)
+        # (g > 1; taken from the own tile on, it wraps: Step.rotate), a chunk (one node's PART slots),
+        # or nothing (the output itself); a local build's whole cycles in a row are one group, the
+        # owners cycling (Step.period)
         cut = [tiles[a:a + k] for a, k in grid_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order[in_order < len(tiles)],
                                                           period=g if g > 1 else ct if nodes > 1 else 0)]
         cycled = _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold and not pushed \
-            else ((run, 0) for run in cut)  # a push's tiles bump local flags (its own groups)
+            else ((run, 0) for run in (wrapped(cut, g) if g > 1 and not pushed else cut))  # (a push's: its own groups)
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
@@ -214,7 +215,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 # one tuple object for the groups that step alike: validate reads each once
                 alike = steps.setdefault((u.cols, moves), (((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],)))
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
-                       count=len(group), step=Step(*alike, label=(u.index, 1)))
+                       count=len(group), step=Step(*alike, label=(u.index, 1),
+                                                   rotate=u.index % g if group[-1].index < u.index else 0))
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)

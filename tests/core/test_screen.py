@@ -139,6 +139,19 @@ def _mutations(s: Schedule, t):
         yield "signals step by rank", dataclasses.replace(t, step=dataclasses.replace(
             st, signals=tuple((s.gpus_per_node, dx) for _, dx in st.signals)
             or ((s.gpus_per_node, 0),) * len(t.signals)))
+        # members that wrap (Step.rotate): a wrap that takes regions or signals past their bounds or
+        # node, or one the rules refuse (all the way round, backwards, with cycling signals or steps)
+        yield "wraps", dataclasses.replace(t, step=dataclasses.replace(st, rotate=st.rotate + 1 if st.rotate + 1 < t.count
+                                                                       else 0))
+        yield "wraps half", dataclasses.replace(t, step=dataclasses.replace(st, rotate=t.count // 2))
+        yield "unwrapped", dataclasses.replace(t, step=dataclasses.replace(st, rotate=0))
+        yield "wraps all the way", dataclasses.replace(t, step=dataclasses.replace(st, rotate=t.count))
+        yield "wraps backwards", dataclasses.replace(t, step=dataclasses.replace(st, rotate=-1))
+        yield "wraps and cycles", dataclasses.replace(t, step=dataclasses.replace(
+            st, rotate=1, period=1, outer=((0, 0),) * len(st.signals)))
+        yield "wraps with waits that step", dataclasses.replace(t, step=dataclasses.replace(
+            st, rotate=1, waits=(1,) * len(t.waits)))
+        yield "wraps with a chunk that steps", dataclasses.replace(t, step=dataclasses.replace(st, rotate=1, chunk=1))
     else:
         yield "a group without a step", dataclasses.replace(t, count=2)
 
@@ -148,7 +161,7 @@ def test_mutations_are_not_cleared_where_the_rules_refuse_them(s, monkeypatch):
     rng = random.Random(len(s.tasks))
     ops = {}
     for p, t in enumerate(s.tasks):
-        ops.setdefault((t.op, t.count > 1), []).append(p)
+        ops.setdefault((t.op, t.count > 1, t.count > 1 and t.step.rotate > 0), []).append(p)
     picks = [rng.choice(ps) for ps in ops.values()]
     refused = same = 0
     for p in picks:
