@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import simpy
 
-from .maxmin import affected, max_min
+from .maxmin import resolve
 from .signals import CountingEnvironment
 
 EPS_US = 1e-9
@@ -169,8 +169,7 @@ class FlowNet:
     def _flush(self, _event) -> None:
         self.flush_pending = False
         links, self.dirty = self.dirty, {}
-        flows, binding = affected(links, prune=not self.record)  # a trace samples the whole component
-        self._rerate(flows, max_min(flows, binding))
+        self._rerate(*resolve(links, self.touched, prune=not self.record))  # a trace samples the whole component
         self.touched.clear()
         self._arm()
 

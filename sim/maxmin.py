@@ -21,54 +21,114 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .flows import Flow, Link
 
-SLACK = 1e-9  # a link binds unless capacity > demand at every cap x (1 + SLACK): far above float noise
+SLACK = 1e-9  # of a link's capacity: the room a link must keep to count as never filling, far above rounding
 
 
-def binds(link: Link) -> bool:
-    """Whether ``link`` can fill: its flows, each at its cap, would use more than its capacity.
-    An uncapped flow (or a 0-weight one, as 0 x inf is nan) makes it bind."""
-    demand = 0.0
-    for flow, w in link.flows.items():
-        demand += w * flow.cap
-    return not link.capacity > demand * (1 + SLACK)
+def resolve(links, touched: dict[Flow, None], prune: bool = True) -> tuple[dict[Flow, None], dict[Flow, float]]:
+    """The flows a change on ``links`` can move (``touched``: the groups that started, ended members
+    or are new there; every link of theirs is in ``links``), and their new max-min rates. With
+    ``prune`` off: the whole component (every flow sharing a link, directly or through other
+    flows, with ``links``), solved from scratch as it always was.
 
-
-def affected(links, prune: bool = True) -> tuple[dict[Flow, None], dict[Link, None] | None]:
-    """The flows a change on ``links`` can re-rate, and the links that can bind them (None: all of
-    their links). Every flow of a changed link, then every flow of a binding link of those, and so
-    on; with ``prune`` off, through every link (the whole component: every flow sharing a link,
-    directly or through other flows, with ``links``). Deterministic order (no hash-order iteration):
-    a link's flows in the order they came, links as a stack from the last changed one."""
-    flows: dict[Flow, None] = {}
-    binding: dict[Link, None] = {}
+    Every other flow keeps its rate. Max-min rates are those of progressive filling, and below the
+    level :func:`floor` gives, filling the changed network freezes the same flows at the same rates
+    as filling it before the change did: the flows below it are *held*. The others are filled on
+    what the held ones leave of each link, and of those only the ones a changed link reaches
+    through links that can fill (the rest hold the same problem as before, so the same rates): a
+    link cannot fill if what it has left exceeds its unheld flows' demand at their caps (levels
+    only rise as flows freeze, and no flow passes its cap), so it couples nothing."""
+    if not prune:
+        flows = component(links)
+        return flows, max_min(flows)
+    level = floor(links, touched)
+    moved: dict[Flow, None] = {}
+    left: dict[Link, float] = {}  # what the held flows leave of each link that can fill
     seen = dict.fromkeys(links)
-    changed = set(seen)
     todo = list(seen)
     while todo:
         link = todo.pop()
-        if prune:
-            if binds(link):
-                binding[link] = None
-            elif link not in changed:
-                continue  # never fills: its flows are not coupled through it
-        for flow in link.flows:
-            if flow not in flows:
-                flows[flow] = None
+        rest, demand, mine = link.capacity, 0.0, []
+        for flow, w in link.flows.items():
+            if flow in touched or not flow.rate < level:
+                demand += w * flow.cap  # nan for a 0-weight uncapped flow: then the link can fill
+                mine.append(flow)
+            else:
+                rest -= w * flow.rate
+        if not rest - demand > SLACK * link.capacity:
+            left[link] = rest if rest > 0.0 else 0.0
+        elif link not in links:
+            continue  # cannot fill: its flows are not coupled through it
+        for flow in mine:
+            if flow not in moved:
+                moved[flow] = None
                 for other in flow.links:
                     if other not in seen:
                         seen[other] = None
                         todo.append(other)
-    return flows, binding if prune else None
+    return moved, max_min(moved, left)
 
 
-def max_min(flows: dict[Flow, None], binding: dict[Link, None] | None = None) -> dict[Flow, float]:
+def floor(links, touched: dict[Flow, None]) -> float:
+    """A level below which filling the changed network (``links`` changed, ``touched`` groups
+    changed) freezes the same flows at the same rates as filling it before the change did, given
+    that every flow holds its rate from before (its max-min rate then): the lowest, over the
+    changed links, of
+
+    - the highest rate of an untouched flow on the link (before the change the link filled at no
+      lower level, so no untouched flow froze on it below this), and
+    - the level at which the link fills now if its untouched flows hold their rates up to that
+      level and its touched ones rise to their caps;
+
+    less a margin far above float rounding. A flow starting on an idle link costs nothing here."""
+    level = math.inf
+    for link in links:
+        held: list[tuple[float, float]] = []  # (the rate the flow stops rising at, its weight)
+        top = -math.inf  # the highest rate of an untouched flow
+        for flow, w in link.flows.items():
+            if flow in touched:
+                held.append((flow.cap, w))
+            else:
+                held.append((flow.rate, w))
+                top = flow.rate if flow.rate > top else top
+        if -math.inf < top < level:
+            level = top
+        held.sort(key=lambda vw: vw[0])
+        used, rest = 0.0, sum(w for _, w in held)
+        for v, w in held:
+            if rest > 0 and (link.capacity - used) / rest <= v:
+                level = min(level, (link.capacity - used) / rest)
+                break
+            used += w * v
+            rest -= w
+    return level * (1 - SLACK)
+
+
+def component(links) -> dict[Flow, None]:
+    """The flows that share a link, directly or through other flows, with any of ``links``.
+    Deterministic order (no hash-order iteration)."""
+    flows: dict[Flow, None] = {}
+    seen = dict.fromkeys(links)
+    todo = list(seen)
+    while todo:
+        for flow in todo.pop().flows:
+            if flow not in flows:
+                flows[flow] = None
+                for link in flow.links:
+                    if link not in seen:
+                        seen[link] = None
+                        todo.append(link)
+    return flows
+
+
+def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> dict[Flow, float]:
     """Weighted max-min fair rates of ``flows`` by progressive filling: raise the rate of every
     unfrozen flow together; the next event is a link filling up (its unfrozen flows freeze at that
     level) or a flow's cap (it freezes there).
 
-    ``flows`` must hold every flow of every link in ``binding`` (by default, every link of
-    ``flows``: then a whole component); links of ``flows`` outside ``binding`` are taken not to fill
-    (:func:`binds`). With ``binding`` None this is the solve as it always was, to the bit.
+    Without ``left``, ``flows`` is a whole component (every flow on their links is in it): the solve
+    as it always was, to the bit. With ``left`` (what other flows, at rates held fixed, leave of
+    each link that can fill), ``flows`` holds the rest of those links' flows, and their other links
+    are taken not to fill (:func:`resolve` says when that holds).
 
     The links' fill levels (capacity left / unfrozen weight) sit in a heap, renewed only for the
     links of the flows that freeze, so a component with many distinct levels costs (flows x links
@@ -77,8 +137,16 @@ def max_min(flows: dict[Flow, None], binding: dict[Link, None] | None = None) ->
     event, which ends the filling."""
     rates: dict[Flow, float] = {}
     order = dict.fromkeys([link for flow in flows for link in flow.links])
-    left = {link: link.capacity for link in (order if binding is None else (x for x in order if x in binding))}
-    active_w = {link: link.weight for link in left}  # weight of the unfrozen flows, for links not yet full
+    if left is None:
+        left = {link: link.capacity for link in order}
+        active_w = {link: link.weight for link in left}  # weight of the unfrozen flows, for links not yet full
+    else:
+        left = {link: left[link] for link in order if link in left}
+        active_w = dict.fromkeys(left, 0.0)
+        for flow in flows:
+            for link in flow.links:
+                if link in active_w:
+                    active_w[link] += link.flows[flow]
     version = dict.fromkeys(left, 0)
     heap = [(left[link] / w, i, link, 0) for i, (link, w) in enumerate(active_w.items()) if w > 0]
     heapq.heapify(heap)
