@@ -12,9 +12,9 @@ the capacity that capped or elsewhere-bottlenecked flows leave on a link goes to
 link carries more than its capacity, and no flow can go faster without slowing one that is no
 faster than it.
 
-Incremental: when flows start or end, only their *component* is re-solved: the flows and links
-reachable from the changed links through shared flows. Flows elsewhere keep their rates and
-finish times.
+Incremental: when flows start or end, only the flows the change can move are re-solved
+(:func:`maxmin.resolve`; in a small network, their whole component: the flows and links reachable
+from the changed links through shared flows). Flows elsewhere keep their rates and finish times.
 
 Groups: flows with the same links, weights and cap always get the same max-min rate, so they are
 one :class:`Flow` (a group) holding ``count`` of them, with ``count`` times the weight on each link:
@@ -41,6 +41,8 @@ from .maxmin import resolve
 from .signals import CountingEnvironment
 
 EPS_US = 1e-9
+INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
+# whole components from scratch, as always: the same max-min rates, but rounded as before, to the bit
 
 
 class Link:
@@ -169,7 +171,8 @@ class FlowNet:
     def _flush(self, _event) -> None:
         self.flush_pending = False
         links, self.dirty = self.dirty, {}
-        self._rerate(*resolve(links, self.touched, prune=not self.record))  # a trace samples the whole component
+        prune = not self.record and len(self.groups) >= INCREMENTAL_GROUPS  # a trace samples whole components
+        self._rerate(*resolve(links, self.touched, prune))
         self.touched.clear()
         self._arm()
 

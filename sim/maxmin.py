@@ -1,16 +1,13 @@
 """Weighted max-min fair rates of flows on links (progressive filling), and what a change re-rates.
 
-Split from :mod:`flows` (which starts flows, tracks their ends and calls this): the solver and the
-set of flows a change on some links can move.
+Split from :mod:`flows` (which starts flows, tracks their ends and calls :func:`resolve`).
 
-Which flows a change can move: max-min couples flows through any shared link that can *bind*, and
-a link binds only if its flows, all at their caps, would overfill it. A link whose capacity exceeds
-the sum over its flows of weight x cap (with a margin far above float rounding) never fills in
-progressive filling (levels only rise as flows freeze, and no flow passes its cap), so it freezes
-no flow: dropping it from a solve leaves every rate as it was. The flows a change can move are those
-reachable from the changed links through binding links only (:func:`affected`); a GB200 72-GPU
-NVLink domain's copies, capped by the SM copy rate, fill most egresses but few ingresses, so this
-re-solves a fraction of the domain per change instead of all of it.
+A change (flows starting or ending on some links) re-solved from scratch costs its whole component:
+in a GB200 72-GPU NVLink domain running a MoE dispatch, ~900 flows on 144 ports, for each of
+~33k changes. :func:`resolve` re-solves only what the change can move, exactly in real numbers
+(floats may round differently: a different order of the same sums): the flows frozen below the
+change's :func:`floor` keep their rates, and of the rest only those a changed link reaches through
+links that can still fill. On that point it re-fills ~250 flows per change and re-rates ~150.
 """
 from __future__ import annotations
 

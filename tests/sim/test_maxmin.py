@@ -13,11 +13,18 @@ import math
 import numpy as np
 import pytest
 
+import mkernel.sim.flows as flows
 import mkernel.sim.maxmin as maxmin
 from mkernel.sim.flows import Flow, FlowNet, Link
 from mkernel.sim.signals import CountingEnvironment
 
 TIE = 1e-12  # progressive filling's tie: levels this close freeze together
+
+
+@pytest.fixture(autouse=True)
+def incremental(monkeypatch):
+    """Every re-rate incremental, however few the groups (FlowNet's default: from 256 on)."""
+    monkeypatch.setattr(flows, "INCREMENTAL_GROUPS", 0)
 
 
 def reference(flows: list[Flow]) -> dict[Flow, float]:
