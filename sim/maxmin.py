@@ -38,12 +38,9 @@ def resolve(links, touched: dict[Flow, None], prune: bool = True) -> tuple[dict[
         flows = component(links)
         return flows, max_min(flows)
     level = floor(links, touched)
-    moved: dict[Flow, None] = {}
     left: dict[Link, float] = {}  # what the held flows leave of each link that can fill
-    seen = dict.fromkeys(links)
-    todo = list(seen)
-    while todo:
-        link = todo.pop()
+
+    def unheld(link: Link) -> list[Flow]:
         rest, demand, mine = link.capacity, 0.0, []
         for flow, w in link.flows.items():
             if flow in touched or not flow.rate < level:
@@ -54,14 +51,10 @@ def resolve(links, touched: dict[Flow, None], prune: bool = True) -> tuple[dict[
         if not rest - demand > SLACK * link.capacity:
             left[link] = rest if rest > 0.0 else 0.0
         elif link not in links:
-            continue  # cannot fill: its flows are not coupled through it
-        for flow in mine:
-            if flow not in moved:
-                moved[flow] = None
-                for other in flow.links:
-                    if other not in seen:
-                        seen[other] = None
-                        todo.append(other)
+            return []  # cannot fill: its flows are not coupled through it
+        return mine
+
+    moved = _reach(links, unheld)
     return moved, max_min(moved, left)
 
 
@@ -101,13 +94,20 @@ def floor(links, touched: dict[Flow, None]) -> float:
 
 
 def component(links) -> dict[Flow, None]:
-    """The flows that share a link, directly or through other flows, with any of ``links``.
-    Deterministic order (no hash-order iteration)."""
+    """The flows that share a link, directly or through other flows, with any of ``links``."""
+    return _reach(links, lambda link: link.flows)
+
+
+def _reach(links, follow) -> dict[Flow, None]:
+    """The flows reached from ``links``: ``follow(link)`` (called once per link reached) gives the
+    flows to take from a link, and every link of those is reached in turn. Deterministic order
+    (no hash-order iteration): a stack of links from the last of ``links``, each link's flows in
+    the order ``follow`` gives them."""
     flows: dict[Flow, None] = {}
     seen = dict.fromkeys(links)
     todo = list(seen)
     while todo:
-        for flow in todo.pop().flows:
+        for flow in follow(todo.pop()):
             if flow not in flows:
                 flows[flow] = None
                 for link in flow.links:
