@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 SLACK = 1e-9  # of a link's capacity: the room a link must keep to count as never filling, far above rounding
 
 
-def resolve(links, touched: dict[Flow, None], prune: bool = True) -> tuple[dict[Flow, None], dict[Flow, float]]:
+def resolve(links: dict[Link, None], touched: dict[Flow, None],
+            prune: bool = True) -> tuple[dict[Flow, None], dict[Flow, float]]:
     """The flows a change on ``links`` can move (``touched``: the groups that started, ended members
     or are new there; every link of theirs is in ``links``), and their new max-min rates. With
     ``prune`` off: the whole component (every flow sharing a link, directly or through other
@@ -59,7 +61,7 @@ def resolve(links, touched: dict[Flow, None], prune: bool = True) -> tuple[dict[
     return moved, max_min(moved, left)
 
 
-def floor(links, touched: dict[Flow, None]) -> float:
+def floor(links: dict[Link, None], touched: dict[Flow, None]) -> float:
     """A level below which filling the changed network (``links`` changed, ``touched`` groups
     changed) freezes the same flows at the same rates as filling it before the change did, given
     that every flow holds its rate from before (its max-min rate then): the lowest, over the
@@ -94,12 +96,12 @@ def floor(links, touched: dict[Flow, None]) -> float:
     return level * (1 - SLACK)
 
 
-def component(links) -> dict[Flow, None]:
+def component(links: Iterable[Link]) -> dict[Flow, None]:
     """The flows that share a link, directly or through other flows, with any of ``links``."""
     return _reach(links, lambda link: link.flows)
 
 
-def _reach(links, follow) -> dict[Flow, None]:
+def _reach(links: Iterable[Link], follow: Callable[[Link], Iterable[Flow]]) -> dict[Flow, None]:
     """The flows reached from ``links``: ``follow(link)`` (called once per link reached) gives the
     flows to take from a link, and every link of those is reached in turn. Deterministic order
     (no hash-order iteration): a stack of links from the last of ``links``, each link's flows in
