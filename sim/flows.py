@@ -12,9 +12,9 @@ the capacity that capped or elsewhere-bottlenecked flows leave on a link goes to
 link carries more than its capacity, and no flow can go faster without slowing one that is no
 faster than it.
 
-Incremental: when flows start or end, only their *component* is re-solved: the flows and links
-reachable from the changed links through shared flows. Flows elsewhere keep their rates and
-finish times.
+Incremental: when flows start or end, only the flows the change can move are re-solved
+(:func:`maxmin.resolve`; in a small network, their whole component: the flows and links reachable
+from the changed links through shared flows). Flows elsewhere keep their rates and finish times.
 
 Groups: flows with the same links, weights and cap always get the same max-min rate, so they are
 one :class:`Flow` (a group) holding ``count`` of them, with ``count`` times the weight on each link:
@@ -37,9 +37,12 @@ from collections.abc import Callable
 
 import simpy
 
+from .maxmin import resolve
 from .signals import CountingEnvironment
 
 EPS_US = 1e-9
+INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
+# whole components from scratch, as always: the same max-min rates, but rounded as before, to the bit
 
 
 class Link:
@@ -168,8 +171,8 @@ class FlowNet:
     def _flush(self, _event) -> None:
         self.flush_pending = False
         links, self.dirty = self.dirty, {}
-        flows = _component(links)
-        self._rerate(flows, max_min(flows))
+        prune = not self.record and len(self.groups) >= INCREMENTAL_GROUPS  # a trace samples whole components
+        self._rerate(*resolve(links, self.touched, prune))
         self.touched.clear()
         self._arm()
 
@@ -192,6 +195,9 @@ class FlowNet:
                 link.samples.append((now, sum(f.rate * w for f, w in link.flows.items())))
 
     def _arm(self) -> None:
+        if len(self.heap) > 2 * len(self.groups) + 4096:  # mostly superseded entries: drop them at once
+            self.heap = [entry for entry in self.heap if entry[3].token == entry[2]]
+            heapq.heapify(self.heap)
         while self.heap and self.heap[0][3].token != self.heap[0][2]:
             heapq.heappop(self.heap)  # drop entries superseded by a re-rate
         if self.heap and self.heap[0][0] < self.armed:
@@ -241,103 +247,3 @@ class FlowNet:
             self._arm()
         for call in done if at_once else ():
             call(None)
-
-
-def _component(links) -> dict[Flow, None]:
-    """The flows that share a link, directly or through other flows, with any of ``links``: what a
-    change on ``links`` can re-rate. Deterministic order (no hash-order iteration)."""
-    flows: dict[Flow, None] = {}
-    seen = dict.fromkeys(links)
-    todo = list(seen)
-    while todo:
-        for flow in todo.pop().flows:
-            if flow not in flows:
-                flows[flow] = None
-                for link in flow.links:
-                    if link not in seen:
-                        seen[link] = None
-                        todo.append(link)
-    return flows
-
-
-def max_min(flows: dict[Flow, None]) -> dict[Flow, float]:
-    """Weighted max-min fair rates of ``flows`` (a whole component: every flow on their links is in
-    it), by progressive filling: raise the rate of every unfrozen flow together; the next event is
-    a link filling up (its unfrozen flows freeze at that level) or a flow's cap (it freezes there).
-
-    The links' fill levels (capacity left / unfrozen weight) sit in a heap, renewed only for the
-    links of the flows that freeze, so a component with many distinct levels costs (flows x links
-    per flow) log(links), not levels x links. Where every flow has one cap (an SM's copy rate: a
-    component of NVLink copies), the caps need no sorted list: they all freeze at the first cap
-    event, which ends the filling."""
-    rates: dict[Flow, float] = {}
-    left = {link: link.capacity for link in dict.fromkeys([link for flow in flows for link in flow.links])}
-    active_w = {link: link.weight for link in left}  # weight of the unfrozen flows, for links not yet full
-    version = dict.fromkeys(left, 0)
-    heap = [(left[link] / w, i, link, 0) for i, (link, w) in enumerate(active_w.items()) if w > 0]
-    heapq.heapify(heap)
-    seq = len(heap)
-    active = dict(flows)
-    caps = {f.cap for f in flows}
-    one_cap = caps.pop() if len(caps) == 1 else None  # then ``capped`` is never read
-    capped = [] if one_cap is not None else sorted((f.cap, i, f) for i, f in enumerate(flows) if f.cap < math.inf)
-    next_cap = 0  # capped[next_cap:] holds the caps of flows that may still be active
-    while active:
-        while heap and (heap[0][2] not in active_w or version[heap[0][2]] != heap[0][3]):
-            heapq.heappop(heap)  # a full link's, or superseded by a freeze on the link
-        level = heap[0][0] if heap else math.inf
-        if one_cap is not None:
-            cap = one_cap
-        else:
-            while next_cap < len(capped) and capped[next_cap][2] not in active:
-                next_cap += 1
-            cap = capped[next_cap][0] if next_cap < len(capped) else math.inf
-        full = []
-        if cap <= level:
-            level = cap
-        else:
-            while heap and heap[0][0] <= level * (1 + 1e-12):
-                _, _, link, ver = heapq.heappop(heap)
-                if link in active_w and version[link] == ver:
-                    full.append(link)
-        if level == math.inf:  # flows on no finite link, uncapped: done at once
-            rates.update(dict.fromkeys(active, math.inf))
-            break
-        frozen: dict[Flow, None] = {}
-        if cap <= level * (1 + 1e-12) and one_cap is not None and cap < math.inf:
-            frozen = dict(active)  # every active flow has this one cap
-        elif cap <= level * (1 + 1e-12):
-            for c, _, f in capped[next_cap:]:
-                if c > level * (1 + 1e-12):
-                    break
-                if f in active:
-                    frozen[f] = None
-        for link in full:
-            for f in link.flows:
-                if f in active:
-                    frozen[f] = None
-        if len(frozen) == len(active):  # the last level (often the only one): no bookkeeping left to do
-            rates.update((f, level if level < f.cap else f.cap) for f in frozen)
-            break
-        touched: dict[Link, None] = {}
-        for flow in frozen:
-            rate = level if level < flow.cap else flow.cap
-            rates[flow] = rate
-            del active[flow]
-            for link in flow.links:
-                w = link.flows[flow]
-                rest = left[link] - w * rate
-                left[link] = rest if rest > 0.0 else 0.0
-                active_w[link] -= w
-                touched[link] = None
-        for link in full:
-            del active_w[link]  # full: its flows are frozen
-        for link in touched:
-            if link in active_w:
-                version[link] += 1
-                w = active_w[link]
-                if w > 0:
-                    seq += 1
-                    heapq.heappush(heap, (left[link] / w, seq, link, version[link]))
-    return rates
-

@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from mkernel.sim.flows import Flow, FlowNet, Link, max_min
+from mkernel.sim.flows import Flow, FlowNet, Link
+from mkernel.sim.maxmin import max_min
 from mkernel.sim.signals import CountingEnvironment
 
 
