@@ -16,8 +16,9 @@ from mkernel.limits import TIMEOUT_S
 
 def test_a_run_past_its_deadline_stops_and_says_where(capsys):
     start = time.monotonic()
-    # Uncollapsed on 4 nodes the default run takes tens of seconds; collapsed it finishes in well under 1 s.
-    assert main(["run", "--no-collapse", "--nodes", "4", "--timeout", "1"]) == 1
+    # Uncollapsed on 4 nodes at M = N = 16384 the run takes about 5 s of CPU (the default size now takes
+    # about 1 s, too close to the deadline); collapsed it finishes in well under 1 s.
+    assert main(["run", "--no-collapse", "--nodes", "4", "--m", "16384", "--n", "16384", "--timeout", "1"]) == 1
     assert time.monotonic() - start < 5
     err = capsys.readouterr().err
     assert "mkernel run did not finish within 1 s (--timeout); it was " in err and "every rank was stopped" in err
