@@ -16,6 +16,7 @@ import numpy as np
 from .cluster import Cluster
 from .errors import BackendUnavailable, InputError
 from .ir import Schedule
+from .members import RegionTable
 
 BACKENDS = {"sim": "mkernel.sim:SimBackend", "hw": "mkernel.hw:HwBackend"}
 
@@ -80,7 +81,7 @@ class Backend(Protocol):
     def run(self, schedule: Schedule, cluster: Cluster, *, inputs: dict[str, list[np.ndarray]] | None = None,
             seed: int = 0, trace: bool = False, workload=None, collapse: bool = False, faults=None,
             controller=None, progress=None, sample=None, hazards: bool | None = None,
-            transport: str = "loopback", heap: str = "device", regions=None) -> RunStats:
+            transport: str = "loopback", heap: str = "device", regions: RegionTable | None = None) -> RunStats:
         """Execute the schedule; with ``inputs``, on real data, returning the output buffers.
 
         Every backend takes every option and says where one does not apply: ``workload`` (the

@@ -27,8 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from .slots import paused_gc, quick_init  # (paused_gc: imported from here by builders, validate, the simulator)
+
+if TYPE_CHECKING:
+    from .members import RegionTable
 
 IR_VERSION = 1
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -142,7 +146,7 @@ class Step:
 
     ``rotate`` = r > 0 (no ``period``): the members wrap, as a rank that takes a slot's tiles from
     its own on does: member i steps by i - count from member count - r on, by i before (so member
-    count - r is the one ``count - r`` steps back from member 0, and member count - 1 the one before
+    count - r is the one r steps back from member 0, and member count - 1 the one before
     member 0)."""
 
     regions: tuple[tuple[int, int, int], ...] = ()
@@ -378,7 +382,7 @@ class Schedule:
             out.setdefault((t.rank, t.launch, t.role), []).append(t)
         return out
 
-    def validate(self, races: bool = True) -> tuple | None:
+    def validate(self, races: bool = True) -> RegionTable | None:
         """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return the
         region table read on the way (:func:`mkernel.validate.validate`: a backend may be handed it).
         ``races=False`` skips the race check, the one rule whose cost grows faster than the tasks."""

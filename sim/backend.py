@@ -90,6 +90,9 @@ class SimBackend:
             raise BackendUnavailable(f"{schedule.kernel}/{schedule.variant} is a timing build: its library launches "
                                      f"{list(schedule.elided)} have no tasks, and a data run executes them (build it "
                                      "with library_tasks=True)")
+        if regions is not None and not _fits(regions, schedule):
+            raise InputError(f"regions: the table handed to the run of {schedule.kernel}/{schedule.variant} is not "
+                             "its schedule's (pass what this schedule's validate() returned, or None)")
         if schedule.local_fold:
             why = refusal(schedule, cluster, controller=controller, trace=trace, stress=stress)
             if why:
@@ -179,3 +182,12 @@ def _metrics(model: Model) -> dict:
                              "proxy_queueing": model.net.rings[slow].nonempty_us,
                              "fence_wait": model.net.fence_wait[slow]},
             "max_link_utilization": util}
+
+
+def _fits(regions: RegionTable, schedule: Schedule) -> bool:
+    """Whether ``regions`` can be ``schedule``'s table: one record per region, the last one's entry
+    the last task that has regions. A cheap screen (a table of another schedule would misplace every hazard cell)."""
+    recs, fields, _ = regions
+    per = [len(t.reads) + len(t.writes) for t in schedule.tasks]
+    last = max((i for i, n in enumerate(per) if n), default=-1)
+    return len(recs) == sum(per) and (last < 0 or int(fields["entry"][-1]) == last)

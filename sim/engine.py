@@ -37,6 +37,7 @@ from mkernel import cost
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
 from mkernel.ir import Op, Role, Schedule, Signal, Task, expand
+from mkernel.members import RegionTable
 
 from .data import DataStore
 from .dispatch import NVLINK_OPS, Dispatch, Lane, Run
@@ -58,7 +59,8 @@ class Model(Dispatch):
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
-                 controller=None, faults: Faults | None = None, progress=None, fold: int = 1, regions=None) -> None:
+                 controller=None, faults: Faults | None = None, progress=None, fold: int = 1,
+                 regions: RegionTable | None = None) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
         if data is not None or stress > 0:
             # the data store follows tasks one by one; stress draws each member's delays in the flat

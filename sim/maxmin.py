@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .flows import Flow, Link
 
+TIE = 1e-12  # progressive filling's tie: levels this close (relative) freeze together
 SLACK = 1e-9  # of a link's capacity: the room a link must keep to count as never filling, far above rounding
 
 
@@ -170,7 +171,7 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
         if cap <= level:
             level = cap
         else:
-            while heap and heap[0][0] <= level * (1 + 1e-12):
+            while heap and heap[0][0] <= level * (1 + TIE):
                 _, _, link, ver = heapq.heappop(heap)
                 if link in active_w and version[link] == ver:
                     full.append(link)
@@ -178,11 +179,11 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
             rates.update(dict.fromkeys(active, math.inf))
             break
         frozen: dict[Flow, None] = {}
-        if cap <= level * (1 + 1e-12) and one_cap is not None and cap < math.inf:
+        if cap <= level * (1 + TIE) and one_cap is not None and cap < math.inf:
             frozen = dict(active)  # every active flow has this one cap
-        elif cap <= level * (1 + 1e-12):
+        elif cap <= level * (1 + TIE):
             for c, _, f in capped[next_cap:]:
-                if c > level * (1 + 1e-12):
+                if c > level * (1 + TIE):
                     break
                 if f in active:
                     frozen[f] = None

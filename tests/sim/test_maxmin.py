@@ -16,9 +16,9 @@ import pytest
 import mkernel.sim.flows as flows
 import mkernel.sim.maxmin as maxmin
 from mkernel.sim.flows import Flow, FlowNet, Link
+from mkernel.sim.maxmin import TIE
 from mkernel.sim.signals import CountingEnvironment
 
-TIE = 1e-12  # progressive filling's tie: levels this close freeze together
 
 
 @pytest.fixture(autouse=True)
