@@ -127,7 +127,14 @@ class FabricSpec:
         p = self.nodes_per_leaf
         if not p or p >= nodes:
             return 1.0
-        return min(1.0, (nodes - 1) / (self.oversubscription * (nodes - p)))
+        return spine_share(self.oversubscription, (nodes - p) / (nodes - 1))
+
+
+def spine_share(oversubscription: float, crossing: float) -> float:
+    """What a spine leaves of a NIC's rate when ``crossing`` of its traffic leaves its leaf group:
+    each rail's spine plane carries the group's NICs of that rail at 1 / ``oversubscription`` of
+    their rate. Written once for the MoE builder's send rule and the NCCL model."""
+    return 1.0 if crossing <= 0 else min(1.0, 1.0 / (oversubscription * crossing))
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, replace
 
 from . import nccl_tuner as tuner
+from .cluster import spine_share as cluster_spine_share
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 PROTOCOLS = tuner.PROTOCOLS
@@ -115,9 +116,7 @@ class Fabric:
         """What the spine leaves of a NIC's rate when ``crossing`` of its traffic leaves the leaf
         group: each rail's spine plane carries the group's NICs of that rail at 1 / oversubscription."""
         p = self.nodes_per_leaf
-        if not p or p >= self.nodes or crossing <= 0:
-            return 1.0
-        return min(1.0, 1.0 / (self.oversubscription * crossing))
+        return 1.0 if not p or p >= self.nodes else cluster_spine_share(self.oversubscription, crossing)
 
     @property
     def world(self) -> int:
