@@ -256,20 +256,22 @@ def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, h
     So a push waiting for credit polls the device copy, and one elected block at a time reads the host
     tail (and the abort word) and raises the copy, backing off as a flag wait does."""
     slot = tl.atomic_add(head, 1, sem="relaxed", scope="gpu")
-    tail = tl.load(head + 1, volatile=True)
+    seen_at, lock_at = (head + 1).to(tl.int64, bitcast=True), (head + 2).to(tl.int64, bitcast=True)
+    # acquire: pairs with the elected reader's release of the copy, after its acquire of the host tail, which
+    # the proxy releases after copying the slot's old record out: so the slot is written only once read
+    tail = _asm64("ld.acquire.gpu.global.u64 $0, [$1];", "=l,l", [seen_at])
     if slot - tail >= capacity:
         start = _clock()
         it = 0
         nap = 128
         going = True
-        seen_at, lock_at = (head + 1).to(tl.int64, bitcast=True), (head + 2).to(tl.int64, bitcast=True)
         while going & (slot - tail >= capacity):
             # thread-level atomics in inline asm: Triton's scalar atomics put a block barrier in the loop,
             # which warps leaving it at different turns would meet apart
             if _poll_lock(lock_at) == 0:  # this block's thread 0 is elected: the one PCIe reader
                 seen = _ld_acquire(ctl + CTL_TAIL)
                 aborted = _ld_acquire(ctl + CTL_ABORT) != 0
-                _asm64("atom.global.relaxed.gpu.max.s64 $0, [$1], $2;", "=l,l,l", [seen_at, seen])
+                _asm64("atom.global.release.gpu.max.s64 $0, [$1], $2;", "=l,l,l", [seen_at, seen])
                 _asm64("atom.global.release.gpu.exch.b64 $0, [$1], 0;", "=l,l", [lock_at])
                 tail = tl.maximum(tail, seen)
                 if aborted & (slot - tail >= capacity):
@@ -279,7 +281,7 @@ def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, h
             if going & (slot - tail >= capacity):
                 _nanosleep(nap)
                 nap = tl.minimum(nap * 2, CREDIT_NAP_NS)
-                tail = tl.maximum(tail, tl.load(head + 1, volatile=True))
+                tail = tl.maximum(tail, _asm64("ld.acquire.gpu.global.u64 $0, [$1];", "=l,l", [seen_at]))
                 it += 1
                 if (it % CHECK_EVERY) == 0:  # nested, not `&`: Triton evaluates both sides of `&`
                     if tl.load(err32, volatile=True) != 0:
