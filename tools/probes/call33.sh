@@ -9,10 +9,10 @@
 set -uo pipefail
 . "$(dirname "$0")/../device/device_setup.sh"
 L="$OUT/logs"; mkdir -p "$L"; OUT_SAVE=$OUT; OUT=$L
+timeout 100 python3 tools/probes/proxy_probe.py > "$L/probe.log" 2>&1; echo "probe rc=$?" >> "$L/summary.txt"
 gpu_step runtime 150 tests/hw/test_hw_gpu.py
 gpu_step emulated 150 tests/hw/test_hw_fused.py -k "emulated or 2x2"
 gpu_step world1 100 tests/hw/test_hw_fused.py -k "not emulated and not 2x2 and not cli"
-timeout 100 python3 tools/probes/proxy_probe.py > "$L/probe.log" 2>&1; echo "probe rc=$?" >> "$L/summary.txt"
 timeout 80 mkernel calibrate --only proxy --out "$OUT_SAVE/proxy.toml" --raw "$OUT_SAVE/proxy.json" > "$L/calibrate.log" 2>&1
 echo "calibrate rc=$?" >> "$L/summary.txt"
 OUT=$OUT_SAVE; tar czf "$OUT/logs.tgz" -C "$L" .
