@@ -5,7 +5,10 @@
 # calls from 2.6 us to 1.8 ms). Steps: the proxy probe (the 64 x 256 stream was 3.8k commands/s; the CuPy
 # producer's design reached 0.5-1.1M), the runtime GPU tests (emulated 2x2 first: MPS wants a fresh process
 # tree), the fused ops at world 1 and emulated 2x2 (the push is the fused kernel's), then calibrate's proxy
-# section. Merge the branch only if every step passes and the probe's 64 x 256 rate recovers.
+# section. Merge the branch only if every step passes and the probe's 64 x 256 rate recovers. The fused steps are
+# also the first GPU run of main's 2026-12-05 fused MoE builder (per-chunk fan-out waits, zero-copy puts from X:
+# docs/results/2026-12-05-moe-paper.md; checked on the CPU only, by the plan interpreter): a MoE failure there is
+# the builder's, not ring-credit's (call32.sh on main runs the same fused tests without ring-credit).
 set -uo pipefail
 . "$(dirname "$0")/../device/device_setup.sh"
 L="$OUT/logs"; mkdir -p "$L"; OUT_SAVE=$OUT; OUT=$L
