@@ -41,6 +41,7 @@ REC_BYTES = C(ring.CMD_DTYPE.itemsize)
 REC_SEQ, REC_TYPE, REC_CHUNK, REC_SRC, REC_DST, REC_EPOCH, REC_TIME = (
     C(_AT[f]) for f in ("seq", "type", "chunk", "src_off", "dst_off", "epoch", "timestamp"))
 MAX_NAP_NS = C(512)  # a waiting block sleeps 32, 64, ... up to this many ns between polls
+CREDIT_NAP_NS = C(2048)  # a push waiting for ring credit: 128, 256, ... up to this (the proxy frees slots in batches)
 
 
 @triton.jit
@@ -236,28 +237,56 @@ def _wait(addr, target, index, epoch, task, rank, role, timeout_ns, err32, err64
 
 
 @triton.jit
+def _poll_lock(lock_at):
+    """0 in the one thread that took the tail poller's lock (thread 0 of a block tries; it releases the
+    lock itself), 1 elsewhere."""
+    return _asm64("{ .reg .pred p; .reg .b32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; mov.u64 $0, 1; "
+                  "@p atom.global.acquire.gpu.cas.b64 $0, [$1], 0, 1; }", "=l,l", [lock_at])
+
+
+@triton.jit
 def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, head, capacity, task, rank, timeout_ns,
           err32, err64):
     """One command into the GPU->host ring (mk_ring.h): claim a slot, wait for its credit, write the
-    body, commit its seq word."""
+    body, commit its seq word.
+
+    ``head`` is three device words: [0] the slots claimed, [1] the last tail seen, [2] the poller lock. The
+    proxy's tail lives in pinned host memory, and blocks polling it over PCIe slow every driver call the
+    proxy makes (2026-12-05, proxy_probe.py: 64 pollers took each call from 2.6 us to 1.8 ms, 3.8k commands/s).
+    So a push waiting for credit polls the device copy, and one elected block at a time reads the host
+    tail (and the abort word) and raises the copy, backing off as a flag wait does."""
     slot = tl.atomic_add(head, 1, sem="relaxed", scope="gpu")
-    tail = _ld_acquire(ctl + CTL_TAIL)
+    seen_at, lock_at = (head + 1).to(tl.int64, bitcast=True), (head + 2).to(tl.int64, bitcast=True)
+    # acquire: pairs with the elected reader's release of the copy, after its acquire of the host tail, which
+    # the proxy releases after copying the slot's old record out: so the slot is written only once read
+    tail = _asm64("ld.acquire.gpu.global.u64 $0, [$1];", "=l,l", [seen_at])
     if slot - tail >= capacity:
         start = _clock()
         it = 0
+        nap = 128
         going = True
         while going & (slot - tail >= capacity):
-            tail = _ld_acquire(ctl + CTL_TAIL)
-            it += 1
-            if (it % CHECK_EVERY) == 0:  # nested, not `&`: Triton evaluates both sides of `&`
-                if tl.load(err32, volatile=True) != 0:
-                    going = False  # someone failed first (recorded there): a push after it must not wait its own timeout
-            if going:
-                if _ld_acquire(ctl + CTL_ABORT) != 0:
+            # thread-level atomics in inline asm: Triton's scalar atomics put a block barrier in the loop,
+            # which warps leaving it at different turns would meet apart
+            if _poll_lock(lock_at) == 0:  # this block's thread 0 is elected: the one PCIe reader
+                seen = _ld_acquire(ctl + CTL_TAIL)
+                aborted = _ld_acquire(ctl + CTL_ABORT) != 0
+                _asm64("atom.global.release.gpu.max.s64 $0, [$1], $2;", "=l,l,l", [seen_at, seen])
+                _asm64("atom.global.release.gpu.exch.b64 $0, [$1], 0;", "=l,l", [lock_at])
+                tail = tl.maximum(tail, seen)
+                if aborted & (slot - tail >= capacity):
                     _record(err32, err64, ERR_ABORTED, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
                             slot - capacity + 1, task)
                     going = False
-                elif _clock() - start > timeout_ns:
+            if going & (slot - tail >= capacity):
+                _nanosleep(nap)
+                nap = tl.minimum(nap * 2, CREDIT_NAP_NS)
+                tail = tl.maximum(tail, _asm64("ld.acquire.gpu.global.u64 $0, [$1];", "=l,l", [seen_at]))
+                it += 1
+                if (it % CHECK_EVERY) == 0:  # nested, not `&`: Triton evaluates both sides of `&`
+                    if tl.load(err32, volatile=True) != 0:
+                        going = False  # someone failed first (recorded there): a push after it must not wait its own timeout
+                if going & (_clock() - start > timeout_ns):
                     _record(err32, err64, ERR_TIMEOUT, rank, ROLE_SEND, WHAT_RING_SLOT, slot, epoch, tail,
                             slot - capacity + 1, task)
                     going = False

@@ -38,7 +38,8 @@ class DeviceRing:
         self.capacity = capacity
         self.records = torch.zeros(capacity * ring.CMD_DTYPE.itemsize, dtype=torch.uint8, pin_memory=True)
         self.ctl = torch.zeros(ring.CTL_WORDS, dtype=torch.int64, pin_memory=True)
-        self.head = torch.zeros(1, dtype=torch.int64, device=device)  # slots claimed by the producers (sync._push)
+        # the producers' words (sync._push): slots claimed, the last tail seen, the tail poller's lock
+        self.head = torch.zeros(3, dtype=torch.int64, device=device)
 
     @property
     def ring_ptr(self) -> int:

@@ -67,12 +67,50 @@ def _push_kernel(kind, dst_rank, flag, nbytes, records, ctl, head, capacity, err
     _push(kind, dst_rank, flag, nbytes, flag, flag, 7, records, ctl, head, capacity, -1, 0, 1000, err32, err64)
 
 
+def _push_asm() -> dict:
+    k = triton.compile(ASTSource(fn=_push_kernel, signature={
+        "kind": "i32", "dst_rank": "i32", "flag": "i64", "nbytes": "i64", "records": "i64", "ctl": "i64",
+        "head": "*i64", "capacity": "i64", "err32": "*i32", "err64": "*i64"}, constexprs={}),
+        target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+    return k.asm
+
+
+def _while_body(ttgir: str) -> str:
+    """The text of the (one) scf.while loop: both its regions, by brace depth."""
+    lines = ttgir.splitlines()
+    first = next(i for i, line in enumerate(lines) if "scf.while" in line)
+    depth, body = 0, []
+    for line in lines[first:]:
+        body.append(line)
+        depth += line.count("{") - line.count("}")
+        if depth == 0 and len(body) > 1:
+            return "\n".join(body)
+    raise AssertionError("unterminated scf.while")
+
+
+def test_a_push_waiting_for_credit_reads_the_host_tail_from_one_thread_and_holds_no_barrier():
+    """Producers wait on the device copy of the tail; the host's (over PCIe) is read only by the thread
+    holding the poller lock, which thread 0 of a block tries (64 blocks polling host memory slowed the
+    proxy's driver calls 700-fold, 2026-12-05). Nothing in the wait may be a block barrier or a Triton
+    scalar atomic (which brings one): warps leave it at different turns."""
+    asm = _push_asm()
+    ptx, loop = asm["ptx"], _while_body(asm["ttgir"])
+    assert "nanosleep" in ptx  # the wait backs off
+    assert "gpu.barrier" not in loop and "tt.atomic" not in loop, loop
+    assert ptx.count("ld.acquire.sys.global.u64") == 2  # the host tail and abort word, by the lock holder alone
+    lock = "@p atom.global.acquire.gpu.cas.b64"  # tried by tid.x == 0 only
+    assert lock in ptx and "setp.eq.u32 p, t, 0" in ptx
+    assert ptx.index(lock) < ptx.index("ld.acquire.sys.global.u64")
+    # the copy: raised with release by the holder, read with acquire by every waiter (fast path and loop)
+    assert "atom.global.release.gpu.max.s64" in ptx and "atom.global.release.gpu.exch.b64" in ptx
+    assert ptx.count("ld.acquire.gpu.global.u64") >= 2 and "ld.volatile.global.b64" not in ptx
+
+
 def test_a_push_waiting_for_credit_gives_up_once_another_block_failed():
     """A ring-slot credit wait reads the error word, as a flag wait does: after one failure, every other
     push stops there instead of waiting out its own timeout (a PUT task's pushes would otherwise take a
     timeout each, in turn: minutes for a stuck proxy, 2026-12-05)."""
-    ptx = _ptx(_push_kernel, {"kind": "i32", "dst_rank": "i32", "flag": "i64", "nbytes": "i64", "records": "i64", "ctl": "i64", "head": "*i64", "capacity": "i64", "err32": "*i32",
-                              "err64": "*i64"})
+    ptx = _push_asm()["ptx"]
     loop = ptx[ptx.index("globaltimer"):]  # the credit wait starts by reading the clock
     assert "ld.acquire.sys.global.u64" in loop  # the tail, polled
     assert re.search(r"ld\.volatile\.global\.(b|u|s)32", loop), "the credit wait never reads err32"
