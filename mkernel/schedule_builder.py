@@ -171,6 +171,8 @@ class ScheduleBuilder:
         if not any(g.name in self.rotating for g in task.signals):
             return task
         n, st = task.count, task.step
+        if n > 1 and st.signals and st.rotate:  # a wrapped group: its members, each renamed (ids go on from the task's)
+            return [self._renamed(m) for m in task.members()]
         images = self._images(task) if n > 1 and st.signals else [[self._image(g.name, g.rank, g.index)
                                                                    for g in task.signals]]
         first = images[0]
@@ -181,7 +183,7 @@ class ScheduleBuilder:
         p = st.period
         inner = [b - a for a, b in zip(first, images[1])] if not p or p > 1 else [0] * len(first)
         outer = [b - a for a, b in zip(first, images[p])] if p and n > p else [0] * len(first)
-        if st.rotate or any(x != x0 + (i % p) * d + (i // p) * o if p else x != x0 + i * d
+        if any(x != x0 + (i % p) * d + (i // p) * o if p else x != x0 + i * d
                             for i, image in enumerate(images) for x, x0, d, o in zip(image, first, inner, outer)):
             return [self._renamed(m) for m in task.members()]  # (ids go on from the task's)
         step = Step(st.regions, tuple((s[0], d) for s, d in zip(st.signals, inner)), st.waits, st.chunk, st.label, p,
