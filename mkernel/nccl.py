@@ -46,6 +46,9 @@ LL_BUFFER = 8 * 512 * NCCL_STEPS * 16  # DEFAULT_LL_BUFFSIZE: lines/thread x thr
 LL128_BUFFER = 120 * 640 * NCCL_STEPS * 8  # DEFAULT_LL128_BUFFSIZE
 PAYLOAD = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}  # data share of the bytes a protocol moves
 SIMPLE_SLICE_STEPS, SIMPLE_CHUNK_STEPS = 2, 4  # ALL{REDUCE,GATHER}/REDUCESCATTER_{SLICE,CHUNK}STEPS
+# A tree's LL / LL128 channel gives 70% of its warps to the reduction up and 30% to the broadcast down
+# (src/device/all_reduce.h, runTreeSplit); the broadcast's share of the protocol's per-channel ceiling binds.
+TREE_BCAST_SHARE = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,7 @@ class Terms:
 # scenarios/nccl/published.toml (docs/nccl-model.md).
 TERMS = {
     "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969),
-    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_us=40.6, ring_step_us=6.5, a2a_efficiency=0.984,
+    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_us=37.5, a2a_efficiency=0.984,
                  a2a_base_us=175.0, a2a_peer_us=2.0, a2a_message_us=2.0, nvls_efficiency=0.644),
     "nvlink": Terms(nvls_efficiency=0.644, nvls_hop_us=40.9),
 }
@@ -222,11 +225,13 @@ def _ring(coll: str, nbytes: float, f: Fabric, proto: str) -> float:
         overhead = t.ring_step_us or (2.0 if f.cpu == "amd" else 1.0)
         lat_nvl = max(lat_nvl, overhead * (3 if proto == "Simple" else 1))
         net = min(_node_net(f, t) * PAYLOAD[proto], cap) * 1e3 / nch
-        lat_net = tuner.NET_HOP_US["ring"][p] + t.net_hop_us * (2 if proto == "Simple" else 1)
-        net_link = (piece / net + t.net_message_us, lat_net)
+        # a network hop's latency, once: Hopper needs no GPU-Direct flush (paths.cc ncclTopoNeedFlush; aws-ofi-nccl
+        # sets NCCL_NET_FORCE_FLUSH=0), and a freed slot's credit crosses the same hop back to the sender
+        lat_net = tuner.NET_HOP_US["ring"][p] + t.net_hop_us
+        net_link = (piece / net + t.net_message_us, lat_net, lat_net)
     else:
         net_link = None
-    run = _ring_steps(steps, loops, per, depth, g, (piece / nvl, lat_nvl), net_link,
+    run = _ring_steps(steps, loops, per, depth, g, (piece / nvl, lat_nvl, 0.0), net_link,
                       through=proto == "LL128", final=piece / nvl)  # LL: step by step on NVLink too
     return tuner.BASE_US["ring"][p] + run
 
@@ -251,10 +256,10 @@ def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple
             nxt = [[0.0] * g for _ in range(per)]
             for q in range(per):
                 for r in range(g):
-                    busy, lat = links[r]
+                    busy, lat, credit = links[r]
                     start = max(arrived[q][r] if step else 0.0, free[r])
                     if sent >= depth:  # the receiver's slot of my slice `depth` back
-                        start = max(start, freed[(r + 1) % g][sent - depth])
+                        start = max(start, freed[(r + 1) % g][sent - depth] + credit)
                     free[r] = start + busy
                     if step:  # forwarding the slice it received a step ago releases that slot
                         freed[r].append(start + busy)
@@ -299,6 +304,8 @@ def _tree(nbytes: float, f: Fabric, proto: str) -> float:
     cap = tuner.graph(f)[0] * per_channel / 2  # a tree's algbw is half its bus bandwidth (tuning.cc)
     if proto == "LL":
         cap = min(cap, tuner.ll_max_bus(f) / 2)
+    if proto != "Simple":  # the broadcast's 30% of the channel's warps, at the ring's per-channel ceiling
+        cap = min(cap, TREE_BCAST_SHARE * _cap(proto, f))
     net = _node_net(f, t) / (1.0 if nodes == 2 else 2.0) * PAYLOAD[proto]
     chunk = _tree_chunk(nbytes, f, proto)
     net *= chunk / (chunk + t.net_message_us * net * 1e3 / channels(f))
