@@ -13,16 +13,19 @@ module times a call in two steps (docs/nccl-model.md gives every source):
      ``src/init.cc``), every slice waiting for its predecessor's arrival, for its link, and for a
      free slot of the receiver's 8-step FIFO, which the receiver frees only once it has copied that
      slice out (``prims_simple.h`` posts the head after the copy; over the network the next receive
-     into the slot, which the sender's write waits for, is posted after that head: ``net.cc``,
-     aws-ofi-nccl's RDMA ``send``); NVLink carries LL128 lines through as they land,
+     into the slot, which the sender's write waits for, is posted after that head, and its control
+     message crosses the hop back before the sender may write: ``net.cc``, aws-ofi-nccl's RDMA
+     ``send``); NVLink carries LL128 lines through as they land,
      Simple and every network hop store and forward whole slices (the proxy posts a network send per
      slice, ``src/transport/net.cc``), and an LL step on NVLink costs its latency plus its bytes at
      LL's rate before the next can go (NCCL's own LL cost; one p5 node's LL curve, 128 KiB-2 MiB);
-     a network hop costs NCCL's network latency plus the plugin's (twice on Simple, as NCCL's estimate
-     counts it for the flush Hopper skips: the curves want it doubled) and,
-     per message, what the proxy and NIC add (fitted per network);
-   - a tree is NCCL's latency along its path plus its bytes at the tree's rate, with NCCL's
-     per-channel ceilings and its measured mid-size correction;
+     a network hop costs NCCL's network latency plus a fitted one, once (Hopper does no GPU-Direct
+     flush: ``paths.cc`` ``ncclTopoNeedFlush``), and, per message, what the proxy and NIC add (fitted
+     per network); a ring step's floor is NCCL's ``getNetOverhead``;
+   - a tree is NCCL's latency along its path (its estimate: the fitted hop latency twice on Simple,
+     for the flush) plus its bytes at the tree's rate, with NCCL's per-channel ceilings, its measured
+     mid-size correction, and on LL / LL128 the 30% of a channel's warps its broadcast runs on
+     (``runTreeSplit``, ``src/device/all_reduce.h``);
    - NVLS keeps its calibrated bandwidth model; alltoall is bytes at a calibrated rate plus a cost per
      remote peer and per network chunk of each peer's message (NCCL's P2P chunk rule, ``addP2pToPlan``).
    Rates per channel: a link's rate over NCCL's channels, capped by NCCL's per-channel protocol
@@ -46,6 +49,9 @@ LL_BUFFER = 8 * 512 * NCCL_STEPS * 16  # DEFAULT_LL_BUFFSIZE: lines/thread x thr
 LL128_BUFFER = 120 * 640 * NCCL_STEPS * 8  # DEFAULT_LL128_BUFFSIZE
 PAYLOAD = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}  # data share of the bytes a protocol moves
 SIMPLE_SLICE_STEPS, SIMPLE_CHUNK_STEPS = 2, 4  # ALL{REDUCE,GATHER}/REDUCESCATTER_{SLICE,CHUNK}STEPS
+# A tree's LL / LL128 channel gives 70% of its warps to the reduction up and 30% to the broadcast down
+# (src/device/all_reduce.h, runTreeSplit); the broadcast's share of the protocol's per-channel ceiling binds.
+TREE_BCAST_SHARE = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +79,8 @@ class Terms:
 
     net_efficiency: float = 0.9  # a ring's Simple rate over the node's NICs / their line rate
     net_message_us: float = 0.0  # per network message (one slice), the proxy's serial cost beyond its bytes
-    net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (doubled on Simple, as NCCL's estimate does)
-    ring_step_us: float = 0.0  # a multi-node ring step's floor (us; NCCL's getNetOverhead: 1 Intel, 2 AMD), x3 on Simple
+    net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (a ring: once, and once for the slot's credit)
+    ring_step_us: float = 0.0  # what-if: a multi-node ring step floor (us); 0: NCCL getNetOverhead (1 Intel, 2 AMD)
     a2a_efficiency: float = 0.9  # alltoall's rate over one GPU's own NICs / their line rate
     a2a_base_us: float = 0.0  # alltoall: the fixed cost of a call on top of NCCL's (its rounds' set-up)
     a2a_peer_us: float = 1.0  # alltoall: per remote peer, the cost of its exchange round
@@ -88,7 +94,7 @@ class Terms:
 # scenarios/nccl/published.toml (docs/nccl-model.md).
 TERMS = {
     "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969),
-    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_us=40.6, ring_step_us=6.5, a2a_efficiency=0.984,
+    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_us=37.5, a2a_efficiency=0.984,
                  a2a_base_us=175.0, a2a_peer_us=2.0, a2a_message_us=2.0, nvls_efficiency=0.644),
     "nvlink": Terms(nvls_efficiency=0.644, nvls_hop_us=40.9),
 }
@@ -222,11 +228,13 @@ def _ring(coll: str, nbytes: float, f: Fabric, proto: str) -> float:
         overhead = t.ring_step_us or (2.0 if f.cpu == "amd" else 1.0)
         lat_nvl = max(lat_nvl, overhead * (3 if proto == "Simple" else 1))
         net = min(_node_net(f, t) * PAYLOAD[proto], cap) * 1e3 / nch
-        lat_net = tuner.NET_HOP_US["ring"][p] + t.net_hop_us * (2 if proto == "Simple" else 1)
-        net_link = (piece / net + t.net_message_us, lat_net)
+        # a network hop's latency, once: Hopper needs no GPU-Direct flush (paths.cc ncclTopoNeedFlush; aws-ofi-nccl
+        # sets NCCL_NET_FORCE_FLUSH=0), and a freed slot's credit crosses the same hop back to the sender
+        lat_net = tuner.NET_HOP_US["ring"][p] + t.net_hop_us
+        net_link = (piece / net + t.net_message_us, lat_net, lat_net)
     else:
         net_link = None
-    run = _ring_steps(steps, loops, per, depth, g, (piece / nvl, lat_nvl), net_link,
+    run = _ring_steps(steps, loops, per, depth, g, (piece / nvl, lat_nvl, 0.0), net_link,
                       through=proto == "LL128", final=piece / nvl)  # LL: step by step on NVLink too
     return tuner.BASE_US["ring"][p] + run
 
@@ -235,11 +243,12 @@ def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple
                 through: bool, final: float) -> float:
     """The last arrival of one channel's ring (us). Ranks 0..g-1 of one node stand for every node
     (all nodes run the same schedule): rank r sends to r+1, rank g-1 over the network (``net``:
-    (busy us per slice, latency)) when there is one, else over NVLink (``nvl``). A slice leaves when
-    it has arrived, its link is free, and the receiver has released the FIFO slot it goes to: the
-    slot of the slice ``depth`` before it, released when the receiver's copy of that slice out of
-    its FIFO (forwarding it, or the final copy) is done; ``through``: NVLink hops forward lines as
-    they land; the receiver's last copy out of its FIFO costs ``final`` per slice."""
+    (busy us per slice, latency, credit)) when there is one, else over NVLink (``nvl``). A slice
+    leaves when it has arrived, its link is free, and the receiver has released the FIFO slot it goes
+    to: the slot of the slice ``depth`` before it, released when the receiver's copy of that slice
+    out of its FIFO (forwarding it, or the final copy) is done, and known to the sender ``credit`` us
+    later (over the network, the receiver's control message crossing back); ``through``: NVLink hops
+    forward lines as they land; the receiver's last copy out of its FIFO costs ``final`` per slice."""
     free = [0.0] * g
     sent = 0  # slices each rank has sent (every rank sends one per step and slice)
     freed: list[list[float]] = [[] for _ in range(g)]  # when rank r freed its k-th received slice's slot
@@ -251,10 +260,10 @@ def _ring_steps(steps: int, loops: int, per: int, depth: int, g: int, nvl: tuple
             nxt = [[0.0] * g for _ in range(per)]
             for q in range(per):
                 for r in range(g):
-                    busy, lat = links[r]
+                    busy, lat, credit = links[r]
                     start = max(arrived[q][r] if step else 0.0, free[r])
                     if sent >= depth:  # the receiver's slot of my slice `depth` back
-                        start = max(start, freed[(r + 1) % g][sent - depth])
+                        start = max(start, freed[(r + 1) % g][sent - depth] + credit)
                     free[r] = start + busy
                     if step:  # forwarding the slice it received a step ago releases that slot
                         freed[r].append(start + busy)
@@ -291,7 +300,7 @@ def _tree(nbytes: float, f: Fabric, proto: str) -> float:
     latency along the path plus the bytes at the tree's rate: each GPU of a chain sends the buffer
     up and down, a node sends it once each way on 2 nodes and twice beyond, each chunk a network
     message that pays ``net_message_us``; NCCL's per-channel tree ceilings and its mid-size
-    correction apply."""
+    correction apply, and on LL / LL128 the broadcast's share of the channel's warps."""
     g, nodes, t = f.gpus_per_node, f.nodes, f.t()
     p = PROTOCOLS.index(proto)
     more = 0 if nodes <= 2 else 1
@@ -299,6 +308,8 @@ def _tree(nbytes: float, f: Fabric, proto: str) -> float:
     cap = tuner.graph(f)[0] * per_channel / 2  # a tree's algbw is half its bus bandwidth (tuning.cc)
     if proto == "LL":
         cap = min(cap, tuner.ll_max_bus(f) / 2)
+    if proto != "Simple":  # the broadcast's 30% of the channel's warps, at the ring's per-channel ceiling
+        cap = min(cap, TREE_BCAST_SHARE * _cap(proto, f))
     net = _node_net(f, t) / (1.0 if nodes == 2 else 2.0) * PAYLOAD[proto]
     chunk = _tree_chunk(nbytes, f, proto)
     net *= chunk / (chunk + t.net_message_us * net * 1e3 / channels(f))

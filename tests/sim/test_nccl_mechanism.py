@@ -123,3 +123,36 @@ def test_an_alltoall_pays_per_network_chunk_where_its_chunk_doubles():
             jump = (nccl.estimate("alltoall", 2 * small * MiB, f).busbw_gb_per_s
                     / nccl.estimate("alltoall", small * MiB, f).busbw_gb_per_s)
             assert lo <= jump <= hi, (nodes, message_us, jump, measured)
+
+
+def test_a_network_slot_frees_for_its_sender_only_when_the_credit_has_crossed_back():
+    """Over the network a sender may write into a receiver's FIFO slot only once the receiver's proxy
+    has posted the receive for it and its control message has crossed the hop back (aws-ofi-nccl's
+    RDMA ``send`` waits for it; NCCL's IB transport waits for the clear-to-send likewise). One channel,
+    8 ranks a node, 8 slots, 1 us a slice on every link, a 40 us network hop: without the crossing a
+    step takes the ring's latency over its ranks ((7 x 1 + 40 + 1) / 8 = 6 us); with it, a slot's
+    round trip over its 8 slots ((1 + 40 + 1 + 40) / 8 = 10.25 us)."""
+    steps = 800
+    nvl = (1.0, 1.0, 0.0)
+    for credit, per_step in ((0.0, 6.0), (40.0, 10.25)):
+        t = nccl._ring_steps(steps, 1, 1, 8, 8, nvl, (1.0, 40.0, credit), through=True, final=1.0)
+        assert t / steps == pytest.approx(per_step, rel=0.01), credit
+
+
+def test_a_tree_broadcasts_down_on_30_percent_of_its_channels_warps(monkeypatch):
+    """runTreeSplit (src/device/all_reduce.h) gives a tree channel's LL / LL128 warps 70% to the
+    reduction up and 30% to the broadcast down, so the broadcast runs at 30% of the protocol's per-
+    channel ceiling: 0.3 x 8 x 36.7 = 88 GB/s of algbw for LL128 on Hopper, below NCCL's own tree
+    ceiling (8 x 29 / 2 = 116 beyond 2 nodes). p5-ar-scale's tree LL128 points at 16 and 32 nodes,
+    128-256 MiB (the region tuner's pick), measure 129, 148, 116, 138 GB/s of busbw: with the split
+    the model is within 14%; at NCCL's ceiling alone it is 31-40% fast."""
+    assert nccl.TREE_BCAST_SHARE == pytest.approx(192 / 640)  # 640 LL128 threads, 448 (14 warps) reduce
+    points = ((16, 128, 129.20), (16, 256, 148.11), (32, 128, 115.78), (32, 256, 137.99))
+
+    def errors() -> list[float]:
+        return [nccl.estimate("all_reduce", s * MiB, p5(n, nvls=True)).busbw_gb_per_s / m - 1 for n, s, m in points]
+
+    assert all(nccl.estimate("all_reduce", s * MiB, p5(n, nvls=True)).algo == "tree" for n, s, _ in points)
+    assert max(abs(e) for e in errors()) < 0.14
+    monkeypatch.setattr(nccl, "TREE_BCAST_SHARE", 1.0)
+    assert min(errors()) > 0.3
