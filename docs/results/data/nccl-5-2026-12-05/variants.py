@@ -8,7 +8,7 @@ curves = nc.load()
 ORIG_TREE = nccl._tree
 
 
-def tree_variant(no_corr=False, ring_hop=False, msg_once=False):
+def tree_variant(no_corr=False, ring_hop=False, msg_once=False, credit=False):
     """_tree with one of its latency / rate terms changed (the body is nccl._tree's)."""
     def _tree(nbytes, f, proto):
         g, nodes, t = f.gpus_per_node, f.nodes, f.t()
@@ -28,7 +28,13 @@ def tree_variant(no_corr=False, ring_hop=False, msg_once=False):
         hop = tuner.NET_HOP_US["ring" if ring_hop else "tree"][p]
         lat_net = hop + t.net_hop_us * (2 if proto == "Simple" else 1) + (0.0 if msg_once else t.net_message_us)
         path = 2 * (g - 1) * tuner.NVLINK_HOP_US["tree"][p] + 2 * max(1, math.ceil(math.log2(nodes))) * lat_net
-        return tuner.BASE_US["tree"][p] + path + nbytes / (rate * 1e3)
+        move = nbytes / (rate * 1e3)
+        if credit and nodes > 1:  # a network connection's 8 slots: chunk k waits for chunk k-8's credit to cross back
+            nch = nccl.channels(f)
+            n_chunks = math.ceil(nbytes / nch / chunk)
+            rtt = 2 * lat_net + chunk / (net * 1e3 / nch) + chunk / (min(nvl, net, cap) * 1e3 / nch)
+            move = max(move, max(0, n_chunks - nccl.NCCL_STEPS) * rtt / nccl.NCCL_STEPS)
+        return tuner.BASE_US["tree"][p] + path + move
     return _tree
 
 
@@ -37,6 +43,7 @@ VARIANTS = {
     "B tree LL/LL128 without NCCL's correction in the time": dict(tree=tree_variant(no_corr=True)),
     "C tree hop at NCCL's ring hop constant": dict(tree=tree_variant(ring_hop=True)),
     "D tree hop without the per-message cost in its latency": dict(tree=tree_variant(msg_once=True)),
+    "E tree network slots: a chunk waits for the credit of the chunk 8 before it": dict(tree=tree_variant(credit=True)),
 }
 CURVES = ("p5-ar-2n", "p5-ag-scale", "p5-ar-scale", "p5-a2a-scale")
 for name, v in VARIANTS.items():
