@@ -22,19 +22,24 @@ from operator import attrgetter, is_
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-from mkernel.members import RegionTable, member_rows, ragged, read_regions
+from mkernel.members import RegionTable, member_slots, ragged, read_regions
 
 class _Edges:
-    """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``."""
+    """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``.
+    Where the possible keys are few (a GEMM's columns: 64 grids of 32k columns, against 4M edge
+    values), they are marked rather than sorted, and :meth:`local` reads how many edges lie below a
+    key from a table (a gather, where ``searchsorted`` over the edges cost 40 ns a key)."""
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
         self.span = 1 + max([0] + [int(v.max()) for v in values if v.size])
         keys = np.concatenate([g * self.span + v for g, v in zip(grids, values)])
+        self._below = None  # per key of the marked range: how many edges lie below it
         if keys.size and count * self.span <= 4 * keys.size and keys.min() >= 0:
-            # few possible edges (a GEMM's columns, 4k of 4M): marked, not sorted
             mark = np.zeros(count * self.span, bool)
             mark[keys] = True
             self.u = np.flatnonzero(mark)
+            self._below = np.zeros(len(mark) + 1, np.int32 if len(mark) < 2 ** 31 else np.int64)
+            np.cumsum(mark, out=self._below[1:])
         else:
             self.u = np.unique(keys)
         self.first = np.searchsorted(self.u, np.arange(count + 1) * self.span)
@@ -42,7 +47,11 @@ class _Edges:
 
     def local(self, g, x):
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays)."""
-        return np.searchsorted(self.u, g * self.span + x) - self.first[g]
+        key = g * self.span + x
+        below = self._below
+        if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
+            return below[key] - self.first[g]
+        return np.searchsorted(self.u, key) - self.first[g]
 
 
 @dataclass
@@ -54,6 +63,39 @@ class Side:
     grid: np.ndarray  # per row: its grid
     start: np.ndarray  # per row, and one past the last: where its cells begin in ``cell``
     cell: np.ndarray  # every row's cells, in row order
+
+
+class _Rows:
+    """One side's rows (see the module) by record: each row's record, and for the rows whose record
+    steps (``moving``), the member's :meth:`~mkernel.ir.Task.offset`. A row's fields are its
+    record's plus its steps times that offset, so they are worked out only where a step is not 0:
+    the 2 x 8 GEMM+AR every-node build's 2.3M rows are never listed field by field."""
+
+    def __init__(self, recs: np.ndarray, per_entry: np.ndarray, counts: np.ndarray) -> None:
+        self.recs, self.n = recs, per_entry
+        self.base, self.rec, i = member_slots(per_entry, counts)
+        self.moving = np.flatnonzero((recs[:, 6:9] != 0).any(axis=1)[self.rec])  # rows, by index
+        i, r = i[self.moving], self.rec[self.moving]
+        rot = recs[r, 9]
+        if rot.any():  # (rot 0: never past the wrap)
+            count = np.repeat(counts, per_entry)[r]
+            i = i - count * (i >= count - rot)
+        self.offset = i  # per moving row
+        step = recs[r, 6:9] != 0
+        self.ranked = np.flatnonzero(step[:, 0])  # the moving rows whose rank steps, by index into ``moving``
+        # those that step in rank or along rows, or columns (Cells._edges and _rect)
+        self._along = {axis: np.flatnonzero(step[:, 0] | step[:, axis]) for axis in (1, 2)}
+        self._records = r
+        self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
+
+    def along(self, axis: int) -> np.ndarray:
+        """The moving rows (by index into ``moving``) that step in rank or along ``axis`` (1: rows, 2: columns)."""
+        return self._along[axis]
+
+    def value(self, field: int, sub: np.ndarray) -> np.ndarray:
+        """Field ``field`` (1: rank, 2 to 5: bounds) of the moving rows ``sub`` (indices into ``moving``)."""
+        r = self._records[sub]
+        return self.recs[r, field] + self.recs[r, 6 + field // 2] * self.offset[sub]
 
 
 class Cells:
@@ -79,51 +121,62 @@ class Cells:
         counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
-        steps = [recs[side][:, 6:9] for side in sides]
-        sides = [member_rows(recs[side], n, counts) for side, n in zip(sides, per)]
-        self._layout(s, sides, steps, {c: name for name, c in code.items()})
-        rects = [self._rect(f, g) for (_, _, f), g in zip(sides, self._grid_of)]
-        self.read, self.write = (Side(base, n, g, *self._cells(g, rect))
-                                 for (base, n, _), g, rect in zip(sides, self._grid_of, rects))
-        del self._grid_of
+        sides = [_Rows(recs[side], n, counts) for side, n in zip(sides, per)]
+        self._layout(s, sides, {c: name for name, c in code.items()})
+        rects = [self._rect(rows) for rows in sides]
+        self.read, self.write = (Side(rows.base, rows.n, rows.grid, *self._cells(rows.grid, rect))
+                                 for rows, rect in zip(sides, rects))
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
         self.write_once = self._once(len(counts))
         self.need = self.expected[self.read.cell] - self._own(pairs, counts, rects)
 
-    def _layout(self, s: Schedule, sides: list, steps: list[np.ndarray], names: dict[int, str]) -> None:
-        """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin."""
-        world = 1 + max([s.world - 1] + [int(f["rank"].max()) for _, _, f in sides if f["rank"].size])
-        keys = [f["buffer"] * world + f["rank"] for _, _, f in sides]
+    def _layout(self, s: Schedule, sides: list[_Rows], names: dict[int, str]) -> None:
+        """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin.
+        A row whose rank does not step is in its record's grid."""
+        world = 1 + max([s.world - 1] + [int(x.max()) for rows in sides
+                                         for x in (rows.recs[:, 1], rows.value(1, rows.ranked)) if x.size])
+        keys = [(rows.recs[:, 0] * world + rows.recs[:, 1], rows.recs[rows._records[rows.ranked], 0] * world
+                 + rows.value(1, rows.ranked)) for rows in sides]
         used = np.zeros(len(names) * world, np.int64)  # (a few hundred keys: counted, not sorted)
         for k in keys:
-            used += np.bincount(k, minlength=len(used))
+            used[np.concatenate(k)] = 1
         uniq = np.flatnonzero(used)
         self.grid = {(names[k // world], k % world): g for g, k in enumerate(uniq.tolist())}
         self.grid_rank = uniq % world
         number = np.zeros(len(used), np.int64)
         number[uniq] = np.arange(len(uniq))
-        self._grid_of = [number[k] for k in keys]
-        self.rows, self.cols = (self._edges(sides, steps, axis, len(uniq)) for axis in (1, 2))
+        for rows, (own, moved) in zip(sides, keys):
+            rows.grid_of_record = number[own]
+            rows.grid = rows.grid_of_record[rows.rec]
+            rows.grid[rows.moving[rows.ranked]] = number[moved]
+        self.rows, self.cols = (self._edges(sides, axis, len(uniq)) for axis in (1, 2))
         self.grid_base = np.zeros(len(uniq) + 1, np.int64)
         np.cumsum(self.rows.cells * self.cols.cells, out=self.grid_base[1:])
         self.total = int(self.grid_base[-1])
 
-    def _edges(self, sides: list, steps: list[np.ndarray], axis: int, count: int) -> _Edges:
-        """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids. A group's members
-        whose regions move neither in rank nor along the axis have member 0's edges there, so only
-        member 0's rows and the moving ones' are read (a fifth of the 2 x 8 GEMM+AR's row edges)."""
-        bounds = ("row0", "row1") if axis == 1 else ("col0", "col1")
+    def _edges(self, sides: list[_Rows], axis: int, count: int) -> _Edges:
+        """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids: every record's
+        (member 0's), and those of the rows that step in rank or along the axis (the others have
+        their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges)."""
         grids, values = [], []
-        for (_, _, f), step, g in zip(sides, steps, self._grid_of):
-            read = (f["member"] == 0) | (step[f["record"], 0] != 0) | (step[f["record"], axis] != 0)
-            grids += [g[read]] * 2
-            values += [f[b][read] for b in bounds]
+        for rows in sides:
+            sub = rows.along(axis)
+            grids += [rows.grid_of_record, rows.grid_of_record, rows.grid[rows.moving[sub]],
+                      rows.grid[rows.moving[sub]]]
+            values += [rows.recs[:, 2 * axis + b] for b in (0, 1)] + [rows.value(2 * axis + b, sub) for b in (0, 1)]
         return _Edges(grids, values, count)
 
-    def _rect(self, f: dict, g: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Each row's cells: first and end cell row, first and end cell column, in its grid."""
-        return (self.rows.local(g, f["row0"]), self.rows.local(g, f["row1"]),
-                self.cols.local(g, f["col0"]), self.cols.local(g, f["col1"]))
+    def _rect(self, rows: _Rows) -> tuple[np.ndarray, ...]:
+        """Each row's cells: first and end cell row, first and end cell column, in its grid (a row
+        that steps neither in rank nor along an axis: its record's there)."""
+        out = []
+        for axis, edges in ((1, self.rows), (2, self.cols)):
+            sub = rows.along(axis)
+            for b in (0, 1):
+                x = edges.local(rows.grid_of_record, rows.recs[:, 2 * axis + b])[rows.rec]
+                x[rows.moving[sub]] = edges.local(rows.grid[rows.moving[sub]], rows.value(2 * axis + b, sub))
+                out.append(x)
+        return tuple(out)
 
     def _cells(self, g: np.ndarray, rect: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
         """(start, cell) of a side (see :class:`Side`)."""
