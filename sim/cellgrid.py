@@ -179,26 +179,32 @@ class Cells:
         return tuple(out)
 
     def _cells(self, g: np.ndarray, rect: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """(start, cell) of a side (see :class:`Side`)."""
+        """(start, cell) of a side (see :class:`Side`). Each row's first cell is repeated over its
+        cells, and only the rows of more than one cell (a few percent) get the rest worked out."""
         a0, a1, b0, b1 = rect
         size = np.where((a1 > a0) & (b1 > b0), (a1 - a0) * (b1 - b0), 0)
         start = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=start[1:])
-        row, t = ragged(size)
-        width = (b1 - b0)[row]
-        u = t // np.maximum(width, 1)
-        gr = g[row]
-        cell = self.grid_base[gr] + (a0[row] + u) * self.cols.cells[gr] + b0[row] + (t - u * width)
+        width = self.cols.cells[g]
+        cell = np.repeat(self.grid_base[g] + a0 * width + b0, size)
+        more = np.flatnonzero(size > 1)
+        if len(more):  # cell t of a row: t // w rows and t % w columns on (w: the row's width in cells)
+            row, t = ragged(size[more])
+            w = (b1 - b0)[more][row]
+            u = t // w
+            cell[start[more][row] + t] += u * width[more][row] + (t - u * w)
         return start, cell.astype(np.int32 if self.total < 2 ** 31 else np.int64)
 
     def _once(self, entries: int) -> list[bool]:
-        """Per entry: whether its members' writes cover no cell twice (so a run's land as one add)."""
-        rows, _ = ragged(np.diff(self.write.start))
-        entry = np.searchsorted(self.write.base[:-1], rows, "right") - 1
-        order = np.lexsort((self.write.cell, entry))
-        same = (np.diff(entry[order]) == 0) & (np.diff(self.write.cell[order]) == 0)
+        """Per entry: whether its members' writes cover no cell twice (so a run's land as one add).
+        Only cells that the schedule writes more than once (``expected``) can be met twice in one
+        entry; their (entry, cell) pairs, sorted as one number, show the repeats."""
+        w, total = self.write, max(self.total, 1)
+        entry = np.repeat(np.arange(entries, dtype=np.int64), np.diff(w.start[w.base]))  # per cell
+        again = self.expected[w.cell] > 1
+        key = np.sort(entry[again] * total + w.cell[again])
         once = np.ones(entries, bool)
-        once[entry[order][1:][same]] = False
+        once[key[1:][np.diff(key) == 0] // total] = False
         return once.tolist()
 
     def _own(self, pairs: np.ndarray, counts: np.ndarray, rects: list) -> np.ndarray:
