@@ -32,16 +32,18 @@ class _Edges:
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
         self.span = 1 + max([0] + [int(v.max()) for v in values if v.size])
-        keys = np.concatenate([g * self.span + v for g, v in zip(grids, values)])
+        keys = [g * self.span + v for g, v in zip(grids, values)]  # (marked piece by piece: not joined)
+        size = sum(k.size for k in keys)
         self._below = None  # per key of the marked range: how many edges lie below it
-        if keys.size and count * self.span <= 4 * keys.size and keys.min() >= 0:
+        if size and count * self.span <= 4 * size and min(int(k.min()) for k in keys if k.size) >= 0:
             mark = np.zeros(count * self.span, bool)
-            mark[keys] = True
+            for k in keys:
+                mark[k] = True
             self.u = np.flatnonzero(mark)
             self._below = np.zeros(len(mark) + 1, np.int32 if len(mark) < 2 ** 31 else np.int64)
             np.cumsum(mark, out=self._below[1:])
         else:
-            self.u = np.unique(keys)
+            self.u = np.unique(np.concatenate(keys))
         self.first = np.searchsorted(self.u, np.arange(count + 1) * self.span)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
 
@@ -86,11 +88,17 @@ class _Rows:
         # those that step in rank or along rows, or columns (Cells._edges and _rect)
         self._along = {axis: np.flatnonzero(step[:, 0] | step[:, axis]) for axis in (1, 2)}
         self._records = r
+        self._bounds: dict[int, tuple] = {}  # (along's)
         self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
 
-    def along(self, axis: int) -> np.ndarray:
-        """The moving rows (by index into ``moving``) that step in rank or along ``axis`` (1: rows, 2: columns)."""
-        return self._along[axis]
+    def along(self, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows that step in rank or along ``axis`` (1: rows, 2: columns): their indices, grids
+        and two bounds there (made once: the edges and the rectangles read them)."""
+        if axis not in self._bounds:
+            sub = self._along[axis]
+            self._bounds[axis] = (self.moving[sub], self.grid[self.moving[sub]],
+                                  *(self.value(2 * axis + b, sub) for b in (0, 1)))
+        return self._bounds[axis]
 
     def value(self, field: int, sub: np.ndarray) -> np.ndarray:
         """Field ``field`` (1: rank, 2 to 5: bounds) of the moving rows ``sub`` (indices into ``moving``)."""
@@ -160,10 +168,9 @@ class Cells:
         their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges)."""
         grids, values = [], []
         for rows in sides:
-            sub = rows.along(axis)
-            grids += [rows.grid_of_record, rows.grid_of_record, rows.grid[rows.moving[sub]],
-                      rows.grid[rows.moving[sub]]]
-            values += [rows.recs[:, 2 * axis + b] for b in (0, 1)] + [rows.value(2 * axis + b, sub) for b in (0, 1)]
+            _, g, v0, v1 = rows.along(axis)
+            grids += [rows.grid_of_record, rows.grid_of_record, g, g]
+            values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1], v0, v1]
         return _Edges(grids, values, count)
 
     def _rect(self, rows: _Rows) -> tuple[np.ndarray, ...]:
@@ -171,10 +178,10 @@ class Cells:
         that steps neither in rank nor along an axis: its record's there)."""
         out = []
         for axis, edges in ((1, self.rows), (2, self.cols)):
-            sub = rows.along(axis)
-            for b in (0, 1):
+            at, g, *bounds = rows.along(axis)
+            for b, v in enumerate(bounds):
                 x = edges.local(rows.grid_of_record, rows.recs[:, 2 * axis + b])[rows.rec]
-                x[rows.moving[sub]] = edges.local(rows.grid[rows.moving[sub]], rows.value(2 * axis + b, sub))
+                x[at] = edges.local(g, v)
                 out.append(x)
         return tuple(out)
 
