@@ -76,17 +76,16 @@ class _Rows:
     def __init__(self, recs: np.ndarray, per_entry: np.ndarray, counts: np.ndarray) -> None:
         self.recs, self.n = recs, per_entry
         self.base, self.rec, i = member_slots(per_entry, counts)
-        self.moving = np.flatnonzero((recs[:, 6:9] != 0).any(axis=1)[self.rec])  # rows, by index
+        step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
+        self.moving = np.flatnonzero(step.any(axis=1)[self.rec])  # rows, by index
         i, r = i[self.moving], self.rec[self.moving]
-        rot = recs[r, 9]
-        if rot.any():  # (rot 0: never past the wrap)
+        if recs[:, 9].any():  # (rotate 0: never past the wrap)
             count = np.repeat(counts, per_entry)[r]
-            i = i - count * (i >= count - rot)
+            i = i - count * (i >= count - recs[r, 9])
         self.offset = i  # per moving row
-        step = recs[r, 6:9] != 0
-        self.ranked = np.flatnonzero(step[:, 0])  # the moving rows whose rank steps, by index into ``moving``
+        self.ranked = np.flatnonzero(step[:, 0][r])  # the moving rows whose rank steps, by index into ``moving``
         # those that step in rank or along rows, or columns (Cells._edges and _rect)
-        self._along = {axis: np.flatnonzero(step[:, 0] | step[:, axis]) for axis in (1, 2)}
+        self._along = {axis: np.flatnonzero((step[:, 0] | step[:, axis])[r]) for axis in (1, 2)}
         self._records = r
         self._bounds: dict[int, tuple] = {}  # (along's)
         self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
