@@ -9,9 +9,10 @@ apart: entry after entry, member after member, each member's regions in task ord
 the expanded schedule). So the rows of members ``first .. first + n - 1`` of one entry are one
 slice, and so are their cells (each row's cells, row-major over its rectangle, one row after the
 other). Members' regions come from the group's :class:`~mkernel.ir.Step` by index arithmetic on
-numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region (the 2 x 8 GEMM+AR
-32768^2 every-node build, 737k members in 188k entries, is listed in about 2 s, most of it reading
-the entries' regions).
+numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region, and a row's bounds
+are worked out only where its record steps (the 2 x 8 GEMM+AR 32768^2 every-node build, 737k
+members in 115k entries, 2.3M rows, takes about 0.4 s warm, 0.7-0.9 s in a fresh process, where
+first-touch page faults of the new arrays cost as much again).
 """
 from __future__ import annotations
 
@@ -84,6 +85,8 @@ class _Rows:
             i = i - count * (i >= count - recs[r, 9])
         self.offset = i  # per moving row
         self.ranked = np.flatnonzero(step[:, 0][r])  # the moving rows whose rank steps, by index into ``moving``
+        self.ranked_records = r[self.ranked]  # and their records and ranks
+        self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * i[self.ranked]
         # those that step in rank or along rows, or columns (Cells._edges and _rect)
         self._along = {axis: np.flatnonzero((step[:, 0] | step[:, axis])[r]) for axis in (1, 2)}
         self._records = r
@@ -95,14 +98,10 @@ class _Rows:
         and two bounds there (made once: the edges and the rectangles read them)."""
         if axis not in self._bounds:
             sub = self._along[axis]
-            self._bounds[axis] = (self.moving[sub], self.grid[self.moving[sub]],
-                                  *(self.value(2 * axis + b, sub) for b in (0, 1)))
+            at, r = self.moving[sub], self._records[sub]
+            moved = self.recs[r, 6 + axis] * self.offset[sub]  # (both bounds move alike)
+            self._bounds[axis] = (at, self.grid[at], self.recs[r, 2 * axis] + moved, self.recs[r, 2 * axis + 1] + moved)
         return self._bounds[axis]
-
-    def value(self, field: int, sub: np.ndarray) -> np.ndarray:
-        """Field ``field`` (1: rank, 2 to 5: bounds) of the moving rows ``sub`` (indices into ``moving``)."""
-        r = self._records[sub]
-        return self.recs[r, field] + self.recs[r, 6 + field // 2] * self.offset[sub]
 
 
 class Cells:
@@ -111,7 +110,7 @@ class Cells:
     ``need`` (one per read cell): the arrivals a member's read of that cell waits for, the writes
     the schedule makes there less the member's own (an in-place update does not wait on itself).
     ``regions``: :func:`mkernel.members.read_regions` of ``s``, where it was read already (by
-    ``validate()``: the 2 x 8 GEMM+AR 32768^2 every-node build's 490k regions take 0.35 s to read)."""
+    ``validate()``: the 2 x 8 GEMM+AR 32768^2 every-node build's 623k regions take 0.3-0.45 s to read)."""
 
     def __init__(self, s: Schedule, regions: RegionTable | None = None) -> None:
         recs, f, code = regions or read_regions(s)
@@ -141,10 +140,10 @@ class Cells:
         """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin.
         A row whose rank does not step is in its record's grid."""
         world = 1 + max([s.world - 1] + [int(x.max()) for rows in sides
-                                         for x in (rows.recs[:, 1], rows.value(1, rows.ranked)) if x.size])
-        keys = [(rows.recs[:, 0] * world + rows.recs[:, 1], rows.recs[rows._records[rows.ranked], 0] * world
-                 + rows.value(1, rows.ranked)) for rows in sides]
-        used = np.zeros(len(names) * world, np.int64)  # (a few hundred keys: counted, not sorted)
+                                         for x in (rows.recs[:, 1], rows.ranks) if x.size])
+        keys = [(rows.recs[:, 0] * world + rows.recs[:, 1], rows.recs[rows.ranked_records, 0] * world
+                 + rows.ranks) for rows in sides]
+        used = np.zeros(len(names) * world, np.int64)  # (a few hundred keys: marked, not sorted)
         for k in keys:
             used[np.concatenate(k)] = 1
         uniq = np.flatnonzero(used)
