@@ -93,15 +93,16 @@ class _Rows:
         self._bounds: dict[int, tuple] = {}  # (along's)
         self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
 
-    def along(self, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def along(self, axis: int, last: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The rows that step in rank or along ``axis`` (1: rows, 2: columns): their indices, grids
-        and two bounds there (made once: the edges and the rectangles read them)."""
+        and two bounds there (made once: the edges and the rectangles read them; ``last``: the last
+        reader, after which they are let go)."""
         if axis not in self._bounds:
             sub = self._along[axis]
             at, r = self.moving[sub], self._records[sub]
             moved = self.recs[r, 6 + axis] * self.offset[sub]  # (both bounds move alike)
             self._bounds[axis] = (at, self.grid[at], self.recs[r, 2 * axis] + moved, self.recs[r, 2 * axis + 1] + moved)
-        return self._bounds[axis]
+        return self._bounds.pop(axis) if last else self._bounds[axis]
 
 
 class Cells:
@@ -129,9 +130,13 @@ class Cells:
         np.cumsum(counts, out=self.uid0[1:])
         sides = [_Rows(recs[side], n, counts) for side, n in zip(sides, per)]
         self._layout(s, sides, {c: name for name, c in code.items()})
-        rects = [self._rect(rows) for rows in sides]
-        self.read, self.write = (Side(rows.base, rows.n, rows.grid, *self._cells(rows.grid, rect))
-                                 for rows, rect in zip(sides, rects))
+        done, rects = [], []
+        while sides:  # side by side, each one's rows let go once its cells are made (a third less memory at the peak)
+            rows = sides.pop(0)
+            rects.append(self._rect(rows))
+            done.append(Side(rows.base, rows.n, rows.grid, *self._cells(rows.grid, rects[-1])))
+            del rows
+        self.read, self.write = done
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
         self.write_once = self._once(len(counts))
         self.need = self.expected[self.read.cell] - self._own(pairs, counts, rects)
@@ -176,10 +181,11 @@ class Cells:
         that steps neither in rank nor along an axis: its record's there)."""
         out = []
         for axis, edges in ((1, self.rows), (2, self.cols)):
-            at, g, *bounds = rows.along(axis)
-            for b, v in enumerate(bounds):
+            at, g, *bounds = rows.along(axis, last=True)
+            for b in (0, 1):
                 x = edges.local(rows.grid_of_record, rows.recs[:, 2 * axis + b])[rows.rec]
-                x[at] = edges.local(g, v)
+                x[at] = edges.local(g, bounds[b])
+                bounds[b] = None  # (let go as soon as read)
                 out.append(x)
         return tuple(out)
 
