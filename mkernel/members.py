@@ -102,6 +102,30 @@ def entry_rows(per: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return (np.cumsum(per) - per)[at][which] + j, which
 
 
+def member_slots(per_entry: list[int] | np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of :func:`member_rows`, one per member region, as two numbers each: its record
+    (index into records laid entry by entry, ``per_entry`` each; ``counts`` the entries' member
+    counts) and its member's index in its entry; with the first row of each entry (and the total).
+    A reader that needs a row's bounds only where its record steps (the hazard grids) takes the
+    record's own elsewhere and never lists every row's bounds: at 2.3M rows, each array listed
+    is a few ms, and as much again in first-touch page faults. Both columns are made by a cumsum
+    over the rows (the record goes up by one within a member and jumps back at the next)."""
+    n = np.asarray(per_entry, np.int64)
+    base = np.zeros(len(n) + 1, np.int64)
+    np.cumsum(n * counts, out=base[1:])
+    live = np.flatnonzero(n)
+    block_entry, block_i = ragged(counts[live])  # one block per member (of an entry with rows)
+    size = n[live][block_entry]  # rows per block
+    first = (np.cumsum(n) - n)[live][block_entry]  # each block's first record
+    rec = np.ones(int(base[-1]), np.int64)
+    if len(size):
+        jump = first.copy()
+        jump[1:] -= first[:-1] + size[:-1] - 1
+        rec[np.cumsum(size) - size] = jump
+    np.cumsum(rec, out=rec)
+    return base, rec, np.repeat(block_i, size)
+
+
 def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarray,
                 counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
     """Rows, one per member region, from region records (entry by entry, ``per_entry`` records
@@ -111,14 +135,9 @@ def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarra
     bounds (the record's plus its steps times the member's :meth:`~mkernel.ir.Task.offset`), its
     ``entry``, ``member`` index and ``record`` (index into ``recs``)."""
     n = np.array(per_entry, np.int64)
-    base = np.zeros(len(n) + 1, np.int64)
-    np.cumsum(n * counts, out=base[1:])
-    entry, j = ragged(n * counts)
-    i = j // np.maximum(n[entry], 1)
-    first = np.zeros(len(n), np.int64)
-    np.cumsum(n[:-1], out=first[1:])
-    rec = first[entry] + (j - i * n[entry])
+    base, rec, i = member_slots(n, counts)
     cols = np.asarray(recs, np.int64).reshape(-1, FIELDS).T
+    entry = np.repeat(np.arange(len(n)), n)[rec]
     rot = cols[9][rec]
     o = i - counts[entry] * (i >= counts[entry] - rot) if rot.any() else i  # (rot 0: never past the wrap)
     dk, dr, dc = (cols[f][rec] * o for f in (6, 7, 8))

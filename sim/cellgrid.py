@@ -9,9 +9,10 @@ apart: entry after entry, member after member, each member's regions in task ord
 the expanded schedule). So the rows of members ``first .. first + n - 1`` of one entry are one
 slice, and so are their cells (each row's cells, row-major over its rectangle, one row after the
 other). Members' regions come from the group's :class:`~mkernel.ir.Step` by index arithmetic on
-numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region (the 2 x 8 GEMM+AR
-32768^2 every-node build, 737k members in 188k entries, is listed in about 2 s, most of it reading
-the entries' regions).
+numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region, and a row's bounds
+are worked out only where its record steps (the 2 x 8 GEMM+AR 32768^2 every-node build, 737k
+members in 115k entries, 2.3M rows, takes about 0.4 s warm, 0.7-0.9 s in a fresh process, where
+first-touch page faults of the new arrays cost as much again).
 """
 from __future__ import annotations
 
@@ -22,27 +23,38 @@ from operator import attrgetter, is_
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-from mkernel.members import RegionTable, member_rows, ragged, read_regions
+from mkernel.members import RegionTable, member_slots, ragged, read_regions
 
 class _Edges:
-    """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``."""
+    """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``.
+    Where the possible keys are few (a GEMM's columns: 64 grids of 32k columns, against 4M edge
+    values), they are marked rather than sorted, and :meth:`local` reads how many edges lie below a
+    key from a table (a gather, where ``searchsorted`` over the edges cost 40 ns a key)."""
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
         self.span = 1 + max([0] + [int(v.max()) for v in values if v.size])
-        keys = np.concatenate([g * self.span + v for g, v in zip(grids, values)])
-        if keys.size and count * self.span <= 4 * keys.size and keys.min() >= 0:
-            # few possible edges (a GEMM's columns, 4k of 4M): marked, not sorted
+        keys = [g * self.span + v for g, v in zip(grids, values)]  # (marked piece by piece: not joined)
+        size = sum(k.size for k in keys)
+        self._below = None  # per key of the marked range: how many edges lie below it
+        if size and count * self.span <= 4 * size and min(int(k.min()) for k in keys if k.size) >= 0:
             mark = np.zeros(count * self.span, bool)
-            mark[keys] = True
+            for k in keys:
+                mark[k] = True
             self.u = np.flatnonzero(mark)
+            self._below = np.zeros(len(mark) + 1, np.int32 if len(mark) < 2 ** 31 else np.int64)
+            np.cumsum(mark, out=self._below[1:])
         else:
-            self.u = np.unique(keys)
+            self.u = np.unique(np.concatenate(keys))
         self.first = np.searchsorted(self.u, np.arange(count + 1) * self.span)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
 
     def local(self, g, x):
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays)."""
-        return np.searchsorted(self.u, g * self.span + x) - self.first[g]
+        key = g * self.span + x
+        below = self._below
+        if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
+            return below[key] - self.first[g]
+        return np.searchsorted(self.u, key) - self.first[g]
 
 
 @dataclass
@@ -56,13 +68,50 @@ class Side:
     cell: np.ndarray  # every row's cells, in row order
 
 
+class _Rows:
+    """One side's rows (see the module) by record: each row's record, and for the rows whose record
+    steps (``moving``), the member's :meth:`~mkernel.ir.Task.offset`. A row's fields are its
+    record's plus its steps times that offset, so they are worked out only where a step is not 0:
+    the 2 x 8 GEMM+AR every-node build's 2.3M rows are never listed field by field."""
+
+    def __init__(self, recs: np.ndarray, per_entry: np.ndarray, counts: np.ndarray) -> None:
+        self.recs, self.n = recs, per_entry
+        self.base, self.rec, i = member_slots(per_entry, counts)
+        step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
+        self.moving = np.flatnonzero(step.any(axis=1)[self.rec])  # rows, by index
+        i, r = i[self.moving], self.rec[self.moving]
+        if recs[:, 9].any():  # (rotate 0: never past the wrap)
+            count = np.repeat(counts, per_entry)[r]
+            i = i - count * (i >= count - recs[r, 9])
+        self.offset = i  # per moving row
+        self.ranked = np.flatnonzero(step[:, 0][r])  # the moving rows whose rank steps, by index into ``moving``
+        self.ranked_records = r[self.ranked]  # and their records and ranks
+        self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * i[self.ranked]
+        # those that step in rank or along rows, or columns (Cells._edges and _rect)
+        self._along = {axis: np.flatnonzero((step[:, 0] | step[:, axis])[r]) for axis in (1, 2)}
+        self._records = r
+        self._bounds: dict[int, tuple] = {}  # (along's)
+        self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
+
+    def along(self, axis: int, last: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows that step in rank or along ``axis`` (1: rows, 2: columns): their indices, grids
+        and two bounds there (made once: the edges and the rectangles read them; ``last``: the last
+        reader, after which they are let go)."""
+        if axis not in self._bounds:
+            sub = self._along[axis]
+            at, r = self.moving[sub], self._records[sub]
+            moved = self.recs[r, 6 + axis] * self.offset[sub]  # (both bounds move alike)
+            self._bounds[axis] = (at, self.grid[at], self.recs[r, 2 * axis] + moved, self.recs[r, 2 * axis + 1] + moved)
+        return self._bounds.pop(axis) if last else self._bounds[axis]
+
+
 class Cells:
     """Grids, expected arrivals and each row's cells of one schedule (see the module).
 
     ``need`` (one per read cell): the arrivals a member's read of that cell waits for, the writes
     the schedule makes there less the member's own (an in-place update does not wait on itself).
     ``regions``: :func:`mkernel.members.read_regions` of ``s``, where it was read already (by
-    ``validate()``: the 2 x 8 GEMM+AR 32768^2 every-node build's 490k regions take 0.35 s to read)."""
+    ``validate()``: the 2 x 8 GEMM+AR 32768^2 every-node build's 623k regions take 0.3-0.45 s to read)."""
 
     def __init__(self, s: Schedule, regions: RegionTable | None = None) -> None:
         recs, f, code = regions or read_regions(s)
@@ -79,73 +128,94 @@ class Cells:
         counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
-        steps = [recs[side][:, 6:9] for side in sides]
-        sides = [member_rows(recs[side], n, counts) for side, n in zip(sides, per)]
-        self._layout(s, sides, steps, {c: name for name, c in code.items()})
-        rects = [self._rect(f, g) for (_, _, f), g in zip(sides, self._grid_of)]
-        self.read, self.write = (Side(base, n, g, *self._cells(g, rect))
-                                 for (base, n, _), g, rect in zip(sides, self._grid_of, rects))
-        del self._grid_of
+        sides = [_Rows(recs[side], n, counts) for side, n in zip(sides, per)]
+        self._layout(s, sides, {c: name for name, c in code.items()})
+        done, rects = [], []
+        while sides:  # side by side, each one's rows let go once its cells are made (a third less memory at the peak)
+            rows = sides.pop(0)
+            rects.append(self._rect(rows))
+            done.append(Side(rows.base, rows.n, rows.grid, *self._cells(rows.grid, rects[-1])))
+            del rows
+        self.read, self.write = done
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
         self.write_once = self._once(len(counts))
         self.need = self.expected[self.read.cell] - self._own(pairs, counts, rects)
 
-    def _layout(self, s: Schedule, sides: list, steps: list[np.ndarray], names: dict[int, str]) -> None:
-        """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin."""
-        world = 1 + max([s.world - 1] + [int(f["rank"].max()) for _, _, f in sides if f["rank"].size])
-        keys = [f["buffer"] * world + f["rank"] for _, _, f in sides]
-        used = np.zeros(len(names) * world, np.int64)  # (a few hundred keys: counted, not sorted)
+    def _layout(self, s: Schedule, sides: list[_Rows], names: dict[int, str]) -> None:
+        """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin.
+        A row whose rank does not step is in its record's grid."""
+        world = 1 + max([s.world - 1] + [int(x.max()) for rows in sides
+                                         for x in (rows.recs[:, 1], rows.ranks) if x.size])
+        keys = [(rows.recs[:, 0] * world + rows.recs[:, 1], rows.recs[rows.ranked_records, 0] * world
+                 + rows.ranks) for rows in sides]
+        used = np.zeros(len(names) * world, np.int64)  # (a few hundred keys: marked, not sorted)
         for k in keys:
-            used += np.bincount(k, minlength=len(used))
+            used[np.concatenate(k)] = 1
         uniq = np.flatnonzero(used)
         self.grid = {(names[k // world], k % world): g for g, k in enumerate(uniq.tolist())}
         self.grid_rank = uniq % world
         number = np.zeros(len(used), np.int64)
         number[uniq] = np.arange(len(uniq))
-        self._grid_of = [number[k] for k in keys]
-        self.rows, self.cols = (self._edges(sides, steps, axis, len(uniq)) for axis in (1, 2))
+        for rows, (own, moved) in zip(sides, keys):
+            rows.grid_of_record = number[own]
+            rows.grid = rows.grid_of_record[rows.rec]
+            rows.grid[rows.moving[rows.ranked]] = number[moved]
+        self.rows, self.cols = (self._edges(sides, axis, len(uniq)) for axis in (1, 2))
         self.grid_base = np.zeros(len(uniq) + 1, np.int64)
         np.cumsum(self.rows.cells * self.cols.cells, out=self.grid_base[1:])
         self.total = int(self.grid_base[-1])
 
-    def _edges(self, sides: list, steps: list[np.ndarray], axis: int, count: int) -> _Edges:
-        """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids. A group's members
-        whose regions move neither in rank nor along the axis have member 0's edges there, so only
-        member 0's rows and the moving ones' are read (a fifth of the 2 x 8 GEMM+AR's row edges)."""
-        bounds = ("row0", "row1") if axis == 1 else ("col0", "col1")
+    def _edges(self, sides: list[_Rows], axis: int, count: int) -> _Edges:
+        """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids: every record's
+        (member 0's), and those of the rows that step in rank or along the axis (the others have
+        their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges)."""
         grids, values = [], []
-        for (_, _, f), step, g in zip(sides, steps, self._grid_of):
-            read = (f["member"] == 0) | (step[f["record"], 0] != 0) | (step[f["record"], axis] != 0)
-            grids += [g[read]] * 2
-            values += [f[b][read] for b in bounds]
+        for rows in sides:
+            _, g, v0, v1 = rows.along(axis)
+            grids += [rows.grid_of_record, rows.grid_of_record, g, g]
+            values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1], v0, v1]
         return _Edges(grids, values, count)
 
-    def _rect(self, f: dict, g: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Each row's cells: first and end cell row, first and end cell column, in its grid."""
-        return (self.rows.local(g, f["row0"]), self.rows.local(g, f["row1"]),
-                self.cols.local(g, f["col0"]), self.cols.local(g, f["col1"]))
+    def _rect(self, rows: _Rows) -> tuple[np.ndarray, ...]:
+        """Each row's cells: first and end cell row, first and end cell column, in its grid (a row
+        that steps neither in rank nor along an axis: its record's there)."""
+        out = []
+        for axis, edges in ((1, self.rows), (2, self.cols)):
+            at, g, *bounds = rows.along(axis, last=True)
+            for b in (0, 1):
+                x = edges.local(rows.grid_of_record, rows.recs[:, 2 * axis + b])[rows.rec]
+                x[at] = edges.local(g, bounds[b])
+                bounds[b] = None  # (let go as soon as read)
+                out.append(x)
+        return tuple(out)
 
     def _cells(self, g: np.ndarray, rect: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """(start, cell) of a side (see :class:`Side`)."""
+        """(start, cell) of a side (see :class:`Side`). Each row's first cell is repeated over its
+        cells, and only the rows of more than one cell (1.4% of the 2 x 8 GEMM+AR's) get the rest worked out."""
         a0, a1, b0, b1 = rect
         size = np.where((a1 > a0) & (b1 > b0), (a1 - a0) * (b1 - b0), 0)
         start = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=start[1:])
-        row, t = ragged(size)
-        width = (b1 - b0)[row]
-        u = t // np.maximum(width, 1)
-        gr = g[row]
-        cell = self.grid_base[gr] + (a0[row] + u) * self.cols.cells[gr] + b0[row] + (t - u * width)
+        width = self.cols.cells[g]
+        cell = np.repeat(self.grid_base[g] + a0 * width + b0, size)
+        more = np.flatnonzero(size > 1)
+        if len(more):  # cell t of a row: t // w rows and t % w columns on (w: the row's width in cells)
+            row, t = ragged(size[more])
+            w = (b1 - b0)[more][row]
+            u = t // w
+            cell[start[more][row] + t] += u * width[more][row] + (t - u * w)
         return start, cell.astype(np.int32 if self.total < 2 ** 31 else np.int64)
 
     def _once(self, entries: int) -> list[bool]:
-        """Per entry: whether its members' writes cover no cell twice (so a run's land as one add)."""
-        rows, _ = ragged(np.diff(self.write.start))
-        entry = np.searchsorted(self.write.base[:-1], rows, "right") - 1
-        order = np.lexsort((self.write.cell, entry))
-        same = (np.diff(entry[order]) == 0) & (np.diff(self.write.cell[order]) == 0)
+        """Per entry: whether its members' writes cover no cell twice (so a run's land as one add).
+        Only cells that the schedule writes more than once (``expected``) can be met twice in one
+        entry; their (entry, cell) pairs, sorted as one number, show the repeats."""
+        w, total = self.write, max(self.total, 1)
+        entry = np.repeat(np.arange(entries, dtype=np.int64), np.diff(w.start[w.base]))  # per cell
+        again = self.expected[w.cell] > 1
+        key = np.sort(entry[again] * total + w.cell[again])
         once = np.ones(entries, bool)
-        once[entry[order][1:][same]] = False
+        once[key[1:][np.diff(key) == 0] // total] = False
         return once.tolist()
 
     def _own(self, pairs: np.ndarray, counts: np.ndarray, rects: list) -> np.ndarray:

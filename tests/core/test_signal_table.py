@@ -239,12 +239,16 @@ def test_a_step_that_does_not_fit_is_refused_and_validate_names_it(field):
 
 def test_keys_are_numbered_alike_whether_or_not_their_numbers_fit_one_integer():
     """Signal indices far apart (past what one 63-bit number per key can span) take the sort of
-    three keys; both number the distinct (name, rank, index) rows alike, in the same order."""
+    three keys; spread wider than the rows (one number each, sorted) or close (marked, counted)
+    one key: all three number the distinct (name, rank, index) rows alike, in the same order."""
     from mkernel.signal_table import _dense
 
     rng = np.random.default_rng(30)
     name, rank, index = (rng.integers(0, k, 5000) for k in (3, 16, 40))
     small = _dense(name, rank, index)
+    wide = _dense(name, rank, index * 1000)
     huge = _dense(name, rank, index * 2 ** 56)
-    assert (small == huge).all() and small.max() + 1 == len(set(zip(name.tolist(), rank.tolist(), index.tolist())))
+    assert (small == huge).all() and (small == wide).all()
+    assert small.dtype == wide.dtype == np.int64
+    assert small.max() + 1 == len(set(zip(name.tolist(), rank.tolist(), index.tolist())))
     assert (np.diff(small[np.lexsort((index, rank, name))]) >= 0).all()

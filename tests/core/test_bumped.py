@@ -1,0 +1,47 @@
+"""``ScheduleBuilder.bumped`` (what a drain's wait expects) against every task's own bump keys.
+
+``bumped`` counts a signal that does not step between a group's members as ``count`` bumps of
+member 0's key, without listing the group's keys (:func:`mkernel.ir.bump_keys` lists them), and
+takes the rest through ``bump_keys``. The oracle is one Counter of ``bump_keys`` over every task of
+finished builds (grouped: signals fixed, stepping, cycling; folded to their first nodes and to
+local rank 0, where bumps count at home ranks): ``bumped`` must give it for every key, asked in
+any order, and in a builder that asks before every task is in.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from mkernel import Cluster, Workload, builders
+from mkernel.ir import Signal, bump_keys
+from mkernel.schedule_builder import ScheduleBuilder
+
+W = Workload(m=512, n=1024, k=64, chunk_tiles=2)
+
+
+def _cases():
+    for kernel, c, kw in (("gemm_ar", Cluster("t", 2, 4), {}), ("gemm_ar", Cluster("t", 2, 4), {"first_nodes": 1}),
+                          ("gemm_ar", Cluster("t", 2, 4), {"first_nodes": 1, "local_fold": True}),
+                          ("gemm_rs", Cluster("t", 2, 2), {}), ("ag_gemm", Cluster("t", 2, 2), {})):
+        yield pytest.param(kernel, c, kw, id=f"{kernel}-{c.nodes}x{c.gpus_per_node}-{'-'.join(kw) or 'full'}")
+
+
+@pytest.mark.parametrize("kernel,c,kw", list(_cases()))
+def test_bumped_counts_what_bump_keys_lists(kernel, c, kw):
+    s = builders.get(kernel).build(W, c, grouped=True, **kw)
+    sb = ScheduleBuilder(s.kernel, s.variant, s.world, s.gpus_per_node, s.num_sms, grouped=True, **kw)
+    want: Counter = Counter()
+    for t in s.tasks:
+        fixed, moving = bump_keys(t, home=sb._home)
+        for key, times in fixed:
+            want[key] += times
+        want.update(moving)
+    assert want and (kernel != "gemm_ar" or any(t.count > 1 and t.step.signals for t in s.tasks))  # (stepping ones)
+    half = len(s.tasks) // 2
+    sb.tasks += s.tasks[:half]  # asked once before the rest is in: counted on from where it stopped
+    for rank, name, index in want:
+        sb.bumped(Signal(rank, name, index))
+    sb.tasks += s.tasks[half:]
+    for (rank, name, index), times in sorted(want.items(), key=repr, reverse=True):
+        assert sb.bumped(Signal(rank, name, index)) == times, (rank, name, index)

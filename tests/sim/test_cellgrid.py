@@ -1,0 +1,124 @@
+"""The hazard tracker's grids (:class:`mkernel.sim.cellgrid.Cells`) against grids made region by region.
+
+``Cells`` works on region records and member offsets, never on members, and takes shortcuts: a row
+whose record does not step takes its record's cells, column edges are looked up in a table, a
+row's cells are its first cell's neighbours, ``write_once`` sorts only cells written more than once.
+The oracle here does none of that: it expands the schedule and, for every member's tracked region
+(not an input's), finds its cell rectangle among the sorted edges of its (buffer, rank) grid, in
+plain Python. Every array the tracker reads must equal it: the rows' grids and cells (reads and
+writes), the expected writes per cell, each read cell's ``need`` and each entry's ``write_once``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import pytest
+
+from mkernel import Cluster, Workload
+from mkernel.builders import get
+from mkernel.ir import BufferKind, Op, Region, Role, Step, expand
+from mkernel.schedule_builder import ScheduleBuilder
+from mkernel.sim.cellgrid import Cells
+
+W = Workload(m=512, n=1000, k=64, chunk_tiles=2, baseline_chunk_kib=64)  # n = 1000: ragged edge tiles
+
+
+def _builds():
+    for kernel, cluster in (("gemm_ar", Cluster("t", 2, 4)), ("gemm_ar", Cluster("t", 3, 2)),
+                            ("gemm_rs", Cluster("t", 2, 2)), ("ag_gemm", Cluster("t", 2, 2)),
+                            ("ring_attention", Cluster("t", 2, 2)), ("moe_dispatch_gemm", Cluster("t", 2, 2))):
+        w = W if kernel.startswith(("gemm", "ag")) else Workload(kernel=kernel, m=256, n=64, k=32, tile_m=64,
+                                                                experts=4, topk=2)
+        m = get(kernel)
+        for build in (m.build, m.build_baseline):
+            yield pytest.param(build(w, cluster, grouped=True), id=f"{kernel}-{cluster.nodes}x{cluster.gpus_per_node}-"
+                                                                   f"{build.__name__}")
+    yield pytest.param(_rank_steps(), id="regions-stepping-in-rank")
+
+
+def _rank_steps():
+    """No builder's regions step in rank; this group's writes do, and wrap (members 0, 1, -1); a
+    reduce reads several cells and writes one of them in place; and a group's reads step in rank
+    alone while its members write one region twice."""
+    sb = ScheduleBuilder("t", "rank-steps", 4, 4, 8, grouped=True)
+    sb.buffer("X", 64, 64)
+    sb.buffer("Y", 64, 64, kind=BufferKind.OUTPUT)
+    sb.launch("k", {Role.INTRA: 8})
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 16, 32, 0, 64),), writes=(Region("Y", 1, 0, 16, 16, 32),),
+           label="copy {}", count=3, step=Step(((0, 16, 0), (1, 0, 16)), label=(0, 1), rotate=1))
+    sb.add(2, Role.INTRA, Op.REDUCE, reads=(Region("Y", 2, 0, 32, 0, 64),), writes=(Region("Y", 2, 0, 16, 32, 48),))
+    # reads stepping in rank alone; both members write one region (not written once)
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 32, 48, 0, 16),), writes=(Region("Y", 3, 48, 64, 0, 16),),
+           label="copy {}", count=2, step=Step(((1, 0, 0), (0, 0, 0)), label=(3, 1)))
+    return sb.build(0.0)
+
+
+def _oracle(s):
+    """(read grids, read cells per row, write grids, write cells per row, need per read cell, write_once),
+    region by region over the expanded schedule."""
+    inputs = {b.name for b in s.buffers if b.kind is BufferKind.INPUT}
+    code = {b.name: i for i, b in enumerate(s.buffers)}
+    flat = expand(s).tasks
+    entry_of = [p for p, t in enumerate(s.tasks) for _ in range(t.count)]
+    tracked = [([r for r in t.reads if r.buffer not in inputs], [r for r in t.writes if r.buffer not in inputs])
+               for t in flat]
+    keys = sorted({(code[r.buffer], r.rank) for rs, ws in tracked for r in rs + ws})
+    grid = {k: g for g, k in enumerate(keys)}
+    rows = {k: sorted({x for rs, ws in tracked for r in rs + ws if (code[r.buffer], r.rank) == k
+                       for x in (r.row0, r.row1)}) for k in keys}
+    cols = {k: sorted({x for rs, ws in tracked for r in rs + ws if (code[r.buffer], r.rank) == k
+                       for x in (r.col0, r.col1)}) for k in keys}
+    base, at = {}, 0
+    for k in keys:
+        base[k] = at
+        at += max(len(rows[k]) - 1, 0) * max(len(cols[k]) - 1, 0)
+
+    def cells(r):
+        k = (code[r.buffer], r.rank)
+        width = len(cols[k]) - 1
+        return [base[k] + a * width + b for a in range(rows[k].index(r.row0), rows[k].index(r.row1))
+                for b in range(cols[k].index(r.col0), cols[k].index(r.col1))]
+
+    side = {"read": ([], []), "write": ([], [])}
+    for rs, ws in tracked:
+        for name, regions in (("read", rs), ("write", ws)):
+            side[name][0].extend(grid[(code[r.buffer], r.rank)] for r in regions)
+            side[name][1].extend(cells(r) for r in regions)
+    expected = np.bincount([c for cs in side["write"][1] for c in cs], minlength=at)
+    need = []
+    for t, (rs, ws) in zip(flat, tracked):  # a member's own writes do not count against its reads (a put's do)
+        own = [] if t.op is Op.PUT else [c for w in ws for c in cells(w)]
+        need.extend(int(expected[c]) - own.count(c) for r in rs for c in cells(r))
+    once = [True] * len(s.tasks)
+    seen: dict[int, set] = {}
+    for p, (_, ws) in zip(entry_of, tracked):
+        for c in (c for w in ws for c in cells(w)):
+            once[p] = once[p] and c not in seen.setdefault(p, set())
+            seen[p].add(c)
+    return side, expected, need, once
+
+
+@pytest.mark.parametrize("s", list(_builds()))
+def test_cells_equal_the_grids_made_region_by_region(s):
+    c = Cells(s)
+    side, expected, need, once = _oracle(s)
+    for name, got in (("read", c.read), ("write", c.write)):
+        grids, cells = side[name]
+        assert got.grid.tolist() == grids, name
+        assert np.diff(got.start).tolist() == [len(x) for x in cells], name
+        assert got.cell.tolist() == [x for xs in cells for x in xs], name
+    assert c.total == len(expected) and c.expected.tolist() == expected.tolist()
+    assert c.need.tolist() == need
+    assert c.write_once == once
+
+
+def test_the_builds_take_every_shortcut():
+    """The builds above reach each path of ``Cells``: wrapped groups, records that step in rank, rows
+    of several cells, cells written more than once, column edges from the table, row edges searched."""
+    builds = [p.values[0] for p in _builds()]
+    grids = [Cells(s) for s in builds]
+    assert any(t.count > 1 and t.step.rotate for s in builds for t in s.tasks)
+    assert any(t.count > 1 and any(r[0] for r in t.step.regions) for s in builds for t in s.tasks)
+    assert any((np.diff(c.read.start) > 1).any() and (np.diff(c.write.start) > 1).any() for c in grids)
+    assert any((c.expected > 1).any() for c in grids)
+    assert any(c.cols._below is not None for c in grids) and any(c.rows._below is None for c in grids)
