@@ -38,7 +38,10 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
             a, b = divmod(i, st.period)
             out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox) for rank, name, index, dk, dx, ok, ox in moves]
         return out, 1, 1
-    offsets = range(first, first + n) if not st.rotate else [t.offset(i) for i in range(first, first + n)]
+    offsets = range(first, first + n)
+    if st.rotate:  # (Task.offset: members from count - rotate on step back by count)
+        wrap, end = t.count - st.rotate, first + n
+        offsets = [*range(first, min(end, wrap)), *range(max(first, wrap) - t.count, end - t.count)]
     if len(signals) == 1:
         g, (dk, dx) = signals[0], st.signals[0]
         rank, name, index = g.rank, g.name, g.index
