@@ -108,7 +108,7 @@ class Model(Dispatch):
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}  # Dispatch._joins, by id(entry)
         self._sides: dict[int, str] = {}  # Model._side, by id(entry)
-        self._stepping: dict[int, list[tuple]] = {}  # stepping waits as key parts (Dispatch._ready_until), by id(entry)
+        self._stepping: dict[int, list[tuple]] = {}  # stepping waits as key parts (Dispatch._waits_of), by id(entry)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)

@@ -122,6 +122,23 @@ class CountingEnvironment(simpy.Environment):
     def _resumed(self, gen: Generator, event) -> None:
         self._resume((gen, event))
 
+    def run(self, until=None):
+        """SimPy's ``run``; with no ``until`` (every run of a model), :meth:`step`'s work in one loop,
+        a call a step less (one per event)."""
+        if until is not None:
+            return super().run(until)
+        queue = self._queue
+        while queue:
+            self.events += 1
+            when, _, _, event = heappop(queue)
+            self.now = self._now = when
+            if event.__class__ is _Call:
+                event.fn(event.arg)
+            else:
+                self._process(event)
+        self.events += 1  # (as the step that finds the queue empty counts itself)
+        return None
+
     def step(self) -> None:
         self.events += 1
         try:
@@ -132,6 +149,10 @@ class CountingEnvironment(simpy.Environment):
         if event.__class__ is _Call:
             event.fn(event.arg)
             return
+        self._process(event)
+
+    def _process(self, event) -> None:
+        """An event's callbacks, as SimPy's ``step`` calls them."""
         callbacks, event.callbacks = event.callbacks, None
         try:
             for callback in callbacks:
