@@ -209,11 +209,12 @@ class SignalBoard:
                 times *= repeat
             else:
                 keys = keys * repeat
+        waiting_on = waiters.get  # (not waiters[key]: a defaultdict would add the key)
         for key in keys:
             value = values[key] = get(key, 0) + times
-            if key not in waiters:
+            waiting = waiting_on(key)
+            if waiting is None:
                 continue
-            waiting = waiters[key]
             if len(waiting) == 1:  # the common case: one waiter
                 if waiting[0][0] <= value:
                     del waiters[key]
