@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from mkernel.ir import Op, Role, Task
 
+from .signals import flat_keys
 from .sms import RolePool
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
@@ -57,6 +58,12 @@ class Run:
                     return task.member(first + j) if task.count > 1 else task
                 j -= n
         return self.task.member(self.first + j) if self.task.count > 1 else self.task
+
+    def bumps(self) -> list[tuple[list[tuple], int, int]]:
+        """Every member's bumps in the flat schedule's order: :func:`flat_keys` of each entry."""
+        if self.parts is None:
+            return [flat_keys(self.task, self.first, self.n)]
+        return [flat_keys(task, first, n) for task, first, n in self.parts]
 
     def entries(self):
         """(task, first, n) of each entry this run holds members of."""
@@ -250,14 +257,14 @@ class Dispatch:
     def _joins(self, task: Task) -> bool:
         """Whether members of ``task`` may share a run: not under stress (each SM starts late by its
         own draw), not for puts (each is its own message), and not for a peer copy whose members
-        reach other ranks (each its own flow). Kept by entry (a plain member made for a run is not
-        an entry, and has one member)."""
-        if task.count == 1:
+        reach other ranks (each its own flow)."""
+        if task.count == 1 or self.stress > 0 or task.op is Op.PUT:
             return False
+        if task.op not in NVLINK_OPS:
+            return True
         ok = self._joins_cache.get(id(task))
         if ok is None:
-            ok = self._joins_cache[id(task)] = (self.stress <= 0 and task.op is not Op.PUT and
-                                                (task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)))
+            ok = self._joins_cache[id(task)] = not any(r[0] for r in task.step.regions)
         return ok
 
     def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:

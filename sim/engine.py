@@ -47,11 +47,10 @@ from .hazardlog import LoggedTracker
 from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
-from .signals import CountingEnvironment, SignalBoard, flat_keys
+from .signals import CountingEnvironment, SignalBoard
 from .sms import RolePool
 from . import tiles
 
-NEAR, FAR, MIXED = "near", "far", "mixed"  # where a group's signals are, from its rank (Model._side)
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
 
@@ -106,8 +105,7 @@ class Model(Dispatch):
         self.queues = s.queues()
         self._gemm_cache: dict = {}
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
-        self._joins_cache: dict[int, bool] = {}  # Dispatch._joins, by id(entry)
-        self._sides: dict[int, str] = {}  # Model._side, by id(entry)
+        self._joins_cache: dict[int, bool] = {}
         self._stepping: dict[int, list[tuple]] = {}  # stepping waits as key parts (Dispatch._waits_of), by id(entry)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
@@ -295,32 +293,17 @@ class Model(Dispatch):
         (unless the task already waited that latency for its own peer stores)."""
         rank, bump = run.task.rank, self.board.bump_keys
         later = []
-        for entry, first, n in run.entries():
-            keys, times, repeat = flat_keys(entry, first, n)
-            side = NEAR if paid else self._sides.get(id(entry)) or self._side(entry)
-            if side is NEAR:
+        for keys, times, repeat in run.bumps():
+            if paid:
                 bump(keys, times, repeat)
-            elif side is FAR:
-                later.append((keys, times, repeat))
-            else:
-                bump([k for k in keys if k[0] == rank], times, repeat)
-                far = [k for k in keys if k[0] != rank]
-                if far:
-                    later.append((far, times, repeat))
+                continue
+            bump([k for k in keys if k[0] == rank], times, repeat)
+            far = [k for k in keys if k[0] != rank]
+            if far:
+                later.append((far, times, repeat))
         if later:
             run.later = later
             self._later(self.c.nvlink.latency_us, self._flags, run)
-
-    def _side(self, entry: Task) -> str:
-        """Whether every member's signals are on the entry's rank (NEAR), none is (FAR), or either
-        may be (MIXED): a signal whose rank steps is MIXED. Kept by id(entry)."""
-        st, rank = entry.step, entry.rank
-        steps = ((dk or ok for (dk, _), (ok, _) in zip(st.signals, st.outer or st.signals)) if st is not None
-                 and st.signals and entry.count > 1 else ())
-        ranks = {g.rank == rank for g in entry.signals}
-        side = MIXED if any(steps) or len(ranks) > 1 else NEAR if ranks != {False} else FAR
-        self._sides[id(entry)] = side
-        return side
 
     def _flags(self, runs: list[Run]) -> None:
         for run in runs:
