@@ -216,7 +216,7 @@ class Model(Dispatch):
         elif op is Op.NORM:
             self._later(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow, self._worked, run)
         elif op in NVLINK_OPS:
-            self._nvlink(run, task)
+            self._nvlink(run, task, slow)
         else:
             self._worked([run])
 
@@ -315,7 +315,7 @@ class Model(Dispatch):
         yield from self.net.send(task, sources)
         self._free([run])
 
-    def _nvlink(self, run: Run, task: Task) -> None:
+    def _nvlink(self, run: Run, task: Task, slow: float) -> None:
         """Local bytes stream while one weighted flow carries every peer transfer of the members;
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
@@ -328,7 +328,7 @@ class Model(Dispatch):
         run.paid, local_us, step_us, flows = plan
         tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
         merged = tail if self.quiet else 0.0
-        local_us = local_us * self.inject.slowdown(task.rank)
+        local_us = local_us * slow  # (an injected slowdown of the rank)
         start = self.env.now
         if flows is None:
             self._until((start + (local_us + step_us)) + merged, self._copied, run)

@@ -15,7 +15,7 @@ times); a run without hazards, the timing case, never replays.
 from __future__ import annotations
 
 from itertools import repeat
-from operator import attrgetter, is_, itemgetter
+from operator import attrgetter
 
 import numpy as np
 
@@ -58,13 +58,13 @@ class LoggedTracker(ArrivalTracker):
         """The log's calls as rows (entry, first member, members, time or LANDED): an entry by its
         position in the schedule, a plain member made by :meth:`member` as its entry's member (its
         id is its expanded id), members left unnumbered as all from ``first`` on."""
-        log, size = self._log, len(self._log)
-        tasks = list(map(itemgetter(0), log))
+        size = len(self._log)
+        tasks, first, n, times = zip(*self._log) if size else ((),) * 4  # (the log's columns, in one pass)
         p = np.fromiter(map(self._pos.get, map(id, tasks), repeat(-1)), np.int64, size)
-        first = np.fromiter(map(itemgetter(1), log), np.int64, size)
-        counts = list(map(itemgetter(2), log))
-        unset = np.fromiter(map(is_, counts, repeat(None)), bool, size)
-        n = np.where(unset, 0, np.array(counts, dtype=object)).astype(np.int64)
+        first = np.array(first, np.int64)
+        n = np.array(n, np.float64)  # (None, all from ``first`` on, reads as nan)
+        unset = np.isnan(n)
+        n = np.where(unset, 0.0, n).astype(np.int64)
         plain = np.flatnonzero(p < 0)
         if plain.size:
             uid0 = self.cells.uid0
@@ -74,7 +74,7 @@ class LoggedTracker(ArrivalTracker):
         n[unset] = (np.diff(self.cells.uid0)[p] - first)[unset]
         rows = np.empty((size, 4))
         rows[:, 0], rows[:, 1], rows[:, 2] = p, first, n
-        rows[:, 3] = np.fromiter(map(itemgetter(3), log), np.float64, size)
+        rows[:, 3] = times
         return rows
 
     def _short(self, log: np.ndarray) -> bool:
