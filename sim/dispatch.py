@@ -257,14 +257,12 @@ class Dispatch:
     def _joins(self, task: Task) -> bool:
         """Whether members of ``task`` may share a run: not under stress (each SM starts late by its
         own draw), not for puts (each is its own message), and not for a peer copy whose members
-        reach other ranks (each its own flow)."""
-        if task.count == 1 or self.stress > 0 or task.op is Op.PUT:
-            return False
-        if task.op not in NVLINK_OPS:
-            return True
+        reach other ranks (each its own flow). Kept by id: every task asked about is a queue entry,
+        which lives as long as the run."""
         ok = self._joins_cache.get(id(task))
         if ok is None:
-            ok = self._joins_cache[id(task)] = not any(r[0] for r in task.step.regions)
+            ok = self._joins_cache[id(task)] = (task.count > 1 and self.stress <= 0 and task.op is not Op.PUT and (
+                task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)))
         return ok
 
     def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:

@@ -342,9 +342,8 @@ class Model(Dispatch):
 
     def _nv_shared(self, task: Task) -> tuple:
         """:meth:`_nv_plan` of ``task``, shared by every task it is the same function of."""
-        key = (task.op, task.rank, task.accumulate, len(task.index),
-               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads]),
-               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.writes]))
+        key = (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),  # (then each region's)
+               *[(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads + task.writes])
         return self._nv_plans.get(key) or self._nv_plans.setdefault(key, self._nv_plan(task))
 
     def _nv_plan(self, task: Task) -> tuple:
