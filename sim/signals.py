@@ -115,7 +115,7 @@ class CountingEnvironment(simpy.Environment):
     def _resumed(self, gen: Generator, event) -> None:
         self._resume((gen, event))
 
-    def run(self, until=None):
+    def run(self, until: float | simpy.Event | None = None) -> object:
         """SimPy's ``run``; with no ``until`` (every run of a model), :meth:`step`'s work in one loop,
         a call a step less (one per event)."""
         if until is not None:
