@@ -142,33 +142,31 @@ class Dispatch:
     def _waits_of(self, task: Task, first: int, n: int):
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
         one wait state: all of them when their waits do not step, else each span of ready members
-        and each blocked member alone. (Taking a ready span at once is what taking its members one
-        by one does: nothing a take changes is read by the next one's wait check, so the spans
-        are listed before any is taken.)"""
+        and each blocked member alone, at its first wait not holding. (Taking a ready span at once
+        is what taking its members one by one does: nothing a take changes is read by the next
+        one's wait check, so the spans are listed before any is taken. A ring's copies are mostly
+        ready when taken: 688k members of a 2 x 8 ring attention run, none blocked.)"""
         if task.count == 1 or not task.step.waits:
             return ((first, n, self._blocking(task, first, 0)),)
-        spans = []
-        i, end = first, first + n
-        while i < end:
-            j = self._ready_until(task, i, end)
-            if j > i:
-                spans.append((i, j - i, READY))
-            if j < end:
-                spans.append((j, 1, self._blocking(task, j, 0)))
-            i = j + 1
-        return spans
-
-    def _ready_until(self, task: Task, i: int, end: int) -> int:
-        """The first member from ``i`` on (before ``end``) of a task whose waits step that has a
-        wait not yet holding, or ``end`` (a ring's copies are mostly ready when taken: 688k
-        members of a 2 x 8 ring attention run, none blocked)."""
         values = self.board.values
-        waits = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count) for w, dx in zip(task.waits, task.step.waits)]
-        for j in range(i, end):
-            for rank, name, index, dx, need in waits:
-                if values.get((rank, name, index + j * dx), 0) < need:
-                    return j
-        return end
+        waits = self._stepping.get(id(task))
+        if waits is None:  # (rank, name, member 0's index, index step, count) of each wait
+            waits = self._stepping[id(task)] = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count)
+                                                for w, dx in zip(task.waits, task.step.waits)]
+        spans = []
+        ready = first  # the first member of the ready span being listed
+        for i in range(first, first + n):
+            for w, (rank, name, index, dx, need) in enumerate(waits):
+                key = (rank, name, index + i * dx)
+                if values.get(key, 0) < need:
+                    if i > ready:
+                        spans.append((ready, i - ready, READY))
+                    spans.append((i, 1, (w, key, need)))
+                    ready = i + 1
+                    break
+        if ready < first + n:
+            spans.append((ready, first + n - ready, READY))
+        return spans
 
     def _ready_split(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
@@ -259,14 +257,12 @@ class Dispatch:
     def _joins(self, task: Task) -> bool:
         """Whether members of ``task`` may share a run: not under stress (each SM starts late by its
         own draw), not for puts (each is its own message), and not for a peer copy whose members
-        reach other ranks (each its own flow)."""
-        if task.count == 1 or self.stress > 0 or task.op is Op.PUT:
-            return False
-        if task.op not in NVLINK_OPS:
-            return True
+        reach other ranks (each its own flow). Kept by id: every task asked about is a queue entry,
+        which lives as long as the run."""
         ok = self._joins_cache.get(id(task))
         if ok is None:
-            ok = self._joins_cache[id(task)] = not any(r[0] for r in task.step.regions)
+            ok = self._joins_cache[id(task)] = (task.count > 1 and self.stress <= 0 and task.op is not Op.PUT and (
+                task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)))
         return ok
 
     def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
@@ -321,8 +317,14 @@ class Dispatch:
         self.blocked[id(run)] = run
 
     def _released(self, run: Run) -> None:
-        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now."""
-        self._later(0.0, self._resume, run)
+        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now
+        (:meth:`~mkernel.sim.engine.Model._later` with no delay, written out: a call a release less)."""
+        key = (id(run.lane), self._resume, self.env.now)
+        runs = self._timers.get(key)
+        if runs is None:
+            runs = self._timers[key] = []
+            self.env.call_later(0.0, self._due, key)
+        runs.append(run)
 
     def _resume(self, runs: list[Run]) -> None:
         """Blocked runs whose wait now holds (those of one lane released at one instant, in order):

@@ -106,6 +106,7 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
+        self._stepping: dict[int, list[tuple]] = {}  # stepping waits as key parts (Dispatch._waits_of), by id(entry)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
@@ -215,7 +216,7 @@ class Model(Dispatch):
         elif op is Op.NORM:
             self._later(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow, self._worked, run)
         elif op in NVLINK_OPS:
-            self._nvlink(run, task)
+            self._nvlink(run, task, slow)
         else:
             self._worked([run])
 
@@ -314,7 +315,7 @@ class Model(Dispatch):
         yield from self.net.send(task, sources)
         self._free([run])
 
-    def _nvlink(self, run: Run, task: Task) -> None:
+    def _nvlink(self, run: Run, task: Task, slow: float) -> None:
         """Local bytes stream while one weighted flow carries every peer transfer of the members;
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
@@ -327,7 +328,7 @@ class Model(Dispatch):
         run.paid, local_us, step_us, flows = plan
         tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
         merged = tail if self.quiet else 0.0
-        local_us = local_us * self.inject.slowdown(task.rank)
+        local_us = local_us * slow  # (an injected slowdown of the rank)
         start = self.env.now
         if flows is None:
             self._until((start + (local_us + step_us)) + merged, self._copied, run)
@@ -341,9 +342,8 @@ class Model(Dispatch):
 
     def _nv_shared(self, task: Task) -> tuple:
         """:meth:`_nv_plan` of ``task``, shared by every task it is the same function of."""
-        key = (task.op, task.rank, task.accumulate, len(task.index),
-               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads]),
-               tuple([(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.writes]))
+        key = (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),  # (then each region's)
+               *[(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads + task.writes])
         return self._nv_plans.get(key) or self._nv_plans.setdefault(key, self._nv_plan(task))
 
     def _nv_plan(self, task: Task) -> tuple:

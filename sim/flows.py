@@ -87,11 +87,11 @@ class Flow:
 
     def add(self, n: int) -> None:
         """``n`` more members (or fewer, for n < 0): ``count`` times the unit weight on every link."""
-        self.count += n
-        for link, w in self.unit.items():
-            old = link.flows.get(self, 0.0)
-            link.flows[self] = w * self.count
-            link.weight += w * self.count - old
+        before = self.count
+        self.count = after = before + n
+        for link, w in self.unit.items():  # (w * before is what the link holds for it, to the bit: 0.0 when new)
+            now = link.flows[self] = w * after
+            link.weight += now - w * before
 
 
 class FlowNet:

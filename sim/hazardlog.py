@@ -15,7 +15,7 @@ times); a run without hazards, the timing case, never replays.
 from __future__ import annotations
 
 from itertools import repeat
-from operator import attrgetter, is_, itemgetter
+from operator import attrgetter
 
 import numpy as np
 
@@ -58,13 +58,13 @@ class LoggedTracker(ArrivalTracker):
         """The log's calls as rows (entry, first member, members, time or LANDED): an entry by its
         position in the schedule, a plain member made by :meth:`member` as its entry's member (its
         id is its expanded id), members left unnumbered as all from ``first`` on."""
-        log, size = self._log, len(self._log)
-        tasks = list(map(itemgetter(0), log))
+        size = len(self._log)
+        tasks, first, n, times = zip(*self._log) if size else ((),) * 4  # (the log's columns, in one pass)
         p = np.fromiter(map(self._pos.get, map(id, tasks), repeat(-1)), np.int64, size)
-        first = np.fromiter(map(itemgetter(1), log), np.int64, size)
-        counts = list(map(itemgetter(2), log))
-        unset = np.fromiter(map(is_, counts, repeat(None)), bool, size)
-        n = np.where(unset, 0, np.array(counts, dtype=object)).astype(np.int64)
+        first = np.array(first, np.int64)
+        n = np.array(n, np.float64)  # (None, all from ``first`` on, reads as nan)
+        unset = np.isnan(n)
+        n = np.where(unset, 0.0, n).astype(np.int64)
         plain = np.flatnonzero(p < 0)
         if plain.size:
             uid0 = self.cells.uid0
@@ -74,7 +74,7 @@ class LoggedTracker(ArrivalTracker):
         n[unset] = (np.diff(self.cells.uid0)[p] - first)[unset]
         rows = np.empty((size, 4))
         rows[:, 0], rows[:, 1], rows[:, 2] = p, first, n
-        rows[:, 3] = np.fromiter(map(itemgetter(3), log), np.float64, size)
+        rows[:, 3] = times
         return rows
 
     def _short(self, log: np.ndarray) -> bool:
@@ -84,18 +84,20 @@ class LoggedTracker(ArrivalTracker):
         lands = log[:, 3] < 0
         c = self.cells
         cells, at = self._cells(log[lands], seq[lands], c.write)
-        keys = np.sort(self._wcell[cells].astype(np.int64) * span + at)
+        landed = self._wcell[cells]
+        keys = np.append(np.sort(landed.astype(np.int64) * span + at), np.iinfo(np.int64).max)  # (past every cell)
+        first = np.zeros(c.total + 1, np.int64)  # where each cell's landings start in ``keys``
+        np.cumsum(np.bincount(landed, minlength=c.total), out=first[1:])
         checks = ~lands
         idx, at = self._cells(log[checks], seq[checks], c.read)
-        cell = self._rcell[idx].astype(np.int64) * span
-        if (_arrived(keys, cell, at) < self._need[idx]).any():
+        if _fewer(keys, first, span, self._rcell[idx], self._need[idx], at):
             return True
         for rank, at, _ in self._ends:
             for b in self.schedule.buffers:
                 g = c.grid.get((b.name, rank))
                 if b.kind is BufferKind.OUTPUT and g is not None:
                     cell = np.arange(c.grid_base[g], c.grid_base[g + 1], dtype=np.int64)
-                    if (_arrived(keys, cell * span, at) < c.expected[cell]).any():
+                    if _fewer(keys, first, span, cell, c.expected[cell], at):
                         return True
         return False
 
@@ -127,6 +129,14 @@ class LoggedTracker(ArrivalTracker):
             live.check_outputs_landed(self, rank, now)
 
 
-def _arrived(keys: np.ndarray, cell: np.ndarray, at: np.ndarray | int) -> np.ndarray:
-    """Per cell (times the log's span), the landings on it logged before position ``at``."""
-    return np.searchsorted(keys, cell + at) - np.searchsorted(keys, cell)
+def _fewer(keys: np.ndarray, first: np.ndarray, span: int, cell: np.ndarray, need: np.ndarray,
+           at: np.ndarray | int) -> bool:
+    """Whether some cell of ``cell`` had fewer than its ``need`` landings logged before position ``at``.
+    ``keys``: each landing's cell times ``span`` plus its log position, sorted, then one past every
+    cell; ``first``: where each cell's landings start in it. A cell's landings are sorted by position,
+    so it had enough where its need-th one came before ``at`` (one look per cell, not two searches of
+    ``keys``): where it has fewer in all, the key looked at is a later cell's, or the last."""
+    cell = cell.astype(np.int64)
+    want = need > 0
+    nth = np.minimum(first[cell[want]] + need[want] - 1, len(keys) - 1)
+    return bool((keys[nth] >= cell[want] * span + np.broadcast_to(at, cell.shape)[want]).any())

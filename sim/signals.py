@@ -38,7 +38,10 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
             a, b = divmod(i, st.period)
             out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox) for rank, name, index, dk, dx, ok, ox in moves]
         return out, 1, 1
-    offsets = range(first, first + n) if not st.rotate else [t.offset(i) for i in range(first, first + n)]
+    offsets = range(first, first + n)
+    if st.rotate:  # (Task.offset: members from count - rotate on step back by count)
+        wrap, end = t.count - st.rotate, first + n
+        offsets = [*range(first, min(end, wrap)), *range(max(first, wrap) - t.count, end - t.count)]
     if len(signals) == 1:
         g, (dk, dx) = signals[0], st.signals[0]
         rank, name, index = g.rank, g.name, g.index
@@ -47,22 +50,15 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
 
 
-class _Call:
-    """``fn(arg)`` at a set time: what a Timeout with that one callback is to the event loop, without
-    the event (nothing waits on it, and it cannot fail)."""
-
-    __slots__ = ("fn", "arg")
-
-    def __init__(self, fn: Callable, arg) -> None:
-        self.fn, self.arg = fn, arg
-
-
 class CountingEnvironment(simpy.Environment):
     """A SimPy environment that counts the events it processes, schedules plain calls
     (:meth:`call_later`) and runs processes nothing waits on (:meth:`start`): most of a run's
     events are timers with one callback, and a Timeout's or a Process's objects cost about as much
-    as the work they trigger. ``now`` is a plain attribute, set where the time moves (SimPy's is a
-    property: a call at each of a run's 700k reads)."""
+    as the work they trigger. A plain call sits in the queue as the pair ``(fn, arg)`` where an
+    event would: what a Timeout with that one callback is to the loop, without the event (nothing
+    waits on it, and it cannot fail), and made without a Python-level ``__init__``. ``now`` is a
+    plain attribute, set where the time moves (SimPy's is a property: a call at each of a run's
+    700k reads)."""
 
     now = 0.0
 
@@ -75,14 +71,14 @@ class CountingEnvironment(simpy.Environment):
         """Call ``fn(arg)`` ``delay`` from now, in the order a Timeout made now would fire."""
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
-        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), _Call(fn, arg)))
+        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), (fn, arg)))
 
     def call_at(self, when: float, fn: Callable, arg=None) -> None:
         """Call ``fn(arg)`` at time ``when`` (not before now): the time itself, not now plus a delay,
         whose float sum could round off it."""
         if when < self._now:
             raise ValueError(f"{when} is in the past (now {self._now})")
-        heappush(self._queue, (when, NORMAL, next(self._eid), _Call(fn, arg)))
+        heappush(self._queue, (when, NORMAL, next(self._eid), (fn, arg)))
 
     def due_now(self) -> bool:
         """Whether an event is due at this instant, besides the one being processed."""
@@ -93,7 +89,7 @@ class CountingEnvironment(simpy.Environment):
         events), less the Process event that nothing here waits on: ``yield`` a number to wait that
         many us (timed as a Timeout made there would be), or an event to wait until it is processed
         (its value is sent back, a failure thrown in)."""
-        heappush(self._queue, (self._now, URGENT, next(self._eid), _Call(self._resume, (gen, None))))
+        heappush(self._queue, (self._now, URGENT, next(self._eid), (self._resume, (gen, None))))
 
     def _resume(self, state: tuple) -> None:
         gen, event = state
@@ -119,6 +115,23 @@ class CountingEnvironment(simpy.Environment):
     def _resumed(self, gen: Generator, event) -> None:
         self._resume((gen, event))
 
+    def run(self, until: float | simpy.Event | None = None) -> object:
+        """SimPy's ``run``; with no ``until`` (every run of a model), :meth:`step`'s work in one loop,
+        a call a step less (one per event)."""
+        if until is not None:
+            return super().run(until)
+        queue = self._queue
+        while queue:
+            self.events += 1
+            when, _, _, event = heappop(queue)
+            self.now = self._now = when
+            if event.__class__ is tuple:
+                event[0](event[1])
+            else:
+                self._process(event)
+        self.events += 1  # (as the step that finds the queue empty counts itself)
+        return None
+
     def step(self) -> None:
         self.events += 1
         try:
@@ -126,9 +139,13 @@ class CountingEnvironment(simpy.Environment):
         except IndexError:
             raise EmptySchedule from None
         self._now = self.now
-        if event.__class__ is _Call:
-            event.fn(event.arg)
+        if event.__class__ is tuple:
+            event[0](event[1])
             return
+        self._process(event)
+
+    def _process(self, event) -> None:
+        """An event's callbacks, as SimPy's ``step`` calls them."""
         callbacks, event.callbacks = event.callbacks, None
         try:
             for callback in callbacks:
@@ -185,11 +202,12 @@ class SignalBoard:
                 times *= repeat
             else:
                 keys = keys * repeat
+        waiting_on = waiters.get  # (not waiters[key]: a defaultdict would add the key)
         for key in keys:
             value = values[key] = get(key, 0) + times
-            if key not in waiters:
+            waiting = waiting_on(key)
+            if waiting is None:
                 continue
-            waiting = waiters[key]
             if len(waiting) == 1:  # the common case: one waiter
                 if waiting[0][0] <= value:
                     del waiters[key]

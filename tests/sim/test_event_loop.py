@@ -1,0 +1,77 @@
+"""CountingEnvironment.run: its own loop (no step call per event) does what SimPy's loop of
+``step()`` does: the same calls, at the same times, in the same order, the same failures, and the
+same event count (SimPy's loop counts the step that finds the queue empty)."""
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from mkernel.sim.signals import CountingEnvironment
+
+
+def _scene(env: CountingEnvironment, log: list) -> None:
+    """Plain calls, Timeouts with callbacks, processes waiting on numbers and events (pending,
+    processed, failed and defused), ties at one instant of every priority."""
+    def note(name):
+        return lambda _arg: log.append((env.now, name))
+
+    gate = env.event()
+
+    def waiter(name, delay):
+        yield delay
+        log.append((env.now, name + " woke"))
+        value = yield gate
+        log.append((env.now, f"{name} passed {value}"))
+        try:
+            yield bad
+        except ValueError as exc:
+            log.append((env.now, f"{name} caught {exc}"))
+        yield 0.0
+        log.append((env.now, name + " done"))
+
+    bad = env.event()
+    for i in range(3):
+        env.call_later(1.0, note(f"call {i}"))
+        env.timeout(1.0).callbacks.append(note(f"timeout {i}"))
+        env.start(waiter(f"w{i}", 0.5 * i))
+    env.call_at(2.0, lambda _a: gate.succeed("open"))
+    env.call_at(2.0, lambda _a: env.call_later(0.0, note("nested")))
+    env.call_at(3.0, lambda _a: bad.fail(ValueError("late")))
+    env.call_at(3.0, lambda _a: env.call_at(3.0, note("same instant")))
+
+
+def _by_steps(env: CountingEnvironment) -> None:
+    simpy.Environment.run(env)  # SimPy's loop: env.step() until the queue is empty
+
+
+def test_the_loop_makes_the_calls_of_simpy_steps():
+    logs, counts = [], []
+    for run in (CountingEnvironment.run, _by_steps):
+        env, log = CountingEnvironment(), []
+        _scene(env, log)
+        run(env)
+        logs.append(log)
+        counts.append((env.events, env.now))
+    assert logs[0] == logs[1] and len(logs[0]) == 20
+    assert counts[0] == counts[1] == (24, 3.0)
+
+
+def test_a_failure_nothing_defuses_ends_both_loops_alike():
+    outcomes = []
+    for run in (CountingEnvironment.run, _by_steps):
+        env, log = CountingEnvironment(), []
+        env.call_later(1.0, lambda _a: log.append(env.now))
+        env.call_later(2.0, lambda _a: env.event().fail(KeyError("lost")))
+        env.call_later(3.0, lambda _a: log.append(env.now))
+        with pytest.raises(KeyError, match="lost"):
+            run(env)
+        outcomes.append((log, env.events, env.now))
+    assert outcomes[0] == outcomes[1] == ([1.0], 3, 2.0)
+
+
+def test_until_is_simpys():
+    env, log = CountingEnvironment(), []
+    for t in (1.0, 2.0, 3.0):
+        env.call_at(t, lambda _a: log.append(env.now))
+    env.run(until=2.5)
+    assert log == [1.0, 2.0] and env.now == 2.5
