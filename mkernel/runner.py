@@ -36,8 +36,21 @@ def build(scenario: Scenario, folded: bool = False, grouped: bool = False,
     the fused one, or the baseline where ``Workload.schedule`` (``auto``:
     :func:`mkernel.builders._auto.choose`, by simulating both where the simulator is installed, with
     ``seed``) says so; :func:`chosen` tells which."""
-    fused, baseline, _, _, _ = _build(scenario, folded, grouped, force, timing, seed, local=local)
-    return fused, baseline
+    built = _build(scenario, folded, grouped, force, timing, seed, local=local)
+    return built.fused, built.baseline
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Built:
+    """What :func:`_build` hands a run: the pair :func:`build` returns, the simulated runs ``auto``
+    decided by (by variant; empty where none ran), the scenario with ``auto``'s inter-node algorithm
+    named, and the two schedules' region tables as their ``validate()`` returned them."""
+
+    fused: Schedule
+    baseline: Schedule
+    decided: dict[str, RunStats]
+    scenario: Scenario
+    regions: tuple
 
 
 class _Simulated:
@@ -77,11 +90,11 @@ def _simulator(w, c, seed: int, collapse: bool, progress, hazards: bool | None) 
 
 def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing: bool, seed: int,
            collapse: bool = True, progress=None, local: bool = False,
-           hazards: bool | None = None) -> tuple[Schedule, Schedule, dict[str, RunStats], Scenario, tuple]:
-    """:func:`build`, the simulated runs ``auto`` decided by, by variant (empty where none ran): run as
-    a sim run with ``collapse``, ``progress`` and ``hazards`` would run them, the scenario whose
-    workload names the inter-node algorithm ``auto`` chose (:func:`mkernel.builders._auto.choose_internode`),
-    and the two schedules' region tables as their ``validate()`` returned them (a backend's ``regions``)."""
+           hazards: bool | None = None) -> _Built:
+    """:func:`build`, with what a run needs beside it (:class:`_Built`): ``auto``'s simulated runs are
+    run as a sim run with ``collapse``, ``progress`` and ``hazards`` would run them, its inter-node
+    algorithm chosen by :func:`mkernel.builders._auto.choose_internode`, and the region tables are a
+    backend's ``regions``."""
     module, w, c = builders.get(scenario.workload.kernel), scenario.workload, scenario.cluster
     span = c.fold_nodes
     foldable = span if 0 < span < c.nodes and builders.node_symmetric(w, c) else 0
@@ -113,7 +126,7 @@ def _build(scenario: Scenario, folded: bool, grouped: bool, force: bool, timing:
     if auto.choose(w, c, fused, baseline, simulated) == "baseline":
         fused = baseline
     regions = tuple(next(t for x, t in tables if x is s) for s in (fused, baseline))
-    return fused, baseline, {} if simulated is None else simulated.runs(fused, baseline), scenario, regions
+    return _Built(fused, baseline, {} if simulated is None else simulated.runs(fused, baseline), scenario, regions)
 
 
 def chosen(fused: Schedule, baseline: Schedule) -> str:
@@ -165,13 +178,14 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
     if progress is not None:
         progress("build", 0, 0)
     quiet = caps.collapses and collapse and not (data or trace or faults)  # a collapsed timing run
-    fused, baseline, decided, scenario, regions = _build(
+    built = _build(
         scenario, quiet, caps.grouped, force, caps.models_library and not data, seed, collapse or not caps.collapses,
         progress if caps.predicts else None, local=quiet and not adaptive and engine.folds_locals(c), hazards=hazards)
+    fused, baseline, scenario, regions = built.fused, built.baseline, built.scenario, built.regions
     w = scenario.workload  # auto's inter-node algorithm named
     # auto's simulated runs are this run's where it is the same timing run: take them, simulate nothing twice
     same = caps.predicts and not (data or trace or faults or adaptive)
-    reuse = decided if same else {}
+    reuse = built.decided if same else {}
     reason = engine.supports(fused, c)
     if reason:
         raise BackendUnavailable(f"backend {backend!r} cannot run {w.kernel}: {reason}")
