@@ -1,6 +1,9 @@
 # Sourced by the device-call scripts in tools/: the no-multicast environment, $OUT, and an offline
 # install (carried wheels from .whl/ into /tmp/site, then this checkout in editable mode), libfabric's
 # headers from a carried .deb, gpu_step (a bounded pytest step with one summary line) and node_reduce_runs.
+# The wheels to carry (fetch them here with `pip download --no-deps -d .whl NAME==VERSION`): simpy 4.1.2 (the simulator,
+# for tests that compare against it) and pytest-xdist 3.8.0 + execnet 2.1.1 (world-1 GPU tests run `-n 8`: compiling
+# each case's kernel, not the GPU, bounds a serial run).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 OUT=${OUT:-/tmp/mkernel-out}; mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
