@@ -338,8 +338,10 @@ def _nvls(coll: str, nbytes: float, f: Fabric, algo: str) -> float:
 
 def _p2p_chunk(peer_bytes: float, f: Fabric) -> float:
     """The network chunk NCCL cuts one peer's message into (``addP2pToPlan``, src/enqueue.cc): the P2P
-    net chunk, a quarter of it for a message under one chunk, half for one under eight."""
-    step = PLATFORMS[f.platform].p2p_net_chunk
+    net chunk, a quarter of it for a message under one chunk, half for one under eight. The chunk is
+    at most one step of the Simple buffer (src/init.cc: a P2P chunk is no larger than a collective's)."""
+    pf = PLATFORMS[f.platform]
+    step = min(pf.p2p_net_chunk, pf.simple_buffer // NCCL_STEPS)
     return step / 4 if peer_bytes < step else step / 2 if peer_bytes < 8 * step else step
 
 
