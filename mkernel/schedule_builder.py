@@ -197,16 +197,10 @@ class ScheduleBuilder:
         A name's bumps are counted when first asked, and then only those of the tasks added since:
         builders ask about a few names (a drain's), and counting every task's bumps as it was added
         cost a fifth of a large build."""
-        name, bumps, tasks, key = signal.name, self.bumps, self.tasks, self._key
+        name, bumps, tasks = signal.name, self.bumps, self.tasks
         for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
             for g in task.signals:
                 if g.name == name:
-                    if _still(task, name):  # (bump_keys' fixed keys, without listing the others)
-                        for h in task.signals:
-                            if h.name == name:
-                                k = key(h.rank, name, h.index)
-                                bumps[k] = bumps.get(k, 0) + task.count
-                        break
                     fixed, moving = bump_keys(task, home=self._home)
                     for key, times in fixed:
                         if key[1] == name:
@@ -222,12 +216,3 @@ class ScheduleBuilder:
                         flops_per_gpu, self.first_nodes, tuple(self.elided),
                         self.gpus_per_node if self.local_fold else 0)
 
-
-def _still(task: Task, name: str) -> bool:
-    """Whether no signal of ``task`` named ``name`` steps between its members (each is then bumped
-    ``count`` times at member 0's key, as :func:`~mkernel.ir.bump_keys` counts it)."""
-    st = task.step if task.count > 1 else None
-    if st is None or not st.signals:
-        return True
-    outer = st.outer if st.period else ((0, 0),) * len(task.signals)
-    return not any(g.name == name and (any(s) or any(o)) for g, s, o in zip(task.signals, st.signals, outer))

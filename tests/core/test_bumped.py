@@ -1,8 +1,6 @@
 """``ScheduleBuilder.bumped`` (what a drain's wait expects) against every task's own bump keys.
 
-``bumped`` counts a signal that does not step between a group's members as ``count`` bumps of
-member 0's key, without listing the group's keys (:func:`mkernel.ir.bump_keys` lists them), and
-takes the rest through ``bump_keys``. The oracle is one Counter of ``bump_keys`` over every task of
+``bumped`` counts a name's bumps lazily, from where it last stopped. The oracle is one Counter of ``bump_keys`` over every task of
 finished builds (grouped: signals fixed, stepping, cycling; folded to their first nodes and to
 local rank 0, where bumps count at home ranks): ``bumped`` must give it for every key, asked in
 any order, and in a builder that asks before every task is in.
@@ -14,7 +12,7 @@ from collections import Counter
 import pytest
 
 from mkernel import Cluster, Workload, builders
-from mkernel.ir import Signal, bump_keys
+from mkernel.ir import Op, Role, Signal, Step, Task, bump_keys
 from mkernel.schedule_builder import ScheduleBuilder
 
 W = Workload(m=512, n=1024, k=64, chunk_tiles=2)
@@ -45,3 +43,15 @@ def test_bumped_counts_what_bump_keys_lists(kernel, c, kw):
     sb.tasks += s.tasks[half:]
     for (rank, name, index), times in sorted(want.items(), key=repr, reverse=True):
         assert sb.bumped(Signal(rank, name, index)) == times, (rank, name, index)
+
+
+def test_a_name_bumped_by_a_stepping_group_and_by_plain_tasks_counts_both():
+    """One name bumped by a group whose member steps its index (beside a signal that stays) and by a
+    plain task after it: asked once, every key counts as bump_keys lists it."""
+    sb = ScheduleBuilder("k", "v", 2, 2, 4)
+    sb.tasks += [Task(0, 0, Role.COMPUTE, Op.GEMM, signals=(Signal(0, "y", 0), Signal(0, "x", 0)), count=2,
+                      step=Step(signals=((0, 0), (0, 1)))),
+                 Task(1, 0, Role.COMPUTE, Op.GEMM, signals=(Signal(0, "x", 5),)),
+                 Task(2, 1, Role.COMPUTE, Op.GEMM, signals=(Signal(0, "x", 1),), count=3, step=Step())]
+    assert [sb.bumped(Signal(0, "x", i)) for i in (0, 1, 5)] == [1, 4, 1]
+    assert sb.bumped(Signal(0, "y", 0)) == 2
