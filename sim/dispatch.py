@@ -317,14 +317,8 @@ class Dispatch:
         self.blocked[id(run)] = run
 
     def _released(self, run: Run) -> None:
-        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now
-        (:meth:`~mkernel.sim.engine.Model._later` with no delay, written out: a call a release less)."""
-        key = (id(run.lane), self._resume, self.env.now)
-        runs = self._timers.get(key)
-        if runs is None:
-            runs = self._timers[key] = []
-            self.env.call_later(0.0, self._due, key)
-        runs.append(run)
+        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now."""
+        self._later(0.0, self._resume, run)
 
     def _resume(self, runs: list[Run]) -> None:
         """Blocked runs whose wait now holds (those of one lane released at one instant, in order):
