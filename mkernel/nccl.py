@@ -80,7 +80,6 @@ class Terms:
     net_efficiency: float = 0.9  # a ring's Simple rate over the node's NICs / their line rate
     net_message_us: float = 0.0  # per network message (one slice), the proxy's serial cost beyond its bytes
     net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (a ring: once, and once for the slot's credit)
-    ring_step_us: float = 0.0  # what-if: a multi-node ring step floor (us); 0: NCCL getNetOverhead (1 Intel, 2 AMD)
     a2a_efficiency: float = 0.9  # alltoall's rate over one GPU's own NICs / their line rate
     a2a_base_us: float = 0.0  # alltoall: the fixed cost of a call on top of NCCL's (its rounds' set-up)
     a2a_peer_us: float = 1.0  # alltoall: per remote peer, the cost of its exchange round
@@ -225,7 +224,7 @@ def _ring(coll: str, nbytes: float, f: Fabric, proto: str) -> float:
     nvl = min(f.nvlink_gb_per_s * PAYLOAD[proto], nvl_cap) * 1e3 / nch
     lat_nvl = tuner.NVLINK_HOP_US["ring"][p]
     if f.nodes > 1:  # every ring step launches a network operation somewhere (tuning.cc getNetOverhead)
-        overhead = t.ring_step_us or (2.0 if f.cpu == "amd" else 1.0)
+        overhead = 2.0 if f.cpu == "amd" else 1.0
         lat_nvl = max(lat_nvl, overhead * (3 if proto == "Simple" else 1))
         net = min(_node_net(f, t) * PAYLOAD[proto], cap) * 1e3 / nch
         # a network hop's latency, once: Hopper needs no GPU-Direct flush (paths.cc ncclTopoNeedFlush; aws-ofi-nccl

@@ -111,7 +111,7 @@ def summary(curves: list[Curve], terms: dict[str, nccl.Terms] | None = None) -> 
 
 
 # Each term's search range, searched on a linear grid.
-FIT_RANGES = {"net_efficiency": (0.5, 1.0), "net_message_us": (0.0, 20.0), "net_hop_us": (0.0, 100.0), "ring_step_us": (0.0, 16.0), "a2a_efficiency": (0.5, 1.0),
+FIT_RANGES = {"net_efficiency": (0.5, 1.0), "net_message_us": (0.0, 20.0), "net_hop_us": (0.0, 100.0), "a2a_efficiency": (0.5, 1.0),
               "a2a_base_us": (0.0, 400.0), "a2a_peer_us": (0.0, 20.0), "a2a_message_us": (0.0, 8.0),
               "nvls_efficiency": (0.4, 1.0), "nvls_hop_us": (5.0, 120.0)}
 FIT_TERMS = {"ib": ("net_efficiency", "a2a_efficiency"),  # IB: peaks only; latencies stay NCCL's
