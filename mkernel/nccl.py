@@ -104,7 +104,8 @@ class Fabric:
     """What the model needs of a cluster. ``nvlink_gb_per_s``: one GPU's NVLink rate each way as
     NCCL's copies reach it (370 on an H100 or H200, nccl-tests#212; 368 measured on ours);
     ``nic_gb_per_s``: one GPU's NICs together, line rate each way; ``platform``: a key of
-    :data:`PLATFORMS` (AWS instance family, or "" for NCCL's defaults)."""
+    :data:`PLATFORMS` (AWS instance family, or "" for NCCL's defaults); ``ll128``: whether NCCL may run
+    LL128 (on Hopper it does not where a GPU reaches its NIC beyond PXN, ``tuning.cc``)."""
 
     nodes: int
     gpus_per_node: int
@@ -116,6 +117,7 @@ class Fabric:
     nodes_per_leaf: int = 0  # > 0: leaf groups of this many nodes behind a spine (mkernel.cluster.FabricSpec)
     oversubscription: float = 1.0  # the spine carries a group's NIC rate / this
     platform: str = ""
+    ll128: bool = True
 
     def spine_share(self, crossing: float) -> float:
         """What the spine leaves of a NIC's rate when ``crossing`` of its traffic leaves the leaf
