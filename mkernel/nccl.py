@@ -301,7 +301,8 @@ def _tree(nbytes: float, f: Fabric, proto: str) -> float:
     latency along the path plus the bytes at the tree's rate: each GPU of a chain sends the buffer
     up and down, a node sends it once each way on 2 nodes and twice beyond, each chunk a network
     message that pays ``net_message_us``; NCCL's per-channel tree ceilings and its mid-size
-    correction apply, and on LL / LL128 the broadcast's share of the channel's warps."""
+    correction apply, and on LL / LL128 the broadcast's share of the channel's warps. Beyond 2 nodes
+    each level with two children adds a chunk's transfer each way to the path."""
     g, nodes, t = f.gpus_per_node, f.nodes, f.t()
     p = PROTOCOLS.index(proto)
     more = 0 if nodes <= 2 else 1
@@ -318,7 +319,12 @@ def _tree(nbytes: float, f: Fabric, proto: str) -> float:
     rate = min(nvl, net, cap) * tuner.tree_correction(proto, nbytes)
     lat_net = (tuner.NET_HOP_US["tree"][p] + t.net_hop_us * (2 if proto == "Simple" else 1)
                + t.net_message_us)
-    path = 2 * (g - 1) * tuner.NVLINK_HOP_US["tree"][p] + 2 * max(1, math.ceil(math.log2(nodes))) * lat_net
+    levels = max(1, math.ceil(math.log2(nodes)))
+    # below the root's one child every node of NCCL's binary tree has two children on the channel's NIC
+    # (trees.cc ncclGetBtree): the second child's chunk lands a chunk's transfer after the first going up,
+    # and leaves one after it coming down
+    fan_in = 2 * (levels - 1) * chunk / (_node_net(f, t) * PAYLOAD[proto] * 1e3 / channels(f))
+    path = 2 * (g - 1) * tuner.NVLINK_HOP_US["tree"][p] + 2 * levels * lat_net + fan_in
     return tuner.BASE_US["tree"][p] + path + nbytes / (rate * 1e3)
 
 
