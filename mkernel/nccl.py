@@ -104,7 +104,8 @@ class Fabric:
     """What the model needs of a cluster. ``nvlink_gb_per_s``: one GPU's NVLink rate each way as
     NCCL's copies reach it (370 on an H100 or H200, nccl-tests#212; 368 measured on ours);
     ``nic_gb_per_s``: one GPU's NICs together, line rate each way; ``platform``: a key of
-    :data:`PLATFORMS` (AWS instance family, or "" for NCCL's defaults)."""
+    :data:`PLATFORMS` (AWS instance family, or "" for NCCL's defaults); ``ll128``: whether NCCL may run
+    LL128 (on Hopper it does not where a GPU reaches its NIC beyond PXN, ``tuning.cc``)."""
 
     nodes: int
     gpus_per_node: int
@@ -116,6 +117,7 @@ class Fabric:
     nodes_per_leaf: int = 0  # > 0: leaf groups of this many nodes behind a spine (mkernel.cluster.FabricSpec)
     oversubscription: float = 1.0  # the spine carries a group's NIC rate / this
     platform: str = ""
+    ll128: bool = True
 
     def spine_share(self, crossing: float) -> float:
         """What the spine leaves of a NIC's rate when ``crossing`` of its traffic leaves the leaf
@@ -299,7 +301,8 @@ def _tree(nbytes: float, f: Fabric, proto: str) -> float:
     latency along the path plus the bytes at the tree's rate: each GPU of a chain sends the buffer
     up and down, a node sends it once each way on 2 nodes and twice beyond, each chunk a network
     message that pays ``net_message_us``; NCCL's per-channel tree ceilings and its mid-size
-    correction apply, and on LL / LL128 the broadcast's share of the channel's warps."""
+    correction apply, and on LL / LL128 the broadcast's share of the channel's warps. Beyond 2 nodes
+    each level with two children adds a chunk's transfer each way to the path."""
     g, nodes, t = f.gpus_per_node, f.nodes, f.t()
     p = PROTOCOLS.index(proto)
     more = 0 if nodes <= 2 else 1
@@ -316,7 +319,12 @@ def _tree(nbytes: float, f: Fabric, proto: str) -> float:
     rate = min(nvl, net, cap) * tuner.tree_correction(proto, nbytes)
     lat_net = (tuner.NET_HOP_US["tree"][p] + t.net_hop_us * (2 if proto == "Simple" else 1)
                + t.net_message_us)
-    path = 2 * (g - 1) * tuner.NVLINK_HOP_US["tree"][p] + 2 * max(1, math.ceil(math.log2(nodes))) * lat_net
+    levels = max(1, math.ceil(math.log2(nodes)))
+    # below the root's one child every node of NCCL's binary tree has two children on the channel's NIC
+    # (trees.cc ncclGetBtree): the second child's chunk lands a chunk's transfer after the first going up,
+    # and leaves one after it coming down
+    fan_in = 2 * (levels - 1) * chunk / (_node_net(f, t) * PAYLOAD[proto] * 1e3 / channels(f))
+    path = 2 * (g - 1) * tuner.NVLINK_HOP_US["tree"][p] + 2 * levels * lat_net + fan_in
     return tuner.BASE_US["tree"][p] + path + nbytes / (rate * 1e3)
 
 

@@ -66,10 +66,12 @@ def ll_max_bus(f) -> float:
 
 
 def candidates(coll: str, f) -> list[tuple[str, str]]:
-    """The (algorithm, protocol) pairs NCCL may use for ``coll`` on ``f`` (NVLS only where allowed)."""
-    out = [("ring", p) for p in PROTOCOLS]
+    """The (algorithm, protocol) pairs NCCL may use for ``coll`` on ``f`` (NVLS only where allowed,
+    LL128 only where the fabric enables it)."""
+    protocols = [p for p in PROTOCOLS if f.ll128 or p != "LL128"]
+    out = [("ring", p) for p in protocols]
     if coll == "all_reduce" and f.nodes > 1:
-        out += [("tree", p) for p in PROTOCOLS]
+        out += [("tree", p) for p in protocols]
     if coll == "all_reduce" and f.nvls:
         out.append(("nvls_tree" if f.nodes > 1 else "nvls", "Simple"))
     return out

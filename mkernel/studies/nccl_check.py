@@ -39,10 +39,12 @@ class Curve:
     source: str
     quote: str
     points: tuple[tuple[int, int, float], ...]
+    ll128: bool = True  # False where the run shows NCCL without LL128 (the curve's note says why)
 
     def fabric(self, nodes: int, terms: nccl.Terms | None = None) -> nccl.Fabric:
         nvl, nic, network, platform = MACHINES[self.machine]
-        return nccl.Fabric(nodes, self.gpus_per_node, nvl, nic, network, self.nvls, terms, platform=platform)
+        return nccl.Fabric(nodes, self.gpus_per_node, nvl, nic, network, self.nvls, terms, platform=platform,
+                           ll128=self.ll128)
 
     def network(self, nodes: int) -> str:
         """The key of :data:`mkernel.nccl.TERMS` that a point on ``nodes`` nodes uses."""
@@ -61,7 +63,7 @@ def load(path=None) -> list[Curve]:
         else:
             points = tuple((int(c["nodes"]), int(p[0]), float(p[1])) for p in pts)
         curves.append(Curve(c["id"], c["coll"], c["machine"], c["gpus_per_node"], c["nvls"], c["fit"],
-                            c["source"], c["quote"], points))
+                            c["source"], c["quote"], points, c.get("ll128", True)))
     return curves
 
 

@@ -153,7 +153,8 @@ def test_a_tree_broadcasts_down_on_30_percent_of_its_channels_warps(monkeypatch)
     channel ceiling: 0.3 x 8 x 36.7 = 88 GB/s of algbw for LL128 on Hopper, below NCCL's own tree
     ceiling (8 x 29 / 2 = 116 beyond 2 nodes). p5-ar-scale's tree LL128 points at 16 and 32 nodes,
     128-256 MiB (the region tuner's pick), measure 129, 148, 116, 138 GB/s of busbw: with the split
-    the model is within 14%; at NCCL's ceiling alone it is 31-40% fast."""
+    the model is within 14%; at NCCL's ceiling alone it is 27-33% fast (31-40% before the tree's
+    fan-in, docs/results/2026-12-05-nccl-6.md)."""
     assert nccl.TREE_BCAST_SHARE == pytest.approx(192 / 640)  # 640 LL128 threads, 448 (14 warps) reduce
     points = ((16, 128, 129.20), (16, 256, 148.11), (32, 128, 115.78), (32, 256, 137.99))
 
@@ -163,4 +164,58 @@ def test_a_tree_broadcasts_down_on_30_percent_of_its_channels_warps(monkeypatch)
     assert all(nccl.estimate("all_reduce", s * MiB, p5(n, nvls=True)).algo == "tree" for n, s, _ in points)
     assert max(abs(e) for e in errors()) < 0.14
     monkeypatch.setattr(nccl, "TREE_BCAST_SHARE", 1.0)
-    assert min(errors()) > 0.3
+    assert min(errors()) > 0.25
+
+
+def test_a_deep_tree_pays_a_chunk_each_way_at_every_level_with_two_children():
+    """NCCL's binary tree over nodes gives its root one child and every node below it two, on the
+    channel's NIC (src/graph/trees.cc ncclGetBtree): going up the second child's chunk lands a
+    chunk's transfer after the first, coming down it leaves one after, so each level below the root's
+    child adds a chunk each way; a 2-node tree has none. p5-ar-scale's tree LL128 points at 4-32 nodes
+    (held out) were all model-fast (+2% to +17%, mean 8.3%); with the fan-in every one moves toward
+    the data (mean 5.9%, worst +14.8%) and the 2-node curve does not move."""
+    curve = next(c for c in nccl_check.load() if c.id == "p5-ar-scale")
+    tree = [p for p in nccl_check.point_errors(curve) if p.algo == "tree"]
+    assert len(tree) == 11 and {p.proto for p in tree} == {"LL128"} and min(p.nodes for p in tree) == 4
+    assert sum(abs(p.error) for p in tree) / len(tree) < 0.07
+    assert max(abs(p.error) for p in tree) < 0.15
+    two = nccl.estimate_algo("all_reduce", 8 * MiB, p5(2, nvls=True), "tree", "LL128").time_us
+    four = nccl.estimate_algo("all_reduce", 8 * MiB, p5(4, nvls=True), "tree", "LL128").time_us
+    chunk = nccl._tree_chunk(8 * MiB, p5(4), "LL128")
+    per_channel = p5(4).nic_gb_per_s * 8 * nccl.TERMS["efa"].net_efficiency * nccl.PAYLOAD["LL128"] / nccl.channels(p5(4))
+    # 2 -> 4 nodes: one more network hop each way, one fan-in each way, and half the tree's node rate
+    assert four - two > 2 * chunk / (per_channel * 1e3)
+
+
+def test_without_ll128_nccl_leaves_ll_for_simple_where_the_ib_all_gather_jumps():
+    """NCCL enables LL128 on Hopper only where a GPU reaches its NIC within PXN (tuning.cc). The 4-node
+    IB all_gather of ib-ag-4n takes 111 us at 2 MiB and 193 us at 4 MiB; NCCL's table without LL128
+    leaves LL for Simple there, and the model's Simple ring is within 20% of the 4-16 MiB points where
+    its LL128 ring is over twice as fast: that run had no LL128 (the curve says ll128 = false)."""
+    curve = next(c for c in nccl_check.load() if c.id == "ib-ag-4n")
+    assert not curve.ll128
+    without, with_ll128 = curve.fabric(4), dataclasses.replace(curve.fabric(4), ll128=True)
+    assert nccl_tuner.choose("all_gather", 2 * MiB, without) == ("ring", "LL")
+    assert nccl_tuner.choose("all_gather", 4 * MiB, without) == ("ring", "Simple")
+    assert nccl_tuner.choose("all_gather", 4 * MiB, with_ll128) == ("ring", "LL128")
+    for _, size, measured in curve.points:
+        if 4 * MiB <= size <= 16 * MiB:
+            assert nccl.estimate("all_gather", size, without).busbw_gb_per_s / measured - 1 == pytest.approx(0, abs=0.2)
+            assert nccl.estimate("all_gather", size, with_ll128).busbw_gb_per_s > 2 * measured
+
+
+def test_the_ib_simple_ring_stays_latency_bound_as_the_4_node_curve_does():
+    """The IB Simple ring's network hop is NCCL's tuning latency (14 us), once and once more for the
+    slot's credit. ib-ag-4n (Simple from 4 MiB) checks it: at 4-16 MiB the ring is within 20%, and at
+    128 MiB, where the model's IB all_gather with LL128 dips to Simple, the measured Simple ring is at
+    173 GB/s, below the model's 203: the dip is the data's. With a wire-like 5 us hop the 4-16 MiB
+    points are 40-47% fast and 128 MiB 82%."""
+    curve = next(c for c in nccl_check.load() if c.id == "ib-ag-4n")
+    f = curve.fabric(4)
+    points = {size: measured for _, size, measured in curve.points}
+    short = nccl.with_terms(f, net_hop_us=5.0 - nccl_tuner.NET_HOP_US["ring"][2])
+    for size in (4 * MiB, 8 * MiB, 16 * MiB):
+        assert nccl.estimate("all_gather", size, f).busbw_gb_per_s / points[size] - 1 == pytest.approx(0, abs=0.2)
+        assert nccl.estimate("all_gather", size, short).busbw_gb_per_s / points[size] - 1 > 0.35
+    at128 = nccl.estimate("all_gather", 128 * MiB, f).busbw_gb_per_s
+    assert points[128 * MiB] < at128 < 1.2 * points[128 * MiB]
