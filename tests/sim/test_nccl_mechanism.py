@@ -219,3 +219,30 @@ def test_the_ib_simple_ring_stays_latency_bound_as_the_4_node_curve_does():
         assert nccl.estimate("all_gather", size, short).busbw_gb_per_s / points[size] - 1 > 0.35
     at128 = nccl.estimate("all_gather", 128 * MiB, f).busbw_gb_per_s
     assert points[128 * MiB] < at128 < 1.2 * points[128 * MiB]
+
+
+def test_the_efa_simple_ring_is_checked_at_one_mib_a_channel_and_extrapolated_below():
+    """The p5 all_gather curves' first Simple point, 1 MiB a channel (256 MiB on 2 nodes, 512 on 4,
+    1 GiB on 8), is where the EFA Simple ring's slot round trip shows most; the model is within 5%
+    there. p5en's NCCL (aws-ofi-nccl's 35 us) leaves LL128 at 96 MiB on 2 nodes, 384 KiB a channel,
+    below every Simple share a p5 curve measured: the p5en cliff at 96-192 MiB is an extrapolation
+    (docs/results/2026-12-05-efa-small-m.md)."""
+    curves = [c for c in nccl_check.load() if c.machine == "p5" and c.coll != "alltoall"]
+    ag = next(c for c in curves if c.id == "p5-ag-scale")
+    measured = {(n, b): bw for n, b, bw in ag.points}
+    for nodes, size in ((2, 256), (4, 512), (8, 1024)):
+        f = ag.fabric(nodes)
+        e = nccl.estimate("all_gather", size * MiB, f)
+        assert (e.algo, e.proto) == ("ring", "Simple") and size * MiB == f.world * nccl.channels(f) * MiB
+        assert abs(e.busbw_gb_per_s / measured[(nodes, size * MiB)] - 1) < 0.05, nodes
+    shares = []
+    for c in curves:
+        for n, b, _ in c.points:
+            e = nccl.estimate(c.coll, b, c.fabric(n)) if n > 1 else None
+            if e and (e.algo, e.proto) == ("ring", "Simple"):
+                shares.append(b / (c.fabric(n).world * nccl.channels(c.fabric(n))))
+    assert min(shares) == MiB
+    en = nccl.Fabric(2, 8, 368.5, 50.0, "efa", platform="p5en")
+    assert nccl_tuner.choose("all_gather", 64 * MiB, en) == ("ring", "LL128")
+    assert nccl_tuner.choose("all_gather", 96 * MiB, en) == ("ring", "Simple")
+    assert 96 * MiB / (en.world * nccl.channels(en)) < min(shares)
