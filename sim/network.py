@@ -85,13 +85,14 @@ class Message:
         net = self.net
         m, nic = net.m, net.c.nic
         if not self.flag:
-            nbytes = sum(cost.nbytes(r, m.itemsize) for r in self.entry.reads)
-            m.net_bytes[self.src] += nbytes
-            self.home = home = m.home[self.dst % len(net.nic_in)]  # a collapsed run folds other nodes onto the simulated one
-            i = m.inject.nic((self.src, home), self.seq, nic.count)
+            src, dst = self.src, self.dst
+            nbytes = net.nbytes(self.entry, self.n)
+            m.net_bytes[src] += nbytes
+            self.home = home = m.home[dst % len(net.nic_in)]  # a collapsed run folds other nodes onto the simulated one
+            i = m.inject.nic((src, home), self.seq, nic.count)
             if i is None:
                 return  # every NIC this message could use is down: lost
-            self.plan = net.plan(nbytes, net._path(self.src, self.dst, home, i))
+            self.plan = net.plan(nbytes, src, dst, home, i)
         net.env.call_later(nic.per_message_us, self._wire)
 
     def _wire(self, _arg) -> None:
@@ -185,7 +186,9 @@ class Network:
         self.metrics = {"commands": 0, "batches": 0, "doorbells": 0, "fences": 0, "proxy_busy_us": 0.0,
                         "fence_wait_us": 0.0, "ring_wait_us": 0.0, "credit_wait_us": 0.0}  # summed over ranks
         self.fence_wait = [0.0] * world  # per rank: the proxy is blocked in fences
-        self._plans: dict[tuple, tuple] = {}  # flow plans by (bytes, path)
+        self.starting: list | None = None  # first steps of the messages the proxy step being run posts
+        self._plans: dict[tuple, tuple] = {}  # flow plans by (bytes, src, dst, home, NIC)
+        self._nbytes: dict[int, float] = {}  # bytes of a group's member, by id(group): the schedule's entries
 
     # -- the send SM's side ----------------------------------------------------------------------
     def send(self, task: Task | MemberRef, sources):
@@ -217,19 +220,50 @@ class Network:
         self.to_peer[(src, dst)] = self.to_peer.get((src, dst), 0) + 1
         self.sent += 1
         msg.seq = self.sent
-        call_first(self.env, msg.start)
+        self._first(msg.start)
         if self.mode == "flag" and self.c.transport == "efa_srd":
             self.start_flag(msg)
 
     def start_flag(self, msg: Message) -> None:
         """A flag write of its own for ``msg``'s member (fence, or unordered flags on SRD)."""
-        call_first(self.env, Message(self, msg.task, None, flag=True).start)
+        self._first(Message(self, msg.task, None, flag=True).start)
 
-    def plan(self, nbytes: float, path: tuple[Link, ...]) -> tuple:
-        """The flow plan of ``nbytes`` over every link of ``path`` (:meth:`FlowNet.transfer`'s), made once per path."""
-        key = (nbytes, path)
+    def _first(self, start) -> None:
+        """Run a message's first step where its process would start: before the instant's other events.
+        Posted by a proxy step, it runs when that step ends (:meth:`posting`)."""
+        if self.starting is not None:
+            self.starting.append(start)
+        else:
+            call_first(self.env, start)
+
+    def posting(self, call: tuple) -> None:
+        """Run the proxy's step ``call`` (fn, arg), then the first steps of the messages it posted, in
+        order. A proxy step is an event of normal priority, so nothing else is due before its
+        messages' first steps would be (each one's own event, after it): they are its end, one
+        event each fewer."""
+        self.starting = []
+        call[0](call[1])
+        starts, self.starting = self.starting, None
+        for start in starts:
+            start(None)
+
+    def nbytes(self, entry: Task, n: int | None) -> float:
+        """What a message of ``entry`` carries (its members' regions are its own, moved): for a
+        group's member (``n`` = 1), worked out once per group."""
+        if n is None:
+            return sum(cost.nbytes(r, self.m.itemsize) for r in entry.reads)
+        nbytes = self._nbytes.get(id(entry))
+        if nbytes is None:
+            nbytes = self._nbytes[id(entry)] = sum(cost.nbytes(r, self.m.itemsize) for r in entry.reads)
+        return nbytes
+
+    def plan(self, nbytes: float, src: int, dst: int, home: int, i: int) -> tuple:
+        """The flow plan of ``nbytes`` over the path of :meth:`_path` (:meth:`FlowNet.transfer`'s, each
+        link at weight 1), made once per path and size."""
+        key = (nbytes, src, dst, home, i)
         plan = self._plans.get(key)
         if plan is None:
+            path = self._path(src, dst, home, i)
             plan = self._plans[key] = self.m.flows.plan_legs(nbytes, [(link, nbytes, nbytes) for link in path])
         return plan
 

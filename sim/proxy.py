@@ -156,7 +156,7 @@ class Proxy:
         px, metrics, now = self.px, self.net.metrics, self.env.now
         for item in self.batch:
             metrics["ring_wait_us"] += now - item.queued
-        self.env.call_later(px.per_command_us * len(self.batch) + px.doorbell_us, self._posted, now)
+        self.env.call_later(px.per_command_us * len(self.batch) + px.doorbell_us, self.net.posting, (self._posted, now))
 
     def _posted(self, start: float) -> None:
         metrics, now = self.net.metrics, self.env.now
@@ -174,7 +174,7 @@ class Proxy:
         net, batch, rank = self.net, self.batch, self.rank
         while self.at < len(batch):
             if net.outstanding[rank] >= self.px.max_outstanding:
-                net.when_drained(rank, self._launching)
+                net.when_drained(rank, self._drained)
                 return
             net.launch(batch[self.at])
             self.at += 1
@@ -183,6 +183,9 @@ class Proxy:
             self._fencing(None)
             return
         self._next_batch()
+
+    def _drained(self, _arg) -> None:
+        self.net.posting((self._launching, None))
 
     def _fencing(self, _arg) -> None:
         """Block until every write to the batch's peer has completed, then post its flag writes."""
@@ -195,7 +198,7 @@ class Proxy:
         net.metrics["fences"] += 1
         net.metrics["fence_wait_us"] += waited
         net.fence_wait[rank] += waited
-        self.env.call_later(px.per_command_us + px.doorbell_us, self._fenced)
+        self.env.call_later(px.per_command_us + px.doorbell_us, net.posting, (self._fenced, None))
 
     def _fenced(self, _arg) -> None:
         for item in self.batch:
