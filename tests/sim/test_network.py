@@ -17,6 +17,7 @@ import simpy
 
 from mkernel import Cluster, NicSpec, Scenario, Workload, builders, run
 from mkernel.cluster import ProxySpec
+from mkernel.errors import TransportError
 from mkernel.ir import MemberRef, Op, Region, Role, Signal, Step, Task, expand
 from mkernel.sim.faults import Faults
 from mkernel.sim.hazards import ArrivalTracker, NullTracker
@@ -183,3 +184,15 @@ def test_the_network_times_are_the_simpy_processes(name):
     got = (result["time_s"], m["batches"], m["ring_wait_us"], m["credit_wait_us"], m["fence_wait_us"])
     assert got == pytest.approx(want, rel=1e-12)
     assert m["commands"] == (0 if transport == "ibgda" else 16) and m["fences"] == (m["batches"] if notify == "fence" else 0)
+
+
+@pytest.mark.parametrize("hazards,uid", [(None, 212), (False, 105)])
+def test_a_put_lost_for_good_is_named_as_its_member(hazards, uid):
+    """A group's member reaches the network unbuilt; the error names it as the built member: by its
+    expanded id where hazards are tracked, by its group's id plus its index where not (as before)."""
+    c = Cluster("t", 2, 2)
+    f = Faults(seed=1, drop=1.0, retries=2, retransmit_us=5.0)
+    with pytest.raises(TransportError, match=rf"^rank 1 -> rank 3: task {uid} \(put 'chunk 0 to node 1', rank 1, "
+                                             r"role send\) was lost: 3 transmissions dropped .* at t=84\.3 us$"):
+        run(Scenario("t", c, Workload(kernel="gemm_ar", m=1024, n=1024, k=64)), seed=5, faults=f, collapse=False,
+            hazards=hazards)
