@@ -126,11 +126,9 @@ class Message:
     def _landed(self, _arg) -> None:
         net = self.net
         m, mode = net.m, net.mode
-        m.tracker.landed_writes(self.entry, self.i, self.n)
-        if m.data is not None:
-            m.data.apply(self.task, self.sources)
+        self._deliver(None)
         if m.inject.duplicates():  # delivered again later: the same bytes; a set flag stays set
-            net.env.call_later(m.inject.f.reorder_us, self._again)
+            net.env.call_later(m.inject.f.reorder_us, self._deliver)
         net.env.call_later(net.c.nic.latency_us, net.completed, (self.src, self.dst))  # the completion travels back
         if mode == "flag" and net.c.transport != "efa_srd":
             self._flagged(None)  # same connection, in order: visible with the data
@@ -150,7 +148,8 @@ class Message:
     def _flagged(self, _arg) -> None:
         self.net.m.bump_all(self.entry.member_signals(self.i))
 
-    def _again(self, _arg) -> None:
+    def _deliver(self, _arg) -> None:
+        """Its bytes land (once, or again for a duplicate)."""
         m = self.net.m
         m.tracker.landed_writes(self.entry, self.i, self.n)
         if m.data is not None:

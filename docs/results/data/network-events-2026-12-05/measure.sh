@@ -1,6 +1,6 @@
 #!/bin/bash
 # 2026-12-05: main (a `git archive` in $BASE, its mkernel/sim a symlink to its sim/) and this branch, alternating,
-# rounds FIRST..ROUNDS: the row's CLI command under /usr/bin/time (CPU = user + sys), then runphase.py (the tracked fused
+# rounds FIRST..ROUNDS: the row's CLI command under /usr/bin/time (CPU = user + sys), then every-node-5's runphase.py (the tracked fused
 # run alone, with the hazard grids timed apart). Output: $OUT/{cli,run}-<code>-<round>.txt and log.txt.
 set -u
 . $(pwd)/.venv/bin/activate
@@ -13,7 +13,7 @@ for r in $(seq ${FIRST:-1} $ROUNDS); do
     /usr/bin/time -f "cpu %U + %S s, wall %e s, maxrss %M KB" -o $branch/$OUT/cli-$code-$r.txt \
       python -m mkernel run scenarios/paper-ib-2x8.toml --kernel gemm_ar --m 32768 --n 32768 --k 2048 --no-collapse \
       --json $branch/$OUT/cli-$code-$r.json > /dev/null 2>&1
-    python $branch/docs/results/data/network-events-2026-12-05/runphase.py > $branch/$OUT/run-$code-$r.txt 2>&1
+    python $branch/docs/results/data/every-node-5-2026-12-05/runphase.py > $branch/$OUT/run-$code-$r.txt 2>&1
   done
 done
 unset PYTHONPATH; cd $branch
