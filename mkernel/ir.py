@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .slots import paused_gc, quick_init  # (paused_gc: imported from here by builders, validate, the simulator)
 
@@ -234,6 +234,15 @@ class Task:
                                     r.col1 + o * dc) for r, (dk, dr, dc) in zip(regions, st.regions)])
         return regions, self.member_signals(i)
 
+    def region_rank(self, k: int, i: int) -> int:
+        """The rank of member ``i``'s region ``k`` of ``reads + writes`` (``moved(i)[0][k].rank``),
+        without building the member: a network put's destination is its first write's."""
+        n = len(self.reads)
+        rank = self.reads[k].rank if k < n else self.writes[k - n].rank
+        if self.count == 1 or i == 0 or not self.step.regions:
+            return rank
+        return rank + self.offset(i) * self.step.regions[k][0]
+
     def member_signals(self, i: int) -> tuple[Signal, ...]:
         """Member ``i``'s signals."""
         st, signals = self.step, self.signals
@@ -253,6 +262,24 @@ class Task:
     def members(self) -> list[Task]:
         """Every member, ids counted on from this task's."""
         return [self.member(i) for i in range(self.count)]
+
+
+class MemberRef(NamedTuple):
+    """Member ``i`` of the group ``task``, numbered ``id``, not built. A consumer that reads a
+    few of a member's fields reads them through its group (:meth:`Task.region_rank`,
+    :meth:`Task.member_signals`); building the member (:meth:`Task.member`) makes every region,
+    signal and wait of it, and the simulator hands each of a run's network puts on this way."""
+
+    task: Task
+    i: int
+    id: int
+
+    def build(self) -> Task:
+        """The member as a plain task (:meth:`Task.member`)."""
+        return self.task.member(self.i, self.id)
+
+    def describe(self) -> str:
+        return self.build().describe()
 
 
 def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | None = None) -> tuple[list, list]:

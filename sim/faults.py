@@ -134,6 +134,8 @@ class Injector:
         """The NIC (rail) a message between ``ends`` uses: round-robin over the ones working at
         both ends, or None when there is none."""
         down = self.f.nic_down
+        if down is None:  # (every NIC works: the round-robin over all of them)
+            return seq % count
         working = [i for i in range(count) if down not in ((ends[0], i), (ends[1], i))]
         if not working:
             self.lost_to_nic += 1

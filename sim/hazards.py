@@ -25,7 +25,7 @@ from bisect import bisect_right
 
 import numpy as np
 
-from mkernel.ir import BufferKind, Region, Schedule, Task
+from mkernel.ir import BufferKind, MemberRef, Region, Schedule, Task
 from mkernel.members import RegionTable
 
 from .cellgrid import Cells
@@ -64,9 +64,11 @@ class ArrivalTracker:
     def finish(self) -> None:
         """The run has ended: ``hazards`` is complete (this tracker fills it as it goes)."""
 
-    def member(self, task: Task, i: int) -> Task:
-        """Member ``i`` of entry ``task`` as a plain task, numbered as the expanded schedule numbers it."""
-        return task.member(i, self._uid0[self._pos[id(task)]] + i)
+    def member(self, task: Task, i: int) -> Task | MemberRef:
+        """Member ``i`` of entry ``task``, numbered as the expanded schedule numbers it: a plain task,
+        or for a group's member its :class:`~mkernel.ir.MemberRef` (the member is not built)."""
+        uid = self._uid0[self._pos[id(task)]] + i
+        return MemberRef(task, i, uid) if task.count > 1 else task.member(i, uid)
 
     def _member_of(self, task: Task) -> tuple[int, int, int]:
         """(entry, member, 1) of a plain task made by :meth:`member` (its id is its expanded id)."""
@@ -197,8 +199,8 @@ class NullTracker:
     def unobserved(self, rank: int, launch: int, tasks: list[Task]) -> bool:
         return True
 
-    def member(self, task: Task, i: int) -> Task:
-        return task.member(i)
+    def member(self, task: Task, i: int) -> Task | MemberRef:
+        return MemberRef(task, i, task.id + i) if task.count > 1 else task
 
     def finish(self) -> None:
         pass

@@ -30,69 +30,130 @@ Arrival notification (``Cluster.notify_mode``):
 
 ``ibgda`` skips the proxy: the send SM pays ``ibgda_post_us`` (system fence + doorbell) per chunk.
 SRD jitter is exponential with mean ``srd_jitter_us``, drawn from a ``random.Random(seed)``.
+
+The proxy's loop is :mod:`mkernel.sim.proxy`. A message on the wire is a :class:`Message` whose
+steps are plain calls, each scheduled where the SimPy process it replaces would resume (the first
+one where that process would start, before the instant's other events), so every event keeps its
+place in the event order. A put member reaches :meth:`Network.send` as the hazard tracker's
+:class:`~mkernel.ir.MemberRef` of its group (the member is not built): its destination and
+signals are read through the group.
 """
 from __future__ import annotations
 
 import math
 import random
-from collections import deque
+from heapq import heappush
 
 import simpy
+from simpy.core import URGENT
 
 from mkernel import cost
 from mkernel.errors import TransportError
-from mkernel.ir import COMMAND_BYTES, Task
+from mkernel.ir import COMMAND_BYTES, MemberRef, Task
 
 from .flows import Link
+from .proxy import Host, Proxy, Ring
 
 
-class Ring:
-    """A bounded FIFO of commands in pinned host memory; a full ring makes the GPU wait."""
+def call_first(env: simpy.Environment, fn, arg=None) -> None:
+    """Call ``fn(arg)`` at this instant before its other events, where ``env.start`` would run a
+    process's first step (the environment's queue entry of an URGENT event)."""
+    heappush(env._queue, (env.now, URGENT, next(env._eid), (fn, arg)))
 
-    def __init__(self, env: simpy.Environment, depth: int) -> None:
-        self.env = env
-        self.depth = depth
-        self.items: deque = deque()
-        self.nonempty_us = 0.0  # time with at least one command waiting for the proxy
-        self._since = 0.0
-        self.blocked: deque = deque()  # (event, item) of puts waiting for a credit
-        self.reader: simpy.Event | None = None
 
-    def put(self, item) -> simpy.Event | None:
-        """Append ``item``; returns an event to wait on when the ring is full, else None."""
-        if len(self.items) < self.depth:
-            if not self.items:
-                self._since = self.env.now
-            self.items.append(item)
-            if self.reader is not None and not self.reader.triggered:
-                self.reader.succeed()
-            return None
-        event = self.env.event()
-        self.blocked.append((event, item))
-        return event
+class Message:
+    """One network write (``flag``: a flag write of its own) from send to completion: its steps."""
 
-    def wait_nonempty(self) -> simpy.Event | None:
-        if self.items:
-            return None
-        self.reader = self.env.event()
-        return self.reader
+    __slots__ = ("net", "task", "entry", "i", "n", "src", "dst", "sources", "queued", "seq", "flag", "attempt",
+                 "plan", "home")
 
-    def take(self, dst: int, limit: int) -> list:
-        """Remove and return up to ``limit`` commands for peer ``dst``, freeing their credits."""
-        taken, kept = [], deque()
-        for item in self.items:
-            if len(taken) < limit and item[0].writes[0].rank == dst:
-                taken.append(item)
-            else:
-                kept.append(item)
-        self.items = kept
-        while self.blocked and len(self.items) < self.depth:
-            event, item = self.blocked.popleft()
-            self.items.append(item)
-            event.succeed()
-        if taken and not self.items:
-            self.nonempty_us += self.env.now - self._since
-        return taken
+    def __init__(self, net: Network, task: Task | MemberRef, sources, flag: bool = False) -> None:
+        self.net, self.task, self.sources, self.flag = net, task, sources, flag
+        if task.__class__ is MemberRef:  # a group's member: what is read of it, through its group
+            self.entry, self.i, self.n = task.task, task.i, 1
+        else:
+            self.entry, self.i, self.n = task, 0, None
+        self.src = self.entry.rank  # (a member's rank is its group's)
+        self.dst = self.entry.region_rank(len(self.entry.reads), self.i)
+        self.queued = 0.0  # when its command was written to the ring
+        self.seq = self.attempt = 0
+        self.plan: tuple = ()  # its flow's plan (none for a flag write: no payload)
+        self.home = self.dst
+
+    def start(self, _arg=None) -> None:
+        """Its first step: bytes, the NIC (rail) it takes, the per-message cost."""
+        net = self.net
+        m, nic = net.m, net.c.nic
+        if not self.flag:
+            src, dst = self.src, self.dst
+            nbytes = net.nbytes(self.entry, self.n)
+            m.net_bytes[src] += nbytes
+            self.home = home = m.home[dst % len(net.nic_in)]  # a collapsed run folds other nodes onto the simulated one
+            i = m.inject.nic((src, home), self.seq, nic.count)
+            if i is None:
+                return  # every NIC this message could use is down: lost
+            self.plan = net.plan(nbytes, src, dst, home, i)
+        net.env.call_later(nic.per_message_us, self._wire)
+
+    def _wire(self, _arg) -> None:
+        if self.plan:
+            self.net.m.flows.transfer_plan(self.plan, 1, self._moved)
+            return
+        self._moved(None)
+
+    def _moved(self, _arg) -> None:
+        """One transmission is over: lost (resent after the ack timer, or an error completion) or on its way."""
+        net = self.net
+        m = net.m
+        if m.inject.drops():
+            f = m.inject.f
+            if self.attempt == f.retries:
+                raise TransportError(
+                    f"rank {self.src} -> rank {self.dst}: {self.task.describe()} was lost: {f.retries + 1} "
+                    f"transmissions dropped (fault drop={f.drop}), and the NIC reports an error completion (retry count "
+                    f"exhausted after {f.retries} resends) at t={net.env.now:.1f} us")
+            self.attempt += 1
+            net.env.call_later(f.ack_timer_us(net.c.transport), self._resend)
+            return
+        if self.flag:
+            net.env.call_later(net.wire_delay() + m.inject.extra_delay(), self._flagged)
+        else:
+            net.env.call_later(m._stretch(net.wire_delay()) + m.inject.extra_delay(), self._landed)
+
+    def _resend(self, _arg) -> None:
+        self.net.env.call_later(self.net.c.nic.per_message_us, self._wire)
+
+    def _landed(self, _arg) -> None:
+        net = self.net
+        m, mode = net.m, net.mode
+        self._deliver(None)
+        if m.inject.duplicates():  # delivered again later: the same bytes; a set flag stays set
+            net.env.call_later(m.inject.f.reorder_us, self._deliver)
+        net.env.call_later(net.c.nic.latency_us, net.completed, (self.src, self.dst))  # the completion travels back
+        if mode == "flag" and net.c.transport != "efa_srd":
+            self._flagged(None)  # same connection, in order: visible with the data
+        elif mode == "imm":
+            net.host[self.home].request(self._receiving)  # the receiving proxy sets the flag
+
+    def _receiving(self, _arg) -> None:
+        net = self.net
+        net.env.call_later(net.next_poll() - net.env.now + net.c.proxy.per_command_us, self._received)
+
+    def _received(self, _arg) -> None:
+        net = self.net
+        net.host[self.home].release()
+        net.m.host_bytes[self.home] += COMMAND_BYTES
+        self._flagged(None)
+
+    def _flagged(self, _arg) -> None:
+        self.net.m.bump_all(self.entry.member_signals(self.i))
+
+    def _deliver(self, _arg) -> None:
+        """Its bytes land (once, or again for a duplicate)."""
+        m = self.net.m
+        m.tracker.landed_writes(self.entry, self.i, self.n)
+        if m.data is not None:
+            m.data.apply(self.task, self.sources)
 
 
 class Network:
@@ -113,145 +174,103 @@ class Network:
         self.spine_up = [[Link(f"leaf{i}.rail{r}.up", spine) for r in range(c.gpus_per_node)] for i in range(self.groups)]
         self.spine_down = [[Link(f"leaf{i}.rail{r}.down", spine) for r in range(c.gpus_per_node)]
                            for i in range(self.groups)]
-        self.host = [simpy.Resource(self.env, capacity=1) for _ in range(world)]  # one proxy thread
-        self.started = [False] * world
+        self.mode = c.notify_mode
+        self.host = [Host(self.env) for _ in range(world)]  # one proxy thread
+        self.proxies: list[Proxy | None] = [None] * world  # started at a rank's first command
         self.outstanding = [0] * world
         self.to_peer: dict[tuple[int, int], int] = {}
-        self.drained: dict = {}  # (src, dst) or src -> events waiting for in-flight writes to drop
+        self.drained: dict = {}  # (src, dst) or src -> the call waiting for in-flight writes to drop
         self.rng = random.Random(seed)
         self.sent = 0
         self.metrics = {"commands": 0, "batches": 0, "doorbells": 0, "fences": 0, "proxy_busy_us": 0.0,
                         "fence_wait_us": 0.0, "ring_wait_us": 0.0, "credit_wait_us": 0.0}  # summed over ranks
         self.fence_wait = [0.0] * world  # per rank: the proxy is blocked in fences
+        self.starting: list | None = None  # first steps of the messages the proxy step being run posts
+        self._plans: dict[tuple, tuple] = {}  # flow plans by (bytes, src, dst, home, NIC)
+        self._nbytes: dict[int, float] = {}  # bytes of a group's member, by id(group): the schedule's entries
 
     # -- the send SM's side ----------------------------------------------------------------------
-    def send(self, task: Task, sources):
+    def send(self, task: Task | MemberRef, sources):
         """What a send SM spends on a PUT: a ring command, or an IBGDA post."""
-        m = self.m
-        m.tracker.check_reads(task, self.env.now)
+        msg = Message(self, task, sources)
+        self.m.tracker.check_reads(msg.entry, self.env.now, msg.i, msg.n)
         if self.c.transport == "ibgda":
             yield self.c.nic.ibgda_post_us
-            self._launch(task, sources)
+            self.launch(msg)
             return
         yield self.c.proxy.gpu_enqueue_us
-        m.host_bytes[task.rank] += COMMAND_BYTES
-        full = self.rings[task.rank].put((task, sources, self.env.now))
+        rank = msg.src
+        self.m.host_bytes[rank] += COMMAND_BYTES
+        msg.queued = self.env.now
+        full = self.rings[rank].put(msg)
         if full is not None:
             start = self.env.now
             yield full
             self.metrics["credit_wait_us"] += self.env.now - start
-        if not self.started[task.rank]:
-            self.started[task.rank] = True
-            self.env.start(self._proxy(task.rank))
-
-    # -- the host proxy ----------------------------------------------------------------------------
-    def _proxy(self, rank: int):
-        px = self.c.proxy
-        ring = self.rings[rank]
-        while True:
-            wake = ring.wait_nonempty()
-            if wake is not None:
-                yield wake
-            yield self._next_poll() - self.env.now
-            stall = self.m.inject.stall(rank, self.env.now)
-            if stall is not None:  # an injected stall: a finite pause, or for good (ends in a deadlock error)
-                yield self.env.event() if math.isinf(stall) else stall
-            first_dst = ring.items[0][0].writes[0].rank
-            if sum(1 for it in ring.items if it[0].writes[0].rank == first_dst) < px.batch and px.batch_window_us > 0:
-                yield px.batch_window_us
-            for dst in dict.fromkeys(it[0].writes[0].rank for it in ring.items):
-                yield from self._post_batch(rank, ring.take(dst, px.batch))
-
-    def _post_batch(self, rank: int, batch: list):
-        px = self.c.proxy
-        with self.host[rank].request() as req:
-            yield req
-            start = self.env.now
-            for _task, _src, queued in batch:
-                self.metrics["ring_wait_us"] += start - queued
-            yield px.per_command_us * len(batch) + px.doorbell_us
-            self.metrics["proxy_busy_us"] += self.env.now - start
-            self.metrics["batches"] += 1
-            self.metrics["doorbells"] += 1
-            self.metrics["commands"] += len(batch)
-            self.m.proxy_spans.append((rank, start, self.env.now, len(batch)))
-        for task, sources, _queued in batch:
-            while self.outstanding[rank] >= px.max_outstanding:
-                yield self._drain_event(rank)
-            self._launch(task, sources)
-        if self.c.notify_mode == "fence":
-            dst = batch[0][0].writes[0].rank
-            start = self.env.now
-            while self.to_peer.get((rank, dst), 0) > 0:
-                yield self._drain_event((rank, dst))
-            self.metrics["fences"] += 1
-            self.metrics["fence_wait_us"] += self.env.now - start
-            self.fence_wait[rank] += self.env.now - start
-            yield px.per_command_us + px.doorbell_us
-            for task, _sources, _queued in batch:
-                self.env.start(self._flag_message(task))
+        if self.proxies[rank] is None:
+            proxy = self.proxies[rank] = Proxy(self, rank)
+            call_first(self.env, proxy.top)
 
     # -- messages on the wire --------------------------------------------------------------------
-    def _launch(self, task: Task, sources) -> None:
-        src, dst = task.rank, task.writes[0].rank
+    def launch(self, msg: Message) -> None:
+        """Post ``msg`` to the NIC (and on ``efa_srd`` with flags, its flag right behind it, unordered)."""
+        src, dst = msg.src, msg.dst
         self.outstanding[src] += 1
         self.to_peer[(src, dst)] = self.to_peer.get((src, dst), 0) + 1
         self.sent += 1
-        self.env.start(self._data_message(task, sources, self.sent))
-        if self.c.notify_mode == "flag" and self.c.transport == "efa_srd":
-            self.env.start(self._flag_message(task))  # posted right behind the data, unordered
+        msg.seq = self.sent
+        self._first(msg.start)
+        if self.mode == "flag" and self.c.transport == "efa_srd":
+            self.start_flag(msg)
 
-    def _wire_delay(self) -> float:
+    def start_flag(self, msg: Message) -> None:
+        """A flag write of its own for ``msg``'s member (fence, or unordered flags on SRD)."""
+        self._first(Message(self, msg.task, None, flag=True).start)
+
+    def _first(self, start) -> None:
+        """Run a message's first step where its process would start: before the instant's other events.
+        Posted by a proxy step, it runs when that step ends (:meth:`posting`)."""
+        if self.starting is not None:
+            self.starting.append(start)
+        else:
+            call_first(self.env, start)
+
+    def posting(self, call: tuple) -> None:
+        """Run the proxy's step ``call`` (fn, arg), then the first steps of the messages it posted, in
+        order. A proxy step is an event of normal priority, so nothing else is due before its
+        messages' first steps would be (each one's own event, after it): they are its end, one
+        event each fewer."""
+        self.starting = []
+        call[0](call[1])
+        starts, self.starting = self.starting, None
+        for start in starts:
+            start(None)
+
+    def nbytes(self, entry: Task, n: int | None) -> float:
+        """What a message of ``entry`` carries (its members' regions are its own, moved): for a
+        group's member (``n`` = 1), worked out once per group."""
+        if n is None:
+            return sum(cost.nbytes(r, self.m.itemsize) for r in entry.reads)
+        nbytes = self._nbytes.get(id(entry))
+        if nbytes is None:
+            nbytes = self._nbytes[id(entry)] = sum(cost.nbytes(r, self.m.itemsize) for r in entry.reads)
+        return nbytes
+
+    def plan(self, nbytes: float, src: int, dst: int, home: int, i: int) -> tuple:
+        """The flow plan of ``nbytes`` over the path of :meth:`_path` (:meth:`FlowNet.transfer`'s, each
+        link at weight 1), made once per path and size."""
+        key = (nbytes, src, dst, home, i)
+        plan = self._plans.get(key)
+        if plan is None:
+            path = self._path(src, dst, home, i)
+            plan = self._plans[key] = self.m.flows.plan_legs(nbytes, [(link, nbytes, nbytes) for link in path])
+        return plan
+
+    def wire_delay(self) -> float:
         jitter = 0.0
         if self.c.transport == "efa_srd" and self.c.nic.srd_jitter_us > 0:
             jitter = self.rng.expovariate(1.0 / self.c.nic.srd_jitter_us)
         return self.c.nic.latency_us + jitter
-
-    def _data_message(self, task: Task, sources, seq: int):
-        m, nic = self.m, self.c.nic
-        src, dst = task.rank, task.writes[0].rank
-        nbytes = sum(cost.nbytes(r, m.itemsize) for r in task.reads)
-        m.net_bytes[src] += nbytes
-        home = m.home[dst % len(self.nic_in)]  # a collapsed run folds other nodes onto the simulated one
-        i = m.inject.nic((src, home), seq, nic.count)
-        if i is None:
-            return  # every NIC this message could use is down: lost
-        yield from self._transmit(task, nbytes, self._path(src, dst, home, i))
-        yield m._stretch(self._wire_delay()) + m.inject.extra_delay()
-        m.tracker.landed_writes(task)
-        if m.data is not None:
-            m.data.apply(task, sources)
-        if m.inject.duplicates():  # delivered again later: the same bytes; a set flag stays set
-            again = self.env.timeout(m.inject.f.reorder_us)
-            again.callbacks.append(lambda _ev: self._deliver_again(task, sources))
-        self.env.call_later(nic.latency_us, self._completed, (src, dst))  # the completion travels back
-        mode = self.c.notify_mode
-        if mode == "flag" and self.c.transport != "efa_srd":
-            m.bump_all(task.signals)  # same connection, in order: visible with the data
-        elif mode == "imm":
-            with self.host[home].request() as req:  # the receiving proxy sets the flag
-                yield req
-                yield self._next_poll() - self.env.now + self.c.proxy.per_command_us
-            m.host_bytes[home] += COMMAND_BYTES
-            m.bump_all(task.signals)
-
-    def _transmit(self, task: Task, nbytes: float, path: tuple[Link, ...] = ()):
-        """Send until a transmission is not dropped: each lost one costs its wire time and the
-        sender's ack timer, as RC (and SRD) resend; past ``retries`` resends, an error completion."""
-        f, nic = self.m.inject.f, self.c.nic
-        for attempt in range(f.retries + 1):
-            yield nic.per_message_us
-            if path:
-                yield self.m.flows.transfer(nbytes, path)
-            if not self.m.inject.drops():
-                return
-            if attempt == f.retries:
-                break
-            yield f.ack_timer_us(self.c.transport)
-        raise TransportError(
-            f"rank {task.rank} -> rank {task.writes[0].rank}: {task.describe()} was lost: {f.retries + 1} "
-            f"transmissions dropped (fault drop={f.drop}), and the NIC reports an error completion (retry count "
-            f"exhausted after {f.retries} resends) at t={self.env.now:.1f} us")
 
     def _path(self, src: int, dst: int, home: int, i: int) -> tuple[Link, ...]:
         """NIC out, the spine if the message leaves its leaf group, NIC in. ``dst`` is the real
@@ -264,31 +283,20 @@ class Network:
         return (self.nic_out[src][i], self.spine_up[up][src % g], self.spine_down[down][home % g],
                 self.nic_in[home][i])
 
-    def _flag_message(self, task: Task):
-        yield from self._transmit(task, 0.0)
-        yield self._wire_delay() + self.m.inject.extra_delay()
-        self.m.bump_all(task.signals)
-
-    def _deliver_again(self, task: Task, sources) -> None:
-        self.m.tracker.landed_writes(task)
-        if self.m.data is not None:
-            self.m.data.apply(task, sources)
-
-    def _completed(self, pair: tuple[int, int]) -> None:
+    def completed(self, pair: tuple[int, int]) -> None:
         src, dst = pair
         self.outstanding[src] -= 1
         self.to_peer[(src, dst)] -= 1
         for key in (src, (src, dst)):
-            event = self.drained.pop(key, None)
-            if event is not None:
-                event.succeed()
+            then = self.drained.pop(key, None)
+            if then is not None:
+                self.env.call_later(0.0, then)
 
-    def _drain_event(self, key) -> simpy.Event:
-        if key not in self.drained:
-            self.drained[key] = self.env.event()
-        return self.drained[key]
+    def when_drained(self, key, then) -> None:
+        """Call ``then(None)`` at the next completion of a write from ``key`` (a rank, or a (src, dst) pair)."""
+        self.drained[key] = then
 
-    def _next_poll(self) -> float:
+    def next_poll(self) -> float:
         """When a proxy polling every ``poll_us`` next looks (now, if it never sleeps)."""
         poll = self.c.proxy.poll_us
         # the tolerance keeps a time a rounding error past a poll on that poll, never before now
