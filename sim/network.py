@@ -42,10 +42,6 @@ from __future__ import annotations
 
 import math
 import random
-from heapq import heappush
-
-import simpy
-from simpy.core import URGENT
 
 from mkernel import cost
 from mkernel.errors import TransportError
@@ -53,12 +49,6 @@ from mkernel.ir import COMMAND_BYTES, MemberRef, Task
 
 from .flows import Link
 from .proxy import Host, Proxy, Ring
-
-
-def call_first(env: simpy.Environment, fn, arg=None) -> None:
-    """Call ``fn(arg)`` at this instant before its other events, where ``env.start`` would run a
-    process's first step (the environment's queue entry of an URGENT event)."""
-    heappush(env._queue, (env.now, URGENT, next(env._eid), (fn, arg)))
 
 
 class Message:
@@ -209,7 +199,7 @@ class Network:
             self.metrics["credit_wait_us"] += self.env.now - start
         if self.proxies[rank] is None:
             proxy = self.proxies[rank] = Proxy(self, rank)
-            call_first(self.env, proxy.top)
+            self.env.call_first(proxy.top)
 
     # -- messages on the wire --------------------------------------------------------------------
     def launch(self, msg: Message) -> None:
@@ -233,7 +223,7 @@ class Network:
         if self.starting is not None:
             self.starting.append(start)
         else:
-            call_first(self.env, start)
+            self.env.call_first(start)
 
     def posting(self, call: tuple) -> None:
         """Run the proxy's step ``call`` (fn, arg), then the first steps of the messages it posted, in

@@ -80,6 +80,11 @@ class CountingEnvironment(simpy.Environment):
             raise ValueError(f"{when} is in the past (now {self._now})")
         heappush(self._queue, (when, NORMAL, next(self._eid), (fn, arg)))
 
+    def call_first(self, fn: Callable, arg=None) -> None:
+        """Call ``fn(arg)`` at this instant before its other events, where ``start`` would run a
+        process's first step (an URGENT entry): a step that was a process's start, without the process."""
+        heappush(self._queue, (self._now, URGENT, next(self._eid), (fn, arg)))
+
     def due_now(self) -> bool:
         """Whether an event is due at this instant, besides the one being processed."""
         return bool(self._queue) and self._queue[0][0] <= self._now

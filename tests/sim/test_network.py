@@ -21,7 +21,7 @@ from mkernel.errors import TransportError
 from mkernel.ir import MemberRef, Op, Region, Role, Signal, Step, Task, expand
 from mkernel.sim.faults import Faults
 from mkernel.sim.hazards import ArrivalTracker, NullTracker
-from mkernel.sim.network import Network, call_first
+from mkernel.sim.network import Network
 from mkernel.sim.proxy import Host
 from mkernel.sim.signals import CountingEnvironment
 
@@ -67,7 +67,7 @@ def _with_host(script) -> list[tuple]:
         host.request(lambda hold: got(arg[0], hold), arg[1])
 
     for u, at, hold in script:  # each process's first step where it would run, then its wait
-        call_first(env, lambda arg: env.call_later(arg[1], ask, (arg[0], arg[2])), (u, at, hold))
+        env.call_first(lambda arg: env.call_later(arg[1], ask, (arg[0], arg[2])), (u, at, hold))
     env.run()
     return log
 
