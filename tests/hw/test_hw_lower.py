@@ -93,3 +93,20 @@ def test_a_tile_order_change_reaches_the_tables_with_no_code_change():
     a = lower.lower(s)[0].roles[lower.Role.COMPUTE].regions
     b = lower.lower(reordered)[0].roles[lower.Role.COMPUTE].regions
     assert not np.array_equal(a, b) and sorted(map(tuple, a)) == sorted(map(tuple, b))
+
+
+def test_every_flag_a_wait_can_time_out_on_has_a_name_and_the_barrier_names_its_peer():
+    """A device wait's error names its flag (Executor.check). The call barrier's flags sit past the
+    schedule's signals: on the emulated 2 x 2, GEMM+RS's flag 26 is the go flag, not an exit flag
+    (2026-12-05: its timeout was first read as a lost exit SIGNAL), and an arrival names its peer."""
+    from harness.cases import workload
+
+    from mkernel.hw.lowering import plan
+
+    p = plan.build(get("gemm_rs").build(workload("gemm_rs"), Cluster("hw", 2, 2).with_sms(33)), 0)[0]
+    assert (p.n_flags, p.arrive0, p.exit0, p.go) == (28, 18, 22, 26)
+    assert p.flag_name(26).startswith("call barrier: go")
+    assert p.flag_name(20) == "call barrier: rank 2 entered this call"
+    assert p.flag_name(25) == "call barrier: rank 3 finished the last call"
+    assert p.flag_name(0).startswith("signal ") and p.flag_name(27) == "sink of data-only puts"
+    assert all(p.flag_name(s) for s in range(p.n_flags)) and p.flag_name(p.n_flags) is None
