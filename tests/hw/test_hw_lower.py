@@ -110,3 +110,22 @@ def test_every_flag_a_wait_can_time_out_on_has_a_name_and_the_barrier_names_its_
     assert p.flag_name(25) == "call barrier: rank 3 finished the last call"
     assert p.flag_name(0).startswith("signal ") and p.flag_name(27) == "sink of data-only puts"
     assert all(p.flag_name(s) for s in range(p.n_flags)) and p.flag_name(p.n_flags) is None
+
+
+@pytest.mark.parametrize("nodes,gpn", [(2, 2), (4, 1)])
+def test_no_put_sets_a_call_barrier_flag(nodes, gpn):
+    """A put's arrival flag set on a barrier slot would let a call barrier pass before the peer
+    entered (or hide one that never did): every ring command of every case's plans sets a schedule
+    or network flag below the barrier's, or the sink."""
+    from harness.cases import CASES, workload
+    from harness.mesh import call_commands
+
+    from mkernel.hw.lowering import plan, ring
+
+    for case in CASES:
+        for p in plan.build(get(workload(case).kernel).build(workload(case), Cluster("hw", nodes, gpn).with_sms(33))):
+            cmds = call_commands(p, 1)
+            barrier = {c.chunk for c in cmds if c.type == ring.SIGNAL and c.chunk >= p.arrive0}
+            data = {c.chunk for c in cmds} - barrier
+            assert barrier <= set(range(p.arrive0, p.go)), (case, p.rank, barrier)
+            assert all(f < p.arrive0 or f == p.sink for f in data), (case, p.rank, sorted(data))
