@@ -155,8 +155,8 @@ def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5,
     ``timeout_s`` passes first. Polls, so a dead rank is noticed within ``poll_s``, not at the
     deadline. After the first error it keeps listening up to ``grace_s`` (within the deadline) for
     the other ranks' reports and names them all: in a collective failure the first rank to report
-    is rarely the one that stalled (a rank waiting for the go flag times out before the rank that
-    waits for the missing peer's arrival says which peer it is)."""
+    is often not the one that stalled, only one that waited for it (2026-12-05: GEMM+RS's fault
+    runs showed rank 0's go-flag timeout and nothing of its peers)."""
     world, results, errors = len(procs), {}, {}
     deadline = time.monotonic() + timeout_s
 
