@@ -110,8 +110,11 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                     _wait(own_flags + 8 * (arrive0 + p), epoch, arrive0 + p, epoch, -1, rank, role,
                           barrier_timeout_ns, err32, err64, ctl)
             _st_release64(own_flags + 8 * go, epoch)
-        else:
-            _wait(own_flags + 8 * go, epoch, go, epoch, -1, rank, role, barrier_timeout_ns, err32, err64, ctl)
+        else:  # twice block 0's bound per peer (and a push's): when a peer never enters, the error recorded
+            # first is block 0's, naming that peer's arrival flag, not this go flag (2026-12-05); waiters
+            # leave as soon as it is recorded
+            _wait(own_flags + 8 * go, epoch, go, epoch, -1, rank, role, 2 * barrier_timeout_ns + timeout_ns,
+                  err32, err64, ctl)
     movable = b0 + b1
     if ADAPTIVE:
         if pid < movable:  # compute and intra blocks follow the shared target: a role per task (_pick)

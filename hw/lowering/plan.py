@@ -101,6 +101,20 @@ class Plan:
         """Set by block 0 once every peer has entered the call; the other blocks wait for it."""
         return self.n_flags - 2
 
+    def flag_name(self, slot: int) -> str | None:
+        """What flag ``slot`` of this rank is, for error messages: its schedule signal, a network
+        message's own arrival flag, a call-barrier flag (naming the peer it waits for), or None."""
+        if 0 <= slot < len(self.slot_names):
+            return f"signal {self.slot_names[slot]}"
+        for first, what in ((self.arrive0, "rank {} entered this call"), (self.exit0, "rank {} finished the last call")):
+            if first <= slot < first + self.world:
+                return f"call barrier: {what.format(slot - first)}"
+        if slot == self.go:
+            return "call barrier: go, set by block 0 once every peer entered (block 0's wait names the missing peer)"
+        if slot == self.sink:
+            return "sink of data-only puts"
+        return "arrival flag of one network put" if 0 <= slot < self.n_flags else None
+
     @property
     def gemm_operands(self) -> tuple[tuple[str, ...], str] | None:
         """The A buffers (one or two) and the B buffer of this rank's GEMM tiles, or None without

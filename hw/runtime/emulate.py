@@ -149,12 +149,15 @@ def _rank_main(fn, info: RankInfo, port: int, env: dict, args: tuple, out, deadl
 
 
 def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5,
-             steps: _RankSteps | None = None) -> dict[int, object]:
-    """Every rank's result, in a dict by rank. Raises :class:`RankFailed` at the first rank that
-    reports an error, that exits without a result (a crash: its exit code, and its stderr above), or
-    when ``timeout_s`` passes first. Polls, so a dead rank is noticed within ``poll_s``, not at the
-    deadline."""
-    world, results = len(procs), {}
+             steps: _RankSteps | None = None, grace_s: float = 5.0) -> dict[int, object]:
+    """Every rank's result, in a dict by rank. Raises :class:`RankFailed` once a rank reports an
+    error, a rank exits without a result (a crash: its exit code, and its stderr above), or
+    ``timeout_s`` passes first. Polls, so a dead rank is noticed within ``poll_s``, not at the
+    deadline. After the first error it keeps listening up to ``grace_s`` (within the deadline) for
+    the other ranks' reports and names them all: in a collective failure the first rank to report
+    is often not the one that stalled, only one that waited for it (2026-12-05: GEMM+RS's fault
+    runs showed rank 0's go-flag timeout and nothing of its peers)."""
+    world, results, errors = len(procs), {}, {}
     deadline = time.monotonic() + timeout_s
 
     def take(wait_s: float) -> bool:
@@ -162,18 +165,28 @@ def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5,
             rank, status, value = out.get(timeout=wait_s)
         except queue.Empty:
             return False
-        if status == "error":
-            raise RankFailed(f"rank {rank} failed:\n{value}")
-        results[rank] = value
+        (errors if status == "error" else results)[rank] = value
         return True
+
+    def settled() -> bool:
+        return all(r in results or r in errors or p.exitcode is not None for r, p in enumerate(procs))
 
     while len(results) < world:
         if take(poll_s):
+            if errors:
+                until = min(deadline, time.monotonic() + grace_s)
+                while not settled() and time.monotonic() < until:
+                    take(min(poll_s, max(0.0, until - time.monotonic())))
+                while take(0.0):  # reports already in the pipe
+                    pass
+                raise RankFailed(_failures(errors, results, world, steps))
             continue
         dead = [r for r, p in enumerate(procs) if r not in results and p.exitcode is not None]
         if dead:
             while take(poll_s):  # a result put just before exiting may still be in the pipe
                 pass
+            if errors:
+                raise RankFailed(_failures(errors, results, world, steps))
             dead = [r for r in dead if r not in results]
             if dead:
                 codes = ", ".join(f"rank {r}: exit code {procs[r].exitcode}" for r in dead)
@@ -184,6 +197,21 @@ def _collect(procs: list, out, timeout_s: float, poll_s: float = 0.5,
             raise RankFailed(f"ranks {missing} did not finish within {timeout_s} s"
                              + (f"; {steps.deadline_status()}" if steps else ""))
     return results
+
+
+def _failures(errors: dict[int, str], results: dict, world: int, steps: _RankSteps | None) -> str:
+    """The first failed rank's traceback, then one line per rank: its error's last line, ok, or silent."""
+    first = next(iter(errors))  # the first to report
+    lines = [f"rank {first} failed:\n{errors[first]}", "every rank:"]
+    for r in range(world):
+        if r in errors:
+            last = [ln for ln in errors[r].strip().splitlines() if ln.strip()]
+            lines.append(f"  rank {r}: {last[-1] if last else 'failed'}")
+        else:
+            lines.append(f"  rank {r}: " + ("finished" if r in results else "no report"))
+    if steps:
+        lines.append(steps.deadline_status())
+    return "\n".join(lines)
 
 
 def launch(fn: Callable, world: int, *, args: tuple = (), gpus: int | None = None, sms: int = 132,

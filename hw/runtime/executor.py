@@ -198,6 +198,5 @@ class Executor:
         if failure is not None:
             task = self.errors.task()
             what = self.schedule.tasks[task].describe() if 0 <= task < len(self.schedule.tasks) else "the call barrier"
-            slot = failure.index
-            name = self.plan.slot_names[slot] if failure.what == "flag" and slot < len(self.plan.slot_names) else None
-            raise DeviceWaitError(f"{failure} in {what}" + (f" (signal {name})" if name else ""))
+            name = self.plan.flag_name(failure.index) if failure.what == "flag" else None
+            raise DeviceWaitError(f"{failure} in {what}" + (f" ({name})" if name else ""))

@@ -7,6 +7,8 @@ epochs, messages. The tests judge those values (:data:`TOLERANCE`); nothing here
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from mkernel import builders, reference
@@ -63,8 +65,13 @@ def run_rank(info: RankInfo, w: Workload, nodes: int, gpus_per_node: int, seed: 
         errors, unwritten = {}, {}
         for call in range(calls):  # fresh inputs every call: a stale read of the last call's data shows
             inputs, expected = _draw(info, w, c, seed * 100_003 + call)
-            outs = op(inputs, poison=True)
-            op.check()
+            launched = time.time()
+            try:
+                outs = op(inputs, poison=True)
+                op.check()
+            except MkernelError as exc:  # when each rank launched shows the skew a call barrier waited out
+                raise type(exc)(f"{exc} [call {call + 1} launched at {launched:.3f}, failed at {time.time():.3f} "
+                                f"(wall clock; timeout {timeout_s} s)]") from exc
             for name, refs in expected.items():
                 got = outs[name].float().cpu().numpy().astype(np.float64)
                 unwritten[name] = unwritten.get(name, 0) + int(np.isnan(got).sum())

@@ -24,6 +24,11 @@ def _error(rank: int, out) -> None:
     out.put((rank, "error", "Traceback: boom"))
 
 
+def _late_error(rank: int, out) -> None:
+    time.sleep(1.0)
+    out.put((rank, "error", f"Traceback: ...\nDeviceWaitError: rank {rank}: timeout waiting on flag 20\n"))
+
+
 def _silent(rank: int, out) -> None:
     time.sleep(30)
 
@@ -69,6 +74,23 @@ def test_a_rank_error_carries_its_traceback():
             _collect(procs, out, timeout_s=60)
     finally:
         _stop(procs)
+
+
+def test_every_failed_rank_is_named_not_only_the_first():
+    """In a collective failure the first rank to report is rarely the one that stalled: the report
+    names every rank's error (its last line), which finished and which said nothing."""
+    procs, out = _start([_error, _late_error, _ok, _silent])
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RankFailed) as info:
+            _collect(procs, out, timeout_s=60, grace_s=3.0)
+    finally:
+        _stop(procs)
+    msg = str(info.value)
+    assert msg.startswith("rank 0 failed:\nTraceback: boom"), msg
+    assert "  rank 1: DeviceWaitError: rank 1: timeout waiting on flag 20" in msg, msg
+    assert "  rank 2: finished" in msg and "  rank 3: no report" in msg, msg
+    assert time.monotonic() - t0 < 30  # the grace is bounded: the silent rank is not waited for
 
 
 def test_a_silent_rank_fails_at_the_deadline():

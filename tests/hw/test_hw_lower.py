@@ -93,3 +93,39 @@ def test_a_tile_order_change_reaches_the_tables_with_no_code_change():
     a = lower.lower(s)[0].roles[lower.Role.COMPUTE].regions
     b = lower.lower(reordered)[0].roles[lower.Role.COMPUTE].regions
     assert not np.array_equal(a, b) and sorted(map(tuple, a)) == sorted(map(tuple, b))
+
+
+def test_every_flag_a_wait_can_time_out_on_has_a_name_and_the_barrier_names_its_peer():
+    """A device wait's error names its flag (Executor.check). The call barrier's flags sit past the
+    schedule's signals: on the emulated 2 x 2, GEMM+RS's flag 26 is the go flag, not an exit flag
+    (2026-12-05: its timeout was first read as a lost exit SIGNAL), and an arrival names its peer."""
+    from harness.cases import workload
+
+    from mkernel.hw.lowering import plan
+
+    p = plan.build(get("gemm_rs").build(workload("gemm_rs"), Cluster("hw", 2, 2).with_sms(33)), 0)[0]
+    assert (p.n_flags, p.arrive0, p.exit0, p.go) == (28, 18, 22, 26)
+    assert p.flag_name(26).startswith("call barrier: go")
+    assert p.flag_name(20) == "call barrier: rank 2 entered this call"
+    assert p.flag_name(25) == "call barrier: rank 3 finished the last call"
+    assert p.flag_name(0).startswith("signal ") and p.flag_name(27) == "sink of data-only puts"
+    assert all(p.flag_name(s) for s in range(p.n_flags)) and p.flag_name(p.n_flags) is None
+
+
+@pytest.mark.parametrize("nodes,gpn", [(2, 2), (4, 1)])
+def test_no_put_sets_a_call_barrier_flag(nodes, gpn):
+    """A put's arrival flag set on a barrier slot would let a call barrier pass before the peer
+    entered (or hide one that never did): every ring command of every case's plans sets a schedule
+    or network flag below the barrier's, or the sink."""
+    from harness.cases import CASES, workload
+    from harness.mesh import call_commands
+
+    from mkernel.hw.lowering import plan, ring
+
+    for case in CASES:
+        for p in plan.build(get(workload(case).kernel).build(workload(case), Cluster("hw", nodes, gpn).with_sms(33))):
+            cmds = call_commands(p, 1)
+            barrier = {c.chunk for c in cmds if c.type == ring.SIGNAL and c.chunk >= p.arrive0}
+            data = {c.chunk for c in cmds} - barrier
+            assert barrier <= set(range(p.arrive0, p.go)), (case, p.rank, barrier)
+            assert all(f < p.arrive0 or f == p.sink for f in data), (case, p.rank, sorted(data))

@@ -116,3 +116,44 @@ def test_the_cli_form_parses_into_proxy_faults_and_refuses_bad_items(capsys):
 
     assert main(["run", "--backend", "hw", "--nodes", "2", "--faults", "duplicate=0.2"]) == 2
     assert "the hw proxy's faults" in capsys.readouterr().err
+
+
+SURVIVABLE = {"reorder": (ProxyFaults(seed=1, reorder=True), {}), "delay": (ProxyFaults(delay_us=30.0), {}),
+              # batches of 3 end inside a run of PUTs: shuffle_puts' tail run (no SIGNAL after it)
+              "reorder-3": (ProxyFaults(seed=1, reorder=True), {"max_batch": 3})}
+
+
+@pytest.mark.parametrize("fault", sorted(SURVIVABLE))
+@pytest.mark.parametrize("case", ["gemm_rs", "gemm_ar", "ring_attention"])
+def test_every_ranks_call_commands_arrive_whole_under_the_survivable_faults(case, fault):
+    """The GPU fault test's command streams without the GPU (2026-12-05: GEMM+RS timed out in its
+    first call's barrier under both survivable faults on the emulated 2 x 2): each rank's ring
+    commands of three calls on that cluster (arrival SIGNALs, its puts' commands, exit SIGNALs),
+    through four proxies at once with the fault the GPU test injects. Every flag holds its call's
+    epoch, every put's bytes land, every SIGNAL follows the puts its ring put before it (the check
+    catches a planted flag-before-data transport: tests/hw/test_hw_proxy.py's flag_early)."""
+    from harness.cases import workload
+    from harness.mesh import replay
+
+    from mkernel import builders
+    from mkernel.cluster import Cluster
+    from mkernel.hw.lowering import plan
+
+    faults, kw = SURVIVABLE[fault]
+    plans = plan.build(builders.get(workload(case).kernel).build(workload(case), Cluster("hw", 2, 2).with_sms(33)))
+    assert replay(plans, 3, faults=faults, **kw) == []
+
+
+def test_the_replay_check_catches_a_flag_written_before_its_data():
+    """The check above can fail: a transport that writes flags as separate unordered writes
+    (flag_early, the naive SRD design) lets ring attention's SIGNALs overtake their puts' data."""
+    from harness.cases import workload
+    from harness.mesh import replay
+
+    from mkernel import builders
+    from mkernel.cluster import Cluster
+    from mkernel.hw.lowering import plan
+
+    w = workload("ring_attention")
+    plans = plan.build(builders.get(w.kernel).build(w, Cluster("hw", 2, 2).with_sms(33)))
+    assert any("written after" in e for e in replay(plans, 3, seed=0, unordered=True, flag_early=True))
