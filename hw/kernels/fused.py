@@ -48,8 +48,8 @@ from ..knobs import DATA_PATHS, DEFAULTS
 from ..lowering.layout import (ATTN_QUERY_ROWS, COMMAND_WIDTH, COPY_ADD, OP_CODE, SIGNAL_WIDTH, TASK_WIDTH, WAIT_WIDTH, Command,
                                Signal, Task, Wait)
 from ..lowering.plan import GEMM_TILE
-from .sync import _bump, _clock, _fence_async, _fence_sys, _last_block, _push, _raw, _st_release64, _tell_peers, _wait, \
-    enter_kernel
+from .sync import _bump, _clock, _fence_async, _fence_sys, _go_bound, _last_block, _push, _raw, _st_release64, \
+    _tell_peers, _wait, enter_kernel
 from . import bulk, bulk_copy, bulk_reduce, bulk_tensor
 from .adaptive import ACTIVE, BLOCKED, CTRL, LOG_ENTRIES, START, UNIT_NS, WORK, _bit, _pick, _reset, _steer
 from .tiles import _attn, _copy, _gather, _gemm, _gemm_table, _norm, _reduce
@@ -110,10 +110,9 @@ def fused_kernel(tasks, regions, waits, signals, aux, gemm_tiles, segments, base
                     _wait(own_flags + 8 * (arrive0 + p), epoch, arrive0 + p, epoch, -1, rank, role,
                           barrier_timeout_ns, err32, err64, ctl)
             _st_release64(own_flags + 8 * go, epoch)
-        else:  # twice block 0's bound per peer (and a push's): when a peer never enters, the error recorded
-            # first is block 0's, naming that peer's arrival flag, not this go flag (2026-12-05); waiters
-            # leave as soon as it is recorded
-            _wait(own_flags + 8 * go, epoch, go, epoch, -1, rank, role, 2 * barrier_timeout_ns + timeout_ns,
+        else:  # when a peer never enters, the error recorded first is block 0's, naming that peer's arrival
+            # flag, not this go flag (sync._go_bound); waiters leave as soon as it is recorded
+            _wait(own_flags + 8 * go, epoch, go, epoch, -1, rank, role, _go_bound(barrier_timeout_ns, timeout_ns),
                   err32, err64, ctl)
     movable = b0 + b1
     if ADAPTIVE:

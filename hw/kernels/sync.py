@@ -305,6 +305,15 @@ def _push(kind, dst_rank, flag, nbytes, src_off, dst_off, epoch, records, ctl, h
 
 
 @triton.jit
+def _go_bound(barrier_timeout_ns, timeout_ns):
+    """The bound of a wait for the call barrier's go flag: twice block 0's (``barrier_timeout_ns``
+    per peer) plus one push's, so that block 0's error, which names the missing peer, is recorded
+    first. In 64 bits: Triton passes an integer argument below 2^31 as int32, and with 2 s bounds
+    the sum wrapped to 1.7 s, so the go waiters timed out before block 0 (2026-12-05)."""
+    return 2 * barrier_timeout_ns.to(tl.int64) + timeout_ns
+
+
+@triton.jit
 def _last_block(done_ptr, n_blocks):
     """Whether this block is the last of the call's ``n_blocks`` to finish: a block barrier (every
     thread of it is done), then one acq_rel count. The last block then resets what the call counted

@@ -114,3 +114,37 @@ def test_a_push_waiting_for_credit_gives_up_once_another_block_failed():
     loop = ptx[ptx.index("globaltimer"):]  # the credit wait starts by reading the clock
     assert "ld.acquire.sys.global.u64" in loop  # the tail, polled
     assert re.search(r"ld\.volatile\.global\.(b|u|s)32", loop), "the credit wait never reads err32"
+
+
+GO_BOUND_PROBE = """
+import torch, triton
+import triton.language as tl
+from mkernel.hw.kernels.sync import _go_bound
+
+@triton.jit
+def probe(barrier_ns, timeout_ns, out):
+    tl.store(out, _go_bound(barrier_ns, timeout_ns))
+
+out = torch.zeros(1, dtype=torch.int64)
+for b, t in ((2_000_000_000, 2_000_000_000), (1_500_000_000, 2_000_000_000), (300_000_000_000, 10_000_000_000)):
+    probe[(1,)](b, t, out)  # ints below 2^31 arrive as int32, as on the GPU
+    print(b, t, int(out.item()))
+"""
+
+
+def test_the_go_flag_bound_does_not_wrap_when_the_bounds_arrive_as_int32():
+    """The go waiters' bound (twice block 0's plus a push's) is summed in 64 bits. With 2 s bounds Triton
+    passes both as int32, and the sum wrapped to 1.7 s: the go waiters then timed out before block 0,
+    whose error names the missing peer (the GEMM+RS failures under a delayed proxy, 2026-12-05).
+    Run by Triton's interpreter (CPU), which types a scalar argument as the GPU launch does."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", GO_BOUND_PROBE], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [tuple(map(int, line.split())) for line in done.stdout.split("\n") if line.strip()]
+    assert len(rows) == 3, done.stdout
+    for b, t, got in rows:
+        assert got == 2 * b + t, (b, t, got)
