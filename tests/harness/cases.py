@@ -36,11 +36,12 @@ def workload(case: str) -> Workload:
 
 def run_case(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, controller=None, faults=None,
              wait_s: float = 5.0, transport: str = "loopback", heap: str = "device", net=None,
-             data_path: str = "auto", rank_fn=None, **changes) -> list[dict]:
+             data_path: str = "auto", rank_fn=None, barrier_s: float | None = None, **changes) -> list[dict]:
     """:func:`harness.rank.run_rank` of ``case`` (with ``changes``, any Workload field) on ``nodes`` x
     ``gpn`` emulated ranks, their nodes joined by ``transport`` (the Context's, with its ``heap`` and
     ``net`` options; ``data_path``: HwKnobs'): each rank's worst error per output, unwritten elements and epoch after
-    ``calls`` checked calls. ``rank_fn``: run_rank's stand-in, taking its arguments (experiments)."""
+    ``calls`` checked calls. ``wait_s`` bounds every device wait, the call barrier's too unless ``barrier_s``.
+    ``rank_fn``: run_rank's stand-in, taking its arguments (experiments)."""
     import dataclasses
 
     from mkernel.hw.runtime.emulate import launch
@@ -49,7 +50,7 @@ def run_case(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, cont
 
     w = dataclasses.replace(workload(case), **changes)
     return launch(rank_fn or run_rank, nodes * gpn, args=(w, nodes, gpn, 7, calls, 0, wait_s, transport, shaping,
-                                               controller, faults, heap, net, data_path), timeout_s=600)
+                                               controller, faults, heap, net, data_path, barrier_s), timeout_s=600)
 
 
 def assert_exact(results: list[dict], calls: int) -> None:
