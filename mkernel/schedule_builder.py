@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .ir import (IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, bump_keys,
-                 count_homes)
+                 count_homes, new_task)
 
 
 @dataclass
@@ -74,6 +74,8 @@ class ScheduleBuilder:
         self.local_fold = self.local_fold and self.gpus_per_node > 1
         self._home = count_homes(self.world, self.gpus_per_node, self.first_nodes,
                                  self.gpus_per_node if self.local_fold else 0)
+        self._emitted = [self.emits(rank) for rank in range(self.world)]  # (add asks for each task)
+        self._building = True  # builds(), kept as launches open
 
     def emits(self, rank: int) -> bool:
         """Whether tasks of ``rank`` are built."""
@@ -106,6 +108,7 @@ class ScheduleBuilder:
         self.launches.append(Launch(name, tuple((r, n) for r, n in sms.items() if n > 0), library))
         if library is not None and not self.library_tasks:
             self.elided.append(len(self.launches) - 1)
+        self._building = self.builds()
         return len(self.launches) - 1
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
@@ -114,15 +117,15 @@ class ScheduleBuilder:
         """Add a task, or with ``count`` > 1 a group of members differing by ``step`` (its label's
         "{}" takes each member's number); returns it (member 0 of a flat build), or None for a rank
         or a launch not built."""
-        if not self.emits(rank) or not self.builds():
+        if not self._emitted[rank] or not self._building:
             return None
         if count < 1 or (count > 1 and step is None):
             raise ValueError(f"a group of {count} members needs a step")
         if count == 1 and step is not None:  # a group of one: a plain task
             label, step = label.replace("{}", str(step.label[0])), None
-        task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
-                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
-                    count, step)
+        task = new_task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
+                        tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
+                        count, step)
         if self.local_fold and signals:
             self._declared(task)
             task = self._renamed(task)

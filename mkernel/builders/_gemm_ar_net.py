@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..cluster import Cluster
-from ..ir import Op, Region, Role, Signal, Step, Wait
+from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_step
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
 from ._tiling import runs, split_rows
@@ -29,22 +29,22 @@ class Regions:
         self.w, self.slots, self.g = w, slots, g
 
     def tile(self, buf: str, rank: int, t) -> Region:
-        return Region(buf, rank, t.row0, t.row1, t.col0, t.col1)
+        return new_region(buf, rank, t.row0, t.row1, t.col0, t.col1)
 
     def tiles(self, buf: str, ranks, t) -> tuple[Region, ...]:
         """The tile on each of ``ranks`` (a broadcast's or a reduction's: one call, not one a rank)."""
         r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1
-        return tuple([Region(buf, rank, r0, r1, c0, c1) for rank in ranks])
+        return tuple([new_region(buf, rank, r0, r1, c0, c1) for rank in ranks])
 
     def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
         r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
-        return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
+        return new_region(buf, rank, r0, r0 + t.rows, 0, t.cols)
 
     def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
         """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
         of ragged edge tiles included."""
         r0 = (section * self.slots + chunk[0].index // self.g) * self.w.tile_m
-        return Region(buf, rank, r0, r0 + len(chunk) * self.w.tile_m, 0, self.w.tile_n)
+        return new_region(buf, rank, r0, r0 + len(chunk) * self.w.tile_m, 0, self.w.tile_n)
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
                    reads=(regs.slot("PART", rank, t), *[regs.slot("RECV", rank, t, m) for m in others]),
                    writes=(regs.tile("OUT", rank, t),),
                    signals=(Signal(rank, "final", rel[t.index]), done) if g > 1 else (done,),
-                   label="tile {} add remote", count=len(run), step=Step(*moves, (), 0, (t.index, g)))
+                   label="tile {} add remote", count=len(run), step=new_step(*moves, (), 0, (t.index, g), 0, (), 0))
 
 
 def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
+from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, new_step, paused_gc
 from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _all_reduce as all_reduce
@@ -218,7 +218,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 if alike is None:
                     alike = steps[u.cols, moves] = (((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],))
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
-                       count=k, step=Step(*alike, (), 0, (u.index, 1), 0, (), rotate))
+                       count=k, step=new_step(*alike, (), 0, (u.index, 1), 0, (), rotate))
 
     owned_by: dict = {}  # local rank -> its tiles, its chunks of them and each chunk's runs (alike on every node)
     for rank in sb.ranks():
@@ -304,7 +304,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel[t.index]), 1),),
                    reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=regs.tiles("OUT", peers[1:], t),
                    signals=bumps, label="tile {} bcast", count=len(run),
-                   step=Step(moved(t.cols, 2 * g - 2, ()), (), by_g, 0, (t.index, g)))
+                   step=new_step(moved(t.cols, 2 * g - 2, ()), (), by_g, 0, (t.index, g), 0, (), 0))
 
     sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
     label = f"tile {{}} {what}"
@@ -321,7 +321,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 moves = ((0, 0, t.cols * g), ((0, g), (0, 0)))
             sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, arrived[0], rel[t.index]), arrived[1]),),
                    reads=regs.tiles("P", sources, t), writes=(dst,), signals=sig, label=label, count=len(run),
-                   step=Step(moved(t.cols, len(sources), moves[0]), moves[1], by_g, 0, (t.index, g)))
+                   step=new_step(moved(t.cols, len(sources), moves[0]), moves[1], by_g, 0, (t.index, g), 0, (), 0))
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
