@@ -200,33 +200,39 @@ class ScheduleBuilder:
         A name's bumps are counted when first asked, and then only those of the tasks added since:
         builders ask about a few names (a drain's), and counting every task's bumps as it was added
         cost a fifth of a large build."""
-        name, tasks = signal.name, self.tasks
+        name, tasks, home, bumps = signal.name, self.tasks, self._home, self.bumps
+        alike: dict[int, list] = {}  # id of a signals tuple -> [it, bumps by tasks whose signals of the name do not step]
         for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
             for g in task.signals:
                 if g.name == name:
-                    self._count(task, name)
+                    if task.count > 1 and task.step.signals and self._steps(task, name):
+                        fixed, moving = bump_keys(task, home=home)
+                        for key, times in fixed:
+                            if key[1] == name:
+                                bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing key is a Python call)
+                        bumps.update(key for key in moving if key[1] == name)
+                    else:  # each of them bumped count times: bump_keys' first case, counted once per tuple
+                        # (a 2 x 8 GEMM+AR 32768^2 build's drain took 0.1 s making its broadcasts' keys)
+                        entry = alike.get(id(task.signals))
+                        if entry is None:
+                            alike[id(task.signals)] = [task.signals, task.count]
+                        else:
+                            entry[1] += task.count
                     break
+        for signals, n in alike.values():
+            for g in signals:
+                if g.name == name:
+                    key = (home[g.rank] if home else g.rank, name, g.index)
+                    bumps[key] = bumps.get(key, 0) + n
         self.scanned[name] = len(tasks)
-        return self.bumps[self._key(signal.rank, name, signal.index)]
+        return bumps[self._key(signal.rank, name, signal.index)]
 
-    def _count(self, task: Task, name: str) -> None:
-        """Add the bumps of ``name``'s signals by ``task``'s members to ``bumps``, as :func:`bump_keys`
-        counts them. Where none of them steps, each is bumped ``count`` times, counted here without
-        making the keys of the task's other signals (a drain's count, 0.1 s of a 2 x 8 GEMM+AR 32768^2
-        build, went to bump_keys' keys of its broadcasts)."""
-        st, n, home, bumps = task.step, task.count, self._home, self.bumps
-        if n > 1 and st.signals and any(g.name == name and (any(st.signals[k]) or st.period and (
-                k >= len(st.outer) or any(st.outer[k]))) for k, g in enumerate(task.signals)):
-            fixed, moving = bump_keys(task, home=home)
-            for key, times in fixed:
-                if key[1] == name:
-                    bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing key is a Python call)
-            bumps.update(key for key in moving if key[1] == name)
-            return
-        for g in task.signals:
-            if g.name == name:
-                key = (home[g.rank] if home else g.rank, name, g.index)
-                bumps[key] = bumps.get(key, 0) + n
+    @staticmethod
+    def _steps(task: Task, name: str) -> bool:
+        """Whether a signal of ``name`` steps among the group's members (:func:`bump_keys`' rule)."""
+        st = task.step
+        return any(g.name == name and (any(st.signals[k]) or st.period and (k >= len(st.outer) or any(st.outer[k])))
+                   for k, g in enumerate(task.signals))
 
     def build(self, flops_per_gpu: float) -> Schedule:
         return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,

@@ -283,16 +283,12 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
 
     bumps = tuple(out_done(p) for p in peers[1:])  # (a broadcast's: the same for each)
-    steps: dict = {}
     by_g = (g,)  # (a tile's wait steps by G: its signal index is the tile's)
+    steps: dict = {}  # (task kind, tile width) -> its step's regions and signals: one object for each
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
-        """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any), one object for each
-        kind (validate reads each tuple object once)."""
-        key = (cols, n, last)
-        if key not in steps:
-            steps[key] = ((0, 0, cols * g),) * n + ((last,) if last else ())
-        return steps[key]
+        """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
+        return ((0, 0, cols * g),) * n + ((last,) if last else ())
 
     def bcast(j: int, ci: int, chunk) -> None:
         if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
@@ -301,10 +297,13 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             return
         for run in cuts[ci]:
             t = run[0]
+            regions = steps.get(("bcast", t.cols))  # (validate reads each tuple object once)
+            if regions is None:
+                regions = steps["bcast", t.cols] = moved(t.cols, 2 * g - 2, ())
             sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel[t.index]), 1),),
                    reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=regs.tiles("OUT", peers[1:], t),
                    signals=bumps, label="tile {} bcast", count=len(run),
-                   step=new_step(moved(t.cols, 2 * g - 2, ()), (), by_g, 0, (t.index, g), 0, (), 0))
+                   step=new_step(regions, (), by_g, 0, (t.index, g), 0, (), 0))
 
     sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
     label = f"tile {{}} {what}"
@@ -314,14 +313,18 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
         into OUT on one."""
         for run in cut:
             t = run[0]
+            moves = steps.get((ready is None, t.cols))
+            if moves is None:
+                moves = steps[ready is None, t.cols] = (
+                    (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if ready is not None else
+                    (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
             if ready is not None:
-                dst, sig, moves = regs.slot("PART", rank, t), (ready,), ((0, w.tile_m, 0), ((0, 0),))
+                dst, sig = regs.slot("PART", rank, t), (ready,)
             else:
                 dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[t.index]), out_done(rank))
-                moves = ((0, 0, t.cols * g), ((0, g), (0, 0)))
             sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, arrived[0], rel[t.index]), arrived[1]),),
                    reads=regs.tiles("P", sources, t), writes=(dst,), signals=sig, label=label, count=len(run),
-                   step=new_step(moved(t.cols, len(sources), moves[0]), moves[1], by_g, 0, (t.index, g), 0, (), 0))
+                   step=new_step(*moves, by_g, 0, (t.index, g), 0, (), 0))
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
