@@ -14,21 +14,16 @@ from ..ir import Step
 
 @dataclass(frozen=True, slots=True)
 class Tile:
-    """Output tile ``index`` covering rows ``[row0, row1)`` and columns ``[col0, col1)``."""
+    """Output tile ``index`` covering rows ``[row0, row1)`` and columns ``[col0, col1)``, ``rows`` x
+    ``cols`` (kept, not derived: a large build reads a tile's width half a million times)."""
 
     index: int
     row0: int
     row1: int
     col0: int
     col1: int
-
-    @property
-    def rows(self) -> int:
-        return self.row1 - self.row0
-
-    @property
-    def cols(self) -> int:
-        return self.col1 - self.col0
+    rows: int
+    cols: int
 
 
 @lru_cache(maxsize=8)
@@ -39,7 +34,8 @@ def tile_grid(m: int, n: int, tile_m: int, tile_n: int) -> tuple[Tile, ...]:
     tiles = []
     for r0 in range(0, m, tile_m):
         for c0 in range(0, n, tile_n):
-            tiles.append(Tile(len(tiles), r0, min(m, r0 + tile_m), c0, min(n, c0 + tile_n)))
+            r1, c1 = min(m, r0 + tile_m), min(n, c0 + tile_n)
+            tiles.append(Tile(len(tiles), r0, r1, c0, c1, r1 - r0, c1 - c0))
     return tuple(tiles)
 
 

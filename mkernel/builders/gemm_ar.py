@@ -200,23 +200,24 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                                                                outer=((0, g),)))
                 continue
             if pushed:  # local flags: the own tile alone (its chunk's relay counts it), the rest ready to push
-                groups = [(group[0], len(group), regs.tile("P", rank, group[0]), (signal,),
-                           ((0, 0, group[0].cols), step)) for group, signal, step in push.compute_groups(
+                groups = [(group[0], len(group), regs.tile("P", rank, group[0]), (signal,), step)
+                          for group, signal, step in push.compute_groups(
                               c, rank, tiles[t.index:t.index + count], lambda u, node=node: pos[node][u.index // g // ct],
                               lambda u, rel=rel: rel[u.index])]
             elif g > 1:
-                groups = [(t, count, regs.tile("P", rank, t), (Signal(owner, "contrib", rel[t.index]),),
-                           ((0, 0, t.cols), (1, 1)))]
+                groups = [(t, count, regs.tile("P", rank, t), (Signal(owner, "contrib", rel[t.index]),), (1, 1))]
             elif nodes > 1:  # G = 1: one owner, so a shared exchange takes every slot
                 ready = Signal(rank, "group_ready") if shared else Signal(rank, "chunk_ready", pos[node][t.index // ct])
-                groups = [(t, count, regs.slot("PART", rank, t), (ready,), ((0, w.tile_m, 0), (0, 0)))]
+                groups = [(t, count, regs.slot("PART", rank, t), (ready,), (0, 0))]
             else:
-                groups = [(t, count, regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0)))]
-            for u, k, dst, sig, moves in groups:
+                groups = [(t, count, regs.tile("OUT", rank, t), (out_done(rank),), (0, 0))]
+            for u, k, dst, sig, signal_step in groups:
                 # one tuple object for the groups that step alike: validate reads each once
-                alike = steps.get((u.cols, moves))
-                if alike is None:
-                    alike = steps[u.cols, moves] = (((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],))
+                alike = steps.get((u.cols, signal_step))
+                if alike is None:  # (the output moves a tile right; PART, a slot down)
+                    alike = steps[u.cols, signal_step] = (
+                        ((0, 0, 0), (0, 0, u.cols), (0, w.tile_m, 0) if dst.buffer == "PART" else (0, 0, u.cols)),
+                        (signal_step,))
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
                        count=k, step=new_step(*alike, (), 0, (u.index, 1), 0, (), rotate))
 
