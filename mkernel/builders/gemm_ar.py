@@ -154,9 +154,10 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     pos = {node: {ci: j for j, ci in enumerate(o)} for node, o in order.items()}
     # a tile's signal index on each node: its slot's place in the node's chunk order (the tile index
     # itself when chunks go in order), so the queues stay node-symmetric; a table, read ~7 times a tile
-    index = np.arange(len(tiles))
-    rels = {node: ((np.array([p[ci] for ci in range(nchunks)], np.int64)[index // g // ct] * ct + index // g % ct) * g
-                   + index % g).tolist() for node, p in pos.items()}
+    index, rels = np.arange(len(tiles)), {}
+    for node, p in pos.items():
+        position = np.array([p[ci] for ci in range(nchunks)], np.int64)  # chunk -> its place in the node's order
+        rels[node] = ((position[index // g // ct] * ct + index // g % ct) * g + index % g).tolist()
     done = [Signal(rank, "out_done") for rank in range(c.world)]  # (one object each: ~10 bumps a tile)
 
     def out_done(rank: int) -> Signal:
