@@ -264,8 +264,8 @@ class Task:
         return [self.member(i) for i in range(self.count)]
 
 
-# Region(...), Step(...) and Task(...) at about half the cost, every field given (the builders' hot paths)
-new_region, new_step, new_task = quick_new(Region), quick_new(Step), quick_new(Task)
+# Region(...), Signal(...), Step(...) and Task(...) at about half the cost, every field given (the builders' hot paths)
+new_region, new_signal, new_step, new_task = quick_new(Region), quick_new(Signal), quick_new(Step), quick_new(Task)
 
 
 class MemberRef(NamedTuple):

@@ -201,7 +201,8 @@ class ScheduleBuilder:
         builders ask about a few names (a drain's), and counting every task's bumps as it was added
         cost a fifth of a large build."""
         name, tasks, home, bumps = signal.name, self.tasks, self._home, self.bumps
-        alike: dict[int, list] = {}  # id of a signals tuple -> [it, bumps by tasks whose signals of the name do not step]
+        alike: dict[int, list] = {}  # id of a signals tuple -> [it, bumps by the tasks whose signals of
+        # the name do not step]
         for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
             for g in task.signals:
                 if g.name == name:
@@ -209,7 +210,8 @@ class ScheduleBuilder:
                         fixed, moving = bump_keys(task, home=home)
                         for key, times in fixed:
                             if key[1] == name:
-                                bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing key is a Python call)
+                                bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing
+                                # key is a Python call)
                         bumps.update(key for key in moving if key[1] == name)
                     else:  # each of them bumped count times: bump_keys' first case, counted once per tuple
                         # (a 2 x 8 GEMM+AR 32768^2 build's drain took 0.1 s making its broadcasts' keys)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..cluster import Cluster
-from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_step
+from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_signal, new_step
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
 from ._tiling import runs, split_rows
@@ -89,7 +89,7 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
             sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
                    reads=(regs.slot("PART", rank, t), *[regs.slot("RECV", rank, t, m) for m in others]),
                    writes=(regs.tile("OUT", rank, t),),
-                   signals=(Signal(rank, "final", rel[t.index]), done) if g > 1 else (done,),
+                   signals=(new_signal(rank, "final", rel[t.index]), done) if g > 1 else (done,),
                    label="tile {} add remote", count=len(run), step=new_step(*moves, (), 0, (t.index, g), 0, (), 0))
 
 

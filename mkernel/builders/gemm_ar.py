@@ -36,7 +36,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, new_step, paused_gc
+from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, new_signal, new_step, paused_gc
 from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _all_reduce as all_reduce
@@ -178,8 +178,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             spans = [(tiles[a], k, r, 0) for a, k, r in wrapped_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, g)]
         else:  # (a push's: its own groups)
             cut = grid_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, period=g if g > 1 else ct if nodes > 1 else 0)
-            spans = [(run[0], len(run), 0, cycles) for run, cycles in _cycles([tiles[a:a + k] for a, k in cut], g, rel)] \
-                if sb.local_fold and not pushed else [(tiles[a], k, 0, 0) for a, k in cut]
+            spans = [(run[0], len(run), 0, cycles) for run, cycles in
+                     _cycles([tiles[a:a + k] for a, k in cut], g, rel)] if sb.local_fold and not pushed else \
+                [(tiles[a], k, 0, 0) for a, k in cut]
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
@@ -203,10 +204,10 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             if pushed:  # local flags: the own tile alone (its chunk's relay counts it), the rest ready to push
                 groups = [(group[0], len(group), regs.tile("P", rank, group[0]), (signal,), step)
                           for group, signal, step in push.compute_groups(
-                              c, rank, tiles[t.index:t.index + count], lambda u, node=node: pos[node][u.index // g // ct],
-                              lambda u, rel=rel: rel[u.index])]
+                              c, rank, tiles[t.index:t.index + count],
+                              lambda u, node=node: pos[node][u.index // g // ct], lambda u, rel=rel: rel[u.index])]
             elif g > 1:
-                groups = [(t, count, regs.tile("P", rank, t), (Signal(owner, "contrib", rel[t.index]),), (1, 1))]
+                groups = [(t, count, regs.tile("P", rank, t), (new_signal(owner, "contrib", rel[t.index]),), (1, 1))]
             elif nodes > 1:  # G = 1: one owner, so a shared exchange takes every slot
                 ready = Signal(rank, "group_ready") if shared else Signal(rank, "chunk_ready", pos[node][t.index // ct])
                 groups = [(t, count, regs.slot("PART", rank, t), (ready,), (0, 0))]
@@ -302,7 +303,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             regions = steps.get(("bcast", t.cols))  # (validate reads each tuple object once)
             if regions is None:
                 regions = steps["bcast", t.cols] = moved(t.cols, 2 * g - 2, ())
-            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel[t.index]), 1),),
+            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(new_signal(rank, "final", rel[t.index]), 1),),
                    reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=regs.tiles("OUT", peers[1:], t),
                    signals=bumps, label="tile {} bcast", count=len(run),
                    step=new_step(regions, (), by_g, 0, (t.index, g), 0, (), 0))
@@ -324,7 +325,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 dst, sig = regs.slot("PART", rank, t), (ready,)
             else:
                 dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[t.index]), out_done(rank))
-            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, arrived[0], rel[t.index]), arrived[1]),),
+            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(new_signal(rank, arrived[0], rel[t.index]), arrived[1]),),
                    reads=regs.tiles("P", sources, t), writes=(dst,), signals=sig, label=label, count=len(run),
                    step=new_step(*moves, by_g, 0, (t.index, g), 0, (), 0))
 

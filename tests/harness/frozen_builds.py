@@ -34,7 +34,7 @@ GEMM_AR_CLUSTERS = [(1, 4), (2, 2), (2, 4), (3, 2), (4, 2), (2, 8)]
 GEMM_AR_VARIANTS = [dict(internode=a, node_reduce=r) for a in ("direct", "twoshot", "ring") for r in ("pull", "push")]
 BIG = dict(m=32768, n=32768, k=2048)  # the every-node row of issue 30 on paper-ib-2x8
 BIG_SHA256 = "5dec0b84efe5ecd5cf756a492f40943e4555b64beeebb5ddf88f93ff4a270bc7"  # main 80ff7c8's
-SLICE = ("/2x4/", "/even/4x2/", "/shared/4x2/")  # the cases the test suite checks: GEMM+AR's on these, the other ops' on 2 x 4
+SLICE = ("/2x4/", "/even/4x2/", "/shared/4x2/")  # the suite's cases: GEMM+AR's on these, the other ops' on 2 x 4
 
 
 def cases():
