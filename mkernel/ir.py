@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
-from .slots import paused_gc, quick_init  # (paused_gc: imported from here by builders, validate, the simulator)
+from .slots import paused_gc, quick_init, quick_new  # (paused_gc: imported from here by builders, validate, the simulator)
 
 if TYPE_CHECKING:
     from .members import RegionTable
@@ -262,6 +262,10 @@ class Task:
     def members(self) -> list[Task]:
         """Every member, ids counted on from this task's."""
         return [self.member(i) for i in range(self.count)]
+
+
+# Region(...), Signal(...), Step(...) and Task(...) at about half the cost, every field given (the builders' hot paths)
+new_region, new_signal, new_step, new_task = quick_new(Region), quick_new(Signal), quick_new(Step), quick_new(Task)
 
 
 class MemberRef(NamedTuple):

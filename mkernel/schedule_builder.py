@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .ir import (IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, bump_keys,
-                 count_homes)
+                 count_homes, new_task)
 
 
 @dataclass
@@ -74,6 +74,8 @@ class ScheduleBuilder:
         self.local_fold = self.local_fold and self.gpus_per_node > 1
         self._home = count_homes(self.world, self.gpus_per_node, self.first_nodes,
                                  self.gpus_per_node if self.local_fold else 0)
+        self._emitted = [self.emits(rank) for rank in range(self.world)]  # (add asks for each task)
+        self._building = True  # builds(), kept as launches open
 
     def emits(self, rank: int) -> bool:
         """Whether tasks of ``rank`` are built."""
@@ -106,6 +108,7 @@ class ScheduleBuilder:
         self.launches.append(Launch(name, tuple((r, n) for r, n in sms.items() if n > 0), library))
         if library is not None and not self.library_tasks:
             self.elided.append(len(self.launches) - 1)
+        self._building = self.builds()
         return len(self.launches) - 1
 
     def add(self, rank: int, role: Role, op: Op, *, reads=(), writes=(), accumulate: bool = False,
@@ -114,15 +117,15 @@ class ScheduleBuilder:
         """Add a task, or with ``count`` > 1 a group of members differing by ``step`` (its label's
         "{}" takes each member's number); returns it (member 0 of a flat build), or None for a rank
         or a launch not built."""
-        if not self.emits(rank) or not self.builds():
+        if not self._emitted[rank] or not self._building:
             return None
         if count < 1 or (count > 1 and step is None):
             raise ValueError(f"a group of {count} members needs a step")
         if count == 1 and step is not None:  # a group of one: a plain task
             label, step = label.replace("{}", str(step.label[0])), None
-        task = Task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
-                    tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
-                    count, step)
+        task = new_task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
+                        tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
+                        count, step)
         if self.local_fold and signals:
             self._declared(task)
             task = self._renamed(task)
@@ -197,18 +200,41 @@ class ScheduleBuilder:
         A name's bumps are counted when first asked, and then only those of the tasks added since:
         builders ask about a few names (a drain's), and counting every task's bumps as it was added
         cost a fifth of a large build."""
-        name, bumps, tasks = signal.name, self.bumps, self.tasks
+        name, tasks, home, bumps = signal.name, self.tasks, self._home, self.bumps
+        alike: dict[int, list] = {}  # id of a signals tuple -> [it, bumps by the tasks whose signals of
+        # the name do not step]
         for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
             for g in task.signals:
                 if g.name == name:
-                    fixed, moving = bump_keys(task, home=self._home)
-                    for key, times in fixed:
-                        if key[1] == name:
-                            bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing key is a Python call)
-                    bumps.update(key for key in moving if key[1] == name)
+                    if task.count > 1 and task.step.signals and self._steps(task, name):
+                        fixed, moving = bump_keys(task, home=home)
+                        for key, times in fixed:
+                            if key[1] == name:
+                                bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing
+                                # key is a Python call)
+                        bumps.update(key for key in moving if key[1] == name)
+                    else:  # each of them bumped count times: bump_keys' first case, counted once per tuple
+                        # (a 2 x 8 GEMM+AR 32768^2 build's drain took 0.1 s making its broadcasts' keys)
+                        entry = alike.get(id(task.signals))
+                        if entry is None:
+                            alike[id(task.signals)] = [task.signals, task.count]
+                        else:
+                            entry[1] += task.count
                     break
+        for signals, n in alike.values():
+            for g in signals:
+                if g.name == name:
+                    key = (home[g.rank] if home else g.rank, name, g.index)
+                    bumps[key] = bumps.get(key, 0) + n
         self.scanned[name] = len(tasks)
         return bumps[self._key(signal.rank, name, signal.index)]
+
+    @staticmethod
+    def _steps(task: Task, name: str) -> bool:
+        """Whether a signal of ``name`` steps among the group's members (:func:`bump_keys`' rule)."""
+        st = task.step
+        return any(g.name == name and (any(st.signals[k]) or st.period and (k >= len(st.outer) or any(st.outer[k])))
+                   for k, g in enumerate(task.signals))
 
     def build(self, flops_per_gpu: float) -> Schedule:
         return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..cluster import Cluster
-from ..ir import Op, Region, Role, Signal, Step, Wait
+from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_signal, new_step
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
 from ._tiling import runs, split_rows
@@ -29,17 +29,22 @@ class Regions:
         self.w, self.slots, self.g = w, slots, g
 
     def tile(self, buf: str, rank: int, t) -> Region:
-        return Region(buf, rank, t.row0, t.row1, t.col0, t.col1)
+        return new_region(buf, rank, t.row0, t.row1, t.col0, t.col1)
+
+    def tiles(self, buf: str, ranks, t) -> tuple[Region, ...]:
+        """The tile on each of ``ranks`` (a broadcast's or a reduction's: one call, not one a rank)."""
+        r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1
+        return tuple([new_region(buf, rank, r0, r1, c0, c1) for rank in ranks])
 
     def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
         r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
-        return Region(buf, rank, r0, r0 + t.rows, 0, t.cols)
+        return new_region(buf, rank, r0, r0 + t.rows, 0, t.cols)
 
     def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
         """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
         of ragged edge tiles included."""
         r0 = (section * self.slots + chunk[0].index // self.g) * self.w.tile_m
-        return Region(buf, rank, r0, r0 + len(chunk) * self.w.tile_m, 0, self.w.tile_n)
+        return new_region(buf, rank, r0, r0 + len(chunk) * self.w.tile_m, 0, self.w.tile_n)
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,9 @@ class RankNet:
     out_done: Callable[[int], Signal]
 
 
-def direct_exchange(x: RankNet, visit: list, rel: Callable) -> None:
-    """The one-shot exchange: each chunk of sums to every rail peer, and each rank adds all N."""
+def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None:
+    """The one-shot exchange: each chunk of sums to every rail peer, and each rank adds all N
+    (``cuts[ci]``: chunk ci's runs of tiles, :func:`runs`; ``rel[i]``: tile i's signal index)."""
     sb, w, c, rank, regs = x.sb, x.w, x.c, x.rank, x.regs
     g, nodes, node, local = c.gpus_per_node, c.nodes, c.node_of(rank), c.local_of(rank)
     others = [(node + d) % nodes for d in range(1, nodes)]
@@ -70,18 +76,21 @@ def direct_exchange(x: RankNet, visit: list, rel: Callable) -> None:
                    reads=(regs.chunk("PART", rank, chunk),), writes=(regs.chunk("RECV", peer, chunk, node),),
                    signals=(Signal(peer, "arrived", j),), label=f"chunk {ci} to node {m}")
     steps: dict = {}  # one tuple object per kind of step (validate reads each once)
+    done = x.out_done(rank)
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
         waits = (Wait(Signal(rank, "arrived", j), nodes - 1), Wait(Signal(rank, "chunk_ready", j), len(chunk)))
-        for run in runs(chunk, stride=g):
+        for run in cuts[ci]:
             t = run[0]
-            sig = (Signal(rank, "final", rel(t)),) if g > 1 else ()
-            moves = steps.setdefault(t.cols, (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
-                                              ((0, g),) * len(sig) + ((0, 0),)))
+            moves = steps.get(t.cols)
+            if moves is None:
+                moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
+                                         ((0, g), (0, 0)) if g > 1 else ((0, 0),))
             sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
-                   reads=(regs.slot("PART", rank, t),) + tuple(regs.slot("RECV", rank, t, m) for m in others),
-                   writes=(regs.tile("OUT", rank, t),), signals=sig + (x.out_done(rank),),
-                   label="tile {} add remote", count=len(run), step=Step(*moves, label=(t.index, g)))
+                   reads=(regs.slot("PART", rank, t), *[regs.slot("RECV", rank, t, m) for m in others]),
+                   writes=(regs.tile("OUT", rank, t),),
+                   signals=(new_signal(rank, "final", rel[t.index]), done) if g > 1 else (done,),
+                   label="tile {} add remote", count=len(run), step=new_step(*moves, (), 0, (t.index, g), 0, (), 0))
 
 
 def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:

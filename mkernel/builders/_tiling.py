@@ -14,21 +14,16 @@ from ..ir import Step
 
 @dataclass(frozen=True, slots=True)
 class Tile:
-    """Output tile ``index`` covering rows ``[row0, row1)`` and columns ``[col0, col1)``."""
+    """Output tile ``index`` covering rows ``[row0, row1)`` and columns ``[col0, col1)``, ``rows`` x
+    ``cols`` (kept, not derived: a large build reads a tile's width half a million times)."""
 
     index: int
     row0: int
     row1: int
     col0: int
     col1: int
-
-    @property
-    def rows(self) -> int:
-        return self.row1 - self.row0
-
-    @property
-    def cols(self) -> int:
-        return self.col1 - self.col0
+    rows: int
+    cols: int
 
 
 @lru_cache(maxsize=8)
@@ -39,7 +34,8 @@ def tile_grid(m: int, n: int, tile_m: int, tile_n: int) -> tuple[Tile, ...]:
     tiles = []
     for r0 in range(0, m, tile_m):
         for c0 in range(0, n, tile_n):
-            tiles.append(Tile(len(tiles), r0, min(m, r0 + tile_m), c0, min(n, c0 + tile_n)))
+            r1, c1 = min(m, r0 + tile_m), min(n, c0 + tile_n)
+            tiles.append(Tile(len(tiles), r0, r1, c0, c1, r1 - r0, c1 - c0))
     return tuple(tiles)
 
 
@@ -104,8 +100,15 @@ def grid_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
     ``order``, as (first index, length) of each run (so each run is a slice of the grid): told from
     the grid's shape alone, on arrays. Why: a 2 x 8 GEMM+AR 32768^2 build cuts 16 ranks' orders of
     32k tiles each."""
+    first, length = _order_runs(m, n, tile_m, tile_n, order, period)
+    return list(zip(first.tolist(), length.tolist()))
+
+
+def _order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
+                period: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grid_order_runs` as arrays: each run's first tile index and length."""
     if not len(order):
-        return []
+        return order, order
     cols = -(-n // tile_n)
     row, col = order // cols, order % cols
     width = np.minimum(n, (col + 1) * tile_n) - col * tile_n  # (a tile row's height is the row's)
@@ -113,30 +116,36 @@ def grid_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
     if period:
         joins &= order[1:] % period != 0
     starts = np.flatnonzero(np.concatenate(([True], ~joins)))
-    lengths = np.diff(np.append(starts, len(order)))
-    return list(zip(order[starts].tolist(), lengths.tolist()))
+    return order[starts], np.diff(np.append(starts, len(order)))
+
+
+def wrapped_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
+                       period: int) -> list[tuple[int, int, int]]:
+    """:func:`grid_order_runs` cut at a ``period`` (an owner cycle), with each cycle taken from its
+    tile l on (l .. period - 1, then 0 .. l - 1: a rank that takes a slot's tiles from its own) made
+    one run that wraps, a group whose members wrap (``Step.rotate`` = l): where the two runs are the
+    whole cycle, in one tile row, of one width. As (first index, length, rotate) of each run (a
+    run that does not wrap is a slice of the grid, rotate 0), joined on arrays. Why: every rank but
+    local 0 of a GEMM+AR takes each slot in two runs, 57k of a 2 x 8 32768^2 build's 123k GEMM
+    groups, and joining them one by one cost a twentieth of that build."""
+    first, length = _order_runs(m, n, tile_m, tile_n, order, period)
+    if len(first) < 2:
+        return [(a, k, 0) for a, k in zip(first.tolist(), length.tolist())]
+    cols = -(-n // tile_n)
+    row, col = first // cols, first % cols
+    width = np.minimum(n, (col + 1) * tile_n) - col * tile_n
+    a, b, la, lb = first[:-1], first[1:], length[:-1], length[1:]  # run b joins the run a before it:
+    join = ((b % period == 0) & (a - b == lb) & (lb < period) & (la + lb == period)  # the rest of a's cycle,
+            & (row[1:] == row[:-1]) & (width[1:] == width[:-1])  # in its row, of its width,
+            & (col[1:] * tile_n + lb * width[1:] == col[:-1] * tile_n))  # ending where a starts
+    # (a run joined never takes the next: a whole cycle has no rest)
+    keep = np.concatenate(([True], ~join))
+    whole = np.concatenate((join, [False]))[keep]  # each kept run: whether the next joined it
+    first, length = first[keep], np.where(whole, period, length[keep])
+    return list(zip(first.tolist(), length.tolist(), np.where(whole, first % period, 0).tolist()))
 
 
 def row_step(t: Tile) -> Step:
     """The step of a run of GEMM tiles along a row starting at ``t``: A (the row's operand rows) stays,
     B and the output move one tile width; the label counts tile indices."""
     return Step(((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)), label=(t.index, 1))
-
-
-def wrapped(cut: list[list[Tile]], period: int) -> list[list[Tile]]:
-    """:func:`runs` cut at a ``period`` (an owner cycle), with each cycle taken from its tile l on
-    (l .. period - 1, then 0 .. l - 1: a rank that takes a slot's tiles from its own) made one run
-    that wraps, a group whose members wrap (``Step.rotate`` = l): where the two runs are the whole
-    cycle, in one tile row, of one width. Why: every rank but local 0 of a GEMM+AR takes each slot
-    in two runs, 57k of a 2 x 8 32768^2 build's 123k GEMM groups."""
-    out: list[list[Tile]] = []
-    for run in cut:
-        last = out[-1] if out else None
-        t, u = run[0], last[0] if last else None
-        if (last is not None and t.index % period == 0 and u.index - t.index == len(run) < period
-                and len(last) + len(run) == period and t.row0 == u.row0 and t.cols == u.cols
-                and t.col0 + len(run) * t.cols == u.col0):
-            out[-1] = last + run
-        else:
-            out.append(run)
-    return out

@@ -30,12 +30,13 @@ all-gather) among rail peers on each rank's 1/G, ring all-gather in the node.
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, paused_gc
+from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, new_signal, new_step, paused_gc
 from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _all_reduce as all_reduce
@@ -44,7 +45,7 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
                            shared_final)
-from ._tiling import batches, grid_order_runs, grid_runs, row_step, runs, tile_grid, wrapped
+from ._tiling import batches, grid_order_runs, grid_runs, row_step, runs, tile_grid, wrapped_order_runs
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -151,13 +152,12 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     sb.launch("fused", _roles(w, c))
     order = {node: rail.chunk_order(nchunks, whole, nodes, node, algorithm) for node in sb.nodes()}
     pos = {node: {ci: j for j, ci in enumerate(o)} for node, o in order.items()}
-
-    def rel(node: int, index: int) -> int:
-        """A tile's signal index on ``node``: its slot's place in the node's chunk order (the tile
-        index itself when chunks go in order), so the queues stay node-symmetric."""
-        slot = index // g
-        return (pos[node][slot // ct] * ct + slot % ct) * g + index % g
-
+    # a tile's signal index on each node: its slot's place in the node's chunk order (the tile index
+    # itself when chunks go in order), so the queues stay node-symmetric; a table, read ~7 times a tile
+    index, rels = np.arange(len(tiles)), {}
+    for node, p in pos.items():
+        position = np.array([p[ci] for ci in range(nchunks)], np.int64)  # chunk -> its place in the node's order
+        rels[node] = ((position[index // g // ct] * ct + index // g % ct) * g + index % g).tolist()
     done = [Signal(rank, "out_done") for rank in range(c.world)]  # (one object each: ~10 bumps a tile)
 
     def out_done(rank: int) -> Signal:
@@ -166,16 +166,21 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     regs = Regions(w, slots, g)
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
+        rel = rels[node]
         in_order = (np.array(order[node], np.int64)[:, None] * ct + np.arange(ct)).ravel()
         in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
+        in_order = in_order[in_order < len(tiles)]
         # one group per run of tiles along a row that share how their signal steps: a cycle of owners
         # (g > 1; taken from the own tile on, it wraps: Step.rotate), a chunk (one node's PART slots),
         # or nothing (the output itself); a local build's whole cycles in a row are one group, the
-        # owners cycling (Step.period)
-        cut = [tiles[a:a + k] for a, k in grid_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order[in_order < len(tiles)],
-                                                          period=g if g > 1 else ct if nodes > 1 else 0)]
-        cycled = _cycles(cut, g, lambda t, node=node: rel(node, t.index)) if sb.local_fold and not pushed \
-            else ((run, 0) for run in (wrapped(cut, g) if g > 1 and not pushed else cut))  # (a push's: its own groups)
+        # owners cycling (Step.period): (first tile, members, rotate, cycles) each
+        if g > 1 and not pushed and not sb.local_fold:
+            spans = [(tiles[a], k, r, 0) for a, k, r in wrapped_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, g)]
+        else:  # (a push's: its own groups)
+            cut = grid_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, period=g if g > 1 else ct if nodes > 1 else 0)
+            spans = [(run[0], len(run), 0, cycles) for run, cycles in
+                     _cycles([tiles[a:a + k] for a, k in cut], g, rel)] if sb.local_fold and not pushed else \
+                [(tiles[a], k, 0, 0) for a, k in cut]
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
@@ -187,65 +192,69 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 b = b_cols[u.col0] = Region("B", rank, 0, w.k, u.col0, u.col1)
             return a, b
 
-        for run, cycles in cycled:
-            t = run[0]
+        for t, count, rotate, cycles in spans:
             owner = node * g + t.index % g
             if cycles:
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(regs.tile("P", rank, t),),
-                       signals=(Signal(owner, "contrib", rel(node, t.index)),), reads=operands(t),
-                       label="tile {}", count=len(run), step=Step(((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)),
-                                                                  ((1, 1),), label=(t.index, 1), period=g,
-                                                                  outer=((0, g),)))
+                       signals=(Signal(owner, "contrib", rel[t.index]),), reads=operands(t),
+                       label="tile {}", count=count, step=Step(((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)),
+                                                               ((1, 1),), label=(t.index, 1), period=g,
+                                                               outer=((0, g),)))
                 continue
             if pushed:  # local flags: the own tile alone (its chunk's relay counts it), the rest ready to push
-                groups = [(group, regs.tile("P", rank, group[0]), (signal,), ((0, 0, group[0].cols), step))
+                groups = [(group[0], len(group), regs.tile("P", rank, group[0]), (signal,), step)
                           for group, signal, step in push.compute_groups(
-                              c, rank, run, lambda u, node=node: pos[node][u.index // g // ct],
-                              lambda u, node=node: rel(node, u.index))]
+                              c, rank, tiles[t.index:t.index + count],
+                              lambda u, node=node: pos[node][u.index // g // ct], lambda u, rel=rel: rel[u.index])]
             elif g > 1:
-                groups = [(run, regs.tile("P", rank, t), (Signal(owner, "contrib", rel(node, t.index)),),
-                           ((0, 0, t.cols), (1, 1)))]
+                groups = [(t, count, regs.tile("P", rank, t), (new_signal(owner, "contrib", rel[t.index]),), (1, 1))]
             elif nodes > 1:  # G = 1: one owner, so a shared exchange takes every slot
                 ready = Signal(rank, "group_ready") if shared else Signal(rank, "chunk_ready", pos[node][t.index // ct])
-                groups = [(run, regs.slot("PART", rank, t), (ready,), ((0, w.tile_m, 0), (0, 0)))]
+                groups = [(t, count, regs.slot("PART", rank, t), (ready,), (0, 0))]
             else:
-                groups = [(run, regs.tile("OUT", rank, t), (out_done(rank),), ((0, 0, t.cols), (0, 0)))]
-            for group, dst, sig, moves in groups:
-                u = group[0]
+                groups = [(t, count, regs.tile("OUT", rank, t), (out_done(rank),), (0, 0))]
+            for u, k, dst, sig, signal_step in groups:
                 # one tuple object for the groups that step alike: validate reads each once
-                alike = steps.setdefault((u.cols, moves), (((0, 0, 0), (0, 0, u.cols), moves[0]), (moves[1],)))
+                alike = steps.get((u.cols, signal_step))
+                if alike is None:  # (the output moves a tile right; PART, a slot down)
+                    alike = steps[u.cols, signal_step] = (
+                        ((0, 0, 0), (0, 0, u.cols), (0, w.tile_m, 0) if dst.buffer == "PART" else (0, 0, u.cols)),
+                        (signal_step,))
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
-                       count=len(group), step=Step(*alike, label=(u.index, 1),
-                                                   rotate=u.index % g if group[-1].index < u.index else 0))
+                       count=k, step=new_step(*alike, (), 0, (u.index, 1), 0, (), rotate))
 
+    owned_by: dict = {}  # local rank -> its tiles, its chunks of them and each chunk's runs (alike on every node)
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
-        owned = list(tiles[local::g])  # (tile i sits at position i of the grid)
-        chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
+        rel = rels[node]
+        if local not in owned_by:
+            owned = list(tiles[local::g])  # (tile i sits at position i of the grid)
+            chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
+            owned_by[local] = owned, chunks, [runs(chunk, stride=g) for chunk in chunks]
+        owned, chunks, cuts = owned_by[local]
         visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
         peers = c.node_ranks_from(rank)  # self first
         net = RankNet(sb, w, c, rank, regs, nchunks, out_done)
         if g > 1:
             pushes = None
             if pushed:
-                def pushes(j: int, rank=rank, node=node) -> list:
+                def pushes(j: int, rank=rank, node=node, rel=rel) -> list:
                     ci = order[node][j]
                     return push.chunk_pushes(sb, c, rank, regs, lambda lo: [
                         tiles[i] for s in range(ci * ct, min(slots, (ci + 1) * ct)) if (i := s * g + lo) < len(tiles)],
-                        j, lambda t: rel(node, t.index))
-            _intra_queue(sb, w, c, rank, peers, visit, whole, owned[:shared], net,
-                         lambda t, node=node: rel(node, t.index), out_done, pushes)
+                        j, lambda t: rel[t.index])
+            _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, owned[:shared], net, rel, out_done, pushes)
         if nodes > 1:
             if shared:
                 shared_exchange(net, owned[:shared], shared)
             if whole:
                 grouped_exchange(net, visit[:whole], algorithm)
-            direct_exchange(net, visit[whole:], lambda t, node=node: rel(node, t.index))
+            direct_exchange(net, visit[whole:], cuts, rel)
     _drain(sb, c, out_done)
     return sb.build(flops_per_gpu(w, c))
 
 
-def _cycles(cut: list, g: int, rel) -> list[tuple[list, int]]:
+def _cycles(cut: list, g: int, rel: list[int]) -> list[tuple[list, int]]:
     """The runs of :func:`runs` (a slot's G tiles, cut at owner cycles) joined into (run, cycles):
     consecutive whole slots along one row, each starting at owner 0, whose tiles' signal indices
     (``rel``) follow on, are one run of that many cycles; any other run stands alone (0 cycles)."""
@@ -255,83 +264,91 @@ def _cycles(cut: list, g: int, rel) -> list[tuple[list, int]]:
         if whole and out and out[-1][1]:
             last = out[-1][0][-1]
             if (last.index + 1 == run[0].index and last.row0 == run[0].row0 and last.cols == run[0].cols
-                    and rel(last) + 1 == rel(run[0])):
+                    and rel[last.index] + 1 == rel[run[0].index]):
                 out[-1] = (out[-1][0] + list(run), out[-1][1] + 1)
                 continue
         out.append((list(run), 1 if whole else 0))
     return out
 
 
-def _intra_queue(sb, w, c, rank, peers, visit, whole, shared, net, rel, out_done, pushes=None) -> None:
+def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out_done, pushes=None) -> None:
     """Reductions of the owner's tiles in the node's chunk order, each chunk's broadcast behind them:
     ``BCAST_LAG`` chunks behind for a chunk that goes direct, the whole next group behind for one
     in a group (its final sum needs every node's part of the group); ``shared`` tiles (a shared
     exchange's) reduced first and broadcast last. With ``pushes`` (``node_reduce = "push"``:
     ``pushes(j)`` adds the relay and the pushes of the chunk at position j of the node's order and
     returns the rank's own tiles of it) every chunk's pushes come first, and each reduction is the
-    copy out of the own partial once the G - 1 pushes into it have landed (:mod:`._gemm_ar_push`)."""
+    copy out of the own partial once the G - 1 pushes into it have landed (:mod:`._gemm_ar_push`).
+    ``cuts[ci]``: chunk ci's runs of tiles (:func:`runs`); ``rel[i]``: tile i's signal index."""
     g, nodes, regs = len(peers), c.nodes, net.regs
     lag = BCAST_LAG if nodes > 1 else 0
     last = len(visit) - 1
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
 
     bumps = tuple(out_done(p) for p in peers[1:])  # (a broadcast's: the same for each)
-    steps: dict = {}
+    by_g = (g,)  # (a tile's wait steps by G: its signal index is the tile's)
+    steps: dict = {}  # (task kind, tile width) -> its step's regions and signals: one object for each
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
-        """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any), one object for each
-        kind (validate reads each tuple object once)."""
-        return steps.setdefault((cols, n, last), ((0, 0, cols * g),) * n + ((last,) if last else ()))
+        """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
+        return ((0, 0, cols * g),) * n + ((last,) if last else ())
 
-    def bcast(j: int, chunk) -> None:
+    def bcast(j: int, ci: int, chunk) -> None:
         if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
             own = j % nodes == nodes - 1
             fin_to_out(net, peers, chunk, (Wait(Signal(rank, "fin", j), len(chunk) if own else 1),))
             return
-        for run in runs(chunk, stride=g):
+        for run in cuts[ci]:
             t = run[0]
-            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(Signal(rank, "final", rel(t)), 1),),
-                   reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=tuple(regs.tile("OUT", p, t) for p in peers[1:]),
+            regions = steps.get(("bcast", t.cols))  # (validate reads each tuple object once)
+            if regions is None:
+                regions = steps["bcast", t.cols] = moved(t.cols, 2 * g - 2, ())
+            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(new_signal(rank, "final", rel[t.index]), 1),),
+                   reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=regs.tiles("OUT", peers[1:], t),
                    signals=bumps, label="tile {} bcast", count=len(run),
-                   step=Step(moved(t.cols, 2 * g - 2, ()), waits=(g,), label=(t.index, g)))
+                   step=new_step(regions, (), by_g, 0, (t.index, g), 0, (), 0))
 
     sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
+    label = f"tile {{}} {what}"
 
-    def reduce(tiles, ready: Signal | None) -> None:
-        """The node sums of ``tiles``: into PART, bumping ``ready``, between nodes; into OUT on one."""
-        for run in runs(tiles, stride=g):
+    def reduce(cut: list, ready: Signal | None) -> None:
+        """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
+        into OUT on one."""
+        for run in cut:
             t = run[0]
+            moves = steps.get((ready is None, t.cols))
+            if moves is None:
+                moves = steps[ready is None, t.cols] = (
+                    (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if ready is not None else
+                    (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
             if ready is not None:
-                dst, sig, moves = regs.slot("PART", rank, t), (ready,), ((0, w.tile_m, 0), ((0, 0),))
+                dst, sig = regs.slot("PART", rank, t), (ready,)
             else:
-                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel(t)), out_done(rank))
-                moves = ((0, 0, t.cols * g), ((0, g), (0, 0)))
-            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(Signal(rank, arrived[0], rel(t)), arrived[1]),),
-                   reads=tuple(regs.tile("P", p, t) for p in sources), writes=(dst,), signals=sig,
-                   label=f"tile {{}} {what}", count=len(run),
-                   step=Step(moved(t.cols, len(sources), moves[0]), moves[1], waits=(g,),
-                             label=(t.index, g)))
+                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[t.index]), out_done(rank))
+            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(new_signal(rank, arrived[0], rel[t.index]), arrived[1]),),
+                   reads=regs.tiles("P", sources, t), writes=(dst,), signals=sig, label=label, count=len(run),
+                   step=new_step(*moves, by_g, 0, (t.index, g), 0, (), 0))
 
     if pushes is None:
-        reduce(shared, Signal(rank, "group_ready"))
-    queue, pending = list(zip(visit, after)), []
+        reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
+    queue, pending = deque(zip(visit, after)), deque()
     pushed, first_shared = set(), {t.index for t in shared}  # own tiles whose chunk's pushes are queued
     # pushes: every chunk of the compute order, then each chunk of the rank's own whose tiles they cover
     # (a shared exchange's tiles go first, so its chunks and the compute's are numbered apart)
     for j in range(net.nchunks) if pushes else (None,):
         if pushes:
             mine = pushes(j)
-            reduce([t for t in mine if t.index in first_shared], Signal(rank, "group_ready"))
+            reduce(runs([t for t in mine if t.index in first_shared], stride=g), Signal(rank, "group_ready"))
             pushed.update(t.index for t in mine)
         while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
-            (jv, _, chunk), due = queue.pop(0)
-            reduce(chunk, Signal(rank, "chunk_ready", jv) if nodes > 1 else None)
-            pending.append((due, jv, chunk))
+            (jv, ci, chunk), due = queue.popleft()
+            reduce(cuts[ci], Signal(rank, "chunk_ready", jv) if nodes > 1 else None)
+            pending.append((due, jv, ci, chunk))
             while pending and pending[0][0] <= jv:
-                _, jb, cb = pending.pop(0)
-                bcast(jb, cb)
-    for _, jb, cb in pending:
-        bcast(jb, cb)
+                _, jb, cb, chb = pending.popleft()
+                bcast(jb, cb, chb)
+    for _, jb, cb, chb in pending:
+        bcast(jb, cb, chb)
     if shared:  # the shared pieces are final together
         fin_to_out(net, peers, shared, shared_final(rank, nodes))
 

@@ -18,6 +18,7 @@ import pytest
 
 from mkernel import Cluster, ScheduleError, Workload, builders
 from mkernel.builders import gemm_ar
+from mkernel.builders._tiling import grid_order_runs
 from mkernel.ir import Op, Region, Role, Signal, Step, Task, bump_keys, expand
 from mkernel.members import member_rows, read_regions
 from mkernel.sim.signals import flat_keys
@@ -80,7 +81,7 @@ def test_each_ranks_slots_are_one_group_each(nodes, gpus, monkeypatch):
     s = m.build(w, c, grouped=True)
     # The oracle: the same build with no wrapped groups (a slot in two plain groups), whose members
     # do not go through Step.rotate; the flat build would not do, as it expands through Task.members.
-    monkeypatch.setattr(gemm_ar, "wrapped", lambda cut, period: cut)
+    monkeypatch.setattr(gemm_ar, "wrapped_order_runs", lambda *args: [(a, k, 0) for a, k in grid_order_runs(*args)])
     plain = m.build(w, c, grouped=True)
     assert gpus == 1 or (any(t.step and t.step.rotate for t in s.tasks)
                          and not any(t.step and t.step.rotate for t in plain.tasks))
