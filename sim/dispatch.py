@@ -316,6 +316,29 @@ class Dispatch:
         run.lane.pool.blocked[run.role] += run.n
         self.blocked[id(run)] = run
 
+    def _later(self, delay: float, then, run: Run) -> None:
+        """Call ``then(runs)`` ``delay`` from now with every run of this lane that asked for the same
+        step at the same time: SMs that end together take their next work together. The lanes' timers
+        of one step and time are slots of one streak (:class:`~mkernel.sim.signals.Streak`): one queue
+        entry for the lanes that run in lockstep (all 16 of the 2 x 8 every-node run, at each step)."""
+        at = self.env.now + delay
+        key = (id(run.lane), then, at)
+        runs = self._timers.get(key)
+        if runs is None:
+            runs = self._timers[key] = []
+            if self.arrays:  # (the lanes' timers of one step and time: one streak)
+                self.env.call_in_streak((then, at), at, self._due, key)
+            else:
+                self.env.call_at(at, self._due, key)
+        runs.append(run)
+
+    def _due(self, key: tuple) -> None:
+        """``_later``'s step ``key[1]`` is due for the runs that asked for it."""
+        key[1](self._timers.pop(key))
+
+    def _until(self, at: float, then, run: Run) -> None:
+        self._later(max(0.0, at - self.env.now), then, run)
+
     def _released(self, run: Run) -> None:
         """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now."""
         self._later(0.0, self._resume, run)

@@ -60,7 +60,7 @@ class Model(Dispatch):
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
                  controller=None, faults: Faults | None = None, progress=None, fold: int = 1,
-                 regions: RegionTable | None = None) -> None:
+                 regions: RegionTable | None = None, arrays: bool = True) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
         if data is not None or stress > 0:
             # the data store follows tasks one by one; stress draws each member's delays in the flat
@@ -111,6 +111,7 @@ class Model(Dispatch):
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
+        self.arrays = arrays  # lanes' timers of one step and time as one streak (False: the same events, one entry each)
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
         self._spanning = data is None and not self._one_by_one  # GEMM runs may span entries (Dispatch._spans)
@@ -219,23 +220,6 @@ class Model(Dispatch):
             self._nvlink(run, task, slow)
         else:
             self._worked([run])
-
-    def _later(self, delay: float, then, run: Run) -> None:
-        """Call ``then(runs)`` ``delay`` from now with every run of this lane that asked for the same
-        step at the same time: SMs that end together take their next work together."""
-        key = (id(run.lane), then, self.env.now + delay)
-        runs = self._timers.get(key)
-        if runs is None:
-            runs = self._timers[key] = []
-            self.env.call_later(delay, self._due, key)
-        runs.append(run)
-
-    def _due(self, key: tuple) -> None:
-        """``_later``'s step ``key[1]`` is due for the runs that asked for it."""
-        key[1](self._timers.pop(key))
-
-    def _until(self, at: float, then, run: Run) -> None:
-        self._later(max(0.0, at - self.env.now), then, run)
 
     def _gemm_shape(self, task: Task) -> tuple:
         """What a GEMM tile's cost reads besides its speed: shapes and item sizes (and accumulate)."""

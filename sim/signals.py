@@ -50,6 +50,21 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
 
 
+class Streak:
+    """Timers of one step at one instant, each a slot ``(eid, arg)``: the calls ``fn(arg)`` in eid
+    order. The queue holds the streak once, under its first pending slot's eid; the loop runs its
+    slots one after the other while each is the queue's next event, so the order (and the count:
+    one event a slot) is that of one queue entry a slot, at one push and one pop a streak."""
+
+    __slots__ = ("key", "when", "fn", "eids", "args", "at")
+
+    def __init__(self, key: object, when: float, fn: Callable) -> None:
+        self.key, self.when, self.fn = key, when, fn
+        self.eids: list[int] = []
+        self.args: list = []
+        self.at = 0  # the first pending slot
+
+
 class CountingEnvironment(simpy.Environment):
     """A SimPy environment that counts the events it processes, schedules plain calls
     (:meth:`call_later`) and runs processes nothing waits on (:meth:`start`): most of a run's
@@ -66,6 +81,8 @@ class CountingEnvironment(simpy.Environment):
         super().__init__()
         self.now = self._now
         self.events = 0
+        self._streaks: dict[object, Streak] = {}  # the streaks with a pending slot, by key
+        self._current: Streak | None = None  # the streak whose slot is being run
 
     def call_later(self, delay: float, fn: Callable, arg=None) -> None:
         """Call ``fn(arg)`` ``delay`` from now, in the order a Timeout made now would fire."""
@@ -85,9 +102,45 @@ class CountingEnvironment(simpy.Environment):
         process's first step (an URGENT entry): a step that was a process's start, without the process."""
         heappush(self._queue, (self._now, URGENT, next(self._eid), (fn, arg)))
 
+    def call_in_streak(self, key: object, when: float, fn: Callable, arg) -> None:
+        """Call ``fn(arg)`` at ``when`` (not before now), in the order :meth:`call_at` would, as a slot
+        of the streak ``key`` (its calls all ``fn`` at ``when``)."""
+        streak = self._streaks.get(key)
+        eid = next(self._eid)
+        if streak is None:
+            if when < self._now:
+                raise ValueError(f"{when} is in the past (now {self._now})")
+            streak = self._streaks[key] = Streak(key, when, fn)
+            heappush(self._queue, (when, NORMAL, eid, streak))
+        streak.eids.append(eid)
+        streak.args.append(arg)
+
     def due_now(self) -> bool:
         """Whether an event is due at this instant, besides the one being processed."""
-        return bool(self._queue) and self._queue[0][0] <= self._now
+        current = self._current
+        return (bool(self._queue) and self._queue[0][0] <= self._now
+                or current is not None and current.at < len(current.eids))
+
+    def _slots(self, streak: Streak, most: int) -> None:
+        """Up to ``most`` of ``streak``'s slots, from its first pending one, while each is the next
+        event (an event its calls queue may come first: a process started now); then the streak is
+        queued again under its next slot, or dropped when it has none left."""
+        queue, when, fn, eids, args = self._queue, streak.when, streak.fn, streak.eids, streak.args
+        i = streak.at
+        self._current = streak
+        while True:
+            streak.at = i + 1
+            fn(args[i])
+            i += 1
+            if i == len(eids):
+                del self._streaks[streak.key]
+                break
+            most -= 1
+            if not most or queue and queue[0] < (when, NORMAL, eids[i]):
+                heappush(queue, (when, NORMAL, eids[i], streak))
+                break
+            self.events += 1
+        self._current = None
 
     def start(self, gen: Generator) -> None:
         """Run the generator ``gen`` as ``process(gen)`` would (from this instant, before its other
@@ -132,6 +185,8 @@ class CountingEnvironment(simpy.Environment):
             self.now = self._now = when
             if event.__class__ is tuple:
                 event[0](event[1])
+            elif event.__class__ is Streak:
+                self._slots(event, -1)
             else:
                 self._process(event)
         self.events += 1  # (as the step that finds the queue empty counts itself)
@@ -146,6 +201,9 @@ class CountingEnvironment(simpy.Environment):
         self._now = self.now
         if event.__class__ is tuple:
             event[0](event[1])
+            return
+        if event.__class__ is Streak:
+            self._slots(event, 1)
             return
         self._process(event)
 
