@@ -17,7 +17,7 @@ import random
 import pytest
 
 from harness import golden_schedules as golden
-from mkernel import builders
+from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait, builders
 from mkernel.scenario import load_scenario
 from mkernel.errors import DeadlockError
 from mkernel.sim import signals
@@ -43,8 +43,29 @@ def _weakened(s, rng: random.Random):
                                               for t in s.tasks))
 
 
+def _handmade():
+    """Two ranks whose intra SMs take, at the launch, a task whose signal a compute NOP taken just before
+    bumps as it starts (the wait holds by the time the run would block: it must start at once), and two
+    tasks waiting on one key for 2 and for 1 bumps (a key with two waiters), bumped by two local copies
+    ending at one instant, on both ranks at once (lanes in lockstep)."""
+    sb = ScheduleBuilder("handmade", "fused", world=2, gpus_per_node=2, num_sms=8)
+    sb.buffer("X", 64, 64, kind=BufferKind.INPUT)
+    sb.buffer("Y", 64, 64)
+    sb.launch("k", {Role.COMPUTE: 2, Role.INTRA: 2})
+    for r in range(2):
+        sb.add(r, Role.COMPUTE, Op.NOP, signals=(Signal(r, "go"),), label="go")
+        for half in (0, 32):
+            sb.add(r, Role.COMPUTE, Op.COPY, reads=(Region("X", r, half, half + 32, 0, 64),),
+                   writes=(Region("Y", r, half, half + 32, 0, 64),), signals=(Signal(r, "late"),), label="copy")
+        sb.add(r, Role.INTRA, Op.NOP, waits=(Wait(Signal(r, "go"), 1),), label="after go")
+        sb.add(r, Role.INTRA, Op.NOP, waits=(Wait(Signal(r, "late"), 2),), label="after both")
+        sb.add(r, Role.INTRA, Op.NOP, waits=(Wait(Signal(r, "late"), 1),), label="after one")
+    return sb.build(0.0)
+
+
 def _cases():
     rng = random.Random(30)
+    yield "handmade", _handmade(), Cluster("1x2", nodes=1, gpus_per_node=2)
     cases = [case for case in golden.cases() if case[2].world > 1 and not case[3]]  # (a first_nodes build folds)
     sc = load_scenario("paper-ib-2x8")
     for (nodes, gpus), kernel in itertools.product(((1, 4), (2, 2), (2, 4)), ("gemm_ar", "gemm_rs", "ag_gemm")):
