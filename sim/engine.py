@@ -47,7 +47,7 @@ from .hazardlog import LoggedTracker
 from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
-from .signals import CountingEnvironment, SignalBoard
+from .signals import CountingEnvironment, SignalBoard, flat_keys
 from .sms import RolePool
 from . import tiles
 
@@ -274,25 +274,30 @@ class Model(Dispatch):
 
     def _signal(self, run: Run, paid: bool) -> None:
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
-        (unless the task already waited that latency for its own peer stores)."""
-        rank, bump = run.task.rank, self.board.bump_keys
-        later = []
-        for keys, times, repeat in run.bumps():
+        (unless the task already waited that latency for its own peer stores). The entries' lists
+        of keys bumped once each go in one call (a GEMM run's parts: the same bumps, in order)."""
+        rank = run.task.rank
+        now: list[list] = []
+        later: list[list] = []
+        for task, first, n in run.entries():
+            keys, times, repeat = flat_keys(task, first, n)
             if paid:
-                bump(keys, times, repeat)
+                _more(now, keys, times, repeat)
                 continue
-            bump([k for k in keys if k[0] == rank], times, repeat)
-            far = [k for k in keys if k[0] != rank]
-            if far:
-                later.append((far, times, repeat))
+            _more(now, [k for k in keys if k[0] == rank], times, repeat)
+            _more(later, [k for k in keys if k[0] != rank], times, repeat)
+        bump = self.board.bump_keys
+        for keys, times, repeat in now:
+            bump(keys, times, repeat)
         if later:
             run.later = later
             self._later(self.c.nvlink.latency_us, self._flags, run)
 
     def _flags(self, runs: list[Run]) -> None:
+        bump = self.board.bump_keys
         for run in runs:
             for keys, times, repeat in run.later:
-                self.board.bump_keys(keys, times, repeat)
+                bump(keys, times, repeat)
 
     def _put(self, run: Run, task: Task):
         sources = self.data.snapshot(task) if self.data is not None else None
@@ -382,3 +387,14 @@ class Model(Dispatch):
         for per, links in ((self.net.nic_out, "out"), (self.net.nic_in, "in")):
             out += [(r, l) for r, ls in enumerate(per) for l in ls]
         return out
+
+
+def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None:
+    """``keys`` (a list of the caller's own; each bumped ``times`` times, the list ``repeat`` times)
+    after ``bumps``: joined to the last list where both bump each key once."""
+    if not keys:
+        return
+    if times == 1 and repeat == 1 and bumps and bumps[-1][1] == 1 and bumps[-1][2] == 1:
+        bumps[-1][0] += keys
+        return
+    bumps.append([keys, times, repeat])
