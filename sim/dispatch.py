@@ -135,7 +135,7 @@ class Dispatch:
         ready when taken: 688k members of a 2 x 8 ring attention run, none blocked.)"""
         if task.count == 1 or not task.step.waits:
             return ((first, n, self._blocking(task, first, 0)),)
-        values = self.board.values
+        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
         waits = self._stepping.get(id(task))
         if waits is None:  # (rank, name, member 0's index, index step, count) of each wait
             waits = self._stepping[id(task)] = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count)
@@ -146,7 +146,7 @@ class Dispatch:
             rank, name, index, dx, need = waits[0]
             for i in range(first, first + n):
                 key = (rank, name, index + i * dx)
-                if values.get(key, 0) < need:
+                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
                     if i > ready:
                         spans.append((ready, i - ready, READY))
                     spans.append((i, 1, (0, key, need)))
@@ -157,7 +157,7 @@ class Dispatch:
         for i in range(first, first + n):
             for w, (rank, name, index, dx, need) in enumerate(waits):
                 key = (rank, name, index + i * dx)
-                if values.get(key, 0) < need:
+                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
                     if i > ready:
                         spans.append((ready, i - ready, READY))
                     spans.append((i, 1, (w, key, need)))
@@ -277,14 +277,14 @@ class Dispatch:
         waits = task.waits
         if at >= len(waits):
             return READY
-        values = self.board.values
+        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
         if task.count > 1 and task.step.waits:
             steps = task.step.waits
             for j in range(at, len(waits)):
                 w = waits[j]
                 g = w.signal
                 key = (g.rank, g.name, g.index + i * steps[j])
-                if values.get(key, 0) < w.count:
+                if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
                     return j, key, w.count
             return READY
         held = self._held.get(id(task), 0)
@@ -293,7 +293,7 @@ class Dispatch:
             w = waits[j]
             g = w.signal
             key = (g.rank, g.name, g.index)
-            if values.get(key, 0) < w.count:
+            if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
                 if start == held:
                     self._held[id(task)] = j
                 return j, key, w.count

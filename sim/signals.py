@@ -1,7 +1,6 @@
 """The event engine's two small pieces: an event-counting environment and the signal counters."""
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Generator
 from functools import partial
 from heapq import heappop, heappush
@@ -231,7 +230,9 @@ class SignalBoard:
     value it holds is of that call, and it keeps plain counts (``epoch`` names the call in errors).
     A bump hands every waiter whose count it reaches to ``release``; ``wait_key`` returns False when
     the count already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
-    tuples, so the members of a group reach theirs without building a Signal each.
+    tuples, so the members of a group reach theirs without building a Signal each. Each key has one
+    cell, ``[count, waiters or None]`` (``cells``; a key never bumped nor waited on has none, and
+    counts 0): a bump finds both with one lookup (a tuple key is hashed at every lookup).
     """
 
     def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None],
@@ -240,11 +241,11 @@ class SignalBoard:
         self.epoch = epoch
         self.release = release
         self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
-        self.values: dict[tuple, int] = {}
-        self.waiters: dict[tuple, list[tuple[int, object]]] = defaultdict(list)
+        self.cells: dict[tuple, list] = {}  # key -> [count, list of (need, waiter) in wait order, or None]
 
     def count(self, sig: Signal) -> int:
-        return self.values.get((sig.rank, sig.name, sig.index), 0)
+        cell = self.cells.get((sig.rank, sig.name, sig.index))
+        return 0 if cell is None else cell[0]
 
     def bump_keys(self, keys: list[tuple], times: int = 1, repeat: int = 1) -> None:
         """Each key of ``keys`` bumped ``times`` times, in order, the list ``repeat`` times over (one
@@ -255,34 +256,37 @@ class SignalBoard:
         What a bump does that anything sees is the values it leaves and the waiters it releases, in
         order; releases come only from keys with waiters. So a list repeated whose keys have none
         (a group's fixed signals: 7 flags a copy) is bumped ``repeat * times`` at once, key by key."""
-        values, waiters, release = self.values, self.waiters, self.release
-        get = values.get
+        cells, release = self.cells, self.release
+        get = cells.get
         if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
             home = self.home
             keys = [(home[k[0]], k[1], k[2]) for k in keys]
         if repeat > 1:
-            if waiters.keys().isdisjoint(keys):
-                times *= repeat
+            for key in keys:
+                cell = get(key)
+                if cell is not None and cell[1] is not None:
+                    keys = keys * repeat
+                    break
             else:
-                keys = keys * repeat
-        waiting_on = waiters.get  # (not waiters[key]: a defaultdict would add the key)
+                times *= repeat
         for key in keys:
-            value = values[key] = get(key, 0) + times
-            waiting = waiting_on(key)
+            cell = get(key)
+            if cell is None:  # (no waiter before its first bump or wait)
+                cells[key] = [times, None]
+                continue
+            value = cell[0] = cell[0] + times
+            waiting = cell[1]
             if waiting is None:
                 continue
             if len(waiting) == 1:  # the common case: one waiter
                 if waiting[0][0] <= value:
-                    del waiters[key]
+                    cell[1] = None
                     release(waiting[0][1])
                 continue
             still, due = [], []
             for need, waiter in waiting:
                 (due if need <= value else still).append((need, waiter))
-            if still:
-                waiters[key] = still
-            else:
-                del waiters[key]
+            cell[1] = still or None
             if times > 1 and len(due) > 1:
                 due.sort(key=_need)  # (stable)
             for _, waiter in due:
@@ -291,7 +295,16 @@ class SignalBoard:
     def wait_key(self, key: tuple, need: int, waiter: object) -> bool:
         """Whether ``key`` has yet to reach ``need``; if so, ``release(waiter)`` is called when it
         does (from the bump, so it should only schedule work)."""
-        if self.values.get(key, 0) >= need:
+        cell = self.cells.get(key)
+        if cell is None:
+            if need <= 0:
+                return False
+            self.cells[key] = [0, [(need, waiter)]]
+            return True
+        if cell[0] >= need:
             return False
-        self.waiters[key].append((need, waiter))
+        if cell[1] is None:
+            cell[1] = [(need, waiter)]
+        else:
+            cell[1].append((need, waiter))
         return True
