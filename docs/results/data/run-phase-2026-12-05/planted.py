@@ -2,8 +2,12 @@
 
 usage (from the checkout root): python planted.py            -> runs every error in its own process, prints a table
                                 python planted.py N          -> plants error N (0: none) and runs the tests
+                                python planted.py N times    -> plants error N, reruns the reference grid's 45 points
+                                                                and diffs their times against main's (check/ref-main.json)
 Each error is a textual change of one function's source, compiled in its module and set on its class
-(or module); the tests then run in the same process (pytest -x: the first failing test names it)."""
+(or module); the tests then run in the same process (pytest -x: the first failing test names it). An error
+the tests miss is then tried against main's simulated times of the reference grid (tools/studies/check_sim_times.py
+in process, --tol 0: the check this branch passes with 0 points changed)."""
 import inspect
 import subprocess
 import sys
@@ -34,7 +38,7 @@ ERRORS = [  # (what, module, owner (class name or None), function, old text, new
     ("_join: a spanning run extended without its last part", "dispatch", "Dispatch", "_join",
      "parts[-1][2] += n", "pass"),
     ("_waits_of (one wait): a blocked member left in the next ready span", "dispatch", "Dispatch", "_waits_of",
-     "                    ready = i + 1\n            if ready", "                    ready = i\n            if ready"),
+     "                ready = i + 1\n        if ready", "                ready = i\n        if ready"),
     ("flows: equal group keys not one object (each plan its own group)", "flows", "FlowNet", "plan_legs",
      "self.keys.setdefault(key, key)", "key"),
 ]
@@ -52,6 +56,15 @@ def plant(n: int) -> None:
 
 
 def main() -> None:
+    if len(sys.argv) > 2:
+        plant(int(sys.argv[1]))
+        sys.path.insert(0, "tools/studies")
+        import check_sim_times
+        here = __file__.rsplit("/", 1)[0]
+        check_sim_times.main(["committed", "docs/results/grid-2026-12-02-reference", "--tol", "0",
+                              "--out", f"/tmp/planted-{sys.argv[1]}.json"])
+        sys.exit(check_sim_times.main(["diff", f"{here}/check/ref-main.json", f"/tmp/planted-{sys.argv[1]}.json",
+                                       "--tol", "0"]))
     if len(sys.argv) > 1:
         n = int(sys.argv[1])
         if n:
@@ -63,9 +76,14 @@ def main() -> None:
         t = time.time()
         out = subprocess.run([sys.executable, __file__, str(n)], capture_output=True, text=True, timeout=1800).stdout
         failed = [line.split(" ")[1] for line in out.splitlines() if line.startswith("FAILED ")]
+        caught = failed[0] if failed else "no test failed" if " passed" in out else out[-300:]
+        if not failed:
+            run = subprocess.run([sys.executable, __file__, str(n), "times"], capture_output=True, text=True,
+                                 timeout=1800)
+            counts = [line for line in run.stdout.splitlines() if " changed at all" in line]
+            caught += f"; reference grid against main's times: {counts[-1] if counts else run.stdout[-200:]}"
         what = ERRORS[n - 1][0] if n else "nothing planted"
-        print(f"| {n} {what} | {failed[0] if failed else 'NOT CAUGHT (all passed)' if ' passed' in out else out[-300:]} "
-              f"| {time.time() - t:.0f} |", flush=True)
+        print(f"| {n} {what} | {caught} | {time.time() - t:.0f} |", flush=True)
 
 
 main()
