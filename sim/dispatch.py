@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from mkernel.ir import Op, Role, Task
 
-from .signals import flat_keys
 from .sms import RolePool
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
@@ -59,21 +58,9 @@ class Run:
                 j -= n
         return self.task.member(self.first + j) if self.task.count > 1 else self.task
 
-    def bumps(self) -> list[tuple[list[tuple], int, int]]:
-        """Every member's bumps in the flat schedule's order: :func:`flat_keys` of each entry."""
-        if self.parts is None:
-            return [flat_keys(self.task, self.first, self.n)]
-        return [flat_keys(task, first, n) for task, first, n in self.parts]
-
     def entries(self):
         """(task, first, n) of each entry this run holds members of."""
         return self.parts if self.parts is not None else ((self.task, self.first, self.n),)
-
-    def extend(self, n: int) -> None:
-        """The next ``n`` members of the last entry join."""
-        self.n += n
-        if self.parts is not None:
-            self.parts[-1][2] += n
 
     def absorb(self, task: Task, n: int) -> None:
         """The first ``n`` members of ``task``, the entry after the last one's, join."""
@@ -148,17 +135,29 @@ class Dispatch:
         ready when taken: 688k members of a 2 x 8 ring attention run, none blocked.)"""
         if task.count == 1 or not task.step.waits:
             return ((first, n, self._blocking(task, first, 0)),)
-        values = self.board.values
+        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
         waits = self._stepping.get(id(task))
         if waits is None:  # (rank, name, member 0's index, index step, count) of each wait
             waits = self._stepping[id(task)] = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count)
                                                 for w, dx in zip(task.waits, task.step.waits)]
         spans = []
         ready = first  # the first member of the ready span being listed
+        if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
+            rank, name, index, dx, need = waits[0]
+            for i in range(first, first + n):
+                key = (rank, name, index + i * dx)
+                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
+                    if i > ready:
+                        spans.append((ready, i - ready, READY))
+                    spans.append((i, 1, (0, key, need)))
+                    ready = i + 1
+            if ready < first + n:
+                spans.append((ready, first + n - ready, READY))
+            return spans
         for i in range(first, first + n):
             for w, (rank, name, index, dx, need) in enumerate(waits):
                 key = (rank, name, index + i * dx)
-                if values.get(key, 0) < need:
+                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
                     if i > ready:
                         spans.append((ready, i - ready, READY))
                     spans.append((i, 1, (w, key, need)))
@@ -187,9 +186,12 @@ class Dispatch:
         while they waited, which is that one, ready now."""
         last = runs[-1] if runs else None
         if last is not None and last.role is role and last.wait == wait and last.key == key and last.speed == speed:
-            t, f, m = (last.task, last.first, last.n) if last.parts is None else last.parts[-1]
+            parts = last.parts
+            t, f, m = (last.task, last.first, last.n) if parts is None else parts[-1]
             if t is task and f + m == first and self._joins(task):
-                last.extend(n)
+                last.n += n
+                if parts is not None:
+                    parts[-1][2] += n
                 return
             if wait < 0 and first == 0 and f + m == t.count and self._spans(t, task):
                 last.absorb(task, n)
@@ -275,14 +277,14 @@ class Dispatch:
         waits = task.waits
         if at >= len(waits):
             return READY
-        values = self.board.values
+        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
         if task.count > 1 and task.step.waits:
             steps = task.step.waits
             for j in range(at, len(waits)):
                 w = waits[j]
                 g = w.signal
                 key = (g.rank, g.name, g.index + i * steps[j])
-                if values.get(key, 0) < w.count:
+                if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
                     return j, key, w.count
             return READY
         held = self._held.get(id(task), 0)
@@ -291,7 +293,7 @@ class Dispatch:
             w = waits[j]
             g = w.signal
             key = (g.rank, g.name, g.index)
-            if values.get(key, 0) < w.count:
+            if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
                 if start == held:
                     self._held[id(task)] = j
                 return j, key, w.count
@@ -316,6 +318,29 @@ class Dispatch:
         run.lane.pool.blocked[run.role] += run.n
         self.blocked[id(run)] = run
 
+    def _later(self, delay: float, then, run: Run) -> None:
+        """Call ``then(runs)`` ``delay`` from now with every run of this lane that asked for the same
+        step at the same time: SMs that end together take their next work together. The lanes' timers
+        of one step and time are slots of one streak (:class:`~mkernel.sim.signals.Streak`): one queue
+        entry for the lanes that run in lockstep (all 16 of the 2 x 8 every-node run, at each step)."""
+        at = self.env.now + delay
+        key = (id(run.lane), then, at)
+        runs = self._timers.get(key)
+        if runs is None:
+            runs = self._timers[key] = []
+            if self.arrays:  # (the lanes' timers of one step and time: one streak)
+                self.env.call_in_streak((then, at), at, self._due, key)
+            else:
+                self.env.call_at(at, self._due, key)
+        runs.append(run)
+
+    def _due(self, key: tuple) -> None:
+        """``_later``'s step ``key[1]`` is due for the runs that asked for it."""
+        key[1](self._timers.pop(key))
+
+    def _until(self, at: float, then, run: Run) -> None:
+        self._later(max(0.0, at - self.env.now), then, run)
+
     def _released(self, run: Run) -> None:
         """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now."""
         self._later(0.0, self._resume, run)
@@ -325,14 +350,19 @@ class Dispatch:
         each checks its other waits; the ready ones start, neighbouring members of one group
         together, split by GEMM speed class as their SMs resume one by one."""
         ready: list[Run] = []
+        blocked = self.blocked
         for run in runs:
-            if id(run) in self.blocked:
+            if blocked.pop(id(run), None) is not None:
                 run.lane.pool.blocked[run.role] -= run.n
-                del self.blocked[id(run)]
-            run.wait, run.key, run.need = self._blocking(run.task, run.first, run.wait + 1)
-            if run.wait >= 0:
-                self._block(run)
-            elif self.stress > 0:
+            at = run.wait + 1
+            if at < len(run.task.waits):
+                run.wait, run.key, run.need = self._blocking(run.task, run.first, at)
+                if run.wait >= 0:
+                    self._block(run)
+                    continue
+            else:  # (no wait left to check: what _blocking says)
+                run.wait, run.key, run.need = READY
+            if self.stress > 0:
                 self._start(run)
             else:
                 ready.append(run)
@@ -340,8 +370,11 @@ class Dispatch:
         for run in ready if not self._one_by_one else ():
             if run.role is Role.COMPUTE:
                 self._ready_split(parts, run.lane, run.role, run.task, run.first, run.n)
-            else:
+            elif parts:
                 self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0, run)
+            else:  # what _join does with nothing to join (a run of several members waited as one: it may)
+                run.speed = 0.0
+                parts.append(run)
         for run in ready if self._one_by_one else ():
             for j in range(run.n):
                 speed = self._ready(run.lane.rank, run.role, run.task, 1)

@@ -47,7 +47,7 @@ from .hazardlog import LoggedTracker
 from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
-from .signals import CountingEnvironment, SignalBoard
+from .signals import CountingEnvironment, SignalBoard, flat_keys
 from .sms import RolePool
 from . import tiles
 
@@ -60,7 +60,7 @@ class Model(Dispatch):
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
                  controller=None, faults: Faults | None = None, progress=None, fold: int = 1,
-                 regions: RegionTable | None = None) -> None:
+                 regions: RegionTable | None = None, arrays: bool = True) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
         if data is not None or stress > 0:
             # the data store follows tasks one by one; stress draws each member's delays in the flat
@@ -111,6 +111,7 @@ class Model(Dispatch):
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
+        self.arrays = arrays  # lanes' timers of one step and time as one streak (False: the same events, one entry each)
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
         self._spanning = data is None and not self._one_by_one  # GEMM runs may span entries (Dispatch._spans)
@@ -220,23 +221,6 @@ class Model(Dispatch):
         else:
             self._worked([run])
 
-    def _later(self, delay: float, then, run: Run) -> None:
-        """Call ``then(runs)`` ``delay`` from now with every run of this lane that asked for the same
-        step at the same time: SMs that end together take their next work together."""
-        key = (id(run.lane), then, self.env.now + delay)
-        runs = self._timers.get(key)
-        if runs is None:
-            runs = self._timers[key] = []
-            self.env.call_later(delay, self._due, key)
-        runs.append(run)
-
-    def _due(self, key: tuple) -> None:
-        """``_later``'s step ``key[1]`` is due for the runs that asked for it."""
-        key[1](self._timers.pop(key))
-
-    def _until(self, at: float, then, run: Run) -> None:
-        self._later(max(0.0, at - self.env.now), then, run)
-
     def _gemm_shape(self, task: Task) -> tuple:
         """What a GEMM tile's cost reads besides its speed: shapes and item sizes (and accumulate)."""
         shape = self._shapes.get(id(task))
@@ -290,25 +274,30 @@ class Model(Dispatch):
 
     def _signal(self, run: Run, paid: bool) -> None:
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
-        (unless the task already waited that latency for its own peer stores)."""
-        rank, bump = run.task.rank, self.board.bump_keys
-        later = []
-        for keys, times, repeat in run.bumps():
+        (unless the task already waited that latency for its own peer stores). The entries' lists
+        of keys bumped once each go in one call (a GEMM run's parts: the same bumps, in order)."""
+        rank = run.task.rank
+        now: list[list] = []
+        later: list[list] = []
+        for task, first, n in run.entries():
+            keys, times, repeat = flat_keys(task, first, n)
             if paid:
-                bump(keys, times, repeat)
+                _more(now, keys, times, repeat)
                 continue
-            bump([k for k in keys if k[0] == rank], times, repeat)
-            far = [k for k in keys if k[0] != rank]
-            if far:
-                later.append((far, times, repeat))
+            _more(now, [k for k in keys if k[0] == rank], times, repeat)
+            _more(later, [k for k in keys if k[0] != rank], times, repeat)
+        bump = self.board.bump_keys
+        for keys, times, repeat in now:
+            bump(keys, times, repeat)
         if later:
             run.later = later
             self._later(self.c.nvlink.latency_us, self._flags, run)
 
     def _flags(self, runs: list[Run]) -> None:
+        bump = self.board.bump_keys
         for run in runs:
             for keys, times, repeat in run.later:
-                self.board.bump_keys(keys, times, repeat)
+                bump(keys, times, repeat)
 
     def _put(self, run: Run, task: Task):
         sources = self.data.snapshot(task) if self.data is not None else None
@@ -398,3 +387,14 @@ class Model(Dispatch):
         for per, links in ((self.net.nic_out, "out"), (self.net.nic_in, "in")):
             out += [(r, l) for r, ls in enumerate(per) for l in ls]
         return out
+
+
+def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None:
+    """``keys`` (a list of the caller's own; each bumped ``times`` times, the list ``repeat`` times)
+    after ``bumps``: joined to the last list where both bump each key once."""
+    if not keys:
+        return
+    if times == 1 and repeat == 1 and bumps and bumps[-1][1] == 1 and bumps[-1][2] == 1:
+        bumps[-1][0] += keys
+        return
+    bumps.append([keys, times, repeat])

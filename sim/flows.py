@@ -106,7 +106,8 @@ class FlowNet:
         self.dirty: dict[Link, None] = {}  # links whose flows need a re-rate at this instant
         self.touched: dict[Flow, None] = {}  # groups whose members changed at this instant
         self.flush_pending = False
-        self.groups: dict[tuple, Flow] = {}  # (weights, cap) -> the live group
+        self.groups: dict[int, Flow] = {}  # the live group of each plan key (weights, cap), by id(key)
+        self.keys: dict[tuple, tuple] = {}  # each plan key made, once: equal keys are one object (plan_legs)
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
@@ -122,14 +123,16 @@ class FlowNet:
         at once when the flows end at an instant with nothing else due (:meth:`_wake`)."""
         return self.transfer_plan(self.plan_legs(size, legs, cap), count, then)
 
-    @staticmethod
-    def plan_legs(size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf) -> tuple:
+    def plan_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf) -> tuple:
         """What :meth:`transfer_legs` works out from its flows' shape alone (each link's weight per
-        flow, the group's key), once: a simulator starts flows of one task's shape many times."""
+        flow, the group's key), once: a simulator starts flows of one task's shape many times. Equal
+        keys are one object, so a transfer finds its group by the key's id (hashing a key hashes
+        every (link, weight) pair of it)."""
         unit: dict[Link, float] = {}
         for link, _, busy in legs:
             unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
-        return size, tuple(legs), unit, (tuple(unit.items()), cap)
+        key = (tuple(unit.items()), cap)
+        return size, tuple(legs), unit, self.keys.setdefault(key, key)
 
     def transfer_plan(self, plan: tuple, count: int = 1,
                       then: Callable[[None], None] | None = None) -> simpy.Event | None:
@@ -143,9 +146,9 @@ class FlowNet:
             self._succeed(done)
             return None if then else done
         now = self.env.now
-        group = self.groups.get(key)
+        group = self.groups.get(id(key))
         if group is None:
-            group = self.groups[key] = Flow(unit, key[1], now, key)
+            group = self.groups[id(key)] = Flow(unit, key[1], now, key)
         group.advance(now)
         self.seq += 1
         heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))
@@ -228,7 +231,7 @@ class FlowNet:
                     del link.flows[flow]
                     if not link.flows:
                         link.weight = 0.0  # no drift from float sums
-                del self.groups[flow.key]
+                del self.groups[id(flow.key)]
                 flow.token += 1  # retired: no heap entry of it counts any more
         # calls only, and nothing else due now: their events would be the next ones processed, each
         # call what it would do when processed (after the re-rate is scheduled, as events would be)

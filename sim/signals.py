@@ -1,7 +1,6 @@
 """The event engine's two small pieces: an event-counting environment and the signal counters."""
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Generator
 from functools import partial
 from heapq import heappop, heappush
@@ -50,6 +49,21 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
 
 
+class Streak:
+    """Timers of one step at one instant, each a slot ``(eid, arg)``: the calls ``fn(arg)`` in eid
+    order. The queue holds the streak once, under its first pending slot's eid; the loop runs its
+    slots one after the other while each is the queue's next event, so the order (and the count:
+    one event a slot) is that of one queue entry a slot, at one push and one pop a streak."""
+
+    __slots__ = ("key", "when", "fn", "eids", "args", "at")
+
+    def __init__(self, key: object, when: float, fn: Callable) -> None:
+        self.key, self.when, self.fn = key, when, fn
+        self.eids: list[int] = []
+        self.args: list = []
+        self.at = 0  # the first pending slot
+
+
 class CountingEnvironment(simpy.Environment):
     """A SimPy environment that counts the events it processes, schedules plain calls
     (:meth:`call_later`) and runs processes nothing waits on (:meth:`start`): most of a run's
@@ -66,6 +80,8 @@ class CountingEnvironment(simpy.Environment):
         super().__init__()
         self.now = self._now
         self.events = 0
+        self._streaks: dict[object, Streak] = {}  # the streaks with a pending slot, by key
+        self._current: Streak | None = None  # the streak whose slot is being run
 
     def call_later(self, delay: float, fn: Callable, arg=None) -> None:
         """Call ``fn(arg)`` ``delay`` from now, in the order a Timeout made now would fire."""
@@ -85,9 +101,45 @@ class CountingEnvironment(simpy.Environment):
         process's first step (an URGENT entry): a step that was a process's start, without the process."""
         heappush(self._queue, (self._now, URGENT, next(self._eid), (fn, arg)))
 
+    def call_in_streak(self, key: object, when: float, fn: Callable, arg) -> None:
+        """Call ``fn(arg)`` at ``when`` (not before now), in the order :meth:`call_at` would, as a slot
+        of the streak ``key`` (its calls all ``fn`` at ``when``)."""
+        streak = self._streaks.get(key)
+        eid = next(self._eid)
+        if streak is None:
+            if when < self._now:
+                raise ValueError(f"{when} is in the past (now {self._now})")
+            streak = self._streaks[key] = Streak(key, when, fn)
+            heappush(self._queue, (when, NORMAL, eid, streak))
+        streak.eids.append(eid)
+        streak.args.append(arg)
+
     def due_now(self) -> bool:
         """Whether an event is due at this instant, besides the one being processed."""
-        return bool(self._queue) and self._queue[0][0] <= self._now
+        current = self._current
+        return (bool(self._queue) and self._queue[0][0] <= self._now
+                or current is not None and current.at < len(current.eids))
+
+    def _slots(self, streak: Streak, most: int) -> None:
+        """Up to ``most`` of ``streak``'s slots, from its first pending one, while each is the next
+        event (an event its calls queue may come first: a process started now); then the streak is
+        queued again under its next slot, or dropped when it has none left."""
+        queue, when, fn, eids, args = self._queue, streak.when, streak.fn, streak.eids, streak.args
+        i = streak.at
+        self._current = streak
+        while True:
+            streak.at = i + 1
+            fn(args[i])
+            i += 1
+            if i == len(eids):
+                del self._streaks[streak.key]
+                break
+            most -= 1
+            if not most or queue and queue[0] < (when, NORMAL, eids[i]):
+                heappush(queue, (when, NORMAL, eids[i], streak))
+                break
+            self.events += 1
+        self._current = None
 
     def start(self, gen: Generator) -> None:
         """Run the generator ``gen`` as ``process(gen)`` would (from this instant, before its other
@@ -132,6 +184,8 @@ class CountingEnvironment(simpy.Environment):
             self.now = self._now = when
             if event.__class__ is tuple:
                 event[0](event[1])
+            elif event.__class__ is Streak:
+                self._slots(event, -1)
             else:
                 self._process(event)
         self.events += 1  # (as the step that finds the queue empty counts itself)
@@ -146,6 +200,9 @@ class CountingEnvironment(simpy.Environment):
         self._now = self.now
         if event.__class__ is tuple:
             event[0](event[1])
+            return
+        if event.__class__ is Streak:
+            self._slots(event, 1)
             return
         self._process(event)
 
@@ -173,7 +230,9 @@ class SignalBoard:
     value it holds is of that call, and it keeps plain counts (``epoch`` names the call in errors).
     A bump hands every waiter whose count it reaches to ``release``; ``wait_key`` returns False when
     the count already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
-    tuples, so the members of a group reach theirs without building a Signal each.
+    tuples, so the members of a group reach theirs without building a Signal each. Each key has one
+    cell, ``[count, waiters or None]`` (``cells``; a key never bumped nor waited on has none, and
+    counts 0): a bump finds both with one lookup (a tuple key is hashed at every lookup).
     """
 
     def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None],
@@ -182,11 +241,11 @@ class SignalBoard:
         self.epoch = epoch
         self.release = release
         self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
-        self.values: dict[tuple, int] = {}
-        self.waiters: dict[tuple, list[tuple[int, object]]] = defaultdict(list)
+        self.cells: dict[tuple, list] = {}  # key -> [count, list of (need, waiter) in wait order, or None]
 
     def count(self, sig: Signal) -> int:
-        return self.values.get((sig.rank, sig.name, sig.index), 0)
+        cell = self.cells.get((sig.rank, sig.name, sig.index))
+        return 0 if cell is None else cell[0]
 
     def bump_keys(self, keys: list[tuple], times: int = 1, repeat: int = 1) -> None:
         """Each key of ``keys`` bumped ``times`` times, in order, the list ``repeat`` times over (one
@@ -197,34 +256,37 @@ class SignalBoard:
         What a bump does that anything sees is the values it leaves and the waiters it releases, in
         order; releases come only from keys with waiters. So a list repeated whose keys have none
         (a group's fixed signals: 7 flags a copy) is bumped ``repeat * times`` at once, key by key."""
-        values, waiters, release = self.values, self.waiters, self.release
-        get = values.get
+        cells, release = self.cells, self.release
+        get = cells.get
         if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
             home = self.home
             keys = [(home[k[0]], k[1], k[2]) for k in keys]
         if repeat > 1:
-            if waiters.keys().isdisjoint(keys):
-                times *= repeat
+            for key in keys:
+                cell = get(key)
+                if cell is not None and cell[1] is not None:
+                    keys = keys * repeat
+                    break
             else:
-                keys = keys * repeat
-        waiting_on = waiters.get  # (not waiters[key]: a defaultdict would add the key)
+                times *= repeat
         for key in keys:
-            value = values[key] = get(key, 0) + times
-            waiting = waiting_on(key)
+            cell = get(key)
+            if cell is None:  # (no waiter before its first bump or wait)
+                cells[key] = [times, None]
+                continue
+            value = cell[0] = cell[0] + times
+            waiting = cell[1]
             if waiting is None:
                 continue
             if len(waiting) == 1:  # the common case: one waiter
                 if waiting[0][0] <= value:
-                    del waiters[key]
+                    cell[1] = None
                     release(waiting[0][1])
                 continue
             still, due = [], []
             for need, waiter in waiting:
                 (due if need <= value else still).append((need, waiter))
-            if still:
-                waiters[key] = still
-            else:
-                del waiters[key]
+            cell[1] = still or None
             if times > 1 and len(due) > 1:
                 due.sort(key=_need)  # (stable)
             for _, waiter in due:
@@ -233,7 +295,16 @@ class SignalBoard:
     def wait_key(self, key: tuple, need: int, waiter: object) -> bool:
         """Whether ``key`` has yet to reach ``need``; if so, ``release(waiter)`` is called when it
         does (from the bump, so it should only schedule work)."""
-        if self.values.get(key, 0) >= need:
+        cell = self.cells.get(key)
+        if cell is None:
+            if need <= 0:
+                return False
+            self.cells[key] = [0, [(need, waiter)]]
+            return True
+        if cell[0] >= need:
             return False
-        self.waiters[key].append((need, waiter))
+        if cell[1] is None:
+            cell[1] = [(need, waiter)]
+        else:
+            cell[1].append((need, waiter))
         return True

@@ -75,3 +75,48 @@ def test_until_is_simpys():
         env.call_at(t, lambda _a: log.append(env.now))
     env.run(until=2.5)
     assert log == [1.0, 2.0] and env.now == 2.5
+
+
+def _streak_scene(env: CountingEnvironment, log: list, streaks: bool) -> None:
+    """Four lanes' timers of one step at t=1 and t=2 (as streak slots, or one call_at each), between
+    them plain calls at t=1, a process started from a slot (URGENT: it runs before the
+    next lane's slot), a slot added to a streak while it runs, and due_now read from inside a slot."""
+    def gen(name):
+        log.append((env.now, name + " started"))
+        yield 0.0
+        log.append((env.now, name + " resumed"))
+
+    def lane(arg):
+        log.append((env.now, arg, env.due_now()))
+        if arg == ("t1", 1):
+            env.start(gen("put"))
+            env.call_at(env.now, lambda _a: log.append((env.now, "after")))
+        if arg == ("t1", 2):  # another slot of this step and time, queued now
+            add("t1", 1.0, 9)
+
+    def add(tag, when, i):
+        if streaks:
+            env.call_in_streak((tag, when), when, lane, (tag, i))
+        else:
+            env.call_at(when, lane, (tag, i))
+
+    for i in range(4):
+        add("t1", 1.0, i)
+        env.call_at(1.0, lambda _a, i=i: log.append((env.now, "plain", i)))
+        add("t2", 2.0, i)
+    env.call_at(3.0, lambda _a: log.append((env.now, "plain late")))  # (at t=2 only the streak is due)
+
+
+@pytest.mark.parametrize("loop", [CountingEnvironment.run, _by_steps], ids=["loop", "steps"])
+def test_streak_slots_run_as_one_timer_each(loop):
+    logs, counts = [], []
+    for streaks in (True, False):
+        env, log = CountingEnvironment(), []
+        _streak_scene(env, log, streaks)
+        loop(env)
+        logs.append(log)
+        counts.append((env.events, env.now))
+    assert logs[0] == logs[1] and len(logs[0]) == 17
+    assert counts[0] == counts[1] == (18, 3.0)
+    assert [x[2] for x in logs[0] if x[1][0] == "t2"] == [True, True, True, False]
+    assert [x for x in logs[0] if x[1] in ("put started", "after")] == [(1.0, "put started"), (1.0, "after")]

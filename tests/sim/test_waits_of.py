@@ -16,7 +16,7 @@ class _Board(Dispatch):
     """A dispatcher with a board of given counters and nothing else."""
 
     def __init__(self, values: dict) -> None:
-        self.board = SimpleNamespace(values=values)
+        self.board = SimpleNamespace(cells={key: [count, None] for key, count in values.items()})
         self._stepping: dict = {}
         self._held: dict = {}
 
