@@ -45,7 +45,8 @@ class _Edges:
                 np.maximum.at(top, g, v + 1)
             np.cumsum(top, out=start[1:])
         self.offset = start[:-1]
-        keys = [self.offset[g] + v for g, v in zip(grids, values)]  # (marked piece by piece: not joined)
+        self._span = span if start[-1] == count * span else 0  # (every grid as wide: keys by a product, not a gather)
+        keys = [self._key(g, v) for g, v in zip(grids, values)]  # (marked piece by piece: not joined)
         space = int(start[-1])
         self._below = None  # per key of the marked range: how many edges lie below it
         if size and space <= 32 * size and min(int(k.min()) for k in keys if k.size) >= 0:
@@ -63,11 +64,14 @@ class _Edges:
 
     def local(self, g, x):
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""
-        key = self.offset[g] + x
+        key = self._key(g, x)
         below = self._below
         if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
             return below[key] - self.first[g]
         return np.searchsorted(self.u, key) - self.first[g]
+
+    def _key(self, g, x):
+        return g * self._span + x if self._span else self.offset[g] + x
 
 
 @dataclass
@@ -137,11 +141,13 @@ class Cells:
         self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
         np.cumsum(per[0], out=self.read_first[1:])
         puts = np.fromiter(map(is_, map(attrgetter("op"), s.tasks), repeat(Op.PUT)), bool, entries)
-        pairs = _pairs([(recs[side], f["entry"][side]) for side in sides], per, puts, len(code))
+        kept = [recs[side] for side in sides]  # (each side's records copied once)
+        pairs = _pairs([(r, f["entry"][side]) for r, side in zip(kept, sides)], per, puts, len(code))
         counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
-        sides = [_Rows(recs[side], n, counts) for side, n in zip(sides, per)]
+        sides = [_Rows(r, n, counts) for r, n in zip(kept, per)]
+        del kept
         self._layout(s, sides, {c: name for name, c in code.items()})
         done, rects = [], []
         while sides:  # side by side, each one's rows let go once its cells are made (a third less memory at the peak)
