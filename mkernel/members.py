@@ -10,8 +10,8 @@ set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracke
 """
 from __future__ import annotations
 
-from itertools import chain
-from operator import add, attrgetter
+from itertools import chain, compress, repeat
+from operator import add, attrgetter, is_
 
 import numpy as np
 
@@ -51,15 +51,24 @@ def read_regions(s: Schedule) -> RegionTable:
     recs[:, 0] = np.fromiter(map(codes.__getitem__, map(attrgetter("buffer"), flat)), np.int64, len(flat))
     recs[:, 1:6] = np.fromiter(chain.from_iterable(map(_BOUNDS, flat)), np.int64, 5 * len(flat)).reshape(-1, 5)
     entry, k = ragged(per)
-    stepped = [p for p, t in enumerate(tasks) if t.count > 1 and (t.step is None or t.step.regions)]
-    for p in stepped:
-        if tasks[p].step is None or len(tasks[p].step.regions) != per[p]:
-            raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
-    if stepped:
-        at = np.array(stepped, np.int64)
+    groups = np.flatnonzero(np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks)) > 1)
+    steps = list(map(attrgetter("step"), map(tasks.__getitem__, groups.tolist())))
+    whole = all(steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
+    moves = list(map(attrgetter("regions"), steps)) if whole else [st.regions if st else (None,) for st in steps]
+    has = np.fromiter(map(bool, moves), bool, len(steps))  # (a group without a step counts as one that moves)
+    at = groups[has]
+    moves, steps = list(compress(moves, has)), list(compress(steps, has))
+    bad = np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]
+    if not whole:
+        bad |= np.fromiter(map(is_, steps, repeat(None)), bool, len(steps))
+    bad = np.flatnonzero(bad)
+    if bad.size:  # the first group whose step is missing or does not fit
+        p = int(at[bad[0]])
+        raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
+    if at.size:
         rows, which = entry_rows(per, at)
-        recs[rows, 6:9] = read_shared([tasks[p].step.regions for p in stepped], per[at], 3)
-        rotate = np.fromiter((tasks[p].step.rotate for p in stepped), np.int64, len(stepped))
+        recs[rows, 6:9] = read_shared(moves, per[at], 3)
+        rotate = np.fromiter(map(attrgetter("rotate"), steps), np.int64, len(steps))
         if rotate.any():
             recs[rows, 9] = rotate[which]
     nread = np.fromiter(map(len, reads), np.int64, len(tasks))
