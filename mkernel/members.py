@@ -37,8 +37,8 @@ def read_regions(s: Schedule) -> RegionTable:
     :data:`FIELDS` numbers: its steps are its group's ``Step.regions`` (zero where it has none) and
     its ``Step.rotate``, its buffer is coded by position in ``s.buffers`` (a name not there is
     numbered on). Read in bulk, about 0.3 us a region where a call per region cost 1 us (a 2 x 8
-    GEMM+AR 32768^2 build has 900k), as 32-bit numbers where they fit. ``validate()`` returns the table it read, so a backend that
-    reads the same regions (the simulator's hazard grids) is handed it rather than reading the
+    GEMM+AR 32768^2 build has 900k), as 32-bit numbers where they fit. ``validate()`` returns the
+    table it read, so a backend that reads the same regions (the simulator's hazard grids) is handed it rather than reading the
     schedule again. Returns the records (one row each); per record its ``entry``, its index ``k``
     in ``reads + writes`` and whether it is a ``read``; and the codes by name."""
     tasks = s.tasks
@@ -73,7 +73,8 @@ def read_regions(s: Schedule) -> RegionTable:
         rows, which = entry_rows(per, at)
         moved = read_shared(moves, per[at], 3)
         rotate = np.fromiter(map(attrgetter("rotate"), steps), np.int64, len(steps))
-        if recs.dtype != np.int64 and max(-moved.min(initial=0), moved.max(initial=0), rotate.max(initial=0)) >= 2 ** 31:
+        if recs.dtype != np.int64 and max(-moved.min(initial=0), moved.max(initial=0),
+                                          rotate.max(initial=0)) >= 2 ** 31:
             recs = recs.astype(np.int64)
         recs[rows, 6:9] = moved
         if rotate.any():

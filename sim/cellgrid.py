@@ -28,12 +28,12 @@ from mkernel.members import RegionTable, member_slots, ragged, read_regions
 class _Edges:
     """The row (or column) edges of every grid, in one sorted array of keys: grid g's edge x is
     ``offset[g] + x``, the grids laid end to end, each as wide as the widest or, where that leaves
-    too many keys to mark, as its own largest edge. Where
-    the possible keys are few (a GEMM's columns: 64 grids of 32k columns, against 4M edge values),
-    they are marked rather than sorted, and :meth:`local` reads how many edges lie below a key from
-    a table (a gather, where ``searchsorted`` over the edges cost 40 ns a key); where they are not
-    too many (the rows of the 2 x 8 GEMM+AR's grids: 22M keys for 1.4M edge values), marked and
-    listed (11 ms, where sorting them took 58); else sorted."""
+    too many keys to mark, as its own largest edge. Where the possible keys are few (a GEMM's
+    columns: 64 grids of 32k columns, against 4M edge values), they are marked rather than sorted,
+    and :meth:`local` reads how many edges lie below a key from a table (a gather, where
+    ``searchsorted`` over the edges cost 40 ns a key); where they are not too many (the rows of the
+    2 x 8 GEMM+AR's grids: 22M keys for 1.4M edge values), marked and listed (11 ms, where sorting
+    them took 58); else sorted."""
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
         span = 1 + max([0] + [int(v.max()) for v in values if v.size])
