@@ -23,15 +23,17 @@ from .ir import Buffer, BufferKind, Schedule
 from .members import member_rows, read_regions
 
 
-def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None = None) -> None:
+def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None = None,
+                  counts: np.ndarray | None = None) -> None:
     """Raise :class:`ScheduleError` on the first OUTPUT element (by buffer, rank, then row-major)
     not written ``writes_per_element`` times, naming the element, its count and its writers;
-    ``table``: :func:`mkernel.members.read_regions` of ``s``, where it was made already."""
+    ``table``: :func:`mkernel.members.read_regions` of ``s``, and ``counts`` its entries' member
+    counts, where they were made already."""
     outputs = [b for b in s.buffers if b.kind is BufferKind.OUTPUT]
     if not outputs:
         return
     rank, row0, row1, col0, col1, ids, pos, which = _member_writes(s, {b.name: i for i, b in enumerate(outputs)},
-                                                                   table or read_regions(s))
+                                                                   table or read_regions(s), counts)
     key = which * s.world + rank
     order = np.argsort(key, kind="stable")
     key = key[order]
@@ -42,7 +44,8 @@ def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None =
             _check_coverage(buf, r, row0[at], row1[at], col0[at], col1[at], ids[at], pos[at])
 
 
-def _member_writes(s: Schedule, outputs: dict[str, int], table: tuple) -> tuple[np.ndarray, ...]:
+def _member_writes(s: Schedule, outputs: dict[str, int], table: tuple,
+                   counts: np.ndarray | None) -> tuple[np.ndarray, ...]:
     """Every member's write into an output: its rank, rows, columns, expanded task id, position
     among its task's writes and output buffer index, as arrays (one row per member region)."""
     recs, f, code = table
@@ -53,9 +56,10 @@ def _member_writes(s: Schedule, outputs: dict[str, int], table: tuple) -> tuple[
     if not kept.any():
         return tuple(np.zeros(0, np.int64) for _ in range(8))
     entry = f["entry"][kept]
-    counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, len(s.tasks))
+    if counts is None:
+        counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, len(s.tasks))
     first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # each entry's member 0 in the expanded schedule
-    nread = np.fromiter(map(len, map(attrgetter("reads"), s.tasks)), np.int64, len(s.tasks))
+    nread = np.bincount(f["entry"][f["read"]], minlength=len(s.tasks))  # (the table's reads, per entry)
     _, _, m = member_rows(recs[kept], np.bincount(entry, minlength=len(counts)), counts)
     return (m["rank"], m["row0"], m["row1"], m["col0"], m["col1"], first[m["entry"]] + m["member"],
             (f["k"][kept] - nread[entry])[m["record"]], which[m["buffer"]])

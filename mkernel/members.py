@@ -10,8 +10,8 @@ set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracke
 """
 from __future__ import annotations
 
-from itertools import chain
-from operator import add, attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_
 
 import numpy as np
 
@@ -37,36 +37,61 @@ def read_regions(s: Schedule) -> RegionTable:
     :data:`FIELDS` numbers: its steps are its group's ``Step.regions`` (zero where it has none) and
     its ``Step.rotate``, its buffer is coded by position in ``s.buffers`` (a name not there is
     numbered on). Read in bulk, about 0.3 us a region where a call per region cost 1 us (a 2 x 8
-    GEMM+AR 32768^2 build has 900k). ``validate()`` returns the table it read, so a backend that
-    reads the same regions (the simulator's hazard grids) is handed it rather than reading the
+    GEMM+AR 32768^2 build has 900k), as 32-bit numbers where they fit. ``validate()`` returns the
+    table it read, so a backend that reads the same regions (the simulator's hazard grids) is handed it rather than reading the
     schedule again. Returns the records (one row each); per record its ``entry``, its index ``k``
     in ``reads + writes`` and whether it is a ``read``; and the codes by name."""
     tasks = s.tasks
     codes = Codes((b.name, i) for i, b in enumerate(s.buffers))
-    reads = list(map(attrgetter("reads"), tasks))
-    regions = list(map(add, reads, map(attrgetter("writes"), tasks)))
-    per = np.fromiter(map(len, regions), np.int64, len(tasks))
-    flat = list(chain.from_iterable(regions))
-    recs = np.zeros((len(flat), FIELDS), np.int64)
-    recs[:, 0] = np.fromiter(map(codes.__getitem__, map(attrgetter("buffer"), flat)), np.int64, len(flat))
-    recs[:, 1:6] = np.fromiter(chain.from_iterable(map(_BOUNDS, flat)), np.int64, 5 * len(flat)).reshape(-1, 5)
+    reads, writes = list(map(attrgetter("reads"), tasks)), list(map(attrgetter("writes"), tasks))
+    nread = np.fromiter(map(len, reads), np.int64, len(tasks))
+    per = nread + np.fromiter(map(len, writes), np.int64, len(tasks))
+
+    def regions():  # every region, entry by entry, reads then writes (walked, not listed: no new tuples or list
+        return chain.from_iterable(chain.from_iterable(zip(reads, writes)))  # of 900k, whose fresh pages cost)
+
+    try:  # 32-bit where every number fits (always, but for buffers past 2^31 rows or columns): half the memory
+        recs = _records(regions, int(per.sum()), codes, np.int32)
+    except OverflowError:
+        recs = _records(regions, int(per.sum()), codes, np.int64)
     entry, k = ragged(per)
-    stepped = [p for p, t in enumerate(tasks) if t.count > 1 and (t.step is None or t.step.regions)]
-    for p in stepped:
-        if tasks[p].step is None or len(tasks[p].step.regions) != per[p]:
-            raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
-    if stepped:
-        at = np.array(stepped, np.int64)
+    groups = np.flatnonzero(np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks)) > 1)
+    steps = list(map(attrgetter("step"), map(tasks.__getitem__, groups.tolist())))
+    whole = all(steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
+    moves = list(map(attrgetter("regions"), steps)) if whole else [st.regions if st else (None,) for st in steps]
+    has = np.fromiter(map(bool, moves), bool, len(steps))  # (a group without a step counts as one that moves)
+    at = groups[has]
+    moves, steps = list(compress(moves, has)), list(compress(steps, has))
+    bad = np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]
+    if not whole:
+        bad |= np.fromiter(map(is_, steps, repeat(None)), bool, len(steps))
+    bad = np.flatnonzero(bad)
+    if bad.size:  # the first group whose step is missing or does not fit
+        p = int(at[bad[0]])
+        raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
+    if at.size:
         rows, which = entry_rows(per, at)
-        recs[rows, 6:9] = read_shared([tasks[p].step.regions for p in stepped], per[at], 3)
-        rotate = np.fromiter((tasks[p].step.rotate for p in stepped), np.int64, len(stepped))
+        moved = read_shared(moves, per[at], 3)
+        rotate = np.fromiter(map(attrgetter("rotate"), steps), np.int64, len(steps))
+        if recs.dtype != np.int64 and max(-moved.min(initial=0), moved.max(initial=0),
+                                          rotate.max(initial=0)) >= 2 ** 31:
+            recs = recs.astype(np.int64)
+        recs[rows, 6:9] = moved
         if rotate.any():
             recs[rows, 9] = rotate[which]
-    nread = np.fromiter(map(len, reads), np.int64, len(tasks))
     fields = {"entry": entry, "k": k, "read": k < nread[entry]}
     for a in (recs, *fields.values()):
         a.flags.writeable = False
     return recs, fields, dict(codes)
+
+
+def _records(regions, n: int, codes: Codes, dtype: type) -> np.ndarray:
+    """The ``n`` regions that ``regions()`` walks as records (buffer code and bounds; steps 0), of
+    ``dtype`` (OverflowError where a number does not fit it)."""
+    recs = np.zeros((n, FIELDS), dtype)
+    recs[:, 0] = np.fromiter(map(codes.__getitem__, map(attrgetter("buffer"), regions())), dtype, n)
+    recs[:, 1:6] = np.fromiter(chain.from_iterable(map(_BOUNDS, regions())), dtype, 5 * n).reshape(-1, 5)
+    return recs
 
 
 def read_shared(items: list[tuple], sizes: np.ndarray, width: int) -> np.ndarray:

@@ -45,8 +45,9 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     tid, rank, launch = np.fromiter(chain.from_iterable(map(_FIELDS, tasks)), np.int64, 3 * n).reshape(-1, 3).T
     op = np.fromiter(map(_PLAIN.get, map(attrgetter("op"), tasks), repeat(_OTHER)), np.int64, n)
     role = np.fromiter(map(_ROLES.__getitem__, map(attrgetter("role"), tasks)), np.int64, n)
-    nread = np.fromiter(map(len, map(attrgetter("reads"), tasks)), np.int64, n)
-    nwrite = np.fromiter(map(len, map(attrgetter("writes"), tasks)), np.int64, n)
+    entry, read = table[1]["entry"], table[1]["read"]  # (one record per region: reads, then writes)
+    nread = np.bincount(entry[read], minlength=n)
+    nwrite = np.bincount(entry, minlength=n) - nread
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
     ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
                                                                                    np.int64, n) == 0)

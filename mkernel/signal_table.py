@@ -16,7 +16,7 @@ group's steps fit it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress
 from operator import attrgetter
 
 import numpy as np
@@ -27,6 +27,8 @@ from .members import Codes, entry_rows, ragged, read_shared
 _SIGNAL = attrgetter("rank", "index")
 _WAIT = attrgetter("signal.rank", "signal.index", "count")
 _NAME, _WAIT_NAME = attrgetter("name"), attrgetter("signal.name")
+_STEP_SIGNALS, _STEP_WAITS, _OUTER = attrgetter("signals"), attrgetter("waits"), attrgetter("outer")
+_PERIOD, _ROTATE = attrgetter("period"), attrgetter("rotate")
 
 
 
@@ -91,20 +93,22 @@ def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
     name = np.fromiter(map(names.__getitem__, map(_NAME, flat)), np.int64, len(flat))
     st = np.zeros((len(flat), 4), np.int64)  # rank, index steps; outer rank, index steps
     period, rotate = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
-    stepped = [(p, step) for p, step in zip(groups, steps) if step.signals]
-    if stepped:
-        at = np.array([p for p, _ in stepped], np.int64)
-        sts = [step for _, step in stepped]
-        period[at] = [step.period for step in sts]
-        rotate[at] = [step.rotate for step in sts]
+    moves = list(map(_STEP_SIGNALS, steps))
+    has = np.fromiter(map(bool, moves), bool, len(steps))
+    if has.any():
+        at = np.array(groups, np.int64)[has]
+        sts, moves = list(compress(steps, has)), list(compress(moves, has))
+        period[at] = np.fromiter(map(_PERIOD, sts), np.int64, len(sts))
+        rotate[at] = np.fromiter(map(_ROTATE, sts), np.int64, len(sts))
         cycling = period[at] > 0
-        if (np.fromiter((len(step.signals) for step in sts), np.int64, len(sts)) != per[at]).any() or (
-                np.fromiter((len(step.outer) for step in sts if step.period), np.int64) != per[at[cycling]]).any():
+        outer = list(map(_OUTER, compress(sts, cycling)))
+        if (np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]).any() or (
+                np.fromiter(map(len, outer), np.int64, len(outer)) != per[at[cycling]]).any():
             raise ValueError("a group's signal steps do not fit its signals")
         rows, which = entry_rows(per, at)
-        st[rows, :2] = read_shared([step.signals for step in sts], per[at], 2)
+        st[rows, :2] = read_shared(moves, per[at], 2)
         if cycling.any():  # (outer steps: Step.period)
-            st[rows[cycling[which]], 2:] = read_shared([step.outer for step in sts if step.period], per[at[cycling]], 2)
+            st[rows[cycling[which]], 2:] = read_shared(outer, per[at[cycling]], 2)
     moving = st.any(axis=1)
     fixed = ~moving
     who, i = ragged(count[entry[moving]])
@@ -132,13 +136,15 @@ def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
     rank, index, need = np.fromiter(chain.from_iterable(map(_WAIT, flat)), np.int64, 3 * len(flat)).reshape(-1, 3).T
     name = np.fromiter(map(names.__getitem__, map(_WAIT_NAME, flat)), np.int64, len(flat))
     dx = np.zeros(len(flat), np.int64)
-    stepped = [(p, step.waits) for p, step in zip(groups, steps) if step.waits]
-    if stepped:
-        at = np.array([p for p, _ in stepped], np.int64)
-        if (np.fromiter((len(w) for _, w in stepped), np.int64, len(stepped)) != per[at]).any():
+    moves = list(map(_STEP_WAITS, steps))
+    has = np.fromiter(map(bool, moves), bool, len(steps))
+    if has.any():
+        at = np.array(groups, np.int64)[has]
+        moves = list(compress(moves, has))
+        if (np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]).any():
             raise ValueError("a group's wait steps do not fit its waits")
         rows, _ = entry_rows(per, at)
-        dx[rows] = np.fromiter(chain.from_iterable(w for _, w in stepped), np.int64, len(rows))
+        dx[rows] = np.fromiter(chain.from_iterable(moves), np.int64, len(rows))
     rec, member = ragged(np.where(dx != 0, count[entry], 1))
     return entry[rec], j[rec], member, rank[rec], need[rec], [name[rec], rank[rec], index[rec] + member * dx[rec]]
 
@@ -157,8 +163,10 @@ def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:
         # few possible keys (a 2 x 8 GEMM+AR 32768^2 build: 2.6M for 930k rows): marked and counted, not sorted
         seen = np.zeros(space, bool)
         seen[flat] = True
-        number = np.cumsum(seen) - 1
-        return number[flat]
+        number = np.cumsum(seen, dtype=np.int32 if space < 2 ** 31 else np.int64)  # (half the fresh memory)
+        key = number[flat].astype(np.int64)
+        key -= 1
+        return key
     order = np.lexsort((index, rank, name))
     rows = np.stack((name, rank, index))[:, order]
     new = np.ones(len(order), bool)

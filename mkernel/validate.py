@@ -80,13 +80,14 @@ def validate(s: Schedule, races: bool = True) -> RegionTable | None:
         else:
             _check_group(rules, task)
     keys = keys or signal_table(s, home)
-    _check_signals(s, keys)
+    placed = _placed(s)  # (read once for the two rules below)
+    _check_signals(s, keys, placed[1])
     if s.first_nodes:
         return table
-    _check_cycles(s, keys)
+    _check_cycles(s, keys, placed)
     if not s.elided:
-        check_outputs(s, buffers, table)
-    if races and sum(t.count for t in s.tasks) <= RACE_CHECK_MAX_TASKS:
+        check_outputs(s, buffers, table, keys.count)
+    if races and int(keys.count.sum()) <= RACE_CHECK_MAX_TASKS:
         check_races(expand(s))  # pairs of members: the one rule that makes them (on small schedules only)
     return table
 
@@ -287,13 +288,21 @@ def _homes(s: Schedule) -> list[int] | None:
     return count_homes(s.world, s.gpus_per_node, s.first_nodes, s.local_fold)
 
 
-def _check_signals(s: Schedule, keys: SignalTable) -> None:
+def _placed(s: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Each entry's rank and launch."""
+    n = len(s.tasks)
+    rank, launch = np.fromiter(chain.from_iterable(map(attrgetter("rank", "launch"), s.tasks)), np.int64,
+                               2 * n).reshape(-1, 2).T
+    return rank, launch
+
+
+def _check_signals(s: Schedule, keys: SignalTable, launch: np.ndarray | None = None) -> None:
     """Every wait's signal is bumped at least its count times; and no task outside a library launch
     waits on a signal that a library launch's task bumps (what a timing build relies on). ``keys``:
-    every member's bumps and waits, counted where ``s`` counts them. The first wait broken (by entry,
-    wait, member) is named."""
-    library = np.array([launch.library is not None for launch in s.launches], bool)
-    launch = np.fromiter(map(attrgetter("launch"), s.tasks), np.int64, len(s.tasks))
+    every member's bumps and waits, counted where ``s`` counts them; ``launch``: each entry's (read
+    here if not given). The first wait broken (by entry, wait, member) is named."""
+    library = np.array([one.library is not None for one in s.launches], bool)
+    launch = _placed(s)[1] if launch is None else launch
     bumps = np.bincount(keys.bump_key, keys.bump_times, keys.keys).astype(np.int64)
     by_library = np.zeros(keys.keys, bool)
     by_library[keys.bump_key[library[launch[keys.bump_entry]]]] = True
@@ -312,7 +321,7 @@ def _check_signals(s: Schedule, keys: SignalTable) -> None:
           f"one call and leaves its tasks out, so only launch order may order what follows it")
 
 
-def _check_cycles(s: Schedule, keys: SignalTable) -> None:
+def _check_cycles(s: Schedule, keys: SignalTable, placed: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """No dependency cycle over signal edges and per-rank launch order.
 
     Decided on arrays (:func:`~mkernel.races.acyclic`): each task is a node, and so is each signal
@@ -321,10 +330,9 @@ def _check_cycles(s: Schedule, keys: SignalTable) -> None:
     order: every task of the launch after it, every task of the launch before before it), so the
     graph stays linear in the number of tasks. A grouped schedule is one node per group (each
     depends on every bumper of every member's waits): a cycle among members is one among groups.
-    Where there is a cycle, :func:`_name_cycle` names it."""
+    Where there is a cycle, :func:`_name_cycle` names it. ``placed``: :func:`_placed` of ``s``, where read already."""
     n = len(s.tasks)
-    rank, launch = np.fromiter(chain.from_iterable(map(attrgetter("rank", "launch"), s.tasks)), np.int64,
-                               2 * n).reshape(-1, 2).T
+    rank, launch = placed or _placed(s)
     width = int(launch.max(initial=0)) + 2
     barriers, at = np.unique(np.where(launch > 0, rank * width + launch, -1), return_inverse=True)
     at -= 1 if len(barriers) and barriers[0] == -1 else 0  # (tasks of launch 0 have none)

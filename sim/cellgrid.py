@@ -26,35 +26,52 @@ from mkernel.ir import BufferKind, Op, Region, Schedule
 from mkernel.members import RegionTable, member_slots, ragged, read_regions
 
 class _Edges:
-    """The row (or column) edges of every grid, in one sorted array: grid g's are ``g * span + x``.
-    Where the possible keys are few (a GEMM's columns: 64 grids of 32k columns, against 4M edge
-    values), they are marked rather than sorted, and :meth:`local` reads how many edges lie below a
-    key from a table (a gather, where ``searchsorted`` over the edges cost 40 ns a key)."""
+    """The row (or column) edges of every grid, in one sorted array of keys: grid g's edge x is
+    ``offset[g] + x``, the grids laid end to end, each as wide as the widest or, where that leaves
+    too many keys to mark, as its own largest edge. Where the possible keys are few (a GEMM's
+    columns: 64 grids of 32k columns, against 4M edge values), they are marked rather than sorted,
+    and :meth:`local` reads how many edges lie below a key from a table (a gather, where
+    ``searchsorted`` over the edges cost 40 ns a key); where they are not too many (the rows of the
+    2 x 8 GEMM+AR's grids: 22M keys for 1.4M edge values), marked and listed (11 ms, where sorting
+    them took 58); else sorted."""
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
-        self.span = 1 + max([0] + [int(v.max()) for v in values if v.size])
-        keys = [g * self.span + v for g, v in zip(grids, values)]  # (marked piece by piece: not joined)
-        size = sum(k.size for k in keys)
+        span = 1 + max([0] + [int(v.max()) for v in values if v.size])
+        size = sum(v.size for v in values)
+        start = np.arange(count + 1, dtype=np.int64) * span  # each grid as wide as the widest
+        if size and count * span > 4 * size and min(int(v.min()) for v in values if v.size) >= 0:
+            top = np.zeros(count, np.int64)  # too wide to mark at once: each grid as wide as its own edges
+            for g, v in zip(grids, values):
+                np.maximum.at(top, g, v.astype(np.int64) + 1)  # (of one dtype: ufunc.at casting is 100x slower)
+            np.cumsum(top, out=start[1:])
+        self.offset = start[:-1]
+        self._span = span if start[-1] == count * span else 0  # (every grid as wide: keys by a product, not a gather)
+        keys = [self._key(g, v) for g, v in zip(grids, values)]  # (marked piece by piece: not joined)
+        space = int(start[-1])
         self._below = None  # per key of the marked range: how many edges lie below it
-        if size and count * self.span <= 4 * size and min(int(k.min()) for k in keys if k.size) >= 0:
-            mark = np.zeros(count * self.span, bool)
+        if size and space <= 32 * size and min(int(k.min()) for k in keys if k.size) >= 0:
+            mark = np.zeros(space, bool)
             for k in keys:
                 mark[k] = True
             self.u = np.flatnonzero(mark)
-            self._below = np.zeros(len(mark) + 1, np.int32 if len(mark) < 2 ** 31 else np.int64)
-            np.cumsum(mark, out=self._below[1:])
+            if space <= 4 * size:
+                self._below = np.zeros(space + 1, np.int32 if space < 2 ** 31 else np.int64)
+                np.cumsum(mark, out=self._below[1:])
         else:
             self.u = np.unique(np.concatenate(keys))
-        self.first = np.searchsorted(self.u, np.arange(count + 1) * self.span)
+        self.first = np.searchsorted(self.u, start)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
 
     def local(self, g, x):
-        """The index of edge ``x`` among grid ``g``'s edges (both may be arrays)."""
-        key = g * self.span + x
+        """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""
+        key = self._key(g, x)
         below = self._below
         if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
             return below[key] - self.first[g]
         return np.searchsorted(self.u, key) - self.first[g]
+
+    def _key(self, g, x):
+        return g * self._span + x if self._span else self.offset[g] + x
 
 
 @dataclass
@@ -124,11 +141,13 @@ class Cells:
         self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
         np.cumsum(per[0], out=self.read_first[1:])
         puts = np.fromiter(map(is_, map(attrgetter("op"), s.tasks), repeat(Op.PUT)), bool, entries)
-        pairs = _pairs([(recs[side], f["entry"][side]) for side in sides], per, puts, len(code))
+        kept = [recs[side] for side in sides]  # (each side's records copied once)
+        pairs = _pairs([(r, f["entry"][side]) for r, side in zip(kept, sides)], per, puts, len(code))
         counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
-        sides = [_Rows(recs[side], n, counts) for side, n in zip(sides, per)]
+        sides = [_Rows(r, n, counts) for r, n in zip(kept, per)]
+        del kept
         self._layout(s, sides, {c: name for name, c in code.items()})
         done, rects = [], []
         while sides:  # side by side, each one's rows let go once its cells are made (a third less memory at the peak)

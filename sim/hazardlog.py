@@ -34,17 +34,17 @@ class LoggedTracker(ArrivalTracker):
 
     def __init__(self, s: Schedule, regions: RegionTable | None = None) -> None:
         super().__init__(s, regions)
-        self._log: list[tuple[Task, int, int | None, float]] = []  # (task, first member, members, time or LANDED)
+        self._log: list = []  # per call four items, flat: task, first member, members, time or LANDED
         self._ends: list[tuple[int, int, float]] = []  # (rank, position in the log, time) of each rank's end
 
     def landed_writes(self, task: Task, first: int = 0, n: int | None = None) -> None:
-        self._log.append((task, first, n, LANDED))
+        self._log += (task, first, n, LANDED)  # (flat: no tuple kept per call, columns read by slicing)
 
     def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
-        self._log.append((task, first, n, now_us))
+        self._log += (task, first, n, now_us)
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:
-        self._ends.append((rank, len(self._log), now_us))
+        self._ends.append((rank, len(self._log) // 4, now_us))
 
     def finish(self) -> None:
         """Decide the run's hazards from its log (replayed through the live tracker where any read
@@ -58,8 +58,9 @@ class LoggedTracker(ArrivalTracker):
         """The log's calls as rows (entry, first member, members, time or LANDED): an entry by its
         position in the schedule, a plain member made by :meth:`member` as its entry's member (its
         id is its expanded id), members left unnumbered as all from ``first`` on."""
-        size = len(self._log)
-        tasks, first, n, times = zip(*self._log) if size else ((),) * 4  # (the log's columns, in one pass)
+        log = self._log
+        size = len(log) // 4
+        tasks, first, n, times = (log[f::4] for f in range(4))
         p = np.fromiter(map(self._pos.get, map(id, tasks), repeat(-1)), np.int64, size)
         first = np.array(first, np.int64)
         n = np.array(n, np.float64)  # (None, all from ``first`` on, reads as nan)
@@ -80,24 +81,20 @@ class LoggedTracker(ArrivalTracker):
     def _short(self, log: np.ndarray) -> bool:
         """Whether some logged check (``log``: :meth:`_rows`) found a cell with fewer arrivals than it needs."""
         seq = np.arange(len(log), dtype=np.int64)
-        span = len(log) + 1
         lands = log[:, 3] < 0
         c = self.cells
         cells, at = self._cells(log[lands], seq[lands], c.write)
-        landed = self._wcell[cells]
-        keys = np.append(np.sort(landed.astype(np.int64) * span + at), np.iinfo(np.int64).max)  # (past every cell)
-        first = np.zeros(c.total + 1, np.int64)  # where each cell's landings start in ``keys``
-        np.cumsum(np.bincount(landed, minlength=c.total), out=first[1:])
+        landings = _Landings(self._wcell[cells], at, c.total)
         checks = ~lands
         idx, at = self._cells(log[checks], seq[checks], c.read)
-        if _fewer(keys, first, span, self._rcell[idx], self._need[idx], at):
+        if landings.fewer(self._rcell[idx], self._need[idx], at):
             return True
         for rank, at, _ in self._ends:
             for b in self.schedule.buffers:
                 g = c.grid.get((b.name, rank))
                 if b.kind is BufferKind.OUTPUT and g is not None:
                     cell = np.arange(c.grid_base[g], c.grid_base[g + 1], dtype=np.int64)
-                    if _fewer(keys, first, span, cell, c.expected[cell], at):
+                    if landings.fewer(cell, c.expected[cell], at):
                         return True
         return False
 
@@ -129,14 +126,35 @@ class LoggedTracker(ArrivalTracker):
             live.check_outputs_landed(self, rank, now)
 
 
-def _fewer(keys: np.ndarray, first: np.ndarray, span: int, cell: np.ndarray, need: np.ndarray,
-           at: np.ndarray | int) -> bool:
-    """Whether some cell of ``cell`` had fewer than its ``need`` landings logged before position ``at``.
-    ``keys``: each landing's cell times ``span`` plus its log position, sorted, then one past every
-    cell; ``first``: where each cell's landings start in it. A cell's landings are sorted by position,
-    so it had enough where its need-th one came before ``at`` (one look per cell, not two searches of
-    ``keys``): where it has fewer in all, the key looked at is a later cell's, or the last."""
-    cell = cell.astype(np.int64)
-    want = need > 0
-    nth = np.minimum(first[cell[want]] + need[want] - 1, len(keys) - 1)
-    return bool((keys[nth] >= cell[want] * span + np.broadcast_to(at, cell.shape)[want]).any())
+class _Landings:
+    """Each cell's landings by log position, in log order: ``when[first[c] + j]`` is where cell c's
+    (j+1)-th landing was logged, ``count[c]`` how many it had. Landings come in log order, so a
+    cell landed once (every cell of the 2 x 8 GEMM+AR's, whose outputs are written once) takes its
+    one slot directly; only the landings of cells landed more often are sorted (stably, by cell)."""
+
+    def __init__(self, cell: np.ndarray, at: np.ndarray, total: int) -> None:
+        cell = cell.astype(np.int64)
+        self.count = np.bincount(cell, minlength=total)
+        self.first = np.zeros(total + 1, np.int64)
+        np.cumsum(self.count, out=self.first[1:])
+        slot = self.first[cell]
+        again = np.flatnonzero(self.count[cell] > 1)
+        if again.size:  # the j-th landing of a cell landed more than once goes j slots on
+            order = again[np.argsort(cell[again], kind="stable")]
+            sorted_cells = cell[order]
+            start = np.flatnonzero(np.r_[True, sorted_cells[1:] != sorted_cells[:-1]])
+            j = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
+            slot[order] += j
+        self.when = np.empty(len(cell), np.int64)
+        self.when[slot] = at
+
+    def fewer(self, cell: np.ndarray, need: np.ndarray, at: np.ndarray | int) -> bool:
+        """Whether some cell of ``cell`` had fewer than its ``need`` landings logged before position ``at``
+        (its need-th landing missing, or logged at ``at`` or later)."""
+        want = need > 0
+        cell, need = cell[want].astype(np.int64), need[want]
+        at = np.broadcast_to(at, want.shape)[want]
+        missing = need > self.count[cell]
+        if missing.any():
+            return True
+        return bool((self.when[self.first[cell] + need - 1] >= at).any())

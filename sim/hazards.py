@@ -22,6 +22,7 @@ region, so a grouped run reports what the flat run of the same schedule reports.
 from __future__ import annotations
 
 from bisect import bisect_right
+from functools import cached_property
 
 import numpy as np
 
@@ -43,15 +44,35 @@ class ArrivalTracker:
         self.cells = Cells(s, regions)
         c = self.cells
         self._pos = {id(t): p for p, t in enumerate(s.tasks)}
-        self._uid0 = c.uid0.tolist()
-        self._rbase, self._nr = c.read.base.tolist(), c.read.n.tolist()
-        self._wbase, self._nw = c.write.base.tolist(), c.write.n.tolist()
         self._rstart, self._rcell, self._need = c.read.start, c.read.cell, c.need
         self._wstart, self._wcell, self._once = c.write.start, c.write.cell, c.write_once
         self.arrived = np.zeros(c.total, np.int32)
         self.landed = np.zeros(c.uid0[-1], bool)  # by expanded id: members whose writes landed
         self.hazards: list[dict] = []
         self._by_grid: tuple | None = None  # the write rows sorted by grid, made at the first report
+
+    # Per entry, as lists (read one at a time by the live methods below): made where first read, as a
+    # run that logs its calls (sim/hazardlog.py) reads them only to replay a run with hazards, and
+    # each is 115k Python ints on the 2 x 8 GEMM+AR every-node run (fresh pages: about 5 ms each).
+    @cached_property
+    def _uid0(self) -> list[int]:
+        return self.cells.uid0.tolist()
+
+    @cached_property
+    def _rbase(self) -> list[int]:
+        return self.cells.read.base.tolist()
+
+    @cached_property
+    def _nr(self) -> list[int]:
+        return self.cells.read.n.tolist()
+
+    @cached_property
+    def _wbase(self) -> list[int]:
+        return self.cells.write.base.tolist()
+
+    @cached_property
+    def _nw(self) -> list[int]:
+        return self.cells.write.n.tolist()
 
     def fresh(self) -> "ArrivalTracker":
         """A tracker for a new run of the same schedule: same grids and expectations, no arrivals."""
@@ -67,7 +88,7 @@ class ArrivalTracker:
     def member(self, task: Task, i: int) -> Task | MemberRef:
         """Member ``i`` of entry ``task``, numbered as the expanded schedule numbers it: a plain task,
         or for a group's member its :class:`~mkernel.ir.MemberRef` (the member is not built)."""
-        uid = self._uid0[self._pos[id(task)]] + i
+        uid = int(self.cells.uid0[self._pos[id(task)]]) + i  # (a run's puts: not worth the list)
         return MemberRef(task, i, uid) if task.count > 1 else task.member(i, uid)
 
     def _member_of(self, task: Task) -> tuple[int, int, int]:

@@ -122,3 +122,25 @@ def test_the_builds_take_every_shortcut():
     assert any((np.diff(c.read.start) > 1).any() and (np.diff(c.write.start) > 1).any() for c in grids)
     assert any((c.expected > 1).any() for c in grids)
     assert any(c.cols._below is not None for c in grids) and any(c.rows._below is None for c in grids)
+
+
+@pytest.mark.parametrize("width", [40, 4000, 400_000])  # marked with a table, marked grid by grid, sorted
+def test_edges_number_each_grids_edges_as_a_sort_of_them_does(width):
+    """The edge layouts (every grid as wide as the widest, marked; each grid as wide as its own,
+    marked; sorted) against each grid's edges sorted apart: the same cells per grid, and every edge's
+    index among its grid's."""
+    from mkernel.sim.cellgrid import _Edges
+
+    rng = np.random.default_rng(width)
+    count = 6
+    tops = [width, width // 20 + 1, 3, width, 1, width // 3 + 1]  # (grid 4: no edges at all)
+    grids, values = [], []
+    for piece in range(3):
+        g = rng.choice([0, 1, 2, 3, 5], 300)
+        grids.append(g)
+        values.append(rng.integers(0, np.array(tops)[g]))
+    edges = _Edges(grids, values, count)
+    for gi in range(count):
+        own = np.unique(np.concatenate([v[g == gi] for g, v in zip(grids, values)]))
+        assert edges.cells[gi] == max(len(own) - 1, 0)
+        assert (edges.local(np.full(len(own), gi), own) == np.arange(len(own))).all()

@@ -93,3 +93,24 @@ def test_a_run_without_hazards_never_replays(variant, monkeypatch):
     model = Model(s, c, None)
     model.run()
     assert model.tracker.hazards == []
+
+
+def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
+    """The verdict's lookup (a cell's need-th landing before the check) against counting the
+    landings logged before each check, cell by cell, on random logs where cells land 0 to 3 times."""
+    import numpy as np
+
+    from mkernel.sim.hazardlog import _Landings
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        total, size = int(rng.integers(1, 12)), int(rng.integers(0, 30))
+        cell = rng.integers(0, total, size)
+        at = np.sort(rng.integers(0, 60, size))  # landings in log order
+        landings = _Landings(cell, at, total)
+        checked = rng.integers(0, total, 8)
+        need = rng.integers(0, 4, 8)
+        when = rng.integers(0, 70, 8) if _ % 2 else int(rng.integers(0, 70))  # per check, or one (a rank's end)
+        whens = np.broadcast_to(when, (8,))
+        by_count = any(n > 0 and ((cell == c) & (at < w)).sum() < n for c, n, w in zip(checked, need, whens))
+        assert landings.fewer(checked, need, when) == by_count
