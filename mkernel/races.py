@@ -20,7 +20,8 @@ from collections import defaultdict
 import numpy as np
 
 from .errors import ScheduleError
-from .ir import Schedule, Task, bump_keys
+from .ir import Schedule, Task
+from .signal_table import bump_keys
 from .members import ragged
 
 RACE_CHECK_MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes

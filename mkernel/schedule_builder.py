@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .ir import (IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, bump_keys,
-                 count_homes, new_task)
+from .ir import IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, new_task
+from .signal_table import bump_keys, count_homes
 
 
 @dataclass

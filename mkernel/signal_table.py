@@ -9,7 +9,7 @@ dense integer. Why: a 2 x 8 GEMM+AR of 32768^2 bumps about 900k member keys, and
 one task at a time cost a quarter of validate(); its signal counts and its cycle graph read them here.
 
 A signal that does not step is one record standing for all of its group's bumps (``times`` = the
-count), as :func:`~mkernel.ir.bump_keys` lists it; a wait that does not step is checked at member 0
+count), as :func:`bump_keys` lists it; a wait that does not step is checked at member 0
 alone (every member waits for the same). Read after the per-task rules, which check that every
 group's steps fit it.
 """
@@ -21,7 +21,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from .ir import Schedule
+from .ir import Schedule, Task
 from .members import Codes, entry_rows, ragged, read_shared
 
 _SIGNAL = attrgetter("rank", "index")
@@ -30,6 +30,66 @@ _NAME, _WAIT_NAME = attrgetter("name"), attrgetter("signal.name")
 _STEP_SIGNALS, _STEP_WAITS, _OUTER = attrgetter("signals"), attrgetter("waits"), attrgetter("outer")
 _PERIOD, _ROTATE = attrgetter("period"), attrgetter("rotate")
 
+
+def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | None = None) -> tuple[list, list]:
+    """The bumps members ``first .. first+n-1`` of ``t`` (all of them by default) make, keys being
+    (rank, name, index): (key, times) of the signals that do not step and the keys, each bumped
+    once, of those that do, in member order (so a Counter takes them in one ``update``); each
+    rank is counted at ``home[rank]`` where given (a partial build's, :func:`count_homes`). The
+    builder, the signal-count rule and the simulator count with it."""
+    n = t.count - first if n is None else n
+    steps = t.step.signals if t.count > 1 and t.step.signals else None
+    if steps is not None and t.step.period:
+        return _cycling_keys(t, first, n, home)
+    if steps is None:
+        return [((home[g.rank] if home else g.rank, g.name, g.index), n) for g in t.signals], []
+    fixed = [((home[g.rank] if home else g.rank, g.name, g.index), n)
+             for g, (dk, dx) in zip(t.signals, steps) if not (dk or dx)]
+    moving = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(t.signals, steps) if dk or dx]
+    offsets = range(first, first + n) if not t.step.rotate else [t.offset(i) for i in range(first, first + n)]
+    if len(moving) == 1:
+        rank, name, index, dk, dx = moving[0]
+        if home:
+            return fixed, [(home[rank + i * dk], name, index + i * dx) for i in offsets]
+        return fixed, [(rank + i * dk, name, index + i * dx) for i in offsets]
+    return fixed, [(home[rank + i * dk] if home else rank + i * dk, name, index + i * dx)
+                   for i in offsets for rank, name, index, dk, dx in moving]
+
+
+def _cycling_keys(t: Task, first: int, n: int, home: list[int] | None) -> tuple[list, list]:
+    """:func:`bump_keys` of a group whose signal steps cycle (``Step.period``)."""
+    st, p = t.step, t.step.period
+    fixed = [((home[g.rank] if home else g.rank, g.name, g.index), n)
+             for g, s, o in zip(t.signals, st.signals, st.outer) if not any(s + o)]
+    moving = [(g.rank, g.name, g.index, *s, *o) for g, s, o in zip(t.signals, st.signals, st.outer) if any(s + o)]
+    if (home and first == 0 and n == t.count
+            and all(dx == ok == 0 and len({home[r + b * dk] for b in range(min(p, n))}) == 1
+                    for r, _, _, dk, dx, ok, _ in moving)):
+        # a cycle's members bump one counter where they are counted (every rank of the cycle at one
+        # home, the index stepping by cycle only): one key per cycle, as many times as its members
+        for a in range(0, n, p):
+            fixed += [((home[rank], name, index + a // p * ox), min(p, n - a))
+                      for rank, name, index, _, _, _, ox in moving]
+        return fixed, []
+    keys = []
+    for i in range(first, first + n):
+        a, b = divmod(i, p)
+        for rank, name, index, dk, dx, ok, ox in moving:
+            r = rank + b * dk + a * ok
+            keys.append((home[r] if home else r, name, index + b * dx + a * ox))
+    return fixed, keys
+
+
+def count_homes(world: int, gpus_per_node: int, first_nodes: int, local_fold: int) -> list[int] | None:
+    """Where a partial build counts the bumps of each rank's signals (None: a full build, each at
+    its own): a build of the first nodes (``first_nodes``) counts rank r at r mod those nodes'
+    ranks (by the node shift, what other nodes bump there is what the built nodes bump elsewhere),
+    one of local rank 0 alone (``local_fold``) then at its node's rank 0 (by the rotation, what
+    the node's other ranks bump on rank 0 is what rank 0 bumps on them, renamed)."""
+    if not first_nodes and not local_fold:
+        return None
+    span = first_nodes * gpus_per_node if first_nodes else world
+    return [r % span - r % span % local_fold if local_fold else r % span for r in range(world)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +122,7 @@ class SignalTable:
 
 def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
     """The bumps and waits of every member of ``s``, each rank's keys counted at ``home[rank]``
-    where given (a partial build's: :func:`~mkernel.ir.count_homes`). Raises ValueError where a
+    where given (a partial build's: :func:`count_homes`). Raises ValueError where a
     group's step does not fit its signals or waits (validate's per-task rules name it)."""
     tasks = s.tasks
     count = np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks))

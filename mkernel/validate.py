@@ -41,11 +41,11 @@ import numpy as np
 
 from .coverage import check_outputs
 from .errors import ScheduleError
-from .ir import BufferKind, Op, Schedule, Task, count_homes, expand, paused_gc
+from .ir import BufferKind, Op, Schedule, Task, expand, paused_gc
 from .members import RegionTable, read_regions
 from .races import RACE_CHECK_MAX_TASKS, acyclic, check_races, happens_before_graph, topological_order
 from .screen import cleared
-from .signal_table import SignalTable, signal_table
+from .signal_table import SignalTable, count_homes, signal_table
 
 
 @paused_gc()
@@ -284,7 +284,7 @@ def _check_locality(gpus: int, rank: int, task, op: Op, reads: tuple, writes: tu
 
 
 def _homes(s: Schedule) -> list[int] | None:
-    """Where ``s`` counts each rank's bumps (:func:`mkernel.ir.count_homes`; None: at its own)."""
+    """Where ``s`` counts each rank's bumps (:func:`mkernel.signal_table.count_homes`; None: at its own)."""
     return count_homes(s.world, s.gpus_per_node, s.first_nodes, s.local_fold)
 
 

@@ -21,7 +21,7 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     order, each key bumped ``times`` times in a row (more than once only for a group's one fixed
     signal), the whole list ``repeat`` times over (more than once only for a group's fixed signals).
     The order decides which waiters wake first, so a group wakes them as its members would.
-    (:func:`mkernel.ir.bump_keys` lists a group's signals that do not step first, n times at
+    (:func:`mkernel.signal_table.bump_keys` lists a group's signals that do not step first, n times at
     once: the same order where the members have one signal, or none that does not step.)"""
     n = t.count - first if n is None else n
     signals, st = t.signals, t.step

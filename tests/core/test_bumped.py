@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 
 from mkernel import Cluster, Workload, builders
-from mkernel.ir import Op, Role, Signal, Step, Task, bump_keys
+from mkernel.ir import Op, Role, Signal, Step, Task
+from mkernel.signal_table import bump_keys
 from mkernel.schedule_builder import ScheduleBuilder
 
 W = Workload(m=512, n=1024, k=64, chunk_tiles=2)

@@ -19,7 +19,8 @@ import pytest
 from mkernel import Cluster, ScheduleError, Workload, builders
 from mkernel.builders import gemm_ar
 from mkernel.builders._tiling import grid_order_runs
-from mkernel.ir import Op, Region, Role, Signal, Step, Task, bump_keys, expand
+from mkernel.ir import Op, Region, Role, Signal, Step, Task, expand
+from mkernel.signal_table import bump_keys
 from mkernel.members import member_rows, read_regions
 from mkernel.sim.signals import flat_keys
 

@@ -21,9 +21,9 @@ import pytest
 from harness import golden_schedules as golden
 
 from mkernel import ScheduleError, builders
-from mkernel.ir import Schedule, Signal, Wait, count_homes
+from mkernel.ir import Schedule, Signal, Wait
 from mkernel.races import acyclic, happens_before_graph, topological_order
-from mkernel.signal_table import signal_table
+from mkernel.signal_table import count_homes, signal_table
 
 V = importlib.import_module("mkernel.validate")
 

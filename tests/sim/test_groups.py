@@ -219,7 +219,7 @@ def test_cycling_signals_step_within_and_between_cycles():
     outer one; the bumps a group makes (counted anywhere, folded or not) are its members'."""
     from collections import Counter
 
-    from mkernel.ir import bump_keys, count_homes
+    from mkernel.signal_table import bump_keys, count_homes
 
     sb = _builder()
     t = sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),),
