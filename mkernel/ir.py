@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
-from .slots import paused_gc, quick_init, quick_new  # (paused_gc: imported from here by builders, validate, the simulator)
+from .slots import paused_gc, quick_init, quick_new  # (paused_gc: imported from here by builders, validate, the sim)
 
 if TYPE_CHECKING:
     from .members import RegionTable

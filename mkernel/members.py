@@ -38,9 +38,9 @@ def read_regions(s: Schedule) -> RegionTable:
     its ``Step.rotate``, its buffer is coded by position in ``s.buffers`` (a name not there is
     numbered on). Read in bulk, about 0.3 us a region where a call per region cost 1 us (a 2 x 8
     GEMM+AR 32768^2 build has 900k), as 32-bit numbers where they fit. ``validate()`` returns the
-    table it read, so a backend that reads the same regions (the simulator's hazard grids) is handed it rather than reading the
-    schedule again. Returns the records (one row each); per record its ``entry``, its index ``k``
-    in ``reads + writes`` and whether it is a ``read``; and the codes by name."""
+    table it read, so a backend that reads the same regions (the simulator's hazard grids) is handed
+    it rather than reading the schedule again. Returns the records (one row each); per record its
+    ``entry``, its index ``k`` in ``reads + writes`` and whether it is a ``read``; and the codes by name."""
     tasks = s.tasks
     codes = Codes((b.name, i) for i, b in enumerate(s.buffers))
     reads, writes = list(map(attrgetter("reads"), tasks)), list(map(attrgetter("writes"), tasks))

@@ -12,6 +12,10 @@ A signal that does not step is one record standing for all of its group's bumps 
 count), as :func:`bump_keys` lists it; a wait that does not step is checked at member 0
 alone (every member waits for the same). Read after the per-task rules, which check that every
 group's steps fit it.
+
+The tuple form of the same rule is here too (:func:`bump_keys`, :func:`count_homes`): what a group's
+members bump, key by key, and where a partial build counts each rank, for the builder and the race
+check, which need keys rather than dense numbers.
 """
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | N
     (rank, name, index): (key, times) of the signals that do not step and the keys, each bumped
     once, of those that do, in member order (so a Counter takes them in one ``update``); each
     rank is counted at ``home[rank]`` where given (a partial build's, :func:`count_homes`). The
-    builder, the signal-count rule and the simulator count with it."""
+    builder's counts (``ScheduleBuilder.bumped``) and the race check (:mod:`mkernel.races`) read
+    it; the table below is its array form, and the simulator's ``flat_keys`` its per-member one."""
     n = t.count - first if n is None else n
     steps = t.step.signals if t.count > 1 and t.step.signals else None
     if steps is not None and t.step.period:

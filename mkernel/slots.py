@@ -72,7 +72,7 @@ def quick_new(cls: type) -> Callable:
     alike, frozen. For the builders' hottest constructors: a 2 x 8 GEMM+AR 32768^2 build makes 115k
     tasks and steps and 400k regions."""
     names = [f.name for f in dataclasses.fields(cls)]
-    if tuple(names) != getattr(cls, "__slots__", None):
+    if tuple(names) != cls.__dict__.get("__slots__"):  # its own: a subclass's layout would differ
         raise TypeError(f"{cls.__name__}: quick_new needs its slots to be its fields, in order")
     source = (f"def __init__(self, {', '.join(names)}):\n" + "".join(f"    self.{n} = {n}\n" for n in names)
               + "    self.__class__ = _cls\n")

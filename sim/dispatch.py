@@ -372,7 +372,7 @@ class Dispatch:
                 self._ready_split(parts, run.lane, run.role, run.task, run.first, run.n)
             elif parts:
                 self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0, run)
-            else:  # what _join does with nothing to join (a run of several members waited as one: it may)
+            else:  # _join with nothing to join (a run of several members waited as one only where _joins said so)
                 run.speed = 0.0
                 parts.append(run)
         for run in ready if self._one_by_one else ():

@@ -111,7 +111,7 @@ class Model(Dispatch):
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
-        self.arrays = arrays  # lanes' timers of one step and time as one streak (False: the same events, one entry each)
+        self.arrays = arrays  # lanes' timers of one step and time as one streak (False: one entry each)
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
         self._spanning = data is None and not self._one_by_one  # GEMM runs may span entries (Dispatch._spans)

@@ -146,7 +146,7 @@ class FlowNet:
             self._succeed(done)
             return None if then else done
         now = self.env.now
-        group = self.groups.get(id(key))
+        group = self.groups.get(id(key))  # keys are plan_legs' interned ones, kept alive in self.keys
         if group is None:
             group = self.groups[id(key)] = Flow(unit, key[1], now, key)
         group.advance(now)

@@ -31,11 +31,13 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
             return [(g.rank, g.name, g.index)], n, 1
         return [(g.rank, g.name, g.index) for g in signals], 1, n
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
-        moves = [(g.rank, g.name, g.index, dk, dx, ok, ox) for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
+        moves = [(g.rank, g.name, g.index, dk, dx, ok, ox)
+                 for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         out = []
         for i in range(first, first + n):
             a, b = divmod(i, st.period)
-            out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox) for rank, name, index, dk, dx, ok, ox in moves]
+            out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox)
+                    for rank, name, index, dk, dx, ok, ox in moves]
         return out, 1, 1
     offsets = range(first, first + n)
     if st.rotate:  # (Task.offset: members from count - rotate on step back by count)
@@ -106,7 +108,9 @@ class CountingEnvironment(simpy.Environment):
         of the streak ``key`` (its calls all ``fn`` at ``when``)."""
         streak = self._streaks.get(key)
         eid = next(self._eid)
-        if streak is None:
+        if streak is not None:  # a key names one time (and the callback its step has)
+            assert streak.when == when, (key, when, streak.when)
+        else:
             if when < self._now:
                 raise ValueError(f"{when} is in the past (now {self._now})")
             streak = self._streaks[key] = Streak(key, when, fn)
@@ -127,19 +131,21 @@ class CountingEnvironment(simpy.Environment):
         queue, when, fn, eids, args = self._queue, streak.when, streak.fn, streak.eids, streak.args
         i = streak.at
         self._current = streak
-        while True:
-            streak.at = i + 1
-            fn(args[i])
-            i += 1
-            if i == len(eids):
-                del self._streaks[streak.key]
-                break
-            most -= 1
-            if not most or queue and queue[0] < (when, NORMAL, eids[i]):
-                heappush(queue, (when, NORMAL, eids[i], streak))
-                break
-            self.events += 1
-        self._current = None
+        try:
+            while True:
+                streak.at = i + 1
+                fn(args[i])
+                i += 1
+                if i == len(eids):
+                    del self._streaks[streak.key]
+                    break
+                most -= 1
+                if not most or queue and queue[0] < (when, NORMAL, eids[i]):
+                    heappush(queue, (when, NORMAL, eids[i], streak))
+                    break
+                self.events += 1
+        finally:  # a callback that raised leaves due_now() true to the queue
+            self._current = None
 
     def start(self, gen: Generator) -> None:
         """Run the generator ``gen`` as ``process(gen)`` would (from this instant, before its other

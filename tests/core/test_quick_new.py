@@ -32,3 +32,9 @@ def test_it_refuses_a_class_whose_slots_are_not_its_fields():
 
     with pytest.raises(TypeError):
         quick_new(NoSlots)
+
+    class Inherits(Region):  # the parent's slots, not its own: its layout differs, so refused here
+        pass
+
+    with pytest.raises(TypeError):
+        quick_new(Inherits)

@@ -38,7 +38,8 @@ class _Kept(LoggedTracker):
 
 def _weakened(s, rng: random.Random):
     """``s`` with a third of its guarding waits (test_hazardlog's) dropped: the reads they guarded may come early."""
-    drop = {t.id for t in s.tasks if t.waits and any(g in t.waits[-1].signal.name for g in GUARDS) and rng.random() < 0.3}
+    drop = {t.id for t in s.tasks
+            if t.waits and any(g in t.waits[-1].signal.name for g in GUARDS) and rng.random() < 0.3}
     return dataclasses.replace(s, tasks=tuple(dataclasses.replace(t, waits=t.waits[:-1]) if t.id in drop else t
                                               for t in s.tasks))
 

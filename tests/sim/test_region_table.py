@@ -84,3 +84,22 @@ def test_a_table_of_another_schedule_is_refused_before_the_run():
     with pytest.raises(InputError, match="regions: the table handed to the run of gemm_ar/"):
         SimBackend().run(fused, C, regions=baseline.validate())
     assert SimBackend().run(fused, C, regions=fused.validate()).time_s > 0
+
+
+def test_regions_past_2_31_are_read_in_64_bits_exactly():
+    """Records are 32-bit where every number fits; one bound past 2^31 must switch the whole table to
+    64 bits with every value exact (numpy before 2 wrapped silently instead of raising: numpy >= 2)."""
+    s = get("gemm_ar").build(W, C)
+    recs, _, _ = read_regions(s)
+    assert recs.dtype == np.int32
+    t = next(i for i, x in enumerate(s.tasks) if x.reads)
+    r = s.tasks[t].reads[0]
+    far = dataclasses.replace(r, row0=r.row0 + 2**31, row1=r.row1 + 2**31, col1=r.col1 + 2**32)
+    task = dataclasses.replace(s.tasks[t], reads=(far,) + s.tasks[t].reads[1:])
+    wide, _, _ = read_regions(dataclasses.replace(s, tasks=s.tasks[:t] + (task,) + s.tasks[t + 1:]))
+    assert wide.dtype == np.int64
+    row = sum(len(x.reads) + len(x.writes) for x in s.tasks[:t])  # the far region's record
+    expected = recs.astype(np.int64)
+    expected[row, 2:4] += 2**31
+    expected[row, 5] += 2**32
+    assert np.array_equal(wide, expected)
