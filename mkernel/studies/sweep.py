@@ -54,6 +54,17 @@ class Point:
         opts = ",".join(f"{k}={v}" for k, v in self.options)
         return f"{self.testbed}/{self.kernel}/{self.size}" + (f"/{opts}" if opts else "")
 
+    def as_json(self) -> dict:
+        """The point as a JSON object (recorded simulated times name their points so: tools and tests)."""
+        return {"testbed": self.testbed, "kernel": self.kernel, "size": self.size,
+                "shape": [list(s) for s in self.shape], "options": [list(o) for o in self.options]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Point":
+        """The point :meth:`as_json` wrote."""
+        return cls(d["testbed"], d["kernel"], d["size"], tuple((k, v) for k, v in d["shape"]),
+                   tuple((k, v) for k, v in d["options"]))
+
 
 def reference_grid(testbeds=TESTBEDS, kernels=KERNELS, world: int = 16) -> list[Point]:
     """mkernel-design.md section 8: each op at five sizes, per-GPU shapes as at world 16."""

@@ -176,3 +176,10 @@ def test_scenario_globs_match_bundled_names_and_an_empty_glob_is_an_error():
 def test_the_scaling_grid_refuses_a_scenario_list(capsys):
     assert main(["sweep", "--grid", "scaling", "--scenarios", "paper-ib-2x8", "--out", "/nonexistent"]) == 2
     assert "scaling grid has its own" in capsys.readouterr().err
+
+
+def test_a_point_survives_its_json_form():
+    """Recorded simulated times name their points as JSON (tools/studies/check_sim_times.py, the pinned
+    table of tests/sim): every reference-grid point and a scaling one read back equal."""
+    for p in reference_grid() + study.grid()[:40]:
+        assert Point.from_json(json.loads(json.dumps(p.as_json()))) == p, p

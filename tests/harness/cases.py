@@ -36,11 +36,11 @@ def workload(case: str) -> Workload:
 
 def run_case(case: str, nodes: int, gpn: int, calls: int = 3, shaping=None, controller=None, faults=None,
              wait_s: float = 5.0, transport: str = "loopback", heap: str = "device", net=None,
-             data_path: str = "auto", rank_fn=None, barrier_s: float | None = None, **changes) -> list[dict]:
+             data_path: str = "auto", rank_fn=None, barrier_s: float = 30.0, **changes) -> list[dict]:
     """:func:`harness.rank.run_rank` of ``case`` (with ``changes``, any Workload field) on ``nodes`` x
     ``gpn`` emulated ranks, their nodes joined by ``transport`` (the Context's, with its ``heap`` and
     ``net`` options; ``data_path``: HwKnobs'): each rank's worst error per output, unwritten elements and epoch after
-    ``calls`` checked calls. ``wait_s`` bounds every device wait, the call barrier's too unless ``barrier_s``.
+    ``calls`` checked calls. ``wait_s`` bounds every device wait but the call barrier's, ``barrier_s``.
     ``rank_fn``: run_rank's stand-in, taking its arguments (experiments)."""
     import dataclasses
 

@@ -19,21 +19,13 @@ TABLE = Path(__file__).parents[1] / "sim" / "data" / "pinned_times.json"
 MAX_CPU_S = 1.0  # points slower than this on the writing machine are left to tools/studies/check_sim_times.py
 
 
-def point(d: dict):
-    """The sweep point of a table row's definition."""
-    from mkernel.studies.sweep import Point
-
-    return Point(d["testbed"], d["kernel"], d["size"], tuple((k, v) for k, v in d["shape"]),
-                 tuple((k, v) for k, v in d["options"]))
-
-
 def simulate(d: dict) -> tuple[float, float]:
     """(fused us, baseline us) of a row's point, as ``mkernel sweep`` runs it."""
-    from mkernel.studies.sweep import run_point
+    from mkernel.studies.sweep import Point, run_point
 
-    row = run_point(point(d))
+    row = run_point(Point.from_json(d))
     if "error" in row:
-        raise RuntimeError(f"{point(d).key}: {row['error']}")
+        raise RuntimeError(f"{row['key']}: {row['error']}")
     return row["fused_us"], row["baseline_us"]
 
 
@@ -42,8 +34,7 @@ def write() -> None:
 
     rows = []
     for p in reference_grid():
-        d = {"testbed": p.testbed, "kernel": p.kernel, "size": p.size, "shape": [list(s) for s in p.shape],
-             "options": [list(o) for o in p.options]}
+        d = p.as_json()
         t0 = time.process_time()
         fused, baseline = simulate(d)
         if time.process_time() - t0 <= MAX_CPU_S:

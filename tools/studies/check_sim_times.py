@@ -56,13 +56,6 @@ def table_scenario(name: str):
     return sc
 
 
-def _point(d: dict):
-    from mkernel.studies.sweep import Point
-
-    return Point(d["testbed"], d["kernel"], d["size"], tuple((k, v) for k, v in d["shape"]),
-                 tuple((k, v) for k, v in d["options"]))
-
-
 def run_entry(entry: dict) -> dict:
     """Run one recorded point (its ``set`` and definition); return its times and costs."""
     cpu, wall = time.process_time(), time.perf_counter()
@@ -73,9 +66,9 @@ def run_entry(entry: dict) -> dict:
         out = {"fused_us": result["time_s"] * 1e6, "baseline_us": result["baseline"]["time_s"] * 1e6,
                "events": result["events"]}
     else:
-        from mkernel.studies.sweep import run_point
+        from mkernel.studies.sweep import Point, run_point
 
-        row = run_point(_point(entry["def"]))
+        row = run_point(Point.from_json(entry["def"]))
         out = ({"error": row["error"]} if "error" in row else
                {"fused_us": row["fused_us"], "baseline_us": row["baseline_us"], "events": row["events"]})
     return {**out, "cpu_s": round(time.process_time() - cpu, 3), "wall_s": round(time.perf_counter() - wall, 3)}
@@ -88,8 +81,7 @@ def _entries(ref: int, scaling: int, seed: int, rows: list[str]) -> list[dict]:
     out = []
     for name, points, n in (("reference", reference_grid(), ref), ("scaling", grid(), scaling)):
         for p in random.Random(seed).sample(points, min(n, len(points))):
-            out.append({"set": name, "key": p.key, "def": {"testbed": p.testbed, "kernel": p.kernel, "size": p.size,
-                                                          "shape": list(p.shape), "options": list(p.options)}})
+            out.append({"set": name, "key": p.key, "def": p.as_json()})
     out += [{"set": "table", "key": name} for name in rows]
     return out
 
@@ -99,6 +91,8 @@ def committed_entries(folder: str, sample: int, seed: int, max_wall: float = 0.0
     or ``sample`` of them drawn with ``seed``, of those whose recorded simulation took at most
     ``max_wall`` seconds (0: any); rows with an error are rerun too (it must recur)."""
     from pathlib import Path
+
+    from mkernel.studies.sweep import Point
 
     rows = [json.loads(line) for line in (Path(folder) / "results.jsonl").read_text().splitlines() if line.strip()]
     if max_wall:
@@ -112,8 +106,8 @@ def committed_entries(folder: str, sample: int, seed: int, max_wall: float = 0.0
         options = [opt.split("=", 1) for opt in row["options"].split(",")] if row["options"] else []
         d = {"testbed": row["testbed"], "kernel": row["kernel"], "size": row["size"], "shape": shape,
              "options": options}
-        if _point(d).key != row["key"]:
-            raise SystemExit(f"{folder}: row {row['key']} does not rebuild its point (got {_point(d).key})")
+        if Point.from_json(d).key != row["key"]:
+            raise SystemExit(f"{folder}: row {row['key']} does not rebuild its point (got {Point.from_json(d).key})")
         kept = {k: row[k] for k in ("fused_us", "baseline_us", "events", "error") if k in row}
         out.append({"set": Path(folder).name, "key": row["key"], "def": d, **kept,
                     "cpu_s": None if "sim_wall_s" not in row else f"{row['sim_wall_s']:.3f} (sim wall)"})
