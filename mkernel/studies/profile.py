@@ -228,8 +228,14 @@ def write(raw: dict, path: Path, merge: bool = False) -> dict:
     if merge and path.exists():
         old = tomllib.loads(path.read_text())
         for table, values in doc.items():
-            if isinstance(values, dict):
+            if isinstance(values, dict) and table != "provenance":
                 old.setdefault(table, {}).update(values)
+        # A key this run did not measure keeps its record: a one-GPU run must not relabel NVLink terms
+        # measured on two GPUs as datasheet figures.
+        provenance = old.setdefault("provenance", {})
+        for key, record in doc["provenance"].items():
+            if record["how"] == "measured" or key not in provenance:
+                provenance[key] = record
         meta = raw["meta"]
         first = old.get("description", "").split(" Updated by ")[0]
         old["description"] = f"{first} Updated by `{meta['command']}` ({meta['date']}, commit {meta['commit']})."

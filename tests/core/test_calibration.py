@@ -95,6 +95,21 @@ def test_peer_measurements_fit_the_nvlink_terms_and_merge_into_a_full_profile(tm
     assert back["provenance"]["gpu.sms"]["commit"] == "c0ffee1"
 
 
+def test_a_one_gpu_run_merged_after_a_two_gpu_one_keeps_the_nvlink_records(tmp_path):
+    """`mkernel calibrate --only proxy` on one GPU rewrote the NVLink terms' provenance measured on two
+    as datasheet / estimate (2026-12-05): the values stayed, their record did not."""
+    path = tmp_path / "p.toml"
+    profile.write({"meta": synthetic_raw()["meta"], "peer": synthetic_peer()}, path)
+    proxy_only = {key: synthetic_raw()[key] for key in ("proxy", "loopback")}
+    proxy_only["meta"] = {**synthetic_raw()["meta"], "commit": "beef123"}
+    back = profile.write(proxy_only, path, merge=True)
+    assert back["nvlink"]["bw_gb_per_s"] == 380.0
+    for key in ("nvlink.bw_gb_per_s", "nvlink.latency_us", "nvlink.sm_copy_gb_per_s", "nvlink.half_efficiency_bytes"):
+        assert back["provenance"][key]["how"] == "measured" and back["provenance"][key]["commit"] == "c0ffee1"
+    assert back["provenance"]["proxy.poll_us"]["commit"] == "beef123"
+    assert back["provenance"]["proxy.batch"]["how"] == "design"
+
+
 def test_batch_fit_is_least_squares_and_never_negative():
     assert profile.batch_fit([(1, 3.5), (2, 2.0), (4, 1.25), (8, 0.875)]) == pytest.approx((0.5, 3.0))
     assert profile.batch_fit([(1, 1.0), (8, 2.0)])[1] == 0.0  # rising with batch: no negative doorbell
