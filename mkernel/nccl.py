@@ -8,20 +8,16 @@ module times a call in two steps (docs/nccl-model.md gives every source):
    picks, fed what NCCL is fed (its topology graph, the network plugin's latency, the CPU vendor),
    or aws-ofi-nccl's region tuner beyond 2 nodes on AWS.
 2. **How long that takes**, from NCCL's data movement rather than its estimate:
-   - a ring is one channel's schedule played out (:func:`_ring_steps`): each rank's share split in
-     NCCL's chunks and slices (``src/enqueue.cc``, ``src/device/prims_simple.h``, buffer sizes from
-     ``src/init.cc``), every slice waiting for its predecessor's arrival, for its link, and for a
-     free slot of the receiver's 8-step FIFO, which the receiver frees only once it has copied that
-     slice out (``prims_simple.h`` posts the head after the copy; over the network the next receive
-     into the slot, which the sender's write waits for, is posted after that head, and its control
-     message crosses the hop back before the sender may write: ``net.cc``, aws-ofi-nccl's RDMA
-     ``send``); NVLink carries LL128 lines through as they land,
-     Simple and every network hop store and forward whole slices (the proxy posts a network send per
-     slice, ``src/transport/net.cc``), and an LL step on NVLink costs its latency plus its bytes at
-     LL's rate before the next can go (NCCL's own LL cost; one p5 node's LL curve, 128 KiB-2 MiB);
-     a network hop costs NCCL's network latency plus a fitted one, once (Hopper does no GPU-Direct
-     flush: ``paths.cc`` ``ncclTopoNeedFlush``), and, per message, what the proxy and NIC add (fitted
-     per network); a ring step's floor is NCCL's ``getNetOverhead``;
+   - a ring is one channel's schedule played out (:func:`_ring_steps`): each rank's share cut in NCCL's
+     chunks and slices (``src/enqueue.cc``, ``prims_simple.h``, buffers from ``src/init.cc``), every
+     slice waiting for its predecessor's arrival, its link, and a free slot of the receiver's 8-step
+     FIFO, freed once the receiver has copied that slice out and, over the network, known to the sender
+     when the receive posted into it has sent its control message back (``net.cc``, aws-ofi-nccl's RDMA
+     ``send``); NVLink carries LL128 lines through as they land, Simple and every network hop store and
+     forward whole slices (one network send per slice, ``net.cc``), an LL step on NVLink costs its
+     latency plus its bytes at LL's rate (NCCL's own LL cost); a network hop costs NCCL's network
+     latency plus a fitted share of the plugin's reported one, once (no GPU-Direct flush on Hopper:
+     ``paths.cc``), and per message what the proxy and NIC add; a step's floor is ``getNetOverhead``;
    - a tree is NCCL's latency along its path (its estimate: the fitted hop latency twice on Simple,
      for the flush) plus its bytes at the tree's rate, with NCCL's per-channel ceilings, its measured
      mid-size correction, and on LL / LL128 the 30% of a channel's warps its broadcast runs on
@@ -79,7 +75,7 @@ class Terms:
 
     net_efficiency: float = 0.9  # a ring's Simple rate over the node's NICs / their line rate
     net_message_us: float = 0.0  # per network message (one slice), the proxy's serial cost beyond its bytes
-    net_hop_us: float = 0.0  # a network hop's latency beyond NCCL's (a ring: once, and once for the slot's credit)
+    net_hop_share: float = 0.0  # a network hop's latency beyond NCCL's / the plugin's reported latency
     a2a_efficiency: float = 0.9  # alltoall's rate over one GPU's own NICs / their line rate
     a2a_base_us: float = 0.0  # alltoall: the fixed cost of a call on top of NCCL's (its rounds' set-up)
     a2a_peer_us: float = 1.0  # alltoall: per remote peer, the cost of its exchange round
@@ -93,7 +89,7 @@ class Terms:
 # scenarios/nccl/published.toml (docs/nccl-model.md).
 TERMS = {
     "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969),
-    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_us=37.5, a2a_efficiency=0.984,
+    "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_share=0.5, a2a_efficiency=0.984,
                  a2a_base_us=175.0, a2a_peer_us=2.0, a2a_message_us=2.0, nvls_efficiency=0.644),
     "nvlink": Terms(nvls_efficiency=0.644, nvls_hop_us=40.9),
 }
@@ -141,6 +137,12 @@ class Fabric:
         """The terms: the fabric's own, else its network's (one node: NVLink's)."""
         return self.terms or TERMS["nvlink" if self.nodes == 1 else self.network]
 
+    @property
+    def net_hop_us(self) -> float:
+        """A network hop's latency beyond NCCL's constant (us; a ring pays it once, and once for the slot's
+        credit): the terms' share of the plugin's reported latency (NCCL's estimate adds all of it)."""
+        return self.t().net_hop_share * self.plugin_latency_us
+
 
 def fabric_of(cluster, nvls: bool = False) -> Fabric:
     """The fabric of a :class:`mkernel.cluster.Cluster` (EFA SRD -> "efa" on a p5en-like host, the
@@ -165,9 +167,7 @@ class Estimate:
 
 def bus_factor(coll: str, world: int) -> float:
     """nccl-tests' busbw / algbw (doc/PERFORMANCE.md)."""
-    if world < 2:
-        return 1.0
-    return 2.0 * (world - 1) / world if coll == "all_reduce" else (world - 1) / world
+    return 1.0 if world < 2 else (2.0 if coll == "all_reduce" else 1.0) * (world - 1) / world
 
 
 def algorithms(coll: str, f: Fabric) -> tuple[str, ...]:
@@ -231,7 +231,7 @@ def _ring(coll: str, nbytes: float, f: Fabric, proto: str) -> float:
         net = min(_node_net(f, t) * PAYLOAD[proto], cap) * 1e3 / nch
         # a network hop's latency, once: Hopper needs no GPU-Direct flush (paths.cc ncclTopoNeedFlush; aws-ofi-nccl
         # sets NCCL_NET_FORCE_FLUSH=0), and a freed slot's credit crosses the same hop back to the sender
-        lat_net = tuner.NET_HOP_US["ring"][p] + t.net_hop_us
+        lat_net = tuner.NET_HOP_US["ring"][p] + f.net_hop_us
         net_link = (piece / net + t.net_message_us, lat_net, lat_net)
     else:
         net_link = None
@@ -317,7 +317,7 @@ def _tree(nbytes: float, f: Fabric, proto: str) -> float:
     net *= chunk / (chunk + t.net_message_us * net * 1e3 / channels(f))
     nvl = f.nvlink_gb_per_s / 2 * PAYLOAD[proto] if g > 1 else math.inf
     rate = min(nvl, net, cap) * tuner.tree_correction(proto, nbytes)
-    lat_net = (tuner.NET_HOP_US["tree"][p] + t.net_hop_us * (2 if proto == "Simple" else 1)
+    lat_net = (tuner.NET_HOP_US["tree"][p] + f.net_hop_us * (2 if proto == "Simple" else 1)
                + t.net_message_us)
     levels = max(1, math.ceil(math.log2(nodes)))
     # below the root's one child every node of NCCL's binary tree has two children on the channel's NIC
@@ -337,7 +337,7 @@ def _nvls(coll: str, nbytes: float, f: Fabric, algo: str) -> float:
     if algo == "nvls_tree":
         rate = min(rate, _node_net(f, t) / (0.5 if f.nodes == 2 else 2.0))
         lat = t.nvls_hop_us + 2 * max(1, math.ceil(math.log2(f.nodes))) * (
-            tuner.NET_HOP_US["nvls_tree"][2] + 2 * t.net_hop_us)
+            tuner.NET_HOP_US["nvls_tree"][2] + 2 * f.net_hop_us)
     else:
         lat = t.nvls_hop_us
     return lat + nbytes / (rate * 1e3)

@@ -113,11 +113,11 @@ def summary(curves: list[Curve], terms: dict[str, nccl.Terms] | None = None) -> 
 
 
 # Each term's search range, searched on a linear grid.
-FIT_RANGES = {"net_efficiency": (0.5, 1.0), "net_message_us": (0.0, 20.0), "net_hop_us": (0.0, 100.0), "a2a_efficiency": (0.5, 1.0),
+FIT_RANGES = {"net_efficiency": (0.5, 1.0), "net_message_us": (0.0, 20.0), "net_hop_share": (0.0, 4.0 / 3.0), "a2a_efficiency": (0.5, 1.0),
               "a2a_base_us": (0.0, 400.0), "a2a_peer_us": (0.0, 20.0), "a2a_message_us": (0.0, 8.0),
               "nvls_efficiency": (0.4, 1.0), "nvls_hop_us": (5.0, 120.0)}
 FIT_TERMS = {"ib": ("net_efficiency", "a2a_efficiency"),  # IB: peaks only; latencies stay NCCL's
-             "efa": ("net_efficiency", "net_message_us", "net_hop_us", "a2a_efficiency", "a2a_base_us", "a2a_peer_us",
+             "efa": ("net_efficiency", "net_message_us", "net_hop_share", "a2a_efficiency", "a2a_base_us", "a2a_peer_us",
                      "a2a_message_us", "nvls_efficiency"),
              "nvlink": ("nvls_efficiency", "nvls_hop_us")}
 

@@ -13,7 +13,6 @@ from mkernel.scenario import load_scenario
 from mkernel.sim.library import call_us
 
 IB2 = nccl.Fabric(2, 8, 370.0, 50.0, "ib")
-EFA2 = nccl.Fabric(2, 8, 370.0, 50.0, "efa")
 MiB = 1 << 20
 
 

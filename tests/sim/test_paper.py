@@ -75,13 +75,12 @@ def _figure(op: str, testbed: str, check: str) -> Figure:
     return next(f for f in figures if (f.op, f.testbed, f.check) == (op, testbed, check))
 
 
-@pytest.mark.xfail(strict=True, reason="AG+GEMM peaks at 2.24x at M = 8192 on EFA (paper: at most 1.41x): NCCL's "
-                                       "all_gather of 128 MiB on 2 x p5en runs Simple (aws-ofi-nccl's 35 us moves "
-                                       "NCCL's switch to 96 MiB), 512 KiB a channel, where four FIFO slots do not "
-                                       "cover a slot's round trip with p5's fitted hop latency: 1008 us against "
-                                       "LL128's 550. The p5 curves check the Simple ring only from 1 MiB a channel "
-                                       "(within 4%); with LL128 the peak is 1.54x at 4096. "
-                                       "docs/results/2026-12-05-efa-small-m.md")
+@pytest.mark.xfail(strict=True, reason="AG+GEMM peaks at 1.64x at M = 8192 on EFA (paper: at most 1.41x, +16%): "
+                                       "NCCL's all_gather of 128 MiB on 2 x p5en runs Simple (aws-ofi-nccl's 35 us "
+                                       "moves NCCL's switch to 96 MiB), 512 KiB a channel, where four FIFO slots do "
+                                       "not cover a slot's round trip: 708 us against LL128's 530 with p5en's hop "
+                                       "(0.5 x the plugin's 35 us; 1008 against 550 with p5's 37.5 us). "
+                                       "docs/results/2026-12-05-efa-fidelity.md")
 def test_ag_gemm_peak_on_efa_over_the_first_three_sizes(tmp_path):
     fig = _figure("ag_gemm", "paper-efa-2x8", "peak")
     rows = paper_check.run([fig], tmp_path, sizes=3)
@@ -101,10 +100,11 @@ def test_gemm_rs_is_slower_than_nccl_below_16k_and_faster_at_it_on_ib(tmp_path):
     assert v.ok, v.detail
 
 
-@pytest.mark.xfail(strict=True, reason="GEMM+RS at M = 2048 is 2.2x faster than NCCL on EFA in the simulator: NCCL's "
-                                       "reduce-scatter of 8 MiB over 2 x 8 EFA is latency-bound (176 us, its 15 ring "
-                                       "steps) while the fused op takes 83 us; the EFA NIC terms cannot close it "
-                                       "(latency 8 -> 24 us: 2.21x -> 1.85x). docs/results/2026-12-05-efa-small-m.md")
+@pytest.mark.xfail(strict=True, reason="GEMM+RS at M = 2048 is 1.49x faster than NCCL on EFA in the simulator: NCCL's "
+                                       "reduce-scatter of 8 MiB over 2 x p5en is latency-bound (116 us, its 15 ring "
+                                       "steps) while the fused op takes 83 us, two network chunks a GPU; no EFA term "
+                                       "consistent with the published p5 latencies adds the 40 us it would take. "
+                                       "docs/results/2026-12-05-efa-fidelity.md")
 def test_gemm_rs_is_slower_than_nccl_at_2048_on_efa(tmp_path):
     v = _crossover("paper-efa-2x8", (2048,), tmp_path)
     assert v.ok, v.detail
