@@ -110,8 +110,9 @@ class SignalTable:
     index ``wait_j`` in the entry's waits, the ``wait_member`` (0 for a wait that does not step),
     ``wait_key``, ``wait_count`` and the polled ``wait_rank`` (the signal's own, not its home); in
     the order entry, wait, member. Per signal of each entry (entry after entry, as in
-    ``Task.signals``): ``signal_entry``, ``signal_rank`` and its ``signal_rank_step`` (member 0's,
-    and the group's rank step: what validate's screen needs). ``count``: each entry's members."""
+    ``Task.signals``): ``signal_entry``, ``signal_rank``, its ``signal_rank_step`` and
+    ``signal_outer_step`` (member 0's, and the group's rank step within a cycle and from one cycle
+    to the next, ``Step.outer``: what validate's screen needs). ``count``: each entry's members."""
 
     keys: int
     count: np.ndarray
@@ -127,6 +128,7 @@ class SignalTable:
     signal_entry: np.ndarray
     signal_rank: np.ndarray
     signal_rank_step: np.ndarray
+    signal_outer_step: np.ndarray
 
 
 def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
@@ -148,7 +150,7 @@ def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
     key = _dense(*(np.concatenate(pair) for pair in zip(bump[:3], wait)))
     nb = len(bump[0])
     return SignalTable(int(key.max(initial=-1)) + 1, count, bump[3], key[:nb], bump[4], wait_entry, wait_j, member,
-                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0])
+                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0], signal_steps[:, 2])
 
 
 def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:

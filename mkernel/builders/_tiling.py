@@ -159,7 +159,7 @@ def cycled_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarra
     join where their first tiles sit one ``period`` apart (so they have one rotate), in one tile
     row, of one width, and their signal indices (``rel``, per tile) are one ``period`` apart too.
     As (first index, length, rotate, cycles) of each run, cycles 0 for a run that is no whole
-    cycle. Why: the 2 x 8 GEMM+AR 32768^2 build's 65k GEMM groups are 4k tile rows (issue 30)."""
+    cycle. Why: the 2 x 8 GEMM+AR 32768^2 build's 65k GEMM groups become 4k tile rows."""
     first, length, rotate = _wrapped_runs(m, n, tile_m, tile_n, order, period)
     if not len(first):
         return []

@@ -147,3 +147,23 @@ def test_cycles_join_only_where_rotate_row_width_and_signal_index_follow_on():
     assert cut([1, 2, 3, 0, 6, 7, 4, 5]) == [(1, 4, 1, 1), (6, 4, 2, 1)]
     assert cut(list(range(16))) == [(0, 8, 0, 2), (8, 8, 0, 2)]
     assert cut(list(range(8)), n=15) == [(0, 4, 0, 1), (4, 3, 0, 0), (7, 1, 0, 0)]  # (tile 7: 1 column wide)
+
+
+def test_a_local_build_renames_a_wrapped_row_member_by_member():
+    """A build of local rank 0 alone renames each signal on another local rank (``rotating``): a group
+    whose members wrap within cycles is added as its members, each renamed as a plain task would be."""
+    def build(tasks) -> Schedule:
+        sb = ScheduleBuilder("t", "fused", 2 * G, G, 8, first_nodes=2, grouped=True, local_fold=True,
+                             rotating={"contrib": 1}, fixed=("out",))
+        for name, rows, cols in (("A", 32, 8), ("B", 8, COLS * G * CYCLES), ("P", 32, COLS * G * CYCLES)):
+            sb.buffer(name, rows, cols)
+        sb.launch("l", {Role.COMPUTE: 4})
+        for t in tasks:
+            sb.add(0, t.role, t.op, reads=t.reads, writes=t.writes, signals=t.signals, label=t.label,
+                   count=t.count, step=t.step)
+        return sb.build(0.0)
+
+    t = dataclasses.replace(_row(1), rank=0)  # (its regions on rank 5: this checks names, not locality)
+    grouped, members = build([t]), build(t.members())
+    assert grouped.tasks == members.tasks and len(grouped.tasks) == t.count
+    assert [m.signals[0] for m in members.tasks] != [m.signals[0] for m in t.members()]  # (renamed)
