@@ -150,7 +150,8 @@ def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
     key = _dense(*(np.concatenate(pair) for pair in zip(bump[:3], wait)))
     nb = len(bump[0])
     return SignalTable(int(key.max(initial=-1)) + 1, count, bump[3], key[:nb], bump[4], wait_entry, wait_j, member,
-                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0], signal_steps[:, 2])
+                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0],
+                       signal_steps[:, 2])
 
 
 def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:

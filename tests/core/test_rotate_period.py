@@ -33,7 +33,8 @@ def _row(local: int, cycles: int = CYCLES) -> Task:
     tiles' owners (tile mod 4, on node 1) and their indices (the tile's) step by one within a slot
     and by 4 from one slot to the next."""
     return Task(0, G + local, Role.COMPUTE, Op.GEMM,
-                reads=(Region("A", G + local, 0, 32, 0, 8), Region("B", G + local, 0, 8, local * COLS, (local + 1) * COLS)),
+                reads=(Region("A", G + local, 0, 32, 0, 8),
+                       Region("B", G + local, 0, 8, local * COLS, (local + 1) * COLS)),
                 writes=(Region("P", G + local, 0, 32, local * COLS, (local + 1) * COLS),),
                 signals=(Signal(G + local, "contrib", local), Signal(G + local, "out")), label="tile {}",
                 count=G * cycles, step=Step(((0, 0, 0), (0, 0, COLS), (0, 0, COLS)), ((1, 1), (0, 0)),

@@ -174,8 +174,8 @@ def test_mutations_are_not_cleared_where_the_rules_refuse_them(s, monkeypatch):
     rng = random.Random(len(s.tasks))
     ops = {}
     for p, t in enumerate(s.tasks):
-        ops.setdefault((t.op, t.count > 1, t.count > 1 and t.step.rotate > 0, t.count > 1 and t.step.period > 0),
-                       []).append(p)
+        group = t.count > 1
+        ops.setdefault((t.op, group, group and t.step.rotate > 0, group and t.step.period > 0), []).append(p)
     picks = [rng.choice(ps) for ps in ops.values()]
     refused = same = 0
     for p in picks:
