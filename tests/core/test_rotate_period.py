@@ -150,9 +150,12 @@ def test_cycles_join_only_where_rotate_row_width_and_signal_index_follow_on():
     assert cut(list(range(8)), n=15) == [(0, 4, 0, 1), (4, 3, 0, 0), (7, 1, 0, 0)]  # (tile 7: 1 column wide)
 
 
-def test_a_local_build_renames_a_wrapped_row_member_by_member():
+@pytest.mark.parametrize("on_rank_0", [False, True])
+def test_a_local_build_renames_a_wrapped_row_member_by_member(on_rank_0):
     """A build of local rank 0 alone renames each signal on another local rank (``rotating``): a group
-    whose members wrap within cycles is added as its members, each renamed as a plain task would be."""
+    whose members wrap within cycles is added as its members, each renamed as a plain task would be
+    (also where every signal stays on rank 0, so renaming keeps its indices stepping evenly: a group
+    rebuilt from them would lose its wrap)."""
     def build(tasks) -> Schedule:
         sb = ScheduleBuilder("t", "fused", 2 * G, G, 8, first_nodes=2, grouped=True, local_fold=True,
                              rotating={"contrib": 1}, fixed=("out",))
@@ -165,6 +168,9 @@ def test_a_local_build_renames_a_wrapped_row_member_by_member():
         return sb.build(0.0)
 
     t = dataclasses.replace(_row(1), rank=0)  # (its regions on rank 5: this checks names, not locality)
+    if on_rank_0:
+        t = dataclasses.replace(t, signals=(Signal(0, "contrib", 1), t.signals[1]),
+                                step=dataclasses.replace(t.step, signals=((0, 1), (0, 0))))
     grouped, members = build([t]), build(t.members())
     assert grouped.tasks == members.tasks and len(grouped.tasks) == t.count
-    assert [m.signals[0] for m in members.tasks] != [m.signals[0] for m in t.members()]  # (renamed)
+    assert on_rank_0 or [m.signals[0] for m in members.tasks] != [m.signals[0] for m in t.members()]  # (renamed)
