@@ -65,7 +65,6 @@ def test_rows_stand_for_the_plain_builds_tasks(name, w, c, first, monkeypatch):
 
 @pytest.mark.parametrize("name,w,c,first", SMALL, ids=[case[0] for case in SMALL])
 def test_rows_simulate_and_lower_as_the_plain_build(name, w, c, first, monkeypatch):
-    from mkernel.hw.lowering.lower import lower
     from mkernel.sim import SimBackend
 
     kw = {"first_nodes": first} if first else {}
@@ -77,9 +76,4 @@ def test_rows_simulate_and_lower_as_the_plain_build(name, w, c, first, monkeypat
         assert (b.time_s, b.per_rank_s, b.hazards) == (a.time_s, a.per_rank_s, a.hazards), collapse
     if first:
         return
-    for x, y in zip(lower(plain), lower(rows)):
-        assert x.rank == y.rank and x.sms == y.sms and x.slot_names == y.slot_names
-        assert (x.slot_bumps == y.slot_bumps).all() and x.roles.keys() == y.roles.keys()
-        for role in x.roles:
-            for field in ("tasks", "regions", "waits", "signals", "task_ids"):
-                assert (getattr(x.roles[role], field) == getattr(y.roles[role], field)).all(), (role, field)
+    golden.assert_lowered_alike(plain, rows)

@@ -1,8 +1,7 @@
 #!/bin/bash
 # The reference grid (all 45 points of grid-2026-12-02-reference) and the scale-out sample (scaling-2026-12-02,
 # --sample 40 --seed 30) rerun with tools/studies/check_sim_times.py on main (a checkout at BASE, see callgrind.sh)
-# and on this code (a checkout at HEAD_DIR, default this checkout; the note ran it on a checkout of the commit
-# measured, linked as BASE), then diffed with --tol 0 (the fewer-entries probe's simtimes.sh without its knob).
+# and on the code at HEAD_DIR (a checkout of the commit measured, linked as BASE is; default this checkout), then diffed with --tol 0 (the fewer-entries probe's simtimes.sh without its knob).
 set -u
 BASE=${BASE:-/tmp/wt-rotper-base}; OUT=${OUT:-/tmp/rotper/simtimes}; HEAD_DIR=${HEAD_DIR:-}
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../../../.." && pwd); py=$root/.venv/bin/python
