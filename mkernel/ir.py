@@ -14,7 +14,7 @@ counts only if it was written in the current call's epoch, so no flag is zeroed 
 A task may stand for ``count`` > 1 tasks, its *members* (the tiles of a compute wave, say): member i
 is the task with every number of its :class:`Step` times i added (regions move by rows, columns or
 ranks; signals and waits by index or rank; the label's number by its step; signals may instead
-cycle, ``Step.period``, and members may wrap, ``Step.rotate``: i - count times). Members are
+cycle, ``Step.period``, and members may wrap, within each cycle, ``Step.rotate``). Members are
 consecutive in their queue, with consecutive ids in :func:`expand`, which gives the flat schedule
 the group stands for; the simulator runs a group with one cost and one event where its members
 would start and end together, and every other consumer may expand.
@@ -144,10 +144,12 @@ class Step:
     along a row bumps each owner's counter in turn, so the rank steps within a cycle of owners
     and the index from one cycle to the next; every other number still steps by i.
 
-    ``rotate`` = r > 0 (no ``period``): the members wrap, as a rank that takes a slot's tiles from
-    its own on does: member i steps by i - count from member count - r on, by i before (so member
-    count - r is the one r steps back from member 0, and member count - 1 the one before
-    member 0)."""
+    ``rotate`` = r > 0: the members wrap within each cycle of p (``period``, or the whole group
+    without one), as a rank that takes each slot's tiles from its own on does: member i = a p + b
+    steps by a p + b', where b' = b for b < p - r and b - p from there on (so member p - r of a
+    cycle is the one r steps back from the cycle's first, and member p - 1 the one before it); its
+    signals by b' times ``signals`` plus a times ``outer`` where they cycle. A group of several
+    cycles is one tile row of such a rank: each slot's tiles l .. G - 1, then 0 .. l - 1."""
 
     regions: tuple[tuple[int, int, int], ...] = ()
     signals: tuple[tuple[int, int], ...] = ()
@@ -216,9 +218,13 @@ class Task:
                     self.index)
 
     def offset(self, i: int) -> int:
-        """How many steps member ``i`` is from member 0: i, or i - count where the members wrap."""
+        """How many steps member ``i`` is from member 0: i, or i - p where the members wrap
+        (``Step.rotate`` = r: i mod p >= p - r, p the period or the count)."""
         r = self.step.rotate if self.count > 1 else 0
-        return i - self.count if r and i >= self.count - r else i
+        if not r:
+            return i
+        p = self.step.period or self.count
+        return i - p if i % p >= p - r else i
 
     def moved(self, i: int) -> tuple[tuple[Region, ...], tuple[Signal, ...]]:
         """Member ``i``'s regions (reads, then writes) and signals: the fields whose ranks may step
@@ -250,6 +256,8 @@ class Task:
             return signals
         if st.period:
             a, b = divmod(i, st.period)
+            if st.rotate and b >= st.period - st.rotate:  # (wrapped within its cycle)
+                b -= st.period
             return tuple([g if not (dk or dx or ok or ox) else
                           Signal(g.rank + b * dk + a * ok, g.name, g.index + b * dx + a * ox)
                           for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)])

@@ -17,7 +17,7 @@ import numpy as np
 
 from .ir import Schedule
 
-FIELDS = 10  # a region record: buffer code, rank, row0, row1, col0, col1, rank, row and column steps, rotate
+FIELDS = 11  # a region record: buffer code, rank, row0, row1, col0, col1, rank, row and column steps, rotate, cycle
 RegionTable = tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]  # what read_regions returns
 
 
@@ -34,8 +34,9 @@ _BOUNDS = attrgetter("rank", "row0", "row1", "col0", "col1")
 
 def read_regions(s: Schedule) -> RegionTable:
     """Every region of every entry of ``s`` (``reads + writes``, entry after entry) as one record of
-    :data:`FIELDS` numbers: its steps are its group's ``Step.regions`` (zero where it has none) and
-    its ``Step.rotate``, its buffer is coded by position in ``s.buffers`` (a name not there is
+    :data:`FIELDS` numbers: its steps are its group's ``Step.regions`` (zero where it has none),
+    its ``Step.rotate`` and the cycle its members wrap in (the period, or the count; 0 where they
+    do not wrap: :func:`offsets`), its buffer is coded by position in ``s.buffers`` (a name not there is
     numbered on). Read in bulk, about 0.3 us a region where a call per region cost 1 us (a 2 x 8
     GEMM+AR 32768^2 build has 900k), as 32-bit numbers where they fit. ``validate()`` returns the
     table it read, so a backend that reads the same regions (the simulator's hazard grids) is handed
@@ -55,7 +56,8 @@ def read_regions(s: Schedule) -> RegionTable:
     except OverflowError:
         recs = _records(regions, int(per.sum()), codes, np.int64)
     entry, k = ragged(per)
-    groups = np.flatnonzero(np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks)) > 1)
+    counts = np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks))
+    groups = np.flatnonzero(counts > 1)
     steps = list(map(attrgetter("step"), map(tasks.__getitem__, groups.tolist())))
     whole = all(steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
     moves = list(map(attrgetter("regions"), steps)) if whole else [st.regions if st else (None,) for st in steps]
@@ -78,7 +80,9 @@ def read_regions(s: Schedule) -> RegionTable:
             recs = recs.astype(np.int64)
         recs[rows, 6:9] = moved
         if rotate.any():
+            period = np.fromiter(map(attrgetter("period"), steps), np.int64, len(steps))
             recs[rows, 9] = rotate[which]
+            recs[rows, 10] = np.where(rotate > 0, np.where(period > 0, period, counts[at]), 0)[which]
     fields = {"entry": entry, "k": k, "read": k < nread[entry]}
     for a in (recs, *fields.values()):
         a.flags.writeable = False
@@ -157,16 +161,22 @@ def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarra
     each; ``counts`` the entries' member counts), in the expanded schedule's order: entry after
     entry, member after member, each member's regions in record order. Returns the first row of
     each entry (and the total), the rows per member, and per row: its ``buffer``, ``rank`` and
-    bounds (the record's plus its steps times the member's :meth:`~mkernel.ir.Task.offset`), its
+    bounds (the record's plus its steps times the member's :func:`offsets`), its
     ``entry``, ``member`` index and ``record`` (index into ``recs``)."""
     n = np.array(per_entry, np.int64)
     base, rec, i = member_slots(n, counts)
     cols = np.asarray(recs, np.int64).reshape(-1, FIELDS).T
     entry = np.repeat(np.arange(len(n)), n)[rec]
     rot = cols[9][rec]
-    o = i - counts[entry] * (i >= counts[entry] - rot) if rot.any() else i  # (rot 0: never past the wrap)
+    o = offsets(i, rot, cols[10][rec]) if rot.any() else i
     dk, dr, dc = (cols[f][rec] * o for f in (6, 7, 8))
     fields = {"buffer": cols[0][rec], "rank": cols[1][rec] + dk, "row0": cols[2][rec] + dr,
               "row1": cols[3][rec] + dr, "col0": cols[4][rec] + dc, "col1": cols[5][rec] + dc,
               "entry": entry, "member": i, "record": rec}
     return base, n, fields
+
+
+def offsets(i: np.ndarray, rotate: np.ndarray, cycle: np.ndarray) -> np.ndarray:
+    """:meth:`~mkernel.ir.Task.offset` of members ``i`` whose records have ``rotate`` and ``cycle``
+    (fields 9 and 10): i, or i - cycle where the member is past its cycle's wrap (rotate 0: never)."""
+    return i - np.where((rotate > 0) & (i % np.maximum(cycle, 1) >= cycle - rotate), cycle, 0)

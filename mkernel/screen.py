@@ -9,18 +9,21 @@ the Python rules' own: an entry cleared here would pass them, and every other en
 
 What clears an entry (each a superset of what the Python rules check for it): its id is its position;
 its op is a GEMM, copy, reduce, put or nop, with no mask or gather index; a group (``count`` > 1) has a
-step of the right lengths, signals that do not cycle, a label that takes its number where it steps,
-and, for a put, regions whose ranks do not step; its rank, launch and role are those of the schedule
-(the launch not a left-out library call, the role given SMs there); and its first and last members keep
-the region rules (known buffer, rank in range, bounds, no write into an input), the op's arity and
-shapes, locality (of regions and signals), and its waits poll its own rank for a count of at least 1.
-Ranks, rows and columns move by a fixed step per member, so the rules on bounds and on the node of a
-rank hold for every member when they hold for the first and the last: the argument the Python rules
-make for groups too (which check those two members, or every one for a put whose ranks step).
+step of the right lengths, signals that step and cycle a whole number of times where they cycle, a
+label that takes its number where it steps, and, for a put, regions whose ranks do not step; its rank,
+launch and role are those of the schedule (the launch not a left-out library call, the role given SMs
+there); and its first and last members keep the region rules (known buffer, rank in range, bounds, no
+write into an input), the op's arity and shapes, locality (of regions and signals), and its waits poll
+its own rank for a count of at least 1. Ranks, rows and columns move by a fixed step per member, so the
+rules on bounds and on the node of a rank hold for every member when they hold for the first and the
+last: the argument the Python rules make for groups too (which check those two members, or every one
+for a put whose ranks step). Where the members wrap (``Step.rotate``), the extremes are those either
+side of the wrap; where signals cycle, a signal's rank is extreme at the corners of the (step within
+a cycle, cycle) rectangle, as the Python rules' corner members.
 """
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, contains, itemgetter
 
 import numpy as np
@@ -33,7 +36,7 @@ _OTHER = len(_PLAIN)
 _ROLES = {role: i for i, role in enumerate(Role)}
 _FIELDS = attrgetter("id", "rank", "launch")
 _MASK, _INDEX, _PERIOD, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("period"), attrgetter("label")
-_ROTATE = attrgetter("rotate")
+_ROTATE, _SIGNALS = attrgetter("rotate"), attrgetter("signals")
 
 
 def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
@@ -51,7 +54,7 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
     ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
                                                                                    np.int64, n) == 0)
-    groups, rot = _groups(tasks, op, count, table)
+    groups, rot, cycle = _groups(tasks, op, count, table)
     ok &= groups
     budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
                       or [[False] * len(Role)])
@@ -60,36 +63,48 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     ok &= budget[np.where(ok, launch, 0), role]
     ok &= _arity(op, nread, nwrite, table)
     ok &= _regions(s, table, op, rank, count, rot)
-    at = keys.signal_entry  # a signal's extreme members stay on the entry's node (but a put's, which may not)
-    node, step = rank[at] // g, keys.signal_rank_step
-    bad = ((keys.signal_rank - rot[at] * step) // g != node) | (
-        (keys.signal_rank + (count[at] - 1 - rot[at]) * step) // g != node)
+    at = keys.signal_entry  # a signal's extreme members stay on the entry's node (but a put's, which may not):
+    # its rank is affine in the step within a cycle (-rot .. cycle - rot - 1) and the cycle (0 .. count / cycle - 1)
+    node, step, outer, r, cyc = rank[at] // g, keys.signal_rank_step, keys.signal_outer_step, rot[at], cycle[at]
+    bad = np.zeros(len(at), bool)
+    for b in (-r, cyc - r - 1):
+        for a in (0, count[at] // np.maximum(cyc, 1) - 1):
+            bad |= (keys.signal_rank + b * step + a * outer) // g != node
     ok &= _per_entry(bad & (op[at] != _PLAIN[Op.PUT]), at, n)
     at = keys.wait_entry  # waits poll the entry's rank, for a count of at least 1
     return ok & _per_entry((keys.wait_rank != rank[at]) | (keys.wait_count < 1), at, n)
 
 
-def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Per entry: a group's signals do not cycle, its label takes its number where the number
-    steps, a put's ranks do not step, and members that wrap (``Step.rotate``) wrap within the
-    group with waits and chunk that do not step; and each entry's ``rotate`` (0 for a plain task).
+def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray,
+            table: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per entry: a group's signals, where they cycle, step and cycle a whole number of times, its
+    label takes its number where the number steps, a put's ranks do not step, and members that wrap
+    (``Step.rotate``) wrap within each cycle (the group, where it does not cycle) with waits and
+    chunk that do not step; and each entry's ``rotate`` (0 for a plain task) and cycle (its period,
+    else its count: the members' offsets are -rotate .. count - rotate - 1 either way).
     (That its step fits it, count for count, the tables checked as they were made:
     :func:`~mkernel.members.read_regions` its regions, and :func:`~mkernel.signal_table.signal_table`
     its signals and waits.)"""
-    ok, rot = np.ones(len(tasks), bool), np.zeros(len(tasks), np.int64)
+    ok, rot, cycle = np.ones(len(tasks), bool), np.zeros(len(tasks), np.int64), count.copy()
     at = np.flatnonzero(count > 1)
     steps = [tasks[p].step for p in at]
-    cycling = np.fromiter(map(_PERIOD, steps), np.int64, len(at)) != 0
+    period = np.fromiter(map(_PERIOD, steps), np.int64, len(at))
+    cycling = period != 0
+    whole = np.ones(len(at), bool)  # (cycling: a period of members that divides the count, signals that step)
+    if cycling.any():
+        moves = np.fromiter(map(bool, map(_SIGNALS, compress(steps, cycling))), bool, int(cycling.sum()))
+        whole[cycling] = (period[cycling] > 0) & (count[at[cycling]] % np.maximum(period[cycling], 1) == 0) & moves
+        cycle[at[cycling]] = np.maximum(period[cycling], 1)
     numbered = np.fromiter(map(itemgetter(1), map(_LABEL, steps)), np.int64, len(at)) != 0
     braces = np.fromiter(map(contains, map(_LABEL, map(tasks.__getitem__, at.tolist())), repeat("{}")), bool, len(at))
     rot[at] = np.fromiter(map(_ROTATE, steps), np.int64, len(at))
     wraps = np.flatnonzero(rot[at])
     plain = np.fromiter((not (steps[j].chunk or any(steps[j].waits)) for j in wraps.tolist()), bool, len(wraps))
-    ok[at] = ~cycling & (braces | ~numbered) & (rot[at] >= 0) & (rot[at] < count[at])
+    ok[at] = whole & (braces | ~numbered) & (rot[at] >= 0) & (rot[at] < cycle[at])
     ok[at[wraps]] &= plain
     recs, f, _ = table
     entry = f["entry"]
-    return ok & _per_entry((op[entry] == _PLAIN[Op.PUT]) & (recs[:, 6] != 0), entry, len(tasks)), rot
+    return ok & _per_entry((op[entry] == _PLAIN[Op.PUT]) & (recs[:, 6] != 0), entry, len(tasks)), rot, cycle
 
 
 def _per_entry(bad: np.ndarray, entry: np.ndarray, n: int) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Every member's bumps and waits of a grouped schedule as integer arrays, without making the members.
 
 A group's member i bumps its signals moved by i times their step (or by i mod ``period`` and i div
-``period`` times their steps and outer steps, or by ``Task.offset(i)`` times where the members wrap:
-:class:`~mkernel.ir.Step`), and waits on its waits'
+``period`` times their steps and outer steps, or by ``Task.offset(i)`` times where the members wrap,
+within each cycle where they cycle: :class:`~mkernel.ir.Step`), and waits on its waits'
 signals moved by i times their index step; one record per (entry, signal) and per (entry, wait)
 and the entries' counts give them all by index arithmetic. Each (rank, name, index) key becomes one
 dense integer. Why: a 2 x 8 GEMM+AR of 32768^2 bumps about 900k member keys, and making them tuples
@@ -62,13 +62,15 @@ def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | N
 
 
 def _cycling_keys(t: Task, first: int, n: int, home: list[int] | None) -> tuple[list, list]:
-    """:func:`bump_keys` of a group whose signal steps cycle (``Step.period``)."""
+    """:func:`bump_keys` of a group whose signal steps cycle (``Step.period``; each cycle wrapped
+    from member p - r on with ``Step.rotate`` = r: the step within it is then b - p)."""
     st, p = t.step, t.step.period
+    wrap = p - st.rotate  # (the first member of a cycle past its wrap: none without rotate)
     fixed = [((home[g.rank] if home else g.rank, g.name, g.index), n)
              for g, s, o in zip(t.signals, st.signals, st.outer) if not any(s + o)]
     moving = [(g.rank, g.name, g.index, *s, *o) for g, s, o in zip(t.signals, st.signals, st.outer) if any(s + o)]
     if (home and first == 0 and n == t.count
-            and all(dx == ok == 0 and len({home[r + b * dk] for b in range(min(p, n))}) == 1
+            and all(dx == ok == 0 and len({home[r + (b - p if b >= wrap else b) * dk] for b in range(min(p, n))}) == 1
                     for r, _, _, dk, dx, ok, _ in moving)):
         # a cycle's members bump one counter where they are counted (every rank of the cycle at one
         # home, the index stepping by cycle only): one key per cycle, as many times as its members
@@ -79,6 +81,8 @@ def _cycling_keys(t: Task, first: int, n: int, home: list[int] | None) -> tuple[
     keys = []
     for i in range(first, first + n):
         a, b = divmod(i, p)
+        if b >= wrap:
+            b -= p
         for rank, name, index, dk, dx, ok, ox in moving:
             r = rank + b * dk + a * ok
             keys.append((home[r] if home else r, name, index + b * dx + a * ox))
@@ -106,8 +110,9 @@ class SignalTable:
     index ``wait_j`` in the entry's waits, the ``wait_member`` (0 for a wait that does not step),
     ``wait_key``, ``wait_count`` and the polled ``wait_rank`` (the signal's own, not its home); in
     the order entry, wait, member. Per signal of each entry (entry after entry, as in
-    ``Task.signals``): ``signal_entry``, ``signal_rank`` and its ``signal_rank_step`` (member 0's,
-    and the group's rank step: what validate's screen needs). ``count``: each entry's members."""
+    ``Task.signals``): ``signal_entry``, ``signal_rank``, its ``signal_rank_step`` and
+    ``signal_outer_step`` (member 0's, and the group's rank step within a cycle and from one cycle
+    to the next, ``Step.outer``: what validate's screen needs). ``count``: each entry's members."""
 
     keys: int
     count: np.ndarray
@@ -123,6 +128,7 @@ class SignalTable:
     signal_entry: np.ndarray
     signal_rank: np.ndarray
     signal_rank_step: np.ndarray
+    signal_outer_step: np.ndarray
 
 
 def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
@@ -144,7 +150,8 @@ def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
     key = _dense(*(np.concatenate(pair) for pair in zip(bump[:3], wait)))
     nb = len(bump[0])
     return SignalTable(int(key.max(initial=-1)) + 1, count, bump[3], key[:nb], bump[4], wait_entry, wait_j, member,
-                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0])
+                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0],
+                       signal_steps[:, 2])
 
 
 def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
@@ -181,8 +188,7 @@ def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, name
     p = period[entry[rec]]
     p = np.where(p > 0, p, count[entry[rec]])  # (no period: i mod count is i, i div count 0)
     b, a = i % p, i // p
-    n = count[entry[rec]]
-    b -= np.where(b >= n - rotate[entry[rec]], n, 0)  # members that wrap (Step.rotate): i - count past the wrap
+    b -= np.where(b >= p - rotate[entry[rec]], p, 0)  # members that wrap (Step.rotate): b - p past the wrap
     bumps = [np.concatenate((name[fixed], name[rec])),
              np.concatenate((rank[fixed], rank[rec] + b * st[rec, 0] + a * st[rec, 2])),
              np.concatenate((index[fixed], index[rec] + b * st[rec, 1] + a * st[rec, 3])),

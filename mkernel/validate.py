@@ -106,15 +106,16 @@ def _check_group(rules: _TaskRules, task: Task) -> None:
         _fail(task, f"its step numbers the label, but the label {task.label!r} has no {{}} for the number")
     if st.period and (st.period < 1 or len(st.outer) != len(st.signals) or not st.signals):
         _fail(task, f"its signals cycle every {st.period} members, so each signal needs a step and an outer step")
-    if st.rotate and (st.period or any(st.waits) or st.chunk or not 0 < st.rotate < task.count):
-        _fail(task, f"its members wrap from member {task.count - st.rotate} on, so 0 < rotate < count, and its "
-                    f"signals may not cycle nor its waits or chunk step")
+    rot, cycle = st.rotate, st.period or task.count  # (members wrap within each cycle)
+    if rot and (any(st.waits) or st.chunk or not 0 < rot < cycle or task.count % cycle):
+        _fail(task, f"its members wrap from member {cycle - rot} of each cycle of {cycle} on, so 0 < rotate < "
+                    f"{cycle}, the cycles are whole, and its waits and chunk may not step")
     # a rule on ranks holds for every member if it holds for the extreme ones (the first and last, or
-    # those either side of the wrap), ranks moving evenly and nodes being ranges of ranks; but "a put
-    # writes to another node" could skip over the own node
+    # those either side of the wrap: the least step, -r, and the most, count - r - 1), ranks moving
+    # evenly and nodes being ranges of ranks; but "a put writes to another node" could skip over the own node
     every = task.op is Op.PUT and any(r[0] for r in st.regions)
-    wrap = task.count - st.rotate  # (member count - rotate: the first one past the wrap)
-    ends = (task.count - 1,) if not st.rotate else tuple(i for i in (wrap - 1, wrap) if i)
+    last = task.count - 1
+    ends = (last,) if not rot else tuple(sorted({i for i in (cycle - rot, last - rot) if i}))
     rules.check(task)  # member 0's fields are the task's
     if not (st.regions or st.signals):
         return  # every member touches member 0's regions and signals (waits step by index only)
@@ -125,10 +126,17 @@ def _check_group(rules: _TaskRules, task: Task) -> None:
             if not rules.inside(task, i):
                 rules.check(task, i)  # (raises, naming the member and the region)
         return
-    last, p = task.count - 1, st.period
+    p = st.period
     # cycling signals: ranks are affine in (i mod p, i div p), so they are extreme at the corners of
-    # the members' staircase (the first cycle's last, the last cycle's first and last, the one before)
-    corners = sorted({i for i in (p - 1, last // p * p - 1, last // p * p, last) if 0 < i}) if p else ends
+    # the members' staircase (the first cycle's last, the last cycle's first and last, the one before);
+    # wrapped (whole cycles), affine in the step within the cycle (-r .. p - r - 1) and the cycle: the
+    # members either side of the wrap in the first and the last cycle
+    if not p:
+        corners = ends
+    elif rot:
+        corners = sorted({i for i in (p - rot - 1, p - rot, last - rot, last - rot + 1) if 0 < i})
+    else:
+        corners = sorted({i for i in (p - 1, last // p * p - 1, last // p * p, last) if 0 < i})
     for i in range(1, task.count) if every else corners:
         rules.check(task, i)  # shapes, ranks and launches do not step: what moves is checked
 

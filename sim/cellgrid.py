@@ -23,7 +23,7 @@ from operator import attrgetter, is_
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-from mkernel.members import RegionTable, member_slots, ragged, read_regions
+from mkernel.members import RegionTable, member_slots, offsets, ragged, read_regions
 
 class _Edges:
     """The row (or column) edges of every grid, in one sorted array of keys: grid g's edge x is
@@ -98,8 +98,7 @@ class _Rows:
         self.moving = np.flatnonzero(step.any(axis=1)[self.rec])  # rows, by index
         i, r = i[self.moving], self.rec[self.moving]
         if recs[:, 9].any():  # (rotate 0: never past the wrap)
-            count = np.repeat(counts, per_entry)[r]
-            i = i - count * (i >= count - recs[r, 9])
+            i = offsets(i, recs[r, 9], recs[r, 10])
         self.offset = i  # per moving row
         self.ranked = np.flatnonzero(step[:, 0][r])  # the moving rows whose rank steps, by index into ``moving``
         self.ranked_records = r[self.ranked]  # and their records and ranks

@@ -33,9 +33,12 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
         moves = [(g.rank, g.name, g.index, dk, dx, ok, ox)
                  for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
-        out = []
+        out, p = [], st.period
+        wrap = p - st.rotate  # (Task.offset: past it, a member steps back by the period within its cycle)
         for i in range(first, first + n):
-            a, b = divmod(i, st.period)
+            a, b = divmod(i, p)
+            if b >= wrap:
+                b -= p
             out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox)
                     for rank, name, index, dk, dx, ok, ox in moves]
         return out, 1, 1

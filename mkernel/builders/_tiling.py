@@ -128,9 +128,15 @@ def wrapped_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarr
     run that does not wrap is a slice of the grid, rotate 0), joined on arrays. Why: every rank but
     local 0 of a GEMM+AR takes each slot in two runs, 57k of a 2 x 8 32768^2 build's 123k GEMM
     groups, and joining them one by one cost a twentieth of that build."""
+    return list(zip(*(x.tolist() for x in _wrapped_runs(m, n, tile_m, tile_n, order, period))))
+
+
+def _wrapped_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
+                  period: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`wrapped_order_runs` as arrays: each run's first tile index, length and rotate."""
     first, length = _order_runs(m, n, tile_m, tile_n, order, period)
     if len(first) < 2:
-        return [(a, k, 0) for a, k in zip(first.tolist(), length.tolist())]
+        return first, length, np.zeros(len(first), np.int64)
     cols = -(-n // tile_n)
     row, col = first // cols, first % cols
     width = np.minimum(n, (col + 1) * tile_n) - col * tile_n
@@ -142,7 +148,32 @@ def wrapped_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarr
     keep = np.concatenate(([True], ~join))
     whole = np.concatenate((join, [False]))[keep]  # each kept run: whether the next joined it
     first, length = first[keep], np.where(whole, period, length[keep])
-    return list(zip(first.tolist(), length.tolist(), np.where(whole, first % period, 0).tolist()))
+    return first, length, np.where(whole, first % period, 0)
+
+
+def cycled_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray, period: int,
+                      rel: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """:func:`wrapped_order_runs` with the whole cycles that follow on joined into one run: a rank
+    of a GEMM+AR takes a tile row slot by slot, each from its own tile on, so its row is one group
+    whose owners cycle (``Step.period``) and wrap within each cycle (``Step.rotate``). Whole cycles
+    join where their first tiles sit one ``period`` apart (so they have one rotate), in one tile
+    row, of one width, and their signal indices (``rel``, per tile) are one ``period`` apart too.
+    As (first index, length, rotate, cycles) of each run, cycles 0 for a run that is no whole
+    cycle. Why: the 2 x 8 GEMM+AR 32768^2 build's 65k GEMM groups become 4k tile rows."""
+    first, length, rotate = _wrapped_runs(m, n, tile_m, tile_n, order, period)
+    if not len(first):
+        return []
+    whole = length == period  # (a run never crosses a cycle's start, so one of a period's length is a cycle)
+    cols = -(-n // tile_n)
+    row, width = first // cols, np.minimum(n, (first % cols + 1) * tile_n) - first % cols * tile_n
+    index = rel[first]
+    join = (whole[1:] & whole[:-1] & (first[1:] == first[:-1] + period)  # (so of one rotate: first mod period)
+            & (row[1:] == row[:-1]) & (width[1:] == width[:-1]) & (index[1:] == index[:-1] + period))
+    starts = np.flatnonzero(np.concatenate(([True], ~join)))
+    runs_in = np.diff(np.append(starts, len(first)))
+    total = np.add.reduceat(length, starts)
+    return list(zip(first[starts].tolist(), total.tolist(), rotate[starts].tolist(),
+                    np.where(whole[starts], runs_in, 0).tolist()))
 
 
 def row_step(t: Tile) -> Step:

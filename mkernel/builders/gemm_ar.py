@@ -36,7 +36,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, new_signal, new_step, paused_gc
+from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Wait, new_signal, new_step, paused_gc
 from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _all_reduce as all_reduce
@@ -45,7 +45,7 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
                            shared_final)
-from ._tiling import batches, grid_order_runs, grid_runs, row_step, runs, tile_grid, wrapped_order_runs
+from ._tiling import batches, cycled_order_runs, grid_order_runs, grid_runs, row_step, runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -154,16 +154,18 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     pos = {node: {ci: j for j, ci in enumerate(o)} for node, o in order.items()}
     # a tile's signal index on each node: its slot's place in the node's chunk order (the tile index
     # itself when chunks go in order), so the queues stay node-symmetric; a table, read ~7 times a tile
-    index, rels = np.arange(len(tiles)), {}
+    index, rels, rel_arrays = np.arange(len(tiles)), {}, {}
     for node, p in pos.items():
         position = np.array([p[ci] for ci in range(nchunks)], np.int64)  # chunk -> its place in the node's order
-        rels[node] = ((position[index // g // ct] * ct + index // g % ct) * g + index % g).tolist()
+        rel_arrays[node] = (position[index // g // ct] * ct + index // g % ct) * g + index % g
+        rels[node] = rel_arrays[node].tolist()
     done = [Signal(rank, "out_done") for rank in range(c.world)]  # (one object each: ~10 bumps a tile)
 
     def out_done(rank: int) -> Signal:
         return done[rank]
 
     regs = Regions(w, slots, g)
+    by_cycle = ((0, g),)  # (a row group's signal steps from one cycle of owners to the next: G indices on)
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
@@ -172,15 +174,15 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         in_order = in_order[in_order < len(tiles)]
         # one group per run of tiles along a row that share how their signal steps: a cycle of owners
         # (g > 1; taken from the own tile on, it wraps: Step.rotate), a chunk (one node's PART slots),
-        # or nothing (the output itself); a local build's whole cycles in a row are one group, the
-        # owners cycling (Step.period): (first tile, members, rotate, cycles) each
-        if g > 1 and not pushed and not sb.local_fold:
-            spans = [(tiles[a], k, r, 0) for a, k, r in wrapped_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, g)]
+        # or nothing (the output itself); the whole cycles that follow on in a row are one group, the
+        # owners cycling (Step.period), each cycle wrapped: (first tile, members, rotate, cycles) each
+        # (a lone cycle stays a plain group but in a local build, as before the rows joined)
+        if g > 1 and not pushed:
+            spans = [(tiles[a], k, r, cycles if cycles > 1 or sb.local_fold else 0) for a, k, r, cycles in
+                     cycled_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, g, rel_arrays[node])]
         else:  # (a push's: its own groups)
-            cut = grid_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, period=g if g > 1 else ct if nodes > 1 else 0)
-            spans = [(run[0], len(run), 0, cycles) for run, cycles in
-                     _cycles([tiles[a:a + k] for a, k in cut], g, rel)] if sb.local_fold and not pushed else \
-                [(tiles[a], k, 0, 0) for a, k in cut]
+            spans = [(tiles[a], k, 0, 0) for a, k in grid_order_runs(
+                w.m, w.n, w.tile_m, w.tile_n, in_order, period=g if g > 1 else ct if nodes > 1 else 0)]
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
@@ -194,12 +196,13 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
 
         for t, count, rotate, cycles in spans:
             owner = node * g + t.index % g
-            if cycles:
+            if cycles:  # (one tuple object for the groups that step alike: validate reads each once)
+                alike = steps.get(("cycles", t.cols))
+                if alike is None:
+                    alike = steps["cycles", t.cols] = (((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)), ((1, 1),))
                 sb.add(rank, Role.COMPUTE, Op.GEMM, writes=(regs.tile("P", rank, t),),
-                       signals=(Signal(owner, "contrib", rel[t.index]),), reads=operands(t),
-                       label="tile {}", count=count, step=Step(((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)),
-                                                               ((1, 1),), label=(t.index, 1), period=g,
-                                                               outer=((0, g),)))
+                       signals=(new_signal(owner, "contrib", rel[t.index]),), reads=operands(t), label="tile {}",
+                       count=count, step=new_step(*alike, (), 0, (t.index, 1), g, by_cycle, rotate))
                 continue
             if pushed:  # local flags: the own tile alone (its chunk's relay counts it), the rest ready to push
                 groups = [(group[0], len(group), regs.tile("P", rank, group[0]), (signal,), step)
@@ -252,23 +255,6 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             direct_exchange(net, visit[whole:], cuts, rel)
     _drain(sb, c, out_done)
     return sb.build(flops_per_gpu(w, c))
-
-
-def _cycles(cut: list, g: int, rel: list[int]) -> list[tuple[list, int]]:
-    """The runs of :func:`runs` (a slot's G tiles, cut at owner cycles) joined into (run, cycles):
-    consecutive whole slots along one row, each starting at owner 0, whose tiles' signal indices
-    (``rel``) follow on, are one run of that many cycles; any other run stands alone (0 cycles)."""
-    out: list[tuple[list, int]] = []
-    for run in cut:
-        whole = g > 1 and len(run) == g and run[0].index % g == 0
-        if whole and out and out[-1][1]:
-            last = out[-1][0][-1]
-            if (last.index + 1 == run[0].index and last.row0 == run[0].row0 and last.cols == run[0].cols
-                    and rel[last.index] + 1 == rel[run[0].index]):
-                out[-1] = (out[-1][0] + list(run), out[-1][1] + 1)
-                continue
-        out.append((list(run), 1 if whole else 0))
-    return out
 
 
 def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out_done, pushes=None) -> None:

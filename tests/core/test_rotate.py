@@ -76,20 +76,24 @@ def test_region_rows_are_the_members_own():
 
 
 @pytest.mark.parametrize("nodes,gpus", [(2, 4), (1, 4), (3, 2)])
-def test_each_ranks_slots_are_one_group_each(nodes, gpus, monkeypatch):
+def test_each_ranks_rows_are_one_group_each(nodes, gpus, monkeypatch):
     w, c = Workload(m=512, n=1024, k=64, chunk_tiles=2), Cluster("t", nodes, gpus)
     m = builders.get("gemm_ar")
     s = m.build(w, c, grouped=True)
-    # The oracle: the same build with no wrapped groups (a slot in two plain groups), whose members
-    # do not go through Step.rotate; the flat build would not do, as it expands through Task.members.
-    monkeypatch.setattr(gemm_ar, "wrapped_order_runs", lambda *args: [(a, k, 0) for a, k in grid_order_runs(*args)])
+    # The oracle: the same build with no wrapped groups and no cycles joined (a slot in two plain
+    # groups), whose members go through neither Step.rotate nor Step.period; the flat build would not
+    # do, as it expands through Task.members.
+    monkeypatch.setattr(gemm_ar, "cycled_order_runs", lambda m, n, tm, tn, order, period, rel: [
+        (a, k, 0, 0) for a, k in grid_order_runs(m, n, tm, tn, order, period)])
     plain = m.build(w, c, grouped=True)
     assert gpus == 1 or (any(t.step and t.step.rotate for t in s.tasks)
                          and not any(t.step and t.step.rotate for t in plain.tasks))
     assert expand(s).tasks == expand(plain).tasks
     for rank in range(c.world):
         gemms = [t for t in s.tasks if t.rank == rank and t.op is Op.GEMM]
-        assert all(t.count == gpus and t.step.rotate == (rank % gpus if t.count > 1 else 0) for t in gemms)
+        assert all(t.count % gpus == 0 and t.step.rotate == (rank % gpus if t.count > 1 else 0) for t in gemms)
+        assert all(t.step.period == (gpus if t.count > gpus else 0) for t in gemms)  # (a row of cycles)
+    assert any(t.count > gpus for t in s.tasks if t.op is Op.GEMM and t.rank % gpus) or w.n // w.tile_n == gpus
     s.validate()
 
 

@@ -9,7 +9,13 @@ first nodes (where node-symmetric) and to local rank 0 (where rotation-symmetric
 baseline's timing build. ``tests/core/test_frozen_builds.py`` checks today's builders against the
 table, on a slice of the cases (:data:`SLICE`); ``python tests/harness/frozen_builds.py --check`` checks
 every case (about 15 s). Regenerate only for a deliberate change of a schedule: ``--write``; ``--big``
-checks the hash of the every-node row's build (2 x 8, 32768^2: about 3 s) against main 80ff7c8's.
+checks the hash of the every-node row's build (2 x 8, 32768^2: about 10 s), as built and expanded.
+
+A deliberate regrouping (the same members in other groups) changes those hashes but must not change
+what the groups stand for: :data:`EXPANDED_FILE` holds, per case, the hash of every form *expanded*
+(:func:`mkernel.ir.expand`), as main b35c019 built them (before the GEMM+AR full builds' tile rows
+became one group each: rotation inside a period), written with ``--write-expanded`` run on that
+commit's code (``PYTHONPATH`` set to a checkout of it). ``--check`` checks both tables.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ except ImportError:  # run as a script
     import golden_schedules as golden
 
 FILE = Path(__file__).parent.parent / "data" / "frozen_builds.json"
+EXPANDED_FILE = Path(__file__).parent.parent / "data" / "frozen_expanded.json"  # (main b35c019's expansions)
 GEMM_AR_SHAPES = {  # beside the goldens' ragged one: whole rows of owner cycles (groups of several
     # cycles, wrapped slots, whole groups of chunks), and a share too small for one group (twoshot's pieces)
     "even": dict(m=1024, n=2048, k=64, chunk_tiles=2),
@@ -33,7 +40,9 @@ GEMM_AR_SHAPES = {  # beside the goldens' ragged one: whole rows of owner cycles
 GEMM_AR_CLUSTERS = [(1, 4), (2, 2), (2, 4), (3, 2), (4, 2), (2, 8)]
 GEMM_AR_VARIANTS = [dict(internode=a, node_reduce=r) for a in ("direct", "twoshot", "ring") for r in ("pull", "push")]
 BIG = dict(m=32768, n=32768, k=2048)  # the every-node row of issue 30 on paper-ib-2x8
-BIG_SHA256 = "5dec0b84efe5ecd5cf756a492f40943e4555b64beeebb5ddf88f93ff4a270bc7"  # main 80ff7c8's
+BIG_SHA256 = "ba011b0afc8aebd41a61754ed7e0e0421cdfb781752384a4f5e83ab6a88cb84b"  # its tile rows as groups
+# (main 80ff7c8 .. b35c019 built 5dec0b84...: one group per owner cycle); expanded, main b35c019's:
+BIG_EXPANDED_SHA256 = "17e6837d8a93cac10454823b5d3a33e648e3a59bbd10db15fb2fe94ebae8deb6"
 SLICE = ("/2x4/", "/even/4x2/", "/shared/4x2/")  # the suite's cases: GEMM+AR's on these, the other ops' on 2 x 4
 
 
@@ -85,6 +94,14 @@ def case_digest(w, c) -> str:
     return hashlib.sha256(forms.encode()).hexdigest()[:24]
 
 
+def expanded_digest(w, c) -> str:
+    """:func:`case_digest` of every form expanded (a flat form is its own expansion)."""
+    from mkernel.ir import expand
+
+    forms = "".join(f"{form} {digest(expand(s))}\n" for form, s in builds(w, c))
+    return hashlib.sha256(forms.encode()).hexdigest()[:24]
+
+
 def in_slice(name: str) -> bool:
     return any(part in name for part in SLICE) and (name.startswith("gemm_ar/") or "/2x4/" in name)
 
@@ -94,31 +111,39 @@ def table() -> dict[str, str]:
 
 
 def check(names=None) -> list[str]:
-    """The cases (all, or those ``names`` admits) whose builds no longer hash as frozen."""
-    want = json.loads(FILE.read_text())
-    return [name for name, w, c in cases() if (names is None or names(name)) and case_digest(w, c) != want[name]]
+    """The cases (all, or those ``names`` admits) whose builds, or their expansions, no longer hash as frozen."""
+    want, expanded = json.loads(FILE.read_text()), json.loads(EXPANDED_FILE.read_text())
+    return [name for name, w, c in cases() if (names is None or names(name)) and (
+        case_digest(w, c) != want[name] or expanded_digest(w, c) != expanded[name])]
 
 
-def big() -> str:
-    """The hash of the every-node row's grouped fused build."""
+def big() -> tuple[str, str]:
+    """The hashes of the every-node row's grouped fused build, as built and expanded."""
     from mkernel.builders import gemm_ar
+    from mkernel.ir import expand
     from mkernel.scenario import load_scenario
 
     sc = load_scenario("paper-ib-2x8")
-    return digest(gemm_ar.build(dataclasses.replace(sc.workload, **BIG), sc.cluster, grouped=True))
+    s = gemm_ar.build(dataclasses.replace(sc.workload, **BIG), sc.cluster, grouped=True)
+    return digest(s), digest(expand(s))
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         FILE.write_text(json.dumps(table(), indent=1, sort_keys=True) + "\n")
         print(f"wrote {FILE}")
+    elif sys.argv[1:] == ["--write-expanded"]:
+        EXPANDED_FILE.write_text(json.dumps({name: expanded_digest(w, c) for name, w, c in cases()}, indent=1,
+                                            sort_keys=True) + "\n")
+        print(f"wrote {EXPANDED_FILE}")
     elif sys.argv[1:] == ["--check"]:
         bad = check()
         print(f"{len(bad)} cases differ" + "".join(f"\n  {name}" for name in bad))
         sys.exit(1 if bad else 0)
     elif sys.argv[1:] == ["--big"]:
         got = big()
-        print(got, "the same as main 80ff7c8's" if got == BIG_SHA256 else f"DIFFERS from main 80ff7c8's {BIG_SHA256}")
-        sys.exit(0 if got == BIG_SHA256 else 1)
+        same = got == (BIG_SHA256, BIG_EXPANDED_SHA256)
+        print(*got, "as frozen" if same else f"DIFFER from the frozen {BIG_SHA256}, {BIG_EXPANDED_SHA256} (expanded)")
+        sys.exit(0 if same else 1)
     else:
-        sys.exit("usage: python tests/harness/frozen_builds.py --write | --check | --big")
+        sys.exit("usage: python tests/harness/frozen_builds.py --write | --write-expanded | --check | --big")

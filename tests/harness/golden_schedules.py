@@ -96,6 +96,19 @@ def build_pair_grouped(w, c, first_nodes: int):
     return module.build(w, c, grouped=True, **kw), module.build_baseline(w, c, grouped=True, **kw)
 
 
+def assert_lowered_alike(a, b) -> None:
+    """The hw lowering's tables of ``a`` and ``b`` are equal, rank by rank and role by role (it
+    expands groups through ``Task.member``: a grouped build lowers as the flat schedule it stands for)."""
+    from mkernel.hw.lowering.lower import lower
+
+    for x, y in zip(lower(a), lower(b), strict=True):
+        assert x.rank == y.rank and x.sms == y.sms and x.slot_names == y.slot_names
+        assert (x.slot_bumps == y.slot_bumps).all() and x.roles.keys() == y.roles.keys()
+        for role in x.roles:
+            for field in ("tasks", "regions", "waits", "signals", "task_ids"):
+                assert (getattr(x.roles[role], field) == getattr(y.roles[role], field)).all(), (role, field)
+
+
 def write() -> None:
     try:
         from mkernel.ir import expand

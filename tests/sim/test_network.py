@@ -186,7 +186,7 @@ def test_the_network_times_are_the_simpy_processes(name):
     assert m["commands"] == (0 if transport == "ibgda" else 16) and m["fences"] == (m["batches"] if notify == "fence" else 0)
 
 
-@pytest.mark.parametrize("hazards,uid", [(None, 212), (False, 105)])
+@pytest.mark.parametrize("hazards,uid", [(None, 212), (False, 73)])  # (73: each rank's tile rows one group each)
 def test_a_put_lost_for_good_is_named_as_its_member(hazards, uid):
     """A group's member reaches the network unbuilt; the error names it as the built member: by its
     expanded id where hazards are tracked, by its group's id plus its index where not (as before)."""
