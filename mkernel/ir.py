@@ -142,14 +142,16 @@ class Step:
     ``period`` > 0 makes the signals' steps cycle: member i's are (i mod period) times ``signals``
     plus (i div period) times ``outer`` (per signal, (rank, index) steps). A wave of GEMM tiles
     along a row bumps each owner's counter in turn, so the rank steps within a cycle of owners
-    and the index from one cycle to the next; every other number still steps by i.
+    and the index from one cycle to the next; every other number steps by the member's offset
+    (:meth:`Task.offset`: i, or i wrapped as below).
 
     ``rotate`` = r > 0: the members wrap within each cycle of p (``period``, or the whole group
     without one), as a rank that takes each slot's tiles from its own on does: member i = a p + b
     steps by a p + b', where b' = b for b < p - r and b - p from there on (so member p - r of a
     cycle is the one r steps back from the cycle's first, and member p - 1 the one before it); its
     signals by b' times ``signals`` plus a times ``outer`` where they cycle. A group of several
-    cycles is one tile row of such a rank: each slot's tiles l .. G - 1, then 0 .. l - 1."""
+    cycles is one tile row of such a rank: each slot's tiles l .. G - 1, then 0 .. l - 1. validate()
+    holds it to 0 < r < p, whole cycles, and waits and chunk that do not step."""
 
     regions: tuple[tuple[int, int, int], ...] = ()
     signals: tuple[tuple[int, int], ...] = ()

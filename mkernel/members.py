@@ -75,8 +75,9 @@ def read_regions(s: Schedule) -> RegionTable:
         rows, which = entry_rows(per, at)
         moved = read_shared(moves, per[at], 3)
         rotate = np.fromiter(map(attrgetter("rotate"), steps), np.int64, len(steps))
+        cycle = np.where(rotate > 0, counts[at], 0)  # (field 10's bound: a cycle is at most the group)
         if recs.dtype != np.int64 and max(-moved.min(initial=0), moved.max(initial=0),
-                                          rotate.max(initial=0)) >= 2 ** 31:
+                                          cycle.max(initial=0)) >= 2 ** 31:
             recs = recs.astype(np.int64)
         recs[rows, 6:9] = moved
         if rotate.any():

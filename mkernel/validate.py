@@ -108,7 +108,7 @@ def _check_group(rules: _TaskRules, task: Task) -> None:
         _fail(task, f"its signals cycle every {st.period} members, so each signal needs a step and an outer step")
     rot, cycle = st.rotate, st.period or task.count  # (members wrap within each cycle)
     if rot and (any(st.waits) or st.chunk or not 0 < rot < cycle or task.count % cycle):
-        _fail(task, f"its members wrap from member {cycle - rot} of each cycle of {cycle} on, so 0 < rotate < "
+        _fail(task, f"its members wrap within each cycle of {cycle} by rotate {rot}, so 0 < rotate < "
                     f"{cycle}, the cycles are whole, and its waits and chunk may not step")
     # a rule on ranks holds for every member if it holds for the extreme ones (the first and last, or
     # those either side of the wrap: the least step, -r, and the most, count - r - 1), ranks moving

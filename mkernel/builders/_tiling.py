@@ -119,21 +119,15 @@ def _order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
     return order[starts], np.diff(np.append(starts, len(order)))
 
 
-def wrapped_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
-                       period: int) -> list[tuple[int, int, int]]:
+def _wrapped_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
+                  period: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`grid_order_runs` cut at a ``period`` (an owner cycle), with each cycle taken from its
     tile l on (l .. period - 1, then 0 .. l - 1: a rank that takes a slot's tiles from its own) made
     one run that wraps, a group whose members wrap (``Step.rotate`` = l): where the two runs are the
-    whole cycle, in one tile row, of one width. As (first index, length, rotate) of each run (a
-    run that does not wrap is a slice of the grid, rotate 0), joined on arrays. Why: every rank but
+    whole cycle, in one tile row, of one width. As arrays: each run's first tile index, length and
+    rotate (a run that does not wrap is a slice of the grid, rotate 0). Why arrays: every rank but
     local 0 of a GEMM+AR takes each slot in two runs, 57k of a 2 x 8 32768^2 build's 123k GEMM
     groups, and joining them one by one cost a twentieth of that build."""
-    return list(zip(*(x.tolist() for x in _wrapped_runs(m, n, tile_m, tile_n, order, period))))
-
-
-def _wrapped_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
-                  period: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`wrapped_order_runs` as arrays: each run's first tile index, length and rotate."""
     first, length = _order_runs(m, n, tile_m, tile_n, order, period)
     if len(first) < 2:
         return first, length, np.zeros(len(first), np.int64)
@@ -153,7 +147,7 @@ def _wrapped_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
 
 def cycled_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray, period: int,
                       rel: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """:func:`wrapped_order_runs` with the whole cycles that follow on joined into one run: a rank
+    """:func:`_wrapped_runs` with the whole cycles that follow on joined into one run: a rank
     of a GEMM+AR takes a tile row slot by slot, each from its own tile on, so its row is one group
     whose owners cycle (``Step.period``) and wrap within each cycle (``Step.rotate``). Whole cycles
     join where their first tiles sit one ``period`` apart (so they have one rotate), in one tile

@@ -174,3 +174,44 @@ def test_a_local_build_renames_a_wrapped_row_member_by_member(on_rank_0):
     grouped, members = build([t]), build(t.members())
     assert grouped.tasks == members.tasks and len(grouped.tasks) == t.count
     assert on_rank_0 or [m.signals[0] for m in members.tasks] != [m.signals[0] for m in t.members()]  # (renamed)
+
+
+def test_validate_checks_the_first_cycles_last_member_before_the_wrap():
+    """Local rank 2's row wrapped by 1, its signal's rank stepping back by one a cycle: ranks 6 7 8 5
+    in the first cycle, 5 6 7 4 in the last; only member 2 (the first cycle's last before its wrap)
+    signals past the world's 8 ranks."""
+    t = _row(2, cycles=2)
+    bad = dataclasses.replace(t, step=dataclasses.replace(t.step, rotate=1, outer=((-1, G), (0, 0))))
+    assert [bad.member(i).signals[0].rank for i in range(t.count)] == [6, 7, 8, 5, 5, 6, 7, 4]
+    with pytest.raises(ScheduleError) as e:
+        _schedule(bad).validate(races=False)
+    assert str(e.value).startswith(bad.member(2).describe())
+
+
+def test_validate_checks_the_last_cycles_last_member_before_the_wrap_when_only_regions_move():
+    """Local rank 1's row shifted one tile right, its signals stepping in index only (so validate
+    checks the extreme members' regions alone): member 10, the last cycle's last before its wrap,
+    is the only one whose tile lies past the buffer's right edge."""
+    t = _row(1)
+    shift = lambda r: dataclasses.replace(r, col0=r.col0 + COLS, col1=r.col1 + COLS)  # noqa: E731
+    bad = dataclasses.replace(t, reads=(t.reads[0], shift(t.reads[1])), writes=(shift(t.writes[0]),),
+                              signals=(Signal(G + 1, "contrib", 1), Signal(G + 1, "out")),
+                              step=dataclasses.replace(t.step, signals=((0, 1), (0, 0))))
+    width = COLS * G * CYCLES
+    assert [i for i in range(t.count) if bad.member(i).writes[0].col1 > width] == [10]
+    with pytest.raises(ScheduleError) as e:
+        _schedule(bad).validate(races=False)
+    assert str(e.value).startswith(bad.member(10).describe())
+
+
+def test_one_key_per_cycle_only_where_the_wrapped_members_share_a_home():
+    """A signal whose rank steps within each cycle and whose index steps by cycle: counted at each
+    node's rank 0 (a local-folded build's homes), a cycle from rank 4 wrapped by one reaches back to
+    rank 3, on node 0, so its members do not share one counter there."""
+    t = dataclasses.replace(_row(1), signals=(Signal(G, "contrib", 0),),
+                            step=dataclasses.replace(_row(1).step, signals=((1, 0),), outer=((0, G),)))
+    home = count_homes(2 * G, G, 0, G)
+    assert [t.member(i).signals[0].rank for i in range(G)] == [4, 5, 6, 3]
+    fixed, moving = bump_keys(t, home=home)
+    own = Counter((home[g.rank], g.name, g.index) for m in t.members() for g in m.signals)
+    assert Counter(dict(fixed)) + Counter(moving) == own and own[(0, "contrib", 0)] == 1

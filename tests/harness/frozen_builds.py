@@ -24,6 +24,11 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mkernel.cluster import Cluster
+    from mkernel.problems import Workload
 
 try:
     from harness import golden_schedules as golden
@@ -94,7 +99,7 @@ def case_digest(w, c) -> str:
     return hashlib.sha256(forms.encode()).hexdigest()[:24]
 
 
-def expanded_digest(w, c) -> str:
+def expanded_digest(w: Workload, c: Cluster) -> str:
     """:func:`case_digest` of every form expanded (a flat form is its own expansion)."""
     from mkernel.ir import expand
 

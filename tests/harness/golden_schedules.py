@@ -13,6 +13,10 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mkernel.ir import Schedule
 
 FILE = Path(__file__).parent.parent / "data" / "golden_schedules.json"
 SHAPES = {  # small, with ragged edge tiles where the op allows them
@@ -96,7 +100,7 @@ def build_pair_grouped(w, c, first_nodes: int):
     return module.build(w, c, grouped=True, **kw), module.build_baseline(w, c, grouped=True, **kw)
 
 
-def assert_lowered_alike(a, b) -> None:
+def assert_lowered_alike(a: Schedule, b: Schedule) -> None:
     """The hw lowering's tables of ``a`` and ``b`` are equal, rank by rank and role by role (it
     expands groups through ``Task.member``: a grouped build lowers as the flat schedule it stands for)."""
     from mkernel.hw.lowering.lower import lower

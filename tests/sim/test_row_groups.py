@@ -63,6 +63,7 @@ def test_rows_stand_for_the_plain_builds_tasks(name, w, c, first, monkeypatch):
     assert any(t.step.rotate and t.step.period for t in rows[0].tasks if t.count > 1)  # (local ranks > 0)
     assert not any(t.step.rotate for r in rows[1:] for t in r.tasks if t.count > 1)  # (local rank 0 alone)
 
+
 @pytest.mark.parametrize("name,w,c,first", SMALL, ids=[case[0] for case in SMALL])
 def test_rows_simulate_and_lower_as_the_plain_build(name, w, c, first, monkeypatch):
     from mkernel.sim import SimBackend
