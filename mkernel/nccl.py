@@ -50,22 +50,7 @@ SIMPLE_SLICE_STEPS, SIMPLE_CHUNK_STEPS = 2, 4  # ALL{REDUCE,GATHER}/REDUCESCATTE
 TREE_BCAST_SHARE = 0.3
 
 
-@dataclass(frozen=True, slots=True)
-class Platform:
-    """What NCCL reads off the host: CPU vendor, the network plugin's reported latency (us, added
-    to every network hop of NCCL's estimate), and the Simple buffer (NCCL_BUFFSIZE)."""
-
-    cpu: str = "intel"
-    plugin_latency_us: float = 0.0
-    simple_buffer: int = 4 << 20
-    p2p_net_chunk: int = 128 << 10  # NCCL_P2P_NET_CHUNKSIZE: a send/recv's network step
-
-
-# aws-ofi-nccl reports 75 us on p5 (AMD hosts) and 35 on p5en (Intel) and sets NCCL_P2P_NET_CHUNKSIZE to
-# 512 KiB on both (src/platform-aws.cpp); AWS runs NCCL with NCCL_BUFFSIZE=8 MiB (awsome-distributed-training's
-# nccl-tests job). IB: NCCL's defaults.
-PLATFORMS = {"": Platform(), "p5": Platform("amd", 75.0, 8 << 20, 512 << 10),
-             "p5en": Platform("intel", 35.0, 8 << 20, 512 << 10)}
+PLATFORMS = tuner.PLATFORMS  # what NCCL reads off each host (mkernel.nccl_tuner.Platform)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +126,11 @@ class Fabric:
     def net_hop_us(self) -> float:
         """A network hop's latency beyond NCCL's constant (us; a ring pays it once, and once for the slot's
         credit): the terms' share of the plugin's reported latency (NCCL's estimate adds all of it)."""
-        return self.t().net_hop_share * self.plugin_latency_us
+        share, latency = self.t().net_hop_share, self.plugin_latency_us
+        if share and not latency and self.nodes > 1:  # (a hop of 0 would pass unsaid)
+            raise ValueError(f"the {self.network} hop is a share of the plugin's latency, which platform "
+                             f"{self.platform!r} does not report; one of: {', '.join(p for p in PLATFORMS if p)}")
+        return share * latency
 
 
 def fabric_of(cluster, nvls: bool = False) -> Fabric:

@@ -23,8 +23,28 @@ it defers to NCCL at 2 nodes or fewer). The vertices below are that file's, tran
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 PROTOCOLS = ("LL", "LL128", "Simple")
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """What NCCL reads off the host: CPU vendor, the network plugin's reported latency (us, added
+    to every network hop of NCCL's estimate), and the Simple buffer (NCCL_BUFFSIZE)."""
+
+    cpu: str = "intel"
+    plugin_latency_us: float = 0.0
+    simple_buffer: int = 4 << 20
+    p2p_net_chunk: int = 128 << 10  # NCCL_P2P_NET_CHUNKSIZE: a send/recv's network step
+
+
+# aws-ofi-nccl reports 75 us on p5 (AMD hosts) and 35 on p5en (Intel) and sets NCCL_P2P_NET_CHUNKSIZE to
+# 512 KiB on both (src/platform-aws.cpp); AWS runs NCCL with NCCL_BUFFSIZE=8 MiB (awsome-distributed-training's
+# nccl-tests job). IB: NCCL's defaults.
+PLATFORMS = {"": Platform(), "p5": Platform("amd", 75.0, 8 << 20, 512 << 10),
+             "p5en": Platform("intel", 35.0, 8 << 20, 512 << 10)}
+
 # tuning.cc: baseLatencies and hwLatencies (us), index = protocol
 BASE_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0)}
 NVLINK_HOP_US = {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "nvls": (0.0, 0.0, 25.0),

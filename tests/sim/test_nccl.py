@@ -22,6 +22,14 @@ def test_nccl_picks_low_latency_protocols_for_small_calls_and_simple_for_large()
     assert small.time_us < 100 and large.time_us > 10_000
 
 
+def test_an_efa_fabric_without_a_platform_reporting_a_latency_is_refused():
+    """The EFA hop is a share of the plugin's reported latency: a platform that reports none would
+    make it 0 without a word (the fabrics of scenarios name p5en: :func:`mkernel.nccl.fabric_of`)."""
+    with pytest.raises(ValueError, match="does not report; one of: p5, p5en"):
+        nccl.estimate("all_gather", 64 * MiB, nccl.Fabric(2, 8, 370.0, 50.0, "efa"))
+    assert nccl.estimate("all_gather", 64 * MiB, nccl.Fabric(2, 8, 370.0, 50.0, "efa", platform="p5")).time_us > 0
+
+
 def test_nvls_is_used_only_where_the_fabric_allows_it():
     off = {nccl.estimate("all_reduce", s, IB2).algo for s in (MiB, 64 * MiB, 4 << 30)}
     assert not off & {"nvls", "nvls_tree"}

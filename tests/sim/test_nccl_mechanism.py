@@ -115,7 +115,7 @@ def test_an_alltoall_cuts_each_peers_message_in_nccls_network_chunks():
 def test_an_alltoalls_network_chunk_is_at_most_one_simple_buffer_step(monkeypatch):
     """src/init.cc caps the P2P chunk at NCCL_BUFFSIZE / NCCL_STEPS: with a 2 MiB Simple buffer a 512 KiB
     P2P chunk setting sends 256 KiB chunks (and their halves and quarters below eight and one)."""
-    monkeypatch.setitem(nccl.PLATFORMS, "small", nccl.Platform("intel", 0.0, 2 << 20, 512 << 10))
+    monkeypatch.setitem(nccl.PLATFORMS, "small", nccl.tuner.Platform("intel", 0.0, 2 << 20, 512 << 10))
     f = nccl.Fabric(2, 8, 370.0, 50.0, "efa", platform="small")
     assert [nccl._p2p_chunk(b, f) for b in (128 << 10, 1 * MiB, 4 * MiB)] == [64 << 10, 128 << 10, 256 << 10]
 
