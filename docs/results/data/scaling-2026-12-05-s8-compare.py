@@ -1,5 +1,5 @@
-"""Scale-out study, two runs compared: moved times by op, field and transport, and the plain points' speedup range,
-median and points below 1.0 per op and fabric.  python THIS OLD/results.jsonl NEW/results.jsonl"""
+"""Scale-out study, two runs compared (either kernel profile): moved times by op, field and transport, and the plain
+points' speedup range, median and points below 1.0 per op and fabric.  python THIS OLD/results.jsonl NEW/results.jsonl"""
 import json, statistics, collections, sys
 def rows(p): return {r["key"]: r for r in map(json.loads, open(p))}
 old, new = rows(sys.argv[1]), rows(sys.argv[2])
@@ -16,7 +16,7 @@ for k, v in sorted(rng.items()): print(k, f"{min(v):+.1%} .. {max(v):+.1%}")
 def table(rs):
     out = {}
     for r in rs.values():
-        if r["options"] or r.get("speedup") is None or "gb200" in r["testbed"]: continue
+        if r["options"] not in ("", "kernels=reference") or r.get("speedup") is None or "gb200" in r["testbed"]: continue
         fab = "IB" if r["transport"].startswith("ib") else "EFA"
         out.setdefault((r["kernel"], fab), []).append(r["speedup"])
     return out
