@@ -137,16 +137,15 @@ class Dispatch:
             return ((first, n, self._blocking(task, first, 0)),)
         cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
         waits = self._stepping.get(id(task))
-        if waits is None:  # (member 0's key, index step, count) of each wait
-            key = self.board.key
-            waits = self._stepping[id(task)] = [(key(w.signal.rank, w.signal.name, w.signal.index), dx, w.count)
+        if waits is None:  # (rank, name, member 0's index, index step, count) of each wait
+            waits = self._stepping[id(task)] = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count)
                                                 for w, dx in zip(task.waits, task.step.waits)]
         spans = []
         ready = first  # the first member of the ready span being listed
         if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
-            k0, dx, need = waits[0]
+            rank, name, index, dx, need = waits[0]
             for i in range(first, first + n):
-                key = k0 + i * dx
+                key = (rank, name, index + i * dx)
                 if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
                     if i > ready:
                         spans.append((ready, i - ready, READY))
@@ -156,8 +155,8 @@ class Dispatch:
                 spans.append((ready, first + n - ready, READY))
             return spans
         for i in range(first, first + n):
-            for w, (k0, dx, need) in enumerate(waits):
-                key = k0 + i * dx
+            for w, (rank, name, index, dx, need) in enumerate(waits):
+                key = (rank, name, index + i * dx)
                 if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
                     if i > ready:
                         spans.append((ready, i - ready, READY))
@@ -268,7 +267,7 @@ class Dispatch:
                 task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)))
         return ok
 
-    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, int | None, int]:
+    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
         """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
         or (-1, None, 0).
 
@@ -278,13 +277,13 @@ class Dispatch:
         waits = task.waits
         if at >= len(waits):
             return READY
-        cells, key_of = self.board.cells, self.board.key  # (key -> [count, waiters]: signals.SignalBoard)
+        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
         if task.count > 1 and task.step.waits:
             steps = task.step.waits
             for j in range(at, len(waits)):
                 w = waits[j]
                 g = w.signal
-                key = key_of(g.rank, g.name, g.index + i * steps[j])
+                key = (g.rank, g.name, g.index + i * steps[j])
                 if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
                     return j, key, w.count
             return READY
@@ -293,7 +292,7 @@ class Dispatch:
         for j in range(start, len(waits)):
             w = waits[j]
             g = w.signal
-            key = key_of(g.rank, g.name, g.index)
+            key = (g.rank, g.name, g.index)
             if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
                 if start == held:
                     self._held[id(task)] = j

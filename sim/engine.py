@@ -47,7 +47,7 @@ from .hazardlog import LoggedTracker
 from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
-from .signals import RANK_SHIFT, CountingEnvironment, SignalBoard, flat_keys
+from .signals import CountingEnvironment, SignalBoard, flat_keys
 from .sms import RolePool
 from . import tiles
 
@@ -129,7 +129,7 @@ class Model(Dispatch):
         if self.blocked:
             lines = []
             for run in self.blocked.values():
-                t, sig = run.member(), Signal(*self.board.unkey(run.key))
+                t, sig = run.member(), Signal(*run.key)
                 lines.append(f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {run.need}, "
                              f"has {self.board.count(sig)}")
             injected = self.inject.report()
@@ -276,16 +276,16 @@ class Model(Dispatch):
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
         (unless the task already waited that latency for its own peer stores). The entries' lists
         of keys bumped once each go in one call (a GEMM run's parts: the same bumps, in order)."""
-        rank, key = run.task.rank, self.board.key
+        rank = run.task.rank
         now: list[list] = []
         later: list[list] = []
         for task, first, n in run.entries():
-            keys, times, repeat = flat_keys(task, key, first, n)
+            keys, times, repeat = flat_keys(task, first, n)
             if paid:
                 _more(now, keys, times, repeat)
                 continue
-            _more(now, [k for k in keys if k >> RANK_SHIFT == rank], times, repeat)
-            _more(later, [k for k in keys if k >> RANK_SHIFT != rank], times, repeat)
+            _more(now, [k for k in keys if k[0] == rank], times, repeat)
+            _more(later, [k for k in keys if k[0] != rank], times, repeat)
         bump = self.board.bump_keys
         for keys, times, repeat in now:
             bump(keys, times, repeat)
@@ -375,7 +375,7 @@ class Model(Dispatch):
         return us * (1.0 + self.stress) ** self.stress_rng.uniform(-1.0, 1.0)
 
     def bump_all(self, signals: tuple[Signal, ...]) -> None:
-        self.board.bump_keys([self.board.key(sig.rank, sig.name, sig.index) for sig in signals])
+        self.board.bump_keys([(sig.rank, sig.name, sig.index) for sig in signals])
 
     # -- metrics -------------------------------------------------------------------------------
     def nvlink_bytes(self) -> list[float]:
@@ -389,7 +389,7 @@ class Model(Dispatch):
         return out
 
 
-def _more(bumps: list[list], keys: list[int], times: int, repeat: int) -> None:
+def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None:
     """``keys`` (a list of the caller's own; each bumped ``times`` times, the list ``repeat`` times)
     after ``bumps``: joined to the last list where both bump each key once."""
     if not keys:

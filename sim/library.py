@@ -66,6 +66,6 @@ class LibraryCalls:
         for task in m.s.tasks:
             if task.launch == li:
                 m.tracker.landed_writes(task)
-                keys, times, repeat = flat_keys(task, m.board.key)
+                keys, times, repeat = flat_keys(task)
                 m.board.bump_keys(keys, times, repeat)
         done.succeed()

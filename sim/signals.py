@@ -15,22 +15,11 @@ def _need(waiter: tuple[int, object]) -> int:
     return waiter[0]
 
 
-# A signal's counter key (rank, name, index) packed in one int: the rank from bit 48, the name's code
-# (SignalBoard.key: numbered as first seen) from bit 32, the index biased by 2**31 below (a tuple
-# key was built and hashed at each of a run's ~1M bumps and wait reads; an int costs a third).
-# Each field stays in its bits (an index fits int32), so a member's key is member 0's plus i times
-# the packed step: (rank + i*dk, name, index + i*dx) is key + i * ((dk << RANK_SHIFT) + dx).
-RANK_SHIFT, NAME_SHIFT, INDEX_BIAS = 48, 32, 1 << 31
-_LOW = (1 << RANK_SHIFT) - 1
-
-
-def flat_keys(t: Task, key: Callable[[int, str, int], int], first: int = 0,
-              n: int | None = None) -> tuple[list[int], int, int]:
+def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple], int, int]:
     """The bumps that members ``first .. first+n-1`` of ``t`` (all of them by default) make, in the
     flat schedule's order, as (keys, times, repeat): member by member, each its signals' keys in
     order, each key bumped ``times`` times in a row (more than once only for a group's one fixed
     signal), the whole list ``repeat`` times over (more than once only for a group's fixed signals).
-    Keys are packed ints, ``key(rank, name, index)`` (:meth:`SignalBoard.key`).
     The order decides which waiters wake first, so a group wakes them as its members would.
     (:func:`mkernel.signal_table.bump_keys` lists a group's signals that do not step first, n times at
     once: the same order where the members have one signal, or none that does not step.)"""
@@ -39,10 +28,10 @@ def flat_keys(t: Task, key: Callable[[int, str, int], int], first: int = 0,
     if t.count == 1 or not st.signals:  # nothing steps
         if len(signals) == 1:
             g = signals[0]
-            return [key(g.rank, g.name, g.index)], n, 1
-        return [key(g.rank, g.name, g.index) for g in signals], 1, n
+            return [(g.rank, g.name, g.index)], n, 1
+        return [(g.rank, g.name, g.index) for g in signals], 1, n
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
-        moves = [(key(g.rank, g.name, g.index), (dk << RANK_SHIFT) + dx, (ok << RANK_SHIFT) + ox)
+        moves = [(g.rank, g.name, g.index, dk, dx, ok, ox)
                  for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         out, p = [], st.period
         wrap = p - st.rotate  # (Task.offset: past it, a member steps back by the period within its cycle)
@@ -50,7 +39,8 @@ def flat_keys(t: Task, key: Callable[[int, str, int], int], first: int = 0,
             a, b = divmod(i, p)
             if b >= wrap:
                 b -= p
-            out += [k + b * d + a * o for k, d, o in moves]
+            out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox)
+                    for rank, name, index, dk, dx, ok, ox in moves]
         return out, 1, 1
     offsets = range(first, first + n)
     if st.rotate:  # (Task.offset: members from count - rotate on step back by count)
@@ -58,10 +48,10 @@ def flat_keys(t: Task, key: Callable[[int, str, int], int], first: int = 0,
         offsets = [*range(first, min(end, wrap)), *range(max(first, wrap) - t.count, end - t.count)]
     if len(signals) == 1:
         g, (dk, dx) = signals[0], st.signals[0]
-        k, d = key(g.rank, g.name, g.index), (dk << RANK_SHIFT) + dx
-        return [k + i * d for i in offsets], 1, 1
-    moves = [(key(g.rank, g.name, g.index), (dk << RANK_SHIFT) + dx) for g, (dk, dx) in zip(signals, st.signals)]
-    return [k + i * d for i in offsets for k, d in moves], 1, 1
+        rank, name, index = g.rank, g.name, g.index
+        return [(rank + i * dk, name, index + i * dx) for i in offsets], 1, 1
+    moves = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
+    return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
 
 
 class Streak:
@@ -249,10 +239,9 @@ class SignalBoard:
     value it holds is of that call, and it keeps plain counts (``epoch`` names the call in errors).
     A bump hands every waiter whose count it reaches to ``release``; ``wait_key`` returns False when
     the count already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
-    packed in an int (:meth:`key`, ``RANK_SHIFT``), so the members of a group reach theirs by adding
-    a step, without building a Signal or a tuple each. Each key has one cell, ``[count, waiters or
-    None]`` (``cells``; a key never bumped nor waited on has none, and counts 0): a bump finds both
-    with one lookup.
+    tuples, so the members of a group reach theirs without building a Signal each. Each key has one
+    cell, ``[count, waiters or None]`` (``cells``; a key never bumped nor waited on has none, and
+    counts 0): a bump finds both with one lookup (a tuple key is hashed at every lookup).
     """
 
     def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None],
@@ -261,28 +250,13 @@ class SignalBoard:
         self.epoch = epoch
         self.release = release
         self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
-        self.cells: dict[int, list] = {}  # key -> [count, list of (need, waiter) in wait order, or None]
-        self.codes: dict[str, int] = {}  # each signal name's code in a key, numbered as first seen
-        self.names: list[str] = []  # (the codes' names)
-
-    def key(self, rank: int, name: str, index: int) -> int:
-        """The packed key of the counter ``(rank, name, index)`` (an index must fit int32)."""
-        code = self.codes.get(name)
-        if code is None:
-            code = self.codes[name] = len(self.names)
-            self.names.append(name)
-        return (rank << RANK_SHIFT) + (code << NAME_SHIFT) + index + INDEX_BIAS
-
-    def unkey(self, key: int) -> tuple[int, str, int]:
-        """``(rank, name, index)`` of a packed key (for messages)."""
-        low = key & _LOW
-        return key >> RANK_SHIFT, self.names[low >> NAME_SHIFT], (low & ((1 << NAME_SHIFT) - 1)) - INDEX_BIAS
+        self.cells: dict[tuple, list] = {}  # key -> [count, list of (need, waiter) in wait order, or None]
 
     def count(self, sig: Signal) -> int:
-        cell = self.cells.get(self.key(sig.rank, sig.name, sig.index))
+        cell = self.cells.get((sig.rank, sig.name, sig.index))
         return 0 if cell is None else cell[0]
 
-    def bump_keys(self, keys: list[int], times: int = 1, repeat: int = 1) -> None:
+    def bump_keys(self, keys: list[tuple], times: int = 1, repeat: int = 1) -> None:
         """Each key of ``keys`` bumped ``times`` times, in order, the list ``repeat`` times over (one
         call for a run's bumps: the hottest code of a run). A bump of ``times`` > 1 is ``times``
         bumps of one: the waiters it releases are called as those would call them, by the count
@@ -295,7 +269,7 @@ class SignalBoard:
         get = cells.get
         if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
             home = self.home
-            keys = [(home[k >> RANK_SHIFT] << RANK_SHIFT) + (k & _LOW) for k in keys]
+            keys = [(home[k[0]], k[1], k[2]) for k in keys]
         if repeat > 1:
             for key in keys:
                 cell = get(key)
@@ -327,7 +301,7 @@ class SignalBoard:
             for _, waiter in due:
                 release(waiter)
 
-    def wait_key(self, key: int, need: int, waiter: object) -> bool:
+    def wait_key(self, key: tuple, need: int, waiter: object) -> bool:
         """Whether ``key`` has yet to reach ``need``; if so, ``release(waiter)`` is called when it
         does (from the bump, so it should only schedule work)."""
         cell = self.cells.get(key)

@@ -22,7 +22,7 @@ from mkernel.builders._tiling import grid_order_runs
 from mkernel.ir import Op, Region, Role, Signal, Step, Task, expand
 from mkernel.signal_table import bump_keys
 from mkernel.members import member_rows, read_regions
-from mkernel.sim.signals import SignalBoard, flat_keys
+from mkernel.sim.signals import flat_keys
 
 COLS = 64
 
@@ -53,12 +53,11 @@ def test_members_wrap_from_count_minus_rotate_on():
 def test_signal_keys_are_the_members_own(rotate):
     t = _wrapping(rotate)
     own = [(g.rank, g.name, g.index) for m in t.members() for g in m.signals]
-    board = SignalBoard(None, 1, None)  # (the simulator's keys: SignalBoard.key)
     fixed, moving = bump_keys(t)
     assert fixed == [((1, "out", 0), 4)] and moving == [k for k in own if k[1] == "contrib"]
     for first, n in ((0, 4), (1, 2), (3, 1), (2, 2)):
-        keys, times, repeat = flat_keys(t, board.key, first, n)  # (packed keys: read back)
-        assert [board.unkey(k) for k in keys * repeat] == own[2 * first:2 * (first + n)] and times == 1
+        keys, times, repeat = flat_keys(t, first, n)
+        assert keys * repeat == own[2 * first:2 * (first + n)] and times == 1
 
 
 def test_region_rows_are_the_members_own():

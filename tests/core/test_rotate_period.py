@@ -23,7 +23,7 @@ from mkernel.members import member_rows, read_regions
 from mkernel.schedule_builder import ScheduleBuilder
 from mkernel.signal_table import bump_keys, count_homes, signal_table
 from mkernel.sim.cellgrid import _Rows
-from mkernel.sim.signals import SignalBoard, flat_keys
+from mkernel.sim.signals import flat_keys
 
 COLS, G, CYCLES = 16, 4, 3
 
@@ -61,14 +61,13 @@ def test_members_wrap_within_each_cycle(local):
 def test_signal_keys_are_the_members_own(local):
     t = _row(local)
     own = [(g.rank, g.name, g.index) for m in t.members() for g in m.signals]
-    board = SignalBoard(None, 1, None)  # (the simulator's keys: SignalBoard.key)
     for home in (None, count_homes(2 * G, G, 1, 0), count_homes(2 * G, G, 0, G)):
         fixed, moving = bump_keys(t, home=home)
         want = Counter((home[r] if home else r, name, x) for r, name, x in own)
         assert Counter(dict(fixed)) + Counter(moving) == want
     for first, n in ((0, t.count), (1, 5), (G - local, 2), (G + 1, G), (t.count - 1, 1)):
-        keys, times, repeat = flat_keys(t, board.key, first, n)  # (packed keys: read back)
-        assert [board.unkey(k) for k in keys * repeat for _ in range(times)] == own[2 * first:2 * (first + n)]
+        keys, times, repeat = flat_keys(t, first, n)
+        assert [k for k in keys * repeat for _ in range(times)] == own[2 * first:2 * (first + n)]
         fixed, moving = bump_keys(t, first, n)
         assert Counter(dict(fixed)) + Counter(moving) == Counter(own[2 * first:2 * (first + n)])
 

@@ -10,7 +10,7 @@ import random
 from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait
 from mkernel.ir import Step, expand
 from mkernel.sim.engine import Model
-from mkernel.sim.signals import RANK_SHIFT, SignalBoard
+from mkernel.sim.signals import SignalBoard
 
 
 class _Oracle:
@@ -65,11 +65,11 @@ def test_the_board_releases_and_counts_as_one_count_at_a_time():
             if step[0] == "wait":
                 _, key, need, name = step
                 key = (home[key[0]], key[1], key[2]) if home else key  # (the model waits on base keys)
-                assert board.wait_key(board.key(*key), need, name) == oracle.wait_key(key, need, name), (seed, step)
+                assert board.wait_key(key, need, name) == oracle.wait_key(key, need, name), (seed, step)
             else:
                 _, keys, times, repeat = step
                 before = len(want)
-                board.bump_keys([board.key(*key) for key in keys], times, repeat)  # (packed: SignalBoard.key)
+                board.bump_keys(keys, times, repeat)
                 oracle.bump_keys(keys, times, repeat)
                 together += len(want) - before > 1
             assert got == want, (seed, step)
@@ -77,21 +77,6 @@ def test_the_board_releases_and_counts_as_one_count_at_a_time():
             assert board.count(Signal(*key)) == oracle.values.get(key, 0), (seed, key)
         released += len(got)
     assert released > 300 and together > 30  # (waiters released, often several by one bump)
-
-
-def test_a_packed_key_reads_back_and_steps_as_its_fields():
-    """A key packs (rank, name, index) in one int (signals.RANK_SHIFT): distinct counters get distinct
-    keys, each reads back, and a member's key is member 0's plus its steps packed (what flat_keys and
-    the dispatcher add), negative ones and extreme indices included."""
-    board = SignalBoard(None, 1, None)
-    fields = [(r, name, i) for r in (0, 1, 7, 1023) for name in ("a", "b", "flag")
-              for i in (-2 ** 31, -3, 0, 5, 2 ** 31 - 1)]
-    keys = [board.key(*f) for f in fields]
-    assert len(set(keys)) == len(fields) and [board.unkey(k) for k in keys] == fields
-    for (r, name, i), k in zip(fields, keys):
-        for dk, dx in ((1, 0), (0, 1), (-1, 2), (2, -1)):
-            if 0 <= r + 3 * dk and -2 ** 31 <= i + 3 * dx < 2 ** 31:
-                assert board.unkey(k + 3 * ((dk << RANK_SHIFT) + dx)) == (r + 3 * dk, name, i + 3 * dx)
 
 
 def _spanning():
