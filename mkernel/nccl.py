@@ -71,12 +71,14 @@ class Terms:
 
 # IB: ConnectX-7 NDR through NCCL; EFA: SRD through aws-ofi-nccl; NVLink: one node (its NVLS terms).
 # Fitted by `python tools/studies/nccl_check.py --fit` on the fit = true curves of
-# scenarios/nccl/published.toml (docs/nccl-model.md).
+# scenarios/nccl/published.toml (docs/nccl-model.md). NVLS reduces in the node's NVSwitch, whatever the
+# NIC: no IB curve with NVLS is fitted, so IB takes the rate fitted on one node (p5-ar-1n), not the default.
+_NVLINK = Terms(nvls_efficiency=0.644, nvls_hop_us=40.9)
 TERMS = {
-    "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969),
+    "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969, nvls_efficiency=_NVLINK.nvls_efficiency),
     "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_share=0.5, a2a_efficiency=0.984,
                  a2a_base_us=175.0, a2a_peer_us=2.0, a2a_message_us=2.0, nvls_efficiency=0.644),
-    "nvlink": Terms(nvls_efficiency=0.644, nvls_hop_us=40.9),
+    "nvlink": _NVLINK,
 }
 
 
@@ -204,7 +206,8 @@ def _ring(coll: str, nbytes: float, f: Fabric, proto: str) -> float:
     n, g, t = f.world, f.gpus_per_node, f.t()
     nch = channels(f)
     steps = 2 * (n - 1) if coll == "all_reduce" else n - 1
-    c = nbytes / (n * nch)
+    # a small call runs on fewer channels, each at its own rate (a channel's share of the links, below)
+    c = nbytes / (n * tuner.call_channels("ring", proto, nbytes, f, nch))
     loops, per, depth = _ring_slices(c, proto, f)
     piece = c / (loops * per)
     p = PROTOCOLS.index(proto)

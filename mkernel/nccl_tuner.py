@@ -69,6 +69,26 @@ GRAPH_MULTI_NODE = (8, 48.0)  # ring/tree graph channels and GB/s per channel, 8
 GRAPH_ONE_NODE = (12, 30.0)  # NVSwitch node: 6 x 60 doubled by ncclTopoDupChannels
 
 
+# Threads per channel and bytes per thread below which NCCL runs a ring or tree call on fewer channels
+# (src/include/device.h NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, the ring's Simple at 512 on an NVLink graph;
+# src/include/comm.h NCCL_*_THREAD_THRESHOLD, which tuning.cc multiplies by the ranks for the ring's LL)
+MAX_THREADS = (512, 640, 512)
+THREAD_THRESHOLD = (8, 8, 64)
+
+
+def call_channels(algo: str, proto: str, nbytes: float, f, nch: int) -> int:
+    """The channels NCCL runs one ring or tree call on (``topoGetAlgoInfo``, src/enqueue.cc): one fewer
+    than the communicator's ``nch`` while the call has fewer than ``nch x threads x threshold`` bytes
+    (an all-gather's or reduce-scatter's whole buffer). On 32 ranks a ring's LL drops to 8 of 16 channels
+    at 1 MiB; at 1 MiB and up nothing else shrinks on the fabrics modelled."""
+    p = PROTOCOLS.index(proto)
+    per_channel = MAX_THREADS[p] * THREAD_THRESHOLD[p] * (f.world if algo == "ring" and proto == "LL" else 1)
+    nc = nch
+    while nc >= 2 and nbytes < nc * per_channel:
+        nc -= 1
+    return nc
+
+
 def graph(f) -> tuple[int, float]:
     """(channels, GB/s per channel) of NCCL's ring/tree graph on fabric ``f``."""
     return GRAPH_ONE_NODE if f.nodes == 1 else GRAPH_MULTI_NODE
