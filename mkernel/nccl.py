@@ -77,7 +77,7 @@ _NVLINK = Terms(nvls_efficiency=0.644, nvls_hop_us=40.9)
 TERMS = {
     "ib": Terms(net_efficiency=0.828, a2a_efficiency=0.969, nvls_efficiency=_NVLINK.nvls_efficiency),
     "efa": Terms(net_efficiency=0.828, net_message_us=2.5, net_hop_share=0.5, a2a_efficiency=0.984,
-                 a2a_base_us=175.0, a2a_peer_us=2.0, a2a_message_us=2.0, nvls_efficiency=0.644),
+                 a2a_base_us=175.0, a2a_peer_us=2.0, a2a_message_us=2.0, nvls_efficiency=_NVLINK.nvls_efficiency),
     "nvlink": _NVLINK,
 }
 

@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .nccl import Fabric
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 
@@ -76,11 +80,13 @@ MAX_THREADS = (512, 640, 512)
 THREAD_THRESHOLD = (8, 8, 64)
 
 
-def call_channels(algo: str, proto: str, nbytes: float, f, nch: int) -> int:
-    """The channels NCCL runs one ring or tree call on (``topoGetAlgoInfo``, src/enqueue.cc): one fewer
-    than the communicator's ``nch`` while the call has fewer than ``nch x threads x threshold`` bytes
-    (an all-gather's or reduce-scatter's whole buffer). On 32 ranks a ring's LL drops to 8 of 16 channels
-    at 1 MiB; at 1 MiB and up nothing else shrinks on the fabrics modelled."""
+def call_channels(algo: str, proto: str, nbytes: float, f: Fabric, nch: int) -> int:
+    """The channels NCCL runs one call on (``topoGetAlgoInfo``, src/enqueue.cc): the largest nc <= ``nch``
+    (at least 1) with ``nbytes`` (an all-gather's or reduce-scatter's whole buffer) >= nc x threads x
+    threshold. The ring's LL threshold grows with the ranks: on 32 ranks a 1 MiB LL ring runs on 8 of 16
+    channels, on 512 a 4 MiB one on 2. NCCL shrinks trees by the same rule; the model's trees do not (only
+    calls below 64-512 KiB on 16 channels would shrink). Each channel keeps its 1/nch share of the links
+    (docs/nccl-model.md: checked at 32 ranks on half the channels only)."""
     p = PROTOCOLS.index(proto)
     per_channel = MAX_THREADS[p] * THREAD_THRESHOLD[p] * (f.world if algo == "ring" and proto == "LL" else 1)
     nc = nch
@@ -89,7 +95,7 @@ def call_channels(algo: str, proto: str, nbytes: float, f, nch: int) -> int:
     return nc
 
 
-def graph(f) -> tuple[int, float]:
+def graph(f: Fabric) -> tuple[int, float]:
     """(channels, GB/s per channel) of NCCL's ring/tree graph on fabric ``f``."""
     return GRAPH_ONE_NODE if f.nodes == 1 else GRAPH_MULTI_NODE
 
@@ -100,12 +106,12 @@ def tree_correction(proto: str, nbytes: float) -> float:
     return TREE_CORRECTION[PROTOCOLS.index(proto)][i] if 0 <= i < 23 else 1.0
 
 
-def ll_max_bus(f) -> float:
+def ll_max_bus(f: Fabric) -> float:
     """NCCL's LL bus-bandwidth ceiling (GB/s) for this fabric."""
     return LL_MAX_BUS_ONE_NODE if f.nodes == 1 else LL_MAX_BUS[f.cpu][0 if f.nodes <= 2 else 1]
 
 
-def candidates(coll: str, f) -> list[tuple[str, str]]:
+def candidates(coll: str, f: Fabric) -> list[tuple[str, str]]:
     """The (algorithm, protocol) pairs NCCL may use for ``coll`` on ``f`` (NVLS only where allowed,
     LL128 only where the fabric enables it)."""
     protocols = [p for p in PROTOCOLS if f.ll128 or p != "LL128"]
@@ -117,7 +123,7 @@ def candidates(coll: str, f) -> list[tuple[str, str]]:
     return out
 
 
-def table(coll: str, f) -> dict[tuple[str, str], tuple[float, float]]:
+def table(coll: str, f: Fabric) -> dict[tuple[str, str], tuple[float, float]]:
     """NCCL's cost table for ``coll`` on ``f``: (algorithm, protocol) -> (latency us, algbw GB/s)."""
     n, nodes, ppn = f.world, f.nodes, f.gpus_per_node
     nsteps = 2 * (n - 1) if coll == "all_reduce" else n - 1
@@ -156,7 +162,7 @@ def table(coll: str, f) -> dict[tuple[str, str], tuple[float, float]]:
     return out
 
 
-def choose(coll: str, nbytes: float, f) -> tuple[str, str]:
+def choose(coll: str, nbytes: float, f: Fabric) -> tuple[str, str]:
     """The (algorithm, protocol) NCCL runs ``coll`` on ``nbytes`` with: the region tuner's where it
     has a region (AWS, beyond 2 nodes), else the least of NCCL's own estimates."""
     allowed = candidates(coll, f)
@@ -235,7 +241,7 @@ REGIONS = {
 }
 
 
-def _region(coll: str, nbytes: float, f, allowed: list) -> tuple[str, str] | None:
+def _region(coll: str, nbytes: float, f: Fabric, allowed: list) -> tuple[str, str] | None:
     """The region tuner's pick, or None where it defers to NCCL (2 nodes or fewer, no region)."""
     regions = REGIONS.get((f.platform, coll))
     if not regions or f.nodes <= 2 or f.gpus_per_node != 8:
