@@ -1,6 +1,6 @@
 #!/bin/bash
 # The every-node row, main (a checkout at BASE, see callgrind.sh) and this checkout alternately, ROUNDS rounds:
-# phases.py (the session's /work/notes/phases.py, as sim-speed-2026-12-05-s9 keeps it: each phase's CPU s
+# phases.py (the session's /work/notes/phases.py, as build-phase-2026-12-05 keeps it: each phase's CPU s
 # in-process, hazards on), then
 # the CLI command in its own process (user+sys CPU s from /usr/bin/time). The load is logged before each run.
 # Output: $OUT/log.txt, $OUT/{phases,cli}-{main,branch}-N.txt.
@@ -11,7 +11,7 @@ mkdir -p $OUT
 run() {  # code dir pythonpath
   local code=$1 dir=$2 pp=$3 round=$4
   echo "== round $round $code phases $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)" >> $OUT/log.txt
-  (cd $dir && PYTHONPATH=$pp $py $here/../sim-speed-2026-12-05-s9/phases.py on > $OUT/phases-$code-$round.txt 2>&1)
+  (cd $dir && PYTHONPATH=$pp $py $here/../build-phase-2026-12-05/phases.py on > $OUT/phases-$code-$round.txt 2>&1)
   echo "== round $round $code cli $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)" >> $OUT/log.txt
   (cd $dir && PYTHONPATH=$pp /usr/bin/time -f "%U %S" -o $OUT/cli-$code-$round.txt $py -m mkernel run \
     scenarios/paper-ib-2x8.toml --kernel gemm_ar --m 32768 --n 32768 --k 2048 --no-collapse > $OUT/cli-$code-$round.out 2>&1)

@@ -11,7 +11,7 @@ for round in $(seq 1 ${ROUNDS:-3}); do
     for code in $order; do
       if [ $code = main ]; then export PYTHONPATH=$BASE; cd $BASE; else unset PYTHONPATH; cd $br; fi
       echo "$(date -u +%T) round $round $mode $code load $(cut -d' ' -f1 /proc/loadavg)" >> $OUT/log.txt
-      $py $here/phases.py $mode > $OUT/phases-$code-$mode-$round.txt 2>&1
+      $py $here/../build-phase-2026-12-05/phases.py $mode > $OUT/phases-$code-$mode-$round.txt 2>&1
     done
   done
 done

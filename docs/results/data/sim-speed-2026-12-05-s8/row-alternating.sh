@@ -1,6 +1,7 @@
 #!/bin/bash
-# alternate the every-node row: main (merged) vs 562f442, 3 rounds; CPU time (user+sys) via /usr/bin/time
-for i in 1 2 3; do
+# alternate the every-node row: main (merged) vs the base worktree (562f442 here; 80ff7c8 in the ninth session's run),
+# ROUNDS rounds (3 here); CPU time (user+sys) via /usr/bin/time
+for i in $(seq ${ROUNDS:-3}); do
   for side in main base; do
     if [ $side = main ]; then d=/work/main; else d=/work/wt-rspush; fi
     cd $d && . .venv/bin/activate

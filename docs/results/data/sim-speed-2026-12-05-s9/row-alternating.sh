@@ -1,11 +1,3 @@
 #!/bin/bash
-# alternate the every-node row: main (merged) vs 80ff7c8, 5 rounds; CPU time (user+sys) via /usr/bin/time
-for i in 1 2 3 4 5; do
-  for side in main base; do
-    if [ $side = main ]; then d=/work/main; else d=/work/wt-rspush; fi
-    cd $d && . .venv/bin/activate
-    /usr/bin/time -f "$side round$i cpu %U+%S wall %e" mkernel run scenarios/paper-ib-2x8.toml --kernel gemm_ar --m 32768 --n 32768 --k 2048 --no-collapse > /tmp/row-$side-$i.txt 2>/tmp/row-$side-$i.err
-    tail -1 /tmp/row-$side-$i.err
-    deactivate
-  done
-done
+# the every-node row, main (merged) vs 80ff7c8 in /work/wt-rspush, 5 rounds: the eighth session's script
+ROUNDS=5 exec "$(dirname "$0")/../sim-speed-2026-12-05-s8/row-alternating.sh"
