@@ -104,6 +104,7 @@ class Model(Dispatch):
         self.proxy_spans: list[tuple] = []
         self.queues = s.queues()
         self._gemm_cache: dict = {}
+        self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
         self._stepping: dict[int, list[tuple]] = {}  # stepping waits as key parts (Dispatch._waits_of), by id(entry)
