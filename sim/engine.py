@@ -104,6 +104,7 @@ class Model(Dispatch):
         self.proxy_spans: list[tuple] = []
         self.queues = s.queues()
         self._gemm_cache: dict = {}
+        self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
         self._stepping: dict[int, list[tuple]] = {}  # stepping waits as key parts (Dispatch._waits_of), by id(entry)
@@ -133,8 +134,7 @@ class Model(Dispatch):
                 lines.append(f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {run.need}, "
                              f"has {self.board.count(sig)}")
             injected = self.inject.report()
-            shown = lines[:DEADLOCK_LINES] + ([f"... and {len(lines) - DEADLOCK_LINES} more"]
-                                              if len(lines) > DEADLOCK_LINES else [])
+            shown = lines[:DEADLOCK_LINES] + [f"... and {len(lines) - DEADLOCK_LINES} more"] * (len(lines) > DEADLOCK_LINES)
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
                                 f"{len(lines)} tasks wait on signals nothing will bump"
                                 + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))

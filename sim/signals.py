@@ -31,10 +31,21 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
             return [(g.rank, g.name, g.index)], n, 1
         return [(g.rank, g.name, g.index) for g in signals], 1, n
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
-        moves = [(g.rank, g.name, g.index, dk, dx, ok, ox)
-                 for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         out, p = [], st.period
         wrap = p - st.rotate  # (Task.offset: past it, a member steps back by the period within its cycle)
+        if len(signals) == 1:  # (a GEMM tile row's one flag: the members of each cycle in one pass)
+            g, (dk, dx), (ok, ox) = signals[0], st.signals[0], st.outer[0]
+            name, i, end = g.name, first, first + n
+            a, b0 = divmod(first, p)
+            while i < end:
+                b1 = b0 + min(end - i, p - b0)  # members i .. with inner offsets b0 .. b1 - 1 of cycle a
+                rank, index = g.rank + a * ok, g.index + a * ox
+                inner = range(b0, b1) if b1 <= wrap else [*range(b0, min(b1, wrap)), *range(max(b0, wrap) - p, b1 - p)]
+                out += [(rank + b * dk, name, index + b * dx) for b in inner]
+                i, a, b0 = i + b1 - b0, a + 1, 0
+            return out, 1, 1
+        moves = [(g.rank, g.name, g.index, dk, dx, ok, ox)
+                 for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         for i in range(first, first + n):
             a, b = divmod(i, p)
             if b >= wrap:

@@ -215,3 +215,17 @@ def test_one_key_per_cycle_only_where_the_wrapped_members_share_a_home():
     fixed, moving = bump_keys(t, home=home)
     own = Counter((home[g.rank], g.name, g.index) for m in t.members() for g in m.signals)
     assert Counter(dict(fixed)) + Counter(moving) == own and own[(0, "contrib", 0)] == 1
+
+
+@pytest.mark.parametrize("local", [0, 1, 3, G - 1])
+def test_one_signal_keys_are_the_members_own_from_any_member(local):
+    """A tile row's one flag (the GEMM's): the keys of any span, across cycles and wraps, are its members'."""
+    row = _row(local)
+    t = dataclasses.replace(row, signals=row.signals[:1], step=dataclasses.replace(
+        row.step, signals=row.step.signals[:1], outer=row.step.outer[:1]))
+    own = [(g.rank, g.name, g.index) for m in t.members() for g in m.signals]
+    for first in range(t.count):
+        for n in {1, 2, G - 1, G, G + 3, t.count - first} - {0}:
+            n = min(n, t.count - first)
+            keys, times, repeat = flat_keys(t, first, n)
+            assert (keys, times, repeat) == (own[first:first + n], 1, 1)
