@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import ScheduleError
 from .ir import Buffer, BufferKind, Schedule
-from .members import member_slots, offsets, read_regions
+from .members import offsets, ragged, read_regions
 
 
 def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None = None,
@@ -38,8 +38,8 @@ def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None =
     writes = _MemberWrites({b.name: i for i, b in enumerate(outputs)}, table or read_regions(s), counts)
     groups = len(outputs) * s.world
     key = writes.which * s.world + writes.rank
-    # each (buffer, rank)'s writes in member order: a stable sort, of 16-bit keys where they fit (a radix
-    # sort, a few times quicker than one of 64-bit keys; a stable sort's permutation is the same either way)
+    # each (buffer, rank)'s writes: a stable sort, of 16-bit keys where they fit (a radix sort, a few
+    # times quicker than one of 64-bit keys; a stable sort's permutation is the same either way)
     fits = len(key) and 0 <= key.min() and key.max() < 2 ** 16
     order = np.argsort(key.astype(np.uint16) if fits else key, kind="stable")
     bounds = np.searchsorted(key[order], np.arange(groups + 1)).tolist()
@@ -50,9 +50,11 @@ def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None =
 
 
 class _MemberWrites:
-    """Every member's write into an output, one row each in the expanded schedule's order: its
-    ``rank``, ``bounds`` (rows and columns) and output index (``which``), as arrays; the expanded
-    task ids and write positions only of the rows an error names (:meth:`writers`)."""
+    """Every member's write into an output, one row each (record after record, each record's members
+    in order: the rule counts them, so their order is free, and an error sorts the writers it names):
+    its ``rank``, ``bounds`` (rows and columns) and output index (``which``), as arrays; the expanded
+    task ids and write positions only of the rows an error names (:meth:`writers`). A record's numbers
+    per member are np.repeat of its own, moved by its steps times the member's offset."""
 
     def __init__(self, outputs: dict[str, int], table: tuple, counts: np.ndarray) -> None:
         recs, f, code = table
@@ -61,14 +63,16 @@ class _MemberWrites:
             which[code[name]] = b
         kept = np.flatnonzero(~f["read"] & (which[recs[:, 0]] >= 0))
         entry = f["entry"][kept]
-        _, rec, i = member_slots(np.bincount(entry, minlength=len(counts)), counts)
-        cols = recs[kept].astype(np.int64).T  # (the kept records' fields; each row's are its record's, moved)
-        o = offsets(i, cols[9][rec], cols[10][rec]) if cols[9].any() else i
+        cols = np.take(recs, kept, axis=0).astype(np.int64).T  # (the kept records' fields)
+        size = counts[entry]  # (members per kept record)
+        rec, i = ragged(size)
+        o = offsets(i, np.repeat(cols[9], size), np.repeat(cols[10], size)) if cols[9].any() else i
 
         def moved(field: int, step: int) -> np.ndarray:  # (a step of 0 everywhere moves nothing: skipped)
-            return cols[field][rec] + cols[step][rec] * o if cols[step].any() else cols[field][rec]
+            at = np.repeat(cols[field], size)
+            return at + np.repeat(cols[step], size) * o if cols[step].any() else at
 
-        self.rank, self.which = moved(1, 6), which[cols[0]][rec]
+        self.rank, self.which = moved(1, 6), np.repeat(which[cols[0]], size)
         self.bounds = [moved(field, step) for field, step in ((2, 7), (3, 7), (4, 8), (5, 8))]
         nread = np.bincount(f["entry"][f["read"]], minlength=len(counts))  # (the table's reads, per entry)
         self._rec, self._i, self._entry, self._pos = rec, i, entry, f["k"][kept] - nread[entry]
