@@ -10,6 +10,7 @@ set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracke
 """
 from __future__ import annotations
 
+import weakref
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_
 
@@ -42,6 +43,8 @@ class Entries:
     ``count``: each entry's members; ``groups``: the entries of more than one, and ``steps`` theirs
     (None where a group has none)."""
 
+    _last: weakref.ref | None = None  # (the one read last, while something holds it: see of())
+
     def __init__(self, tasks: tuple) -> None:
         self.tasks = tasks
         self.count = np.fromiter(map(_COUNT, tasks), np.int64, len(tasks))
@@ -49,6 +52,15 @@ class Entries:
         self.steps = list(map(_STEP, map(tasks.__getitem__, self.groups.tolist())))
         self.whole = all(self.steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
         self._period = self._rotate = None
+        Entries._last = weakref.ref(self)
+
+    @staticmethod
+    def of(tasks: tuple) -> Entries:
+        """The Entries of ``tasks``: the one read last where it is theirs and still held (validate
+        holds its own through its phases; the screen, called with the tables alone, finds it here),
+        else read now. Exact either way: an Entries is what ``tasks``, a tuple of frozen tasks, holds."""
+        last = Entries._last() if Entries._last is not None else None
+        return last if last is not None and last.tasks is tasks else Entries(tasks)
 
     def period(self) -> np.ndarray:
         """Each group's ``Step.period`` (every group has a step)."""
@@ -114,11 +126,11 @@ def region_table(s: Schedule, entries: Entries) -> RegionTable:
         recs[:, 6:9] = moved
         if rotate.any():
             period = entries.period()[has]
-            at_rotate = np.zeros((len(tasks), 2), np.int64)  # per entry: its rotate and the cycle its members wrap in
+            at_rotate = np.zeros((len(tasks), 2), recs.dtype)  # per entry: its rotate and the cycle its members wrap in
             at_rotate[at, 0] = rotate
             at_rotate[at, 1] = np.where(rotate > 0, np.where(period > 0, period, counts[at]), 0)
-            recs[:, 9:11] = np.take(at_rotate, entry, axis=0)
-    fields = {"entry": entry, "k": k, "read": k < nread[entry]}
+            recs[:, 9:11] = np.repeat(at_rotate, per, axis=0)  # (records lie entry after entry)
+    fields = {"entry": entry, "k": k, "read": k < np.repeat(nread, per)}
     for a in (recs, *fields.values()):
         a.flags.writeable = False
     return recs, fields, dict(codes)

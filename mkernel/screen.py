@@ -29,15 +29,15 @@ from operator import attrgetter, contains, itemgetter
 import numpy as np
 
 from .ir import BufferKind, Op, Role, Schedule
-from .members import entry_rows
+from .members import Entries, entry_rows
 from .signal_table import SignalTable
 
 _PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4}  # the ops screened here
 _OTHER = len(_PLAIN)
 _ROLES = {role: i for i, role in enumerate(Role)}
 _FIELDS = attrgetter("id", "rank", "launch")
-_MASK, _INDEX, _PERIOD, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("period"), attrgetter("label")
-_ROTATE, _SIGNALS, _STEP = attrgetter("rotate"), attrgetter("signals"), attrgetter("step")
+_MASK, _INDEX, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("label")
+_SIGNALS = attrgetter("signals")
 
 
 def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
@@ -98,10 +98,9 @@ def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple,
     :func:`~mkernel.members.read_regions` its regions, and :func:`~mkernel.signal_table.signal_table`
     its signals and waits.) ``per``: each entry's records in ``table``."""
     ok, rot, cycle = np.ones(len(tasks), bool), np.zeros(len(tasks), np.int64), count.copy()
-    at = np.flatnonzero(count > 1)
-    grouped = list(map(tasks.__getitem__, at.tolist()))
-    steps = list(map(_STEP, grouped))
-    period = np.fromiter(map(_PERIOD, steps), np.int64, len(at))
+    entries = Entries.of(tasks)  # (every group has a step: the signal table was read)
+    at, steps = entries.groups, entries.steps
+    period = entries.period()
     cycling = period != 0
     whole = np.ones(len(at), bool)  # (cycling: a period of members that divides the count, signals that step)
     if cycling.any():
@@ -109,8 +108,8 @@ def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple,
         whole[cycling] = (period[cycling] > 0) & (count[at[cycling]] % np.maximum(period[cycling], 1) == 0) & moves
         cycle[at[cycling]] = np.maximum(period[cycling], 1)
     numbered = np.fromiter(map(itemgetter(1), map(_LABEL, steps)), np.int64, len(at)) != 0
-    braces = np.fromiter(map(contains, map(_LABEL, grouped), repeat("{}")), bool, len(at))
-    rot[at] = np.fromiter(map(_ROTATE, steps), np.int64, len(at))
+    braces = np.fromiter(map(contains, map(_LABEL, map(tasks.__getitem__, at.tolist())), repeat("{}")), bool, len(at))
+    rot[at] = entries.rotate()
     wraps = np.flatnonzero(rot[at])
     plain = np.fromiter((not (steps[j].chunk or any(steps[j].waits)) for j in wraps.tolist()), bool, len(wraps))
     ok[at] = whole & (braces | ~numbered) & (rot[at] >= 0) & (rot[at] < cycle[at])

@@ -252,10 +252,10 @@ def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:
         # few possible keys (a 2 x 8 GEMM+AR 32768^2 build: 2.6M for 930k rows): marked and counted, not sorted
         seen = np.zeros(space, bool)
         seen[flat] = True
-        number = np.cumsum(seen, dtype=np.int32 if space < 2 ** 31 else np.int64)  # (half the fresh memory)
-        key = number[flat].astype(np.int64)
-        key -= 1
-        return key
+        marked = np.flatnonzero(seen)  # the keys in order; each numbered where marked (a running count of
+        number = np.empty(space, np.int32 if space < 2 ** 31 else np.int64)  # the marks, without summing them all:
+        number[marked] = np.arange(len(marked))  # only the marked places are read)
+        return number[flat].astype(np.int64)
     order = np.lexsort((index, rank, name))
     rows = np.stack((name, rank, index))[:, order]
     new = np.ones(len(order), bool)
