@@ -179,9 +179,9 @@ def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count:
         return np.minimum(a, b), np.maximum(a, b)
 
     (klo, khi), (rlo, rhi), (clo, chi) = span(dk), span(dr), span(dc)
-    bad = ~read & inputs[buf]
-    bad |= (r + klo < 0) | (r + khi >= s.world) | (r0 + rlo < 0) | (r0 >= r1) | (r1 + rhi > size[buf, 0])
-    bad |= (c0 + clo < 0) | (c0 >= c1) | (c1 + chi > size[buf, 1])
+    bad = ~read & np.take(inputs, buf)
+    bad |= (r + klo < 0) | (r + khi >= s.world) | (r0 + rlo < 0) | (r0 >= r1) | (r1 + rhi > np.take(size[:, 0], buf))
+    bad |= (c0 + clo < 0) | (c0 >= c1) | (c1 + chi > np.take(size[:, 1], buf))
     put, local = e_op == _PLAIN[Op.PUT], e_op == _PLAIN[Op.GEMM]
     low, high = r + klo, r + khi  # the rank's extremes
     own = (low == e_rank) & (high == e_rank)

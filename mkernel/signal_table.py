@@ -29,8 +29,8 @@ from .ir import Schedule, Task
 from .members import Codes, Entries, distinct, ragged, shared_rows
 
 _SIGNAL = attrgetter("rank", "index")
-_WAIT = attrgetter("signal.rank", "signal.index", "count")
-_NAME, _WAIT_NAME, _SIGNALS = attrgetter("name"), attrgetter("signal.name"), attrgetter("signals")
+_WAIT_SIGNAL, _COUNT = attrgetter("signal"), attrgetter("count")
+_NAME, _SIGNALS = attrgetter("name"), attrgetter("signals")
 _STEP_SIGNALS, _STEP_WAITS, _OUTER = attrgetter("signals"), attrgetter("waits"), attrgetter("outer")
 
 
@@ -222,8 +222,10 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     per = np.fromiter(map(len, waits), np.int64, len(tasks))
     flat = list(chain.from_iterable(waits))
     entry, j = ragged(per)
-    rank, index, need = np.fromiter(chain.from_iterable(map(_WAIT, flat)), np.int64, 3 * len(flat)).reshape(-1, 3).T
-    name = np.fromiter(map(names.__getitem__, map(_WAIT_NAME, flat)), np.int64, len(flat))
+    signals = list(map(_WAIT_SIGNAL, flat))  # (then each field once: dotted getters look every step up again)
+    rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, signals)), np.int64, 2 * len(flat)).reshape(-1, 2).T
+    need = np.fromiter(map(_COUNT, flat), np.int64, len(flat))
+    name = np.fromiter(map(names.__getitem__, map(_NAME, signals)), np.int64, len(flat))
     dx = np.zeros(len(flat), np.int64)
     moves = list(map(_STEP_WAITS, steps))
     has = np.fromiter(map(bool, moves), bool, len(steps))
