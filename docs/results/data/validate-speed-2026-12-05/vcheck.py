@@ -6,7 +6,6 @@ where it lives now and validate's verdict added. Run from base and from the bran
 usage: vcheck.py"""
 import dataclasses
 import hashlib
-import sys
 
 import numpy as np
 
