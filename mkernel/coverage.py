@@ -14,13 +14,14 @@ being the number of members before the group.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import attrgetter
 
 import numpy as np
 
 from .errors import ScheduleError
 from .ir import Buffer, BufferKind, Schedule
-from .members import member_rows, read_regions
+from .members import offsets, ragged, read_regions
 
 
 def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None = None,
@@ -32,45 +33,80 @@ def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None =
     outputs = [b for b in s.buffers if b.kind is BufferKind.OUTPUT]
     if not outputs:
         return
-    rank, row0, row1, col0, col1, ids, pos, which = _member_writes(s, {b.name: i for i, b in enumerate(outputs)},
-                                                                   table or read_regions(s), counts)
-    key = which * s.world + rank
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    for b, buf in enumerate(outputs):
-        for r in range(s.world):
-            lo, hi = np.searchsorted(key, [b * s.world + r, b * s.world + r + 1])
-            at = order[lo:hi]
-            _check_coverage(buf, r, row0[at], row1[at], col0[at], col1[at], ids[at], pos[at])
-
-
-def _member_writes(s: Schedule, outputs: dict[str, int], table: tuple,
-                   counts: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """Every member's write into an output: its rank, rows, columns, expanded task id, position
-    among its task's writes and output buffer index, as arrays (one row per member region)."""
-    recs, f, code = table
-    which = np.full(len(code), -1, np.int64)  # per buffer code: its output index
-    for name, b in outputs.items():
-        which[code[name]] = b
-    kept = ~f["read"] & (which[recs[:, 0]] >= 0)
-    if not kept.any():
-        return tuple(np.zeros(0, np.int64) for _ in range(8))
-    entry = f["entry"][kept]
     if counts is None:
         counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, len(s.tasks))
-    first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # each entry's member 0 in the expanded schedule
-    nread = np.bincount(f["entry"][f["read"]], minlength=len(s.tasks))  # (the table's reads, per entry)
-    _, _, m = member_rows(recs[kept], np.bincount(entry, minlength=len(counts)), counts)
-    return (m["rank"], m["row0"], m["row1"], m["col0"], m["col1"], first[m["entry"]] + m["member"],
-            (f["k"][kept] - nread[entry])[m["record"]], which[m["buffer"]])
+    writes = _MemberWrites({b.name: i for i, b in enumerate(outputs)}, table or read_regions(s), counts)
+    groups = len(outputs) * s.world
+    key = writes.which * s.world + writes.rank
+    # each (buffer, rank)'s writes: a stable sort, of 16-bit keys where they fit (a radix sort, a few
+    # times quicker than one of 64-bit keys; a stable sort's permutation is the same either way)
+    fits = len(key) and 0 <= key.min() and key.max() < 2 ** 16
+    order = np.argsort(key.astype(np.uint16) if fits else key, kind="stable")
+    bounds = np.searchsorted(key[order], np.arange(groups + 1)).tolist()
+    for b, buf in enumerate(outputs):
+        for r in range(s.world):
+            at = order[bounds[b * s.world + r]:bounds[b * s.world + r + 1]]
+            _check_coverage(buf, r, *(x[at] for x in writes.bounds), lambda hit, at=at: writes.writers(at[hit]))
+
+
+class _MemberWrites:
+    """Every member's write into an output, one row each (record after record, each record's members
+    in order: the rule counts them, so their order is free, and an error sorts the writers it names):
+    its ``rank``, ``bounds`` (rows and columns) and output index (``which``), as arrays; the expanded
+    task ids and write positions only of the rows an error names (:meth:`writers`). A record's numbers
+    per member are np.repeat of its own, moved by its steps times the member's offset."""
+
+    def __init__(self, outputs: dict[str, int], table: tuple, counts: np.ndarray) -> None:
+        recs, f, code = table
+        which = np.full(len(code), -1, np.int64)  # per buffer code: its output index
+        for name, b in outputs.items():
+            which[code[name]] = b
+        kept = np.flatnonzero(~f["read"] & (which[recs[:, 0]] >= 0))
+        entry = f["entry"][kept]
+        cols = np.take(recs, kept, axis=0).astype(np.int64).T  # (the kept records' fields)
+        size = counts[entry]  # (members per kept record)
+        rec, i = ragged(size)
+        o = offsets(i, np.repeat(cols[9], size), np.repeat(cols[10], size)) if cols[9].any() else i
+
+        def moved(field: int, step: int) -> np.ndarray:  # (a step of 0 everywhere moves nothing: skipped)
+            at = np.repeat(cols[field], size)
+            return at + np.repeat(cols[step], size) * o if cols[step].any() else at
+
+        self.rank, self.which = moved(1, 6), np.repeat(which[cols[0]], size)
+        self.bounds = [moved(field, step) for field, step in ((2, 7), (3, 7), (4, 8), (5, 8))]
+        nread = np.bincount(f["entry"][f["read"]], minlength=len(counts))  # (the table's reads, per entry)
+        self._rec, self._i, self._entry, self._pos = rec, i, entry, f["k"][kept] - nread[entry]
+        self._first = np.concatenate(([0], np.cumsum(counts)[:-1]))  # each entry's member 0 in the expanded schedule
+
+    def writers(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Of ``rows``: the expanded id of the member that writes it (member i of the entry whose
+        member 0 is task ``first`` is task ``first + i``) and its position among that task's writes."""
+        rec = self._rec[rows]
+        return self._first[self._entry[rec]] + self._i[rows], self._pos[rec]
+
+
+def _edges(lo: np.ndarray, hi: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct values of ``lo``, ``hi``, 0 and ``size``, sorted, and the index among them of each
+    value of ``lo`` and of ``hi``: what np.unique and np.searchsorted answer. Where every value lies in
+    0..size and ``size`` is at most a few times their number (a buffer's tile edges, which validate's
+    bounds rule has checked), a mark per value and a running count of the marks (a value's index is
+    the number of marked values up to it, less one) answer it without a sort."""
+    if (size < 8 * len(lo) + 4096 and min(lo.min(initial=0), hi.min(initial=0)) >= 0
+            and max(lo.max(initial=0), hi.max(initial=0)) <= size):
+        seen = np.zeros(size + 1, bool)
+        seen[[0, size]] = seen[lo] = seen[hi] = True
+        index = np.cumsum(seen) - 1
+        return np.flatnonzero(seen), index[lo], index[hi]
+    edges = np.unique(np.concatenate(([0, size], lo, hi)))
+    return edges, np.searchsorted(edges, lo), np.searchsorted(edges, hi)
 
 
 def _check_coverage(buf: Buffer, rank: int, row0: np.ndarray, row1: np.ndarray, col0: np.ndarray,
-                    col1: np.ndarray, ids: np.ndarray, pos: np.ndarray) -> None:
-    rows = np.unique(np.concatenate(([0, buf.rows], row0, row1)))
-    cols = np.unique(np.concatenate(([0, buf.cols], col0, col1)))
-    r0, r1 = np.searchsorted(rows, row0), np.searchsorted(rows, row1)
-    c0, c1 = np.searchsorted(cols, col0), np.searchsorted(cols, col1)
+                    col1: np.ndarray, writers: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> None:
+    """The rule on ``buf`` of ``rank``, written by regions ``row0..row1 x col0..col1`` (one per member
+    write); ``writers`` of a mask of them: their expanded task ids and write positions (for the error)."""
+    rows, r0, r1 = _edges(row0, row1, buf.rows)
+    cols, c0, c1 = _edges(col0, col1, buf.cols)
     width, cells = len(cols), len(rows) * len(cols)
     # each region adds 1 at (r0, c0) and (r1, c1) and takes 1 at (r0, c1) and (r1, c0)
     diff = (np.bincount(np.concatenate((r0 * width + c0, r1 * width + c1)), minlength=cells)
@@ -81,8 +117,8 @@ def _check_coverage(buf: Buffer, rank: int, row0: np.ndarray, row1: np.ndarray, 
         return
     i, j = bad[0]
     row, col = int(rows[i]), int(cols[j])
-    hit = (row0 <= row) & (row < row1) & (col0 <= col) & (col < col1)
-    by = [int(t) for t in ids[hit][np.lexsort((pos[hit], ids[hit]))]]  # in task order, then write order
+    ids, pos = writers((row0 <= row) & (row < row1) & (col0 <= col) & (col < col1))
+    by = [int(t) for t in ids[np.lexsort((pos, ids))]]  # in task order, then write order
     raise ScheduleError(
         f"output {buf.name} on rank {rank}: element ({row}, {col}) is written {count[i, j]} times, "
         f"expected {buf.writes_per_element}" + (f" (by tasks {by})" if by else " (by no task)"))

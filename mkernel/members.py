@@ -10,6 +10,7 @@ set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracke
 """
 from __future__ import annotations
 
+import weakref
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_
 
@@ -30,6 +31,48 @@ class Codes(dict):
 
 
 _BOUNDS = attrgetter("rank", "row0", "row1", "col0", "col1")
+_BUFFER, _COUNT, _STEP = attrgetter("buffer"), attrgetter("count"), attrgetter("step")
+_READS, _WRITES, _REGIONS = attrgetter("reads"), attrgetter("writes"), attrgetter("regions")
+_PERIOD, _ROTATE = attrgetter("period"), attrgetter("rotate")
+
+
+class Entries:
+    """What several of validate's phases read of every entry of a schedule, read once: each pass
+    over a 2 x 8 GEMM+AR 32768^2 build's 53k entries costs 2-5 ms, and the region table, the
+    signal table and the screen each read the counts, the groups' steps and their period and rotate.
+    ``count``: each entry's members; ``groups``: the entries of more than one, and ``steps`` theirs
+    (None where a group has none)."""
+
+    _last: weakref.ref | None = None  # (the one read last, while something holds it: see of())
+
+    def __init__(self, tasks: tuple) -> None:
+        self.tasks = tasks
+        self.count = np.fromiter(map(_COUNT, tasks), np.int64, len(tasks))
+        self.groups = np.flatnonzero(self.count > 1)
+        self.steps = list(map(_STEP, map(tasks.__getitem__, self.groups.tolist())))
+        self.whole = all(self.steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
+        self._period = self._rotate = None
+        Entries._last = weakref.ref(self)
+
+    @staticmethod
+    def of(tasks: tuple) -> Entries:
+        """The Entries of ``tasks``: the one read last where it is theirs and still held (validate
+        holds its own through its phases; the screen, called with the tables alone, finds it here),
+        else read now. Exact either way: an Entries is what ``tasks``, a tuple of frozen tasks, holds."""
+        last = Entries._last() if Entries._last is not None else None
+        return last if last is not None and last.tasks is tasks else Entries(tasks)
+
+    def period(self) -> np.ndarray:
+        """Each group's ``Step.period`` (every group has a step)."""
+        if self._period is None:
+            self._period = np.fromiter(map(_PERIOD, self.steps), np.int64, len(self.steps))
+        return self._period
+
+    def rotate(self) -> np.ndarray:
+        """Each group's ``Step.rotate`` (every group has a step)."""
+        if self._rotate is None:
+            self._rotate = np.fromiter(map(_ROTATE, self.steps), np.int64, len(self.steps))
+        return self._rotate
 
 
 def read_regions(s: Schedule) -> RegionTable:
@@ -42,79 +85,100 @@ def read_regions(s: Schedule) -> RegionTable:
     table it read, so a backend that reads the same regions (the simulator's hazard grids) is handed
     it rather than reading the schedule again. Returns the records (one row each); per record its
     ``entry``, its index ``k`` in ``reads + writes`` and whether it is a ``read``; and the codes by name."""
+    return region_table(s, Entries(s.tasks))
+
+
+def region_table(s: Schedule, entries: Entries) -> RegionTable:
+    """:func:`read_regions` of ``s``, whose :class:`Entries` were read already."""
     tasks = s.tasks
     codes = Codes((b.name, i) for i, b in enumerate(s.buffers))
-    reads, writes = list(map(attrgetter("reads"), tasks)), list(map(attrgetter("writes"), tasks))
+    reads, writes = list(map(_READS, tasks)), list(map(_WRITES, tasks))
     nread = np.fromiter(map(len, reads), np.int64, len(tasks))
     per = nread + np.fromiter(map(len, writes), np.int64, len(tasks))
-
-    def regions():  # every region, entry by entry, reads then writes (walked, not listed: no new tuples or list
-        return chain.from_iterable(chain.from_iterable(zip(reads, writes)))  # of 900k, whose fresh pages cost)
-
+    # every region, entry by entry, reads then writes: listed once and read twice (walking the nested
+    # tuples costs more than the list, about 8 MB at a million regions)
+    regions = list(chain.from_iterable(chain.from_iterable(zip(reads, writes))))
     try:  # 32-bit where every number fits (always, but for buffers past 2^31 rows or columns): half the memory
-        recs = _records(regions, int(per.sum()), codes, np.int32)
+        recs = _records(regions, codes, np.int32)
     except OverflowError:
-        recs = _records(regions, int(per.sum()), codes, np.int64)
+        recs = _records(regions, codes, np.int64)
+    del regions
     entry, k = ragged(per)
-    counts = np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks))
-    groups = np.flatnonzero(counts > 1)
-    steps = list(map(attrgetter("step"), map(tasks.__getitem__, groups.tolist())))
-    whole = all(steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
-    moves = list(map(attrgetter("regions"), steps)) if whole else [st.regions if st else (None,) for st in steps]
-    has = np.fromiter(map(bool, moves), bool, len(steps))  # (a group without a step counts as one that moves)
+    counts, groups, steps = entries.count, entries.groups, entries.steps
+    moves = list(map(_REGIONS, steps)) if entries.whole else [st.regions if st else (None,) for st in steps]
+    size = np.fromiter(map(len, moves), np.int64, len(moves))
+    has = size > 0  # (a group without a step counts as one that moves: its (None,) has one item)
     at = groups[has]
-    moves, steps = list(compress(moves, has)), list(compress(steps, has))
-    bad = np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]
-    if not whole:
-        bad |= np.fromiter(map(is_, steps, repeat(None)), bool, len(steps))
+    bad = size[has] != per[at]
+    if not entries.whole:
+        bad |= np.fromiter(map(is_, compress(steps, has), repeat(None)), bool, len(at))
     bad = np.flatnonzero(bad)
     if bad.size:  # the first group whose step is missing or does not fit
         p = int(at[bad[0]])
         raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
     if at.size:
-        rows, which = entry_rows(per, at)
-        moved = read_shared(moves, per[at], 3)
-        rotate = np.fromiter(map(attrgetter("rotate"), steps), np.int64, len(steps))
+        moved = shared_rows(list(compress(moves, has)), at, per, entry, k, 3)
+        rotate = entries.rotate()[has]
         cycle = np.where(rotate > 0, counts[at], 0)  # (field 10's bound: a cycle is at most the group)
         if recs.dtype != np.int64 and max(-moved.min(initial=0), moved.max(initial=0),
                                           cycle.max(initial=0)) >= 2 ** 31:
             recs = recs.astype(np.int64)
-        recs[rows, 6:9] = moved
+        recs[:, 6:9] = moved
         if rotate.any():
-            period = np.fromiter(map(attrgetter("period"), steps), np.int64, len(steps))
-            recs[rows, 9] = rotate[which]
-            recs[rows, 10] = np.where(rotate > 0, np.where(period > 0, period, counts[at]), 0)[which]
-    fields = {"entry": entry, "k": k, "read": k < nread[entry]}
+            period = entries.period()[has]
+            at_rotate = np.zeros((len(tasks), 2), recs.dtype)  # per entry: its rotate and the cycle its members wrap in
+            at_rotate[at, 0] = rotate
+            at_rotate[at, 1] = np.where(rotate > 0, np.where(period > 0, period, counts[at]), 0)
+            recs[:, 9:11] = np.repeat(at_rotate, per, axis=0)  # (records lie entry after entry)
+    fields = {"entry": entry, "k": k, "read": k < np.repeat(nread, per)}
     for a in (recs, *fields.values()):
         a.flags.writeable = False
     return recs, fields, dict(codes)
 
 
-def _records(regions, n: int, codes: Codes, dtype: type) -> np.ndarray:
-    """The ``n`` regions that ``regions()`` walks as records (buffer code and bounds; steps 0), of
-    ``dtype`` (OverflowError where a number does not fit it)."""
+def _records(regions: list, codes: Codes, dtype: type) -> np.ndarray:
+    """The ``regions`` as records (buffer code and bounds; steps 0), of ``dtype`` (OverflowError
+    where a number does not fit it)."""
+    n = len(regions)
     recs = np.zeros((n, FIELDS), dtype)
-    recs[:, 0] = np.fromiter(map(codes.__getitem__, map(attrgetter("buffer"), regions())), dtype, n)
-    recs[:, 1:6] = np.fromiter(chain.from_iterable(map(_BOUNDS, regions())), dtype, 5 * n).reshape(-1, 5)
+    recs[:, 0] = np.fromiter(map(codes.__getitem__, map(_BUFFER, regions)), dtype, n)
+    recs[:, 1:6] = np.fromiter(chain.from_iterable(map(_BOUNDS, regions)), dtype, 5 * n).reshape(-1, 5)
     return recs
 
 
-def read_shared(items: list[tuple], sizes: np.ndarray, width: int) -> np.ndarray:
-    """The numbers of ``items``, each a tuple of ``sizes[i]`` tuples of ``width`` ints, as one row per
-    inner tuple, item after item. Each tuple object is read once, however many items it is: a
-    builder shares one step tuple among the groups that step alike (a 2 x 8 GEMM+AR 32768^2 build
-    has 150k groups and a few dozen kinds of step)."""
+def distinct(items: list) -> tuple[np.ndarray, np.ndarray]:
+    """The first position of each distinct object of ``items`` (by identity), in order of first
+    occurrence, and each item's index among them."""
+    ids = np.fromiter(map(id, items), np.int64, len(items))
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    number = np.empty(len(order), np.int64)
+    number[order] = np.arange(len(order))
+    return first[order], number[inverse.reshape(-1)]
+
+
+def shared_rows(items: list[tuple], at: np.ndarray, per: np.ndarray, entry: np.ndarray, k: np.ndarray,
+                width: int) -> np.ndarray:
+    """Per record of a table laid entry after entry (``per[e]`` records of entry e; record r is record
+    ``k[r]`` of entry ``entry[r]``): the numbers that ``items[j]``, a tuple of ``per[at[j]]`` tuples
+    of ``width`` ints (or of ints, width 1), gives record k of entry ``at[j]``; zeros where the entry
+    is not in ``at``. Each tuple object is read once, however many items it is: a builder shares one
+    step tuple among the groups that step alike (a 2 x 8 GEMM+AR 32768^2 build has 150k groups and
+    a few dozen kinds of step). The distinct tuples are read in a table after ``max(per)`` rows of
+    zeros, where the records of an entry not in ``at`` point, so every record is one row taken."""
     if not items:
-        return np.zeros((0, width), np.int64)
+        return np.zeros((len(entry), width), np.int64)
     _, first, inverse = np.unique(np.fromiter(map(id, items), np.int64, len(items)), return_index=True,
                                   return_inverse=True)
-    size = sizes[first]
-    start = np.zeros(len(first), np.int64)
-    np.cumsum(size[:-1], out=start[1:])
-    distinct = np.fromiter(chain.from_iterable(chain.from_iterable(map(items.__getitem__, first.tolist()))),
-                           np.int64, width * int(size.sum())).reshape(-1, width)
-    which, j = ragged(sizes)
-    return distinct[start[inverse][which] + j]
+    size = per[at[first]]
+    pad = int(per.max())
+    numbers = chain.from_iterable(map(items.__getitem__, first.tolist()))
+    table = np.zeros((pad + int(size.sum()), width), np.int64)
+    table[pad:] = np.fromiter(chain.from_iterable(numbers) if width > 1 else numbers, np.int64,
+                              width * (len(table) - pad)).reshape(-1, width)
+    start = np.zeros(len(per), np.int64)  # per entry: its first row in the table
+    start[at] = (pad + np.cumsum(size) - size)[inverse.reshape(-1)]
+    return np.take(table, start[entry] + k, axis=0)  # (take: a few times quicker than [rows] on 2-D arrays)
 
 
 def ragged(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -29,14 +29,15 @@ from operator import attrgetter, contains, itemgetter
 import numpy as np
 
 from .ir import BufferKind, Op, Role, Schedule
+from .members import Entries, entry_rows
 from .signal_table import SignalTable
 
 _PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4}  # the ops screened here
 _OTHER = len(_PLAIN)
 _ROLES = {role: i for i, role in enumerate(Role)}
 _FIELDS = attrgetter("id", "rank", "launch")
-_MASK, _INDEX, _PERIOD, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("period"), attrgetter("label")
-_ROTATE, _SIGNALS = attrgetter("rotate"), attrgetter("signals")
+_MASK, _INDEX, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("label")
+_SIGNALS = attrgetter("signals")
 
 
 def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
@@ -49,34 +50,45 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     op = np.fromiter(map(_PLAIN.get, map(attrgetter("op"), tasks), repeat(_OTHER)), np.int64, n)
     role = np.fromiter(map(_ROLES.__getitem__, map(attrgetter("role"), tasks)), np.int64, n)
     entry, read = table[1]["entry"], table[1]["read"]  # (one record per region: reads, then writes)
-    nread = np.bincount(entry[read], minlength=n)
-    nwrite = np.bincount(entry, minlength=n) - nread
+    per = np.bincount(entry, minlength=n)
+    nread = np.bincount(entry, read, minlength=n).astype(np.int64)
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
     ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
                                                                                    np.int64, n) == 0)
-    groups, rot, cycle = _groups(tasks, op, count, table)
+    groups, rot, cycle = _groups(tasks, op, count, table, per)
     ok &= groups
     budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
                       or [[False] * len(Role)])
     budget[list(s.elided)] = False
     ok &= (0 <= launch) & (launch < len(s.launches))
     ok &= budget[np.where(ok, launch, 0), role]
-    ok &= _arity(op, nread, nwrite, table)
+    ok &= _arity(op, nread, per - nread, table)
     ok &= _regions(s, table, op, rank, count, rot)
     at = keys.signal_entry  # a signal's extreme members stay on the entry's node (but a put's, which may not):
-    # its rank is affine in the step within a cycle (-rot .. cycle - rot - 1) and the cycle (0 .. count / cycle - 1)
-    node, step, outer, r, cyc = rank[at] // g, keys.signal_rank_step, keys.signal_outer_step, rot[at], cycle[at]
-    bad = np.zeros(len(at), bool)
+    # its rank is affine in the step within a cycle (-rot .. cycle - rot - 1) and the cycle (0 .. count / cycle - 1),
+    # so extreme at the corners; a rank r is on node q where q g <= r < q g + g (no division)
+    low = rank[at] // g * g
+    bad = _outside(keys.signal_rank, low, g)
+    steps = np.flatnonzero((keys.signal_rank_step != 0) | (keys.signal_outer_step != 0))  # (others: member 0's rank)
+    at, low, corners = at[steps], low[steps], np.zeros(len(steps), bool)
+    rank0, step, outer, r, cyc = (keys.signal_rank[steps], keys.signal_rank_step[steps], keys.signal_outer_step[steps],
+                                  rot[at], cycle[at])
     for b in (-r, cyc - r - 1):
         for a in (0, count[at] // np.maximum(cyc, 1) - 1):
-            bad |= (keys.signal_rank + b * step + a * outer) // g != node
-    ok &= _per_entry(bad & (op[at] != _PLAIN[Op.PUT]), at, n)
+            corners |= _outside(rank0 + b * step + a * outer, low, g)
+    bad[steps] = corners
+    ok &= _per_entry(bad & (op[keys.signal_entry] != _PLAIN[Op.PUT]), keys.signal_entry, n)
     at = keys.wait_entry  # waits poll the entry's rank, for a count of at least 1
     return ok & _per_entry((keys.wait_rank != rank[at]) | (keys.wait_count < 1), at, n)
 
 
-def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray,
-            table: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _outside(rank: np.ndarray, low: np.ndarray, g: int) -> np.ndarray:
+    """Whether each ``rank`` lies off the node of ranks ``low .. low + g - 1`` (rank // g != low // g)."""
+    return (rank < low) | (rank >= low + g)
+
+
+def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple,
+            per: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per entry: a group's signals, where they cycle, step and cycle a whole number of times, its
     label takes its number where the number steps, a put's ranks do not step, and members that wrap
     (``Step.rotate``) wrap within each cycle (the group, where it does not cycle) with waits and
@@ -84,11 +96,11 @@ def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray,
     else its count: the members' offsets are -rotate .. count - rotate - 1 either way).
     (That its step fits it, count for count, the tables checked as they were made:
     :func:`~mkernel.members.read_regions` its regions, and :func:`~mkernel.signal_table.signal_table`
-    its signals and waits.)"""
+    its signals and waits.) ``per``: each entry's records in ``table``."""
     ok, rot, cycle = np.ones(len(tasks), bool), np.zeros(len(tasks), np.int64), count.copy()
-    at = np.flatnonzero(count > 1)
-    steps = [tasks[p].step for p in at]
-    period = np.fromiter(map(_PERIOD, steps), np.int64, len(at))
+    entries = Entries.of(tasks)  # (every group has a step: the signal table was read)
+    at, steps = entries.groups, entries.steps
+    period = entries.period()
     cycling = period != 0
     whole = np.ones(len(at), bool)  # (cycling: a period of members that divides the count, signals that step)
     if cycling.any():
@@ -97,27 +109,30 @@ def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray,
         cycle[at[cycling]] = np.maximum(period[cycling], 1)
     numbered = np.fromiter(map(itemgetter(1), map(_LABEL, steps)), np.int64, len(at)) != 0
     braces = np.fromiter(map(contains, map(_LABEL, map(tasks.__getitem__, at.tolist())), repeat("{}")), bool, len(at))
-    rot[at] = np.fromiter(map(_ROTATE, steps), np.int64, len(at))
+    rot[at] = entries.rotate()
     wraps = np.flatnonzero(rot[at])
     plain = np.fromiter((not (steps[j].chunk or any(steps[j].waits)) for j in wraps.tolist()), bool, len(wraps))
     ok[at] = whole & (braces | ~numbered) & (rot[at] >= 0) & (rot[at] < cycle[at])
     ok[at[wraps]] &= plain
-    recs, f, _ = table
-    entry = f["entry"]
-    return ok & _per_entry((op[entry] == _PLAIN[Op.PUT]) & (recs[:, 6] != 0), entry, len(tasks)), rot, cycle
+    puts = at[op[at] == _PLAIN[Op.PUT]]  # a put group's regions do not step by rank
+    if len(puts):
+        rows, which = entry_rows(per, puts)
+        ok[puts] &= np.bincount(which, table[0][rows, 6] != 0, len(puts)) == 0
+    return ok, rot, cycle
 
 
 def _per_entry(bad: np.ndarray, entry: np.ndarray, n: int) -> np.ndarray:
-    """Per entry: whether none of its rows is ``bad``."""
-    return np.bincount(entry[bad], minlength=n) == 0
+    """Per entry: whether none of its rows is ``bad`` (np.compress: a few times quicker than [bad])."""
+    return np.bincount(np.compress(bad, entry), minlength=n) == 0
 
 
 def _arity(op: np.ndarray, nread: np.ndarray, nwrite: np.ndarray, table: tuple) -> np.ndarray:
     """Per entry: the op's operand counts and shapes (member 0's: shapes do not step)."""
     recs, f, _ = table
     n = len(op)
+    per = nread + nwrite
     first = np.zeros(n + 1, np.int64)
-    np.cumsum(nread + nwrite, out=first[1:])
+    np.cumsum(per, out=first[1:])
     rows, cols = recs[:, 3] - recs[:, 2], recs[:, 5] - recs[:, 4]
     gemm, reduce = op == _PLAIN[Op.GEMM], op == _PLAIN[Op.REDUCE]
     pairs = (op == _PLAIN[Op.COPY]) | (op == _PLAIN[Op.PUT])
@@ -128,33 +143,55 @@ def _arity(op: np.ndarray, nread: np.ndarray, nwrite: np.ndarray, table: tuple) 
     a = first[:-1][gemm & ok]
     ok[gemm & ok] = (cols[a] == rows[a + 1]) & (rows[a] == rows[a + 2]) & (cols[a + 1] == cols[a + 2])
     entry, read = f["entry"], f["read"]
-    partner = np.where(pairs[entry], f["k"] + nread[entry], nread[entry]) + first[entry]  # the write it must match
-    check = read & (pairs | reduce)[entry] & ok[entry]
-    partner = np.where(check, partner, 0)
-    bad = check & ((rows != rows[partner]) | (cols != cols[partner]))
-    return ok & _per_entry(bad, entry, n)
+    # a read of a copy, put or reduce that passed the counts must match its write in shape: per record,
+    # an entry's numbers are np.repeat(those, per) (the records lie entry after entry)
+    check = np.flatnonzero(read & np.repeat((pairs | reduce) & ok, per))
+    base = np.repeat(first[:-1] + nread, per)[check]  # (the entry's first write)
+    partner = np.where(np.repeat(pairs, per)[check], base + f["k"][check], base)  # the write it must match
+    bad = (rows[check] != rows[partner]) | (cols[check] != cols[partner])
+    return ok & _per_entry(bad, entry[check], n)
 
 
 def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count: np.ndarray,
              rot: np.ndarray) -> np.ndarray:
     """Per entry: its extreme members' regions keep the region and locality rules (the first and
-    last, or where the members wrap, those either side of the wrap: ``rot`` per entry)."""
+    last, or where the members wrap, those either side of the wrap: ``rot`` per entry).
+
+    A record's numbers at member offset o are its own plus o times its steps, so each is least and
+    most at the two extremes: a bound that both extremes keep is one that the lesser and the greater
+    of the two keep, and a rank lies on a node (an interval of ranks) at both extremes where the
+    lesser and the greater do. A region's extent does not step, so it is non-empty at one member
+    where it is at every member. Only a put's write, which must leave its node at both extremes,
+    needs the two extremes themselves (and puts are few)."""
     recs, f, codes = table
     entry, read, n, g = f["entry"], f["read"], len(op), s.gpus_per_node
     size = np.zeros((len(codes), 2), np.int64)  # rows, columns per buffer code (0 x 0: unknown, nothing fits)
     size[:len(s.buffers)] = [(b.rows, b.cols) for b in s.buffers]
     inputs = np.zeros(len(codes), bool)
     inputs[:len(s.buffers)] = [b.kind is BufferKind.INPUT for b in s.buffers]
-    buf, e_op, e_rank = recs[:, 0], op[entry], rank[entry]
-    bad = ~read & inputs[buf]
+    buf, r, r0, r1, c0, c1, dk, dr, dc = recs[:, :9].T
+    per = np.bincount(entry, minlength=n)  # (records lie entry after entry: an entry's number per record is a repeat)
+    e_op, e_rank = np.repeat(op, per), np.repeat(rank, per)
+    first, last = np.repeat(-rot, per), np.repeat(count - 1 - rot, per)  # the extreme members' offsets
+
+    def span(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # (the least and the most of the two moves)
+        a, b = first * step, last * step
+        return np.minimum(a, b), np.maximum(a, b)
+
+    (klo, khi), (rlo, rhi), (clo, chi) = span(dk), span(dr), span(dc)
+    bad = ~read & np.take(inputs, buf)
+    bad |= (r + klo < 0) | (r + khi >= s.world) | (r0 + rlo < 0) | (r0 >= r1) | (r1 + rhi > np.take(size[:, 0], buf))
+    bad |= (c0 + clo < 0) | (c0 >= c1) | (c1 + chi > np.take(size[:, 1], buf))
     put, local = e_op == _PLAIN[Op.PUT], e_op == _PLAIN[Op.GEMM]
-    for last in (-rot[entry], count[entry] - 1 - rot[entry]):
-        r, r0, r1, c0, c1 = (recs[:, j] + last * recs[:, step] for j, step in ((1, 6), (2, 7), (3, 7), (4, 8), (5, 8)))
-        bad |= (r < 0) | (r >= s.world) | (r0 < 0) | (r0 >= r1) | (r1 > size[buf, 0]) | (c0 < 0) | (c0 >= c1)
-        bad |= c1 > size[buf, 1]
-        bad |= local & (r != e_rank)
-        bad |= ~(local | put) & (r // g != e_rank // g)
-        bad |= put & np.where(read, r != e_rank, r // g == e_rank // g)
+    low, high = r + klo, r + khi  # the rank's extremes
+    own = (low == e_rank) & (high == e_rank)
+    node = e_rank // g * g  # the entry's node's first rank
+    bad |= local & ~own
+    bad |= ~(local | put) & ((low < node) | (high >= node + g))
+    bad |= put & read & ~own
+    writes = np.flatnonzero(put & ~read)  # (a put's writes: off the node at each extreme)
+    for at in (r[writes] + first[writes] * dk[writes], r[writes] + last[writes] * dk[writes]):
+        bad[writes] |= (at >= node[writes]) & (at < node[writes] + g)
     ok = _per_entry(bad, entry, n)
     writes = put & ~read  # a put is one message: one destination rank (ranks do not step in a put cleared)
     dest = np.full(n, -1, np.int64)

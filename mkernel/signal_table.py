@@ -26,13 +26,12 @@ from operator import attrgetter
 import numpy as np
 
 from .ir import Schedule, Task
-from .members import Codes, entry_rows, ragged, read_shared
+from .members import Codes, Entries, distinct, ragged, shared_rows
 
 _SIGNAL = attrgetter("rank", "index")
-_WAIT = attrgetter("signal.rank", "signal.index", "count")
-_NAME, _WAIT_NAME = attrgetter("name"), attrgetter("signal.name")
+_WAIT_SIGNAL, _COUNT = attrgetter("signal"), attrgetter("count")
+_NAME, _SIGNALS = attrgetter("name"), attrgetter("signals")
 _STEP_SIGNALS, _STEP_WAITS, _OUTER = attrgetter("signals"), attrgetter("waits"), attrgetter("outer")
-_PERIOD, _ROTATE = attrgetter("period"), attrgetter("rotate")
 
 
 def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | None = None) -> tuple[list, list]:
@@ -131,93 +130,114 @@ class SignalTable:
     signal_outer_step: np.ndarray
 
 
-def signal_table(s: Schedule, home: list[int] | None = None) -> SignalTable:
+def signal_table(s: Schedule, home: list[int] | None = None, entries: Entries | None = None) -> SignalTable:
     """The bumps and waits of every member of ``s``, each rank's keys counted at ``home[rank]``
-    where given (a partial build's: :func:`count_homes`). Raises ValueError where a
+    where given (a partial build's: :func:`count_homes`); ``entries``: its
+    :class:`~mkernel.members.Entries`, where read already. Raises ValueError where a
     group's step does not fit its signals or waits (validate's per-task rules name it)."""
     tasks = s.tasks
-    count = np.fromiter(map(attrgetter("count"), tasks), np.int64, len(tasks))
-    groups = np.flatnonzero(count > 1).tolist()
-    steps = list(map(attrgetter("step"), map(tasks.__getitem__, groups)))
-    if not all(steps):  # (a Step is always true: this finds a None without calling Step.__eq__)
+    entries = entries or Entries(tasks)
+    if not entries.whole:
         raise ValueError("a group without a step")
     names = Codes()
-    signal_entry, signal_rank, signal_steps, bump = _bumps(tasks, count, groups, steps, names)
-    wait_entry, wait_j, member, wait_rank, wait_count, wait = _waits(tasks, count, groups, steps, names)
+    signal_entry, signal_rank, signal_steps, bumps = _bumps(tasks, entries, names)
+    wait_entry, wait_j, member, wait_rank, wait_count, wait = _waits(tasks, entries, names)
+    nb = len(bumps[3])
+    rows = np.empty((3, nb + len(wait_entry)), np.int64)  # name, rank, index of every bump, then every wait
+    rows[:, :nb], rows[:, nb:] = bumps[:3], wait
     if home is not None:
-        homes = np.array(home, np.int64)
-        bump[1], wait[1] = homes[bump[1]], homes[wait[1]]
-    key = _dense(*(np.concatenate(pair) for pair in zip(bump[:3], wait)))
-    nb = len(bump[0])
-    return SignalTable(int(key.max(initial=-1)) + 1, count, bump[3], key[:nb], bump[4], wait_entry, wait_j, member,
-                       key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0],
+        rows[1] = np.take(np.array(home, np.int64), rows[1])
+    key = _dense(*rows)
+    return SignalTable(int(key.max(initial=-1)) + 1, entries.count, bumps[3], key[:nb], bumps[4], wait_entry, wait_j,
+                       member, key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0],
                        signal_steps[:, 2])
 
 
-def _bumps(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
+def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     """Per signal record: its entry, rank and steps (rank, index; outer rank, index); and the bumps
-    [name, rank, index, entry, times]."""
-    signals = list(map(attrgetter("signals"), tasks))
-    per = np.fromiter(map(len, signals), np.int64, len(tasks))
-    flat = list(chain.from_iterable(signals))
-    entry, _ = ragged(per)
-    rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, flat)), np.int64, 2 * len(flat)).reshape(-1, 2).T
-    name = np.fromiter(map(names.__getitem__, map(_NAME, flat)), np.int64, len(flat))
-    st = np.zeros((len(flat), 4), np.int64)  # rank, index steps; outer rank, index steps
+    [name, rank, index, entry, times] (name, rank and index as one array)."""
+    count, steps = entries.count, entries.steps
+    signals = list(map(_SIGNALS, tasks))
+    # a builder shares one signals tuple among the entries that bump alike (a 2 x 8 GEMM+AR 32768^2
+    # build: 37k tuples of 53k signals for 168k): each distinct tuple is read once, in order of first
+    # use (so the names are numbered as met in entry order)
+    first, inverse = distinct(signals)
+    own = list(map(signals.__getitem__, first.tolist()))
+    size = np.fromiter(map(len, own), np.int64, len(own))
+    flat = list(chain.from_iterable(own))
+    numbers = np.empty((len(flat), 3), np.int64)  # rank, index, name
+    numbers[:, :2] = np.fromiter(chain.from_iterable(map(_SIGNAL, flat)), np.int64, 2 * len(flat)).reshape(-1, 2)
+    numbers[:, 2] = np.fromiter(map(names.__getitem__, map(_NAME, flat)), np.int64, len(flat))
+    per = size[inverse]
+    entry, j = ragged(per)
+    rank, index, name = np.take(numbers, (np.cumsum(size) - size)[inverse][entry] + j, axis=0).T
+    st = np.zeros((len(entry), 4), np.int64)  # rank, index steps; outer rank, index steps
     period, rotate = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
     moves = list(map(_STEP_SIGNALS, steps))
     has = np.fromiter(map(bool, moves), bool, len(steps))
     if has.any():
-        at = np.array(groups, np.int64)[has]
+        at = entries.groups[has]
         sts, moves = list(compress(steps, has)), list(compress(moves, has))
-        period[at] = np.fromiter(map(_PERIOD, sts), np.int64, len(sts))
-        rotate[at] = np.fromiter(map(_ROTATE, sts), np.int64, len(sts))
+        period[at], rotate[at] = entries.period()[has], entries.rotate()[has]
         cycling = period[at] > 0
         outer = list(map(_OUTER, compress(sts, cycling)))
         if (np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]).any() or (
                 np.fromiter(map(len, outer), np.int64, len(outer)) != per[at[cycling]]).any():
             raise ValueError("a group's signal steps do not fit its signals")
-        rows, which = entry_rows(per, at)
-        st[rows, :2] = read_shared(moves, per[at], 2)
+        st[:, :2] = shared_rows(moves, at, per, entry, j, 2)
         if cycling.any():  # (outer steps: Step.period)
-            st[rows[cycling[which]], 2:] = read_shared(outer, per[at[cycling]], 2)
+            st[:, 2:] = shared_rows(outer, at[cycling], per, entry, j, 2)
     moving = st.any(axis=1)
-    fixed = ~moving
-    who, i = ragged(count[entry[moving]])
-    rec = np.flatnonzero(moving)[who]
-    p = period[entry[rec]]
-    p = np.where(p > 0, p, count[entry[rec]])  # (no period: i mod count is i, i div count 0)
-    b, a = i % p, i // p
-    b -= np.where(b >= p - rotate[entry[rec]], p, 0)  # members that wrap (Step.rotate): b - p past the wrap
-    bumps = [np.concatenate((name[fixed], name[rec])),
-             np.concatenate((rank[fixed], rank[rec] + b * st[rec, 0] + a * st[rec, 2])),
-             np.concatenate((index[fixed], index[rec] + b * st[rec, 1] + a * st[rec, 3])),
-             np.concatenate((entry[fixed], entry[rec])),
-             np.concatenate((count[entry[fixed]], np.ones(len(rec), np.int64)))]
-    return entry, rank, st, bumps
+    fixed = np.flatnonzero(~moving)
+    mv = np.flatnonzero(moving)  # the records that step: one bump per member, made from per-record numbers
+    e = entry[mv]
+    cnt = count[e]
+    who, i = ragged(cnt)
+    p = np.where(period[e] > 0, period[e], cnt)  # (no period: i mod count is i, i div count 0)
+    wrap = p - rotate[e]  # members that wrap (Step.rotate): b - p from member p - r of each cycle on
+    dk, dx, ok, ox = np.take(st, mv, axis=0).T
+    nf = len(fixed)
+    out = np.empty((3, nf + len(who)), np.int64)  # name, rank, index of every bump
+    out[:, :nf] = name[fixed], rank[fixed], index[fixed]
+    out[0, nf:] = np.take(name[mv], who)
+    if (p < cnt).any() or (wrap < p).any():
+        pw = np.take(p, who)
+        a, b = np.divmod(i, pw)
+        b -= np.where(b >= np.take(wrap, who), pw, 0)
+        out[1, nf:] = np.take(rank[mv], who) + b * np.take(dk, who) + a * np.take(ok, who)
+        out[2, nf:] = np.take(index[mv], who) + b * np.take(dx, who) + a * np.take(ox, who)
+    else:  # (no record cycles or wraps: b is i, a 0)
+        out[1, nf:] = np.take(rank[mv], who) + i * np.take(dk, who)
+        out[2, nf:] = np.take(index[mv], who) + i * np.take(dx, who)
+    times = np.ones(len(out[0]), np.int64)
+    times[:nf] = count[entry[fixed]]
+    return entry, rank, st, [*out, np.concatenate((entry[fixed], np.take(e, who))), times]
 
 
-def _waits(tasks: tuple, count: np.ndarray, groups: list[int], steps: list, names: Codes) -> tuple:
+def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     """Per wait record (a wait of member 0, or of every member where it steps): its entry, index in
-    the entry's waits, member, polled rank and count; and its key's [name, rank, index]."""
+    the entry's waits, member, polled rank and count; and its key's name, rank, index (one array)."""
+    count, steps = entries.count, entries.steps
     waits = list(map(attrgetter("waits"), tasks))
     per = np.fromiter(map(len, waits), np.int64, len(tasks))
     flat = list(chain.from_iterable(waits))
     entry, j = ragged(per)
-    rank, index, need = np.fromiter(chain.from_iterable(map(_WAIT, flat)), np.int64, 3 * len(flat)).reshape(-1, 3).T
-    name = np.fromiter(map(names.__getitem__, map(_WAIT_NAME, flat)), np.int64, len(flat))
+    signals = list(map(_WAIT_SIGNAL, flat))  # (then each field once: dotted getters look every step up again)
+    rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, signals)), np.int64, 2 * len(flat)).reshape(-1, 2).T
+    need = np.fromiter(map(_COUNT, flat), np.int64, len(flat))
+    name = np.fromiter(map(names.__getitem__, map(_NAME, signals)), np.int64, len(flat))
     dx = np.zeros(len(flat), np.int64)
     moves = list(map(_STEP_WAITS, steps))
     has = np.fromiter(map(bool, moves), bool, len(steps))
     if has.any():
-        at = np.array(groups, np.int64)[has]
+        at = entries.groups[has]
         moves = list(compress(moves, has))
         if (np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]).any():
             raise ValueError("a group's wait steps do not fit its waits")
-        rows, _ = entry_rows(per, at)
-        dx[rows] = np.fromiter(chain.from_iterable(moves), np.int64, len(rows))
+        dx = shared_rows(moves, at, per, entry, j, 1)[:, 0]
     rec, member = ragged(np.where(dx != 0, count[entry], 1))
-    return entry[rec], j[rec], member, rank[rec], need[rec], [name[rec], rank[rec], index[rec] + member * dx[rec]]
+    key = np.stack((np.take(name, rec), np.take(rank, rec), np.take(index, rec) + member * np.take(dx, rec)))
+    return entry[rec], j[rec], member, rank[rec], need[rec], key
 
 
 def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -234,10 +254,10 @@ def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:
         # few possible keys (a 2 x 8 GEMM+AR 32768^2 build: 2.6M for 930k rows): marked and counted, not sorted
         seen = np.zeros(space, bool)
         seen[flat] = True
-        number = np.cumsum(seen, dtype=np.int32 if space < 2 ** 31 else np.int64)  # (half the fresh memory)
-        key = number[flat].astype(np.int64)
-        key -= 1
-        return key
+        marked = np.flatnonzero(seen)  # the keys in order; each numbered where marked (a running count of
+        number = np.empty(space, np.int32 if space < 2 ** 31 else np.int64)  # the marks, without summing them all:
+        number[marked] = np.arange(len(marked))  # only the marked places are read)
+        return number[flat].astype(np.int64)
     order = np.lexsort((index, rank, name))
     rows = np.stack((name, rank, index))[:, order]
     new = np.ones(len(order), bool)

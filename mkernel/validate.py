@@ -42,7 +42,7 @@ import numpy as np
 from .coverage import check_outputs
 from .errors import ScheduleError
 from .ir import BufferKind, Op, Schedule, Task, expand, paused_gc
-from .members import RegionTable, read_regions
+from .members import Entries, RegionTable, region_table
 from .races import RACE_CHECK_MAX_TASKS, acyclic, check_races, happens_before_graph, topological_order
 from .screen import cleared
 from .signal_table import SignalTable, count_homes, signal_table
@@ -66,9 +66,10 @@ def validate(s: Schedule, races: bool = True) -> RegionTable | None:
                                 f"tasks were left out, but it is no library launch")
     rules = _TaskRules(s, buffers)
     home = _homes(s)
+    entries = Entries(s.tasks)  # (read once: the tables below read it)
     try:
-        table, keys = read_regions(s), signal_table(s, home)  # (made once: the screen and the rules below read them)
-        plain = cleared(s, table, keys)
+        table, keys = region_table(s, entries), signal_table(s, home, entries)  # (made once: the screen and the
+        plain = cleared(s, table, keys)  # rules below read them)
     except (ValueError, IndexError):  # a group's steps do not fit it, or a put signals a rank past the world:
         table, keys, plain = None, None, np.zeros(len(s.tasks), bool)  # the rules below name it (or fail there)
     for i in np.flatnonzero(~plain).tolist():  # (a cleared entry keeps every per-task rule: mkernel/screen.py)
@@ -79,8 +80,10 @@ def validate(s: Schedule, races: bool = True) -> RegionTable | None:
             rules.check(task)
         else:
             _check_group(rules, task)
-    keys = keys or signal_table(s, home)
-    placed = _placed(s)  # (read once for the two rules below)
+    keys = keys or signal_table(s, home, entries)
+    # (read once for the two rules below; past the per-task rules every entry's launch is one of the
+    # schedule's, so with one launch every entry's is 0, and ranks matter to those rules only for launch order)
+    placed = _placed(s) if len(s.launches) > 1 else (np.zeros(len(s.tasks), np.int64),) * 2
     _check_signals(s, keys, placed[1])
     if s.first_nodes:
         return table
@@ -310,12 +313,14 @@ def _check_signals(s: Schedule, keys: SignalTable, launch: np.ndarray | None = N
     every member's bumps and waits, counted where ``s`` counts them; ``launch``: each entry's (read
     here if not given). The first wait broken (by entry, wait, member) is named."""
     library = np.array([one.library is not None for one in s.launches], bool)
-    launch = _placed(s)[1] if launch is None else launch
     bumps = np.bincount(keys.bump_key, keys.bump_times, keys.keys).astype(np.int64)
-    by_library = np.zeros(keys.keys, bool)
-    by_library[keys.bump_key[library[launch[keys.bump_entry]]]] = True
     have = bumps[keys.wait_key]
-    bad = (have == 0) | (have < keys.wait_count) | (by_library[keys.wait_key] & ~library[launch[keys.wait_entry]])
+    bad = (have == 0) | (have < keys.wait_count)
+    if library.any():  # (else no task is in a library launch)
+        launch = _placed(s)[1] if launch is None else launch
+        by_library = np.zeros(keys.keys, bool)
+        by_library[keys.bump_key[library[launch[keys.bump_entry]]]] = True
+        bad |= by_library[keys.wait_key] & ~library[launch[keys.wait_entry]]
     if not bad.any():
         return
     at = int(np.argmax(bad))
