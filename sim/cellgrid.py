@@ -35,9 +35,11 @@ class _Edges:
     2 x 8 GEMM+AR's grids: 22M keys for 1.4M edge values), marked and listed (11 ms, where sorting
     them took 58); else sorted."""
 
-    def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
+    def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None = None) -> None:
+        """``size``: how many edge values there are, where ``values`` list some twice (a row that
+        repeats its record's: see :meth:`_Rows.along`); the layout's choices count edge values."""
         span = 1 + max([0] + [int(v.max()) for v in values if v.size])
-        size = sum(v.size for v in values)
+        size = sum(v.size for v in values) if size is None else size
         start = np.arange(count + 1, dtype=np.int64) * span  # each grid as wide as the widest
         if size and count * span > 4 * size and min(int(v.min()) for v in values if v.size) >= 0:
             top = np.zeros(count, np.int64)  # too wide to mark at once: each grid as wide as its own edges
@@ -64,11 +66,16 @@ class _Edges:
 
     def local(self, g, x):
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""
+        return self.index(g, x) - self.first[g]
+
+    def index(self, g, x):
+        """The index of grid ``g``'s edge ``x`` among every grid's edges: its :meth:`local` index
+        plus ``first[g]`` (a row's cells are worked out from these: see :meth:`Cells._cells`)."""
         key = self._key(g, x)
         below = self._below
         if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
-            return below[key] - self.first[g]
-        return np.searchsorted(self.u, key) - self.first[g]
+            return below[key]
+        return np.searchsorted(self.u, key)
 
     def _key(self, g, x):
         return g * self._span + x if self._span else self.offset[g] + x
@@ -86,38 +93,53 @@ class Side:
 
 
 class _Rows:
-    """One side's rows (see the module) by record: each row's record, and for the rows whose record
-    steps (``moving``), the member's :meth:`~mkernel.ir.Task.offset`. A row's fields are its
-    record's plus its steps times that offset, so they are worked out only where a step is not 0:
-    the 2 x 8 GEMM+AR every-node build's 2.3M rows are never listed field by field."""
+    """One side's rows (see the module) by record: each row's record and its member's
+    :meth:`~mkernel.ir.Task.offset` (``off``). A row's fields are its record's plus its steps times
+    that offset; they are listed only along an axis where they step (:meth:`along`)."""
 
     def __init__(self, recs: np.ndarray, per_entry: np.ndarray, counts: np.ndarray) -> None:
         self.recs, self.n = recs, per_entry
-        self.base, self.rec, i = member_slots(per_entry, counts)
-        step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
-        self.moving = np.flatnonzero(step.any(axis=1)[self.rec])  # rows, by index
-        i, r = i[self.moving], self.rec[self.moving]
-        if recs[:, 9].any():  # (rotate 0: never past the wrap)
-            i = offsets(i, recs[r, 9], recs[r, 10])
-        self.offset = i  # per moving row
-        self.ranked = np.flatnonzero(step[:, 0][r])  # the moving rows whose rank steps, by index into ``moving``
-        self.ranked_records = r[self.ranked]  # and their records and ranks
-        self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * i[self.ranked]
-        # those that step in rank or along rows, or columns (Cells._edges and _rect)
-        self._along = {axis: np.flatnonzero((step[:, 0] | step[:, axis])[r]) for axis in (1, 2)}
-        self._records = r
+        self.base, self.rec, self.off = member_slots(per_entry, counts)
+        wraps = recs[:, 9] > 0  # (rotate 0: never past the wrap) only the rows of wrapping records
+        if wraps.any():
+            at = np.flatnonzero(wraps[self.rec])
+            self.off[at] = offsets(self.off[at], recs[self.rec[at], 9], recs[self.rec[at], 10])
+        self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
+        self._step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
+        ranked = self._step[:, 0]
+        self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows
+        self.ranked_records = self.rec[self.ranked]  # and their records and ranks
+        self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * self.off[self.ranked]
         self._bounds: dict[int, tuple] = {}  # (along's)
         self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
 
-    def along(self, axis: int, last: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The rows that step in rank or along ``axis`` (1: rows, 2: columns): their indices, grids
-        and two bounds there (made once: the edges and the rectangles read them; ``last``: the last
-        reader, after which they are let go)."""
+    @property
+    def moving(self) -> np.ndarray:
+        """The rows whose record steps, by index (their offsets: :attr:`offset`)."""
+        return np.flatnonzero(self._step.any(axis=1)[self.rec])
+
+    @property
+    def offset(self) -> np.ndarray:
+        """Per :attr:`moving` row: its member's offset."""
+        return self.off[self.moving]
+
+    def along(self, axis: int, last: bool = False) -> tuple:
+        """The rows that step in rank or along ``axis`` (1: rows, 2: columns): their indices, how
+        many, their grids and two bounds there (made once: the edges and the rectangles read them;
+        ``last``: the last reader, after which they are let go). Where they are most rows (a GEMM's
+        columns), every row is listed, its indices as None: a row that does not step there has its
+        record's bounds, already among the edges, and listing them all takes fewer passes than
+        picking the others out (the 2 x 8 GEMM+AR's: 87% of them)."""
         if axis not in self._bounds:
-            sub = self._along[axis]
-            at, r = self.moving[sub], self._records[sub]
-            moved = self.recs[r, 6 + axis] * self.offset[sub]  # (both bounds move alike)
-            self._bounds[axis] = (at, self.grid[at], self.recs[r, 2 * axis] + moved, self.recs[r, 2 * axis + 1] + moved)
+            steps = self._step[:, 0] | self._step[:, axis]
+            count = int(self.members[steps].sum())
+            if 2 * count > len(self.rec):
+                at, r, off, g = None, self.rec, self.off, self.grid
+            else:
+                at = np.flatnonzero(steps[self.rec])
+                r, off, g = self.rec[at], self.off[at], self.grid[at]
+            moved = self.recs[r, 6 + axis] * off  # (both bounds move alike)
+            self._bounds[axis] = (at, count, g, self.recs[r, 2 * axis] + moved, self.recs[r, 2 * axis + 1] + moved)
         return self._bounds.pop(axis) if last else self._bounds[axis]
 
 
@@ -177,7 +199,7 @@ class Cells:
         for rows, (own, moved) in zip(sides, keys):
             rows.grid_of_record = number[own]
             rows.grid = rows.grid_of_record[rows.rec]
-            rows.grid[rows.moving[rows.ranked]] = number[moved]
+            rows.grid[rows.ranked] = number[moved]
         self.rows, self.cols = (self._edges(sides, axis, len(uniq)) for axis in (1, 2))
         self.grid_base = np.zeros(len(uniq) + 1, np.int64)
         np.cumsum(self.rows.cells * self.cols.cells, out=self.grid_base[1:])
@@ -187,22 +209,27 @@ class Cells:
         """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids: every record's
         (member 0's), and those of the rows that step in rank or along the axis (the others have
         their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges)."""
-        grids, values = [], []
+        grids, values, size = [], [], 0
         for rows in sides:
-            _, g, v0, v1 = rows.along(axis)
+            _, stepping, g, v0, v1 = rows.along(axis)
             grids += [rows.grid_of_record, rows.grid_of_record, g, g]
             values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1], v0, v1]
-        return _Edges(grids, values, count)
+            size += 2 * (len(rows.recs) + stepping)
+        return _Edges(grids, values, count, size)
 
     def _rect(self, rows: _Rows) -> tuple[np.ndarray, ...]:
-        """Each row's cells: first and end cell row, first and end cell column, in its grid (a row
+        """Each row's cells: first and end cell row, first and end cell column, as edge indices
+        among every grid's (:meth:`_Edges.index`: its grid's own less the grid's ``first``; a row
         that steps neither in rank nor along an axis: its record's there)."""
         out = []
         for axis, edges in ((1, self.rows), (2, self.cols)):
-            at, g, *bounds = rows.along(axis, last=True)
+            at, _, g, *bounds = rows.along(axis, last=True)
             for b in (0, 1):
-                x = edges.local(rows.grid_of_record, rows.recs[:, 2 * axis + b])[rows.rec]
-                x[at] = edges.local(g, bounds[b])
+                if at is None:  # every row listed
+                    x = edges.index(g, bounds[b])
+                else:
+                    x = edges.index(rows.grid_of_record, rows.recs[:, 2 * axis + b])[rows.rec]
+                    x[at] = edges.index(g, bounds[b])
                 bounds[b] = None  # (let go as soon as read)
                 out.append(x)
         return tuple(out)
@@ -210,12 +237,13 @@ class Cells:
     def _cells(self, g: np.ndarray, rect: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
         """(start, cell) of a side (see :class:`Side`). Each row's first cell is repeated over its
         cells, and only the rows of more than one cell (1.4% of the 2 x 8 GEMM+AR's) get the rest worked out."""
-        a0, a1, b0, b1 = rect
-        size = np.where((a1 > a0) & (b1 > b0), (a1 - a0) * (b1 - b0), 0)
+        a0, a1, b0, b1 = rect  # (edge indices among every grid's: see _rect)
+        size = np.maximum(a1 - a0, 0) * np.maximum(b1 - b0, 0)  # (0 where either is empty)
         start = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=start[1:])
         width = self.cols.cells[g]
-        cell = np.repeat(self.grid_base[g] + a0 * width + b0, size)
+        corner = self.grid_base[:-1] - self.rows.first[:-1] * self.cols.cells - self.cols.first[:-1]  # per grid
+        cell = np.repeat(corner[g] + a0 * width + b0, size)
         more = np.flatnonzero(size > 1)
         if len(more):  # cell t of a row: t // w rows and t % w columns on (w: the row's width in cells)
             row, t = ragged(size[more])
