@@ -10,13 +10,17 @@ the expanded schedule). So the rows of members ``first .. first + n - 1`` of one
 slice, and so are their cells (each row's cells, row-major over its rectangle, one row after the
 other). Members' regions come from the group's :class:`~mkernel.ir.Step` by index arithmetic on
 numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region, and a row's bounds
-are worked out only where its record steps (the 2 x 8 GEMM+AR 32768^2 every-node build, 737k
-members in 115k entries, 2.3M rows, takes about 0.4 s warm, 0.7-0.9 s in a fresh process, where
-first-touch page faults of the new arrays cost as much again).
+along an axis are worked out only where its record steps there, in rank or along the axis (the 2 x
+8 GEMM+AR 32768^2 every-node build, 737k members in 53k entries, 2.3M rows, takes about 0.2 s warm).
+The work is a few dozen numpy passes over the rows, each a millisecond or two, so the passes are
+kept few: a row's rectangle is found as edge indices among every grid's (no grid's first edge taken
+off and put back), an edge's key is worked out once for its mark and its look-up, and where a row's
+bounds along the rows are its record's (most rows), its height and first cell row are its record's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import repeat
 from operator import attrgetter, is_
 
@@ -25,19 +29,32 @@ import numpy as np
 from mkernel.ir import BufferKind, Op, Region, Schedule
 from mkernel.members import RegionTable, member_slots, offsets, ragged, read_regions
 
+
 class _Edges:
     """The row (or column) edges of every grid, in one sorted array of keys: grid g's edge x is
     ``offset[g] + x``, the grids laid end to end, each as wide as the widest or, where that leaves
     too many keys to mark, as its own largest edge. Where the possible keys are few (a GEMM's
     columns: 64 grids of 32k columns, against 4M edge values), they are marked rather than sorted,
-    and :meth:`local` reads how many edges lie below a key from a table (a gather, where
+    and :meth:`index` reads how many edges lie below a key from a table (a gather, where
     ``searchsorted`` over the edges cost 40 ns a key); where they are not too many (the rows of the
     2 x 8 GEMM+AR's grids: 22M keys for 1.4M edge values), marked and listed (11 ms, where sorting
     them took 58); else sorted."""
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None = None) -> None:
-        """``size``: how many edge values there are, where ``values`` list some twice (a row that
-        repeats its record's: see :meth:`_Rows.along`); the layout's choices count edge values."""
+        """The edges ``values`` of grids ``grids`` (each a list of arrays, pairwise alike), of ``count``
+        grids. ``size``: how many edge values there are, where ``values`` list some twice (a row
+        that repeats its record's: see :meth:`_Rows.along`); the layout's choices count edge values."""
+        self._build(grids, values, count, size)
+
+    @classmethod
+    def keyed(cls, grids: list[np.ndarray], values: list[np.ndarray], count: int,
+              size: int | None = None) -> tuple[_Edges, list[np.ndarray]]:
+        """The edges (as made by the constructor) and each value array's keys, for :meth:`index`
+        to look the values up by, not working them out again."""
+        edges = cls.__new__(cls)
+        return edges, edges._build(grids, values, count, size)
+
+    def _build(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None) -> list:
         span = 1 + max([0] + [int(v.max()) for v in values if v.size])
         size = sum(v.size for v in values) if size is None else size
         start = np.arange(count + 1, dtype=np.int64) * span  # each grid as wide as the widest
@@ -56,23 +73,58 @@ class _Edges:
             for k in keys:
                 mark[k] = True
             self.u = np.flatnonzero(mark)
-            if space <= 4 * size:
-                self._below = np.zeros(space + 1, np.int32 if space < 2 ** 31 else np.int64)
-                np.cumsum(mark, out=self._below[1:])
+            if space <= 4 * size:  # key k has j edges below it for u[j-1] < k <= u[j]: a run of j's
+                runs = np.diff(self.u, prepend=-1, append=space)  # (a repeat: a sixteenth of a cumsum's time)
+                self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if space < 2 ** 31 else np.int64), runs)
         else:
             self.u = np.unique(np.concatenate(keys))
         self.first = np.searchsorted(self.u, start)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
+        return keys
+
+    def slots(self, size: int) -> tuple[np.ndarray, ...] | None:
+        """Where the keys are too many for a table of them (the rows of the 2 x 8 GEMM+AR's grids:
+        22M), a table of each grid's edges divided by their greatest common divisor (there 128, a
+        tile's rows: 172k slots), if that leaves few enough slots (as for ``_below``); else None.
+        Every edge of grid g is a multiple of its divisor d[g], so edge x is slot ``start[g] + x //
+        d[g]``, the slots keep the edges' order, and a slot's count of the edges below it is the
+        edge's :meth:`index` (a gather, where ``searchsorted`` cost 36 ns a key): (d, start, slots
+        per grid, that count per slot). Made for the grids' making only (:meth:`index`'s ``slots``)."""
+        count = len(self.offset)
+        per = np.diff(self.first)
+        grid = np.repeat(np.arange(count), per)  # per edge
+        x = self.u - self.offset[grid]
+        live = np.flatnonzero(per)
+        d, slots = np.ones(count, np.int64), np.zeros(count, np.int64)
+        if live.size:
+            d[live] = np.maximum(np.gcd.reduceat(x, self.first[live]), 1)
+            slots[live] = x[self.first[live + 1] - 1] // d[live] + 1  # up to its last edge
+        start = np.zeros(count + 1, np.int64)
+        np.cumsum(slots, out=start[1:])
+        if not size or start[-1] > 4 * size:
+            return None
+        below = np.zeros(start[-1] + 1, np.int32 if start[-1] < 2 ** 31 else np.int64)
+        below[start[grid] + x // d[grid] + 1] = 1  # (each edge's slot, one past)
+        np.cumsum(below, out=below)
+        return d, start, slots, below
 
     def local(self, g, x):
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""
         return self.index(g, x) - self.first[g]
 
-    def index(self, g, x):
-        """The index of grid ``g``'s edge ``x`` among every grid's edges: its :meth:`local` index
-        plus ``first[g]`` (a row's cells are worked out from these: see :meth:`Cells._cells`)."""
-        key = self._key(g, x)
+    def index(self, g, x, key: np.ndarray | None = None, slots: tuple | None = None):
+        """The index of grid ``g``'s edge ``x`` among every grid's edges: its :meth:`local` index plus
+        ``first[g]`` (a row's cells are worked out from these: :meth:`Cells._cells`). By ``slots``
+        (:meth:`slots`) where given and ``x`` is a slot's, else by ``x``'s key (``key``: where known)."""
+        if slots is not None:
+            d, start, width, below = slots
+            q, r = np.divmod(x, d[g])
+            if np.size(q) and not np.any(r) and 0 <= np.min(q) and np.all(q < width[g]):
+                return below[start[g] + q]
         below = self._below
+        if key is not None and below is not None:  # a key of :meth:`keyed`'s: marked, so in the table
+            return below[key]
+        key = self._key(g, x)
         if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
             return below[key]
         return np.searchsorted(self.u, key)
@@ -110,8 +162,8 @@ class _Rows:
         self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows
         self.ranked_records = self.rec[self.ranked]  # and their records and ranks
         self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * self.off[self.ranked]
-        self._bounds: dict[int, tuple] = {}  # (along's)
         self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
+        self.span: dict[int, _Span] = {}  # per axis (Cells._edges')
 
     @property
     def moving(self) -> np.ndarray:
@@ -123,24 +175,44 @@ class _Rows:
         """Per :attr:`moving` row: its member's offset."""
         return self.off[self.moving]
 
-    def along(self, axis: int, last: bool = False) -> tuple:
+    def along(self, axis: int) -> tuple:
         """The rows that step in rank or along ``axis`` (1: rows, 2: columns): their indices, how
-        many, their grids and two bounds there (made once: the edges and the rectangles read them;
-        ``last``: the last reader, after which they are let go). Where they are most rows (a GEMM's
-        columns), every row is listed, its indices as None: a row that does not step there has its
-        record's bounds, already among the edges, and listing them all takes fewer passes than
-        picking the others out (the 2 x 8 GEMM+AR's: 87% of them)."""
-        if axis not in self._bounds:
-            steps = self._step[:, 0] | self._step[:, axis]
-            count = int(self.members[steps].sum())
-            if 2 * count > len(self.rec):
-                at, r, off, g = None, self.rec, self.off, self.grid
-            else:
-                at = np.flatnonzero(steps[self.rec])
-                r, off, g = self.rec[at], self.off[at], self.grid[at]
-            moved = self.recs[r, 6 + axis] * off  # (both bounds move alike)
-            self._bounds[axis] = (at, count, g, self.recs[r, 2 * axis] + moved, self.recs[r, 2 * axis + 1] + moved)
-        return self._bounds.pop(axis) if last else self._bounds[axis]
+        many, their grids and two bounds there. Where they are most rows (a GEMM's columns), every
+        row is listed, its indices as None: a row that does not step there has its record's
+        bounds, already among the edges, and listing them all takes fewer passes than picking the
+        others out (the 2 x 8 GEMM+AR's: 87% of them)."""
+        steps = self._step[:, 0] | self._step[:, axis]
+        count = int(self.members[steps].sum())
+        if 2 * count > len(self.rec):
+            at, r, off, g = None, self.rec, self.off, self.grid
+        else:
+            at = np.flatnonzero(steps[self.rec])
+            r, off, g = self.rec[at], self.off[at], self.grid[at]
+        field = self.recs.T  # (a field's column gathered by rows: 2.5x a gather of (row, field) pairs)
+        moved = field[6 + axis][r] * off  # (both bounds move alike)
+        return at, count, g, field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved
+
+
+@dataclass
+class _Span:
+    """One side's rows along one axis, as edge indices among every grid's (:meth:`_Edges.index`):
+    each record's own two (member 0's: those of a row whose record steps neither in rank nor along
+    the axis), and those of the rows that step (``at``, their indices; None: every row, and no
+    record's)."""
+
+    lo: np.ndarray | None  # per record
+    hi: np.ndarray | None
+    at: np.ndarray | None
+    x0: np.ndarray  # per row of ``at``
+    x1: np.ndarray
+
+    def full(self, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's two (``rec``: each row's record)."""
+        if self.at is None:
+            return self.x0, self.x1
+        x0, x1 = self.lo[rec], self.hi[rec]
+        x0[self.at], x1[self.at] = self.x0, self.x1
+        return x0, x1
 
 
 class Cells:
@@ -162,7 +234,9 @@ class Cells:
         self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
         np.cumsum(per[0], out=self.read_first[1:])
         puts = np.fromiter(map(is_, map(attrgetter("op"), s.tasks), repeat(Op.PUT)), bool, entries)
-        kept = [recs[side] for side in sides]  # (each side's records copied once)
+        # each side's records copied once, as 64-bit numbers (compress: 5x a mask's speed; 64-bit:
+        # their products and sums with the rows' 64-bit offsets then take no casts)
+        kept = [np.compress(side, recs, axis=0).astype(np.int64, copy=False) for side in sides]
         pairs = _pairs([(r, f["entry"][side]) for r, side in zip(kept, sides)], per, puts, len(code))
         counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
@@ -170,16 +244,20 @@ class Cells:
         sides = [_Rows(r, n, counts) for r, n in zip(kept, per)]
         del kept
         self._layout(s, sides, {c: name for name, c in code.items()})
+        which, i = ragged(counts[pairs[:, 0]])  # every member of each pair's entry: its read and write rows
+        met = [rows.base[pairs[which, 0]] + i * rows.n[pairs[which, 0]] + pairs[which, q]
+               for rows, q in zip(sides, (1, 2))]
         done, rects = [], []
         while sides:  # side by side, each one's rows let go once its cells are made (a third less memory at the peak)
             rows = sides.pop(0)
-            rects.append(self._rect(rows))
-            done.append(Side(rows.base, rows.n, rows.grid, *self._cells(rows.grid, rects[-1])))
+            at = met[len(done)]
+            if len(at):  # (the pairs' rows' rectangles, for _own)
+                rects.append(tuple(x[at] for axis in (1, 2) for x in rows.span[axis].full(rows.rec)) + (rows.grid[at],))
+            done.append(Side(rows.base, rows.n, rows.grid, *self._cells(rows)))
             del rows
         self.read, self.write = done
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
-        self.write_once = self._once(len(counts))
-        self.need = self.expected[self.read.cell] - self._own(pairs, counts, rects)
+        self.need = self.expected[self.read.cell] - self._own(met[0], rects)
 
     def _layout(self, s: Schedule, sides: list[_Rows], names: dict[int, str]) -> None:
         """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin.
@@ -208,55 +286,68 @@ class Cells:
     def _edges(self, sides: list[_Rows], axis: int, count: int) -> _Edges:
         """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids: every record's
         (member 0's), and those of the rows that step in rank or along the axis (the others have
-        their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges)."""
-        grids, values, size = [], [], 0
+        their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges); and each side's
+        rows there as edge indices (``_Rows.span``), the values and keys let go as they are looked up."""
+        grids, values, size, listed = [], [], 0, []
         for rows in sides:
-            _, stepping, g, v0, v1 = rows.along(axis)
+            at, stepping, g, v0, v1 = rows.along(axis)
             grids += [rows.grid_of_record, rows.grid_of_record, g, g]
             values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1], v0, v1]
             size += 2 * (len(rows.recs) + stepping)
-        return _Edges(grids, values, count, size)
-
-    def _rect(self, rows: _Rows) -> tuple[np.ndarray, ...]:
-        """Each row's cells: first and end cell row, first and end cell column, as edge indices
-        among every grid's (:meth:`_Edges.index`: its grid's own less the grid's ``first``; a row
-        that steps neither in rank nor along an axis: its record's there)."""
-        out = []
-        for axis, edges in ((1, self.rows), (2, self.cols)):
-            at, _, g, *bounds = rows.along(axis, last=True)
-            for b in (0, 1):
-                if at is None:  # every row listed
-                    x = edges.index(g, bounds[b])
+            listed.append(at)
+        edges, keys = _Edges.keyed(grids, values, count, size)
+        slots = edges.slots(size) if edges._below is None else None
+        for k, (rows, at) in enumerate(zip(sides, listed)):
+            found = []
+            for j in range(4 * k, 4 * k + 4):
+                if j % 4 >= 2 or at is not None:  # (every row listed: no record's looked up)
+                    found.append(edges.index(grids[j], values[j], keys[j], slots))
                 else:
-                    x = edges.index(rows.grid_of_record, rows.recs[:, 2 * axis + b])[rows.rec]
-                    x[at] = edges.index(g, bounds[b])
-                bounds[b] = None  # (let go as soon as read)
-                out.append(x)
-        return tuple(out)
+                    found.append(None)
+                values[j] = keys[j] = None
+            rows.span[axis] = _Span(found[0], found[1], at, found[2], found[3])
+        return edges
 
-    def _cells(self, g: np.ndarray, rect: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """(start, cell) of a side (see :class:`Side`). Each row's first cell is repeated over its
-        cells, and only the rows of more than one cell (1.4% of the 2 x 8 GEMM+AR's) get the rest worked out."""
-        a0, a1, b0, b1 = rect  # (edge indices among every grid's: see _rect)
-        size = np.maximum(a1 - a0, 0) * np.maximum(b1 - b0, 0)  # (0 where either is empty)
+    def _cells(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+        """(start, cell) of a side (see :class:`Side`). A row's cells are ``high`` cell rows of
+        ``wide`` cells, the first ``part + b0``: its grid's first cell, plus its first cell row
+        times the grid's width, plus its first cell column (each an edge index among every grid's
+        less its grid's ``first``: ``corner`` takes the grid's off). Where a row's bounds along the
+        rows are its record's, so are ``high`` and ``part``. Each row's first cell is repeated over
+        its cells, and only the rows of more than one cell (1.4% of the 2 x 8 GEMM+AR's) get the
+        rest worked out."""
+        g, rec, width = rows.grid, rows.rec, self.cols.cells
+        corner = self.grid_base[:-1] - self.rows.first[:-1] * width - self.cols.first[:-1]  # per grid
+        a, b = rows.span.pop(1), rows.span.pop(2)
+        if a.at is None:
+            high, part = np.maximum(a.x1 - a.x0, 0), corner[g] + a.x0 * width[g]
+        else:
+            own = rows.grid_of_record
+            high, part = np.maximum(a.hi - a.lo, 0)[rec], (corner[own] + a.lo * width[own])[rec]
+            ga = g[a.at]
+            high[a.at], part[a.at] = np.maximum(a.x1 - a.x0, 0), corner[ga] + a.x0 * width[ga]
+        b0, b1 = b.full(rec)
+        wide = np.maximum(b1 - b0, 0)
+        size = high * wide  # (0 where either is)
         start = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=start[1:])
-        width = self.cols.cells[g]
-        corner = self.grid_base[:-1] - self.rows.first[:-1] * self.cols.cells - self.cols.first[:-1]  # per grid
-        cell = np.repeat(corner[g] + a0 * width + b0, size)
+        dtype = np.int32 if self.total < 2 ** 31 else np.int64
+        cell = np.repeat((part + b0).astype(dtype), size)
         more = np.flatnonzero(size > 1)
         if len(more):  # cell t of a row: t // w rows and t % w columns on (w: the row's width in cells)
             row, t = ragged(size[more])
-            w = (b1 - b0)[more][row]
+            w = wide[more][row]
             u = t // w
-            cell[start[more][row] + t] += u * width[more][row] + (t - u * w)
-        return start, cell.astype(np.int32 if self.total < 2 ** 31 else np.int64)
+            cell[start[more][row] + t] += (u * width[g[more]][row] + (t - u * w)).astype(dtype)
+        return start, cell
 
-    def _once(self, entries: int) -> list[bool]:
+    @cached_property
+    def write_once(self) -> list[bool]:
         """Per entry: whether its members' writes cover no cell twice (so a run's land as one add).
         Only cells that the schedule writes more than once (``expected``) can be met twice in one
-        entry; their (entry, cell) pairs, sorted as one number, show the repeats."""
-        w, total = self.write, max(self.total, 1)
+        entry; their (entry, cell) pairs, sorted as one number, show the repeats. (Read only by
+        the live tracker: a logged run with no hazards never asks.)"""
+        w, total, entries = self.write, max(self.total, 1), len(self.uid0) - 1
         entry = np.repeat(np.arange(entries, dtype=np.int64), np.diff(w.start[w.base]))  # per cell
         again = self.expected[w.cell] > 1
         key = np.sort(entry[again] * total + w.cell[again])
@@ -264,19 +355,16 @@ class Cells:
         once[key[1:][np.diff(key) == 0] // total] = False
         return once.tolist()
 
-    def _own(self, pairs: np.ndarray, counts: np.ndarray, rects: list) -> np.ndarray:
-        """Per read cell: how many of its member's own writes cover it (see ``need``)."""
+    def _own(self, r: np.ndarray, rects: list) -> np.ndarray:
+        """Per read cell: how many of its member's own writes cover it (see ``need``), from the
+        pairs' read rows ``r`` and each side's rectangles and grids of the pairs' rows (as edge
+        indices among every grid's: only differences and comparisons of one grid's are taken)."""
         own = np.zeros(len(self.read.cell), np.int32)
-        if not len(pairs):
+        if not len(r):
             return own
-        pair = pairs
-        which, i = ragged(counts[pair[:, 0]])
-        p, qr, qw = (pair[which, f] for f in (0, 1, 2))
-        r = self.read.base[p] + i * self.read.n[p] + qr
-        w = self.write.base[p] + i * self.write.n[p] + qw
-        (ra0, ra1, rb0, rb1), (wa0, wa1, wb0, wb1) = ([x[y] for x in rect] for rect, y in zip(rects, (r, w)))
+        (ra0, ra1, rb0, rb1, rg), (wa0, wa1, wb0, wb1, wg) = rects
         lo_a, hi_a, lo_b, hi_b = np.maximum(ra0, wa0), np.minimum(ra1, wa1), np.maximum(rb0, wb0), np.minimum(rb1, wb1)
-        keep = (self.read.grid[r] == self.write.grid[w]) & (lo_a < hi_a) & (lo_b < hi_b)
+        keep = (rg == wg) & (lo_a < hi_a) & (lo_b < hi_b)
         r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b = (x[keep] for x in (r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b))
         j, t = ragged(self.read.start[r + 1] - self.read.start[r])
         width = (rb1 - rb0)[j]
@@ -291,7 +379,7 @@ class Cells:
         return int(self.read_pos[self.read_first[p] + q])
 
     def rect(self, r: Region) -> tuple[int, int, int, int]:
-        """Region ``r``'s cell rectangle in its grid (as :meth:`_rect`)."""
+        """Region ``r``'s cell rectangle in its grid: first and end cell row, first and end cell column."""
         g = self.grid[(r.buffer, r.rank)]
         return (int(self.rows.local(g, r.row0)), int(self.rows.local(g, r.row1)),
                 int(self.cols.local(g, r.col0)), int(self.cols.local(g, r.col1)))
@@ -303,7 +391,7 @@ class Cells:
         return self.uid0[p] + (rows - base[p]) // np.maximum(n[p], 1)
 
     def write_rects(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Each write row's cell rectangle (as :meth:`_rect`; empty rows as 0, 0, 0, 0), from its
+        """Each write row's cell rectangle (as :meth:`rect`; empty rows as 0, 0, 0, 0), from its
         first and last cells."""
         s0, s1 = self.write.start[rows], self.write.start[rows + 1]
         full = s1 > s0
@@ -322,15 +410,28 @@ def _pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], pu
            buffers: int) -> np.ndarray:
     """(entry, tracked read, tracked write) of each entry that is not a put, for a read and a write
     of one buffer that may meet (on one rank, or moving apart: a read on another rank, moving
-    alike, never meets it), each numbered among its entry's tracked reads or writes."""
+    alike, never meets it), each numbered among its entry's tracked reads or writes.
+
+    Only the records of an (entry, buffer) that a non-put entry both reads and writes are joined,
+    and where no record steps in rank (no builder's does), by (entry, buffer, rank): then two meet
+    exactly where their keys are equal. (The 2 x 8 GEMM+AR's 115k reductions into OUT read it on
+    their own rank and write it on the 7 others: 800k pairs of (entry, buffer), none that meet.)"""
     (rrec, rentry), (wrec, wentry) = sides
-    local = [np.arange(len(e), dtype=np.int64) - (np.cumsum(n) - n)[e] for (_, e), n in zip(sides, per)]
-    rkey = rentry * buffers + rrec[:, 0]
+    rkey, wkey = rentry * buffers + rrec[:, 0], wentry * buffers + wrec[:, 0]
+    read, written = np.zeros(len(puts) * buffers, bool), np.zeros(len(puts) * buffers, bool)
+    read[rkey] = True
+    written[wkey[~puts[wentry]]] = True
+    both = read & written
+    ro, wo = np.flatnonzero(both[rkey]), np.flatnonzero(both[wkey] & ~puts[wentry])  # (by index)
+    rkey, wkey = rkey[ro], wkey[wo]
+    ranks = np.concatenate((rrec[ro, 1], wrec[wo, 1]))
+    if ranks.size and ranks.min() >= 0 and not (rrec[ro, 6].any() or wrec[wo, 6].any()):
+        world = int(ranks.max()) + 1
+        rkey, wkey = rkey * world + rrec[ro, 1], wkey * world + wrec[wo, 1]
+    local = [at - (np.cumsum(n) - n)[e[at]] for at, (_, e), n in zip((ro, wo), sides, per)]
     order = np.argsort(rkey, kind="stable")
-    keep = ~puts[wentry]
-    wkey = (wentry * buffers + wrec[:, 0])[keep]
     lo, hi = np.searchsorted(rkey[order], wkey, "left"), np.searchsorted(rkey[order], wkey, "right")
     which, j = ragged(hi - lo)
-    r, w = order[lo[which] + j], np.flatnonzero(keep)[which]
-    meet = (rrec[r, 1] == wrec[w, 1]) | (rrec[r, 6] != wrec[w, 6])
-    return np.stack((rentry[r], local[0][r], local[1][w]), axis=1)[meet]
+    r, w = order[lo[which] + j], which
+    meet = (rrec[ro[r], 1] == wrec[wo[w], 1]) | (rrec[ro[r], 6] != wrec[wo[w], 6])
+    return np.stack((rentry[ro[r]], local[0][r], local[1][w]), axis=1)[meet]

@@ -16,7 +16,7 @@ from mkernel.errors import ScheduleError
 from mkernel.scenario import load_scenario
 from mkernel.sim import hazardlog
 
-LAZY = ("_uid0", "_rbase", "_nr", "_wbase", "_nw")
+LAZY = ("_once", "_uid0", "_rbase", "_nr", "_wbase", "_nw")
 
 
 def arrays(tr) -> dict:
