@@ -34,103 +34,122 @@ class _Edges:
     """The row (or column) edges of every grid, in one sorted array of keys: grid g's edge x is
     ``offset[g] + x``, the grids laid end to end, each as wide as the widest or, where that leaves
     too many keys to mark, as its own largest edge. Where the possible keys are few (a GEMM's
-    columns: 64 grids of 32k columns, against 4M edge values), they are marked rather than sorted,
-    and :meth:`index` reads how many edges lie below a key from a table (a gather, where
-    ``searchsorted`` over the edges cost 40 ns a key); where they are not too many (the rows of the
-    2 x 8 GEMM+AR's grids: 22M keys for 1.4M edge values), marked and listed (11 ms, where sorting
-    them took 58); else sorted."""
+    columns: 64 grids of 32k columns, against 4M edge values), :meth:`local` reads how many edges
+    lie below a key from a table (a gather, where ``searchsorted`` over the edges cost 40 ns a key).
+
+    The keys are found by marking them, or where too many to mark, by sorting them; as every edge
+    value is a multiple of a power of two (their lowest common bit: 128 for the 2 x 8 GEMM+AR's rows,
+    a tile's), they are marked and looked up divided by it, each grid's share of the key space
+    divided alike (``_Slots``): exact, as the division keeps every edge and the edges' order, and
+    that space is small (the GEMM+AR's rows: 172k slots, not 22M keys; its columns: 8k, not 2M)."""
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None = None) -> None:
         """The edges ``values`` of grids ``grids`` (each a list of arrays, pairwise alike), of ``count``
         grids. ``size``: how many edge values there are, where ``values`` list some twice (a row
         that repeats its record's: see :meth:`_Rows.along`); the layout's choices count edge values."""
-        self._build(grids, values, count, size)
+        self._build(list(grids), list(values), count, size, [False] * len(values))
 
     @classmethod
-    def keyed(cls, grids: list[np.ndarray], values: list[np.ndarray], count: int,
-              size: int | None = None) -> tuple[_Edges, list[np.ndarray]]:
-        """The edges (as made by the constructor) and each value array's keys, for :meth:`index`
-        to look the values up by, not working them out again."""
+    def found(cls, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int,
+              wanted: list[bool]) -> tuple[_Edges, list[np.ndarray | None]]:
+        """The edges (as the constructor makes them) and, for each value array that ``wanted``
+        names, its values' :meth:`index`, looked up by the keys they were marked by. The lists
+        ``values`` and ``grids`` are emptied as they are read."""
         edges = cls.__new__(cls)
-        return edges, edges._build(grids, values, count, size)
+        return edges, edges._build(grids, values, count, size, wanted)
 
-    def _build(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None) -> list:
+    def _build(self, grids: list, values: list, count: int, size: int | None, wanted: list[bool]) -> list:
         span = 1 + max([0] + [int(v.max()) for v in values if v.size])
         size = sum(v.size for v in values) if size is None else size
         start = np.arange(count + 1, dtype=np.int64) * span  # each grid as wide as the widest
-        if size and count * span > 4 * size and min(int(v.min()) for v in values if v.size) >= 0:
-            top = np.zeros(count, np.int64)  # too wide to mark at once: each grid as wide as its own edges
+        low = min([0] + [int(v.min()) for v in values if v.size])
+        if size and count * span > 4 * size and low >= 0:
+            top = np.full(count, -1, np.int64)  # too wide to mark at once: each grid as wide as its own edges
             for g, v in zip(grids, values):
-                np.maximum.at(top, g, v.astype(np.int64) + 1)  # (of one dtype: ufunc.at casting is 100x slower)
-            np.cumsum(top, out=start[1:])
+                np.maximum.at(top, g, v.astype(np.int64, copy=False))  # (of one dtype: ufunc.at casting is 100x slower)
+            np.cumsum(top + 1, out=start[1:])  # (a grid without edges: 0 wide)
         self.offset = start[:-1]
         self._span = span if start[-1] == count * span else 0  # (every grid as wide: keys by a product, not a gather)
-        keys = [self._key(g, v) for g, v in zip(grids, values)]  # (marked piece by piece: not joined)
         space = int(start[-1])
-        self._below = None  # per key of the marked range: how many edges lie below it
-        if size and space <= 32 * size and min(int(k.min()) for k in keys if k.size) >= 0:
-            mark = np.zeros(space, bool)
+        slots = _Slots(start, values if low >= 0 else [])
+        keys = []
+        for j in range(len(values)):  # (marked piece by piece: not joined)
+            keys.append(slots.key(grids[j], values[j]) if slots.shift else self._key(grids[j], values[j]))
+            grids[j] = values[j] = None
+        self._below = None  # per key: how many edges lie below it
+        if size and slots.space <= 32 * size and min([0] + [int(k.min()) for k in keys if k.size]) >= 0:
+            mark = np.zeros(slots.space, bool)
             for k in keys:
                 mark[k] = True
-            self.u = np.flatnonzero(mark)
-            if space <= 4 * size:  # key k has j edges below it for u[j-1] < k <= u[j]: a run of j's
-                runs = np.diff(self.u, prepend=-1, append=space)  # (a repeat: a sixteenth of a cumsum's time)
-                self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if space < 2 ** 31 else np.int64), runs)
+            slots.u = np.flatnonzero(mark)
         else:
-            self.u = np.unique(np.concatenate(keys))
+            slots.u = np.unique(np.concatenate(keys))
+        self.u = slots.keys()
+        if size and space <= 4 * size and (low >= 0 or min(int(k.min()) for k in keys if k.size) >= 0):
+            runs = np.diff(self.u, prepend=-1, append=space)  # key k has j edges below it for u[j-1] < k <= u[j]
+            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if space < 2 ** 31 else np.int64), runs)
         self.first = np.searchsorted(self.u, start)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
-        return keys
-
-    def slots(self, size: int) -> tuple[np.ndarray, ...] | None:
-        """Where the keys are too many for a table of them (the rows of the 2 x 8 GEMM+AR's grids:
-        22M), a table of each grid's edges divided by their greatest common divisor (there 128, a
-        tile's rows: 172k slots), if that leaves few enough slots (as for ``_below``); else None.
-        Every edge of grid g is a multiple of its divisor d[g], so edge x is slot ``start[g] + x //
-        d[g]``, the slots keep the edges' order, and a slot's count of the edges below it is the
-        edge's :meth:`index` (a gather, where ``searchsorted`` cost 36 ns a key): (d, start, slots
-        per grid, that count per slot). Made for the grids' making only (:meth:`index`'s ``slots``)."""
-        count = len(self.offset)
-        per = np.diff(self.first)
-        grid = np.repeat(np.arange(count), per)  # per edge
-        x = self.u - self.offset[grid]
-        live = np.flatnonzero(per)
-        d, slots = np.ones(count, np.int64), np.zeros(count, np.int64)
-        if live.size:
-            d[live] = np.maximum(np.gcd.reduceat(x, self.first[live]), 1)
-            slots[live] = x[self.first[live + 1] - 1] // d[live] + 1  # up to its last edge
-        start = np.zeros(count + 1, np.int64)
-        np.cumsum(slots, out=start[1:])
-        if not size or start[-1] > 4 * size:
-            return None
-        below = np.zeros(start[-1] + 1, np.int32 if start[-1] < 2 ** 31 else np.int64)
-        below[start[grid] + x // d[grid] + 1] = 1  # (each edge's slot, one past)
-        np.cumsum(below, out=below)
-        return d, start, slots, below
+        return [slots.index(keys[j], 4 * size) if wanted[j] else None for j in range(len(keys))]
 
     def local(self, g, x):
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""
         return self.index(g, x) - self.first[g]
 
-    def index(self, g, x, key: np.ndarray | None = None, slots: tuple | None = None):
+    def index(self, g, x):
         """The index of grid ``g``'s edge ``x`` among every grid's edges: its :meth:`local` index plus
-        ``first[g]`` (a row's cells are worked out from these: :meth:`Cells._cells`). By ``slots``
-        (:meth:`slots`) where given and ``x`` is a slot's, else by ``x``'s key (``key``: where known)."""
-        if slots is not None:
-            d, start, width, below = slots
-            q, r = np.divmod(x, d[g])
-            if np.size(q) and not np.any(r) and 0 <= np.min(q) and np.all(q < width[g]):
-                return below[start[g] + q]
-        below = self._below
-        if key is not None and below is not None:  # a key of :meth:`keyed`'s: marked, so in the table
-            return below[key]
+        ``first[g]`` (a row's cells are worked out from these: :meth:`Cells._cells`)."""
         key = self._key(g, x)
+        below = self._below
         if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
             return below[key]
         return np.searchsorted(self.u, key)
 
     def _key(self, g, x):
         return g * self._span + x if self._span else self.offset[g] + x
+
+
+class _Slots:
+    """The key space of :class:`_Edges` divided by ``2 ** shift``, the lowest bit set in any edge
+    value (so every value is a multiple of it; 0 where some value is negative): grid g's value x is
+    slot ``start[g] + (x >> shift)``, each grid's share of the keys divided alike (rounded up). The
+    slots keep the edges' order and tell them apart, so the edges' slots (``u``), marked or sorted,
+    give their keys (:meth:`keys`), and an edge's count of the edge slots below its own is its count
+    of the edges below it (:meth:`index`). Made while the edges are, and let go after."""
+
+    def __init__(self, start: np.ndarray, values: list[np.ndarray]) -> None:
+        bits = 0
+        for v in values:
+            bits |= int(np.bitwise_or.reduce(v)) if v.size else 0
+        self.shift = (bits & -bits).bit_length() - 1 if bits else 0
+        self.key_start, self.start, self.width = start, start, np.diff(start)  # (shift 0: the keys themselves)
+        if self.shift:
+            self.width = ((self.width - 1) >> self.shift) + 1  # (0 where a grid has no keys)
+            self.start = np.zeros(len(start), np.int64)
+            np.cumsum(self.width, out=self.start[1:])
+        self.space = int(self.start[-1])
+        self.u = np.zeros(0, np.int64)
+        self._below: np.ndarray | None = None  # (index's table)
+
+    def key(self, g, x):
+        return self.start[g] + (x >> self.shift)
+
+    def keys(self) -> np.ndarray:
+        """The edges' keys, from their slots ``u``."""
+        if not self.shift:
+            return self.u
+        g = np.searchsorted(self.start, self.u, "right") - 1
+        return self.key_start[g] + ((self.u - self.start[g]) << self.shift)
+
+    def index(self, slot: np.ndarray, most: int) -> np.ndarray:
+        """How many edges lie below each of these edges' slots: from a table of every slot where
+        there are at most ``most``, else by a search."""
+        if self.space > most:
+            return np.searchsorted(self.u, slot)
+        if self._below is None:  # slot s has j edge slots below it for u[j-1] < s <= u[j]
+            runs = np.diff(self.u, prepend=-1, append=self.space)
+            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if self.space < 2 ** 31 else np.int64), runs)
+        return self._below[slot]
 
 
 @dataclass
@@ -155,7 +174,8 @@ class _Rows:
         wraps = recs[:, 9] > 0  # (rotate 0: never past the wrap) only the rows of wrapping records
         if wraps.any():
             at = np.flatnonzero(wraps[self.rec])
-            self.off[at] = offsets(self.off[at], recs[self.rec[at], 9], recs[self.rec[at], 10])
+            r = self.rec[at]
+            self.off[at] = offsets(self.off[at], recs[:, 9][r], recs[:, 10][r])
         self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
         self._step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
         ranked = self._step[:, 0]
@@ -295,17 +315,10 @@ class Cells:
             values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1], v0, v1]
             size += 2 * (len(rows.recs) + stepping)
             listed.append(at)
-        edges, keys = _Edges.keyed(grids, values, count, size)
-        slots = edges.slots(size) if edges._below is None else None
+        wanted = [j % 4 >= 2 or listed[j // 4] is not None for j in range(len(values))]  # (every row listed: no record's)
+        edges, found = _Edges.found(grids, values, count, size, wanted)
         for k, (rows, at) in enumerate(zip(sides, listed)):
-            found = []
-            for j in range(4 * k, 4 * k + 4):
-                if j % 4 >= 2 or at is not None:  # (every row listed: no record's looked up)
-                    found.append(edges.index(grids[j], values[j], keys[j], slots))
-                else:
-                    found.append(None)
-                values[j] = keys[j] = None
-            rows.span[axis] = _Span(found[0], found[1], at, found[2], found[3])
+            rows.span[axis] = _Span(*found[4 * k:4 * k + 2], at, *found[4 * k + 2:4 * k + 4])
         return edges
 
     def _cells(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
@@ -327,12 +340,16 @@ class Cells:
             ga = g[a.at]
             high[a.at], part[a.at] = np.maximum(a.x1 - a.x0, 0), corner[ga] + a.x0 * width[ga]
         b0, b1 = b.full(rec)
-        wide = np.maximum(b1 - b0, 0)
+        wide = np.subtract(b1, b0)
+        np.maximum(wide, 0, out=wide)
         size = high * wide  # (0 where either is)
+        del b1, high
         start = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=start[1:])
         dtype = np.int32 if self.total < 2 ** 31 else np.int64
-        cell = np.repeat((part + b0).astype(dtype), size)
+        part += b0  # (in place: no fresh pages)
+        del b0
+        cell = np.repeat(part.astype(dtype), size)
         more = np.flatnonzero(size > 1)
         if len(more):  # cell t of a row: t // w rows and t % w columns on (w: the row's width in cells)
             row, t = ragged(size[more])
