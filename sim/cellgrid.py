@@ -51,31 +51,37 @@ class _Edges:
 
     @classmethod
     def found(cls, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int,
-              wanted: list[bool]) -> tuple[_Edges, list[np.ndarray | None]]:
-        """The edges (as the constructor makes them) and, for each value array that ``wanted``
-        names, its values' :meth:`index`, looked up by the keys they were marked by. The lists
-        ``values`` and ``grids`` are emptied as they are read."""
+              wanted: list[bool], stepped: list[_Stepped]) -> tuple[_Edges, list[np.ndarray | None]]:
+        """The edges (as the constructor makes them) of ``values`` and of the rows ``stepped``; and
+        for each value array that ``wanted`` names, then for each of ``stepped`` (two: its lower
+        and upper bounds), their :meth:`index`, looked up by the keys they were marked by. The
+        lists ``values`` and ``grids`` are emptied as they are read."""
         edges = cls.__new__(cls)
-        return edges, edges._build(grids, values, count, size, wanted)
+        return edges, edges._build(grids, values, count, size, wanted, stepped)
 
-    def _build(self, grids: list, values: list, count: int, size: int | None, wanted: list[bool]) -> list:
-        span = 1 + max([0] + [int(v.max()) for v in values if v.size])
+    def _build(self, grids: list, values: list, count: int, size: int | None, wanted: list[bool],
+               stepped: list[_Stepped] = ()) -> list:
+        ends = [(np.minimum(st.lo, st.hi) + st.least, np.maximum(st.lo, st.hi) + st.most) for st in stepped]
+        span = 1 + max([0] + [int(v.max()) for v in values + [e[1] for e in ends] if v.size])
         size = sum(v.size for v in values) if size is None else size
         start = np.arange(count + 1, dtype=np.int64) * span  # each grid as wide as the widest
-        low = min([0] + [int(v.min()) for v in values if v.size])
+        low = min([0] + [int(v.min()) for v in values + [e[0] for e in ends] if v.size])
         if size and count * span > 4 * size and low >= 0:
             top = np.full(count, -1, np.int64)  # too wide to mark at once: each grid as wide as its own edges
-            for g, v in zip(grids, values):
+            for g, v in zip(grids + [st.grid for st in stepped], values + [e[1] for e in ends]):
                 np.maximum.at(top, g, v.astype(np.int64, copy=False))  # (of one dtype: ufunc.at casting is 100x slower)
             np.cumsum(top + 1, out=start[1:])  # (a grid without edges: 0 wide)
         self.offset = start[:-1]
         self._span = span if start[-1] == count * span else 0  # (every grid as wide: keys by a product, not a gather)
         space = int(start[-1])
-        slots = _Slots(start, values if low >= 0 else [])
+        slots = _Slots(start, values + [st.lo | st.hi | st.step for st in stepped] if low >= 0 else [])
         keys = []
         for j in range(len(values)):  # (marked piece by piece: not joined)
             keys.append(slots.key(grids[j], values[j]) if slots.shift else self._key(grids[j], values[j]))
             grids[j] = values[j] = None
+        for st in stepped:
+            keys += st.keys(slots.start, slots.shift)
+            wanted = wanted + [True, True]
         self._below = None  # per key: how many edges lie below it
         if size and slots.space <= 32 * size and min([0] + [int(k.min()) for k in keys if k.size]) >= 0:
             mark = np.zeros(slots.space, bool)
@@ -144,11 +150,12 @@ class _Slots:
     def index(self, slot: np.ndarray, most: int) -> np.ndarray:
         """How many edges lie below each of these edges' slots: from a table of every slot where
         there are at most ``most``, else by a search."""
-        if self.space > most:
+        if self.space > most or (len(self.u) and self.u[0] < 0):  # (negative keys: some value below 0)
             return np.searchsorted(self.u, slot)
         if self._below is None:  # slot s has j edge slots below it for u[j-1] < s <= u[j]
             runs = np.diff(self.u, prepend=-1, append=self.space)
-            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if self.space < 2 ** 31 else np.int64), runs)
+            dtype = np.int32 if self.space < 2 ** 31 else np.int64
+            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=dtype), runs)
         return self._below[slot]
 
 
@@ -171,12 +178,16 @@ class _Rows:
     def __init__(self, recs: np.ndarray, per_entry: np.ndarray, counts: np.ndarray) -> None:
         self.recs, self.n = recs, per_entry
         self.base, self.rec, self.off = member_slots(per_entry, counts)
-        wraps = recs[:, 9] > 0  # (rotate 0: never past the wrap) only the rows of wrapping records
-        if wraps.any():
+        self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
+        self.least, self.most = np.zeros(len(recs), np.int64), self.members - 1  # per record: its rows' offsets
+        wraps = recs[:, 9] > 0
+        if wraps.any():  # (rotate 0: never past the wrap) only the rows of wrapping records
             at = np.flatnonzero(wraps[self.rec])
             r = self.rec[at]
             self.off[at] = offsets(self.off[at], recs[:, 9][r], recs[:, 10][r])
-        self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
+            self.least[wraps], self.most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+            np.minimum.at(self.least, r, self.off[at])
+            np.maximum.at(self.most, r, self.off[at])
         self._step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
         ranked = self._step[:, 0]
         self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows
@@ -195,22 +206,49 @@ class _Rows:
         """Per :attr:`moving` row: its member's offset."""
         return self.off[self.moving]
 
-    def along(self, axis: int) -> tuple:
-        """The rows that step in rank or along ``axis`` (1: rows, 2: columns): their indices, how
-        many, their grids and two bounds there. Where they are most rows (a GEMM's columns), every
-        row is listed, its indices as None: a row that does not step there has its record's
-        bounds, already among the edges, and listing them all takes fewer passes than picking the
-        others out (the 2 x 8 GEMM+AR's: 87% of them)."""
+    def along(self, axis: int) -> tuple[int, tuple | _Stepped]:
+        """How many rows step in rank or along ``axis`` (1: rows, 2: columns), and those rows:
+        their indices, grids and two bounds there. Where they are most rows (a GEMM's columns) and
+        none steps in rank, every row instead, as a :class:`_Stepped` (not listed): a row that does
+        not step there has its record's bounds, already among the edges, and keying them all takes
+        fewer passes than picking the others out (the 2 x 8 GEMM+AR's: 87% of them)."""
         steps = self._step[:, 0] | self._step[:, axis]
         count = int(self.members[steps].sum())
-        if 2 * count > len(self.rec):
-            at, r, off, g = None, self.rec, self.off, self.grid
-        else:
-            at = np.flatnonzero(steps[self.rec])
-            r, off, g = self.rec[at], self.off[at], self.grid[at]
         field = self.recs.T  # (a field's column gathered by rows: 2.5x a gather of (row, field) pairs)
+        if 2 * count > len(self.rec) and not len(self.ranked):
+            step = field[6 + axis]
+            a, b = step * self.least, step * self.most
+            return count, _Stepped(self.grid_of_record, field[2 * axis], field[2 * axis + 1], step,
+                                   self.rec, self.off, np.minimum(a, b), np.maximum(a, b))
+        at = np.flatnonzero(steps[self.rec])
+        r, off = self.rec[at], self.off[at]
         moved = field[6 + axis][r] * off  # (both bounds move alike)
-        return at, count, g, field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved
+        return count, (at, self.grid[at], field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved)
+
+
+@dataclass
+class _Stepped:
+    """Every row of one side along one axis, keyed from its record rather than listed: row j's
+    bounds are ``lo[rec[j]] + step[rec[j]] * off[j]`` and ``hi``'s likewise, in its record's grid
+    (no row steps in rank). ``least``, ``most``: per record, the least and most ``step * off`` of
+    its rows, so the bounds' extremes, which lay the grids out, are known without the bounds."""
+
+    grid: np.ndarray  # per record
+    lo: np.ndarray
+    hi: np.ndarray
+    step: np.ndarray
+    rec: np.ndarray  # per row
+    off: np.ndarray
+    least: np.ndarray  # per record
+    most: np.ndarray
+
+    def keys(self, start: np.ndarray, shift: int) -> list[np.ndarray]:
+        """Every row's two keys among slots ``start`` (:class:`_Slots`): each record's own, plus its
+        step times the row's offset, all divided by ``2 ** shift`` (of which the bounds and steps
+        are multiples, so each divides exactly)."""
+        lo = (start[self.grid] + (self.lo >> shift))[self.rec]
+        lo += (self.step >> shift)[self.rec] * self.off
+        return [lo, lo + ((self.hi - self.lo) >> shift)[self.rec]]
 
 
 @dataclass
@@ -308,17 +346,25 @@ class Cells:
         (member 0's), and those of the rows that step in rank or along the axis (the others have
         their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges); and each side's
         rows there as edge indices (``_Rows.span``), the values and keys let go as they are looked up."""
-        grids, values, size, listed = [], [], 0, []
+        grids, values, wanted, stepped, size, where = [], [], [], [], 0, []
         for rows in sides:
-            at, stepping, g, v0, v1 = rows.along(axis)
-            grids += [rows.grid_of_record, rows.grid_of_record, g, g]
-            values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1], v0, v1]
+            stepping, how = rows.along(axis)
             size += 2 * (len(rows.recs) + stepping)
-            listed.append(at)
-        wanted = [j % 4 >= 2 or listed[j // 4] is not None for j in range(len(values))]  # (every row listed: no record's)
-        edges, found = _Edges.found(grids, values, count, size, wanted)
-        for k, (rows, at) in enumerate(zip(sides, listed)):
-            rows.span[axis] = _Span(*found[4 * k:4 * k + 2], at, *found[4 * k + 2:4 * k + 4])
+            where.append((len(values), how if isinstance(how, _Stepped) else how[0]))
+            grids += [rows.grid_of_record] * 2
+            values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1]]
+            if isinstance(how, _Stepped):  # (every row keyed: no record's looked up)
+                wanted += [False, False]
+                stepped.append(how)
+            else:
+                wanted += [True] * 4
+                grids += [how[1]] * 2
+                values += [how[2], how[3]]
+        edges, found = _Edges.found(grids, values, count, size, wanted, stepped)
+        rest = iter(found[len(wanted):])  # (the stepped sides' bounds, in order)
+        for rows, (j, at) in zip(sides, where):
+            rows.span[axis] = (_Span(None, None, None, next(rest), next(rest)) if isinstance(at, _Stepped)
+                               else _Span(*found[j:j + 2], at, *found[j + 2:j + 4]))
         return edges
 
     def _cells(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
@@ -441,10 +487,11 @@ def _pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], pu
     both = read & written
     ro, wo = np.flatnonzero(both[rkey]), np.flatnonzero(both[wkey] & ~puts[wentry])  # (by index)
     rkey, wkey = rkey[ro], wkey[wo]
-    ranks = np.concatenate((rrec[ro, 1], wrec[wo, 1]))
-    if ranks.size and ranks.min() >= 0 and not (rrec[ro, 6].any() or wrec[wo, 6].any()):
-        world = int(ranks.max()) + 1
-        rkey, wkey = rkey * world + rrec[ro, 1], wkey * world + wrec[wo, 1]
+    rrank, wrank = rrec[:, 1][ro], wrec[:, 1][wo]  # (a column gathered: 2.5x a gather of (row, field) pairs)
+    stepping = rrec[:, 6][ro].any() or wrec[:, 6][wo].any()
+    if len(ro) and len(wo) and min(rrank.min(), wrank.min()) >= 0 and not stepping:
+        world = int(max(rrank.max(), wrank.max())) + 1
+        rkey, wkey = rkey * world + rrank, wkey * world + wrank
     local = [at - (np.cumsum(n) - n)[e[at]] for at, (_, e), n in zip((ro, wo), sides, per)]
     order = np.argsort(rkey, kind="stable")
     lo, hi = np.searchsorted(rkey[order], wkey, "left"), np.searchsorted(rkey[order], wkey, "right")
