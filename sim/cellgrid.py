@@ -9,13 +9,12 @@ apart: entry after entry, member after member, each member's regions in task ord
 the expanded schedule). So the rows of members ``first .. first + n - 1`` of one entry are one
 slice, and so are their cells (each row's cells, row-major over its rectangle, one row after the
 other). Members' regions come from the group's :class:`~mkernel.ir.Step` by index arithmetic on
-numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region, and a row's bounds
-along an axis are worked out only where its record steps there, in rank or along the axis (the 2 x
-8 GEMM+AR 32768^2 every-node build, 737k members in 53k entries, 2.3M rows, takes about 0.2 s warm).
-The work is a few dozen numpy passes over the rows, each a millisecond or two, so the passes are
-kept few: a row's rectangle is found as edge indices among every grid's (no grid's first edge taken
-off and put back), an edge's key is worked out once for its mark and its look-up, and where a row's
-bounds along the rows are its record's (most rows), its height and first cell row are its record's.
+numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region. The 2 x 8 GEMM+AR
+32768^2 every-node build (737k members in 53k entries, 2.3M rows) is about a hundred numpy passes
+over the rows, a millisecond or two each (0.23-0.25 s warm), so the passes are kept few: a row's
+bounds are keyed from its record where it steps (:class:`_Stepped`), not listed, and looked up
+as they are marked; its rectangle is taken as edge indices among every grid's; and where its row
+bounds are its record's (most rows), so are its height and first cell row.
 """
 from __future__ import annotations
 
@@ -44,18 +43,16 @@ class _Edges:
     that space is small (the GEMM+AR's rows: 172k slots, not 22M keys; its columns: 8k, not 2M)."""
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None = None) -> None:
-        """The edges ``values`` of grids ``grids`` (each a list of arrays, pairwise alike), of ``count``
-        grids. ``size``: how many edge values there are, where ``values`` list some twice (a row
-        that repeats its record's: see :meth:`_Rows.along`); the layout's choices count edge values."""
+        """The edges ``values`` (arrays) of grids ``grids`` (alike), of ``count`` grids. ``size``: how
+        many edge values there are, where some are listed twice (a row's that are its record's)."""
         self._build(list(grids), list(values), count, size, [False] * len(values))
 
     @classmethod
     def found(cls, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int,
               wanted: list[bool], stepped: list[_Stepped]) -> tuple[_Edges, list[np.ndarray | None]]:
-        """The edges (as the constructor makes them) of ``values`` and of the rows ``stepped``; and
-        for each value array that ``wanted`` names, then for each of ``stepped`` (two: its lower
-        and upper bounds), their :meth:`index`, looked up by the keys they were marked by. The
-        lists ``values`` and ``grids`` are emptied as they are read."""
+        """The edges of ``values`` and of the rows ``stepped``, and the :meth:`index` of each value
+        array ``wanted`` names, then of each of ``stepped``'s two bounds, looked up by the keys they
+        were marked by (``values``, ``grids``: emptied as they are read)."""
         edges = cls.__new__(cls)
         return edges, edges._build(grids, values, count, size, wanted, stepped)
 
@@ -198,12 +195,12 @@ class _Rows:
 
     @property
     def moving(self) -> np.ndarray:
-        """The rows whose record steps, by index (their offsets: :attr:`offset`)."""
+        """The rows whose record steps, by index."""
         return np.flatnonzero(self._step.any(axis=1)[self.rec])
 
     @property
     def offset(self) -> np.ndarray:
-        """Per :attr:`moving` row: its member's offset."""
+        """Per :attr:`moving` row: its member's offset (tests/core/test_rotate_period.py reads these)."""
         return self.off[self.moving]
 
     def along(self, axis: int) -> tuple[int, tuple | _Stepped]:
@@ -388,7 +385,7 @@ class Cells:
         b0, b1 = b.full(rec)
         wide = np.subtract(b1, b0)
         np.maximum(wide, 0, out=wide)
-        size = high * wide  # (0 where either is)
+        size = np.multiply(high, wide, dtype=np.int64)  # (0 where either is; 64-bit as start is, and repeat takes)
         del b1, high
         start = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=start[1:])
