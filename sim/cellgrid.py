@@ -9,14 +9,17 @@ apart: entry after entry, member after member, each member's regions in task ord
 the expanded schedule). So the rows of members ``first .. first + n - 1`` of one entry are one
 slice, and so are their cells (each row's cells, row-major over its rectangle, one row after the
 other). Members' regions come from the group's :class:`~mkernel.ir.Step` by index arithmetic on
-numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region, and a row's bounds
-are worked out only where its record steps (the 2 x 8 GEMM+AR 32768^2 every-node build, 737k
-members in 115k entries, 2.3M rows, takes about 0.4 s warm, 0.7-0.9 s in a fresh process, where
-first-touch page faults of the new arrays cost as much again).
+numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region. The 2 x 8 GEMM+AR
+32768^2 every-node build (737k members in 53k entries, 2.3M rows) is about a hundred numpy passes
+over the rows, a millisecond or two each (0.23-0.25 s warm), so the passes are kept few: a row's
+bounds are keyed from its record where it steps (:class:`_Stepped`), not listed, and looked up
+as they are marked; its rectangle is taken as edge indices among every grid's; and where its row
+bounds are its record's (most rows), so are its height and first cell row.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import repeat
 from operator import attrgetter, is_
 
@@ -25,53 +28,132 @@ import numpy as np
 from mkernel.ir import BufferKind, Op, Region, Schedule
 from mkernel.members import RegionTable, member_slots, offsets, ragged, read_regions
 
+
 class _Edges:
     """The row (or column) edges of every grid, in one sorted array of keys: grid g's edge x is
     ``offset[g] + x``, the grids laid end to end, each as wide as the widest or, where that leaves
     too many keys to mark, as its own largest edge. Where the possible keys are few (a GEMM's
-    columns: 64 grids of 32k columns, against 4M edge values), they are marked rather than sorted,
-    and :meth:`local` reads how many edges lie below a key from a table (a gather, where
-    ``searchsorted`` over the edges cost 40 ns a key); where they are not too many (the rows of the
-    2 x 8 GEMM+AR's grids: 22M keys for 1.4M edge values), marked and listed (11 ms, where sorting
-    them took 58); else sorted."""
+    columns: 64 grids of 32k columns, against 4M edge values), :meth:`local` reads how many edges
+    lie below a key from a table (a gather, where ``searchsorted`` over the edges cost 40 ns a key).
 
-    def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int) -> None:
-        span = 1 + max([0] + [int(v.max()) for v in values if v.size])
-        size = sum(v.size for v in values)
+    The keys are found by marking them, or where too many to mark, by sorting them; as every edge
+    value is a multiple of a power of two (their lowest common bit: 128 for the 2 x 8 GEMM+AR's rows,
+    a tile's), they are marked and looked up divided by it, each grid's share of the key space
+    divided alike (``_Slots``): exact, as the division keeps every edge and the edges' order, and
+    that space is small (the GEMM+AR's rows: 172k slots, not 22M keys; its columns: 8k, not 2M)."""
+
+    def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None = None) -> None:
+        """The edges ``values`` (arrays) of grids ``grids`` (alike), of ``count`` grids. ``size``: how
+        many edge values there are, where some are listed twice (a row's that are its record's)."""
+        self._build(list(grids), list(values), count, size, [False] * len(values))
+
+    @classmethod
+    def found(cls, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int,
+              wanted: list[bool], stepped: list[_Stepped]) -> tuple[_Edges, list[np.ndarray | None]]:
+        """The edges of ``values`` and of the rows ``stepped``, and the :meth:`index` of each value
+        array ``wanted`` names, then of each of ``stepped``'s two bounds, looked up by the keys they
+        were marked by (``values``, ``grids``: emptied as they are read)."""
+        edges = cls.__new__(cls)
+        return edges, edges._build(grids, values, count, size, wanted, stepped)
+
+    def _build(self, grids: list, values: list, count: int, size: int | None, wanted: list[bool],
+               stepped: list[_Stepped] = ()) -> list:
+        ends = [(np.minimum(st.lo, st.hi) + st.least, np.maximum(st.lo, st.hi) + st.most) for st in stepped]
+        span = 1 + max([0] + [int(v.max()) for v in values + [e[1] for e in ends] if v.size])
+        size = sum(v.size for v in values) if size is None else size
         start = np.arange(count + 1, dtype=np.int64) * span  # each grid as wide as the widest
-        if size and count * span > 4 * size and min(int(v.min()) for v in values if v.size) >= 0:
-            top = np.zeros(count, np.int64)  # too wide to mark at once: each grid as wide as its own edges
-            for g, v in zip(grids, values):
-                np.maximum.at(top, g, v.astype(np.int64) + 1)  # (of one dtype: ufunc.at casting is 100x slower)
-            np.cumsum(top, out=start[1:])
+        low = min([0] + [int(v.min()) for v in values + [e[0] for e in ends] if v.size])
+        if size and count * span > 4 * size and low >= 0:
+            top = np.full(count, -1, np.int64)  # too wide to mark at once: each grid as wide as its own edges
+            for g, v in zip(grids + [st.grid for st in stepped], values + [e[1] for e in ends]):
+                np.maximum.at(top, g, v.astype(np.int64, copy=False))  # (of one dtype: ufunc.at casting is 100x slower)
+            np.cumsum(top + 1, out=start[1:])  # (a grid without edges: 0 wide)
         self.offset = start[:-1]
         self._span = span if start[-1] == count * span else 0  # (every grid as wide: keys by a product, not a gather)
-        keys = [self._key(g, v) for g, v in zip(grids, values)]  # (marked piece by piece: not joined)
         space = int(start[-1])
-        self._below = None  # per key of the marked range: how many edges lie below it
-        if size and space <= 32 * size and min(int(k.min()) for k in keys if k.size) >= 0:
-            mark = np.zeros(space, bool)
+        slots = _Slots(start, values + [st.lo | st.hi | st.step for st in stepped] if low >= 0 else [])
+        keys = []
+        for j in range(len(values)):  # (marked piece by piece: not joined)
+            keys.append(slots.key(grids[j], values[j]) if slots.shift else self._key(grids[j], values[j]))
+            grids[j] = values[j] = None
+        for st in stepped:
+            keys += st.keys(slots.start, slots.shift)
+            wanted = wanted + [True, True]
+        self._below = None  # per key: how many edges lie below it
+        if size and slots.space <= 32 * size and min([0] + [int(k.min()) for k in keys if k.size]) >= 0:
+            mark = np.zeros(slots.space, bool)
             for k in keys:
                 mark[k] = True
-            self.u = np.flatnonzero(mark)
-            if space <= 4 * size:
-                self._below = np.zeros(space + 1, np.int32 if space < 2 ** 31 else np.int64)
-                np.cumsum(mark, out=self._below[1:])
+            slots.u = np.flatnonzero(mark)
         else:
-            self.u = np.unique(np.concatenate(keys))
+            slots.u = np.unique(np.concatenate(keys))
+        self.u = slots.keys()
+        if size and space <= 4 * size and (low >= 0 or min(int(k.min()) for k in keys if k.size) >= 0):
+            runs = np.diff(self.u, prepend=-1, append=space)  # key k has j edges below it for u[j-1] < k <= u[j]
+            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if space < 2 ** 31 else np.int64), runs)
         self.first = np.searchsorted(self.u, start)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
+        return [slots.index(keys[j], 4 * size) if wanted[j] else None for j in range(len(keys))]
 
     def local(self, g, x):
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""
+        return self.index(g, x) - self.first[g]
+
+    def index(self, g, x):
+        """The index of grid ``g``'s edge ``x`` among every grid's edges: its :meth:`local` index plus
+        ``first[g]`` (a row's cells are worked out from these: :meth:`Cells._cells`)."""
         key = self._key(g, x)
         below = self._below
         if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
-            return below[key] - self.first[g]
-        return np.searchsorted(self.u, key) - self.first[g]
+            return below[key]
+        return np.searchsorted(self.u, key)
 
     def _key(self, g, x):
         return g * self._span + x if self._span else self.offset[g] + x
+
+
+class _Slots:
+    """The key space of :class:`_Edges` divided by ``2 ** shift``, the lowest bit set in any edge
+    value (so every value is a multiple of it; 0 where some value is negative): grid g's value x is
+    slot ``start[g] + (x >> shift)``, each grid's share of the keys divided alike (rounded up). The
+    slots keep the edges' order and tell them apart, so the edges' slots (``u``), marked or sorted,
+    give their keys (:meth:`keys`), and an edge's count of the edge slots below its own is its count
+    of the edges below it (:meth:`index`). Made while the edges are, and let go after."""
+
+    def __init__(self, start: np.ndarray, values: list[np.ndarray]) -> None:
+        bits = 0
+        for v in values:
+            bits |= int(np.bitwise_or.reduce(v)) if v.size else 0
+        self.shift = (bits & -bits).bit_length() - 1 if bits else 0
+        self.key_start, self.start, self.width = start, start, np.diff(start)  # (shift 0: the keys themselves)
+        if self.shift:
+            self.width = ((self.width - 1) >> self.shift) + 1  # (0 where a grid has no keys)
+            self.start = np.zeros(len(start), np.int64)
+            np.cumsum(self.width, out=self.start[1:])
+        self.space = int(self.start[-1])
+        self.u = np.zeros(0, np.int64)
+        self._below: np.ndarray | None = None  # (index's table)
+
+    def key(self, g, x):
+        return self.start[g] + (x >> self.shift)
+
+    def keys(self) -> np.ndarray:
+        """The edges' keys, from their slots ``u``."""
+        if not self.shift:
+            return self.u
+        g = np.searchsorted(self.start, self.u, "right") - 1
+        return self.key_start[g] + ((self.u - self.start[g]) << self.shift)
+
+    def index(self, slot: np.ndarray, most: int) -> np.ndarray:
+        """How many edges lie below each of these edges' slots: from a table of every slot where
+        there are at most ``most``, else by a search."""
+        if self.space > most or (len(self.u) and self.u[0] < 0):  # (negative keys: some value below 0)
+            return np.searchsorted(self.u, slot)
+        if self._below is None:  # slot s has j edge slots below it for u[j-1] < s <= u[j]
+            runs = np.diff(self.u, prepend=-1, append=self.space)
+            dtype = np.int32 if self.space < 2 ** 31 else np.int64
+            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=dtype), runs)
+        return self._below[slot]
 
 
 @dataclass
@@ -86,39 +168,106 @@ class Side:
 
 
 class _Rows:
-    """One side's rows (see the module) by record: each row's record, and for the rows whose record
-    steps (``moving``), the member's :meth:`~mkernel.ir.Task.offset`. A row's fields are its
-    record's plus its steps times that offset, so they are worked out only where a step is not 0:
-    the 2 x 8 GEMM+AR every-node build's 2.3M rows are never listed field by field."""
+    """One side's rows (see the module) by record: each row's record and its member's
+    :meth:`~mkernel.ir.Task.offset` (``off``). A row's fields are its record's plus its steps times
+    that offset; they are listed only along an axis where they step (:meth:`along`)."""
 
     def __init__(self, recs: np.ndarray, per_entry: np.ndarray, counts: np.ndarray) -> None:
         self.recs, self.n = recs, per_entry
-        self.base, self.rec, i = member_slots(per_entry, counts)
-        step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
-        self.moving = np.flatnonzero(step.any(axis=1)[self.rec])  # rows, by index
-        i, r = i[self.moving], self.rec[self.moving]
-        if recs[:, 9].any():  # (rotate 0: never past the wrap)
-            i = offsets(i, recs[r, 9], recs[r, 10])
-        self.offset = i  # per moving row
-        self.ranked = np.flatnonzero(step[:, 0][r])  # the moving rows whose rank steps, by index into ``moving``
-        self.ranked_records = r[self.ranked]  # and their records and ranks
-        self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * i[self.ranked]
-        # those that step in rank or along rows, or columns (Cells._edges and _rect)
-        self._along = {axis: np.flatnonzero((step[:, 0] | step[:, axis])[r]) for axis in (1, 2)}
-        self._records = r
-        self._bounds: dict[int, tuple] = {}  # (along's)
+        self.base, self.rec, self.off = member_slots(per_entry, counts)
+        self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
+        self.least, self.most = np.zeros(len(recs), np.int64), self.members - 1  # per record: its rows' offsets
+        wraps = recs[:, 9] > 0
+        if wraps.any():  # (rotate 0: never past the wrap) only the rows of wrapping records
+            at = np.flatnonzero(wraps[self.rec])
+            r = self.rec[at]
+            self.off[at] = offsets(self.off[at], recs[:, 9][r], recs[:, 10][r])
+            self.least[wraps], self.most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+            np.minimum.at(self.least, r, self.off[at])
+            np.maximum.at(self.most, r, self.off[at])
+        self._step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
+        ranked = self._step[:, 0]
+        self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows
+        self.ranked_records = self.rec[self.ranked]  # and their records and ranks
+        self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * self.off[self.ranked]
         self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
+        self.span: dict[int, _Span] = {}  # per axis (Cells._edges')
 
-    def along(self, axis: int, last: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The rows that step in rank or along ``axis`` (1: rows, 2: columns): their indices, grids
-        and two bounds there (made once: the edges and the rectangles read them; ``last``: the last
-        reader, after which they are let go)."""
-        if axis not in self._bounds:
-            sub = self._along[axis]
-            at, r = self.moving[sub], self._records[sub]
-            moved = self.recs[r, 6 + axis] * self.offset[sub]  # (both bounds move alike)
-            self._bounds[axis] = (at, self.grid[at], self.recs[r, 2 * axis] + moved, self.recs[r, 2 * axis + 1] + moved)
-        return self._bounds.pop(axis) if last else self._bounds[axis]
+    @property
+    def moving(self) -> np.ndarray:
+        """The rows whose record steps, by index."""
+        return np.flatnonzero(self._step.any(axis=1)[self.rec])
+
+    @property
+    def offset(self) -> np.ndarray:
+        """Per :attr:`moving` row: its member's offset (tests/core/test_rotate_period.py reads these)."""
+        return self.off[self.moving]
+
+    def along(self, axis: int) -> tuple[int, tuple | _Stepped]:
+        """How many rows step in rank or along ``axis`` (1: rows, 2: columns), and those rows:
+        their indices, grids and two bounds there. Where they are most rows (a GEMM's columns) and
+        none steps in rank, every row instead, as a :class:`_Stepped` (not listed): a row that does
+        not step there has its record's bounds, already among the edges, and keying them all takes
+        fewer passes than picking the others out (the 2 x 8 GEMM+AR's: 87% of them)."""
+        steps = self._step[:, 0] | self._step[:, axis]
+        count = int(self.members[steps].sum())
+        field = self.recs.T  # (a field's column gathered by rows: 2.5x a gather of (row, field) pairs)
+        if 2 * count > len(self.rec) and not len(self.ranked):
+            step = field[6 + axis]
+            a, b = step * self.least, step * self.most
+            return count, _Stepped(self.grid_of_record, field[2 * axis], field[2 * axis + 1], step,
+                                   self.rec, self.off, np.minimum(a, b), np.maximum(a, b))
+        at = np.flatnonzero(steps[self.rec])
+        r, off = self.rec[at], self.off[at]
+        moved = field[6 + axis][r] * off  # (both bounds move alike)
+        return count, (at, self.grid[at], field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved)
+
+
+@dataclass
+class _Stepped:
+    """Every row of one side along one axis, keyed from its record rather than listed: row j's
+    bounds are ``lo[rec[j]] + step[rec[j]] * off[j]`` and ``hi``'s likewise, in its record's grid
+    (no row steps in rank). ``least``, ``most``: per record, the least and most ``step * off`` of
+    its rows, so the bounds' extremes, which lay the grids out, are known without the bounds."""
+
+    grid: np.ndarray  # per record
+    lo: np.ndarray
+    hi: np.ndarray
+    step: np.ndarray
+    rec: np.ndarray  # per row
+    off: np.ndarray
+    least: np.ndarray  # per record
+    most: np.ndarray
+
+    def keys(self, start: np.ndarray, shift: int) -> list[np.ndarray]:
+        """Every row's two keys among slots ``start`` (:class:`_Slots`): each record's own, plus its
+        step times the row's offset, all divided by ``2 ** shift`` (of which the bounds and steps
+        are multiples, so each divides exactly)."""
+        lo = (start[self.grid] + (self.lo >> shift))[self.rec]
+        lo += (self.step >> shift)[self.rec] * self.off
+        return [lo, lo + ((self.hi - self.lo) >> shift)[self.rec]]
+
+
+@dataclass
+class _Span:
+    """One side's rows along one axis, as edge indices among every grid's (:meth:`_Edges.index`):
+    each record's own two (member 0's: those of a row whose record steps neither in rank nor along
+    the axis), and those of the rows that step (``at``, their indices; None: every row, and no
+    record's)."""
+
+    lo: np.ndarray | None  # per record
+    hi: np.ndarray | None
+    at: np.ndarray | None
+    x0: np.ndarray  # per row of ``at``
+    x1: np.ndarray
+
+    def full(self, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's two (``rec``: each row's record)."""
+        if self.at is None:
+            return self.x0, self.x1
+        x0, x1 = self.lo[rec], self.hi[rec]
+        x0[self.at], x1[self.at] = self.x0, self.x1
+        return x0, x1
 
 
 class Cells:
@@ -140,7 +289,9 @@ class Cells:
         self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
         np.cumsum(per[0], out=self.read_first[1:])
         puts = np.fromiter(map(is_, map(attrgetter("op"), s.tasks), repeat(Op.PUT)), bool, entries)
-        kept = [recs[side] for side in sides]  # (each side's records copied once)
+        # each side's records copied once, as 64-bit numbers (compress: 5x a mask's speed; 64-bit:
+        # their products and sums with the rows' 64-bit offsets then take no casts)
+        kept = [np.compress(side, recs, axis=0).astype(np.int64, copy=False) for side in sides]
         pairs = _pairs([(r, f["entry"][side]) for r, side in zip(kept, sides)], per, puts, len(code))
         counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
@@ -148,16 +299,20 @@ class Cells:
         sides = [_Rows(r, n, counts) for r, n in zip(kept, per)]
         del kept
         self._layout(s, sides, {c: name for name, c in code.items()})
+        which, i = ragged(counts[pairs[:, 0]])  # every member of each pair's entry: its read and write rows
+        met = [rows.base[pairs[which, 0]] + i * rows.n[pairs[which, 0]] + pairs[which, q]
+               for rows, q in zip(sides, (1, 2))]
         done, rects = [], []
         while sides:  # side by side, each one's rows let go once its cells are made (a third less memory at the peak)
             rows = sides.pop(0)
-            rects.append(self._rect(rows))
-            done.append(Side(rows.base, rows.n, rows.grid, *self._cells(rows.grid, rects[-1])))
+            at = met[len(done)]
+            if len(at):  # (the pairs' rows' rectangles, for _own)
+                rects.append(tuple(x[at] for axis in (1, 2) for x in rows.span[axis].full(rows.rec)) + (rows.grid[at],))
+            done.append(Side(rows.base, rows.n, rows.grid, *self._cells(rows)))
             del rows
         self.read, self.write = done
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
-        self.write_once = self._once(len(counts))
-        self.need = self.expected[self.read.cell] - self._own(pairs, counts, rects)
+        self.need = self.expected[self.read.cell] - self._own(met[0], rects)
 
     def _layout(self, s: Schedule, sides: list[_Rows], names: dict[int, str]) -> None:
         """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin.
@@ -177,7 +332,7 @@ class Cells:
         for rows, (own, moved) in zip(sides, keys):
             rows.grid_of_record = number[own]
             rows.grid = rows.grid_of_record[rows.rec]
-            rows.grid[rows.moving[rows.ranked]] = number[moved]
+            rows.grid[rows.ranked] = number[moved]
         self.rows, self.cols = (self._edges(sides, axis, len(uniq)) for axis in (1, 2))
         self.grid_base = np.zeros(len(uniq) + 1, np.int64)
         np.cumsum(self.rows.cells * self.cols.cells, out=self.grid_base[1:])
@@ -186,49 +341,73 @@ class Cells:
     def _edges(self, sides: list[_Rows], axis: int, count: int) -> _Edges:
         """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids: every record's
         (member 0's), and those of the rows that step in rank or along the axis (the others have
-        their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges)."""
-        grids, values = [], []
+        their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges); and each side's
+        rows there as edge indices (``_Rows.span``), the values and keys let go as they are looked up."""
+        grids, values, wanted, stepped, size, where = [], [], [], [], 0, []
         for rows in sides:
-            _, g, v0, v1 = rows.along(axis)
-            grids += [rows.grid_of_record, rows.grid_of_record, g, g]
-            values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1], v0, v1]
-        return _Edges(grids, values, count)
+            stepping, how = rows.along(axis)
+            size += 2 * (len(rows.recs) + stepping)
+            where.append((len(values), how if isinstance(how, _Stepped) else how[0]))
+            grids += [rows.grid_of_record] * 2
+            values += [rows.recs[:, 2 * axis], rows.recs[:, 2 * axis + 1]]
+            if isinstance(how, _Stepped):  # (every row keyed: no record's looked up)
+                wanted += [False, False]
+                stepped.append(how)
+            else:
+                wanted += [True] * 4
+                grids += [how[1]] * 2
+                values += [how[2], how[3]]
+        edges, found = _Edges.found(grids, values, count, size, wanted, stepped)
+        rest = iter(found[len(wanted):])  # (the stepped sides' bounds, in order)
+        for rows, (j, at) in zip(sides, where):
+            rows.span[axis] = (_Span(None, None, None, next(rest), next(rest)) if isinstance(at, _Stepped)
+                               else _Span(*found[j:j + 2], at, *found[j + 2:j + 4]))
+        return edges
 
-    def _rect(self, rows: _Rows) -> tuple[np.ndarray, ...]:
-        """Each row's cells: first and end cell row, first and end cell column, in its grid (a row
-        that steps neither in rank nor along an axis: its record's there)."""
-        out = []
-        for axis, edges in ((1, self.rows), (2, self.cols)):
-            at, g, *bounds = rows.along(axis, last=True)
-            for b in (0, 1):
-                x = edges.local(rows.grid_of_record, rows.recs[:, 2 * axis + b])[rows.rec]
-                x[at] = edges.local(g, bounds[b])
-                bounds[b] = None  # (let go as soon as read)
-                out.append(x)
-        return tuple(out)
-
-    def _cells(self, g: np.ndarray, rect: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """(start, cell) of a side (see :class:`Side`). Each row's first cell is repeated over its
-        cells, and only the rows of more than one cell (1.4% of the 2 x 8 GEMM+AR's) get the rest worked out."""
-        a0, a1, b0, b1 = rect
-        size = np.where((a1 > a0) & (b1 > b0), (a1 - a0) * (b1 - b0), 0)
+    def _cells(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+        """(start, cell) of a side (see :class:`Side`). A row's cells are ``high`` cell rows of
+        ``wide`` cells, the first ``part + b0``: its grid's first cell, plus its first cell row
+        times the grid's width, plus its first cell column (each an edge index among every grid's
+        less its grid's ``first``: ``corner`` takes the grid's off). Where a row's bounds along the
+        rows are its record's, so are ``high`` and ``part``. Each row's first cell is repeated over
+        its cells, and only the rows of more than one cell (1.4% of the 2 x 8 GEMM+AR's) get the
+        rest worked out."""
+        g, rec, width = rows.grid, rows.rec, self.cols.cells
+        corner = self.grid_base[:-1] - self.rows.first[:-1] * width - self.cols.first[:-1]  # per grid
+        a, b = rows.span.pop(1), rows.span.pop(2)
+        if a.at is None:
+            high, part = np.maximum(a.x1 - a.x0, 0), corner[g] + a.x0 * width[g]
+        else:
+            own = rows.grid_of_record
+            high, part = np.maximum(a.hi - a.lo, 0)[rec], (corner[own] + a.lo * width[own])[rec]
+            ga = g[a.at]
+            high[a.at], part[a.at] = np.maximum(a.x1 - a.x0, 0), corner[ga] + a.x0 * width[ga]
+        b0, b1 = b.full(rec)
+        wide = np.subtract(b1, b0)
+        np.maximum(wide, 0, out=wide)
+        size = np.multiply(high, wide, dtype=np.int64)  # (0 where either is; 64-bit as start is, and repeat takes)
+        del b1, high
         start = np.zeros(len(size) + 1, np.int64)
         np.cumsum(size, out=start[1:])
-        width = self.cols.cells[g]
-        cell = np.repeat(self.grid_base[g] + a0 * width + b0, size)
+        dtype = np.int32 if self.total < 2 ** 31 else np.int64
+        part += b0  # (in place: no fresh pages)
+        del b0
+        cell = np.repeat(part.astype(dtype), size)
         more = np.flatnonzero(size > 1)
         if len(more):  # cell t of a row: t // w rows and t % w columns on (w: the row's width in cells)
             row, t = ragged(size[more])
-            w = (b1 - b0)[more][row]
+            w = wide[more][row]
             u = t // w
-            cell[start[more][row] + t] += u * width[more][row] + (t - u * w)
-        return start, cell.astype(np.int32 if self.total < 2 ** 31 else np.int64)
+            cell[start[more][row] + t] += (u * width[g[more]][row] + (t - u * w)).astype(dtype)
+        return start, cell
 
-    def _once(self, entries: int) -> list[bool]:
+    @cached_property
+    def write_once(self) -> list[bool]:
         """Per entry: whether its members' writes cover no cell twice (so a run's land as one add).
         Only cells that the schedule writes more than once (``expected``) can be met twice in one
-        entry; their (entry, cell) pairs, sorted as one number, show the repeats."""
-        w, total = self.write, max(self.total, 1)
+        entry; their (entry, cell) pairs, sorted as one number, show the repeats. (Read only by
+        the live tracker: a logged run with no hazards never asks.)"""
+        w, total, entries = self.write, max(self.total, 1), len(self.uid0) - 1
         entry = np.repeat(np.arange(entries, dtype=np.int64), np.diff(w.start[w.base]))  # per cell
         again = self.expected[w.cell] > 1
         key = np.sort(entry[again] * total + w.cell[again])
@@ -236,19 +415,16 @@ class Cells:
         once[key[1:][np.diff(key) == 0] // total] = False
         return once.tolist()
 
-    def _own(self, pairs: np.ndarray, counts: np.ndarray, rects: list) -> np.ndarray:
-        """Per read cell: how many of its member's own writes cover it (see ``need``)."""
+    def _own(self, r: np.ndarray, rects: list) -> np.ndarray:
+        """Per read cell: how many of its member's own writes cover it (see ``need``), from the
+        pairs' read rows ``r`` and each side's rectangles and grids of the pairs' rows (as edge
+        indices among every grid's: only differences and comparisons of one grid's are taken)."""
         own = np.zeros(len(self.read.cell), np.int32)
-        if not len(pairs):
+        if not len(r):
             return own
-        pair = pairs
-        which, i = ragged(counts[pair[:, 0]])
-        p, qr, qw = (pair[which, f] for f in (0, 1, 2))
-        r = self.read.base[p] + i * self.read.n[p] + qr
-        w = self.write.base[p] + i * self.write.n[p] + qw
-        (ra0, ra1, rb0, rb1), (wa0, wa1, wb0, wb1) = ([x[y] for x in rect] for rect, y in zip(rects, (r, w)))
+        (ra0, ra1, rb0, rb1, rg), (wa0, wa1, wb0, wb1, wg) = rects
         lo_a, hi_a, lo_b, hi_b = np.maximum(ra0, wa0), np.minimum(ra1, wa1), np.maximum(rb0, wb0), np.minimum(rb1, wb1)
-        keep = (self.read.grid[r] == self.write.grid[w]) & (lo_a < hi_a) & (lo_b < hi_b)
+        keep = (rg == wg) & (lo_a < hi_a) & (lo_b < hi_b)
         r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b = (x[keep] for x in (r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b))
         j, t = ragged(self.read.start[r + 1] - self.read.start[r])
         width = (rb1 - rb0)[j]
@@ -263,7 +439,7 @@ class Cells:
         return int(self.read_pos[self.read_first[p] + q])
 
     def rect(self, r: Region) -> tuple[int, int, int, int]:
-        """Region ``r``'s cell rectangle in its grid (as :meth:`_rect`)."""
+        """Region ``r``'s cell rectangle in its grid: first and end cell row, first and end cell column."""
         g = self.grid[(r.buffer, r.rank)]
         return (int(self.rows.local(g, r.row0)), int(self.rows.local(g, r.row1)),
                 int(self.cols.local(g, r.col0)), int(self.cols.local(g, r.col1)))
@@ -275,7 +451,7 @@ class Cells:
         return self.uid0[p] + (rows - base[p]) // np.maximum(n[p], 1)
 
     def write_rects(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Each write row's cell rectangle (as :meth:`_rect`; empty rows as 0, 0, 0, 0), from its
+        """Each write row's cell rectangle (as :meth:`rect`; empty rows as 0, 0, 0, 0), from its
         first and last cells."""
         s0, s1 = self.write.start[rows], self.write.start[rows + 1]
         full = s1 > s0
@@ -294,15 +470,29 @@ def _pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], pu
            buffers: int) -> np.ndarray:
     """(entry, tracked read, tracked write) of each entry that is not a put, for a read and a write
     of one buffer that may meet (on one rank, or moving apart: a read on another rank, moving
-    alike, never meets it), each numbered among its entry's tracked reads or writes."""
+    alike, never meets it), each numbered among its entry's tracked reads or writes.
+
+    Only the records of an (entry, buffer) that a non-put entry both reads and writes are joined,
+    and where no record steps in rank (no builder's does), by (entry, buffer, rank): then two meet
+    exactly where their keys are equal. (The 2 x 8 GEMM+AR's 115k reductions into OUT read it on
+    their own rank and write it on the 7 others: 800k pairs of (entry, buffer), none that meet.)"""
     (rrec, rentry), (wrec, wentry) = sides
-    local = [np.arange(len(e), dtype=np.int64) - (np.cumsum(n) - n)[e] for (_, e), n in zip(sides, per)]
-    rkey = rentry * buffers + rrec[:, 0]
+    rkey, wkey = rentry * buffers + rrec[:, 0], wentry * buffers + wrec[:, 0]
+    read, written = np.zeros(len(puts) * buffers, bool), np.zeros(len(puts) * buffers, bool)
+    read[rkey] = True
+    written[wkey[~puts[wentry]]] = True
+    both = read & written
+    ro, wo = np.flatnonzero(both[rkey]), np.flatnonzero(both[wkey] & ~puts[wentry])  # (by index)
+    rkey, wkey = rkey[ro], wkey[wo]
+    rrank, wrank = rrec[:, 1][ro], wrec[:, 1][wo]  # (a column gathered: 2.5x a gather of (row, field) pairs)
+    stepping = rrec[:, 6][ro].any() or wrec[:, 6][wo].any()
+    if len(ro) and len(wo) and min(rrank.min(), wrank.min()) >= 0 and not stepping:
+        world = int(max(rrank.max(), wrank.max())) + 1
+        rkey, wkey = rkey * world + rrank, wkey * world + wrank
+    local = [at - (np.cumsum(n) - n)[e[at]] for at, (_, e), n in zip((ro, wo), sides, per)]
     order = np.argsort(rkey, kind="stable")
-    keep = ~puts[wentry]
-    wkey = (wentry * buffers + wrec[:, 0])[keep]
     lo, hi = np.searchsorted(rkey[order], wkey, "left"), np.searchsorted(rkey[order], wkey, "right")
     which, j = ragged(hi - lo)
-    r, w = order[lo[which] + j], np.flatnonzero(keep)[which]
-    meet = (rrec[r, 1] == wrec[w, 1]) | (rrec[r, 6] != wrec[w, 6])
-    return np.stack((rentry[r], local[0][r], local[1][w]), axis=1)[meet]
+    r, w = order[lo[which] + j], which
+    meet = (rrec[ro[r], 1] == wrec[wo[w], 1]) | (rrec[ro[r], 6] != wrec[wo[w], 6])
+    return np.stack((rentry[ro[r]], local[0][r], local[1][w]), axis=1)[meet]

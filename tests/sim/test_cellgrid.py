@@ -112,11 +112,23 @@ def test_cells_equal_the_grids_made_region_by_region(s):
     assert c.write_once == once
 
 
-def test_the_builds_take_every_shortcut():
+def test_the_builds_take_every_shortcut(monkeypatch):
     """The builds above reach each path of ``Cells``: wrapped groups, records that step in rank, rows
-    of several cells, cells written more than once, column edges from the table, row edges searched."""
+    of several cells, cells written more than once, column edges from the table, row edges searched,
+    sides whose rows along an axis are keyed from their records (``_Stepped``) and sides listed."""
+    from mkernel.sim.cellgrid import _Rows
+
+    kinds, along = set(), _Rows.along
+
+    def spy(self, axis):
+        got = along(self, axis)
+        kinds.add(type(got[1]).__name__)
+        return got
+
+    monkeypatch.setattr(_Rows, "along", spy)
     builds = [p.values[0] for p in _builds()]
     grids = [Cells(s) for s in builds]
+    assert kinds == {"_Stepped", "tuple"}
     assert any(t.count > 1 and t.step.rotate for s in builds for t in s.tasks)
     assert any(t.count > 1 and any(r[0] for r in t.step.regions) for s in builds for t in s.tasks)
     assert any((np.diff(c.read.start) > 1).any() and (np.diff(c.write.start) > 1).any() for c in grids)
@@ -144,3 +156,58 @@ def test_edges_number_each_grids_edges_as_a_sort_of_them_does(width):
         own = np.unique(np.concatenate([v[g == gi] for g, v in zip(grids, values)]))
         assert edges.cells[gi] == max(len(own) - 1, 0)
         assert (edges.local(np.full(len(own), gi), own) == np.arange(len(own))).all()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
+    """``_Edges.found`` (the grids' making: keys divided by the values' lowest common bit, rows keyed
+    from their records and offsets without being listed, looked up as marked) against ``_Edges`` of
+    every value listed, on random layouts: the same edges and layout, array for array, and each
+    value's index is its key's place among the edges (a search of them). Seeds cover every grid as
+    wide (marked with a table), each as wide as its own edges, too many slots to mark (sorted),
+    negative values (no division), steps of either sign and members past a wrap (negative offsets)."""
+    from mkernel.sim.cellgrid import _Edges, _Stepped
+
+    rng = np.random.default_rng(seed)
+    count = 5
+    unit = 1 << int(rng.integers(0, 8))  # the values' common power of two
+    wide = [40, 4000, 400_000][seed % 3]
+    floor = -wide if seed % 4 == 3 else 0
+    grids, values, listed_g, listed_v, stepped = [], [], [], [], []
+    for piece in range(2):  # listed values
+        g = rng.choice([0, 1, 3, 4], 200)
+        v = rng.integers(floor // unit, wide // unit + 2, 200) * unit
+        grids.append(g)
+        values.append(v)
+    for piece in range(2):  # stepped rows: per record a grid, bounds and step, and rows of its members
+        recs = 50
+        grid = rng.choice([0, 1, 3, 4], recs)
+        lo = rng.integers(floor // unit, wide // unit + 2, recs) * unit
+        hi = lo + rng.integers(0, 8, recs) * unit
+        step = rng.integers(-3, 4, recs) * unit
+        members = rng.integers(1, 6, recs)
+        rec = np.repeat(np.arange(recs), members)
+        off = np.concatenate([np.arange(m) - (rng.integers(0, m) if m > 2 and rng.random() < 0.3 else 0)
+                              for m in members])  # (some wrapped: offsets below 0)
+        least, most = np.full(recs, 10 ** 9), np.full(recs, -10 ** 9)
+        np.minimum.at(least, rec, step[rec] * off)
+        np.maximum.at(most, rec, step[rec] * off)
+        stepped.append(_Stepped(grid, lo, hi, step, rec, off, least, most))
+        grids += [grid] * 2
+        values += [lo, hi]  # (the records' own, as Cells lists them)
+        listed_g += [grid[rec]] * 2
+        listed_v += [lo[rec] + step[rec] * off, hi[rec] + step[rec] * off]
+    size = sum(v.size for v in values + listed_v)
+    plain = _Edges(grids + listed_g, values + listed_v, count, size)
+    wanted = [bool(rng.random() < 0.7) for _ in values]
+    made, found = _Edges.found(list(grids), list(values), count, size, wanted, stepped)
+    for name in ("offset", "u", "first", "cells", "_span", "_below"):
+        a, b = getattr(plain, name), getattr(made, name)
+        assert (a is None and b is None) or (np.array_equal(a, b) and np.asarray(a).dtype == np.asarray(b).dtype), name
+    want = [np.searchsorted(plain.u, plain._key(g, v)) for g, v in zip(grids + listed_g, values + listed_v)]
+    assert len(found) == len(values) + len(listed_v)
+    for j, got in enumerate(found):
+        if j < len(values) and not wanted[j]:
+            assert got is None
+        else:
+            assert np.array_equal(got, want[j]), j
