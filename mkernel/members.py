@@ -10,7 +10,6 @@ set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracke
 """
 from __future__ import annotations
 
-import weakref
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_
 
@@ -43,8 +42,6 @@ class Entries:
     ``count``: each entry's members; ``groups``: the entries of more than one, and ``steps`` theirs
     (None where a group has none)."""
 
-    _last: weakref.ref | None = None  # (the one read last, while something holds it: see of())
-
     def __init__(self, tasks: tuple) -> None:
         self.tasks = tasks
         self.count = np.fromiter(map(_COUNT, tasks), np.int64, len(tasks))
@@ -52,15 +49,6 @@ class Entries:
         self.steps = list(map(_STEP, map(tasks.__getitem__, self.groups.tolist())))
         self.whole = all(self.steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
         self._period = self._rotate = None
-        Entries._last = weakref.ref(self)
-
-    @staticmethod
-    def of(tasks: tuple) -> Entries:
-        """The Entries of ``tasks``: the one read last where it is theirs and still held (validate
-        holds its own through its phases; the screen, called with the tables alone, finds it here),
-        else read now. Exact either way: an Entries is what ``tasks``, a tuple of frozen tasks, holds."""
-        last = Entries._last() if Entries._last is not None else None
-        return last if last is not None and last.tasks is tasks else Entries(tasks)
 
     def period(self) -> np.ndarray:
         """Each group's ``Step.period`` (every group has a step)."""

@@ -40,10 +40,11 @@ _MASK, _INDEX, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("lab
 _SIGNALS = attrgetter("signals")
 
 
-def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
+def cleared(s: Schedule, table: tuple, keys: SignalTable, entries: Entries | None = None) -> np.ndarray:
     """Per entry of ``s``: whether it certainly keeps every per-task rule (see the module);
     ``table`` is :func:`mkernel.members.read_regions` of ``s``, ``keys`` its
-    :func:`~mkernel.signal_table.signal_table`."""
+    :func:`~mkernel.signal_table.signal_table`, ``entries`` its :class:`~mkernel.members.Entries`
+    where read already."""
     tasks, n, g = s.tasks, len(s.tasks), s.gpus_per_node
     count = keys.count
     tid, rank, launch = np.fromiter(chain.from_iterable(map(_FIELDS, tasks)), np.int64, 3 * n).reshape(-1, 3).T
@@ -55,7 +56,7 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable) -> np.ndarray:
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
     ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
                                                                                    np.int64, n) == 0)
-    groups, rot, cycle = _groups(tasks, op, count, table, per)
+    groups, rot, cycle = _groups(tasks, entries or Entries(tasks), op, count, table, per)
     ok &= groups
     budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
                       or [[False] * len(Role)])
@@ -87,7 +88,7 @@ def _outside(rank: np.ndarray, low: np.ndarray, g: int) -> np.ndarray:
     return (rank < low) | (rank >= low + g)
 
 
-def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple,
+def _groups(tasks: tuple, entries: Entries, op: np.ndarray, count: np.ndarray, table: tuple,
             per: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per entry: a group's signals, where they cycle, step and cycle a whole number of times, its
     label takes its number where the number steps, a put's ranks do not step, and members that wrap
@@ -98,7 +99,7 @@ def _groups(tasks: tuple, op: np.ndarray, count: np.ndarray, table: tuple,
     :func:`~mkernel.members.read_regions` its regions, and :func:`~mkernel.signal_table.signal_table`
     its signals and waits.) ``per``: each entry's records in ``table``."""
     ok, rot, cycle = np.ones(len(tasks), bool), np.zeros(len(tasks), np.int64), count.copy()
-    entries = Entries.of(tasks)  # (every group has a step: the signal table was read)
+    # (every group has a step here: the signal table was read)
     at, steps = entries.groups, entries.steps
     period = entries.period()
     cycling = period != 0

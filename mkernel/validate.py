@@ -69,7 +69,7 @@ def validate(s: Schedule, races: bool = True) -> RegionTable | None:
     entries = Entries(s.tasks)  # (read once: the tables below read it)
     try:
         table, keys = region_table(s, entries), signal_table(s, home, entries)  # (made once: the screen and the
-        plain = cleared(s, table, keys)  # rules below read them)
+        plain = cleared(s, table, keys, entries)  # rules below read them)
     except (ValueError, IndexError):  # a group's steps do not fit it, or a put signals a rank past the world:
         table, keys, plain = None, None, np.zeros(len(s.tasks), bool)  # the rules below name it (or fail there)
     for i in np.flatnonzero(~plain).tolist():  # (a cleared entry keeps every per-task rule: mkernel/screen.py)

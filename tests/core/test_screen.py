@@ -63,7 +63,7 @@ def _rules(s: Schedule, p: int) -> str | None:
 def _verdict(s: Schedule, screen: bool, monkeypatch) -> str | None:
     with monkeypatch.context() as m:
         if not screen:
-            m.setattr(V, "cleared", lambda s, table, keys: np.zeros(len(s.tasks), bool))
+            m.setattr(V, "cleared", lambda s, table, keys, entries: np.zeros(len(s.tasks), bool))
         try:
             V.validate(s, races=False)
         except ScheduleError as e:

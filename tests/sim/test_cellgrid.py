@@ -115,7 +115,7 @@ def test_cells_equal_the_grids_made_region_by_region(s):
 def test_the_builds_take_every_shortcut(monkeypatch):
     """The builds above reach each path of ``Cells``: wrapped groups, records that step in rank, rows
     of several cells, cells written more than once, column edges from the table, row edges searched,
-    sides whose rows along an axis are keyed from their records (``_Stepped``) and sides listed."""
+    sides whose rows along an axis are keyed from their records (``Stepped``) and sides listed."""
     from mkernel.sim.cellgrid import _Rows
 
     kinds, along = set(), _Rows.along
@@ -128,7 +128,7 @@ def test_the_builds_take_every_shortcut(monkeypatch):
     monkeypatch.setattr(_Rows, "along", spy)
     builds = [p.values[0] for p in _builds()]
     grids = [Cells(s) for s in builds]
-    assert kinds == {"_Stepped", "tuple"}
+    assert kinds == {"Stepped", "tuple"}
     assert any(t.count > 1 and t.step.rotate for s in builds for t in s.tasks)
     assert any(t.count > 1 and any(r[0] for r in t.step.regions) for s in builds for t in s.tasks)
     assert any((np.diff(c.read.start) > 1).any() and (np.diff(c.write.start) > 1).any() for c in grids)
@@ -141,7 +141,7 @@ def test_edges_number_each_grids_edges_as_a_sort_of_them_does(width):
     """The edge layouts (every grid as wide as the widest, marked; each grid as wide as its own,
     marked; sorted) against each grid's edges sorted apart: the same cells per grid, and every edge's
     index among its grid's."""
-    from mkernel.sim.cellgrid import _Edges
+    from mkernel.sim.gridedges import Edges
 
     rng = np.random.default_rng(width)
     count = 6
@@ -151,7 +151,7 @@ def test_edges_number_each_grids_edges_as_a_sort_of_them_does(width):
         g = rng.choice([0, 1, 2, 3, 5], 300)
         grids.append(g)
         values.append(rng.integers(0, np.array(tops)[g]))
-    edges = _Edges(grids, values, count)
+    edges = Edges(grids, values, count)
     for gi in range(count):
         own = np.unique(np.concatenate([v[g == gi] for g, v in zip(grids, values)]))
         assert edges.cells[gi] == max(len(own) - 1, 0)
@@ -160,13 +160,14 @@ def test_edges_number_each_grids_edges_as_a_sort_of_them_does(width):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
-    """``_Edges.found`` (the grids' making: keys divided by the values' lowest common bit, rows keyed
-    from their records and offsets without being listed, looked up as marked) against ``_Edges`` of
+    """``Edges.found`` (the grids' making: keys divided by the values' lowest common bit, rows keyed
+    from their records and offsets without being listed, looked up as marked) against ``Edges`` of
     every value listed, on random layouts: the same edges and layout, array for array, and each
     value's index is its key's place among the edges (a search of them). Seeds cover every grid as
     wide (marked with a table), each as wide as its own edges, too many slots to mark (sorted),
     negative values (no division), steps of either sign and members past a wrap (negative offsets)."""
-    from mkernel.sim.cellgrid import _Edges, _Stepped
+    from mkernel.sim.cellgrid import Stepped
+    from mkernel.sim.gridedges import Edges
 
     rng = np.random.default_rng(seed)
     count = 5
@@ -192,15 +193,15 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
         least, most = np.full(recs, 10 ** 9), np.full(recs, -10 ** 9)
         np.minimum.at(least, rec, step[rec] * off)
         np.maximum.at(most, rec, step[rec] * off)
-        stepped.append(_Stepped(grid, lo, hi, step, rec, off, least, most))
+        stepped.append(Stepped(grid, lo, hi, step, rec, off, least, most))
         grids += [grid] * 2
         values += [lo, hi]  # (the records' own, as Cells lists them)
         listed_g += [grid[rec]] * 2
         listed_v += [lo[rec] + step[rec] * off, hi[rec] + step[rec] * off]
     size = sum(v.size for v in values + listed_v)
-    plain = _Edges(grids + listed_g, values + listed_v, count, size)
+    plain = Edges(grids + listed_g, values + listed_v, count, size)
     wanted = [bool(rng.random() < 0.7) for _ in values]
-    made, found = _Edges.found(list(grids), list(values), count, size, wanted, stepped)
+    made, found = Edges.found(list(grids), list(values), count, size, wanted, stepped)
     for name in ("offset", "u", "first", "cells", "_span", "_below"):
         a, b = getattr(plain, name), getattr(made, name)
         assert (a is None and b is None) or (np.array_equal(a, b) and np.asarray(a).dtype == np.asarray(b).dtype), name

@@ -1,0 +1,138 @@
+"""The row and column edges of the hazard tracker's grids (:mod:`mkernel.sim.cellgrid`): every grid's
+edges in one sorted array of keys, and a row bound's index among its grid's edges, found by marking
+the keys where they are few enough and by sorting where not (see :class:`Edges`)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .cellgrid import Stepped
+
+
+class Edges:
+    """The row (or column) edges of every grid, in one sorted array of keys: grid g's edge x is
+    ``offset[g] + x``, the grids laid end to end, each as wide as the widest or, where that leaves
+    too many keys to mark, as its own largest edge. Where the possible keys are few (a GEMM's
+    columns: 64 grids of 32k columns, against 4M edge values), :meth:`local` reads how many edges
+    lie below a key from a table (a gather, where ``searchsorted`` over the edges cost 40 ns a key).
+
+    The keys are found by marking them, or where too many to mark, by sorting them; as every edge
+    value is a multiple of a power of two (their lowest common bit: 128 for the 2 x 8 GEMM+AR's rows,
+    a tile's), they are marked and looked up divided by it, each grid's share of the key space
+    divided alike (``Slots``): exact, as the division keeps every edge and the edges' order, and
+    that space is small (the GEMM+AR's rows: 172k slots, not 22M keys; its columns: 8k, not 2M)."""
+
+    def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None = None) -> None:
+        """The edges ``values`` (arrays) of grids ``grids`` (alike), of ``count`` grids. ``size``: how
+        many edge values there are, where some are listed twice (a row's that are its record's)."""
+        self._build(list(grids), list(values), count, size, [False] * len(values))
+
+    @classmethod
+    def found(cls, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int,
+              wanted: list[bool], stepped: list[Stepped]) -> tuple[Edges, list[np.ndarray | None]]:
+        """The edges of ``values`` and of the rows ``stepped``, and the :meth:`index` of each value
+        array ``wanted`` names, then of each of ``stepped``'s two bounds, looked up by the keys they
+        were marked by (``values``, ``grids``: emptied as they are read)."""
+        edges = cls.__new__(cls)
+        return edges, edges._build(grids, values, count, size, wanted, stepped)
+
+    def _build(self, grids: list, values: list, count: int, size: int | None, wanted: list[bool],
+               stepped: list[Stepped] = ()) -> list:
+        ends = [(np.minimum(st.lo, st.hi) + st.least, np.maximum(st.lo, st.hi) + st.most) for st in stepped]
+        span = 1 + max([0] + [int(v.max()) for v in values + [e[1] for e in ends] if v.size])
+        size = sum(v.size for v in values) if size is None else size
+        start = np.arange(count + 1, dtype=np.int64) * span  # each grid as wide as the widest
+        low = min([0] + [int(v.min()) for v in values + [e[0] for e in ends] if v.size])
+        if size and count * span > 4 * size and low >= 0:
+            top = np.full(count, -1, np.int64)  # too wide to mark at once: each grid as wide as its own edges
+            for g, v in zip(grids + [st.grid for st in stepped], values + [e[1] for e in ends]):
+                np.maximum.at(top, g, v.astype(np.int64, copy=False))  # (of one dtype: ufunc.at casting is 100x slower)
+            np.cumsum(top + 1, out=start[1:])  # (a grid without edges: 0 wide)
+        self.offset = start[:-1]
+        self._span = span if start[-1] == count * span else 0  # (every grid as wide: keys by a product, not a gather)
+        space = int(start[-1])
+        slots = Slots(start, values + [st.lo | st.hi | st.step for st in stepped] if low >= 0 else [])
+        keys = []
+        for j in range(len(values)):  # (marked piece by piece: not joined)
+            keys.append(slots.key(grids[j], values[j]) if slots.shift else self._key(grids[j], values[j]))
+            grids[j] = values[j] = None
+        for st in stepped:
+            keys += st.keys(slots.start, slots.shift)
+            wanted = wanted + [True, True]
+        self._below = None  # per key: how many edges lie below it
+        if size and slots.space <= 32 * size and min([0] + [int(k.min()) for k in keys if k.size]) >= 0:
+            mark = np.zeros(slots.space, bool)
+            for k in keys:
+                mark[k] = True
+            slots.u = np.flatnonzero(mark)
+        else:
+            slots.u = np.unique(np.concatenate(keys))
+        self.u = slots.keys()
+        if size and space <= 4 * size and (low >= 0 or min(int(k.min()) for k in keys if k.size) >= 0):
+            runs = np.diff(self.u, prepend=-1, append=space)  # key k has j edges below it for u[j-1] < k <= u[j]
+            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if space < 2 ** 31 else np.int64), runs)
+        self.first = np.searchsorted(self.u, start)
+        self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
+        return [slots.index(keys[j], 4 * size) if wanted[j] else None for j in range(len(keys))]
+
+    def local(self, g, x):
+        """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""
+        return self.index(g, x) - self.first[g]
+
+    def index(self, g, x):
+        """The index of grid ``g``'s edge ``x`` among every grid's edges: its :meth:`local` index plus
+        ``first[g]`` (a row's cells are worked out from these: :meth:`Cells._cells`)."""
+        key = self._key(g, x)
+        below = self._below
+        if below is not None and np.size(key) and 0 <= np.min(key) and np.max(key) < len(below):
+            return below[key]
+        return np.searchsorted(self.u, key)
+
+    def _key(self, g, x):
+        return g * self._span + x if self._span else self.offset[g] + x
+
+
+class Slots:
+    """The key space of :class:`Edges` divided by ``2 ** shift``, the lowest bit set in any edge
+    value (so every value is a multiple of it; 0 where some value is negative): grid g's value x is
+    slot ``start[g] + (x >> shift)``, each grid's share of the keys divided alike (rounded up). The
+    slots keep the edges' order and tell them apart, so the edges' slots (``u``), marked or sorted,
+    give their keys (:meth:`keys`), and an edge's count of the edge slots below its own is its count
+    of the edges below it (:meth:`index`). Made while the edges are, and let go after."""
+
+    def __init__(self, start: np.ndarray, values: list[np.ndarray]) -> None:
+        bits = 0
+        for v in values:
+            bits |= int(np.bitwise_or.reduce(v)) if v.size else 0
+        self.shift = (bits & -bits).bit_length() - 1 if bits else 0
+        self.key_start, self.start, self.width = start, start, np.diff(start)  # (shift 0: the keys themselves)
+        if self.shift:
+            self.width = ((self.width - 1) >> self.shift) + 1  # (0 where a grid has no keys)
+            self.start = np.zeros(len(start), np.int64)
+            np.cumsum(self.width, out=self.start[1:])
+        self.space = int(self.start[-1])
+        self.u = np.zeros(0, np.int64)
+        self._below: np.ndarray | None = None  # (index's table)
+
+    def key(self, g, x):
+        return self.start[g] + (x >> self.shift)
+
+    def keys(self) -> np.ndarray:
+        """The edges' keys, from their slots ``u``."""
+        if not self.shift:
+            return self.u
+        g = np.searchsorted(self.start, self.u, "right") - 1
+        return self.key_start[g] + ((self.u - self.start[g]) << self.shift)
+
+    def index(self, slot: np.ndarray, most: int) -> np.ndarray:
+        """How many edges lie below each of these edges' slots: from a table of every slot where
+        there are at most ``most``, else by a search."""
+        if self.space > most or (len(self.u) and self.u[0] < 0):  # (negative keys: some value below 0)
+            return np.searchsorted(self.u, slot)
+        if self._below is None:  # slot s has j edge slots below it for u[j-1] < s <= u[j]
+            runs = np.diff(self.u, prepend=-1, append=self.space)
+            dtype = np.int32 if self.space < 2 ** 31 else np.int64
+            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=dtype), runs)
+        return self._below[slot]
