@@ -40,7 +40,7 @@ def check_outputs(s: Schedule, buffers: dict[str, Buffer], table: tuple | None =
     key = writes.which * s.world + writes.rank
     # each (buffer, rank)'s writes: a stable sort, of 16-bit keys where they fit (a radix sort, a few
     # times quicker than one of 64-bit keys; a stable sort's permutation is the same either way)
-    fits = len(key) and 0 <= key.min() and key.max() < 2 ** 16
+    fits = bool(len(key)) and 0 <= key.min() and key.max() < 2 ** 16
     order = np.argsort(key.astype(np.uint16) if fits else key, kind="stable")
     bounds = np.searchsorted(key[order], np.arange(groups + 1)).tolist()
     for b, buf in enumerate(outputs):

@@ -215,7 +215,8 @@ def member_rows(recs: list[tuple] | np.ndarray, per_entry: list[int] | np.ndarra
     entry, member after member, each member's regions in record order. Returns the first row of
     each entry (and the total), the rows per member, and per row: its ``buffer``, ``rank`` and
     bounds (the record's plus its steps times the member's :func:`offsets`), its
-    ``entry``, ``member`` index and ``record`` (index into ``recs``)."""
+    ``entry``, ``member`` index and ``record`` (index into ``recs``). Every row listed: the tests'
+    reference for :func:`member_slots` and the hazard grids, which list rows only where they must."""
     n = np.array(per_entry, np.int64)
     base, rec, i = member_slots(n, counts)
     cols = np.asarray(recs, np.int64).reshape(-1, FIELDS).T

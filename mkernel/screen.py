@@ -77,7 +77,7 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable, entries: Entries | Non
     for b in (-r, cyc - r - 1):
         for a in (0, count[at] // np.maximum(cyc, 1) - 1):
             corners |= _outside(rank0 + b * step + a * outer, low, g)
-    bad[steps] = corners
+    bad[steps] = corners  # (exact: the corners include member 0, whose rank is the only one the others have)
     ok &= _per_entry(bad & (op[keys.signal_entry] != _PLAIN[Op.PUT]), keys.signal_entry, n)
     at = keys.wait_entry  # waits poll the entry's rank, for a count of at least 1
     return ok & _per_entry((keys.wait_rank != rank[at]) | (keys.wait_count < 1), at, n)

@@ -83,7 +83,7 @@ def validate(s: Schedule, races: bool = True) -> RegionTable | None:
     keys = keys or signal_table(s, home, entries)
     # (read once for the two rules below; past the per-task rules every entry's launch is one of the
     # schedule's, so with one launch every entry's is 0, and ranks matter to those rules only for launch order)
-    placed = _placed(s) if len(s.launches) > 1 else (np.zeros(len(s.tasks), np.int64),) * 2
+    placed = _placed(s) if len(s.launches) > 1 else (np.zeros(len(s.tasks), np.int64), np.zeros(len(s.tasks), np.int64))
     _check_signals(s, keys, placed[1])
     if s.first_nodes:
         return table

@@ -121,7 +121,7 @@ class SimBackend:
         ranks = model.ranks
         copies = schedule.world // len(ranks)  # each simulated rank stands for this many
         tiers = {k: [v[r] for r in ranks] * copies for k, v in
-                 (("nvlink", model.nvlink_bytes()), ("network", model.net_bytes), ("host", model.host_bytes))}
+                 (("nvlink", [link.bytes for link in model.nv_out]), ("network", model.net_bytes), ("host", model.host_bytes))}
         outputs = None
         if data is not None:
             outputs = {b.name: data.output(b.name) for b in schedule.buffers if b.kind is BufferKind.OUTPUT}

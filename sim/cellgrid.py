@@ -70,7 +70,7 @@ class _Rows:
 
     @property
     def moving(self) -> np.ndarray:
-        """The rows whose record steps, by index."""
+        """The rows whose record steps, by index (tests read these; the grids key them: :meth:`along`)."""
         return np.flatnonzero(self._step.any(axis=1)[self.rec])
 
     @property

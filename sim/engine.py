@@ -134,7 +134,8 @@ class Model(Dispatch):
                 lines.append(f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {run.need}, "
                              f"has {self.board.count(sig)}")
             injected = self.inject.report()
-            shown = lines[:DEADLOCK_LINES] + [f"... and {len(lines) - DEADLOCK_LINES} more"] * (len(lines) > DEADLOCK_LINES)
+            more = [f"... and {len(lines) - DEADLOCK_LINES} more"] if len(lines) > DEADLOCK_LINES else []
+            shown = lines[:DEADLOCK_LINES] + more
             raise DeadlockError(f"deadlock at t={self.env.now:.3f} us in epoch {self.board.epoch}: "
                                 f"{len(lines)} tasks wait on signals nothing will bump"
                                 + (f" ({injected})" if injected else "") + ":\n  " + "\n  ".join(shown))
@@ -378,9 +379,6 @@ class Model(Dispatch):
         self.board.bump_keys([(sig.rank, sig.name, sig.index) for sig in signals])
 
     # -- metrics -------------------------------------------------------------------------------
-    def nvlink_bytes(self) -> list[float]:
-        return [link.bytes for link in self.nv_out]
-
     def all_links(self) -> list[tuple[int, Link]]:
         """(rank, link) for every modelled link."""
         out = [(r, l) for r, l in enumerate(self.nv_out)] + [(r, l) for r, l in enumerate(self.nv_in)]

@@ -26,7 +26,8 @@ class Edges:
 
     def __init__(self, grids: list[np.ndarray], values: list[np.ndarray], count: int, size: int | None = None) -> None:
         """The edges ``values`` (arrays) of grids ``grids`` (alike), of ``count`` grids. ``size``: how
-        many edge values there are, where some are listed twice (a row's that are its record's)."""
+        many edge values there are, where some are listed twice (a row's that are its record's). (Every
+        value listed: the tests' reference for :meth:`found`, which the grids are made by.)"""
         self._build(list(grids), list(values), count, size, [False] * len(values))
 
     @classmethod
@@ -77,11 +78,11 @@ class Edges:
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
         return [slots.index(keys[j], 4 * size) if wanted[j] else None for j in range(len(keys))]
 
-    def local(self, g, x):
+    def local(self, g: int | np.ndarray, x: int | np.ndarray) -> np.ndarray:
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""
         return self.index(g, x) - self.first[g]
 
-    def index(self, g, x):
+    def index(self, g: int | np.ndarray, x: int | np.ndarray) -> np.ndarray:
         """The index of grid ``g``'s edge ``x`` among every grid's edges: its :meth:`local` index plus
         ``first[g]`` (a row's cells are worked out from these: :meth:`Cells._cells`)."""
         key = self._key(g, x)
@@ -90,7 +91,7 @@ class Edges:
             return below[key]
         return np.searchsorted(self.u, key)
 
-    def _key(self, g, x):
+    def _key(self, g: int | np.ndarray, x: int | np.ndarray) -> np.ndarray:
         return g * self._span + x if self._span else self.offset[g] + x
 
 
@@ -116,7 +117,7 @@ class Slots:
         self.u = np.zeros(0, np.int64)
         self._below: np.ndarray | None = None  # (index's table)
 
-    def key(self, g, x):
+    def key(self, g: int | np.ndarray, x: int | np.ndarray) -> np.ndarray:
         return self.start[g] + (x >> self.shift)
 
     def keys(self) -> np.ndarray:

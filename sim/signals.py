@@ -40,6 +40,7 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
             while i < end:
                 b1 = b0 + min(end - i, p - b0)  # members i .. with inner offsets b0 .. b1 - 1 of cycle a
                 rank, index = g.rank + a * ok, g.index + a * ox
+                # the cycle's members before its wrap, then those past it (stepped back by the period)
                 inner = range(b0, b1) if b1 <= wrap else [*range(b0, min(b1, wrap)), *range(max(b0, wrap) - p, b1 - p)]
                 out += [(rank + b * dk, name, index + b * dx) for b in inner]
                 i, a, b0 = i + b1 - b0, a + 1, 0

@@ -72,7 +72,8 @@ def launch_end(m, rank: int, li: int, launch: Launch) -> float:
     :func:`tile_ends` reads nothing but the start, the SM budget, and its queue's tile costs (each
     entry's :meth:`~mkernel.sim.engine.Model._gemm_shape` and count) in order, so launches alike in
     these end alike: played once per kind (the 16 ranks of a 2 x 8 baseline: one kind, 520k heap steps
-    each)."""
+    each). This holds while a tile's cost is a function of its shape and speed class alone (``Model._gemm_us``;
+    the model's speeds, cluster and item size are fixed per run); a per-rank factor in it would have to join the key."""
     now = m.env.now
     queue = m.queues.get((rank, li, Role.COMPUTE), ())
     key = (now, launch.budget(Role.COMPUTE), tuple((m._gemm_shape(t), t.count) for t in queue))

@@ -183,8 +183,8 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
     for piece in range(2):  # stepped rows: per record a grid, bounds and step, and rows of its members
         recs = 50
         grid = rng.choice([0, 1, 3, 4], recs)
-        lo = rng.integers(floor // unit, wide // unit + 2, recs) * unit
-        hi = lo + rng.integers(0, 8, recs) * unit
+        lo = rng.integers(floor // unit, wide // unit + 2, recs) * unit + (0 if floor else 15 * unit)  # (>= 0 but
+        hi = lo + rng.integers(0, 8, recs) * unit  # where negative values are asked for: 5 members of 3 steps back)
         step = rng.integers(-3, 4, recs) * unit
         members = rng.integers(1, 6, recs)
         rec = np.repeat(np.arange(recs), members)
@@ -212,3 +212,11 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
             assert got is None
         else:
             assert np.array_equal(got, want[j]), j
+    every_g, every_v = np.concatenate(grids + listed_g), np.concatenate(values + listed_v)  # an oracle of its own:
+    if floor < 0:  # (negative edges: no valid schedule has them, validate refuses negative bounds)
+        return
+    assert every_v.min() >= 0
+    for j, (g, v) in enumerate(zip(grids + listed_g, values + listed_v)):  # each value's place among its grid's
+        if found[j] is not None:
+            own = [np.searchsorted(np.unique(every_v[every_g == x]), y) for x, y in zip(g.tolist(), v.tolist())]
+            assert np.array_equal(found[j] - made.first[g], own), j

@@ -57,11 +57,20 @@ def _ends(s, c, monkeypatch) -> tuple[dict, dict]:
 
     with monkeypatch.context() as mp:
         mp.setattr(tiles, "tile_ends", ends)
-        Model(s, c, None, track_hazards=False).run()
+        m = Model(s, c, None, track_hazards=False)
+        m.played = _Unkept()  # every rank plays its own launch (not one per kind), so each is compared
+        m.run()
         mp.setattr(tiles, "plain", lambda *a: False)
         mp.setattr(Model, "_worked", spy)
         Model(s, c, None, track_hazards=False).run()
     return {r: sorted(e) for r, e in played.items()}, {r: sorted(looped[r]) for r in played}
+
+
+class _Unkept(dict):
+    """A cache that keeps nothing."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
 
 
 @pytest.mark.parametrize("kernel,shape", CASES, ids=[k for k, _ in CASES])
@@ -125,3 +134,26 @@ def test_a_launch_that_starts_late_ends_at_its_end_time_itself():
     env.call_later(start, lambda _a: env.call_at(end, lambda _b: seen.append(env.now)))
     env.run()
     assert seen == [end]
+
+
+def test_launches_alike_share_one_play_and_launches_unlike_do_not():
+    """A played launch's end is kept per kind (start, SM budget, each entry's cost and count): a rank
+    whose queue has fewer tiles, or a launch started later, is played afresh and ends where its own
+    tiles do."""
+    c = cluster(2, 2)
+    s = builders.get("gemm_ar").build_baseline(Workload(kernel="gemm_ar", m=4000, n=4100, k=1024), c, grouped=True,
+                                                library_tasks=False)
+    m = Model(s, c, None, track_hazards=False)
+    launch = s.launches[0]
+    queue = m.queues[(1, 0, Role.COMPUTE)]
+    grown = max(range(len(queue)), key=lambda i: queue[i].count)  # rank 1: its largest group's tiles but one gone
+    m.queues[(1, 0, Role.COMPUTE)] = [*queue[:grown], dataclasses.replace(queue[grown], count=1), *queue[grown + 1:]]
+
+    def own(rank):  # the launch's end, played for this rank alone
+        return max(tiles.tile_ends(m, rank, 0, launch))
+
+    ends = {rank: tiles.launch_end(m, rank, 0, launch) for rank in (0, 1, 2)}
+    assert ends == {rank: own(rank) for rank in (0, 1, 2)} and ends[0] == ends[2] != ends[1]
+    assert len(m.played) == 2  # ranks 0 and 2 alike
+    m.env.run(until=7.25)
+    assert tiles.launch_end(m, 3, 0, launch) == own(3) == ends[0] + 7.25 and len(m.played) == 3
