@@ -1,8 +1,11 @@
 """Hashes of every builder's fused and baseline builds (grouped and flat; full, first-node and local builds) on
 five small clusters and of the 2 x 8 GEMM+AR 32768^2 build, one line each: the schedule itself (repr of every task,
 buffers, launches), or with --tables what validate() reads from it (every array of signal_table, counted at the
-build's homes, and of read_regions). Run with main (PYTHONPATH at a `git archive`) and with the branch, then diff.
-usage: schedhash.py [--tables]"""
+build's homes, and of read_regions), and with --validate what validate() returns too (its table, or its error).
+Run with main (PYTHONPATH at a `git archive`, or its own venv) and with the branch, then diff. (2026-12-05, later:
+count_homes imported from where it lives now; the builds listed by `builds()`, which other data scripts import;
+--validate folds in the validate-speed note's vcheck.py.)
+usage: schedhash.py [--tables] [--validate]"""
 import dataclasses
 import hashlib
 import sys
@@ -11,10 +14,9 @@ import numpy as np
 
 from mkernel import Cluster, Workload, builders, ir
 from mkernel.builders import KERNELS
-from mkernel.ir import count_homes
 from mkernel.members import read_regions
 from mkernel.scenario import load_scenario
-from mkernel.signal_table import signal_table
+from mkernel.signal_table import count_homes, signal_table
 
 
 def schedule(s, d):
@@ -38,33 +40,58 @@ def tables(s, d):
         d.update(k.encode() + v.tobytes())
 
 
+def verdict(s, d):
+    """What validate() returns: its table (arrays and dtypes), or its error's message."""
+    try:
+        with ir.paused_gc():
+            got = s.validate()
+        if got is None:
+            d.update(b"None")
+        else:
+            recs, fields, codes = got
+            d.update(recs.tobytes() + str(recs.dtype).encode() + repr(codes).encode())
+            for k, v in fields.items():
+                d.update(k.encode() + str(v.dtype).encode() + v.tobytes())
+    except Exception as e:
+        d.update(f"{type(e).__name__}: {e}".encode())
+
+
 def digest(s) -> str:
     d = hashlib.sha256()
     (tables if "--tables" in sys.argv else schedule)(s, d)
+    if "--validate" in sys.argv:
+        verdict(s, d)
     return d.hexdigest()[:16]
 
 
-out = []
-w = Workload(m=512, n=1024, k=64, chunk_tiles=2, baseline_chunk_kib=64)
-for cluster in (Cluster("t", 2, 2), Cluster("t", 1, 4), Cluster("t", 2, 4, transport="efa_srd"), Cluster("t", 4, 2),
-                Cluster("t", 3, 2)):
-    for name in KERNELS:
-        m = builders.get(name)
-        for grouped in (True, False):
-            for kw in ({}, {"first_nodes": 1}, {"first_nodes": 1, "local_fold": True}):
-                for build in (m.build, m.build_baseline):
-                    case = f"{name} {cluster.nodes}x{cluster.gpus_per_node} {grouped} {kw} {build.__name__}"
-                    try:
-                        with ir.paused_gc():
-                            s = build(w, cluster, grouped=grouped, **kw)
-                    except Exception as e:  # a shape or cluster the builder refuses: listed as such
-                        out.append(f"{case}: {type(e).__name__}")
-                        continue
-                    out.append(f"{case}: {digest(s)}")
-sc = load_scenario("scenarios/paper-ib-2x8.toml")
-big = dataclasses.replace(sc.workload, kernel="gemm_ar", m=32768, n=32768, k=2048)
-with ir.paused_gc():
-    out.append("big fused " + digest(builders.get("gemm_ar").build(big, sc.cluster, grouped=True)))
-    out.append("big base " + digest(builders.get("gemm_ar").build_baseline(big, sc.cluster, grouped=True,
-                                                                         library_tasks=False)))
-print("\n".join(out))
+CLUSTERS = (Cluster("t", 2, 2), Cluster("t", 1, 4), Cluster("t", 2, 4, transport="efa_srd"), Cluster("t", 4, 2),
+            Cluster("t", 3, 2))
+
+
+def builds(clusters=CLUSTERS, variants=({}, {"first_nodes": 1}, {"first_nodes": 1, "local_fold": True})):
+    """(case, schedule or the exception its builder raised) for every builder's fused and baseline builds,
+    grouped and flat, of each variant, on each cluster."""
+    w = Workload(m=512, n=1024, k=64, chunk_tiles=2, baseline_chunk_kib=64)
+    for cluster in clusters:
+        for name in KERNELS:
+            m = builders.get(name)
+            for grouped in (True, False):
+                for kw in variants:
+                    for build in (m.build, m.build_baseline):
+                        case = f"{name} {cluster.nodes}x{cluster.gpus_per_node} {cluster.transport} {grouped} {kw} {build.__name__}"
+                        try:
+                            with ir.paused_gc():
+                                yield case, build(w, cluster, grouped=grouped, **kw)
+                        except Exception as e:  # a shape or cluster the builder refuses: listed as such
+                            yield case, e
+
+
+if __name__ == "__main__":
+    out = [f"{case}: {type(s).__name__ if isinstance(s, Exception) else digest(s)}" for case, s in builds()]
+    sc = load_scenario("scenarios/paper-ib-2x8.toml")
+    big = dataclasses.replace(sc.workload, kernel="gemm_ar", m=32768, n=32768, k=2048)
+    with ir.paused_gc():
+        out.append("big fused " + digest(builders.get("gemm_ar").build(big, sc.cluster, grouped=True)))
+        out.append("big base " + digest(builders.get("gemm_ar").build_baseline(big, sc.cluster, grouped=True,
+                                                                             library_tasks=False)))
+    print("\n".join(out))
