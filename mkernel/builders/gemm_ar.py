@@ -272,8 +272,12 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
 
     bumps = tuple(out_done(p) for p in peers[1:])  # (a broadcast's: the same for each)
+    parts, outs = net.parts, net.outs  # (what each tile's exchange sum takes: RankNet)
     by_g = (g,)  # (a tile's wait steps by G: its signal index is the tile's)
-    steps: dict = {}  # (task kind, tile width) -> its step's regions and signals: one object for each
+    # tile width -> a broadcast's step regions, a sum's step regions and signals: one object for each
+    bcast_steps: dict = {}
+    sum_steps: dict[bool, dict] = {True: {}, False: {}}  # (by whether the sum goes out to other nodes)
+    intra, others = Role.INTRA, peers[1:]
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -286,34 +290,38 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             return
         for run in cuts[ci]:
             t = run[0]
-            regions = steps.get(("bcast", t.cols))  # (validate reads each tuple object once)
+            i = t.index
+            regions = bcast_steps.get(t.cols)  # (validate reads each tuple object once)
             if regions is None:
-                regions = steps["bcast", t.cols] = moved(t.cols, 2 * g - 2, ())
-            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(new_signal(rank, "final", rel[t.index]), 1),),
-                   reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=regs.tiles("OUT", peers[1:], t),
-                   signals=bumps, label="tile {} bcast", count=len(run),
-                   step=new_step(regions, (), by_g, 0, (t.index, g), 0, (), 0))
+                regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
+            out, final = outs[i] = (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
+            sb.add(rank, intra, Op.COPY, waits=(Wait(final, 1),), reads=(out,) * (g - 1),
+                   writes=regs.tiles("OUT", others, t), signals=bumps, label="tile {} bcast", count=len(run),
+                   step=new_step(regions, (), by_g, 0, (i, g), 0, (), 0))
 
-    sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
+    sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
     label = f"tile {{}} {what}"
 
     def reduce(cut: list, ready: Signal | None) -> None:
         """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
         into OUT on one."""
+        out = ready is not None
+        steps, sig = sum_steps[out], (ready,)
         for run in cut:
             t = run[0]
-            moves = steps.get((ready is None, t.cols))
+            i = t.index
+            moves = steps.get(t.cols)
             if moves is None:
-                moves = steps[ready is None, t.cols] = (
-                    (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if ready is not None else
+                moves = steps[t.cols] = (
+                    (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
                     (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
-            if ready is not None:
-                dst, sig = regs.slot("PART", rank, t), (ready,)
+            if out:
+                dst = parts[i] = regs.slot("PART", rank, t)
             else:
-                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[t.index]), out_done(rank))
-            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(new_signal(rank, arrived[0], rel[t.index]), arrived[1]),),
+                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[i]), out_done(rank))
+            sb.add(rank, intra, Op.REDUCE, waits=(Wait(new_signal(rank, arrived, rel[i]), arrivals),),
                    reads=regs.tiles("P", sources, t), writes=(dst,), signals=sig, label=label, count=len(run),
-                   step=new_step(*moves, by_g, 0, (t.index, g), 0, (), 0))
+                   step=new_step(*moves, by_g, 0, (i, g), 0, (), 0))
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
