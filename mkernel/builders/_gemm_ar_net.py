@@ -18,7 +18,10 @@ from ..cluster import Cluster
 from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_signal, new_step
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
+from ..slots import quick_new
 from ._tiling import runs, split_rows
+
+new_wait = quick_new(Wait)  # Wait(...) at about half the cost (as mkernel.ir's new_signal): 33k a large build
 
 
 class Regions:
@@ -101,9 +104,9 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
                                          ((0, g), (0, 0)) if g > 1 else ((0, 0),))
             part = parts.get(i) or regs.slot("PART", rank, t)
             out, final = outs.get(i) or (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
-            sb.add(rank, role, op, waits=waits, reads=(part,) + regs.sections("RECV", rank, t, others),
-                   writes=(out,), signals=(final, done) if g > 1 else (done,),
-                   label="tile {} add remote", count=len(run), step=new_step(*moves, (), 0, (i, g), 0, (), 0))
+            sb.add_group(rank, role, op, (part,) + regs.sections("RECV", rank, t, others), (out,), waits,
+                         (final, done) if g > 1 else (done,), "tile {} add remote", len(run),
+                         new_step(*moves, (), 0, (i, g), 0, (), 0))
 
 
 def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:

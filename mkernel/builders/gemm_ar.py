@@ -43,8 +43,8 @@ from . import _all_reduce as all_reduce
 from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
-from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
-                           shared_final)
+from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_wait,
+                           shared_exchange, shared_final)
 from ._tiling import batches, cycled_order_runs, grid_order_runs, grid_runs, row_step, runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
@@ -295,9 +295,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             if regions is None:
                 regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
             out, final = outs[i] = (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
-            sb.add(rank, intra, Op.COPY, waits=(Wait(final, 1),), reads=(out,) * (g - 1),
-                   writes=regs.tiles("OUT", others, t), signals=bumps, label="tile {} bcast", count=len(run),
-                   step=new_step(regions, (), by_g, 0, (i, g), 0, (), 0))
+            sb.add_group(rank, intra, Op.COPY, (out,) * (g - 1), regs.tiles("OUT", others, t), (new_wait(final, 1),),
+                         bumps, "tile {} bcast", len(run), new_step(regions, (), by_g, 0, (i, g), 0, (), 0))
 
     sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
     label = f"tile {{}} {what}"
@@ -319,9 +318,9 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 dst = parts[i] = regs.slot("PART", rank, t)
             else:
                 dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[i]), out_done(rank))
-            sb.add(rank, intra, Op.REDUCE, waits=(Wait(new_signal(rank, arrived, rel[i]), arrivals),),
-                   reads=regs.tiles("P", sources, t), writes=(dst,), signals=sig, label=label, count=len(run),
-                   step=new_step(*moves, by_g, 0, (i, g), 0, (), 0))
+            sb.add_group(rank, intra, Op.REDUCE, regs.tiles("P", sources, t), (dst,),
+                         (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run),
+                         new_step(*moves, by_g, 0, (i, g), 0, (), 0))
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
