@@ -76,6 +76,7 @@ class ScheduleBuilder:
                                  self.gpus_per_node if self.local_fold else 0)
         self._emitted = [self.emits(rank) for rank in range(self.world)]  # (add asks for each task)
         self._building = True  # builds(), kept as launches open
+        self._as_given = self.grouped and not self.local_fold  # (add_group: groups kept as they come)
 
     def emits(self, rank: int) -> bool:
         """Whether tasks of ``rank`` are built."""
@@ -119,13 +120,14 @@ class ScheduleBuilder:
         or a launch not built."""
         if not self._emitted[rank] or not self._building:
             return None
-        if count < 1 or (count > 1 and step is None):
-            raise ValueError(f"a group of {count} members needs a step")
-        if count == 1 and step is not None:  # a group of one: a plain task
+        if count != 1:
+            if count < 1 or step is None:
+                raise ValueError(f"a group of {count} members needs a step")
+        elif step is not None:  # a group of one: a plain task
             label, step = label.replace("{}", str(step.label[0])), None
         task = new_task(len(self.tasks), rank, role, op, tuple(reads), tuple(writes), accumulate,
-                        tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label, tuple(mask), tuple(index),
-                        count, step)
+                        tuple(waits), tuple(signals), len(self.launches) - 1, chunk, label,
+                        tuple(mask) if mask else (), tuple(index) if index else (), count, step)
         if self.local_fold and signals:
             self._declared(task)
             task = self._renamed(task)
@@ -138,6 +140,19 @@ class ScheduleBuilder:
             return members[0]
         self.tasks.append(task)
         return task
+
+    def add_group(self, rank: int, role: Role, op: Op, reads: tuple, writes: tuple, waits: tuple, signals: tuple,
+                  label: str, count: int, step: Step) -> None:
+        """:meth:`add` of a task with no chunk, mask or index, its fields given as tuples, for the hottest
+        loops (a 2 x 8 GEMM+AR 32768^2 build adds 49k sums and broadcasts): a group of several members
+        that a grouped build keeps as it comes (nothing to rename, nothing to expand) is appended
+        here, without add's keywords, conversions and checks; anything else goes through add."""
+        if count > 1 and self._as_given and self._building and self._emitted[rank] and step is not None:
+            self.tasks.append(new_task(len(self.tasks), rank, role, op, reads, writes, False, waits, signals,
+                                       len(self.launches) - 1, -1, label, (), (), count, step))
+        else:
+            self.add(rank, role, op, reads=reads, writes=writes, waits=waits, signals=signals, label=label,
+                     count=count, step=step)
 
     def _declared(self, task: Task) -> None:
         """Refuse a bump on another local rank of a signal the builder has not said how to rename
@@ -233,8 +248,10 @@ class ScheduleBuilder:
     def _steps(task: Task, name: str) -> bool:
         """Whether a signal of ``name`` steps among the group's members (:func:`bump_keys`' rule)."""
         st = task.step
-        return any(g.name == name and (any(st.signals[k]) or st.period and (k >= len(st.outer) or any(st.outer[k])))
-                   for k, g in enumerate(task.signals))
+        for k, g in enumerate(task.signals):  # (a loop, not any() of a generator: asked of ~16k groups in a drain)
+            if g.name == name and (any(st.signals[k]) or st.period and (k >= len(st.outer) or any(st.outer[k]))):
+                return True
+        return False
 
     def build(self, flops_per_gpu: float) -> Schedule:
         return Schedule(IR_VERSION, self.kernel, self.variant, self.world, self.gpus_per_node,

@@ -12,13 +12,16 @@ keeps every wait on a task at an earlier place of some node's queue, so no SM bu
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..cluster import Cluster
 from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_signal, new_step
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
+from ..slots import quick_new
 from ._tiling import runs, split_rows
+
+new_wait = quick_new(Wait)  # Wait(...) at about half the cost (as mkernel.ir's new_signal): 33k a large build
 
 
 class Regions:
@@ -40,6 +43,12 @@ class Regions:
         r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
         return new_region(buf, rank, r0, r0 + t.rows, 0, t.cols)
 
+    def sections(self, buf: str, rank: int, t, sections) -> tuple[Region, ...]:
+        """The slot of ``t`` in each of ``sections`` (a sum's reads of the other nodes' parts: one call)."""
+        r0, rows, cols, tile_m = t.index // self.g * self.w.tile_m, t.rows, t.cols, self.w.tile_m
+        return tuple([new_region(buf, rank, s * self.slots * tile_m + r0, s * self.slots * tile_m + r0 + rows, 0, cols)
+                      for s in sections])
+
     def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
         """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
         of ragged edge tiles included."""
@@ -58,6 +67,14 @@ class RankNet:
     regs: Regions
     nchunks: int
     out_done: Callable[[int], Signal]
+    # tile index -> its PART slot, and its OUT tile and final signal, on this rank as the intra queue
+    # made them: the exchange's sum of the tile reads, writes and bumps the same, so it takes these
+    # objects rather than equal new ones (a 2 x 8 GEMM+AR 32768^2 build: 16k of each)
+    parts: dict[int, Region] = field(default_factory=dict)
+    outs: dict[int, tuple[Region, Signal]] = field(default_factory=dict)
+    # a kind of task -> tile index -> its step, shared by the build's ranks: a tile's owner on each
+    # node steps its sum, broadcast and exchange sum alike (a 2 x 8 GEMM+AR 32768^2 build: 26k steps)
+    steps: dict = field(default_factory=dict)
 
 
 def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None:
@@ -77,20 +94,25 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
                    signals=(Signal(peer, "arrived", j),), label=f"chunk {ci} to node {m}")
     steps: dict = {}  # one tuple object per kind of step (validate reads each once)
     done = x.out_done(rank)
+    parts, outs, role, op, made = x.parts, x.outs, Role.RECV, Op.REDUCE, x.steps.setdefault("add", {})
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
-        waits = (Wait(Signal(rank, "arrived", j), nodes - 1), Wait(Signal(rank, "chunk_ready", j), len(chunk)))
+        waits = (new_wait(new_signal(rank, "arrived", j), nodes - 1),
+                 new_wait(new_signal(rank, "chunk_ready", j), len(chunk)))
         for run in cuts[ci]:
             t = run[0]
-            moves = steps.get(t.cols)
-            if moves is None:
-                moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
-                                         ((0, g), (0, 0)) if g > 1 else ((0, 0),))
-            sb.add(rank, Role.RECV, Op.REDUCE, waits=waits,
-                   reads=(regs.slot("PART", rank, t), *[regs.slot("RECV", rank, t, m) for m in others]),
-                   writes=(regs.tile("OUT", rank, t),),
-                   signals=(new_signal(rank, "final", rel[t.index]), done) if g > 1 else (done,),
-                   label="tile {} add remote", count=len(run), step=new_step(*moves, (), 0, (t.index, g), 0, (), 0))
+            i = t.index
+            step = made.get(i)
+            if step is None:
+                moves = steps.get(t.cols)
+                if moves is None:
+                    moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
+                                             ((0, g), (0, 0)) if g > 1 else ((0, 0),))
+                step = made[i] = new_step(*moves, (), 0, (i, g), 0, (), 0)
+            part = parts.get(i) or regs.slot("PART", rank, t)
+            out, final = outs.get(i) or (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
+            sb.add_group(rank, role, op, (part,) + regs.sections("RECV", rank, t, others), (out,), waits,
+                         (final, done) if g > 1 else (done,), "tile {} add remote", len(run), step)
 
 
 def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:
@@ -101,12 +123,15 @@ def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:
     g, node = c.gpus_per_node, c.node_of(rank)
     peer = c.rank(m, c.local_of(rank))
     runs: list[list] = []
-    for j, ci, chunk in visit:
-        if runs and (runs[-1][-1][0] + 1, runs[-1][-1][1] + 1, len(runs[-1][-1][2])) == (j, ci, len(chunk)) and \
-                runs[-1][-1][2][0].index + len(chunk) * g == chunk[0].index:
-            runs[-1].append((j, ci, chunk))
+    pj = pci = -2  # (the previous chunk's position and number, its size and first tile index)
+    size = first = 0
+    for item in visit:  # (scalars compared one by one: 16k chunks in a 2 x 8 GEMM+AR 32768^2 build)
+        j, ci, chunk = item
+        if j == pj + 1 and ci == pci + 1 and len(chunk) == size and first + size * g == chunk[0].index:
+            runs[-1].append(item)
         else:
-            runs.append([(j, ci, chunk)])
+            runs.append([item])
+        pj, pci, size, first = j, ci, len(chunk), chunk[0].index
     for run in runs:
         j, ci, chunk = run[0]
         rows = len(chunk) * w.tile_m  # (a member's PART and RECV regions: the next chunk's slots)

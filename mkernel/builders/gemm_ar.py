@@ -43,8 +43,8 @@ from . import _all_reduce as all_reduce
 from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
-from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, shared_exchange,
-                           shared_final)
+from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_wait,
+                           shared_exchange, shared_final)
 from ._tiling import batches, cycled_order_runs, grid_order_runs, grid_runs, row_step, runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
@@ -227,6 +227,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                        count=k, step=new_step(*alike, (), 0, (u.index, 1), 0, (), rotate))
 
     owned_by: dict = {}  # local rank -> its tiles, its chunks of them and each chunk's runs (alike on every node)
+    tile_steps: dict = {}  # (RankNet.steps: one step object per kind of task and tile, for every node)
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
@@ -237,7 +238,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         owned, chunks, cuts = owned_by[local]
         visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
         peers = c.node_ranks_from(rank)  # self first
-        net = RankNet(sb, w, c, rank, regs, nchunks, out_done)
+        net = RankNet(sb, w, c, rank, regs, nchunks, out_done, steps=tile_steps)
         if g > 1:
             pushes = None
             if pushed:
@@ -272,8 +273,13 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
 
     bumps = tuple(out_done(p) for p in peers[1:])  # (a broadcast's: the same for each)
+    parts, outs = net.parts, net.outs  # (what each tile's exchange sum takes: RankNet)
     by_g = (g,)  # (a tile's wait steps by G: its signal index is the tile's)
-    steps: dict = {}  # (task kind, tile width) -> its step's regions and signals: one object for each
+    # tile width -> a broadcast's step regions, a sum's step regions and signals: one object for each
+    bcast_steps: dict = {}
+    sum_steps: dict[bool, dict] = {True: {}, False: {}}  # (by whether the sum goes out to other nodes)
+    intra, others = Role.INTRA, peers[1:]
+    bcast_made = net.steps.setdefault("bcast", {})
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -286,34 +292,42 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             return
         for run in cuts[ci]:
             t = run[0]
-            regions = steps.get(("bcast", t.cols))  # (validate reads each tuple object once)
-            if regions is None:
-                regions = steps["bcast", t.cols] = moved(t.cols, 2 * g - 2, ())
-            sb.add(rank, Role.INTRA, Op.COPY, waits=(Wait(new_signal(rank, "final", rel[t.index]), 1),),
-                   reads=(regs.tile("OUT", rank, t),) * (g - 1), writes=regs.tiles("OUT", peers[1:], t),
-                   signals=bumps, label="tile {} bcast", count=len(run),
-                   step=new_step(regions, (), by_g, 0, (t.index, g), 0, (), 0))
+            i = t.index
+            step = bcast_made.get(i)
+            if step is None:
+                regions = bcast_steps.get(t.cols)  # (validate reads each tuple object once)
+                if regions is None:
+                    regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
+                step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
+            out, final = outs[i] = (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
+            sb.add_group(rank, intra, Op.COPY, (out,) * (g - 1), regs.tiles("OUT", others, t), (new_wait(final, 1),),
+                         bumps, "tile {} bcast", len(run), step)
 
-    sources, arrived, what = (peers[:1], ("pushed", g - 1), "out") if pushes else (peers, ("contrib", g), "reduce")
+    sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
     label = f"tile {{}} {what}"
 
     def reduce(cut: list, ready: Signal | None) -> None:
         """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
         into OUT on one."""
+        out = ready is not None
+        steps, sig, made = sum_steps[out], (ready,), net.steps.setdefault(("reduce", out), {})
         for run in cut:
             t = run[0]
-            moves = steps.get((ready is None, t.cols))
-            if moves is None:
-                moves = steps[ready is None, t.cols] = (
-                    (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if ready is not None else
-                    (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
-            if ready is not None:
-                dst, sig = regs.slot("PART", rank, t), (ready,)
+            i = t.index
+            step = made.get(i)
+            if step is None:
+                moves = steps.get(t.cols)
+                if moves is None:
+                    moves = steps[t.cols] = (
+                        (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
+                        (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
+                step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
+            if out:
+                dst = parts[i] = regs.slot("PART", rank, t)
             else:
-                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[t.index]), out_done(rank))
-            sb.add(rank, Role.INTRA, Op.REDUCE, waits=(Wait(new_signal(rank, arrived[0], rel[t.index]), arrived[1]),),
-                   reads=regs.tiles("P", sources, t), writes=(dst,), signals=sig, label=label, count=len(run),
-                   step=new_step(*moves, by_g, 0, (t.index, g), 0, (), 0))
+                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[i]), out_done(rank))
+            sb.add_group(rank, intra, Op.REDUCE, regs.tiles("P", sources, t), (dst,),
+                         (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run), step)
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
@@ -328,7 +342,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             pushed.update(t.index for t in mine)
         while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
             (jv, ci, chunk), due = queue.popleft()
-            reduce(cuts[ci], Signal(rank, "chunk_ready", jv) if nodes > 1 else None)
+            reduce(cuts[ci], new_signal(rank, "chunk_ready", jv) if nodes > 1 else None)
             pending.append((due, jv, ci, chunk))
             while pending and pending[0][0] <= jv:
                 _, jb, cb, chb = pending.popleft()
