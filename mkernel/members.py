@@ -156,8 +156,7 @@ def shared_rows(items: list[tuple], at: np.ndarray, per: np.ndarray, entry: np.n
     zeros, where the records of an entry not in ``at`` point, so every record is one row taken."""
     if not items:
         return np.zeros((len(entry), width), np.int64)
-    _, first, inverse = np.unique(np.fromiter(map(id, items), np.int64, len(items)), return_index=True,
-                                  return_inverse=True)
+    first, inverse = distinct(items)
     size = per[at[first]]
     pad = int(per.max())
     numbers = chain.from_iterable(map(items.__getitem__, first.tolist()))
@@ -165,7 +164,7 @@ def shared_rows(items: list[tuple], at: np.ndarray, per: np.ndarray, entry: np.n
     table[pad:] = np.fromiter(chain.from_iterable(numbers) if width > 1 else numbers, np.int64,
                               width * (len(table) - pad)).reshape(-1, width)
     start = np.zeros(len(per), np.int64)  # per entry: its first row in the table
-    start[at] = (pad + np.cumsum(size) - size)[inverse.reshape(-1)]
+    start[at] = (pad + np.cumsum(size) - size)[inverse]
     return np.take(table, start[entry] + k, axis=0)  # (take: a few times quicker than [rows] on 2-D arrays)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from .errors import ScheduleError
 from .ir import Schedule, Task
+from .members import ragged
 from .signal_table import bump_keys
 
 RACE_CHECK_MAX_TASKS = 60_000  # larger schedules skip this rule (pairwise search); tests use small shapes
@@ -111,10 +112,8 @@ def acyclic(src: np.ndarray, dst: np.ndarray, nodes: int) -> bool:
     front, done = np.flatnonzero(indegree == 0), 0
     while len(front):
         done += len(front)
-        size = start[front + 1] - start[front]
-        # the front's edges: each node's range of targets, laid end to end (position = the range's start
-        # plus the running count of the positions before, less those of the ranges before it)
-        hit = targets[np.repeat(start[front] - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))]
+        which, j = ragged(start[front + 1] - start[front])  # the front's edges: each node's range of targets
+        hit = targets[start[front][which] + j]
         np.subtract.at(indegree, hit, 1)  # (not a sort of the edges, as np.unique(return_counts) was)
         freed = np.flatnonzero(indegree[hit] == 0)
         last[hit[freed]] = freed
