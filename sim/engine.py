@@ -47,7 +47,7 @@ from .hazardlog import LoggedTracker
 from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
-from .signals import CountingEnvironment, SignalBoard, flat_keys
+from .signals import CountingEnvironment, SignalBoard, run_bumps
 from .sms import RolePool
 from . import tiles
 
@@ -277,16 +277,7 @@ class Model(Dispatch):
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
         (unless the task already waited that latency for its own peer stores). The entries' lists
         of keys bumped once each go in one call (a GEMM run's parts: the same bumps, in order)."""
-        rank = run.task.rank
-        now: list[list] = []
-        later: list[list] = []
-        for task, first, n in run.entries():
-            keys, times, repeat = flat_keys(task, first, n)
-            if paid:
-                _more(now, keys, times, repeat)
-                continue
-            _more(now, [k for k in keys if k[0] == rank], times, repeat)
-            _more(later, [k for k in keys if k[0] != rank], times, repeat)
+        now, later = run_bumps(run.entries(), run.task.rank, paid)
         bump = self.board.bump_keys
         for keys, times, repeat in now:
             bump(keys, times, repeat)
@@ -386,13 +377,3 @@ class Model(Dispatch):
             out += [(r, l) for r, ls in enumerate(per) for l in ls]
         return out
 
-
-def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None:
-    """``keys`` (a list of the caller's own; each bumped ``times`` times, the list ``repeat`` times)
-    after ``bumps``: joined to the last list where both bump each key once."""
-    if not keys:
-        return
-    if times == 1 and repeat == 1 and bumps and bumps[-1][1] == 1 and bumps[-1][2] == 1:
-        bumps[-1][0] += keys
-        return
-    bumps.append([keys, times, repeat])

@@ -11,6 +11,9 @@ from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulat
 from mkernel.ir import Signal, Task
 
 
+NEVER = 1 << 62  # a cell's least need without waiters: above any count (an int, as the counts: a quick comparison)
+
+
 def _need(waiter: tuple[int, object]) -> int:
     return waiter[0]
 
@@ -64,6 +67,77 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
         return [(rank + i * dk, name, index + i * dx) for i in offsets], 1, 1
     moves = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
     return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
+
+
+def run_bumps(entries, rank: int, paid: bool) -> tuple[list[list], list[list]]:
+    """The bumps of a run's members (``entries``: (task, first, n) of each entry it holds) as (now,
+    later): lists of [keys, times, repeat] (:func:`flat_keys`), in order; ``later`` holds the flags
+    stored to a peer (a key of another rank than ``rank``) unless the run ``paid`` the latency. Each
+    list keeps its keys' order: the bumps are those of the entries one after the other."""
+    now: list[list] = []
+    later: list[list] = []
+    for task, first, n in entries:
+        st = task.step
+        if not paid and task.count > 1 and st.period and st.signals and len(task.signals) == 1:
+            local, far = _period_split(task, first, n, rank)  # (a GEMM tile row's one flag)
+            _more(now, local, 1, 1)
+            _more(later, far, 1, 1)
+            continue
+        keys, times, repeat = flat_keys(task, first, n)
+        if paid:
+            _more(now, keys, times, repeat)
+            continue
+        local = [k for k in keys if k[0] == rank]
+        if len(local) == len(keys):  # (all local, or none: the one list; mixed: split in order)
+            _more(now, local, times, repeat)
+        elif not local:
+            _more(later, keys, times, repeat)
+        else:
+            _more(now, local, times, repeat)
+            _more(later, [k for k in keys if k[0] != rank], times, repeat)
+    return now, later
+
+
+def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], list[tuple]]:
+    """:func:`flat_keys`'s keys of members ``first .. first+n-1`` of ``t`` (one signal, stepping with
+    a period), split into those of ``rank`` and the rest, each in member order, without a test per
+    key: a cycle's member b has rank ``rank0 + b * dk``, so where ``dk`` is not 0 only the member
+    ``b = (rank - rank0) / dk`` (if whole and in the cycle) is on ``rank``; else all or none are."""
+    g, (dk, dx), (ok, ox) = t.signals[0], t.step.signals[0], t.step.outer[0]
+    p = t.step.period
+    wrap = p - t.step.rotate
+    name, i, end = g.name, first, first + n
+    a, b0 = divmod(first, p)
+    local: list[tuple] = []
+    far: list[tuple] = []
+    while i < end:  # (flat_keys' loop, cycle by cycle)
+        b1 = b0 + min(end - i, p - b0)
+        r0, index = g.rank + a * ok, g.index + a * ox
+        inner = range(b0, b1) if b1 <= wrap else [*range(b0, min(b1, wrap)), *range(max(b0, wrap) - p, b1 - p)]
+        keys = [(r0 + b * dk, name, index + b * dx) for b in inner]
+        if not dk:
+            if r0 == rank:
+                local += keys
+            else:
+                far += keys
+        else:
+            b, off = divmod(rank - r0, dk)
+            if not off and b in inner:  # (inner's values are distinct: before the wrap >= 0, past it < 0)
+                local.append(keys.pop(inner.index(b)))
+            far += keys
+        i, a, b0 = i + b1 - b0, a + 1, 0
+    return local, far
+
+
+def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None:
+    """``keys`` (a list of the caller's own; each bumped ``times`` times, the list ``repeat`` times)
+    after ``bumps``: joined to the last list where both bump each key once."""
+    if not keys:
+        return
+    if times == 1 and repeat == 1 and bumps and bumps[-1][1] == 1 and bumps[-1][2] == 1:
+        bumps[-1][0] += keys
+        return
+    bumps.append([keys, times, repeat])
 
 
 class Streak:
@@ -252,8 +326,10 @@ class SignalBoard:
     A bump hands every waiter whose count it reaches to ``release``; ``wait_key`` returns False when
     the count already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
     tuples, so the members of a group reach theirs without building a Signal each. Each key has one
-    cell, ``[count, waiters or None]`` (``cells``; a key never bumped nor waited on has none, and
-    counts 0): a bump finds both with one lookup (a tuple key is hashed at every lookup).
+    cell, ``[count, waiters or None, least need]`` (``cells``; a key never bumped nor waited on has
+    none, and counts 0): a bump finds them with one lookup (a tuple key is hashed at every lookup),
+    and one comparison with the least count its waiters need (:data:`NEVER` without waiters) tells
+    whether it releases any (most bumps do not: a GEMM tile row's flag waits for all 8 ranks' bumps).
     """
 
     def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None],
@@ -262,7 +338,7 @@ class SignalBoard:
         self.epoch = epoch
         self.release = release
         self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
-        self.cells: dict[tuple, list] = {}  # key -> [count, list of (need, waiter) in wait order, or None]
+        self.cells: dict[tuple, list] = {}  # key -> [count, list of (need, waiter) in wait order or None, least need]
 
     def count(self, sig: Signal) -> int:
         cell = self.cells.get((sig.rank, sig.name, sig.index))
@@ -293,21 +369,20 @@ class SignalBoard:
         for key in keys:
             cell = get(key)
             if cell is None:  # (no waiter before its first bump or wait)
-                cells[key] = [times, None]
+                cells[key] = [times, None, NEVER]
                 continue
             value = cell[0] = cell[0] + times
-            waiting = cell[1]
-            if waiting is None:
+            if value < cell[2]:  # (no waiter, or none whose count it reaches)
                 continue
+            waiting = cell[1]
             if len(waiting) == 1:  # the common case: one waiter
-                if waiting[0][0] <= value:
-                    cell[1] = None
-                    release(waiting[0][1])
+                cell[1], cell[2] = None, NEVER
+                release(waiting[0][1])
                 continue
             still, due = [], []
             for need, waiter in waiting:
                 (due if need <= value else still).append((need, waiter))
-            cell[1] = still or None
+            cell[1], cell[2] = (still, min(map(_need, still))) if still else (None, NEVER)
             if times > 1 and len(due) > 1:
                 due.sort(key=_need)  # (stable)
             for _, waiter in due:
@@ -320,12 +395,14 @@ class SignalBoard:
         if cell is None:
             if need <= 0:
                 return False
-            self.cells[key] = [0, [(need, waiter)]]
+            self.cells[key] = [0, [(need, waiter)], need]
             return True
         if cell[0] >= need:
             return False
         if cell[1] is None:
-            cell[1] = [(need, waiter)]
+            cell[1], cell[2] = [(need, waiter)], need
         else:
             cell[1].append((need, waiter))
+            if need < cell[2]:
+                cell[2] = need
         return True
