@@ -1,15 +1,15 @@
 """The event engine's two small pieces: an event-counting environment and the signal counters."""
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Generator
-from functools import partial
+from functools import lru_cache, partial
 from heapq import heappop, heappush
 
 import simpy
 from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
 
 from mkernel.ir import Signal, Task
-
 
 NEVER = 1 << 62  # a cell's least need without waiters: above any count (an int, as the counts: a quick comparison)
 
@@ -19,13 +19,12 @@ def _need(waiter: tuple[int, object]) -> int:
 
 
 def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple], int, int]:
-    """The bumps that members ``first .. first+n-1`` of ``t`` (all of them by default) make, in the
-    flat schedule's order, as (keys, times, repeat): member by member, each its signals' keys in
-    order, each key bumped ``times`` times in a row (more than once only for a group's one fixed
-    signal), the whole list ``repeat`` times over (more than once only for a group's fixed signals).
-    The order decides which waiters wake first, so a group wakes them as its members would.
-    (:func:`mkernel.signal_table.bump_keys` lists a group's signals that do not step first, n times at
-    once: the same order where the members have one signal, or none that does not step.)"""
+    """The bumps that members ``first .. first+n-1`` of ``t`` (all by default) make, in the flat
+    schedule's order, as (keys, times, repeat): member by member, each its signals' keys in order,
+    each key bumped ``times`` times in a row (> 1 only for a group's one fixed signal), the list
+    ``repeat`` times over (> 1 only for a group's fixed signals). The order decides which waiters
+    wake first. (:func:`mkernel.signal_table.bump_keys` lists a group's fixed signals first, n times
+    at once: the same order where the members have one signal, or none that does not step.)"""
     n = t.count - first if n is None else n
     signals, st = t.signals, t.step
     if t.count == 1 or not st.signals:  # nothing steps
@@ -36,18 +35,11 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
         out, p = [], st.period
         wrap = p - st.rotate  # (Task.offset: past it, a member steps back by the period within its cycle)
-        if len(signals) == 1:  # (a GEMM tile row's one flag: the members of each cycle in one pass)
-            g, (dk, dx), (ok, ox) = signals[0], st.signals[0], st.outer[0]
-            name, i, end = g.name, first, first + n
-            a, b0 = divmod(first, p)
-            while i < end:
-                b1 = b0 + min(end - i, p - b0)  # members i .. with inner offsets b0 .. b1 - 1 of cycle a
-                rank, index = g.rank + a * ok, g.index + a * ox
-                # the cycle's members before its wrap, then those past it (stepped back by the period)
-                inner = range(b0, b1) if b1 <= wrap else [*range(b0, min(b1, wrap)), *range(max(b0, wrap) - p, b1 - p)]
-                out += [(rank + b * dk, name, index + b * dx) for b in inner]
-                i, a, b0 = i + b1 - b0, a + 1, 0
-            return out, 1, 1
+        if len(signals) == 1:  # (a GEMM tile row's one flag: its members' steps, shared by its shape)
+            g = signals[0]
+            moves = _cycle_moves(t.count, p, st.rotate, *st.signals[0], *st.outer[0])[0]
+            rank, name, index = g.rank, g.name, g.index
+            return [(rank + dr, name, index + di) for dr, di in moves[first:first + n]], 1, 1
         moves = [(g.rank, g.name, g.index, dk, dx, ok, ox)
                  for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         for i in range(first, first + n):
@@ -71,9 +63,8 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
 
 def run_bumps(entries, rank: int, paid: bool) -> tuple[list[list], list[list]]:
     """The bumps of a run's members (``entries``: (task, first, n) of each entry it holds) as (now,
-    later): lists of [keys, times, repeat] (:func:`flat_keys`), in order; ``later`` holds the flags
-    stored to a peer (a key of another rank than ``rank``) unless the run ``paid`` the latency. Each
-    list keeps its keys' order: the bumps are those of the entries one after the other."""
+    later), lists of [keys, times, repeat] (:func:`flat_keys`) each in the members' order; ``later``:
+    flags stored to a peer (keys of another rank than ``rank``), unless the run ``paid`` the latency."""
     now: list[list] = []
     later: list[list] = []
     for task, first, n in entries:
@@ -100,33 +91,38 @@ def run_bumps(entries, rank: int, paid: bool) -> tuple[list[list], list[list]]:
 
 def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], list[tuple]]:
     """:func:`flat_keys`'s keys of members ``first .. first+n-1`` of ``t`` (one signal, stepping with
-    a period), split into those of ``rank`` and the rest, each in member order, without a test per
-    key: a cycle's member b has rank ``rank0 + b * dk``, so where ``dk`` is not 0 only the member
-    ``b = (rank - rank0) / dk`` (if whole and in the cycle) is on ``rank``; else all or none are."""
-    g, (dk, dx), (ok, ox) = t.signals[0], t.step.signals[0], t.step.outer[0]
-    p = t.step.period
-    wrap = p - t.step.rotate
-    name, i, end = g.name, first, first + n
-    a, b0 = divmod(first, p)
-    local: list[tuple] = []
-    far: list[tuple] = []
-    while i < end:  # (flat_keys' loop, cycle by cycle)
-        b1 = b0 + min(end - i, p - b0)
-        r0, index = g.rank + a * ok, g.index + a * ox
-        inner = range(b0, b1) if b1 <= wrap else [*range(b0, min(b1, wrap)), *range(max(b0, wrap) - p, b1 - p)]
-        keys = [(r0 + b * dk, name, index + b * dx) for b in inner]
-        if not dk:
-            if r0 == rank:
-                local += keys
-            else:
-                far += keys
-        else:
-            b, off = divmod(rank - r0, dk)
-            if not off and b in inner:  # (inner's values are distinct: before the wrap >= 0, past it < 0)
-                local.append(keys.pop(inner.index(b)))
-            far += keys
-        i, a, b0 = i + b1 - b0, a + 1, 0
-    return local, far
+    a period), split into those of ``rank`` and the rest, each in member order: the members on
+    ``rank`` found by bisection among those whose rank step is ``rank - rank0`` (:func:`_cycle_moves`;
+    a GEMM tile row's: one a cycle), not by a test per key."""
+    st, g = t.step, t.signals[0]
+    moves, on = _cycle_moves(t.count, st.period, st.rotate, *st.signals[0], *st.outer[0])
+    rank0, name, index = g.rank, g.name, g.index
+    keys = [(rank0 + dr, name, index + di) for dr, di in moves[first:first + n]]  # (flat_keys' keys, inline)
+    mine = on.get(rank - rank0, ())
+    lo, hi = bisect_left(mine, first), bisect_left(mine, first + n)
+    if lo == hi:
+        return [], keys
+    if hi - lo == n:
+        return keys, []
+    mine = mine[lo:hi]
+    local = [keys[i - first] for i in mine]
+    for i in reversed(mine):  # (from the last: the positions before it stay put)
+        del keys[i - first]
+    return local, keys
+
+
+@lru_cache(maxsize=256)
+def _cycle_moves(count: int, p: int, rotate: int, dk: int, dx: int, ok: int, ox: int) -> tuple[list, dict]:
+    """Each member's (rank step, index step) where one signal cycles with the period ``p`` (as
+    :meth:`mkernel.ir.Task.member_signals`), and the members by rank step: shared by a rank's tile rows."""
+    moves, on = [], {}
+    for i in range(count):
+        a, b = divmod(i, p)
+        if rotate and b >= p - rotate:  # (wrapped within its cycle)
+            b -= p
+        moves.append((b * dk + a * ok, b * dx + a * ox))
+        on.setdefault(b * dk + a * ok, []).append(i)
+    return moves, on
 
 
 def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None:
@@ -157,13 +153,10 @@ class Streak:
 
 class CountingEnvironment(simpy.Environment):
     """A SimPy environment that counts the events it processes, schedules plain calls
-    (:meth:`call_later`) and runs processes nothing waits on (:meth:`start`): most of a run's
-    events are timers with one callback, and a Timeout's or a Process's objects cost about as much
-    as the work they trigger. A plain call sits in the queue as the pair ``(fn, arg)`` where an
-    event would: what a Timeout with that one callback is to the loop, without the event (nothing
-    waits on it, and it cannot fail), and made without a Python-level ``__init__``. ``now`` is a
-    plain attribute, set where the time moves (SimPy's is a property: a call at each of a run's
-    700k reads)."""
+    (:meth:`call_later`) and runs processes nothing waits on (:meth:`start`): most of a run's events
+    are timers with one callback, whose Timeout would cost about as much as the work it triggers. A
+    plain call sits in the queue as the pair ``(fn, arg)`` where such a Timeout would (nothing waits
+    on it, and it cannot fail). ``now`` is a plain attribute (SimPy's is a property: a call a read)."""
 
     now = 0.0
 
@@ -318,9 +311,7 @@ class CountingEnvironment(simpy.Environment):
 
 
 class SignalBoard:
-    """The signal counters of one call (one epoch).
-
-    On the GPU every value is stamped with the epoch of the call that wrote it, so what earlier
+    """The signal counters of one call (one epoch). On the GPU every value is stamped with the epoch of the call that wrote it, so what earlier
     calls left reads as 0 and nothing is zeroed between calls; a board lives for one call, so every
     value it holds is of that call, and it keeps plain counts (``epoch`` names the call in errors).
     A bump hands every waiter whose count it reaches to ``release``; ``wait_key`` returns False when

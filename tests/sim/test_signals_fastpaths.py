@@ -1,0 +1,79 @@
+"""The signal path's shortcuts against the plain rules they stand for: a run's bumps split into those
+made now and the flags stored to peers (``signals.run_bumps``, with its split of a cycling flag by
+arithmetic), and the board's least-need shortcut (a bump compared with the least count its key's
+waiters need, not with each waiter)."""
+from __future__ import annotations
+
+import random
+
+from mkernel.ir import Op, Role, Signal, Step, Task
+from mkernel.sim.signals import SignalBoard, run_bumps
+
+
+def _group(rng: random.Random, tid: int) -> Task:
+    """A group of random size whose signals step in one of flat_keys' ways: cycling (one signal or
+    two, with or without a rotation), stepping, or fixed."""
+    count = rng.choice([2, 3, 5, 8, 12, 16, 24])
+    kind = rng.choice(["cycle", "cycle", "cycle2", "step", "fixed"])
+    nsig = 2 if kind == "cycle2" or kind == "fixed" and rng.random() < 0.5 else 1
+    signals = tuple(Signal(rng.randrange(4), f"s{k}", rng.randrange(10)) for k in range(nsig))
+    moves = tuple((rng.choice([0, 1, 2, -1]), rng.choice([0, 1, 3])) for _ in range(nsig))
+    if kind.startswith("cycle"):
+        period = rng.choice([p for p in (2, 3, 4, 8) if count % p == 0] or [count])
+        rotate = rng.choice([0, 0] + list(range(1, period)))
+        outer = tuple((rng.choice([0, 0, 1]), rng.choice([0, period])) for _ in range(nsig))
+        step = Step(signals=moves, period=period, outer=outer, rotate=rotate)
+    elif kind == "step":
+        step = Step(signals=moves, rotate=rng.choice([0, 0, 1]) if count > 2 else 0)
+    else:
+        step = Step()
+    return Task(tid, signals[0].rank, Role.COMPUTE, Op.GEMM, signals=signals, count=count, step=step)
+
+
+def _expanded(bumps: list[list]) -> list[tuple]:
+    """A list of [keys, times, repeat] as the keys bumped one at a time."""
+    return [key for keys, times, repeat in bumps for key in keys * repeat for _ in range(times)]
+
+
+def test_a_runs_bumps_are_its_members_signals_split_by_rank_in_order():
+    """``run_bumps`` of random runs (one to three entries, random spans, random ranks) against the
+    members' own signals (``Task.member_signals``), member by member: those of the run's rank (or
+    all, where it paid the latency) now, the rest later, each in order. Planted error tried: the
+    cycling split taking the member at ``mine[lo]`` for every local member (fails here)."""
+    rng = random.Random(7)
+    for case in range(3000):
+        entries = []
+        for k in range(rng.choice([1, 1, 2, 3])):
+            t = _group(rng, 100 * case + k)
+            first = rng.randrange(t.count)
+            entries.append((t, first, rng.randint(1, t.count - first)))
+        rank, paid = rng.randrange(4), rng.random() < 0.2
+        keys = [(g.rank, g.name, g.index) for t, first, n in entries
+                for i in range(first, first + n) for g in t.member_signals(i)]
+        now, later = run_bumps(entries, rank, paid)
+        want_now = keys if paid else [k for k in keys if k[0] == rank]
+        want_later = [] if paid else [k for k in keys if k[0] != rank]
+        assert _expanded(now) == want_now and _expanded(later) == want_later, (case, entries, rank, paid)
+
+
+def test_the_least_need_shortcut_releases_as_each_waiter_compared():
+    """Waiters of one key with needs 5, 3, 4 (in that order) and bumps of one: each released at the
+    bump that reaches its count, the least need moving on to the waiters left; then a bump of 3
+    releases the rest by need (in wait order among equal needs). Planted error tried: the least
+    need left as the first remaining waiter's (4 is then missed at the bump to 4)."""
+    got: list[str] = []
+    board = SignalBoard(None, 1, got.append)
+    key = (0, "s", 0)
+    for need, name in ((5, "a5"), (3, "b3"), (4, "c4")):
+        assert board.wait_key(key, need, name)
+    for value, want in ((1, []), (2, []), (3, ["b3"]), (4, ["b3", "c4"]), (5, ["b3", "c4", "a5"])):
+        board.bump_keys([key])
+        assert board.count(Signal(*key)) == value and got == want
+    got.clear()
+    for need, name in ((8, "d8"), (7, "e7"), (8, "f8"), (9, "g9")):
+        assert board.wait_key(key, need, name)
+    assert not board.wait_key(key, 5, "h5")  # (holds already)
+    board.bump_keys([key], 3)  # 5 -> 8: e7, then d8 and f8 in wait order; g9 waits on
+    assert got == ["e7", "d8", "f8"]
+    board.bump_keys([key, key], 1, 1)
+    assert got == ["e7", "d8", "f8", "g9"] and board.count(Signal(*key)) == 10
