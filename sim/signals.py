@@ -1,10 +1,11 @@
-"""The event engine's two small pieces: an event-counting environment and the signal counters."""
+"""The event engine's small pieces: an event-counting environment, the signal counters and a run's bumps."""
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Generator
 from functools import lru_cache, partial
 from heapq import heappop, heappush
+from operator import itemgetter
 
 import simpy
 from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
@@ -12,10 +13,7 @@ from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulat
 from mkernel.ir import Signal, Task
 
 NEVER = 1 << 62  # a cell's least need without waiters: above any count (an int, as the counts: a quick comparison)
-
-
-def _need(waiter: tuple[int, object]) -> int:
-    return waiter[0]
+_need = itemgetter(0)  # a waiter's (need, waiter) -> need
 
 
 def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple], int, int]:
@@ -90,10 +88,9 @@ def run_bumps(entries, rank: int, paid: bool) -> tuple[list[list], list[list]]:
 
 
 def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], list[tuple]]:
-    """:func:`flat_keys`'s keys of members ``first .. first+n-1`` of ``t`` (one signal, stepping with
-    a period), split into those of ``rank`` and the rest, each in member order: the members on
-    ``rank`` found by bisection among those whose rank step is ``rank - rank0`` (:func:`_cycle_moves`;
-    a GEMM tile row's: one a cycle), not by a test per key."""
+    """:func:`flat_keys`'s keys of members ``first .. first+n-1`` of ``t`` (one signal cycling with a
+    period), split into those of ``rank`` and the rest, each in member order: the members on ``rank``
+    found by bisection among those of rank step ``rank - rank0`` (:func:`_cycle_moves`), not by test."""
     st, g = t.step, t.signals[0]
     moves, on = _cycle_moves(t.count, st.period, st.rotate, *st.signals[0], *st.outer[0])
     rank0, name, index = g.rank, g.name, g.index
@@ -311,17 +308,17 @@ class CountingEnvironment(simpy.Environment):
 
 
 class SignalBoard:
-    """The signal counters of one call (one epoch). On the GPU every value is stamped with the epoch of the call that wrote it, so what earlier
-    calls left reads as 0 and nothing is zeroed between calls; a board lives for one call, so every
-    value it holds is of that call, and it keeps plain counts (``epoch`` names the call in errors).
-    A bump hands every waiter whose count it reaches to ``release``; ``wait_key`` returns False when
-    the count already holds, so the common case costs nothing. Counters are keyed by (rank, name, index)
-    tuples, so the members of a group reach theirs without building a Signal each. Each key has one
-    cell, ``[count, waiters or None, least need]`` (``cells``; a key never bumped nor waited on has
-    none, and counts 0): a bump finds them with one lookup (a tuple key is hashed at every lookup),
-    and one comparison with the least count its waiters need (:data:`NEVER` without waiters) tells
-    whether it releases any (most bumps do not: a GEMM tile row's flag waits for all 8 ranks' bumps).
-    """
+    """The signal counters of one call (one epoch). On the GPU every value is stamped with the epoch
+    of the call that wrote it, so what earlier calls left reads as 0 and nothing is zeroed between
+    calls; a board lives for one call, so every value it holds is of that call, and it keeps plain
+    counts (``epoch`` names the call in errors). A bump hands every waiter whose count it reaches to
+    ``release``; ``wait_key`` returns False when the count already holds, so the common case costs
+    nothing. Counters are keyed by (rank, name, index) tuples, so the members of a group reach theirs
+    without building a Signal each. Each key has one cell, ``[count, waiters or None, least need]``
+    (``cells``; a key never bumped nor waited on has none, and counts 0): a bump finds them with one
+    lookup (a tuple key is hashed at every lookup), and one comparison with its waiters' least need
+    (:data:`NEVER` without) tells whether it releases any (most do not: a GEMM tile row's flag waits
+    for all 8 ranks' bumps)."""
 
     def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None],
                  home: list[int] | None = None) -> None:
@@ -338,46 +335,50 @@ class SignalBoard:
     def bump_keys(self, keys: list[tuple], times: int = 1, repeat: int = 1) -> None:
         """Each key of ``keys`` bumped ``times`` times, in order, the list ``repeat`` times over (one
         call for a run's bumps: the hottest code of a run). A bump of ``times`` > 1 is ``times``
-        bumps of one: the waiters it releases are called as those would call them, by the count
-        they wait for (in the order they waited among equal counts).
-
-        What a bump does that anything sees is the values it leaves and the waiters it releases, in
-        order; releases come only from keys with waiters. So a list repeated whose keys have none
-        (a group's fixed signals: 7 flags a copy) is bumped ``repeat * times`` at once, key by key."""
-        cells, release = self.cells, self.release
+        bumps of one: its waiters are released as those would release them, by the count they wait
+        for (in wait order among equal counts). What a bump does that anything sees is the values it
+        leaves and the waiters it releases, in order; releases come only from keys with waiters, so a
+        list repeated whose keys have none (a copy's 7 fixed flags) is bumped ``repeat * times`` at once."""
+        cells = self.cells
         get = cells.get
         if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
             home = self.home
             keys = [(home[k[0]], k[1], k[2]) for k in keys]
-        if repeat > 1:
-            for key in keys:
-                cell = get(key)
-                if cell is not None and cell[1] is not None:
-                    keys = keys * repeat
-                    break
-            else:
+        if repeat > 1:  # each key's cell found once (a missing one made at 0: what no cell counts)
+            found = [get(key) or cells.setdefault(key, [0, None, NEVER]) for key in keys]
+            if all(cell[1] is None for cell in found):
                 times *= repeat
+            else:
+                found = found * repeat
+            for cell in found:
+                value = cell[0] = cell[0] + times
+                if value >= cell[2]:
+                    self._wake(cell, value, times)
+            return
         for key in keys:
             cell = get(key)
             if cell is None:  # (no waiter before its first bump or wait)
                 cells[key] = [times, None, NEVER]
                 continue
             value = cell[0] = cell[0] + times
-            if value < cell[2]:  # (no waiter, or none whose count it reaches)
-                continue
-            waiting = cell[1]
-            if len(waiting) == 1:  # the common case: one waiter
-                cell[1], cell[2] = None, NEVER
-                release(waiting[0][1])
-                continue
-            still, due = [], []
-            for need, waiter in waiting:
-                (due if need <= value else still).append((need, waiter))
-            cell[1], cell[2] = (still, min(map(_need, still))) if still else (None, NEVER)
-            if times > 1 and len(due) > 1:
-                due.sort(key=_need)  # (stable)
-            for _, waiter in due:
-                release(waiter)
+            if value >= cell[2]:  # (most bumps: no waiter, or none whose count it reaches)
+                self._wake(cell, value, times)
+
+    def _wake(self, cell: list, value: int, times: int) -> None:
+        """The waiters of ``cell`` whose count its bump of ``times`` to ``value`` reaches, released."""
+        waiting = cell[1]
+        if len(waiting) == 1:  # the common case: one waiter
+            cell[1], cell[2] = None, NEVER
+            self.release(waiting[0][1])
+            return
+        still, due = [], []
+        for need, waiter in waiting:
+            (due if need <= value else still).append((need, waiter))
+        cell[1], cell[2] = (still, min(map(_need, still))) if still else (None, NEVER)
+        if times > 1 and len(due) > 1:
+            due.sort(key=_need)  # (stable)
+        for _, waiter in due:
+            self.release(waiter)
 
     def wait_key(self, key: tuple, need: int, waiter: object) -> bool:
         """Whether ``key`` has yet to reach ``need``; if so, ``release(waiter)`` is called when it
