@@ -96,12 +96,7 @@ def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], 
     rank0, name, index = g.rank, g.name, g.index
     keys = [(rank0 + dr, name, index + di) for dr, di in moves[first:first + n]]  # (flat_keys' keys, inline)
     mine = on.get(rank - rank0, ())
-    lo, hi = bisect_left(mine, first), bisect_left(mine, first + n)
-    if lo == hi:
-        return [], keys
-    if hi - lo == n:
-        return keys, []
-    mine = mine[lo:hi]
+    mine = mine[bisect_left(mine, first):bisect_left(mine, first + n)]
     local = [keys[i - first] for i in mine]
     for i in reversed(mine):  # (from the last: the positions before it stay put)
         del keys[i - first]
@@ -339,7 +334,7 @@ class SignalBoard:
         for (in wait order among equal counts). What a bump does that anything sees is the values it
         leaves and the waiters it releases, in order; releases come only from keys with waiters, so a
         list repeated whose keys have none (a copy's 7 fixed flags) is bumped ``repeat * times`` at once."""
-        cells = self.cells
+        cells, release = self.cells, self.release
         get = cells.get
         if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
             home = self.home
@@ -361,18 +356,19 @@ class SignalBoard:
                 cells[key] = [times, None, NEVER]
                 continue
             value = cell[0] = cell[0] + times
-            if value >= cell[2]:  # (most bumps: no waiter, or none whose count it reaches)
+            if value < cell[2]:  # (most bumps: no waiter, or none whose count it reaches)
+                continue
+            waiting = cell[1]
+            if len(waiting) == 1:  # the common release, inline (a call a release costs: 164k in the row)
+                cell[1], cell[2] = None, NEVER
+                release(waiting[0][1])
+            else:
                 self._wake(cell, value, times)
 
     def _wake(self, cell: list, value: int, times: int) -> None:
         """The waiters of ``cell`` whose count its bump of ``times`` to ``value`` reaches, released."""
-        waiting = cell[1]
-        if len(waiting) == 1:  # the common case: one waiter
-            cell[1], cell[2] = None, NEVER
-            self.release(waiting[0][1])
-            return
         still, due = [], []
-        for need, waiter in waiting:
+        for need, waiter in cell[1]:
             (due if need <= value else still).append((need, waiter))
         cell[1], cell[2] = (still, min(map(_need, still))) if still else (None, NEVER)
         if times > 1 and len(due) > 1:
