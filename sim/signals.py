@@ -341,10 +341,12 @@ class SignalBoard:
             keys = [(home[k[0]], k[1], k[2]) for k in keys]
         if repeat > 1:  # each key's cell found once (a missing one made at 0: what no cell counts)
             found = [get(key) or cells.setdefault(key, [0, None, NEVER]) for key in keys]
-            if all(cell[1] is None for cell in found):
-                times *= repeat
+            for cell in found:
+                if cell[1] is not None:
+                    found = found * repeat
+                    break
             else:
-                found = found * repeat
+                times *= repeat
             for cell in found:
                 value = cell[0] = cell[0] + times
                 if value >= cell[2]:
