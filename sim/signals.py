@@ -106,7 +106,7 @@ def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], 
 @lru_cache(maxsize=256)
 def _cycle_moves(count: int, p: int, rotate: int, dk: int, dx: int, ok: int, ox: int) -> tuple[list, dict]:
     """Each member's (rank step, index step) where one signal cycles with the period ``p`` (as
-    :meth:`mkernel.ir.Task.member_signals`), and the members by rank step: shared by a rank's tile rows."""
+    :meth:`mkernel.ir.Task.member_signals`), and the members by rank step: shared (read only) by tile rows."""
     moves, on = [], {}
     for i in range(count):
         a, b = divmod(i, p)
