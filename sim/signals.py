@@ -90,7 +90,7 @@ def run_bumps(entries, rank: int, paid: bool) -> tuple[list[list], list[list]]:
 def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], list[tuple]]:
     """:func:`flat_keys`'s keys of members ``first .. first+n-1`` of ``t`` (one signal cycling with a
     period), split into those of ``rank`` and the rest, each in member order: the members on ``rank``
-    found by bisection among those of rank step ``rank - rank0`` (:func:`_cycle_moves`), not by test."""
+    found by bisection among those of rank step ``rank - rank0`` (:func:`_cycle_moves`), not key by key."""
     st, g = t.step, t.signals[0]
     moves, on = _cycle_moves(t.count, st.period, st.rotate, *st.signals[0], *st.outer[0])
     rank0, name, index = g.rank, g.name, g.index

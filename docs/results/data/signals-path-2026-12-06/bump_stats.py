@@ -1,4 +1,5 @@
-# Counts of the signal path of the row at M (flat_keys calls, keys, local/far entries, bump_keys keys by cell state): python bump_stats.py 16384
+# Counts of the signal path of the row at M (flat_keys calls, keys, local/far entries, bump_keys keys by cell state).
+# Run on base (cd /work/base && .venv/bin/python THIS 32768): it wraps engine.flat_keys, which gsig no longer calls.
 import dataclasses, sys, collections
 from mkernel import builders, ir
 from mkernel.scenario import load_scenario
