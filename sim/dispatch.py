@@ -21,6 +21,7 @@ from .runs import Lane, Run
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 READY = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
+RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are bound methods)
 
 
 class Dispatch:
@@ -61,7 +62,10 @@ class Dispatch:
                     if wait >= 0:
                         if compute and ended is not None:
                             self._compute_edge(rank, -part)  # these SMs stop computing
-                        self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
+                        if part == 1 and (not runs or runs[-1].key != key):  # (_join's answer: a run of its own)
+                            runs.append(Run(lane, role, task, i, -1, wait, key, need, 0.0))
+                        else:
+                            self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
                     elif compute and ended is not None:  # each SM's -1 and +1: the count stays
                         speed = self.speeds[self._computing[rank]] if task.op is Op.GEMM else 0.0
                         self._join(runs, lane, role, task, i, part, -1, None, 0, speed)
@@ -162,12 +166,18 @@ class Dispatch:
         runs.append(run)
 
     def _go(self, lane: Lane, runs: list[Run]) -> None:
+        """The runs taken at one boundary, in order: each blocked one waits (:meth:`_block`, written
+        out: a call a blocked member on the every-node row), each ready one starts."""
         start = self._start if self.stress > 0 else self._work
+        wait_key, blocked, counts = self.board.wait_key, self.blocked, lane.pool.blocked
         for run in runs:
-            if run.wait >= 0:
-                self._block(run)
-            else:
+            if run.wait < 0:
                 start(run)
+            elif wait_key(run.key, run.need, run):
+                counts[run.role] += run.n
+                blocked[id(run)] = run
+            else:
+                self._resume([run])  # bumped since it was taken, by a run started before it here
         if lane.alive == 0 and not lane.done.triggered:
             lane.done.succeed()
 
@@ -295,39 +305,66 @@ class Dispatch:
         self._later(max(0.0, at - self.env.now), then, run)
 
     def _released(self, run: Run) -> None:
-        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now."""
-        self._later(0.0, self._resume, run)
+        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now.
+        This is ``_later(0.0, self._resume, run)`` with the lane's runs kept on the lane: a lane's
+        pending resume slot is always one of this instant (it was queued now, at no delay, and time
+        moves only once it has run), so the lane alone names it; the same slots and eids, in order."""
+        lane = run.lane
+        if lane.released is not None:
+            lane.released.append(run)
+            return
+        lane.released = [run]
+        now = self.env.now
+        if self.arrays:  # (one streak for the lanes released at one instant, as _later's timers)
+            self.env.call_in_streak((RESUME, now), now, self._wake, lane)
+        else:
+            self.env.call_at(now, self._wake, lane)
+
+    def _wake(self, lane: Lane) -> None:
+        """``lane``'s runs released at this instant resume (:meth:`_released`'s slot)."""
+        runs, lane.released = lane.released, None
+        self._resume(runs)
 
     def _resume(self, runs: list[Run]) -> None:
         """Blocked runs whose wait now holds (those of one lane released at one instant, in order):
         each checks its other waits; the ready ones start, neighbouring members of one group
         together, split by GEMM speed class as their SMs resume one by one."""
         ready: list[Run] = []
-        blocked = self.blocked
+        blocked, stress = self.blocked, self.stress > 0
         for run in runs:
             if blocked.pop(id(run), None) is not None:
                 run.lane.pool.blocked[run.role] -= run.n
+            task = run.task
             at = run.wait + 1
-            if at < len(run.task.waits):
-                run.wait, run.key, run.need = self._blocking(run.task, run.first, at)
+            if at < len(task.waits):
+                run.wait, run.key, run.need = self._blocking(task, run.first, at)
                 if run.wait >= 0:
                     self._block(run)
                     continue
             else:  # (no wait left to check: what _blocking says)
                 run.wait, run.key, run.need = READY
-            if self.stress > 0:
+            if stress:
                 self._start(run)
             else:
                 ready.append(run)
         parts: list[Run] = []
         for run in ready if not self._one_by_one else ():
-            if run.role is Role.COMPUTE:
-                self._ready_split(parts, run.lane, run.role, run.task, run.first, run.n)
-            elif parts:
-                self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0, run)
-            else:  # _join with nothing to join (a run of several members waited as one only where _joins said so)
-                run.speed = 0.0
+            role, task = run.role, run.task
+            if role is Role.COMPUTE:
+                self._ready_split(parts, run.lane, role, task, run.first, run.n)
+                continue
+            run.speed = 0.0
+            if not parts:  # _join with nothing to join (a run of several members waited as one only where _joins said so)
                 parts.append(run)
+                continue
+            last = parts[-1]
+            # the members after the last part's, of its entry: they join it, as _join does (every part is
+            # ready, as the run now: wait -1, key None; and one not on the compute role has speed 0)
+            if last.role is role and last.parts is None and last.task is task and last.first + last.n == run.first \
+                    and self._joins(task):
+                last.n += run.n
+            else:
+                self._join(parts, run.lane, role, task, run.first, run.n, -1, None, 0, 0.0, run)
         for run in ready if self._one_by_one else ():
             for j in range(run.n):
                 speed = self._ready(run.lane.rank, run.role, run.task, 1)

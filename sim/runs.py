@@ -8,12 +8,15 @@ from .sms import RolePool
 
 
 class Lane:
-    """One launch on one rank: its role pool, the SMs not yet retired, and the event of its end."""
+    """One launch on one rank: its role pool, the SMs not yet retired, and the event of its end.
+    ``released``: the runs released at this instant that wait for their resume slot, or None
+    (:meth:`~mkernel.sim.dispatch.Dispatch._released`)."""
 
-    __slots__ = ("rank", "pool", "alive", "done")
+    __slots__ = ("rank", "pool", "alive", "done", "released")
 
     def __init__(self, rank: int, pool: RolePool, alive: int, done) -> None:
         self.rank, self.pool, self.alive, self.done = rank, pool, alive, done
+        self.released: list[Run] | None = None
 
 
 class Run:
