@@ -1,0 +1,80 @@
+"""The SMs' path for members that block (sim/dispatch.py): the runs a boundary forms, blocks and
+releases, on a handmade launch whose every step is known.
+
+One rank, four intra SMs and one compute SM. The intra queue: ``A``, four members each waiting on
+its own counter (``s`` i: a wait that steps), then ``B``, four members waiting on one counter
+(``t``: a wait that steps by 0), then ``C``, three members with a wait that does not step. The compute
+SM's copies bump s0, s1 and s3, then s2 and t, then u. So: A's members block alone; three are
+released at one instant (0 and 1 resume as one run, 3 apart: it does not follow them); B's
+members taken at one boundary block as one run (one key); C 1 and 2, taken together, as one too.
+:meth:`Dispatch._bulk` opens a lone blocked member's run without :meth:`Dispatch._join` (where the
+last run waits on another key: A) and :meth:`Dispatch._resume` joins a released member to the part
+before it without it (where it follows it): a fast path that broke either rule shows here
+(checked by planting each: B's members as three runs; A's member 3 joined to 0 and 1).
+"""
+from __future__ import annotations
+
+import pytest
+
+from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait
+from mkernel.ir import Step
+from mkernel.sim.engine import Model
+
+
+def _schedule():
+    sb = ScheduleBuilder("blocked", "fused", world=1, gpus_per_node=1, num_sms=8, grouped=True)
+    sb.buffer("X", 64, 64, kind=BufferKind.INPUT)
+    sb.buffer("Y", 64, 64)
+    sb.launch("k", {Role.COMPUTE: 1, Role.INTRA: 4})
+    for rows, bumps in ((0, ("s0", "s1", "s3")), (16, ("s2", "t0")), (32, ("u0",))):
+        sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, rows, rows + 16, 0, 64),),
+               writes=(Region("Y", 0, rows, rows + 16, 0, 64),),
+               signals=tuple(Signal(0, b[0], int(b[1:])) for b in bumps), label=f"copy{rows}")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "s", 0), 1),), count=4, step=Step(waits=(1,)), label="A")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "t", 0), 1),), count=4, step=Step(waits=(0,)), label="B")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "u", 0), 1),), count=3, step=Step(label=(0, 1)),
+           label="C")
+    return sb.build(0.0)
+
+
+def _logged(arrays: bool) -> tuple[list, list, Model]:
+    """The runs each boundary formed (entry, first, members, wait) and each run's start (entry, first, members, time)."""
+    model = Model(_schedule(), Cluster("1x1", nodes=1, gpus_per_node=1), None, arrays=arrays)
+    taken, started = [], []
+    go, work = model._go, model._work
+
+    def logged_go(lane, runs):
+        taken.append([(run.task.label, run.first, run.n, run.wait) for run in runs if run.role is Role.INTRA])
+        go(lane, runs)
+
+    def logged_work(run):
+        if run.role is Role.INTRA:
+            started.append((run.task.label, run.first, run.n, model.env.now))
+        work(run)
+
+    model._go, model._work = logged_go, logged_work
+    model.run()
+    return [t for t in taken if t], started, model
+
+
+@pytest.mark.parametrize("arrays", [True, False])
+def test_blocked_members_run_as_they_would_one_by_one(arrays):
+    taken, started, model = _logged(arrays)
+    assert taken == [
+        [("A", 0, 1, 0), ("A", 1, 1, 0), ("A", 2, 1, 0), ("A", 3, 1, 0)],  # each on its own key
+        [("B", 0, 2, 0)],  # the SMs of A 0 and 1: one key, one run
+        [("B", 2, 1, 0)],  # A 3's
+        [("B", 3, 1, -1)],  # A 2's, after t was bumped
+        [("C", 0, 1, 0)],  # B 3's
+        [("C", 1, 2, 0)]]  # two of B 0-2's (the third retires): a wait that does not step, one run
+    t1, t2, t3 = 0.04096, 0.08192, 0.12288000000000002  # the copies' ends
+    assert started == [("A", 0, 2, t1), ("A", 3, 1, t1),  # A 3 does not follow 0 and 1: a run of its own
+                       ("A", 2, 1, t2), ("B", 3, 1, t2), ("B", 0, 3, t2),  # B 0-1 and 2 resume as one
+                       ("C", 0, 3, t3)]
+    assert not model.blocked and all(n == 0 for n in model.pools[0].blocked.values())
+    assert model.env.events == 9
+
+
+def test_both_timer_paths_agree():
+    a, b = _logged(True), _logged(False)
+    assert a[:2] == b[:2] and a[2].env.events == b[2].env.events and a[2].finish == b[2].finish
