@@ -62,7 +62,9 @@ class Dispatch:
                     if wait >= 0:
                         if compute and ended is not None:
                             self._compute_edge(rank, -part)  # these SMs stop computing
-                        if part == 1 and (not runs or runs[-1].key != key):  # (_join's answer: a run of its own)
+                        if part == 1 and (not runs or runs[-1].key != key):
+                            # what _join does with one member whose key is not the last run's: it joins
+                            # only a run on its key, so it opens its own (a stepping wait's members, each alone)
                             runs.append(Run(lane, role, task, i, -1, wait, key, need, 0.0))
                         else:
                             self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
@@ -167,7 +169,7 @@ class Dispatch:
 
     def _go(self, lane: Lane, runs: list[Run]) -> None:
         """The runs taken at one boundary, in order: each blocked one waits (:meth:`_block`, written
-        out: a call a blocked member on the every-node row), each ready one starts."""
+        out here: it was a call per blocked member), each ready one starts."""
         start = self._start if self.stress > 0 else self._work
         wait_key, blocked, counts = self.board.wait_key, self.blocked, lane.pool.blocked
         for run in runs:
