@@ -18,15 +18,15 @@ from __future__ import annotations
 from mkernel.ir import Op, Role, Task
 
 from .runs import Lane, Run
+from .waits import READY, Waits
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
-READY = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
 RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are bound methods)
 
 
-class Dispatch:
+class Dispatch(Waits):
     """The SM side of :class:`~mkernel.sim.engine.Model` (a mixin: the model owns the board, the
-    computing counts and the work)."""
+    computing counts and the work; :class:`~mkernel.sim.waits.Waits` reads the members' waits)."""
 
     def _pass(self, lane: Lane, sms: list[tuple[int, Role, Run | None, int]]) -> None:
         """SMs ``(slot, role, run, j)`` at a task boundary (SM j of ``run`` ending its member, unless
@@ -49,6 +49,7 @@ class Dispatch:
         members a whole entry at a time; the steps and their order are those of the SMs one by one."""
         pool, rank, runs = lane.pool, lane.rank, []
         active, target = pool.active, pool.target
+        stepping, cells = self._stepping, self.board.cells
         for role, n, ended in chunks:
             compute = role is Role.COMPUTE
             if ended is not None:
@@ -57,6 +58,10 @@ class Dispatch:
                 room = target[role] - active[role]
                 task, first, m = pool.take_many(role, n if n < room else room)
                 n -= m
+                waits = stepping.get(id(task)) if not compute else None  # (filled by _waits_of, below)
+                if waits is not None and len(waits) == 1 and waits[0][3]:
+                    self._lone(runs, lane, role, task, first, m, waits[0], cells)
+                    continue
                 for i, part, (wait, key, need) in (self._waits_of(task, first, m) if task.waits else
                                                    ((first, m, READY),)):
                     if wait >= 0:
@@ -85,46 +90,25 @@ class Dispatch:
                     self._take(lane, runs, -1, *picked)
         self._go(lane, runs)
 
-    def _waits_of(self, task: Task, first: int, n: int):
-        """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
-        one wait state: all of them when their waits do not step, else each span of ready members
-        and each blocked member alone, at its first wait not holding. (Taking a ready span at once
-        is what taking its members one by one does: nothing a take changes is read by the next
-        one's wait check, so the spans are listed before any is taken. A ring's copies are mostly
-        ready when taken: 688k members of a 2 x 8 ring attention run, none blocked.)"""
-        if task.count == 1 or not task.step.waits:
-            return ((first, n, self._blocking(task, first, 0)),)
-        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
-        waits = self._stepping.get(id(task))
-        if waits is None:  # (rank, name, member 0's index, index step, count) of each wait
-            waits = self._stepping[id(task)] = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count)
-                                                for w, dx in zip(task.waits, task.step.waits)]
-        spans = []
-        ready = first  # the first member of the ready span being listed
-        if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
-            rank, name, index, dx, need = waits[0]
-            for i in range(first, first + n):
-                key = (rank, name, index + i * dx)
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
-                    if i > ready:
-                        spans.append((ready, i - ready, READY))
-                    spans.append((i, 1, (0, key, need)))
-                    ready = i + 1
-            if ready < first + n:
-                spans.append((ready, first + n - ready, READY))
-            return spans
+    def _lone(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int, wait: tuple,
+              cells: dict) -> None:
+        """:meth:`_bulk`'s loop over :meth:`_waits_of`'s spans, written out for an entry off the compute
+        role (no SM counts in or out) with one wait that steps by ``wait``'s dx != 0 (the row's intra
+        reductions and broadcasts, whose members mostly block alone): the same test of each member,
+        in order, without the spans. A blocked member opens its own run, as ``_join`` would: it joins
+        only the run before it if that is this entry's member before it on the same key, and with
+        dx != 0 no two members' keys are the same."""
+        rank, name, index, dx, need = wait
+        ready = first  # the first member of the ready span being taken
         for i in range(first, first + n):
-            for w, (rank, name, index, dx, need) in enumerate(waits):
-                key = (rank, name, index + i * dx)
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
-                    if i > ready:
-                        spans.append((ready, i - ready, READY))
-                    spans.append((i, 1, (w, key, need)))
-                    ready = i + 1
-                    break
+            key = (rank, name, index + i * dx)
+            if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
+                if i > ready:
+                    self._join(runs, lane, role, task, ready, i - ready, -1, None, 0, 0.0)
+                runs.append(Run(lane, role, task, i, -1, 0, key, need, 0.0))
+                ready = i + 1
         if ready < first + n:
-            spans.append((ready, first + n - ready, READY))
-        return spans
+            self._join(runs, lane, role, task, ready, first + n - ready, -1, None, 0, 0.0)
 
     def _ready_split(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
@@ -231,40 +215,6 @@ class Dispatch:
             ok = self._joins_cache[id(task)] = (task.count > 1 and self.stress <= 0 and task.op is not Op.PUT and (
                 task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)))
         return ok
-
-    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
-        """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
-        or (-1, None, 0).
-
-        Counters only grow within a run, so a wait that held once holds for good: for waits that do
-        not step (every member's are the same), the waits found to hold are remembered per entry
-        (``_held``) and not read again (an attention tile's 96 waits were read at every take)."""
-        waits = task.waits
-        if at >= len(waits):
-            return READY
-        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
-        if task.count > 1 and task.step.waits:
-            steps = task.step.waits
-            for j in range(at, len(waits)):
-                w = waits[j]
-                g = w.signal
-                key = (g.rank, g.name, g.index + i * steps[j])
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
-                    return j, key, w.count
-            return READY
-        held = self._held.get(id(task), 0)
-        start = at if at > held else held
-        for j in range(start, len(waits)):
-            w = waits[j]
-            g = w.signal
-            key = (g.rank, g.name, g.index)
-            if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
-                if start == held:
-                    self._held[id(task)] = j
-                return j, key, w.count
-        if start == held:
-            self._held[id(task)] = len(waits)
-        return READY
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
         """``n`` members start now (on the compute role they count as computing, one by one); their

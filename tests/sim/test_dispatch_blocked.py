@@ -11,8 +11,15 @@ members taken at one boundary block as one run (one key); C 1 and 2, taken toget
 last run waits on another key: A) and :meth:`Dispatch._resume` joins a released member to the part
 before it without it (where it follows it): a fast path that broke either rule shows here
 (checked by planting each: B's members as three runs; A's member 3 joined to 0 and 1).
+
+:meth:`Dispatch._lone` (``_bulk``'s loop written out for an entry off the compute role with one wait
+that steps) is held to the general path on seeded launches whose takes mix ready and blocked members
+(planted and caught: a lone ready member before a blocked one dropped, the last ready span dropped,
+a blocked run's count off by one, a wait holding at its count taken as blocked).
 """
 from __future__ import annotations
+
+import random
 
 import pytest
 
@@ -78,3 +85,71 @@ def test_blocked_members_run_as_they_would_one_by_one(arrays):
 def test_both_timer_paths_agree():
     a, b = _logged(True), _logged(False)
     assert a[:2] == b[:2] and a[2].env.events == b[2].env.events and a[2].finish == b[2].finish
+
+
+class _General(dict):
+    """``Model._stepping`` that never answers: ``_bulk`` then takes every member through ``_waits_of``'s
+    spans, its general path (``_waits_of`` itself recomputes the waits each time, to the same values)."""
+
+    def get(self, key, default=None):
+        return default
+
+
+def _random_launch(seed: int):
+    """Intra SMs taking entries of NOPs each waiting on its own counter (dx 1 or 2), bumped by compute
+    copies of seeded sizes in a seeded order: a take's members are ready and blocked in turn."""
+    rng = random.Random(seed)
+    sb = ScheduleBuilder("lone", "fused", world=1, gpus_per_node=1, num_sms=16, grouped=True)
+    sb.buffer("X", 256, 64, kind=BufferKind.INPUT)
+    sb.buffer("Y", 256, 64)
+    sb.launch("k", {Role.COMPUTE: rng.randint(1, 2), Role.INTRA: rng.randint(2, 5)})
+    keys = []
+    for e in range(rng.randint(1, 3)):
+        count, dx = rng.randint(3, 12), rng.randint(1, 2)
+        sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, f"s{e}", 1), 1),), count=count, step=Step(waits=(dx,)),
+               label=f"D{e}")
+        keys += [(f"s{e}", 1 + i * dx) for i in range(count)]
+    rng.shuffle(keys)
+    row = 0
+    while keys:
+        k = rng.randint(1, 4)
+        bumps, keys = keys[:k], keys[k:]
+        rows = rng.randint(1, 8)
+        sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, row, row + rows, 0, 64),),
+               writes=(Region("Y", 0, row, row + rows, 0, 64),), signals=tuple(Signal(0, n, i) for n, i in bumps),
+               label=f"copy{row}")
+        row = (row + rows) % 240
+    return sb.build(0.0)
+
+
+def _run(s, general: bool) -> tuple[tuple, list]:
+    """What the run did (each run's start, the event count, the ranks' ends) and, per ``_lone`` call,
+    (members taken, members blocked)."""
+    model = Model(s, Cluster("1x1", nodes=1, gpus_per_node=1), None)
+    if general:
+        model._stepping = _General()
+    lone, work, started, takes = model._lone, model._work, [], []
+
+    def counted(runs, lane, role, task, first, n, wait, cells):
+        before = len(runs)
+        lone(runs, lane, role, task, first, n, wait, cells)
+        takes.append((n, sum(run.wait >= 0 for run in runs[before:])))
+
+    def logged(run):
+        started.append((run.task.label, run.first, run.n, model.env.now))
+        work(run)
+
+    model._lone, model._work = counted, logged
+    model.run()
+    return (started, model.env.events, model.finish), takes
+
+
+def test_lone_waits_fast_path_is_the_general_path():
+    mixed = 0
+    for seed in range(40):
+        s = _random_launch(seed)
+        (fast, takes), (general, none) = _run(s, False), _run(s, True)
+        assert fast == general, seed
+        assert not none and takes
+        mixed += sum(0 < blocked < n for n, blocked in takes)
+    assert mixed  # takes of ready and blocked members in turn went through it
