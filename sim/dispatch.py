@@ -60,7 +60,22 @@ class Dispatch(Waits):
                 n -= m
                 waits = stepping.get(id(task)) if not compute else None  # (filled by _waits_of, below)
                 if waits is not None and len(waits) == 1 and waits[0][3]:
-                    self._lone(runs, lane, role, task, first, m, waits[0], cells)
+                    # the loop below over _waits_of's spans, written out (without the spans) for an entry
+                    # off the compute role (no SM counts in or out) with one wait that steps by dx != 0:
+                    # the row's intra reductions and broadcasts, whose members mostly block alone. The
+                    # same test of each member, in order; a blocked member opens its own run, as _join
+                    # would (it joins only this entry's member before it on the same key: none, dx != 0)
+                    (srank, name, index, dx, need), = waits
+                    ready = first  # the first member of the ready span being taken
+                    for i in range(first, first + m):
+                        key = (srank, name, index + i * dx)
+                        if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
+                            if i > ready:
+                                self._join(runs, lane, role, task, ready, i - ready, -1, None, 0, 0.0)
+                            runs.append(Run(lane, role, task, i, -1, 0, key, need, 0.0))
+                            ready = i + 1
+                    if ready < first + m:
+                        self._join(runs, lane, role, task, ready, first + m - ready, -1, None, 0, 0.0)
                     continue
                 for i, part, (wait, key, need) in (self._waits_of(task, first, m) if task.waits else
                                                    ((first, m, READY),)):
@@ -89,26 +104,6 @@ class Dispatch(Waits):
                 else:
                     self._take(lane, runs, -1, *picked)
         self._go(lane, runs)
-
-    def _lone(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int, wait: tuple,
-              cells: dict) -> None:
-        """:meth:`_bulk`'s loop over :meth:`_waits_of`'s spans, written out for an entry off the compute
-        role (no SM counts in or out) with one wait that steps by ``wait``'s dx != 0 (the row's intra
-        reductions and broadcasts, whose members mostly block alone): the same test of each member,
-        in order, without the spans. A blocked member opens its own run, as ``_join`` would: it joins
-        only the run before it if that is this entry's member before it on the same key, and with
-        dx != 0 no two members' keys are the same."""
-        rank, name, index, dx, need = wait
-        ready = first  # the first member of the ready span being taken
-        for i in range(first, first + n):
-            key = (rank, name, index + i * dx)
-            if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
-                if i > ready:
-                    self._join(runs, lane, role, task, ready, i - ready, -1, None, 0, 0.0)
-                runs.append(Run(lane, role, task, i, -1, 0, key, need, 0.0))
-                ready = i + 1
-        if ready < first + n:
-            self._join(runs, lane, role, task, ready, first + n - ready, -1, None, 0, 0.0)
 
     def _ready_split(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""

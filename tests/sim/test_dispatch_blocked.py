@@ -12,8 +12,8 @@ last run waits on another key: A) and :meth:`Dispatch._resume` joins a released 
 before it without it (where it follows it): a fast path that broke either rule shows here
 (checked by planting each: B's members as three runs; A's member 3 joined to 0 and 1).
 
-:meth:`Dispatch._lone` (``_bulk``'s loop written out for an entry off the compute role with one wait
-that steps) is held to the general path on seeded launches whose takes mix ready and blocked members
+``_bulk``'s loop written out for an entry off the compute role with one wait that steps (dx != 0)
+is held to the general path on seeded launches whose takes mix ready and blocked members
 (planted and caught: a lone ready member before a blocked one dropped, the last ready span dropped,
 a blocked run's count off by one, a wait holding at its count taken as blocked).
 """
@@ -123,33 +123,36 @@ def _random_launch(seed: int):
 
 
 def _run(s, general: bool) -> tuple[tuple, list]:
-    """What the run did (each run's start, the event count, the ranks' ends) and, per ``_lone`` call,
-    (members taken, members blocked)."""
+    """What the run did (each run's start, the event count, the ranks' ends) and the spans of each
+    take ``_waits_of`` listed: (entry, spans)."""
     model = Model(s, Cluster("1x1", nodes=1, gpus_per_node=1), None)
     if general:
         model._stepping = _General()
-    lone, work, started, takes = model._lone, model._work, [], []
+    waits_of, work, started, takes = model._waits_of, model._work, [], []
 
-    def counted(runs, lane, role, task, first, n, wait, cells):
-        before = len(runs)
-        lone(runs, lane, role, task, first, n, wait, cells)
-        takes.append((n, sum(run.wait >= 0 for run in runs[before:])))
+    def listed(task, first, n):
+        spans = waits_of(task, first, n)
+        takes.append((task.label, spans))
+        return spans
 
     def logged(run):
         started.append((run.task.label, run.first, run.n, model.env.now))
         work(run)
 
-    model._lone, model._work = counted, logged
+    model._waits_of, model._work = listed, logged
     model.run()
     return (started, model.env.events, model.finish), takes
 
 
 def test_lone_waits_fast_path_is_the_general_path():
-    mixed = 0
+    fast_takes = mixed = 0
     for seed in range(40):
         s = _random_launch(seed)
-        (fast, takes), (general, none) = _run(s, False), _run(s, True)
+        (fast, listed), (general, takes) = _run(s, False), _run(s, True)
         assert fast == general, seed
-        assert not none and takes
-        mixed += sum(0 < blocked < n for n, blocked in takes)
-    assert mixed  # takes of ready and blocked members in turn went through it
+        assert len(listed) == len({label for label, _ in takes})  # the fast path took all but each entry's first
+        later = [t for j, t in enumerate(takes) if any(label == t[0] for label, _ in takes[:j])]  # not a first
+        fast_takes += len(later)
+        mixed += sum(any(w >= 0 for _, _, (w, _, _) in spans) and any(w < 0 for _, _, (w, _, _) in spans)
+                     for _, spans in later)
+    assert fast_takes and mixed  # takes of ready and blocked members in turn went through it
