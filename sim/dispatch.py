@@ -17,62 +17,16 @@ from __future__ import annotations
 
 from mkernel.ir import Op, Role, Task
 
-from .sms import RolePool
+from .runs import Lane, Run
+from .waits import READY, Waits
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
-READY = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
+RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are bound methods)
 
 
-class Lane:
-    """One launch on one rank: its role pool, the SMs not yet retired, and the event of its end."""
-
-    __slots__ = ("rank", "pool", "alive", "done")
-
-    def __init__(self, rank: int, pool: RolePool, alive: int, done) -> None:
-        self.rank, self.pool, self.alive, self.done = rank, pool, alive, done
-
-
-class Run:
-    """Members ``first .. first + n - 1`` of one queue entry, taken together by the SMs ``slots``.
-
-    ``wait`` >= 0: blocked on that wait (``key`` reaching ``need``); ``speed``: the GEMM speed
-    class its members were taken at (:func:`cost.sm_speed`); ``start``: when its work began.
-    ``parts``: None, or [task, first, n] of each entry a run of ready GEMM tiles of one cost spans
-    (:meth:`Dispatch._join`), ``task`` and ``first`` being the first part's and ``n`` the total."""
-
-    __slots__ = ("lane", "role", "task", "first", "n", "slots", "wait", "key", "need", "speed", "start", "paid",
-                 "later", "parts")
-
-    def __init__(self, lane: Lane, role: Role, task: Task, first: int, slot: int, wait: int, key, need: int,
-                 speed: float) -> None:
-        self.lane, self.role, self.task, self.first, self.n, self.slots = lane, role, task, first, 1, [slot]
-        self.wait, self.key, self.need, self.speed, self.start = wait, key, need, speed, 0.0
-        self.paid, self.later = False, ()  # a peer copy's signals need no flag latency; flags in flight
-        self.parts: list[list] | None = None
-
-    def member(self, j: int = 0) -> Task:
-        if self.parts is not None:
-            for task, first, n in self.parts:
-                if j < n:
-                    return task.member(first + j) if task.count > 1 else task
-                j -= n
-        return self.task.member(self.first + j) if self.task.count > 1 else self.task
-
-    def entries(self):
-        """(task, first, n) of each entry this run holds members of."""
-        return self.parts if self.parts is not None else ((self.task, self.first, self.n),)
-
-    def absorb(self, task: Task, n: int) -> None:
-        """The first ``n`` members of ``task``, the entry after the last one's, join."""
-        if self.parts is None:
-            self.parts = [[self.task, self.first, self.n]]
-        self.parts.append([task, 0, n])
-        self.n += n
-
-
-class Dispatch:
+class Dispatch(Waits):
     """The SM side of :class:`~mkernel.sim.engine.Model` (a mixin: the model owns the board, the
-    computing counts and the work)."""
+    computing counts and the work; :class:`~mkernel.sim.waits.Waits` reads the members' waits)."""
 
     def _pass(self, lane: Lane, sms: list[tuple[int, Role, Run | None, int]]) -> None:
         """SMs ``(slot, role, run, j)`` at a task boundary (SM j of ``run`` ending its member, unless
@@ -95,6 +49,7 @@ class Dispatch:
         members a whole entry at a time; the steps and their order are those of the SMs one by one."""
         pool, rank, runs = lane.pool, lane.rank, []
         active, target = pool.active, pool.target
+        stepping, cells = self._stepping, self.board.cells
         for role, n, ended in chunks:
             compute = role is Role.COMPUTE
             if ended is not None:
@@ -103,12 +58,36 @@ class Dispatch:
                 room = target[role] - active[role]
                 task, first, m = pool.take_many(role, n if n < room else room)
                 n -= m
+                waits = stepping.get(id(task)) if not compute else None  # (filled by _waits_of, below)
+                if waits is not None and len(waits) == 1 and waits[0][3]:
+                    # the loop below over _waits_of's spans, written out (without the spans) for an entry
+                    # off the compute role (no SM counts in or out) with one wait that steps by dx != 0:
+                    # the row's intra reductions and broadcasts, whose members mostly block alone. The
+                    # same test of each member, in order; a blocked member opens its own run, as _join
+                    # would (it joins only this entry's member before it on the same key: none, dx != 0)
+                    (srank, name, index, dx, need), = waits
+                    ready = first  # the first member of the ready span being taken
+                    for i in range(first, first + m):
+                        key = (srank, name, index + i * dx)
+                        if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
+                            if i > ready:
+                                self._join(runs, lane, role, task, ready, i - ready, -1, None, 0, 0.0)
+                            runs.append(Run(lane, role, task, i, -1, 0, key, need, 0.0))
+                            ready = i + 1
+                    if ready < first + m:
+                        self._join(runs, lane, role, task, ready, first + m - ready, -1, None, 0, 0.0)
+                    continue
                 for i, part, (wait, key, need) in (self._waits_of(task, first, m) if task.waits else
                                                    ((first, m, READY),)):
                     if wait >= 0:
                         if compute and ended is not None:
                             self._compute_edge(rank, -part)  # these SMs stop computing
-                        self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
+                        if part == 1 and (not runs or runs[-1].key != key):
+                            # what _join does with one member whose key is not the last run's: it joins
+                            # only a run on its key, so it opens its own (a stepping wait's members, each alone)
+                            runs.append(Run(lane, role, task, i, -1, wait, key, need, 0.0))
+                        else:
+                            self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
                     elif compute and ended is not None:  # each SM's -1 and +1: the count stays
                         speed = self.speeds[self._computing[rank]] if task.op is Op.GEMM else 0.0
                         self._join(runs, lane, role, task, i, part, -1, None, 0, speed)
@@ -125,47 +104,6 @@ class Dispatch:
                 else:
                     self._take(lane, runs, -1, *picked)
         self._go(lane, runs)
-
-    def _waits_of(self, task: Task, first: int, n: int):
-        """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
-        one wait state: all of them when their waits do not step, else each span of ready members
-        and each blocked member alone, at its first wait not holding. (Taking a ready span at once
-        is what taking its members one by one does: nothing a take changes is read by the next
-        one's wait check, so the spans are listed before any is taken. A ring's copies are mostly
-        ready when taken: 688k members of a 2 x 8 ring attention run, none blocked.)"""
-        if task.count == 1 or not task.step.waits:
-            return ((first, n, self._blocking(task, first, 0)),)
-        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
-        waits = self._stepping.get(id(task))
-        if waits is None:  # (rank, name, member 0's index, index step, count) of each wait
-            waits = self._stepping[id(task)] = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count)
-                                                for w, dx in zip(task.waits, task.step.waits)]
-        spans = []
-        ready = first  # the first member of the ready span being listed
-        if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
-            rank, name, index, dx, need = waits[0]
-            for i in range(first, first + n):
-                key = (rank, name, index + i * dx)
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
-                    if i > ready:
-                        spans.append((ready, i - ready, READY))
-                    spans.append((i, 1, (0, key, need)))
-                    ready = i + 1
-            if ready < first + n:
-                spans.append((ready, first + n - ready, READY))
-            return spans
-        for i in range(first, first + n):
-            for w, (rank, name, index, dx, need) in enumerate(waits):
-                key = (rank, name, index + i * dx)
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
-                    if i > ready:
-                        spans.append((ready, i - ready, READY))
-                    spans.append((i, 1, (w, key, need)))
-                    ready = i + 1
-                    break
-        if ready < first + n:
-            spans.append((ready, first + n - ready, READY))
-        return spans
 
     def _ready_split(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
@@ -209,12 +147,18 @@ class Dispatch:
         runs.append(run)
 
     def _go(self, lane: Lane, runs: list[Run]) -> None:
+        """The runs taken at one boundary, in order: each blocked one waits (:meth:`_block`, written
+        out here: it was a call per blocked member), each ready one starts."""
         start = self._start if self.stress > 0 else self._work
+        wait_key, blocked, counts = self.board.wait_key, self.blocked, lane.pool.blocked
         for run in runs:
-            if run.wait >= 0:
-                self._block(run)
-            else:
+            if run.wait < 0:
                 start(run)
+            elif wait_key(run.key, run.need, run):
+                counts[run.role] += run.n
+                blocked[id(run)] = run
+            else:
+                self._resume([run])  # bumped since it was taken, by a run started before it here
         if lane.alive == 0 and not lane.done.triggered:
             lane.done.succeed()
 
@@ -267,40 +211,6 @@ class Dispatch:
                 task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)))
         return ok
 
-    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
-        """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
-        or (-1, None, 0).
-
-        Counters only grow within a run, so a wait that held once holds for good: for waits that do
-        not step (every member's are the same), the waits found to hold are remembered per entry
-        (``_held``) and not read again (an attention tile's 96 waits were read at every take)."""
-        waits = task.waits
-        if at >= len(waits):
-            return READY
-        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
-        if task.count > 1 and task.step.waits:
-            steps = task.step.waits
-            for j in range(at, len(waits)):
-                w = waits[j]
-                g = w.signal
-                key = (g.rank, g.name, g.index + i * steps[j])
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
-                    return j, key, w.count
-            return READY
-        held = self._held.get(id(task), 0)
-        start = at if at > held else held
-        for j in range(start, len(waits)):
-            w = waits[j]
-            g = w.signal
-            key = (g.rank, g.name, g.index)
-            if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
-                if start == held:
-                    self._held[id(task)] = j
-                return j, key, w.count
-        if start == held:
-            self._held[id(task)] = len(waits)
-        return READY
-
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
         """``n`` members start now (on the compute role they count as computing, one by one); their
         GEMM speed class (0 for other ops)."""
@@ -342,39 +252,67 @@ class Dispatch:
         self._later(max(0.0, at - self.env.now), then, run)
 
     def _released(self, run: Run) -> None:
-        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now."""
-        self._later(0.0, self._resume, run)
+        """``run``'s wait holds now: it resumes at this instant, with the lane's other runs released now.
+        This is ``_later(0.0, self._resume, run)`` with the lane's runs kept on the lane: a lane's
+        pending resume slot is always one of this instant (it was queued now, at no delay, and time
+        moves only once it has run), so the lane alone names it; the same slots and eids, in order."""
+        lane = run.lane
+        if lane.released is not None:
+            lane.released.append(run)
+            return
+        lane.released = [run]
+        now = self.env.now
+        if self.arrays:  # (one streak for the lanes released at one instant, as _later's timers)
+            self.env.call_in_streak((RESUME, now), now, self._wake, lane)
+        else:
+            self.env.call_at(now, self._wake, lane)
+
+    def _wake(self, lane: Lane) -> None:
+        """``lane``'s runs released at this instant resume (:meth:`_released`'s slot)."""
+        runs, lane.released = lane.released, None
+        self._resume(runs)
 
     def _resume(self, runs: list[Run]) -> None:
         """Blocked runs whose wait now holds (those of one lane released at one instant, in order):
         each checks its other waits; the ready ones start, neighbouring members of one group
         together, split by GEMM speed class as their SMs resume one by one."""
         ready: list[Run] = []
-        blocked = self.blocked
+        blocked, stress = self.blocked, self.stress > 0
         for run in runs:
             if blocked.pop(id(run), None) is not None:
                 run.lane.pool.blocked[run.role] -= run.n
+            task = run.task
             at = run.wait + 1
-            if at < len(run.task.waits):
-                run.wait, run.key, run.need = self._blocking(run.task, run.first, at)
+            if at < len(task.waits):
+                run.wait, run.key, run.need = self._blocking(task, run.first, at)
                 if run.wait >= 0:
                     self._block(run)
                     continue
             else:  # (no wait left to check: what _blocking says)
                 run.wait, run.key, run.need = READY
-            if self.stress > 0:
+            if stress:
                 self._start(run)
             else:
                 ready.append(run)
         parts: list[Run] = []
+        joins = self._joins_cache  # (_joins' answers: looked up here first, a call less a member)
         for run in ready if not self._one_by_one else ():
-            if run.role is Role.COMPUTE:
-                self._ready_split(parts, run.lane, run.role, run.task, run.first, run.n)
-            elif parts:
-                self._join(parts, run.lane, run.role, run.task, run.first, run.n, -1, None, 0, 0.0, run)
-            else:  # _join with nothing to join (a run of several members waited as one only where _joins said so)
-                run.speed = 0.0
+            role, task = run.role, run.task
+            if role is Role.COMPUTE:
+                self._ready_split(parts, run.lane, role, task, run.first, run.n)
+                continue
+            run.speed = 0.0
+            if not parts:  # _join with nothing to join (a run of several members waited as one only where _joins said so)
                 parts.append(run)
+                continue
+            last = parts[-1]
+            # the members after the last part's, of its entry: they join it, as _join does (every part is
+            # ready, as the run now: wait -1, key None; and one not on the compute role has speed 0)
+            if last.role is role and last.parts is None and last.task is task and last.first + last.n == run.first \
+                    and (joins.get(id(task)) or self._joins(task)):
+                last.n += run.n
+            else:
+                self._join(parts, run.lane, role, task, run.first, run.n, -1, None, 0, 0.0, run)
         for run in ready if self._one_by_one else ():
             for j in range(run.n):
                 speed = self._ready(run.lane.rank, run.role, run.task, 1)

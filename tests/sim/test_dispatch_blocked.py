@@ -1,0 +1,158 @@
+"""The SMs' path for members that block (sim/dispatch.py): the runs a boundary forms, blocks and
+releases, on a handmade launch whose every step is known.
+
+One rank, four intra SMs and one compute SM. The intra queue: ``A``, four members each waiting on
+its own counter (``s`` i: a wait that steps), then ``B``, four members waiting on one counter
+(``t``: a wait that steps by 0), then ``C``, three members with a wait that does not step. The compute
+SM's copies bump s0, s1 and s3, then s2 and t, then u. So: A's members block alone; three are
+released at one instant (0 and 1 resume as one run, 3 apart: it does not follow them); B's
+members taken at one boundary block as one run (one key); C 1 and 2, taken together, as one too.
+:meth:`Dispatch._bulk` opens a lone blocked member's run without :meth:`Dispatch._join` (where the
+last run waits on another key: A) and :meth:`Dispatch._resume` joins a released member to the part
+before it without it (where it follows it): a fast path that broke either rule shows here
+(checked by planting each: B's members as three runs; A's member 3 joined to 0 and 1).
+
+``_bulk``'s loop written out for an entry off the compute role with one wait that steps (dx != 0)
+is held to the general path on seeded launches whose takes mix ready and blocked members
+(planted and caught: a lone ready member before a blocked one dropped, the last ready span dropped,
+a blocked run's count off by one, a wait holding at its count taken as blocked).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait
+from mkernel.ir import Step
+from mkernel.sim.engine import Model
+
+
+def _schedule():
+    sb = ScheduleBuilder("blocked", "fused", world=1, gpus_per_node=1, num_sms=8, grouped=True)
+    sb.buffer("X", 64, 64, kind=BufferKind.INPUT)
+    sb.buffer("Y", 64, 64)
+    sb.launch("k", {Role.COMPUTE: 1, Role.INTRA: 4})
+    for rows, bumps in ((0, ("s0", "s1", "s3")), (16, ("s2", "t0")), (32, ("u0",))):
+        sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, rows, rows + 16, 0, 64),),
+               writes=(Region("Y", 0, rows, rows + 16, 0, 64),),
+               signals=tuple(Signal(0, b[0], int(b[1:])) for b in bumps), label=f"copy{rows}")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "s", 0), 1),), count=4, step=Step(waits=(1,)), label="A")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "t", 0), 1),), count=4, step=Step(waits=(0,)), label="B")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "u", 0), 1),), count=3, step=Step(label=(0, 1)),
+           label="C")
+    return sb.build(0.0)
+
+
+def _logged(arrays: bool) -> tuple[list, list, Model]:
+    """The runs each boundary formed (entry, first, members, wait) and each run's start (entry, first, members, time)."""
+    model = Model(_schedule(), Cluster("1x1", nodes=1, gpus_per_node=1), None, arrays=arrays)
+    taken, started = [], []
+    go, work = model._go, model._work
+
+    def logged_go(lane, runs):
+        taken.append([(run.task.label, run.first, run.n, run.wait) for run in runs if run.role is Role.INTRA])
+        go(lane, runs)
+
+    def logged_work(run):
+        if run.role is Role.INTRA:
+            started.append((run.task.label, run.first, run.n, model.env.now))
+        work(run)
+
+    model._go, model._work = logged_go, logged_work
+    model.run()
+    return [t for t in taken if t], started, model
+
+
+@pytest.mark.parametrize("arrays", [True, False])
+def test_blocked_members_run_as_they_would_one_by_one(arrays):
+    taken, started, model = _logged(arrays)
+    assert taken == [
+        [("A", 0, 1, 0), ("A", 1, 1, 0), ("A", 2, 1, 0), ("A", 3, 1, 0)],  # each on its own key
+        [("B", 0, 2, 0)],  # the SMs of A 0 and 1: one key, one run
+        [("B", 2, 1, 0)],  # A 3's
+        [("B", 3, 1, -1)],  # A 2's, after t was bumped
+        [("C", 0, 1, 0)],  # B 3's
+        [("C", 1, 2, 0)]]  # two of B 0-2's (the third retires): a wait that does not step, one run
+    t1, t2, t3 = 0.04096, 0.08192, 0.12288000000000002  # the copies' ends
+    assert started == [("A", 0, 2, t1), ("A", 3, 1, t1),  # A 3 does not follow 0 and 1: a run of its own
+                       ("A", 2, 1, t2), ("B", 3, 1, t2), ("B", 0, 3, t2),  # B 0-1 and 2 resume as one
+                       ("C", 0, 3, t3)]
+    assert not model.blocked and all(n == 0 for n in model.pools[0].blocked.values())
+    assert model.env.events == 9
+
+
+def test_both_timer_paths_agree():
+    a, b = _logged(True), _logged(False)
+    assert a[:2] == b[:2] and a[2].env.events == b[2].env.events and a[2].finish == b[2].finish
+
+
+class _General(dict):
+    """``Model._stepping`` that never answers: ``_bulk`` then takes every member through ``_waits_of``'s
+    spans, its general path (``_waits_of`` itself recomputes the waits each time, to the same values)."""
+
+    def get(self, key, default=None):
+        return default
+
+
+def _random_launch(seed: int):
+    """Intra SMs taking entries of NOPs each waiting on its own counter (dx 1 or 2), bumped by compute
+    copies of seeded sizes in a seeded order: a take's members are ready and blocked in turn."""
+    rng = random.Random(seed)
+    sb = ScheduleBuilder("lone", "fused", world=1, gpus_per_node=1, num_sms=16, grouped=True)
+    sb.buffer("X", 256, 64, kind=BufferKind.INPUT)
+    sb.buffer("Y", 256, 64)
+    sb.launch("k", {Role.COMPUTE: rng.randint(1, 2), Role.INTRA: rng.randint(2, 5)})
+    keys = []
+    for e in range(rng.randint(1, 3)):
+        count, dx = rng.randint(3, 12), rng.randint(1, 2)
+        sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, f"s{e}", 1), 1),), count=count, step=Step(waits=(dx,)),
+               label=f"D{e}")
+        keys += [(f"s{e}", 1 + i * dx) for i in range(count)]
+    rng.shuffle(keys)
+    row = 0
+    while keys:
+        k = rng.randint(1, 4)
+        bumps, keys = keys[:k], keys[k:]
+        rows = rng.randint(1, 8)
+        sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, row, row + rows, 0, 64),),
+               writes=(Region("Y", 0, row, row + rows, 0, 64),), signals=tuple(Signal(0, n, i) for n, i in bumps),
+               label=f"copy{row}")
+        row = (row + rows) % 240
+    return sb.build(0.0)
+
+
+def _run(s, general: bool) -> tuple[tuple, list]:
+    """What the run did (each run's start, the event count, the ranks' ends) and the spans of each
+    take ``_waits_of`` listed: (entry, spans)."""
+    model = Model(s, Cluster("1x1", nodes=1, gpus_per_node=1), None)
+    if general:
+        model._stepping = _General()
+    waits_of, work, started, takes = model._waits_of, model._work, [], []
+
+    def listed(task, first, n):
+        spans = waits_of(task, first, n)
+        takes.append((task.label, spans))
+        return spans
+
+    def logged(run):
+        started.append((run.task.label, run.first, run.n, model.env.now))
+        work(run)
+
+    model._waits_of, model._work = listed, logged
+    model.run()
+    return (started, model.env.events, model.finish), takes
+
+
+def test_lone_waits_fast_path_is_the_general_path():
+    fast_takes = mixed = 0
+    for seed in range(40):
+        s = _random_launch(seed)
+        (fast, listed), (general, takes) = _run(s, False), _run(s, True)
+        assert fast == general, seed
+        assert len(listed) == len({label for label, _ in takes})  # the fast path took all but each entry's first
+        later = [t for j, t in enumerate(takes) if any(label == t[0] for label, _ in takes[:j])]  # not a first
+        fast_takes += len(later)
+        mixed += sum(any(w >= 0 for _, _, (w, _, _) in spans) and any(w < 0 for _, _, (w, _, _) in spans)
+                     for _, spans in later)
+    assert fast_takes and mixed  # takes of ready and blocked members in turn went through it
