@@ -204,21 +204,19 @@ class Model(Dispatch):
         if op is Op.PUT:  # one member, numbered as the hazard tracker reports it
             self.env.start(self._put(run, self.tracker.member(task, run.first)))
             return
-        if task.count > 1 and op in NVLINK_OPS and not self._joins(task):
-            task = run.member()
         if not self.quiet:
             for entry, first, n in run.entries():
                 self.tracker.check_reads(entry, now, first, n)
-        slow = self.inject.slowdown(task.rank)
-        if op is Op.GEMM:
+        slow = self.inject.slowdown(task.rank)  # (a member's rank is its entry's)
+        if op in NVLINK_OPS:  # (first: most runs that get here)
+            self._nvlink(run, slow)
+        elif op is Op.GEMM:
             us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
             self._later(self._stretch(us) * slow, self._worked, run)
         elif op is Op.ATTN:
             self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, self._worked, run)
         elif op is Op.NORM:
             self._later(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow, self._worked, run)
-        elif op in NVLINK_OPS:
-            self._nvlink(run, task, slow)
         else:
             self._worked([run])
 
@@ -305,16 +303,17 @@ class Model(Dispatch):
         yield from self.net.send(task, sources)
         self._free([run])
 
-    def _nvlink(self, run: Run, task: Task, slow: float) -> None:
+    def _nvlink(self, run: Run, slow: float) -> None:
         """Local bytes stream while one weighted flow carries every peer transfer of the members;
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
-        if task is run.task:  # an entry's plan, found by the entry (a member made for this run has no lasting id)
-            plan = self._nv_entries.get(id(task))
-            if plan is None:
+        task = run.task
+        plan = self._nv_entries.get(id(task))  # an entry's plan, found by the entry
+        if plan is None:
+            if task.count > 1 and not self._joins(task):  # (never kept by entry: then each run is
+                plan = self._nv_shared(run.member())  # one member, made for it, with its own ranks)
+            else:
                 plan = self._nv_entries[id(task)] = self._nv_shared(task)
-        else:
-            plan = self._nv_shared(task)
         run.paid, local_us, step_us, flows = plan
         tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
         merged = tail if self.quiet else 0.0

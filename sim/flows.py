@@ -153,8 +153,9 @@ class FlowNet:
         self.seq += 1
         heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))
         group.add(count)
-        self.touched[group] = None
-        self._mark(group.links)
+        if group not in self.touched:  # (else its links are marked already: a group in ``touched`` has
+            self.touched[group] = None  # all its links in ``dirty`` until the flush clears both)
+            self._mark(group.links)
         return None if then else done
 
     def _succeed(self, done) -> None:
