@@ -49,7 +49,7 @@ from .library import LibraryCalls
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard, flat_keys
 from .sms import RolePool
-from . import tiles
+from . import nvplan, tiles
 
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
@@ -204,8 +204,12 @@ class Model(Dispatch):
         if op is Op.PUT:  # one member, numbered as the hazard tracker reports it
             self.env.start(self._put(run, self.tracker.member(task, run.first)))
             return
-        if not self.quiet:
-            for entry, first, n in run.entries():
+        if self.quiet:
+            pass
+        elif run.parts is None:  # (run.entries() of a run of one entry, without building its tuple)
+            self.tracker.check_reads(task, now, run.first, run.n)
+        else:
+            for entry, first, n in run.parts:
                 self.tracker.check_reads(entry, now, first, n)
         slow = self.inject.slowdown(task.rank)  # (a member's rank is its entry's)
         if op in NVLINK_OPS:  # (first: most runs that get here)
@@ -311,12 +315,10 @@ class Model(Dispatch):
         plan = self._nv_entries.get(id(task))  # an entry's plan, found by the entry
         if plan is None:
             if task.count > 1 and not self._joins(task):  # (never kept by entry: then each run is
-                plan = self._nv_shared(run.member())  # one member, made for it, with its own ranks)
+                plan = nvplan.shared(self, run.member())  # one member, made for it, with its own ranks)
             else:
-                plan = self._nv_entries[id(task)] = self._nv_shared(task)
-        run.paid, local_us, step_us, flows = plan
-        tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
-        merged = tail if self.quiet else 0.0
+                plan = self._nv_entries[id(task)] = nvplan.shared(self, task)
+        run.paid, local_us, step_us, flows, merged, rtt = plan
         local_us = local_us * slow  # (an injected slowdown of the rank)
         start = self.env.now
         if flows is None:
@@ -325,38 +327,21 @@ class Model(Dispatch):
 
         def moved(_ev) -> None:
             # the fused kernel's steps each wait a peer round trip: latency the port does not see
-            rtt = self._stretch(self.c.nvlink.latency_us + step_us)
-            self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
+            trip = rtt if self.stress <= 0 else self._stretch(rtt)  # (as _stretch: its draw, at the flow's end)
+            self._until((max(self.env.now, start + local_us) + trip) + merged, self._copied, run)
         self.flows.transfer_plan(flows, run.n, then=moved)
-
-    def _nv_shared(self, task: Task) -> tuple:
-        """:meth:`_nv_plan` of ``task``, shared by every task it is the same function of."""
-        key = (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),  # (then each region's)
-               *[(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads + task.writes])
-        return self._nv_plans.get(key) or self._nv_plans.setdefault(key, self._nv_plan(task))
-
-    def _nv_plan(self, task: Task) -> tuple:
-        """An NVLink task's run cost: whether it touches a peer, its local streaming time (before any
-        injected slowdown), its step time, its flows' plan (None without peer transfers). Each is a
-        function of what ``_nvlink`` keys plans by (a rank's 3k copies and reductions: a few keys)."""
-        transfers = cost.remote_transfers(task, self.itemsize)
-        local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
-        flows = None
-        if transfers:
-            half = self.c.nvlink.half_efficiency_bytes
-            legs = []
-            home = self.home  # a folded run's peer ports are the base's: the flows on them are its images
-            for src, dst, b in transfers:
-                legs += [(self.nv_out[home[src]], b, b + half), (self.nv_in[home[dst]], b, b + half)]
-            flows = self.flows.plan_legs(sum(b + half for _, _, b in transfers), legs, self.sm_copy)
-        return cost.touches_peer(task), local_us, cost.step_us(task, self.c), flows
 
     def _copied(self, runs: list[Run]) -> None:
         tail = self.c.gpu.fused_peer_task_us
+        if not tail or self.quiet:  # (no run pays the tail later: all are paid now, in order)
+            for run in runs:
+                self._landed(run)
+            self._paid(runs)
+            return
         now = []
         for run in runs:
             self._landed(run)
-            if run.paid and tail and not self.quiet:
+            if run.paid:
                 self._later(tail, self._paid, run)
             else:
                 now.append(run)

@@ -41,6 +41,7 @@ from .maxmin import resolve
 from .signals import CountingEnvironment
 
 EPS_US = 1e-9
+WHOLE = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
 INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
 # whole components from scratch, as always: the same max-min rates, but rounded as before, to the bit
 
@@ -94,6 +95,18 @@ class Flow:
             link.weight += now - w * before
 
 
+def _per_link(legs: list[tuple[Link, float, float]]) -> tuple[tuple, float]:
+    """Each link's legs summed into one (link, payload, busy), in the order of their first leg, and
+    the bytes all legs put on links per flow: inf unless every number is whole and >= 0 (only then
+    may :meth:`FlowNet.transfer_plan` add the sums in place of the legs)."""
+    sums: dict[Link, tuple[float, float]] = {}
+    for link, payload, busy in legs:
+        was = sums.get(link, (0.0, 0.0))
+        sums[link] = (was[0] + payload, was[1] + busy)
+    whole = all(x >= 0 and float(x).is_integer() for _, payload, busy in legs for x in (payload, busy))
+    return tuple((link, p, b) for link, (p, b) in sums.items()), sum(p + b for p, b in sums.values()) if whole else math.inf
+
+
 class FlowNet:
     """Starts flows and fires each one's ``done`` event when its last byte has crossed."""
 
@@ -108,6 +121,11 @@ class FlowNet:
         self.flush_pending = False
         self.groups: dict[int, Flow] = {}  # the live group of each plan key (weights, cap), by id(key)
         self.keys: dict[tuple, tuple] = {}  # each plan key made, once: equal keys are one object (plan_legs)
+        # bytes the links may still take in per-link sums (transfer_plan): while every amount added
+        # is whole and all of them together stay below WHOLE, each link's totals are exact whichever
+        # way its legs are grouped; -inf from the first amount that is not (a link takes bytes from
+        # one net only: the model's links are its own)
+        self.whole_left = WHOLE
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
@@ -132,13 +150,19 @@ class FlowNet:
         for link, _, busy in legs:
             unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         key = (tuple(unit.items()), cap)
-        return size, tuple(legs), unit, self.keys.setdefault(key, key)
+        return (size, tuple(legs), unit, self.keys.setdefault(key, key)) + _per_link(legs)
 
     def transfer_plan(self, plan: tuple, count: int = 1,
                       then: Callable[[None], None] | None = None) -> simpy.Event | None:
         """:meth:`transfer_legs` of flows planned by :meth:`plan_legs`."""
-        size, legs, unit, key = plan
+        size, legs, unit, key, sums, whole = plan
         done = self.env.event() if then is None else then
+        whole *= count
+        if whole < self.whole_left:  # (every link's totals stay whole numbers below WHOLE: exact sums)
+            self.whole_left -= whole
+            legs = sums  # one add per link, not per leg: 8 for a reduce of 7 peers' tiles, not 14
+        else:
+            self.whole_left = -math.inf  # leg by leg from here on, from totals that are the same bits
         for link, payload, busy in legs:
             link.bytes += payload * count
             link.busy_bytes += busy * count
