@@ -126,6 +126,7 @@ class FlowNet:
         # way its legs are grouped; -inf from the first amount that is not (a link takes bytes from
         # one net only: the model's links are its own)
         self.whole_left = WHOLE
+        self.events = 0  # live transfers that end with an event, not a call (_wake: none, no search)
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
@@ -169,11 +170,15 @@ class FlowNet:
         if size <= 0:
             self._succeed(done)
             return None if then else done
+        if then is None:
+            self.events += 1
         now = self.env.now
         group = self.groups.get(id(key))  # keys are plan_legs' interned ones, kept alive in self.keys
         if group is None:
             group = self.groups[id(key)] = Flow(unit, key[1], now, key)
-        group.advance(now)
+        if now > group.stamp:  # (group.advance(now), inline: once per transfer)
+            group.vtime += group.rate * (now - group.stamp)
+        group.stamp = now
         self.seq += 1
         heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))
         group.add(count)
@@ -260,7 +265,11 @@ class FlowNet:
                 flow.token += 1  # retired: no heap entry of it counts any more
         # calls only, and nothing else due now: their events would be the next ones processed, each
         # call what it would do when processed (after the re-rate is scheduled, as events would be)
-        at_once = not self.env.due_now() and not any(isinstance(d, simpy.Event) for d in done)
+        events = 0
+        if self.events:  # (else every transfer that ended has a call)
+            events = sum(isinstance(d, simpy.Event) for d in done)
+            self.events -= events
+        at_once = not events and not self.env.due_now()
         for d in done if not at_once else ():
             self._succeed(d)
         if self.record:
