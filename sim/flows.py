@@ -64,7 +64,9 @@ class Link:
 class Flow:
     """A group of flows with the same links, weights (``unit``: link -> weight of one flow) and
     cap, all moving at ``rate`` each. ``vtime``: bytes each member has moved since the group began,
-    as of ``stamp``; ``ends``: a heap of (virtual end, seq, members, done event) per transfer."""
+    as of ``stamp`` (brought up to a later ``now`` as ``vtime += rate * (now - stamp)``, then ``stamp
+    = now``: written out where it happens, the hot path); ``ends``: a heap of (virtual end, seq,
+    members, done event) per transfer."""
 
     __slots__ = ("links", "unit", "cap", "count", "vtime", "rate", "stamp", "token", "ends", "key")
 
@@ -79,12 +81,6 @@ class Flow:
         self.token = 0
         self.ends: list[tuple[float, int, int, simpy.Event]] = []
         self.key = key
-
-    def advance(self, now: float) -> None:
-        """Bring the virtual time up to ``now`` at the current rate."""
-        if now > self.stamp:
-            self.vtime += self.rate * (now - self.stamp)
-        self.stamp = now
 
     def add(self, n: int) -> None:
         """``n`` more members (or fewer, for n < 0): ``count`` times the unit weight on every link."""
@@ -176,7 +172,7 @@ class FlowNet:
         group = self.groups.get(id(key))  # keys are plan_legs' interned ones, kept alive in self.keys
         if group is None:
             group = self.groups[id(key)] = Flow(unit, key[1], now, key)
-        if now > group.stamp:  # (group.advance(now), inline: once per transfer)
+        if now > group.stamp:  # (the group's vtime brought up to now: see Flow)
             group.vtime += group.rate * (now - group.stamp)
         group.stamp = now
         self.seq += 1
@@ -215,7 +211,9 @@ class FlowNet:
             rate = rates[flow]
             if rate == flow.rate and flow not in self.touched:
                 continue  # its next finish, and its heap entry, still hold
-            flow.advance(now)
+            if now > flow.stamp:  # (its vtime brought up to now: see Flow)
+                flow.vtime += flow.rate * (now - flow.stamp)
+            flow.stamp = now
             flow.rate = rate
             flow.token += 1
             self.seq += 1
@@ -248,7 +246,9 @@ class FlowNet:
             _, _, token, flow = heapq.heappop(self.heap)
             if token != flow.token:
                 continue
-            flow.advance(now)
+            if now > flow.stamp:  # (its vtime brought up to now: see Flow)
+                flow.vtime += flow.rate * (now - flow.stamp)
+            flow.stamp = now
             ends, ended = flow.ends, 0
             while ends and (not ended or ends[0][0] - flow.vtime <= EPS_US * flow.rate):  # the due one,
                 _, _, n, event = heapq.heappop(ends)  # and every other that ends within EPS_US of now
