@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import random
+from functools import partial
 from operator import attrgetter
 
 from mkernel import cost
@@ -324,13 +325,14 @@ class Model(Dispatch):
         if flows is None:  # (_until, as it reads: _later of what is left until then)
             self._later(max(0.0, ((start + (local_us + step_us)) + merged) - start), self._copied, run)
             return
+        self.flows.transfer_plan(flows, run.n, then=partial(self._moved, run, start + local_us, rtt, merged))
 
-        def moved(_ev) -> None:
-            # the fused kernel's steps each wait a peer round trip: latency the port does not see
-            trip = rtt if self.stress <= 0 else self._stretch(rtt)  # (as _stretch: its draw, at the flow's end)
-            now = self.env.now
-            self._later(max(0.0, ((max(now, start + local_us) + trip) + merged) - now), self._copied, run)
-        self.flows.transfer_plan(flows, run.n, then=moved)
+    def _moved(self, run: Run, streamed: float, rtt: float, merged: float, _ev) -> None:
+        """``run``'s flow has ended; its local bytes have streamed by ``streamed``. The fused kernel's
+        steps each wait a peer round trip: latency the port does not see."""
+        trip = rtt if self.stress <= 0 else self._stretch(rtt)  # (as _stretch: its draw, at the flow's end)
+        now = self.env.now
+        self._later(max(0.0, ((max(now, streamed) + trip) + merged) - now), self._copied, run)
 
     def _copied(self, runs: list[Run]) -> None:
         tail = self.c.gpu.fused_peer_task_us
