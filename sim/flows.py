@@ -91,16 +91,17 @@ class Flow:
             link.weight += now - w * before
 
 
-def _per_link(legs: list[tuple[Link, float, float]]) -> tuple[tuple, float]:
-    """Each link's legs summed into one (link, payload, busy), in the order of their first leg, and
-    the bytes all legs put on links per flow: inf unless every number is whole and >= 0 (only then
-    may :meth:`FlowNet.transfer_plan` add the sums in place of the legs)."""
+def _per_link(legs: list[tuple[Link, float, float]], unit: dict[Link, float]) -> tuple[tuple, float]:
+    """Each link's legs summed into one (link, payload, busy, weight per flow), in the order of their
+    first leg (``unit``'s), and the bytes all legs put on links per flow: inf unless every number is
+    whole and >= 0 (only then may :meth:`FlowNet.transfer_plan` add the sums in place of the legs)."""
     sums: dict[Link, tuple[float, float]] = {}
     for link, payload, busy in legs:
         was = sums.get(link, (0.0, 0.0))
         sums[link] = (was[0] + payload, was[1] + busy)
     whole = all(x >= 0 and float(x).is_integer() for _, payload, busy in legs for x in (payload, busy))
-    return tuple((link, p, b) for link, (p, b) in sums.items()), sum(p + b for p, b in sums.values()) if whole else math.inf
+    total = sum(p + b for p, b in sums.values()) if whole else math.inf
+    return tuple((link, p, b, unit[link]) for link, (p, b) in sums.items()), total
 
 
 class FlowNet:
@@ -147,22 +148,20 @@ class FlowNet:
         for link, _, busy in legs:
             unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         key = (tuple(unit.items()), cap)
-        return (size, tuple(legs), unit, self.keys.setdefault(key, key)) + _per_link(legs)
+        return (size, tuple(legs), unit, self.keys.setdefault(key, key)) + _per_link(legs, unit)
 
     def transfer_plan(self, plan: tuple, count: int = 1,
                       then: Callable[[None], None] | None = None) -> simpy.Event | None:
         """:meth:`transfer_legs` of flows planned by :meth:`plan_legs`."""
         size, legs, unit, key, sums, whole = plan
         done = self.env.event() if then is None else then
-        whole *= count
-        if whole < self.whole_left:  # (every link's totals stay whole numbers below WHOLE: exact sums)
-            self.whole_left -= whole
-            legs = sums  # one add per link, not per leg: 8 for a reduce of 7 peers' tiles, not 14
-        else:
-            self.whole_left = -math.inf  # leg by leg from here on, from totals that are the same bits
-        for link, payload, busy in legs:
-            link.bytes += payload * count
-            link.busy_bytes += busy * count
+        exact = whole * count < self.whole_left  # (every link's totals stay whole numbers below WHOLE)
+        self.whole_left = self.whole_left - whole * count if exact else -math.inf
+        summed = exact and size > 0  # (then added per link, below, not per leg: 8 for a reduce of 7 peers, not 14)
+        if not summed:
+            for link, payload, busy in legs:  # (leg by leg from the first amount that is not whole: from
+                link.bytes += payload * count  # totals that are the same bits)
+                link.busy_bytes += busy * count
         if size <= 0:
             self._succeed(done)
             return None if then else done
@@ -177,7 +176,16 @@ class FlowNet:
         group.stamp = now
         self.seq += 1
         heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))
-        group.add(count)
+        if summed:  # the bytes and the group's weights per link in one pass: group.add(count) written
+            before = group.count  # out (equal keys hold the same links and weights, in the same order)
+            group.count = after = before + count
+            for link, payload, busy, w in sums:
+                link.bytes += payload * count
+                link.busy_bytes += busy * count
+                held = link.flows[group] = w * after
+                link.weight += held - w * before
+        else:
+            group.add(count)
         if group not in self.touched:  # (else its links are marked already: a group in ``touched`` has
             self.touched[group] = None  # all its links in ``dirty`` until the flush clears both)
             self._mark(group.links)
