@@ -214,10 +214,10 @@ class FlowNet:
         self._arm()
 
     def _rerate(self, flows: dict[Flow, None], rates: dict[Flow, float]) -> None:
-        now = self.env.now
+        now, touched, heap = self.env.now, self.touched, self.heap
         for flow in flows:
             rate = rates[flow]
-            if rate == flow.rate and flow not in self.touched:
+            if rate == flow.rate and flow not in touched:
                 continue  # its next finish, and its heap entry, still hold
             if now > flow.stamp:  # (its vtime brought up to now: see Flow)
                 flow.vtime += flow.rate * (now - flow.stamp)
@@ -226,7 +226,7 @@ class FlowNet:
             flow.token += 1
             self.seq += 1
             left = max(0.0, flow.ends[0][0] - flow.vtime)
-            heapq.heappush(self.heap, (now + left / rate if left else now, self.seq, flow.token, flow))
+            heapq.heappush(heap, (now + left / rate if left else now, self.seq, flow.token, flow))
         if self.record:
             for link in dict.fromkeys(link for flow in flows for link in flow.links):
                 if link.samples is None:
@@ -250,8 +250,9 @@ class FlowNet:
         now = self.env.now
         done: list = []  # the ended transfers' events, or calls (transfer_legs' ``then``)
         changed: dict[Flow, None] = {}
-        while self.heap and self.heap[0][0] <= now + EPS_US:
-            _, _, token, flow = heapq.heappop(self.heap)
+        heap, pop, due = self.heap, heapq.heappop, now + EPS_US
+        while heap and heap[0][0] <= due:
+            _, _, token, flow = pop(heap)
             if token != flow.token:
                 continue
             if now > flow.stamp:  # (its vtime brought up to now: see Flow)
@@ -259,13 +260,19 @@ class FlowNet:
             flow.stamp = now
             ends, ended = flow.ends, 0
             while ends and (not ended or ends[0][0] - flow.vtime <= EPS_US * flow.rate):  # the due one,
-                _, _, n, event = heapq.heappop(ends)  # and every other that ends within EPS_US of now
+                _, _, n, event = pop(ends)  # and every other that ends within EPS_US of now
                 done.append(event)
                 ended += n
-            flow.add(-ended)
             changed[flow] = None
-            if not ends:
-                for link in flow.links:
+            before = flow.count  # (flow.add(-ended) written out, and where no member is left, the
+            flow.count = after = before - ended  # group leaving each link as its weight there drops)
+            if ends:
+                for link, w in flow.unit.items():
+                    held = link.flows[flow] = w * after
+                    link.weight += held - w * before
+            else:
+                for link, w in flow.unit.items():
+                    link.weight += w * after - w * before
                     del link.flows[flow]
                     if not link.flows:
                         link.weight = 0.0  # no drift from float sums
