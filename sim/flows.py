@@ -47,18 +47,34 @@ INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally
 
 
 class Link:
-    """One direction of one port. ``samples`` records (time, total rate) when tracing."""
+    """One direction of one port. ``samples`` records (time, total rate) when tracing.
 
-    __slots__ = ("name", "capacity", "flows", "weight", "bytes", "busy_bytes", "samples")
+    ``bytes``: the payload carried so far; ``busy_bytes``: payload plus per-message overhead, what
+    occupies the link. Each is what was added to it (``added``, ``added_busy``) plus what the flows
+    of whole-number plans owe it (``owed``: per plan, the flows started and each one's payload and
+    busy bytes; :meth:`FlowNet.transfer_plan` counts flows there rather than adding per link)."""
+
+    __slots__ = ("name", "capacity", "flows", "weight", "added", "added_busy", "owed", "samples")
 
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
         self.capacity = bytes_per_us
         self.flows: dict[Flow, float] = {}  # flow -> weight; insertion-ordered, so runs are reproducible
         self.weight = 0.0  # total weight of the flows on the link
-        self.bytes = 0.0  # payload carried so far
-        self.busy_bytes = 0.0  # payload plus per-message overhead: what occupies the link
+        self.added = 0.0
+        self.added_busy = 0.0
+        self.owed: list[tuple[list[int], float, float]] = []
         self.samples: list[tuple[float, float]] | None = None
+
+    # (while anything is owed, every amount on the link is a whole number and all together stay below
+    # WHOLE: these sums are exact, the bits of the amounts added one by one in any order)
+    @property
+    def bytes(self) -> float:
+        return self.added + sum(payload * flows[0] for flows, payload, _ in self.owed) if self.owed else self.added
+
+    @property
+    def busy_bytes(self) -> float:
+        return self.added_busy + sum(busy * flows[0] for flows, _, busy in self.owed) if self.owed else self.added_busy
 
 
 class Flow:
@@ -91,17 +107,16 @@ class Flow:
             link.weight += now - w * before
 
 
-def _per_link(legs: list[tuple[Link, float, float]], unit: dict[Link, float]) -> tuple[tuple, float]:
-    """Each link's legs summed into one (link, payload, busy, weight per flow), in the order of their
-    first leg (``unit``'s), and the bytes all legs put on links per flow: inf unless every number is
-    whole and >= 0 (only then may :meth:`FlowNet.transfer_plan` add the sums in place of the legs)."""
+def _per_link(legs: list[tuple[Link, float, float]]) -> tuple[dict[Link, tuple[float, float]], float]:
+    """Each link's legs summed into one (payload, busy) per flow, and the bytes all legs put on links
+    per flow: inf unless every number is whole and >= 0 (only then may a plan's flows be counted
+    rather than their bytes added: see Link)."""
     sums: dict[Link, tuple[float, float]] = {}
     for link, payload, busy in legs:
         was = sums.get(link, (0.0, 0.0))
         sums[link] = (was[0] + payload, was[1] + busy)
     whole = all(x >= 0 and float(x).is_integer() for _, payload, busy in legs for x in (payload, busy))
-    total = sum(p + b for p, b in sums.values()) if whole else math.inf
-    return tuple((link, p, b, unit[link]) for link, (p, b) in sums.items()), total
+    return sums, sum(p + b for p, b in sums.values()) if whole else math.inf
 
 
 class FlowNet:
@@ -118,11 +133,12 @@ class FlowNet:
         self.flush_pending = False
         self.groups: dict[int, Flow] = {}  # the live group of each plan key (weights, cap), by id(key)
         self.keys: dict[tuple, tuple] = {}  # each plan key made, once: equal keys are one object (plan_legs)
-        # bytes the links may still take in per-link sums (transfer_plan): while every amount added
-        # is whole and all of them together stay below WHOLE, each link's totals are exact whichever
-        # way its legs are grouped; -inf from the first amount that is not (a link takes bytes from
-        # one net only: the model's links are its own)
+        # bytes the links may still take as flows counted (transfer_plan, Link.owed): while every
+        # amount is whole and all of them together stay below WHOLE, each link's totals are exact
+        # whichever way they are summed; -inf from the first amount that is not (a link takes bytes
+        # from one net only: the model's links are its own)
         self.whole_left = WHOLE
+        self.owing: dict[Link, None] = {}  # the links that plans' flows owe bytes
         self.events = 0  # live transfers that end with an event, not a call (_wake: none, no search)
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
@@ -148,20 +164,27 @@ class FlowNet:
         for link, _, busy in legs:
             unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         key = (tuple(unit.items()), cap)
-        return (size, tuple(legs), unit, self.keys.setdefault(key, key)) + _per_link(legs, unit)
+        sums, whole = _per_link(legs)
+        owed = [0]  # the flows of this plan counted, not added (transfer_plan)
+        if whole < self.whole_left:
+            for link, (payload, busy) in sums.items():
+                link.owed.append((owed, payload, busy))
+                self.owing[link] = None
+        return size, tuple(legs), unit, self.keys.setdefault(key, key), owed, whole
 
     def transfer_plan(self, plan: tuple, count: int = 1,
                       then: Callable[[None], None] | None = None) -> simpy.Event | None:
         """:meth:`transfer_legs` of flows planned by :meth:`plan_legs`."""
-        size, legs, unit, key, sums, whole = plan
+        size, legs, unit, key, owed, whole = plan
         done = self.env.event() if then is None else then
-        exact = whole * count < self.whole_left  # (every link's totals stay whole numbers below WHOLE)
-        self.whole_left = self.whole_left - whole * count if exact else -math.inf
-        summed = exact and size > 0  # (then added per link, below, not per leg: 8 for a reduce of 7 peers, not 14)
-        if not summed:
-            for link, payload, busy in legs:  # (leg by leg from the first amount that is not whole: from
-                link.bytes += payload * count  # totals that are the same bits)
-                link.busy_bytes += busy * count
+        if whole * count < self.whole_left:  # (every link's totals stay whole numbers below WHOLE)
+            self.whole_left -= whole * count
+            owed[0] += count  # the flows counted: their bytes are owed to their links (see Link)
+        else:
+            self._settle()
+            for link, payload, busy in legs:  # leg by leg from here on
+                link.added += payload * count
+                link.added_busy += busy * count
         if size <= 0:
             self._succeed(done)
             return None if then else done
@@ -176,20 +199,18 @@ class FlowNet:
         group.stamp = now
         self.seq += 1
         heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))
-        if summed:  # the bytes and the group's weights per link in one pass: group.add(count) written
-            before = group.count  # out (equal keys hold the same links and weights, in the same order)
-            group.count = after = before + count
-            for link, payload, busy, w in sums:
-                link.bytes += payload * count
-                link.busy_bytes += busy * count
-                held = link.flows[group] = w * after
-                link.weight += held - w * before
-        else:
-            group.add(count)
+        group.add(count)
         if group not in self.touched:  # (else its links are marked already: a group in ``touched`` has
             self.touched[group] = None  # all its links in ``dirty`` until the flush clears both)
             self._mark(group.links)
         return None if then else done
+
+    def _settle(self) -> None:
+        """No more flows counted: what they owe each link is added to it (exact, see Link), once."""
+        self.whole_left = -math.inf
+        for link in self.owing:
+            link.added, link.added_busy, link.owed = link.bytes, link.busy_bytes, []
+        self.owing = {}
 
     def _succeed(self, done) -> None:
         """Trigger a transfer's end: its event, or its call scheduled as that event would be."""

@@ -1,7 +1,7 @@
 """The NVLink run path's shortcuts (sim/engine.py's _nvlink, sim/nvplan.py, sim/flows.py) against
-their general paths: a group started again at one instant is marked once, per-link sums of a
-plan's legs are added only where they are exact, and an entry's plan is kept by the entry only
-where its members share one (else each member gets its own)."""
+their general paths: a group started again at one instant is marked once, a plan's flows are
+counted (their bytes owed to their links) only while that is exact, and an entry's plan is kept
+by the entry only where its members share one (else each member gets its own)."""
 from __future__ import annotations
 
 import pytest
@@ -37,10 +37,11 @@ def _added(net: FlowNet, link: Link, legs: list[tuple[float, float]], count: int
     net.transfer_plan(net.plan_legs(sum(b for _, b in legs), [(link, p, b) for p, b in legs]), count)
 
 
-def test_per_link_sums_are_added_only_where_they_give_the_legs_bits():
-    """Whole amounts: one add per link, the bits of the legs'. A fraction: leg by leg, on that plan
-    and on every later one (1.0 + 0.7 + 0.1 is 1.8; 1.0 + (0.7 + 0.1) is 1.7999999999999998; after
-    a fraction on the link, 2/3 + 797927 + 471326 and 2/3 + (797927 + 471326) differ too)."""
+def test_flows_are_counted_only_where_their_owed_bytes_give_the_legs_bits():
+    """Whole amounts: the flows counted, the links' totals the bits of the legs'. A fraction: what
+    is owed added to the links, then leg by leg, on that plan and on every later one (1.0 + 0.7 +
+    0.1 is 1.8; 1.0 + (0.7 + 0.1) is 1.7999999999999998; after a fraction on the link, 2/3 + 797927
+    + 471326 and 2/3 + (797927 + 471326) differ too)."""
     net = FlowNet(CountingEnvironment())
     a, b = Link("A", 1.0), Link("B", 1.0)
     net.transfer_plan(net.plan_legs(9.0, [(a, 3.0, 4.0), (b, 3.0, 4.0), (a, 2.0, 5.0)]), 3)
@@ -51,19 +52,20 @@ def test_per_link_sums_are_added_only_where_they_give_the_legs_bits():
     _added(net, frac, [(1.0, 1.0)])
     _added(net, frac, [(0.7, 0.7), (0.1, 0.1)])
     assert frac.bytes == frac.busy_bytes == (1.0 + 0.7) + 0.1 == 1.8
-    assert net.whole_left == -float("inf")
+    assert net.whole_left == -float("inf") and (a.bytes, a.busy_bytes, b.bytes) == (16.0, 28.0, 9.0)
+    assert not a.owed and not b.owed
     third = Link("T", 1.0)
     _added(net, third, [(2 / 3, 2 / 3)])
     _added(net, third, [(797927.0, 797927.0), (471326.0, 471326.0)])
     assert third.bytes == (2 / 3 + 797927.0) + 471326.0 != 2 / 3 + (797927.0 + 471326.0)
 
 
-def test_per_link_sums_stop_before_the_totals_could_round():
+def test_flows_are_counted_no_more_before_the_totals_could_round():
     """Whole amounts that would take the links' totals to WHOLE go leg by leg, and so does all after."""
     net = FlowNet(CountingEnvironment())
     link = Link("A", 1.0)
     net.whole_left = 10.0
-    _added(net, link, [(2.0, 2.0), (2.0, 2.0)])  # 8 < 10: summed
+    _added(net, link, [(2.0, 2.0), (2.0, 2.0)])  # 8 < 10: counted
     assert net.whole_left == 2.0
     _added(net, link, [(1.0, 1.0), (1.0, 1.0)])  # 4 > 2: leg by leg, and no sums from here on
     assert net.whole_left == -float("inf") and link.bytes == link.busy_bytes == 6.0
