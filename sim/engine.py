@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import random
+from functools import partial
 from operator import attrgetter
 
 from mkernel import cost
@@ -49,7 +50,7 @@ from .library import LibraryCalls
 from .network import Network
 from .signals import CountingEnvironment, SignalBoard, run_bumps
 from .sms import RolePool
-from . import tiles
+from . import nvplan, tiles
 
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
@@ -204,21 +205,23 @@ class Model(Dispatch):
         if op is Op.PUT:  # one member, numbered as the hazard tracker reports it
             self.env.start(self._put(run, self.tracker.member(task, run.first)))
             return
-        if task.count > 1 and op in NVLINK_OPS and not self._joins(task):
-            task = run.member()
-        if not self.quiet:
-            for entry, first, n in run.entries():
+        if self.quiet:
+            pass
+        elif run.parts is None:  # (run.entries() of a run of one entry, without building its tuple)
+            self.tracker.check_reads(task, now, run.first, run.n)
+        else:
+            for entry, first, n in run.parts:
                 self.tracker.check_reads(entry, now, first, n)
-        slow = self.inject.slowdown(task.rank)
-        if op is Op.GEMM:
+        slow = self.inject.slowdown(task.rank)  # (a member's rank is its entry's)
+        if op in NVLINK_OPS:  # (first: most runs that get here)
+            self._nvlink(run, slow)
+        elif op is Op.GEMM:
             us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
             self._later(self._stretch(us) * slow, self._worked, run)
         elif op is Op.ATTN:
             self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, self._worked, run)
         elif op is Op.NORM:
             self._later(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow, self._worked, run)
-        elif op in NVLINK_OPS:
-            self._nvlink(run, task, slow)
         else:
             self._worked([run])
 
@@ -296,59 +299,43 @@ class Model(Dispatch):
         yield from self.net.send(task, sources)
         self._free([run])
 
-    def _nvlink(self, run: Run, task: Task, slow: float) -> None:
+    def _nvlink(self, run: Run, slow: float) -> None:
         """Local bytes stream while one weighted flow carries every peer transfer of the members;
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
-        if task is run.task:  # an entry's plan, found by the entry (a member made for this run has no lasting id)
-            plan = self._nv_entries.get(id(task))
-            if plan is None:
-                plan = self._nv_entries[id(task)] = self._nv_shared(task)
-        else:
-            plan = self._nv_shared(task)
-        run.paid, local_us, step_us, flows = plan
-        tail = self.c.gpu.fused_peer_task_us if run.paid else 0.0  # the fused kernel's fixed cost of a peer task
-        merged = tail if self.quiet else 0.0
+        task = run.task
+        plan = self._nv_entries.get(id(task))  # an entry's plan, found by the entry
+        if plan is None:
+            if task.count > 1 and not self._joins(task):  # (never kept by entry: then each run is
+                plan = nvplan.shared(self, run.member())  # one member, made for it, with its own ranks)
+            else:
+                plan = self._nv_entries[id(task)] = nvplan.shared(self, task)
+        run.paid, local_us, step_us, flows, merged, rtt = plan
         local_us = local_us * slow  # (an injected slowdown of the rank)
         start = self.env.now
-        if flows is None:
-            self._until((start + (local_us + step_us)) + merged, self._copied, run)
+        if flows is None:  # (_until, as it reads: _later of what is left until then)
+            self._later(max(0.0, ((start + (local_us + step_us)) + merged) - start), self._copied, run)
             return
+        self.flows.transfer_plan(flows, run.n, then=partial(self._moved, run, start + local_us, rtt, merged))
 
-        def moved(_ev) -> None:
-            # the fused kernel's steps each wait a peer round trip: latency the port does not see
-            rtt = self._stretch(self.c.nvlink.latency_us + step_us)
-            self._until((max(self.env.now, start + local_us) + rtt) + merged, self._copied, run)
-        self.flows.transfer_plan(flows, run.n, then=moved)
-
-    def _nv_shared(self, task: Task) -> tuple:
-        """:meth:`_nv_plan` of ``task``, shared by every task it is the same function of."""
-        key = (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),  # (then each region's)
-               *[(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads + task.writes])
-        return self._nv_plans.get(key) or self._nv_plans.setdefault(key, self._nv_plan(task))
-
-    def _nv_plan(self, task: Task) -> tuple:
-        """An NVLink task's run cost: whether it touches a peer, its local streaming time (before any
-        injected slowdown), its step time, its flows' plan (None without peer transfers). Each is a
-        function of what ``_nvlink`` keys plans by (a rank's 3k copies and reductions: a few keys)."""
-        transfers = cost.remote_transfers(task, self.itemsize)
-        local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
-        flows = None
-        if transfers:
-            half = self.c.nvlink.half_efficiency_bytes
-            legs = []
-            home = self.home  # a folded run's peer ports are the base's: the flows on them are its images
-            for src, dst, b in transfers:
-                legs += [(self.nv_out[home[src]], b, b + half), (self.nv_in[home[dst]], b, b + half)]
-            flows = self.flows.plan_legs(sum(b + half for _, _, b in transfers), legs, self.sm_copy)
-        return cost.touches_peer(task), local_us, cost.step_us(task, self.c), flows
+    def _moved(self, run: Run, streamed: float, rtt: float, merged: float, _ev) -> None:
+        """``run``'s flow has ended; its local bytes have streamed by ``streamed``. The fused kernel's
+        steps each wait a peer round trip: latency the port does not see."""
+        trip = rtt if self.stress <= 0 else self._stretch(rtt)  # (as _stretch: its draw, at the flow's end)
+        now = self.env.now
+        self._later(max(0.0, ((max(now, streamed) + trip) + merged) - now), self._copied, run)
 
     def _copied(self, runs: list[Run]) -> None:
         tail = self.c.gpu.fused_peer_task_us
+        if not tail or self.quiet:  # (no run pays the tail later: all are paid now, in order)
+            for run in runs:
+                self._landed(run)
+            self._paid(runs)
+            return
         now = []
         for run in runs:
             self._landed(run)
-            if run.paid and tail and not self.quiet:
+            if run.paid:
                 self._later(tail, self._paid, run)
             else:
                 now.append(run)

@@ -41,29 +41,48 @@ from .maxmin import resolve
 from .signals import CountingEnvironment
 
 EPS_US = 1e-9
+WHOLE = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
 INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
 # whole components from scratch, as always: the same max-min rates, but rounded as before, to the bit
 
 
 class Link:
-    """One direction of one port. ``samples`` records (time, total rate) when tracing."""
+    """One direction of one port. ``samples`` records (time, total rate) when tracing.
 
-    __slots__ = ("name", "capacity", "flows", "weight", "bytes", "busy_bytes", "samples")
+    ``bytes``: the payload carried so far; ``busy_bytes``: payload plus per-message overhead, what
+    occupies the link. Each is what was added to it (``added``, ``added_busy``) plus what the flows
+    of whole-number plans owe it (``owed``: per plan, the flows started and each one's payload and
+    busy bytes; :meth:`FlowNet.transfer_plan` counts flows there rather than adding per link)."""
+
+    __slots__ = ("name", "capacity", "flows", "weight", "added", "added_busy", "owed", "samples")
 
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
         self.capacity = bytes_per_us
         self.flows: dict[Flow, float] = {}  # flow -> weight; insertion-ordered, so runs are reproducible
         self.weight = 0.0  # total weight of the flows on the link
-        self.bytes = 0.0  # payload carried so far
-        self.busy_bytes = 0.0  # payload plus per-message overhead: what occupies the link
+        self.added = 0.0
+        self.added_busy = 0.0
+        self.owed: list[tuple[list[int], float, float]] = []
         self.samples: list[tuple[float, float]] | None = None
+
+    # (while anything is owed, every amount on the link is a whole number and all together stay below
+    # WHOLE: these sums are exact, the bits of the amounts added one by one in any order)
+    @property
+    def bytes(self) -> float:
+        return self.added + sum(payload * flows[0] for flows, payload, _ in self.owed) if self.owed else self.added
+
+    @property
+    def busy_bytes(self) -> float:
+        return self.added_busy + sum(busy * flows[0] for flows, _, busy in self.owed) if self.owed else self.added_busy
 
 
 class Flow:
     """A group of flows with the same links, weights (``unit``: link -> weight of one flow) and
     cap, all moving at ``rate`` each. ``vtime``: bytes each member has moved since the group began,
-    as of ``stamp``; ``ends``: a heap of (virtual end, seq, members, done event) per transfer."""
+    as of ``stamp`` (brought up to a later ``now`` as ``vtime += rate * (now - stamp)``, then ``stamp
+    = now``: written out where it happens, the hot path); ``ends``: a heap of (virtual end, seq,
+    members, done event) per transfer."""
 
     __slots__ = ("links", "unit", "cap", "count", "vtime", "rate", "stamp", "token", "ends", "key")
 
@@ -79,12 +98,6 @@ class Flow:
         self.ends: list[tuple[float, int, int, simpy.Event]] = []
         self.key = key
 
-    def advance(self, now: float) -> None:
-        """Bring the virtual time up to ``now`` at the current rate."""
-        if now > self.stamp:
-            self.vtime += self.rate * (now - self.stamp)
-        self.stamp = now
-
     def add(self, n: int) -> None:
         """``n`` more members (or fewer, for n < 0): ``count`` times the unit weight on every link."""
         before = self.count
@@ -92,6 +105,18 @@ class Flow:
         for link, w in self.unit.items():  # (w * before is what the link holds for it, to the bit: 0.0 when new)
             now = link.flows[self] = w * after
             link.weight += now - w * before
+
+
+def _per_link(legs: list[tuple[Link, float, float]]) -> tuple[dict[Link, tuple[float, float]], float]:
+    """Each link's legs summed into one (payload, busy) per flow, and the bytes all legs put on links
+    per flow: inf unless every number is whole and >= 0 (only then may a plan's flows be counted
+    rather than their bytes added: see Link)."""
+    sums: dict[Link, tuple[float, float]] = {}
+    for link, payload, busy in legs:
+        was = sums.get(link, (0.0, 0.0))
+        sums[link] = (was[0] + payload, was[1] + busy)
+    whole = all(x >= 0 and float(x).is_integer() for _, payload, busy in legs for x in (payload, busy))
+    return sums, sum(p + b for p, b in sums.values()) if whole else math.inf
 
 
 class FlowNet:
@@ -108,6 +133,13 @@ class FlowNet:
         self.flush_pending = False
         self.groups: dict[int, Flow] = {}  # the live group of each plan key (weights, cap), by id(key)
         self.keys: dict[tuple, tuple] = {}  # each plan key made, once: equal keys are one object (plan_legs)
+        # bytes the links may still take as flows counted (transfer_plan, Link.owed): while every
+        # amount is whole and all of them together stay below WHOLE, each link's totals are exact
+        # whichever way they are summed; -inf from the first amount that is not (a link takes bytes
+        # from one net only: the model's links are its own)
+        self.whole_left = WHOLE
+        self.owing: dict[Link, None] = {}  # the links that plans' flows owe bytes
+        self.events = 0  # live transfers that end with an event, not a call (_wake: none, no search)
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
@@ -132,30 +164,53 @@ class FlowNet:
         for link, _, busy in legs:
             unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         key = (tuple(unit.items()), cap)
-        return size, tuple(legs), unit, self.keys.setdefault(key, key)
+        sums, whole = _per_link(legs)
+        owed = [0]  # the flows of this plan counted, not added (transfer_plan)
+        if whole < self.whole_left:
+            for link, (payload, busy) in sums.items():
+                link.owed.append((owed, payload, busy))
+                self.owing[link] = None
+        return size, tuple(legs), unit, self.keys.setdefault(key, key), owed, whole
 
     def transfer_plan(self, plan: tuple, count: int = 1,
                       then: Callable[[None], None] | None = None) -> simpy.Event | None:
         """:meth:`transfer_legs` of flows planned by :meth:`plan_legs`."""
-        size, legs, unit, key = plan
+        size, legs, unit, key, owed, whole = plan
         done = self.env.event() if then is None else then
-        for link, payload, busy in legs:
-            link.bytes += payload * count
-            link.busy_bytes += busy * count
+        if whole * count < self.whole_left:  # (every link's totals stay whole numbers below WHOLE)
+            self.whole_left -= whole * count
+            owed[0] += count  # the flows counted: their bytes are owed to their links (see Link)
+        else:
+            self._settle()
+            for link, payload, busy in legs:  # leg by leg from here on
+                link.added += payload * count
+                link.added_busy += busy * count
         if size <= 0:
             self._succeed(done)
             return None if then else done
+        if then is None:
+            self.events += 1
         now = self.env.now
         group = self.groups.get(id(key))  # keys are plan_legs' interned ones, kept alive in self.keys
         if group is None:
             group = self.groups[id(key)] = Flow(unit, key[1], now, key)
-        group.advance(now)
+        if now > group.stamp:  # (the group's vtime brought up to now: see Flow)
+            group.vtime += group.rate * (now - group.stamp)
+        group.stamp = now
         self.seq += 1
         heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))
         group.add(count)
-        self.touched[group] = None
-        self._mark(group.links)
+        if group not in self.touched:  # (else its links are marked already: a group in ``touched`` has
+            self.touched[group] = None  # all its links in ``dirty`` until the flush clears both)
+            self._mark(group.links)
         return None if then else done
+
+    def _settle(self) -> None:
+        """No more flows counted: what they owe each link is added to it (exact, see Link), once."""
+        self.whole_left = -math.inf
+        for link in self.owing:
+            link.added, link.added_busy, link.owed = link.bytes, link.busy_bytes, []
+        self.owing = {}
 
     def _succeed(self, done) -> None:
         """Trigger a transfer's end: its event, or its call scheduled as that event would be."""
@@ -180,17 +235,19 @@ class FlowNet:
         self._arm()
 
     def _rerate(self, flows: dict[Flow, None], rates: dict[Flow, float]) -> None:
-        now = self.env.now
+        now, touched, heap = self.env.now, self.touched, self.heap
         for flow in flows:
             rate = rates[flow]
-            if rate == flow.rate and flow not in self.touched:
+            if rate == flow.rate and flow not in touched:
                 continue  # its next finish, and its heap entry, still hold
-            flow.advance(now)
+            if now > flow.stamp:  # (its vtime brought up to now: see Flow)
+                flow.vtime += flow.rate * (now - flow.stamp)
+            flow.stamp = now
             flow.rate = rate
             flow.token += 1
             self.seq += 1
             left = max(0.0, flow.ends[0][0] - flow.vtime)
-            heapq.heappush(self.heap, (now + left / rate if left else now, self.seq, flow.token, flow))
+            heapq.heappush(heap, (now + left / rate if left else now, self.seq, flow.token, flow))
         if self.record:
             for link in dict.fromkeys(link for flow in flows for link in flow.links):
                 if link.samples is None:
@@ -214,20 +271,29 @@ class FlowNet:
         now = self.env.now
         done: list = []  # the ended transfers' events, or calls (transfer_legs' ``then``)
         changed: dict[Flow, None] = {}
-        while self.heap and self.heap[0][0] <= now + EPS_US:
-            _, _, token, flow = heapq.heappop(self.heap)
+        heap, pop, due = self.heap, heapq.heappop, now + EPS_US
+        while heap and heap[0][0] <= due:
+            _, _, token, flow = pop(heap)
             if token != flow.token:
                 continue
-            flow.advance(now)
+            if now > flow.stamp:  # (its vtime brought up to now: see Flow)
+                flow.vtime += flow.rate * (now - flow.stamp)
+            flow.stamp = now
             ends, ended = flow.ends, 0
             while ends and (not ended or ends[0][0] - flow.vtime <= EPS_US * flow.rate):  # the due one,
-                _, _, n, event = heapq.heappop(ends)  # and every other that ends within EPS_US of now
+                _, _, n, event = pop(ends)  # and every other that ends within EPS_US of now
                 done.append(event)
                 ended += n
-            flow.add(-ended)
             changed[flow] = None
-            if not ends:
-                for link in flow.links:
+            before = flow.count  # (flow.add(-ended) written out, and where no member is left, the
+            flow.count = after = before - ended  # group leaving each link as its weight there drops)
+            if ends:
+                for link, w in flow.unit.items():
+                    held = link.flows[flow] = w * after
+                    link.weight += held - w * before
+            else:
+                for link, w in flow.unit.items():
+                    link.weight += w * after - w * before
                     del link.flows[flow]
                     if not link.flows:
                         link.weight = 0.0  # no drift from float sums
@@ -235,7 +301,11 @@ class FlowNet:
                 flow.token += 1  # retired: no heap entry of it counts any more
         # calls only, and nothing else due now: their events would be the next ones processed, each
         # call what it would do when processed (after the re-rate is scheduled, as events would be)
-        at_once = not self.env.due_now() and not any(isinstance(d, simpy.Event) for d in done)
+        events = 0
+        if self.events:  # (else every transfer that ended has a call)
+            events = sum(isinstance(d, simpy.Event) for d in done)
+            self.events -= events
+        at_once = not events and not self.env.due_now()
         for d in done if not at_once else ():
             self._succeed(d)
         if self.record:

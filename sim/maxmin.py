@@ -99,19 +99,20 @@ def floor(links: dict[Link, None], touched: dict[Flow, None]) -> float:
 
 def component(links: Iterable[Link]) -> dict[Flow, None]:
     """The flows that share a link, directly or through other flows, with any of ``links``."""
-    return _reach(links, lambda link: link.flows)
+    return _reach(links, None)
 
 
-def _reach(links: Iterable[Link], follow: Callable[[Link], Iterable[Flow]]) -> dict[Flow, None]:
-    """The flows reached from ``links``: ``follow(link)`` (called once per link reached) gives the
-    flows to take from a link, and every link of those is reached in turn. Deterministic order
-    (no hash-order iteration): a stack of links from the last of ``links``, each link's flows in
-    the order ``follow`` gives them."""
+def _reach(links: Iterable[Link], follow: Callable[[Link], Iterable[Flow]] | None) -> dict[Flow, None]:
+    """The flows reached from ``links``: ``follow(link)`` (called once per link reached; None: every
+    flow on the link) gives the flows to take from a link, and every link of those is reached in
+    turn. Deterministic order (no hash-order iteration): a stack of links from the last of
+    ``links``, each link's flows in the order ``follow`` gives them."""
     flows: dict[Flow, None] = {}
     seen = dict.fromkeys(links)
     todo = list(seen)
     while todo:
-        for flow in follow(todo.pop()):
+        link = todo.pop()
+        for flow in link.flows if follow is None else follow(link):
             if flow not in flows:
                 flows[flow] = None
                 for link in flow.links:
@@ -137,6 +138,8 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
     component of NVLink copies), the caps need no sorted list: they all freeze at the first cap
     event, which ends the filling."""
     rates: dict[Flow, float] = {}
+    if not flows:
+        return rates  # (the links' flows all ended)
     order = dict.fromkeys([link for flow in flows for link in flow.links])
     if left is None:
         left = {link: link.capacity for link in order}

@@ -1,0 +1,100 @@
+"""The NVLink run path's shortcuts (sim/engine.py's _nvlink, sim/nvplan.py, sim/flows.py) against
+their general paths: a group started again at one instant is marked once, a plan's flows are
+counted (their bytes owed to their links) only while that is exact, and an entry's plan is kept
+by the entry only where its members share one (else each member gets its own)."""
+from __future__ import annotations
+
+import pytest
+
+from mkernel import Cluster
+from mkernel.ir import Op, Region, Role, Step, expand
+from mkernel.schedule_builder import ScheduleBuilder
+from mkernel.sim.engine import Model
+from mkernel.sim.flows import WHOLE, FlowNet, Link
+from mkernel.sim.signals import CountingEnvironment
+
+
+def test_a_group_started_at_an_instant_where_it_changed_already_is_rerated_with_it():
+    """Two 60-byte flows of one shape start at t=0 on a 30 B/us link (one group: the second finds
+    it touched and marks nothing), a third at t=1 (the group untouched then: it must be re-rated).
+    At 15 B/us each until t=1, then 10 each: the first two end at 5.5, the third's last 15 bytes
+    alone at 30 B/us end at 6. (Skipping the mark of any group that exists leaves the three at 15
+    each from t=1, the link over its capacity, and ends at 4 and 5.)"""
+    env = CountingEnvironment()
+    net, link = FlowNet(env), Link("L", 30.0)
+    plan = net.plan_legs(60.0, [(link, 60.0, 60.0)])
+    ends: list[float] = []
+
+    def start(_a) -> None:
+        net.transfer_plan(plan, 1, then=lambda _e: ends.append(env.now))
+    for at in (0.0, 0.0, 1.0):
+        env.call_at(at, start)
+    env.run()
+    assert ends == pytest.approx([5.5, 5.5, 6.0], rel=1e-12, abs=0)
+
+
+def _added(net: FlowNet, link: Link, legs: list[tuple[float, float]], count: int = 1) -> None:
+    net.transfer_plan(net.plan_legs(sum(b for _, b in legs), [(link, p, b) for p, b in legs]), count)
+
+
+def test_flows_are_counted_only_where_their_owed_bytes_give_the_legs_bits():
+    """Whole amounts: the flows counted, the links' totals the bits of the legs'. A fraction: what
+    is owed added to the links, then leg by leg, on that plan and on every later one (1.0 + 0.7 +
+    0.1 is 1.8; 1.0 + (0.7 + 0.1) is 1.7999999999999998; after a fraction on the link, 2/3 + 797927
+    + 471326 and 2/3 + (797927 + 471326) differ too)."""
+    net = FlowNet(CountingEnvironment())
+    a, b = Link("A", 1.0), Link("B", 1.0)
+    net.transfer_plan(net.plan_legs(9.0, [(a, 3.0, 4.0), (b, 3.0, 4.0), (a, 2.0, 5.0)]), 3)
+    assert (a.bytes, a.busy_bytes, b.bytes, b.busy_bytes) == (15.0, 27.0, 9.0, 12.0)
+    assert net.whole_left == WHOLE - 3 * 21.0
+    _added(net, a, [(1.0, 1.0)])
+    frac = Link("F", 1.0)
+    _added(net, frac, [(1.0, 1.0)])
+    _added(net, frac, [(0.7, 0.7), (0.1, 0.1)])
+    assert frac.bytes == frac.busy_bytes == (1.0 + 0.7) + 0.1 == 1.8
+    assert net.whole_left == -float("inf") and (a.bytes, a.busy_bytes, b.bytes) == (16.0, 28.0, 9.0)
+    assert not a.owed and not b.owed
+    third = Link("T", 1.0)
+    _added(net, third, [(2 / 3, 2 / 3)])
+    _added(net, third, [(797927.0, 797927.0), (471326.0, 471326.0)])
+    assert third.bytes == (2 / 3 + 797927.0) + 471326.0 != 2 / 3 + (797927.0 + 471326.0)
+
+
+def test_flows_are_counted_no_more_before_the_totals_could_round():
+    """Whole amounts that would take the links' totals to WHOLE go leg by leg, and so does all after."""
+    net = FlowNet(CountingEnvironment())
+    link = Link("A", 1.0)
+    net.whole_left = 10.0
+    _added(net, link, [(2.0, 2.0), (2.0, 2.0)])  # 8 < 10: counted
+    assert net.whole_left == 2.0
+    _added(net, link, [(1.0, 1.0), (1.0, 1.0)])  # 4 > 2: leg by leg, and no sums from here on
+    assert net.whole_left == -float("inf") and link.bytes == link.busy_bytes == 6.0
+
+
+def _copies(step_rank: int) -> ScheduleBuilder:
+    """Rank 0 copies a tile to ranks 1, 2, 3 (members stepping the write's rank: each member its own
+    flow) or three tiles to rank 1 (members stepping columns: one run, one flow)."""
+    sb = ScheduleBuilder("t", "fused", 4, 4, 8, grouped=True)
+    sb.buffer("X", 4, 64)
+    sb.launch("l", {Role.INTRA: 2})
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 1, 0, 1, 0, 8),),
+           label="c {}", count=3, step=Step(((0, 0, 8), (step_rank, 0, 8 - 8 * step_rank)), label=(0, 1)))
+    sb.add(1, Role.INTRA, Op.REDUCE, reads=(Region("X", 2, 1, 2, 0, 8), Region("X", 3, 1, 2, 0, 8)),
+           writes=(Region("X", 1, 1, 2, 0, 8),), label="r {}", count=2,
+           step=Step(((0, 0, 8), (0, 0, 8), (0, 0, 8)), label=(0, 1)))
+    return sb
+
+
+@pytest.mark.parametrize("step_rank", [1, 0])
+def test_a_groups_runs_put_each_members_bytes_on_its_own_ports(step_rank):
+    """The grouped run and its expansion (every member its own task) load every NVLink port with the
+    same bytes and end at the same times: where members reach other ranks, each gets its own plan
+    (keeping member 0's by the entry would put all three copies on rank 1's ingress)."""
+    s, c = _copies(step_rank).build(0.0), Cluster("t", 1, 4)
+    grouped, flat = Model(s, c, None), Model(expand(s), c, None)
+    grouped.run()
+    flat.run()
+    ports = [[(link.bytes, link.busy_bytes) for link in m.nv_out + m.nv_in] for m in (grouped, flat)]
+    assert ports[0] == ports[1]
+    assert all(ports[0][4 + r][0] > 0 for r in (1, 2, 3) if step_rank or r == 1)
+    assert grouped.finish == pytest.approx(flat.finish, rel=1e-12, abs=0)
