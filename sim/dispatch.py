@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from mkernel.ir import Op, Role, Task
 
-from .runs import Lane, Run
-from .waits import READY, Waits
+from .runs import READY, Lane, Run, Waits
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are bound methods)
@@ -26,7 +25,7 @@ RESUME = "resume"  # the step of released runs' streaks (_released; _later's ste
 
 class Dispatch(Waits):
     """The SM side of :class:`~mkernel.sim.engine.Model` (a mixin: the model owns the board, the
-    computing counts and the work; :class:`~mkernel.sim.waits.Waits` reads the members' waits)."""
+    computing counts and the work; :class:`~mkernel.sim.runs.Waits` reads the members' waits)."""
 
     def _pass(self, lane: Lane, sms: list[tuple[int, Role, Run | None, int]]) -> None:
         """SMs ``(slot, role, run, j)`` at a task boundary (SM j of ``run`` ending its member, unless

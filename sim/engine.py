@@ -313,8 +313,8 @@ class Model(Dispatch):
         run.paid, local_us, step_us, flows, merged, rtt = plan
         local_us = local_us * slow  # (an injected slowdown of the rank)
         start = self.env.now
-        if flows is None:  # (_until, as it reads: _later of what is left until then)
-            self._later(max(0.0, ((start + (local_us + step_us)) + merged) - start), self._copied, run)
+        if flows is None:
+            self._until((start + (local_us + step_us)) + merged, self._copied, run)
             return
         self.flows.transfer_plan(flows, run.n, then=partial(self._moved, run, start + local_us, rtt, merged))
 
@@ -322,8 +322,7 @@ class Model(Dispatch):
         """``run``'s flow has ended; its local bytes have streamed by ``streamed``. The fused kernel's
         steps each wait a peer round trip: latency the port does not see."""
         trip = rtt if self.stress <= 0 else self._stretch(rtt)  # (as _stretch: its draw, at the flow's end)
-        now = self.env.now
-        self._later(max(0.0, ((max(now, streamed) + trip) + merged) - now), self._copied, run)
+        self._until((max(self.env.now, streamed) + trip) + merged, self._copied, run)
 
     def _copied(self, runs: list[Run]) -> None:
         tail = self.c.gpu.fused_peer_task_us

@@ -94,8 +94,10 @@ def jitter(seq: int, kvs: list[int], amp: float) -> None:
         print(f"1x8 S={seq} kv={kv}: deterministic {t0:.1f} us, jitter {amp:g}: {t1:.1f} us", flush=True)
 
 
-def _overlapped_nvlink(self, run, task) -> None:
-    """What-if ``Model._nvlink`` for a timing run: round trips overlapped with the copy's transfer."""
+def _overlapped_nvlink(self, run, slow: float) -> None:
+    """What-if ``Model._nvlink`` for a timing run: round trips overlapped with the copy's transfer
+    (``slow``, an injected slowdown, is 1 here: the study injects none)."""
+    task = run.task if run.task.count == 1 or self._joins(run.task) else run.member()
     run.paid = cost.touches_peer(task)
     transfers = cost.remote_transfers(task, self.itemsize)
     local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
