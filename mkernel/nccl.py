@@ -383,7 +383,9 @@ def estimate(coll: str, nbytes: float, f: Fabric) -> Estimate:
     receives on Simple), timed by how that algorithm moves the data."""
     if coll not in COLLECTIVES:
         raise ValueError(f"unknown collective {coll!r}; allowed: {', '.join(COLLECTIVES)}")
-    algo, proto = ("p2p", "Simple") if coll == "alltoall" else tuner.choose(coll, nbytes, f)
+    if coll == "alltoall" or f.world < 2:  # (one rank: nothing crosses, nothing for NCCL to choose)
+        return estimate_algo(coll, nbytes, f, "p2p" if coll == "alltoall" else "ring", "Simple")
+    algo, proto = tuner.choose(coll, nbytes, f)
     return estimate_algo(coll, nbytes, f, algo, proto)
 
 

@@ -48,7 +48,7 @@ class Run:
                 j -= n
         return self.task.member(self.first + j) if self.task.count > 1 else self.task
 
-    def entries(self):
+    def entries(self) -> list[list] | tuple[tuple[Task, int, int]]:
         """(task, first, n) of each entry this run holds members of."""
         return self.parts if self.parts is not None else ((self.task, self.first, self.n),)
 
@@ -64,7 +64,7 @@ class Waits:
     """The wait checks of :class:`~mkernel.sim.dispatch.Dispatch` (a mixin: the model owns the board,
     ``_stepping`` and ``_held``)."""
 
-    def _waits_of(self, task: Task, first: int, n: int):
+    def _waits_of(self, task: Task, first: int, n: int) -> list[tuple] | tuple[tuple]:
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
         one wait state: all of them when their waits do not step, else each span of ready members
         and each blocked member alone, at its first wait not holding. (Taking a ready span at once

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from functools import lru_cache, partial
 from heapq import heappop, heappush
 from operator import itemgetter
@@ -31,13 +31,13 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
             return [(g.rank, g.name, g.index)], n, 1
         return [(g.rank, g.name, g.index) for g in signals], 1, n
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
-        out, p = [], st.period
-        wrap = p - st.rotate  # (Task.offset: past it, a member steps back by the period within its cycle)
+        p = st.period
         if len(signals) == 1:  # (a GEMM tile row's one flag: its members' steps, shared by its shape)
             g = signals[0]
             moves = _cycle_moves(t.count, p, st.rotate, *st.signals[0], *st.outer[0])[0]
             rank, name, index = g.rank, g.name, g.index
             return [(rank + dr, name, index + di) for dr, di in moves[first:first + n]], 1, 1
+        out, wrap = [], p - st.rotate  # (Task.offset: past the wrap, a member steps back by the period in its cycle)
         moves = [(g.rank, g.name, g.index, dk, dx, ok, ox)
                  for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         for i in range(first, first + n):
@@ -59,7 +59,7 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
 
 
-def run_bumps(entries, rank: int, paid: bool) -> tuple[list[list], list[list]]:
+def run_bumps(entries: Iterable[tuple[Task, int, int]], rank: int, paid: bool) -> tuple[list[list], list[list]]:
     """The bumps of a run's members (``entries``: (task, first, n) of each entry it holds) as (now,
     later), lists of [keys, times, repeat] (:func:`flat_keys`) each in the members' order; ``later``:
     flags stored to a peer (keys of another rank than ``rank``), unless the run ``paid`` the latency."""
@@ -104,9 +104,10 @@ def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], 
 
 
 @lru_cache(maxsize=256)
-def _cycle_moves(count: int, p: int, rotate: int, dk: int, dx: int, ok: int, ox: int) -> tuple[list, dict]:
+def _cycle_moves(count: int, p: int, rotate: int, dk: int, dx: int, ok: int, ox: int) -> tuple[tuple, dict]:
     """Each member's (rank step, index step) where one signal cycles with the period ``p`` (as
-    :meth:`mkernel.ir.Task.member_signals`), and the members by rank step: shared (read only) by tile rows."""
+    :meth:`mkernel.ir.Task.member_signals`), and the members by rank step: shared by tile rows (and
+    cached across runs), so tuples: no caller can change them."""
     moves, on = [], {}
     for i in range(count):
         a, b = divmod(i, p)
@@ -114,7 +115,7 @@ def _cycle_moves(count: int, p: int, rotate: int, dk: int, dx: int, ok: int, ox:
             b -= p
         moves.append((b * dk + a * ok, b * dx + a * ox))
         on.setdefault(b * dk + a * ok, []).append(i)
-    return moves, on
+    return tuple(moves), {k: tuple(v) for k, v in on.items()}
 
 
 def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None:

@@ -124,3 +124,17 @@ def test_the_declared_rings_still_run_as_tasks_when_asked_and_in_data_runs():
     data, _ = runner.run(_ar(), data=True)
     assert data["correct"] is True  # the rings moved the data
     assert data["baseline"]["time_s"] == pytest.approx(model["baseline"]["time_s"], rel=1e-9)  # timed as NCCL
+
+
+def test_a_one_rank_collective_costs_nothing_and_asks_nccl_for_no_choice():
+    """One GPU has no peer: every collective is free, and NCCL's choice (whose step count is 0 there)
+    is not asked (a one-GPU AG+GEMM or ring attention run divided by zero in it)."""
+    one = nccl.Fabric(1, 1, 370.0, 50.0, "ib")
+    for coll in nccl.COLLECTIVES:
+        est = nccl.estimate(coll, 64 * MiB, one)
+        assert est.time_us == 0.0 and est.coll == coll
+    sc = load_scenario("scenarios/h200-1x1.toml")
+    for kernel in ("ag_gemm", "ring_attention"):
+        w = dataclasses.replace(sc.workload, kernel=kernel, m=2048, n=2048, k=1024)
+        result, _ = runner.run(dataclasses.replace(sc, workload=w))
+        assert result["time_s"] > 0 and result["baseline"]["time_s"] > 0
