@@ -177,7 +177,10 @@ def plan(schedule: Schedule, seed: int = 0) -> Plan:
     for b in schedule.buffers:
         for axis in (0, 1):
             links.find((b.name, axis))
-    for op, reads, writes in {(t.op, _shapes(t.reads), _shapes(t.writes)) for t in schedule.tasks}:
+    # every member of a group: its regions step from member 0's, so the offsets and ends that decide
+    # the patterns are its members' (member 0's alone left a grouped reduction's sources unlinked)
+    members = (m for t in schedule.tasks for m in (t.members() if t.count > 1 else (t,)))
+    for op, reads, writes in {(t.op, _shapes(t.reads), _shapes(t.writes)) for t in members}:
         _constrain(links, op, reads, writes)  # ranks do not matter: each distinct task shape once
     rng = np.random.default_rng(seed ^ 0x5A3D)
     pattern: dict[Node, tuple[int, np.ndarray] | None] = {}

@@ -10,7 +10,7 @@ import pytest
 
 from mkernel import builders, limits, reference, run_data, runner, sampled_oracle, sampling
 from mkernel.cluster import Cluster
-from mkernel.ir import BufferKind, Op
+from mkernel.ir import BufferKind, Op, expand
 from mkernel.problems import Workload
 from mkernel.scenario import load_scenario
 from mkernel.sim.backend import SimBackend
@@ -52,7 +52,7 @@ def test_the_sampled_oracle_is_the_whole_oracle_at_its_entries(name):
 def test_every_region_keeps_its_first_and_last_row_and_column(name):
     for schedule in _schedules(OPS[name]):
         plan = sampling.plan(schedule)
-        for t in schedule.tasks:
+        for t in expand(schedule).tasks:  # every member: a group's regions step from member 0's
             for r in (*t.reads, *t.writes):
                 for axis, lo, hi in ((0, r.row0, r.row1), (1, r.col0, r.col1)):
                     kept = set(plan.indices(r.buffer, axis).tolist())
@@ -69,6 +69,17 @@ def test_a_sampled_data_run_passes_every_op(name, monkeypatch):
     assert result["correct"] is True and result["baseline"]["correct"] is True, result["error"]
     if w.kernel.startswith("gemm"):
         assert "data checked on" in result["note"]
+
+
+def test_a_grouped_reduction_of_regions_moved_by_offsets_keeps_one_pattern():
+    """A receive-reduction group whose sources step along a row (GEMM+RS on 4 x 8 rails at a ragged
+    shape): the plan must see every member's regions, or the sources' and the partial's kept columns
+    differ and the sampled reduction adds arrays of different shapes."""
+    sc = load_scenario("scaleout/efa-400g-rail-4x8")
+    sc = dataclasses.replace(sc, workload=Workload(kernel="gemm_rs", m=640, n=520, k=72))
+    result, _ = runner.run(sc, data=True, seed=5)
+    assert result["correct"] is True and result["baseline"]["correct"] is True, result["error"]
+    assert "data checked on" in result["note"]  # (sampled, not whole)
 
 
 def test_the_gemm_plans_sample_both_axes():
