@@ -98,3 +98,35 @@ def test_a_dead_proxy_leaves_every_peer_a_bounded_error(tmp_path):
     assert "the proxy thread is dead (injected: it died after 5 commands)" in dead or "no credit" in dead, dead
     waiting = [r for r in (0, 1) if any("not set to epoch 1" in e for e in reports[r]["errors"])]
     assert waiting, {r: reports[r]["errors"] for r in (0, 1)}
+
+
+_CAUGHT = """
+import ctypes
+from mkernel.hw.runtime import native
+native.load().mk_ofi_providers(ctypes.create_string_buffer(16384), 16384)  # (opens libfabric and closes it)
+ctypes.CDLL('libfabric.so.1')  # (again, kept open, as a transport keeps it: libinfinipath's handlers, if any, stay)
+mask = next(int(line.split()[1], 16) for line in open('/proc/self/status') if line.startswith('SigCgt'))
+print('libinfinipath' in open('/proc/self/maps').read(), mask)
+"""
+
+
+def test_opening_libfabric_leaves_sigterm_to_the_process():
+    """Debian's libfabric links PSM's libinfinipath, whose constructor catches SIGTERM (and SIGSEGV, SIGBUS,
+    SIGILL, SIGABRT) to print a backtrace from inside the handler, which is not async-signal-safe: a pytest
+    stopped by `timeout` hung on libc's malloc lock. Once the native library has opened libfabric, the process's
+    environment keeps those handlers out of every later load (that constructor reads IPATH_NO_BACKTRACE), the
+    transport's own included (the provider list closes its handle: the handlers go with it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "IPATH_NO_BACKTRACE"}
+    out = subprocess.run([sys.executable, "-c", _CAUGHT], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded, mask = out.stdout.split()
+    if loaded != "True":
+        pytest.skip("this libfabric does not pull in libinfinipath (PSM), whose handlers this test is about")
+    caught = [s for s in (signal.SIGTERM, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGABRT)
+              if int(mask) >> (s - 1) & 1]
+    assert not caught, f"after libfabric was opened, the process catches {[s.name for s in caught]}"

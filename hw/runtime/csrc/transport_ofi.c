@@ -14,6 +14,7 @@
  * fi_fabric and fi_strerror; every other call is an inline through the objects' ops tables. GPU
  * memory is registered with FI_HMEM_CUDA where the provider offers FI_HMEM, else a clear error.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,6 +403,15 @@ static int reg(ofi_tr *t, void *addr, size_t len, int cuda, uint64_t access, uin
   return 0;
 }
 
+/* libfabric, opened. Debian's libfabric links PSM's libinfinipath, whose constructor installs handlers for
+ * SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT that print a backtrace from inside the handler (malloc: not
+ * async-signal-safe), so a process stopped by SIGTERM could hang on libc's malloc lock instead of exiting.
+ * That constructor reads IPATH_NO_BACKTRACE: set here (a value the user set is kept) before it runs. */
+static void *open_libfabric(void) {
+  setenv("IPATH_NO_BACKTRACE", "1", 0);
+  return dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+}
+
 #define LOAD(field, sym)                                                                                 \
   if (!(*(void **)&t->api.field = dlsym(t->lib, sym))) {                                                 \
     snprintf(err, errlen, "ofi: libfabric.so.1 lacks %s", sym);                                          \
@@ -441,7 +451,7 @@ mk_transport *mk_ofi_transport(const mk_net_opts *o, char *err, int errlen) {
       mk_sender_init(&t->send, o->nranks, o->plant == MK_PLANT_FLAG_WRITE ? 2 : 1, &t->n_free_data, t, post_batch,
                      ofi_progress))
     goto fail;
-  t->lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+  t->lib = open_libfabric();
   if (!t->lib) {
     snprintf(err, errlen, "ofi needs libfabric.so.1, which could not be loaded: %s", dlerror());
     goto fail;
@@ -522,7 +532,7 @@ static int list_providers(const ofi_api *api, uint64_t caps, uint64_t op_flags, 
  * with RMA writes and delivery-complete (what the ofi transport needs), then, after a line "--",
  * every RDM provider. For `mkernel doctor`. Returns bytes written, or -1 with the reason in `out`. */
 int mk_ofi_providers(char *out, int max) {
-  void *lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+  void *lib = open_libfabric();
   if (!lib) return snprintf(out, max, "libfabric.so.1 could not be loaded: %s", dlerror()), -1;
   ofi_api api;
   *(void **)&api.getinfo = dlsym(lib, "fi_getinfo");
