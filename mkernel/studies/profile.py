@@ -237,8 +237,8 @@ def write(raw: dict, path: Path, merge: bool = False) -> dict:
             if record["how"] == "measured" or key not in provenance:
                 provenance[key] = record
         meta = raw["meta"]
-        first = old.get("description", "").split(" Updated by ")[0]
-        old["description"] = f"{first} Updated by `{meta['command']}` ({meta['date']}, commit {meta['commit']})."
+        said = old.get("description", "")  # (every earlier update stays named: each took some terms)
+        old["description"] = f"{said} Updated by `{meta['command']}` ({meta['date']}, commit {meta['commit']})."
         doc = old
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(to_toml(doc))

@@ -110,6 +110,20 @@ def test_a_one_gpu_run_merged_after_a_two_gpu_one_keeps_the_nvlink_records(tmp_p
     assert back["provenance"]["proxy.batch"]["how"] == "design"
 
 
+def test_each_merged_run_is_named_in_the_description_after_the_earlier_ones(tmp_path):
+    """A merge named only the latest update: a proxy run merged after a peer run dropped the peer run
+    from the description, though the profile kept the peer run's NVLink terms (2026-12-06)."""
+    path = tmp_path / "p.toml"
+    profile.write({"meta": synthetic_raw()["meta"], "peer": synthetic_peer()}, path)
+    for commit, what in (("beef123", "--only peer"), ("f00d456", "--only proxy")):
+        run = {key: synthetic_raw()[key] for key in ("proxy", "loopback")}
+        run["meta"] = {**synthetic_raw()["meta"], "commit": commit, "command": f"mkernel calibrate {what}"}
+        back = profile.write(run, path, merge=True)
+    said = back["description"]
+    assert said.startswith("Fitted by") and "commit c0ffee1" in said
+    assert said.index("--only peer") < said.index("--only proxy") and "beef123" in said and "f00d456" in said
+
+
 def test_batch_fit_is_least_squares_and_never_negative():
     assert profile.batch_fit([(1, 3.5), (2, 2.0), (4, 1.25), (8, 0.875)]) == pytest.approx((0.5, 3.0))
     assert profile.batch_fit([(1, 1.0), (8, 2.0)])[1] == 0.0  # rising with batch: no negative doorbell
