@@ -68,9 +68,10 @@ def compile_package() -> None:
 
     import mkernel
     import mkernel.hw
+    import mkernel.scenarios
     import mkernel.sim
 
-    for path in {*mkernel.__path__, *mkernel.sim.__path__, *mkernel.hw.__path__}:
+    for path in {*mkernel.__path__, *mkernel.sim.__path__, *mkernel.hw.__path__, *mkernel.scenarios.__path__}:
         compileall.compile_dir(path, quiet=1)
 
 

@@ -406,7 +406,9 @@ static int reg(ofi_tr *t, void *addr, size_t len, int cuda, uint64_t access, uin
 /* libfabric, opened. Debian's libfabric links PSM's libinfinipath, whose constructor installs handlers for
  * SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT that print a backtrace from inside the handler (malloc: not
  * async-signal-safe), so a process stopped by SIGTERM could hang on libc's malloc lock instead of exiting.
- * That constructor reads IPATH_NO_BACKTRACE: set here (a value the user set is kept) before it runs. */
+ * That constructor reads IPATH_NO_BACKTRACE: set here (a value the user set is kept) before it runs. It cannot
+ * undo a load before ours (an MPI's or NCCL's plugin's), and it reaches child processes too (as intended). Set at
+ * a transport's set-up or `mkernel doctor`, not while other threads read the environment. */
 static void *open_libfabric(void) {
   setenv("IPATH_NO_BACKTRACE", "1", 0);
   return dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
