@@ -1,4 +1,4 @@
-"""The every-node row run in-process, stopped after a phase, for callgrind Ir by difference.
+"""The every-node row run in-process, stopped after a phase, for callgrind Ir by difference (stop_nohaz.py: the same with hazards=False).
 usage: python stop.py build|validate|init|run|all"""
 import sys, os, dataclasses
 import mkernel.builders.gemm_ar as g, mkernel.ir as ir, mkernel.sim.engine as se
