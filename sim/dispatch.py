@@ -57,8 +57,8 @@ class Dispatch(Waits):
                 room = target[role] - active[role]
                 task, first, m = pool.take_many(role, n if n < room else room)
                 n -= m
-                waits = stepping.get(id(task)) if not compute else None  # (filled by _waits_of, below)
-                if waits is not None and len(waits) == 1 and waits[0][3]:
+                waits = None if compute else stepping.get(id(task)) or self._stepping_waits(task)
+                if waits and len(waits) == 1 and waits[0][3]:
                     # the loop below over _waits_of's spans, written out (without the spans) for an entry
                     # off the compute role (no SM counts in or out) with one wait that steps by dx != 0:
                     # the row's intra reductions and broadcasts, whose members mostly block alone. The

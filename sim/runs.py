@@ -74,10 +74,7 @@ class Waits:
         if task.count == 1 or not task.step.waits:
             return ((first, n, self._blocking(task, first, 0)),)
         cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
-        waits = self._stepping.get(id(task))
-        if waits is None:  # (rank, name, member 0's index, index step, count) of each wait
-            waits = self._stepping[id(task)] = [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count)
-                                                for w, dx in zip(task.waits, task.step.waits)]
+        waits = self._stepping.get(id(task)) or _key_parts(task)
         spans = []
         ready = first  # the first member of the ready span being listed
         if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
@@ -104,6 +101,12 @@ class Waits:
         if ready < first + n:
             spans.append((ready, first + n - ready, READY))
         return spans
+
+    def _stepping_waits(self, task: Task) -> list[tuple] | tuple:
+        """:func:`_key_parts` of a group whose waits step (else ()), kept by id(entry) in ``_stepping``:
+        what ``_bulk`` reads to take an entry's members with one stepping wait in its own loop."""
+        waits = self._stepping[id(task)] = _key_parts(task) if task.count > 1 and task.step.waits else ()
+        return waits
 
     def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
         """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
@@ -138,3 +141,9 @@ class Waits:
         if start == held:
             self._held[id(task)] = len(waits)
         return READY
+
+
+def _key_parts(task: Task) -> list[tuple]:
+    """(rank, name, member 0's index, index step, count) of each of a stepping group's waits: member
+    i's key is (rank, name, index + i * step)."""
+    return [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count) for w, dx in zip(task.waits, task.step.waits)]
