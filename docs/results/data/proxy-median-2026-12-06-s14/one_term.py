@@ -1,7 +1,6 @@
 """Which proxy term moves the scale-out study's largest movers: each point on the profile's median terms
-('new'), with the three terms the EFA and IB scenarios take from the profile set back to the thirteenth session's
-single run ('all old'), and with one at a time set back (the doorbell is the scenario's own on EFA, so it is left
-out).  python THIS   (from the repository root)"""
+('new'), with the three terms the scenarios take from the profile set back to the thirteenth session's single
+run ('all old'), and with one at a time set back (every scenario here sets its own doorbell, so it is left out).  python THIS   (from the repository root)"""
 from mkernel.studies import study
 from mkernel.studies.sweep import run_point
 
