@@ -10,6 +10,7 @@ set-up. The output-coverage rule (:mod:`mkernel.coverage`) and the hazard tracke
 """
 from __future__ import annotations
 
+import struct
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_
 
@@ -21,6 +22,9 @@ FIELDS = 11  # a region record: buffer code, rank, row0, row1, col0, col1, rank,
 RegionTable = tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]  # what read_regions returns
 
 
+_PACK = {np.dtype(np.int32): "i", np.dtype(np.int64): "q"}  # struct's codes of 4 and 8 bytes (standard sizes)
+
+
 class Codes(dict):
     """Names numbered as met (buffer codes: a schedule's buffers by position, then any other name)."""
 
@@ -29,8 +33,7 @@ class Codes(dict):
         return code
 
 
-_BOUNDS = attrgetter("rank", "row0", "row1", "col0", "col1")
-_BUFFER, _COUNT, _STEP = attrgetter("buffer"), attrgetter("count"), attrgetter("step")
+_COUNT, _STEP = attrgetter("count"), attrgetter("step")
 _READS, _WRITES, _REGIONS = attrgetter("reads"), attrgetter("writes"), attrgetter("regions")
 _PERIOD, _ROTATE = attrgetter("period"), attrgetter("rotate")
 
@@ -126,12 +129,37 @@ def region_table(s: Schedule, entries: Entries) -> RegionTable:
 
 def _records(regions: list, codes: Codes, dtype: type) -> np.ndarray:
     """The ``regions`` as records (buffer code and bounds; steps 0), of ``dtype`` (OverflowError
-    where a number does not fit it)."""
+    where a number does not fit it). Each field is read by a list comprehension, whose attribute
+    reads the interpreter specializes to a slot load: a third of the instructions of
+    ``attrgetter`` mapped over them (a 2 x 8 GEMM+AR 32768^2 build's 438k regions: 0.6 G of 1.2 G)."""
     n = len(regions)
     recs = np.zeros((n, FIELDS), dtype)
-    recs[:, 0] = np.fromiter(map(codes.__getitem__, map(_BUFFER, regions)), dtype, n)
-    recs[:, 1:6] = np.fromiter(chain.from_iterable(map(_BOUNDS, regions)), dtype, 5 * n).reshape(-1, 5)
+    known = dict(codes)  # (a plain dict's lookup is specialized too; a name not in it is numbered on, as met)
+    try:
+        recs[:, 0] = int_array([known[r.buffer] for r in regions], dtype)
+    except KeyError:
+        recs[:, 0] = int_array(list(map(codes.__getitem__, [r.buffer for r in regions])), dtype)
+    recs[:, 1] = int_array([r.rank for r in regions], dtype)
+    recs[:, 2] = int_array([r.row0 for r in regions], dtype)
+    recs[:, 3] = int_array([r.row1 for r in regions], dtype)
+    recs[:, 4] = int_array([r.col0 for r in regions], dtype)
+    recs[:, 5] = int_array([r.col1 for r in regions], dtype)
     return recs
+
+
+def int_array(values: list, dtype: type = np.int64) -> np.ndarray:
+    """``np.fromiter(values, dtype, len(values))`` of a list, for ``dtype`` int32 or int64: packed by
+    :func:`struct.pack_into` (half of fromiter's instructions a number, which convert each through
+    numpy's scalar machinery). Exact: struct packs every int (a bool, a numpy integer) that fits as
+    its own value, as fromiter does; where one does not fit or is no integer, it refuses
+    (struct.error), and fromiter makes the array, so it converts, or raises, as it always did."""
+    n = len(values)
+    out = np.empty(n, dtype)
+    try:
+        struct.pack_into(f"={n}{_PACK[np.dtype(dtype)]}", out, 0, *values)
+    except struct.error:
+        return np.fromiter(values, dtype, n)
+    return out
 
 
 def distinct(items: list) -> tuple[np.ndarray, np.ndarray]:

@@ -26,11 +26,9 @@ from operator import attrgetter
 import numpy as np
 
 from .ir import Schedule, Task
-from .members import Codes, Entries, distinct, ragged, shared_rows
+from .members import Codes, Entries, distinct, int_array, ragged, shared_rows
 
-_SIGNAL = attrgetter("rank", "index")
-_WAIT_SIGNAL, _COUNT = attrgetter("signal"), attrgetter("count")
-_NAME, _SIGNALS = attrgetter("name"), attrgetter("signals")
+_SIGNALS = attrgetter("signals")
 _STEP_SIGNALS, _STEP_WAITS, _OUTER = attrgetter("signals"), attrgetter("waits"), attrgetter("outer")
 
 
@@ -166,8 +164,9 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     size = np.fromiter(map(len, own), np.int64, len(own))
     flat = list(chain.from_iterable(own))
     numbers = np.empty((len(flat), 3), np.int64)  # rank, index, name
-    numbers[:, :2] = np.fromiter(chain.from_iterable(map(_SIGNAL, flat)), np.int64, 2 * len(flat)).reshape(-1, 2)
-    numbers[:, 2] = np.fromiter(map(names.__getitem__, map(_NAME, flat)), np.int64, len(flat))
+    numbers[:, 0] = int_array([g.rank for g in flat])  # (list comprehensions: mkernel.members.int_array)
+    numbers[:, 1] = int_array([g.index for g in flat])
+    numbers[:, 2] = int_array(list(map(names.__getitem__, [g.name for g in flat])))
     per = size[inverse]
     entry, j = ragged(per)
     rank, index, name = np.take(numbers, (np.cumsum(size) - size)[inverse][entry] + j, axis=0).T
@@ -222,10 +221,10 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     per = np.fromiter(map(len, waits), np.int64, len(tasks))
     flat = list(chain.from_iterable(waits))
     entry, j = ragged(per)
-    signals = list(map(_WAIT_SIGNAL, flat))  # (then each field once: dotted getters look every step up again)
-    rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, signals)), np.int64, 2 * len(flat)).reshape(-1, 2).T
-    need = np.fromiter(map(_COUNT, flat), np.int64, len(flat))
-    name = np.fromiter(map(names.__getitem__, map(_NAME, signals)), np.int64, len(flat))
+    signals = [w.signal for w in flat]  # (then each field once, by list comprehensions: mkernel.members.int_array)
+    rank, index = int_array([g.rank for g in signals]), int_array([g.index for g in signals])
+    need = int_array([w.count for w in flat])
+    name = int_array(list(map(names.__getitem__, [g.name for g in signals])))
     dx = np.zeros(len(flat), np.int64)
     moves = list(map(_STEP_WAITS, steps))
     has = np.fromiter(map(bool, moves), bool, len(steps))
