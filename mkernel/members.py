@@ -33,9 +33,7 @@ class Codes(dict):
         return code
 
 
-_COUNT, _STEP = attrgetter("count"), attrgetter("step")
-_READS, _WRITES, _REGIONS = attrgetter("reads"), attrgetter("writes"), attrgetter("regions")
-_PERIOD, _ROTATE = attrgetter("period"), attrgetter("rotate")
+_STEP, _REGIONS = attrgetter("step"), attrgetter("regions")
 
 
 class Entries:
@@ -47,7 +45,7 @@ class Entries:
 
     def __init__(self, tasks: tuple) -> None:
         self.tasks = tasks
-        self.count = np.fromiter(map(_COUNT, tasks), np.int64, len(tasks))
+        self.count = int_array([t.count for t in tasks])
         self.groups = np.flatnonzero(self.count > 1)
         self.steps = list(map(_STEP, map(tasks.__getitem__, self.groups.tolist())))
         self.whole = all(self.steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
@@ -56,13 +54,13 @@ class Entries:
     def period(self) -> np.ndarray:
         """Each group's ``Step.period`` (every group has a step)."""
         if self._period is None:
-            self._period = np.fromiter(map(_PERIOD, self.steps), np.int64, len(self.steps))
+            self._period = int_array([st.period for st in self.steps])
         return self._period
 
     def rotate(self) -> np.ndarray:
         """Each group's ``Step.rotate`` (every group has a step)."""
         if self._rotate is None:
-            self._rotate = np.fromiter(map(_ROTATE, self.steps), np.int64, len(self.steps))
+            self._rotate = int_array([st.rotate for st in self.steps])
         return self._rotate
 
 
@@ -83,9 +81,9 @@ def region_table(s: Schedule, entries: Entries) -> RegionTable:
     """:func:`read_regions` of ``s``, whose :class:`Entries` were read already."""
     tasks = s.tasks
     codes = Codes((b.name, i) for i, b in enumerate(s.buffers))
-    reads, writes = list(map(_READS, tasks)), list(map(_WRITES, tasks))
-    nread = np.fromiter(map(len, reads), np.int64, len(tasks))
-    per = nread + np.fromiter(map(len, writes), np.int64, len(tasks))
+    reads, writes = [t.reads for t in tasks], [t.writes for t in tasks]
+    nread = int_array(list(map(len, reads)))
+    per = nread + int_array(list(map(len, writes)))
     # every region, entry by entry, reads then writes: listed once and read twice (walking the nested
     # tuples costs more than the list, about 8 MB at a million regions)
     regions = list(chain.from_iterable(chain.from_iterable(zip(reads, writes))))
