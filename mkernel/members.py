@@ -95,7 +95,7 @@ def region_table(s: Schedule, entries: Entries) -> RegionTable:
     entry, k = ragged(per)
     counts, groups, steps = entries.count, entries.groups, entries.steps
     moves = list(map(_REGIONS, steps)) if entries.whole else [st.regions if st else (None,) for st in steps]
-    size = np.fromiter(map(len, moves), np.int64, len(moves))
+    size = int_array(list(map(len, moves)))
     has = size > 0  # (a group without a step counts as one that moves: its (None,) has one item)
     at = groups[has]
     bad = size[has] != per[at]
@@ -163,7 +163,7 @@ def int_array(values: list, dtype: type = np.int64) -> np.ndarray:
 def distinct(items: list) -> tuple[np.ndarray, np.ndarray]:
     """The first position of each distinct object of ``items`` (by identity), in order of first
     occurrence, and each item's index among them."""
-    ids = np.fromiter(map(id, items), np.int64, len(items))
+    ids = int_array(list(map(id, items)))
     _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     order = np.argsort(first)
     number = np.empty(len(order), np.int64)

@@ -161,7 +161,7 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     # use (so the names are numbered as met in entry order)
     first, inverse = distinct(signals)
     own = list(map(signals.__getitem__, first.tolist()))
-    size = np.fromiter(map(len, own), np.int64, len(own))
+    size = int_array(list(map(len, own)))
     flat = list(chain.from_iterable(own))
     numbers = np.empty((len(flat), 3), np.int64)  # rank, index, name
     numbers[:, 0] = int_array([g.rank for g in flat])  # (list comprehensions: mkernel.members.int_array)
@@ -180,8 +180,8 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
         period[at], rotate[at] = entries.period()[has], entries.rotate()[has]
         cycling = period[at] > 0
         outer = list(map(_OUTER, compress(sts, cycling)))
-        if (np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]).any() or (
-                np.fromiter(map(len, outer), np.int64, len(outer)) != per[at[cycling]]).any():
+        if (int_array(list(map(len, moves))) != per[at]).any() or (
+                int_array(list(map(len, outer))) != per[at[cycling]]).any():
             raise ValueError("a group's signal steps do not fit its signals")
         st[:, :2] = shared_rows(moves, at, per, entry, j, 2)
         if cycling.any():  # (outer steps: Step.period)
@@ -218,7 +218,7 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     the entry's waits, member, polled rank and count; and its key's name, rank, index (one array)."""
     count, steps = entries.count, entries.steps
     waits = list(map(attrgetter("waits"), tasks))
-    per = np.fromiter(map(len, waits), np.int64, len(tasks))
+    per = int_array(list(map(len, waits)))
     flat = list(chain.from_iterable(waits))
     entry, j = ragged(per)
     signals = [w.signal for w in flat]  # (then each field once, by list comprehensions: mkernel.members.int_array)
@@ -231,7 +231,7 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     if has.any():
         at = entries.groups[has]
         moves = list(compress(moves, has))
-        if (np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]).any():
+        if (int_array(list(map(len, moves))) != per[at]).any():
             raise ValueError("a group's wait steps do not fit its waits")
         dx = shared_rows(moves, at, per, entry, j, 1)[:, 0]
     rec, member = ragged(np.where(dx != 0, count[entry], 1))
