@@ -23,20 +23,18 @@ a cycle, cycle) rectangle, as the Python rules' corner members.
 """
 from __future__ import annotations
 
-from itertools import chain, compress, repeat
-from operator import attrgetter, contains, itemgetter
+from itertools import compress
+from operator import attrgetter
 
 import numpy as np
 
 from .ir import BufferKind, Op, Role, Schedule
-from .members import Entries, entry_rows
+from .members import Entries, entry_rows, int_array
 from .signal_table import SignalTable
 
 _PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4}  # the ops screened here
 _OTHER = len(_PLAIN)
 _ROLES = {role: i for i, role in enumerate(Role)}
-_FIELDS = attrgetter("id", "rank", "launch")
-_MASK, _INDEX, _LABEL = attrgetter("mask"), attrgetter("index"), attrgetter("label")
 _SIGNALS = attrgetter("signals")
 
 
@@ -47,15 +45,17 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable, entries: Entries | Non
     where read already."""
     tasks, n, g = s.tasks, len(s.tasks), s.gpus_per_node
     count = keys.count
-    tid, rank, launch = np.fromiter(chain.from_iterable(map(_FIELDS, tasks)), np.int64, 3 * n).reshape(-1, 3).T
-    op = np.fromiter(map(_PLAIN.get, map(attrgetter("op"), tasks), repeat(_OTHER)), np.int64, n)
-    role = np.fromiter(map(_ROLES.__getitem__, map(attrgetter("role"), tasks)), np.int64, n)
+    # (each field by a list comprehension, whose attribute reads are slot loads: mkernel.members.int_array)
+    tid, rank, launch = (int_array([t.id for t in tasks]), int_array([t.rank for t in tasks]),
+                         int_array([t.launch for t in tasks]))
+    plain, roles = _PLAIN, _ROLES
+    op = int_array([plain.get(t.op, _OTHER) for t in tasks])
+    role = int_array([roles[t.role] for t in tasks])
     entry, read = table[1]["entry"], table[1]["read"]  # (one record per region: reads, then writes)
     per = np.bincount(entry, minlength=n)
     nread = np.bincount(entry, read, minlength=n).astype(np.int64)
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
-    ok &= (np.fromiter(map(len, map(_MASK, tasks)), np.int64, n) == 0) & (np.fromiter(map(len, map(_INDEX, tasks)),
-                                                                                   np.int64, n) == 0)
+    ok &= int_array([len(t.mask) + len(t.index) for t in tasks]) == 0
     groups, rot, cycle = _groups(tasks, entries or Entries(tasks), op, count, table, per)
     ok &= groups
     budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
@@ -108,8 +108,8 @@ def _groups(tasks: tuple, entries: Entries, op: np.ndarray, count: np.ndarray, t
         moves = np.fromiter(map(bool, map(_SIGNALS, compress(steps, cycling))), bool, int(cycling.sum()))
         whole[cycling] = (period[cycling] > 0) & (count[at[cycling]] % np.maximum(period[cycling], 1) == 0) & moves
         cycle[at[cycling]] = np.maximum(period[cycling], 1)
-    numbered = np.fromiter(map(itemgetter(1), map(_LABEL, steps)), np.int64, len(at)) != 0
-    braces = np.fromiter(map(contains, map(_LABEL, map(tasks.__getitem__, at.tolist())), repeat("{}")), bool, len(at))
+    numbered = int_array([st.label[1] for st in steps]) != 0
+    braces = np.fromiter(["{}" in tasks[i].label for i in at.tolist()], bool, len(at))
     rot[at] = entries.rotate()
     wraps = np.flatnonzero(rot[at])
     plain = np.fromiter((not (steps[j].chunk or any(steps[j].waits)) for j in wraps.tolist()), bool, len(wraps))

@@ -26,11 +26,9 @@ from operator import attrgetter
 import numpy as np
 
 from .ir import Schedule, Task
-from .members import Codes, Entries, distinct, ragged, shared_rows
+from .members import Codes, Entries, distinct, int_array, ragged, shared_rows
 
-_SIGNAL = attrgetter("rank", "index")
-_WAIT_SIGNAL, _COUNT = attrgetter("signal"), attrgetter("count")
-_NAME, _SIGNALS = attrgetter("name"), attrgetter("signals")
+_SIGNALS = attrgetter("signals")
 _STEP_SIGNALS, _STEP_WAITS, _OUTER = attrgetter("signals"), attrgetter("waits"), attrgetter("outer")
 
 
@@ -163,11 +161,12 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     # use (so the names are numbered as met in entry order)
     first, inverse = distinct(signals)
     own = list(map(signals.__getitem__, first.tolist()))
-    size = np.fromiter(map(len, own), np.int64, len(own))
+    size = int_array(list(map(len, own)))
     flat = list(chain.from_iterable(own))
     numbers = np.empty((len(flat), 3), np.int64)  # rank, index, name
-    numbers[:, :2] = np.fromiter(chain.from_iterable(map(_SIGNAL, flat)), np.int64, 2 * len(flat)).reshape(-1, 2)
-    numbers[:, 2] = np.fromiter(map(names.__getitem__, map(_NAME, flat)), np.int64, len(flat))
+    numbers[:, 0] = int_array([g.rank for g in flat])  # (list comprehensions: mkernel.members.int_array)
+    numbers[:, 1] = int_array([g.index for g in flat])
+    numbers[:, 2] = int_array(list(map(names.__getitem__, [g.name for g in flat])))
     per = size[inverse]
     entry, j = ragged(per)
     rank, index, name = np.take(numbers, (np.cumsum(size) - size)[inverse][entry] + j, axis=0).T
@@ -181,8 +180,8 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
         period[at], rotate[at] = entries.period()[has], entries.rotate()[has]
         cycling = period[at] > 0
         outer = list(map(_OUTER, compress(sts, cycling)))
-        if (np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]).any() or (
-                np.fromiter(map(len, outer), np.int64, len(outer)) != per[at[cycling]]).any():
+        if (int_array(list(map(len, moves))) != per[at]).any() or (
+                int_array(list(map(len, outer))) != per[at[cycling]]).any():
             raise ValueError("a group's signal steps do not fit its signals")
         st[:, :2] = shared_rows(moves, at, per, entry, j, 2)
         if cycling.any():  # (outer steps: Step.period)
@@ -219,20 +218,20 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     the entry's waits, member, polled rank and count; and its key's name, rank, index (one array)."""
     count, steps = entries.count, entries.steps
     waits = list(map(attrgetter("waits"), tasks))
-    per = np.fromiter(map(len, waits), np.int64, len(tasks))
+    per = int_array(list(map(len, waits)))
     flat = list(chain.from_iterable(waits))
     entry, j = ragged(per)
-    signals = list(map(_WAIT_SIGNAL, flat))  # (then each field once: dotted getters look every step up again)
-    rank, index = np.fromiter(chain.from_iterable(map(_SIGNAL, signals)), np.int64, 2 * len(flat)).reshape(-1, 2).T
-    need = np.fromiter(map(_COUNT, flat), np.int64, len(flat))
-    name = np.fromiter(map(names.__getitem__, map(_NAME, signals)), np.int64, len(flat))
+    signals = [w.signal for w in flat]  # (then each field once, by list comprehensions: mkernel.members.int_array)
+    rank, index = int_array([g.rank for g in signals]), int_array([g.index for g in signals])
+    need = int_array([w.count for w in flat])
+    name = int_array(list(map(names.__getitem__, [g.name for g in signals])))
     dx = np.zeros(len(flat), np.int64)
     moves = list(map(_STEP_WAITS, steps))
     has = np.fromiter(map(bool, moves), bool, len(steps))
     if has.any():
         at = entries.groups[has]
         moves = list(compress(moves, has))
-        if (np.fromiter(map(len, moves), np.int64, len(moves)) != per[at]).any():
+        if (int_array(list(map(len, moves))) != per[at]).any():
             raise ValueError("a group's wait steps do not fit its waits")
         dx = shared_rows(moves, at, per, entry, j, 1)[:, 0]
     rec, member = ragged(np.where(dx != 0, count[entry], 1))

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import repeat
-from operator import attrgetter, is_
 
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-from mkernel.members import RegionTable, member_slots, offsets, ragged, read_regions
+from mkernel.members import RegionTable, int_array, member_slots, offsets, ragged, read_regions
 
 from .gridedges import Edges
 
@@ -163,12 +161,13 @@ class Cells:
         self.read_pos = f["k"][sides[0]]  # per tracked read: its index in Task.reads
         self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
         np.cumsum(per[0], out=self.read_first[1:])
-        puts = np.fromiter(map(is_, map(attrgetter("op"), s.tasks), repeat(Op.PUT)), bool, entries)
+        put = Op.PUT
+        puts = np.fromiter([t.op is put for t in s.tasks], bool, entries)
         # each side's records copied once, as 64-bit numbers (compress: 5x a mask's speed; 64-bit:
         # their products and sums with the rows' 64-bit offsets then take no casts)
         kept = [np.compress(side, recs, axis=0).astype(np.int64, copy=False) for side in sides]
         pairs = _pairs([(r, f["entry"][side]) for r, side in zip(kept, sides)], per, puts, len(code))
-        counts = np.fromiter(map(attrgetter("count"), s.tasks), np.int64, entries)
+        counts = int_array([t.count for t in s.tasks])  # (a list comprehension: mkernel.members.int_array)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
         sides = [_Rows(r, n, counts) for r, n in zip(kept, per)]

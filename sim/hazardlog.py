@@ -20,7 +20,7 @@ from operator import attrgetter
 import numpy as np
 
 from mkernel.ir import BufferKind, Schedule, Task
-from mkernel.members import RegionTable, ragged
+from mkernel.members import RegionTable, int_array, ragged
 
 from .cellgrid import Side
 from .hazards import ArrivalTracker
@@ -61,8 +61,8 @@ class LoggedTracker(ArrivalTracker):
         log = self._log
         size = len(log) // 4
         tasks, first, n, times = (log[f::4] for f in range(4))
-        p = np.fromiter(map(self._pos.get, map(id, tasks), repeat(-1)), np.int64, size)
-        first = np.array(first, np.int64)
+        p = int_array(list(map(self._pos.get, map(id, tasks), repeat(-1))))  # (packed: mkernel.members.int_array)
+        first = int_array(first)
         n = np.array(n, np.float64)  # (None, all from ``first`` on, reads as nan)
         unset = np.isnan(n)
         n = np.where(unset, 0.0, n).astype(np.int64)
