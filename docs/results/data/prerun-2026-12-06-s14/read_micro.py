@@ -1,3 +1,5 @@
+"""Ir of reading 438,304 synthetic regions' fields, one way per run (run under callgrind, less the run of NONE):
+usage: python read_micro.py NONE|LC1|LC1S|LC1A|LC1F|LC5|LCT|LCT2|G|GL|GL2|GL3"""
 import sys, numpy as np, struct
 from itertools import chain
 from operator import attrgetter
