@@ -2,7 +2,8 @@
 (struct, where every value is an int that fits) and fall back to ``np.fromiter`` (where struct
 refuses): both paths must give fromiter's array, or raise fromiter's error, and the region table
 must equal one read field by field with ``attrgetter`` and ``fromiter`` (the reading it replaced),
-on the fast path and on both of its fallbacks (a name not among the buffers; numbers past 32 bits).
+on the fast path and on both of its fallbacks (a name not among the buffers; numbers past 32 bits),
+read in one chunk or in many.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from mkernel import Cluster, Workload
 from mkernel.builders import get
 from mkernel.ir import Region
+from mkernel import members
 from mkernel.members import Codes, int_array, read_regions
 
 
@@ -80,7 +82,9 @@ S = get("gemm_ar").build(Workload(m=512, n=1024, k=64, chunk_tiles=2), Cluster("
     ("a bound past 32 bits", [Region("A", 0, 0, 2 ** 33, 0, 1)]),
     ("both", [Region("QQ", 0, 0, 1, 0, 1), Region("A", 0, -2 ** 40, 1, 0, 1)]),
 ])
-def test_region_table_reads_as_before(case, planted):
+@pytest.mark.parametrize("chunk", [8192, 3])  # (3: every chunk boundary, names first met in later chunks)
+def test_region_table_reads_as_before(case, planted, chunk, monkeypatch):
+    monkeypatch.setattr(members, "_CHUNK", chunk)
     s = _plant(S, planted)
     recs, _, codes = read_regions(s)
     want, want_codes = _old_records(s)
