@@ -57,7 +57,9 @@ class Dispatch(Waits):
                 room = target[role] - active[role]
                 task, first, m = pool.take_many(role, n if n < room else room)
                 n -= m
-                waits = None if compute else stepping.get(id(task)) or self._stepping_waits(task)
+                waits = None if compute else stepping.get(id(task))
+                if waits is None and not compute:
+                    waits = self._stepping_waits(task)  # (() for an entry whose waits do not step)
                 if waits and len(waits) == 1 and waits[0][3]:
                     # the loop below over _waits_of's spans, written out (without the spans) for an entry
                     # off the compute role (no SM counts in or out) with one wait that steps by dx != 0:

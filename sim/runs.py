@@ -74,7 +74,9 @@ class Waits:
         if task.count == 1 or not task.step.waits:
             return ((first, n, self._blocking(task, first, 0)),)
         cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
-        waits = self._stepping.get(id(task)) or _key_parts(task)
+        waits = self._stepping.get(id(task))
+        if waits is None:  # (an entry on the compute role: _bulk fills the others' on their first take)
+            waits = self._stepping[id(task)] = _key_parts(task)
         spans = []
         ready = first  # the first member of the ready span being listed
         if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
