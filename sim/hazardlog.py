@@ -84,10 +84,11 @@ class LoggedTracker(ArrivalTracker):
         lands = log[:, 3] < 0
         c = self.cells
         cells, at = self._cells(log[lands], seq[lands], c.write)
-        landings = _Landings(self._wcell[cells], at, c.total)
+        landings = _Landings(self._wcell if cells is None else self._wcell[cells], at, c.total)
         checks = ~lands
         idx, at = self._cells(log[checks], seq[checks], c.read)
-        if landings.fewer(self._rcell[idx], self._need[idx], at):
+        cell, need = (self._rcell, self._need) if idx is None else (self._rcell[idx], self._need[idx])
+        if landings.fewer(cell, need, at):
             return True
         for rank, at, _ in self._ends:
             for b in self.schedule.buffers:
@@ -101,11 +102,18 @@ class LoggedTracker(ArrivalTracker):
     @staticmethod
     def _cells(rows: np.ndarray, seq: np.ndarray, side: Side):
         """Every cell index (into ``side.cell``) the logged spans ``rows`` cover, and the log position
-        of the span each is of."""
+        of the span each is of (in log order); or, where the spans cover every index once (a run
+        that checked each member's reads once and landed its writes once: the timing case), None
+        and the positions of the indices in their order, without listing the indices."""
         p, first, n = (rows[:, f].astype(np.int64) for f in range(3))
         k = side.n[p]
         lo = side.base[p] + first * k
         a, b = side.start[lo], side.start[lo + n * k]
+        some = np.flatnonzero(b > a)
+        order = some[np.argsort(a[some], kind="stable")]
+        sa, sb = a[order], b[order]
+        if len(sa) and sa[0] == 0 and sb[-1] == len(side.cell) and (sa[1:] == sb[:-1]).all():
+            return None, np.repeat(seq[order], sb - sa)
         which, off = ragged(b - a)
         return a[which] + off, seq[which]
 
@@ -128,9 +136,11 @@ class LoggedTracker(ArrivalTracker):
 
 class _Landings:
     """Each cell's landings by log position, in log order: ``when[first[c] + j]`` is where cell c's
-    (j+1)-th landing was logged, ``count[c]`` how many it had. Landings come in log order, so a
-    cell landed once (every cell of the 2 x 8 GEMM+AR's, whose outputs are written once) takes its
-    one slot directly; only the landings of cells landed more often are sorted (stably, by cell)."""
+    (j+1)-th landing was logged, ``count[c]`` how many it had. A cell landed once (every cell of the
+    2 x 8 GEMM+AR's, whose outputs are written once) takes its one slot directly; only the landings
+    of cells landed more often are sorted, by cell and then by log position (they come in log order,
+    or span by span in cell order: :meth:`LoggedTracker._cells`; the sort is stable, so the landings
+    of one span on one cell keep their order either way)."""
 
     def __init__(self, cell: np.ndarray, at: np.ndarray, total: int) -> None:
         cell = cell.astype(np.int64)
@@ -140,7 +150,7 @@ class _Landings:
         slot = self.first[cell]
         again = np.flatnonzero(self.count[cell] > 1)
         if again.size:  # the j-th landing of a cell landed more than once goes j slots on
-            order = again[np.argsort(cell[again], kind="stable")]
+            order = again[np.lexsort((at[again], cell[again]))]  # (stable: one span's landings keep their order)
             sorted_cells = cell[order]
             start = np.flatnonzero(np.r_[True, sorted_cells[1:] != sorted_cells[:-1]])
             j = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))

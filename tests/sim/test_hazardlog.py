@@ -114,3 +114,43 @@ def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
         whens = np.broadcast_to(when, (8,))
         by_count = any(n > 0 and ((cell == c) & (at < w)).sum() < n for c, n, w in zip(checked, need, whens))
         assert landings.fewer(checked, need, when) == by_count
+        perm = rng.permutation(size)  # (landings given span by span in cell order, not in log order: the same)
+        assert _Landings(cell[perm], at[perm], total).fewer(checked, need, when) == by_count
+
+
+def test_logged_spans_cover_the_cells_they_list():
+    """LoggedTracker._cells against listing every logged span's cell indices one by one: spans that
+    cover every index once (in any log order; some empty) come back as None and each index's
+    position, the rest (a gap at the start, in the middle or at the end; an overlap; a span logged
+    twice) as the indices themselves, in log order."""
+    import types
+
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        members = int(rng.integers(1, 9))
+        start = np.zeros(members + 1, np.int64)
+        np.cumsum(rng.integers(0, 4, members), out=start[1:])  # each member's cells (some none)
+        side = types.SimpleNamespace(n=np.ones(1, np.int64), base=np.zeros(1, np.int64), start=start,
+                                     cell=np.arange(start[-1]))
+        cuts = np.unique(np.r_[0, rng.integers(0, members + 1, int(rng.integers(0, members))), members])
+        spans = [(int(a), int(b - a)) for a, b in zip(cuts[:-1], cuts[1:])]  # a partition of the members
+        kind = trial % 5
+        if kind == 1 and len(spans) > 1:
+            del spans[int(rng.integers(0, len(spans)))]  # a gap (first, middle or last)
+        elif kind == 2:
+            spans.append(spans[int(rng.integers(0, len(spans)))])  # a span logged twice
+        elif kind == 3:
+            a = int(rng.integers(0, members))
+            spans.append((a, int(rng.integers(1, members - a + 1))))  # an overlap
+        order = rng.permutation(len(spans))
+        rows = np.array([(0, *spans[i], 0.0) for i in order], float).reshape(-1, 4)
+        seq = np.arange(len(rows), dtype=np.int64) * 3 + 1
+        listed = sorted((s, int(q)) for (_, f, n, _), q in zip(rows.astype(int).tolist(), seq)
+                        for s in range(start[f], start[f + n]))
+        idx, at = LoggedTracker._cells(rows, seq, side)
+        got = sorted(zip(range(len(at)) if idx is None else idx.tolist(), at.tolist()))
+        assert got == listed, (spans, idx)
+        whole = sorted(s for s, _ in listed) == list(range(start[-1]))
+        assert (idx is None) == (whole and start[-1] > 0), (spans, start)
