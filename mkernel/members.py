@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_
+from operator import is_
 
 import numpy as np
 
@@ -34,9 +34,6 @@ class Codes(dict):
         return code
 
 
-_STEP, _REGIONS = attrgetter("step"), attrgetter("regions")
-
-
 class Entries:
     """What several of validate's phases read of every entry of a schedule, read once: each pass
     over a 2 x 8 GEMM+AR 32768^2 build's 53k entries costs 2-5 ms, and the region table, the
@@ -48,7 +45,7 @@ class Entries:
         self.tasks = tasks
         self.count = int_array([t.count for t in tasks])
         self.groups = np.flatnonzero(self.count > 1)
-        self.steps = list(map(_STEP, map(tasks.__getitem__, self.groups.tolist())))
+        self.steps = [tasks[i].step for i in self.groups.tolist()]  # (fields by list comprehensions: int_array)
         self.whole = all(self.steps)  # (a Step is always true: this finds a None without calling Step.__eq__)
         self._period = self._rotate = None
 
@@ -95,7 +92,7 @@ def region_table(s: Schedule, entries: Entries) -> RegionTable:
     del regions
     entry, k = ragged(per)
     counts, groups, steps = entries.count, entries.groups, entries.steps
-    moves = list(map(_REGIONS, steps)) if entries.whole else [st.regions if st else (None,) for st in steps]
+    moves = [st.regions for st in steps] if entries.whole else [st.regions if st else (None,) for st in steps]
     size = int_array(list(map(len, moves)))
     has = size > 0  # (a group without a step counts as one that moves: its (None,) has one item)
     at = groups[has]

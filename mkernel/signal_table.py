@@ -21,15 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain, compress
-from operator import attrgetter
 
 import numpy as np
 
 from .ir import Schedule, Task
 from .members import Codes, Entries, distinct, int_array, ragged, shared_rows
 
-_SIGNALS = attrgetter("signals")
-_STEP_SIGNALS, _STEP_WAITS, _OUTER = attrgetter("signals"), attrgetter("waits"), attrgetter("outer")
 
 
 def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | None = None) -> tuple[list, list]:
@@ -155,7 +152,7 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     """Per signal record: its entry, rank and steps (rank, index; outer rank, index); and the bumps
     [name, rank, index, entry, times] (name, rank and index as one array)."""
     count, steps = entries.count, entries.steps
-    signals = list(map(_SIGNALS, tasks))
+    signals = [t.signals for t in tasks]  # (fields by list comprehensions: mkernel.members.int_array)
     # a builder shares one signals tuple among the entries that bump alike (a 2 x 8 GEMM+AR 32768^2
     # build: 37k tuples of 53k signals for 168k): each distinct tuple is read once, in order of first
     # use (so the names are numbered as met in entry order)
@@ -172,14 +169,14 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     rank, index, name = np.take(numbers, (np.cumsum(size) - size)[inverse][entry] + j, axis=0).T
     st = np.zeros((len(entry), 4), np.int64)  # rank, index steps; outer rank, index steps
     period, rotate = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
-    moves = list(map(_STEP_SIGNALS, steps))
+    moves = [st.signals for st in steps]
     has = np.fromiter(map(bool, moves), bool, len(steps))
     if has.any():
         at = entries.groups[has]
         sts, moves = list(compress(steps, has)), list(compress(moves, has))
         period[at], rotate[at] = entries.period()[has], entries.rotate()[has]
         cycling = period[at] > 0
-        outer = list(map(_OUTER, compress(sts, cycling)))
+        outer = [st.outer for st in compress(sts, cycling)]
         if (int_array(list(map(len, moves))) != per[at]).any() or (
                 int_array(list(map(len, outer))) != per[at[cycling]]).any():
             raise ValueError("a group's signal steps do not fit its signals")
@@ -217,7 +214,7 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     """Per wait record (a wait of member 0, or of every member where it steps): its entry, index in
     the entry's waits, member, polled rank and count; and its key's name, rank, index (one array)."""
     count, steps = entries.count, entries.steps
-    waits = list(map(attrgetter("waits"), tasks))
+    waits = [t.waits for t in tasks]
     per = int_array(list(map(len, waits)))
     flat = list(chain.from_iterable(waits))
     entry, j = ragged(per)
@@ -226,7 +223,7 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     need = int_array([w.count for w in flat])
     name = int_array(list(map(names.__getitem__, [g.name for g in signals])))
     dx = np.zeros(len(flat), np.int64)
-    moves = list(map(_STEP_WAITS, steps))
+    moves = [st.waits for st in steps]
     has = np.fromiter(map(bool, moves), bool, len(steps))
     if has.any():
         at = entries.groups[has]

@@ -189,5 +189,6 @@ def _fits(regions: RegionTable, schedule: Schedule) -> bool:
     the last task that has regions. A cheap screen (a table of another schedule would misplace every hazard cell)."""
     recs, fields, _ = regions
     per = [len(t.reads) + len(t.writes) for t in schedule.tasks]
-    last = max((i for i, n in enumerate(per) if n), default=-1)
+    last = next((i for i in range(len(per) - 1, -1, -1) if per[i]), -1)  # (sought from the end: only the last
+    # few tasks, a kernel's drains, have no regions, where a max over all of them read every task)
     return len(recs) == sum(per) and (last < 0 or int(fields["entry"][-1]) == last)

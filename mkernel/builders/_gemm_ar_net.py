@@ -37,7 +37,10 @@ class Regions:
     def tiles(self, buf: str, ranks, t) -> tuple[Region, ...]:
         """The tile on each of ``ranks`` (a broadcast's or a reduction's: one call, not one a rank)."""
         r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1
-        return tuple([new_region(buf, rank, r0, r1, c0, c1) for rank in ranks])
+        out = []
+        for rank in ranks:  # (a loop: a list comprehension makes and calls a function each time, ~3k
+            out.append(new_region(buf, rank, r0, r1, c0, c1))  # instructions a call of 7 or 8 regions)
+        return tuple(out)
 
     def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
         r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
@@ -46,8 +49,11 @@ class Regions:
     def sections(self, buf: str, rank: int, t, sections) -> tuple[Region, ...]:
         """The slot of ``t`` in each of ``sections`` (a sum's reads of the other nodes' parts: one call)."""
         r0, rows, cols, tile_m = t.index // self.g * self.w.tile_m, t.rows, t.cols, self.w.tile_m
-        return tuple([new_region(buf, rank, s * self.slots * tile_m + r0, s * self.slots * tile_m + r0 + rows, 0, cols)
-                      for s in sections])
+        out = []
+        for s in sections:  # (a loop, as in tiles: often one section, N - 1 of them)
+            top = s * self.slots * tile_m + r0
+            out.append(new_region(buf, rank, top, top + rows, 0, cols))
+        return tuple(out)
 
     def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
         """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
