@@ -65,20 +65,25 @@ def paused_gc():
 
 def quick_new(cls: type) -> Callable:
     """A constructor of ``cls`` (a ``quick_init`` class) from all its fields, given positionally, at
-    about half the cost of calling ``cls`` (a Task: 0.6 us, not 1.1; a Region: 0.3, not 0.55): a
-    plain class with the same slots, whose ``__init__`` stores each field with a plain attribute
-    store and then makes the instance a ``cls`` by assigning its ``__class__`` (allowed: the layouts
-    are the same). What it makes is what ``cls(*fields)`` makes: of type ``cls``, equal, hashing
-    alike, frozen. For the builders' hottest constructors: a 2 x 8 GEMM+AR 32768^2 build makes 115k
-    tasks and steps and 400k regions."""
+    about a third of the cost of calling ``cls``: a function that makes a bare instance of a
+    subclass of ``cls`` that adds no slots and lets its attributes be set (``object.__setattr__``
+    and ``__delattr__``, so the interpreter stores each field straight into its slot), stores each
+    field, and makes the instance a ``cls`` by assigning its ``__class__``. What it makes is what
+    ``cls(*fields)`` makes: of type ``cls``, equal, hashing alike, frozen. Why a subclass and a
+    function: the assignment checks that the two layouts agree, and for a subclass that adds
+    nothing it walks up to ``cls`` itself and is done, where two unrelated classes have their
+    slot names compared (about 550 instructions an object); and a function is called without a
+    class's ``__init__`` looked up and bound (about 350 more). For the builders' hottest
+    constructors: a 2 x 8 GEMM+AR 32768^2 build makes 570k regions, signals, waits, steps and tasks."""
     names = [f.name for f in dataclasses.fields(cls)]
     if tuple(names) != cls.__dict__.get("__slots__"):  # its own: a subclass's layout would differ
         raise TypeError(f"{cls.__name__}: quick_new needs its slots to be its fields, in order")
-    source = (f"def __init__(self, {', '.join(names)}):\n" + "".join(f"    self.{n} = {n}\n" for n in names)
-              + "    self.__class__ = _cls\n")
-    scope = {"_cls": cls}
+    settable = type(f"{cls.__name__}Fields", (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
+                                                       "__delattr__": object.__delattr__, "__module__": cls.__module__})
+    source = (f"def new({', '.join(names)}):\n    self = _new(_settable)\n"
+              + "".join(f"    self.{n} = {n}\n" for n in names) + "    self.__class__ = _cls\n    return self\n")
+    scope = {"_new": object.__new__, "_settable": settable, "_cls": cls}
     exec(source, scope)  # (only the class's field names go in)
-    init = scope["__init__"]
-    init.__qualname__, init.__module__ = f"quick_new({cls.__qualname__}).__init__", cls.__module__
-    return type(f"{cls.__name__}Fields", (), {"__slots__": cls.__slots__, "__init__": init,
-                                              "__module__": cls.__module__})
+    new = scope["new"]
+    new.__qualname__, new.__module__ = f"quick_new({cls.__qualname__})", cls.__module__
+    return new
