@@ -186,7 +186,8 @@ class Dispatch(Waits):
         if (last is not None and last.task is task and last.first + last.n == i and last.role is role
                 and last.wait == wait and last.key == key and last.speed == speed and self._joins(task)):
             last.n += 1
-            last.slots.append(slot)
+            if slot >= 0:
+                last.slots.append(slot)
         else:
             runs.append(Run(lane, role, task, i, slot, wait, key, need, speed))
 

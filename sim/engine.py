@@ -83,6 +83,7 @@ class Model(Dispatch):
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)
         self.inject = Injector(faults)
+        self.slow = [self.inject.slowdown(r) for r in range(s.world)]  # each rank's injected compute slowdown
         nv = cost.bytes_per_us(c.nvlink.bw_gb_per_s)
         self.nv_out = [Link("nvlink.out", nv) for _ in range(s.world)]
         self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
@@ -212,7 +213,7 @@ class Model(Dispatch):
         else:
             for entry, first, n in run.parts:
                 self.tracker.check_reads(entry, now, first, n)
-        slow = self.inject.slowdown(task.rank)  # (a member's rank is its entry's)
+        slow = self.slow[task.rank]  # (a member's rank is its entry's)
         if op in NVLINK_OPS:  # (first: most runs that get here)
             self._nvlink(run, slow)
         elif op is Op.GEMM:
