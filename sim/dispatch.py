@@ -20,6 +20,9 @@ from mkernel.ir import Op, Role, Task
 from .runs import READY, Lane, Run, Waits
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
+# the members the event path tests, read once: in Python 3.11 reading a member off its class
+# (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30
+COMPUTE, GEMM, PUT = Role.COMPUTE, Op.GEMM, Op.PUT
 RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are bound methods)
 
 
@@ -50,7 +53,7 @@ class Dispatch(Waits):
         active, target = pool.active, pool.target
         stepping, cells = self._stepping, self.board.cells
         for role, n, ended in chunks:
-            compute = role is Role.COMPUTE
+            compute = role is COMPUTE
             if ended is not None:
                 active[role] -= n
             while n and pool.has_work(role) and active[role] < target[role]:
@@ -90,7 +93,7 @@ class Dispatch(Waits):
                         else:
                             self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
                     elif compute and ended is not None:  # each SM's -1 and +1: the count stays
-                        speed = self.speeds[self._computing[rank]] if task.op is Op.GEMM else 0.0
+                        speed = self.speeds[self._computing[rank]] if task.op is GEMM else 0.0
                         self._join(runs, lane, role, task, i, part, -1, None, 0, speed)
                     elif compute:  # SMs starting: each counts itself in
                         self._ready_split(runs, lane, role, task, i, part)
@@ -110,9 +113,9 @@ class Dispatch(Waits):
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
         rank = lane.rank
         speeds = self.speeds
-        if task.op is not Op.GEMM or speeds[self._computing[rank] + 1] == speeds[self._computing[rank] + n]:
+        if task.op is not GEMM or speeds[self._computing[rank] + 1] == speeds[self._computing[rank] + n]:
             busy = self._compute_edge(rank, n)  # every op on the compute role counts (as in _ready)
-            speed = speeds[busy] if task.op is Op.GEMM else 0.0
+            speed = speeds[busy] if task.op is GEMM else 0.0
             self._join(runs, lane, role, task, first, n, -1, None, 0, speed)
             return
         for i in range(first, first + n):
@@ -166,7 +169,7 @@ class Dispatch(Waits):
     def _boundary(self, run: Run, j: int) -> None:
         """The SM ``j`` of ``run`` ends its member."""
         rank = run.lane.rank
-        if run.role is Role.COMPUTE:
+        if run.role is COMPUTE:
             self._compute_edge(rank, -1)
         if self.spans is not None:
             t = run.member(j)
@@ -186,7 +189,8 @@ class Dispatch(Waits):
         if (last is not None and last.task is task and last.first + last.n == i and last.role is role
                 and last.wait == wait and last.key == key and last.speed == speed and self._joins(task)):
             last.n += 1
-            last.slots.append(slot)
+            if slot >= 0:
+                last.slots.append(slot)
         else:
             runs.append(Run(lane, role, task, i, slot, wait, key, need, speed))
 
@@ -196,7 +200,7 @@ class Dispatch(Waits):
         they would start and end at the same instants as that run and be handled right after it at
         each (their reads checked and writes landed after its, as the hazard tracker sees them); as
         one run they cost one wake-up."""
-        if not (self._spanning and task.op is Op.GEMM and done.op is Op.GEMM):
+        if not (self._spanning and task.op is GEMM and done.op is GEMM):
             return False
         shapes = self._shapes
         return (shapes.get(id(task)) or self._gemm_shape(task)) == (shapes.get(id(done)) or self._gemm_shape(done))
@@ -208,19 +212,19 @@ class Dispatch(Waits):
         which lives as long as the run."""
         ok = self._joins_cache.get(id(task))
         if ok is None:
-            ok = self._joins_cache[id(task)] = (task.count > 1 and self.stress <= 0 and task.op is not Op.PUT and (
+            ok = self._joins_cache[id(task)] = (task.count > 1 and self.stress <= 0 and task.op is not PUT and (
                 task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)))
         return ok
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
         """``n`` members start now (on the compute role they count as computing, one by one); their
         GEMM speed class (0 for other ops)."""
-        if role is not Role.COMPUTE:
+        if role is not COMPUTE:
             return 0.0
         busy = 0
         for _ in range(n):
             busy = self._compute_edge(rank, +1)
-        return self.speeds[busy] if task.op is Op.GEMM else 0.0
+        return self.speeds[busy] if task.op is GEMM else 0.0
 
     def _block(self, run: Run) -> None:
         if not self.board.wait_key(run.key, run.need, run):
@@ -299,7 +303,7 @@ class Dispatch(Waits):
         joins = self._joins_cache  # (_joins' answers: looked up here first, a call less a member)
         for run in ready if not self._one_by_one else ():
             role, task = run.role, run.task
-            if role is Role.COMPUTE:
+            if role is COMPUTE:
                 self._ready_split(parts, run.lane, role, task, run.first, run.n)
                 continue
             run.speed = 0.0

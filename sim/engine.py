@@ -37,11 +37,11 @@ from operator import attrgetter
 from mkernel import cost
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
-from mkernel.ir import Op, Role, Schedule, Signal, Task, expand
+from mkernel.ir import Op, Schedule, Signal, Task, expand
 from mkernel.members import RegionTable
 
 from .data import DataStore
-from .dispatch import NVLINK_OPS, Dispatch, Lane, Run
+from .dispatch import COMPUTE, GEMM, NVLINK_OPS, PUT, Dispatch, Lane, Run
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
 from .hazardlog import LoggedTracker
@@ -52,6 +52,8 @@ from .signals import CountingEnvironment, SignalBoard, flat_keys, run_bumps
 from .sms import RolePool
 from . import nvplan, tiles
 
+ATTN, NORM = Op.ATTN, Op.NORM  # (read once, as dispatch's COMPUTE, GEMM, PUT: Op.X costs a hook call in 3.11)
+TILED = (GEMM, ATTN)  # the compute ops that pay the fused kernel's per-tile cost (Model._worked)
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
 
@@ -83,6 +85,7 @@ class Model(Dispatch):
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)
         self.inject = Injector(faults)
+        self.slow = [self.inject.slowdown(r) for r in range(s.world)]  # each rank's injected compute slowdown
         nv = cost.bytes_per_us(c.nvlink.bw_gb_per_s)
         self.nv_out = [Link("nvlink.out", nv) for _ in range(s.world)]
         self.nv_in = [Link("nvlink.in", nv) for _ in range(s.world)]
@@ -168,7 +171,7 @@ class Model(Dispatch):
                 done = self.env.event()
                 self.env.call_at(tiles.launch_end(self, rank, li, launch), done.succeed)
                 yield done
-                for task in self.queues.get((rank, li, Role.COMPUTE), ()) if not self.quiet else ():
+                for task in self.queues.get((rank, li, COMPUTE), ()) if not self.quiet else ():
                     self.tracker.landed_writes(task)  # (nothing could tell when, within the launch)
                 continue
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
@@ -196,13 +199,13 @@ class Model(Dispatch):
 
     def _stressed(self, run: Run) -> None:
         self._ready(run.lane.rank, run.role, run.task, run.n)
-        run.speed = self.speeds[self._computing[run.lane.rank]] if run.task.op is Op.GEMM else 0.0
+        run.speed = self.speeds[self._computing[run.lane.rank]] if run.task.op is GEMM else 0.0
         self._work(run)
 
     def _work(self, run: Run) -> None:
         task, op = run.task, run.task.op  # a run's members share shapes, and ranks but for a put's or a copy's
         now = run.start = self.env.now
-        if op is Op.PUT:  # one member, numbered as the hazard tracker reports it
+        if op is PUT:  # one member, numbered as the hazard tracker reports it
             self.env.start(self._put(run, self.tracker.member(task, run.first)))
             return
         if self.quiet:
@@ -212,15 +215,15 @@ class Model(Dispatch):
         else:
             for entry, first, n in run.parts:
                 self.tracker.check_reads(entry, now, first, n)
-        slow = self.inject.slowdown(task.rank)  # (a member's rank is its entry's)
+        slow = self.slow[task.rank]  # (a member's rank is its entry's)
         if op in NVLINK_OPS:  # (first: most runs that get here)
             self._nvlink(run, slow)
-        elif op is Op.GEMM:
+        elif op is GEMM:
             us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
             self._later(self._stretch(us) * slow, self._worked, run)
-        elif op is Op.ATTN:
+        elif op is ATTN:
             self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, self._worked, run)
-        elif op is Op.NORM:
+        elif op is NORM:
             self._later(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow, self._worked, run)
         else:
             self._worked([run])
@@ -249,7 +252,7 @@ class Model(Dispatch):
         for run in runs:
             self._landed(run)
             self._signal(run, False)
-            if run.role is Role.COMPUTE and tile and run.task.op in (Op.GEMM, Op.ATTN):
+            if run.role is COMPUTE and tile and run.task.op in TILED:
                 self._later(tile, self._free, run)  # fill, epilogue, task row
             else:
                 free.append(run)

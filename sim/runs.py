@@ -8,6 +8,7 @@ from mkernel.ir import Role, Task
 from .sms import RolePool
 
 READY = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
+NAMELESS = ()  # the slots of a run of counted SMs (slot -1: Dispatch._bulk; only named SMs' slots are read)
 
 
 class Lane:
@@ -35,7 +36,8 @@ class Run:
 
     def __init__(self, lane: Lane, role: Role, task: Task, first: int, slot: int, wait: int, key, need: int,
                  speed: float) -> None:
-        self.lane, self.role, self.task, self.first, self.n, self.slots = lane, role, task, first, 1, [slot]
+        self.lane, self.role, self.task, self.first, self.n = lane, role, task, first, 1
+        self.slots = [slot] if slot >= 0 else NAMELESS
         self.wait, self.key, self.need, self.speed, self.start = wait, key, need, speed, 0.0
         self.paid, self.later = False, ()  # a peer copy's signals need no flag latency; flags in flight
         self.parts: list[list] | None = None
