@@ -183,3 +183,22 @@ def test_a_point_survives_its_json_form():
     table of tests/sim): every reference-grid point and a scaling one read back equal."""
     for p in reference_grid() + study.grid()[:40]:
         assert Point.from_json(json.loads(json.dumps(p.as_json()))) == p, p
+
+
+def test_committed_rows_rerun_with_their_options_as_the_sweep_read_them(tmp_path):
+    """tools/studies/check_sim_times.py ``committed``: a sweep's row is rebuilt as its point, each
+    option read back as the sweep reads ``--set`` (proxy.batch=1 an int: as the text '1' the point
+    is refused), and rerun to the same times."""
+    from pathlib import Path
+
+    argv = ["sweep", "--out", str(tmp_path), "--sizes", "1", "--testbeds", "paper-efa-2x8", "--kernels", "gemm_rs",
+            "--set", "proxy.batch=1", "--set", "transport=efa_srd"]
+    assert main(argv) == 0
+    path = Path(__file__).resolve().parents[2] / "tools" / "studies" / "check_sim_times.py"
+    spec = importlib.util.spec_from_file_location("check_sim_times", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    entries = tool.committed_entries(str(tmp_path), 0, 0)
+    assert [e["def"]["options"] for e in entries] == [[["proxy.batch", 1], ["transport", "efa_srd"]]]
+    again = tool.run_entry(entries[0])
+    assert (again["fused_us"], again["baseline_us"]) == (entries[0]["fused_us"], entries[0]["baseline_us"])

@@ -92,7 +92,7 @@ def committed_entries(folder: str, sample: int, seed: int, max_wall: float = 0.0
     ``max_wall`` seconds (0: any); rows with an error are rerun too (it must recur)."""
     from pathlib import Path
 
-    from mkernel.studies.sweep import Point
+    from mkernel.studies.sweep import Point, parse_options
 
     rows = [json.loads(line) for line in (Path(folder) / "results.jsonl").read_text().splitlines() if line.strip()]
     if max_wall:
@@ -103,7 +103,8 @@ def committed_entries(folder: str, sample: int, seed: int, max_wall: float = 0.0
     for row in rows:
         names = list(row)
         shape = [[k, row[k]] for k in names[names.index("size") + 1:names.index("nodes")]]
-        options = [opt.split("=", 1) for opt in row["options"].split(",")] if row["options"] else []
+        # (each KEY=VALUE read as the sweep reads --set: proxy.batch=1 is an int again)
+        options = [list(o) for opt in row["options"].split(",") if opt for o in parse_options([opt])[0]]
         d = {"testbed": row["testbed"], "kernel": row["kernel"], "size": row["size"], "shape": shape,
              "options": options}
         if Point.from_json(d).key != row["key"]:
