@@ -28,7 +28,6 @@ from .ir import Schedule, Task
 from .members import Codes, Entries, distinct, int_array, ragged, shared_rows
 
 
-
 def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | None = None) -> tuple[list, list]:
     """The bumps members ``first .. first+n-1`` of ``t`` (all of them by default) make, keys being
     (rank, name, index): (key, times) of the signals that do not step and the keys, each bumped
@@ -169,14 +168,14 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     rank, index, name = np.take(numbers, (np.cumsum(size) - size)[inverse][entry] + j, axis=0).T
     st = np.zeros((len(entry), 4), np.int64)  # rank, index steps; outer rank, index steps
     period, rotate = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
-    moves = [st.signals for st in steps]
+    moves = [step.signals for step in steps]
     has = np.fromiter(map(bool, moves), bool, len(steps))
     if has.any():
         at = entries.groups[has]
         sts, moves = list(compress(steps, has)), list(compress(moves, has))
         period[at], rotate[at] = entries.period()[has], entries.rotate()[has]
         cycling = period[at] > 0
-        outer = [st.outer for st in compress(sts, cycling)]
+        outer = [step.outer for step in compress(sts, cycling)]
         if (int_array(list(map(len, moves))) != per[at]).any() or (
                 int_array(list(map(len, outer))) != per[at[cycling]]).any():
             raise ValueError("a group's signal steps do not fit its signals")

@@ -74,10 +74,14 @@ def quick_new(cls: type) -> Callable:
     nothing it walks up to ``cls`` itself and is done, where two unrelated classes have their
     slot names compared (about 550 instructions an object); and a function is called without a
     class's ``__init__`` looked up and bound (about 350 more). For the builders' hottest
-    constructors: a 2 x 8 GEMM+AR 32768^2 build makes 570k regions, signals, waits, steps and tasks."""
+    constructors: a 2 x 8 GEMM+AR 32768^2 build makes 570k regions, signals, waits, steps and tasks.
+    The subclass (``cls.__name__ + "Fields"``) is listed among ``cls.__subclasses__()``; nothing it
+    makes is of it."""
     names = [f.name for f in dataclasses.fields(cls)]
     if tuple(names) != cls.__dict__.get("__slots__"):  # its own: a subclass's layout would differ
         raise TypeError(f"{cls.__name__}: quick_new needs its slots to be its fields, in order")
+    if {"self", "_new", "_settable", "_cls"} & set(names):  # (the made function's own names)
+        raise TypeError(f"{cls.__name__}: quick_new cannot make a field named self, _new, _settable or _cls")
     settable = type(f"{cls.__name__}Fields", (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
                                                        "__delattr__": object.__delattr__, "__module__": cls.__module__})
     source = (f"def new({', '.join(names)}):\n    self = _new(_settable)\n"

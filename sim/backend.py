@@ -190,5 +190,5 @@ def _fits(regions: RegionTable, schedule: Schedule) -> bool:
     recs, fields, _ = regions
     per = [len(t.reads) + len(t.writes) for t in schedule.tasks]
     last = next((i for i in range(len(per) - 1, -1, -1) if per[i]), -1)  # (sought from the end: only the last
-    # few tasks, a kernel's drains, have no regions, where a max over all of them read every task)
+    # few tasks, a kernel's drains, have no regions; a max over every index was a generator step a task)
     return len(recs) == sum(per) and (last < 0 or int(fields["entry"][-1]) == last)

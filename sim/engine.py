@@ -282,14 +282,14 @@ class Model(Dispatch):
     def _signal(self, run: Run, paid: bool) -> None:
         """Every member's signals: bumped now, or for a flag stored to a peer one NVLink latency on
         (unless the task already waited that latency for its own peer stores). The entries' lists
-        of keys bumped once each go in one call (a GEMM run's parts: the same bumps, in order). A
-        run of one entry that paid the latency bumps its keys as :func:`flat_keys` lists them: what
-        :func:`run_bumps` would hand back as its one list (most runs of the 2 x 8 every-node row)."""
-        if paid and run.parts is None:
-            self.board.bump_keys(*flat_keys(run.task, run.first, run.n))
-            return
-        now, later = run_bumps(run.entries(), run.task.rank, paid)
+        of keys bumped once each go in one call (a GEMM run's parts: the same bumps, in order). A run
+        that paid the latency (a peer copy's) bumps each entry's keys now, as :func:`flat_keys` lists them."""
         bump = self.board.bump_keys
+        if paid:
+            for task, first, n in run.entries():
+                bump(*flat_keys(task, first, n))
+            return
+        now, later = run_bumps(run.entries(), run.task.rank)
         for keys, times, repeat in now:
             bump(keys, times, repeat)
         if later:

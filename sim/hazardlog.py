@@ -109,11 +109,12 @@ class LoggedTracker(ArrivalTracker):
         k = side.n[p]
         lo = side.base[p] + first * k
         a, b = side.start[lo], side.start[lo + n * k]
-        some = np.flatnonzero(b > a)
-        order = some[np.argsort(a[some], kind="stable")]
-        sa, sb = a[order], b[order]
-        if len(sa) and sa[0] == 0 and sb[-1] == len(side.cell) and (sa[1:] == sb[:-1]).all():
-            return None, np.repeat(seq[order], sb - sa)
+        if (b - a).sum() == len(side.cell):  # (a cover's lengths add up to the whole: the cheap test first)
+            some = np.flatnonzero(b > a)
+            order = some[np.argsort(a[some], kind="stable")]
+            sa, sb = a[order], b[order]
+            if (sa[1:] == sb[:-1]).all():  # end to end, as long as the whole, within it: from 0 to its end
+                return None, np.repeat(seq[order], sb - sa)
         which, off = ragged(b - a)
         return a[which] + off, seq[which]
 

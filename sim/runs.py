@@ -24,7 +24,8 @@ class Lane:
 
 
 class Run:
-    """Members ``first .. first + n - 1`` of one queue entry, taken together by the SMs ``slots``.
+    """Members ``first .. first + n - 1`` of one queue entry, taken together by the SMs ``slots``
+    (named SMs' slots; :data:`NAMELESS` for counted SMs).
 
     ``wait`` >= 0: blocked on that wait (``key`` reaching ``need``); ``speed``: the GEMM speed
     class its members were taken at (:func:`cost.sm_speed`); ``start``: when its work began.

@@ -59,23 +59,21 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
 
 
-def run_bumps(entries: Iterable[tuple[Task, int, int]], rank: int, paid: bool) -> tuple[list[list], list[list]]:
+def run_bumps(entries: Iterable[tuple[Task, int, int]], rank: int) -> tuple[list[list], list[list]]:
     """The bumps of a run's members (``entries``: (task, first, n) of each entry it holds) as (now,
     later), lists of [keys, times, repeat] (:func:`flat_keys`) each in the members' order; ``later``:
-    flags stored to a peer (keys of another rank than ``rank``), unless the run ``paid`` the latency."""
+    flags stored to a peer (keys of another rank than ``rank``). (A run that paid the latency bumps
+    every key now: :meth:`~mkernel.sim.engine.Model._signal`.)"""
     now: list[list] = []
     later: list[list] = []
     for task, first, n in entries:
         st = task.step
-        if not paid and task.count > 1 and st.period and st.signals and len(task.signals) == 1:
+        if task.count > 1 and st.period and st.signals and len(task.signals) == 1:
             local, far = _period_split(task, first, n, rank)  # (a GEMM tile row's one flag)
             _more(now, local, 1, 1)
             _more(later, far, 1, 1)
             continue
         keys, times, repeat = flat_keys(task, first, n)
-        if paid:
-            _more(now, keys, times, repeat)
-            continue
         local = [k for k in keys if k[0] == rank]
         if len(local) == len(keys):  # (all local, or none: the one list; mixed: split in order)
             _more(now, local, times, repeat)

@@ -21,7 +21,7 @@ from ..schedule_builder import ScheduleBuilder
 from ..slots import quick_new
 from ._tiling import runs, split_rows
 
-new_wait = quick_new(Wait)  # Wait(...) at about half the cost (as mkernel.ir's new_signal): 33k a large build
+new_wait = quick_new(Wait)  # Wait(...) at about a third of the cost (slots.quick_new, as mkernel.ir's new_signal): 33k a large build
 
 
 class Regions:

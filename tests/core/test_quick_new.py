@@ -38,3 +38,15 @@ def test_it_refuses_a_class_whose_slots_are_not_its_fields():
 
     with pytest.raises(TypeError):
         quick_new(Inherits)
+
+
+def test_it_refuses_a_field_named_as_one_of_its_own_names():
+    """The made function's own names (``self``, the globals it calls) cannot be fields: a field named
+    ``self`` would be stored on nothing (before, the generated ``__init__`` was a syntax error)."""
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Odd:
+        self: int
+        b: int
+
+    with pytest.raises(TypeError, match="self"):
+        quick_new(Odd)

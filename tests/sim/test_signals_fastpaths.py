@@ -37,9 +37,9 @@ def _expanded(bumps: list[list]) -> list[tuple]:
 
 def test_a_runs_bumps_are_its_members_signals_split_by_rank_in_order():
     """``run_bumps`` of random runs (one to three entries, random spans, random ranks) against the
-    members' own signals (``Task.member_signals``), member by member: those of the run's rank (or
-    all, where it paid the latency) now, the rest later, each in order. Planted error tried: the
-    cycling split taking the member at ``mine[lo]`` for every local member (fails here)."""
+    members' own signals (``Task.member_signals``), member by member: those of the run's rank now,
+    the rest later, each in order. Planted error tried: the cycling split taking the member at
+    ``mine[lo]`` for every local member (fails here)."""
     rng = random.Random(7)
     for case in range(3000):
         entries = []
@@ -47,13 +47,12 @@ def test_a_runs_bumps_are_its_members_signals_split_by_rank_in_order():
             t = _group(rng, 100 * case + k)
             first = rng.randrange(t.count)
             entries.append((t, first, rng.randint(1, t.count - first)))
-        rank, paid = rng.randrange(4), rng.random() < 0.2
+        rank = rng.randrange(4)
         keys = [(g.rank, g.name, g.index) for t, first, n in entries
                 for i in range(first, first + n) for g in t.member_signals(i)]
-        now, later = run_bumps(entries, rank, paid)
-        want_now = keys if paid else [k for k in keys if k[0] == rank]
-        want_later = [] if paid else [k for k in keys if k[0] != rank]
-        assert _expanded(now) == want_now and _expanded(later) == want_later, (case, entries, rank, paid)
+        now, later = run_bumps(entries, rank)
+        want_now, want_later = [k for k in keys if k[0] == rank], [k for k in keys if k[0] != rank]
+        assert _expanded(now) == want_now and _expanded(later) == want_later, (case, entries, rank)
 
 
 def test_the_least_need_shortcut_releases_as_each_waiter_compared():

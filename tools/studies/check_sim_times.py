@@ -103,7 +103,8 @@ def committed_entries(folder: str, sample: int, seed: int, max_wall: float = 0.0
     for row in rows:
         names = list(row)
         shape = [[k, row[k]] for k in names[names.index("size") + 1:names.index("nodes")]]
-        # (each KEY=VALUE read as the sweep reads --set: proxy.batch=1 is an int again)
+        # (each KEY=VALUE read as the sweep reads --set: proxy.batch=1 is an int again; a text option that reads
+        # as a number would come back a number, which no option of the sweeps has)
         options = [list(o) for opt in row["options"].split(",") if opt for o in parse_options([opt])[0]]
         d = {"testbed": row["testbed"], "kernel": row["kernel"], "size": row["size"], "shape": shape,
              "options": options}
