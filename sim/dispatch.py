@@ -22,7 +22,7 @@ from .runs import READY, Lane, Run, Waits
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
 # (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30
-COMPUTE, GEMM, PUT = Role.COMPUTE, Op.GEMM, Op.PUT
+COMPUTE, GEMM, PUT, ATTN, NORM = Role.COMPUTE, Op.GEMM, Op.PUT, Op.ATTN, Op.NORM
 RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are bound methods)
 
 

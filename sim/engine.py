@@ -37,11 +37,11 @@ from operator import attrgetter
 from mkernel import cost
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
-from mkernel.ir import Op, Schedule, Signal, Task, expand
+from mkernel.ir import Schedule, Signal, Task, expand
 from mkernel.members import RegionTable
 
 from .data import DataStore
-from .dispatch import COMPUTE, GEMM, NVLINK_OPS, PUT, Dispatch, Lane, Run
+from .dispatch import ATTN, COMPUTE, GEMM, NORM, NVLINK_OPS, PUT, Dispatch, Lane, Run
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
 from .hazardlog import LoggedTracker
@@ -52,7 +52,6 @@ from .signals import CountingEnvironment, SignalBoard, flat_keys, run_bumps
 from .sms import RolePool
 from . import nvplan, tiles
 
-ATTN, NORM = Op.ATTN, Op.NORM  # (read once, as dispatch's COMPUTE, GEMM, PUT: Op.X costs a hook call in 3.11)
 TILED = (GEMM, ATTN)  # the compute ops that pay the fused kernel's per-tile cost (Model._worked)
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
