@@ -1,14 +1,15 @@
 """validate()'s per-task rules, screened in bulk: the entries that certainly keep every one.
 
 The per-task rules (:mod:`mkernel.validate`) cost a few microseconds of Python per entry, and a 2 x 8
-GEMM+AR 32768^2 build has 188k entries (1.7 s). Most entries are plain: GEMM tiles, copies, reductions,
-puts and nops, whose rules are comparisons of a few integers. :func:`cleared` decides those comparisons
+GEMM+AR 32768^2 build has 188k entries (1.7 s). Most entries are plain: GEMM and attention tiles, copies,
+reductions, puts, norms and nops, whose rules are comparisons of a few integers. :func:`cleared` decides those comparisons
 for every entry at once on numpy arrays (regions from :func:`mkernel.members.read_regions`); validate
 then runs the rules in Python on the entries not cleared only, in order. So its verdict and message are
 the Python rules' own: an entry cleared here would pass them, and every other entry still meets them.
 
 What clears an entry (each a superset of what the Python rules check for it): its id is its position;
-its op is a GEMM, copy, reduce, put or nop, with no mask or gather index; a group (``count`` > 1) has a
+its op is a GEMM, attention, norm, copy, reduce, put or nop, with no gather index and no mask (an
+attention's: none, or (q0, k0) with k0 <= q0); a group (``count`` > 1) has a
 step of the right lengths, signals that step and cycle a whole number of times where they cycle, a
 label that takes its number where it steps, and, for a put, regions whose ranks do not step; its rank,
 launch and role are those of the schedule (the launch not a left-out library call, the role given SMs
@@ -32,7 +33,7 @@ from .ir import BufferKind, Op, Role, Schedule
 from .members import Entries, entry_rows, int_array
 from .signal_table import SignalTable
 
-_PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4}  # the ops screened here
+_PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4, Op.ATTN: 5, Op.NORM: 6}  # the ops screened here
 _OTHER = len(_PLAIN)
 _ROLES = {role: i for i, role in enumerate(Role)}
 _SIGNALS = attrgetter("signals")
@@ -55,7 +56,8 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable, entries: Entries | Non
     per = np.bincount(entry, minlength=n)
     nread = np.bincount(entry, read, minlength=n).astype(np.int64)
     ok = (tid == np.arange(n)) & (op < _OTHER) & (count >= 1) & (0 <= rank) & (rank < s.world)
-    ok &= int_array([len(t.mask) + len(t.index) for t in tasks]) == 0
+    ok &= int_array([len(t.index) for t in tasks]) == 0
+    ok &= _masks(tasks, op)
     groups, rot, cycle = _groups(tasks, entries or Entries(tasks), op, count, table, per)
     ok &= groups
     budget = np.array([[dict(launch.sms).get(r, 0) > 0 for r in Role] for launch in s.launches]
@@ -81,6 +83,18 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable, entries: Entries | Non
     ok &= _per_entry(bad & (op[keys.signal_entry] != _PLAIN[Op.PUT]), keys.signal_entry, n)
     at = keys.wait_entry  # waits poll the entry's rank, for a count of at least 1
     return ok & _per_entry((keys.wait_rank != rank[at]) | (keys.wait_count < 1), at, n)
+
+
+def _masks(tasks: tuple, op: np.ndarray) -> np.ndarray:
+    """Per entry: no causal mask, or an attention's (q0, k0) with k0 <= q0 (compared as the rule
+    compares them: in Python, the few masked entries)."""
+    masks = [t.mask for t in tasks]
+    size = int_array(list(map(len, masks)))
+    attn = op == _PLAIN[Op.ATTN]
+    ok = (size == 0) | (attn & (size == 2))
+    two = np.flatnonzero(attn & (size == 2)).tolist()
+    ok[two] = [masks[i][1] <= masks[i][0] for i in two]
+    return ok
 
 
 def _outside(rank: np.ndarray, low: np.ndarray, g: int) -> np.ndarray:
@@ -136,13 +150,26 @@ def _arity(op: np.ndarray, nread: np.ndarray, nwrite: np.ndarray, table: tuple) 
     np.cumsum(per, out=first[1:])
     rows, cols = recs[:, 3] - recs[:, 2], recs[:, 5] - recs[:, 4]
     gemm, reduce = op == _PLAIN[Op.GEMM], op == _PLAIN[Op.REDUCE]
+    attn, norm = op == _PLAIN[Op.ATTN], op == _PLAIN[Op.NORM]
     pairs = (op == _PLAIN[Op.COPY]) | (op == _PLAIN[Op.PUT])
     ok = np.where(gemm, (nread == 2) & (nwrite == 1), True)
     ok &= np.where(pairs, (nread >= 1) & (nread == nwrite), True)
     ok &= np.where(reduce, (nread >= 1) & (nwrite == 1), True)
     ok &= np.where(op == _PLAIN[Op.NOP], (nread == 0) & (nwrite == 0), True)
+    ok &= np.where(attn, (nread == 3) & (nwrite == 2), True)
+    ok &= np.where(norm, (nread == 2) & (nwrite == 2), True)
     a = first[:-1][gemm & ok]
     ok[gemm & ok] = (cols[a] == rows[a + 1]) & (rows[a] == rows[a + 2]) & (cols[a + 1] == cols[a + 2])
+    # attn: q (q x d), k (kr x d), v (kr x d) -> acc (q x d), stats (q x 2)
+    a = first[:-1][attn & ok]
+    q, d = rows[a], cols[a]
+    ok[attn & ok] = ((cols[a + 1] == d) & (cols[a + 2] == d) & (rows[a + 1] == rows[a + 2]) & (rows[a + 3] == q)
+                     & (cols[a + 3] == d) & (rows[a + 4] == q) & (cols[a + 4] == 2))
+    # norm: acc (q x d), stats (q x 2) -> out (q x d), lse (q x 1)
+    a = first[:-1][norm & ok]
+    q, d = rows[a], cols[a]
+    ok[norm & ok] = ((rows[a + 1] == q) & (cols[a + 1] == 2) & (rows[a + 2] == q) & (cols[a + 2] == d)
+                     & (rows[a + 3] == q) & (cols[a + 3] == 1))
     entry, read = f["entry"], f["read"]
     # a read of a copy, put or reduce that passed the counts must match its write in shape: per record,
     # an entry's numbers are np.repeat(those, per) (the records lie entry after entry)
@@ -183,7 +210,8 @@ def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count:
     bad = ~read & np.take(inputs, buf)
     bad |= (r + klo < 0) | (r + khi >= s.world) | (r0 + rlo < 0) | (r0 >= r1) | (r1 + rhi > np.take(size[:, 0], buf))
     bad |= (c0 + clo < 0) | (c0 >= c1) | (c1 + chi > np.take(size[:, 1], buf))
-    put, local = e_op == _PLAIN[Op.PUT], e_op == _PLAIN[Op.GEMM]
+    put = e_op == _PLAIN[Op.PUT]
+    local = (e_op == _PLAIN[Op.GEMM]) | (e_op == _PLAIN[Op.ATTN]) | (e_op == _PLAIN[Op.NORM])  # own rank only
     low, high = r + klo, r + khi  # the rank's extremes
     own = (low == e_rank) & (high == e_rank)
     node = e_rank // g * g  # the entry's node's first rank

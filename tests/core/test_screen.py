@@ -73,11 +73,12 @@ def _verdict(s: Schedule, screen: bool, monkeypatch) -> str | None:
 
 @pytest.mark.parametrize("s", CASES, ids=[f"{s.kernel}/{s.variant}/{s.world}/{len(s.tasks)}" for s in CASES])
 def test_builds_plain_entries_are_cleared_and_each_entry_cleared_keeps_the_rules(s):
-    """Every entry of the kinds the screen decides (a GEMM, copy, reduce, put or nop, with no mask
-    or index, whose signals cycle, if they do, a whole number of times) is cleared in a valid build;
-    attention tiles and gathers are left to the rules."""
+    """Every entry of the kinds the screen decides (a GEMM, attention, norm, copy, reduce, put or nop,
+    with no gather index and no mask but an attention's causal one, whose signals cycle, if they do,
+    a whole number of times) is cleared in a valid build; gathers are left to the rules."""
     ok = cleared(s, read_regions(s), signal_table(s))
-    plain = [t.op in (Op.GEMM, Op.COPY, Op.REDUCE, Op.PUT, Op.NOP) and not (t.mask or t.index)
+    ops = (Op.GEMM, Op.ATTN, Op.NORM, Op.COPY, Op.REDUCE, Op.PUT, Op.NOP)
+    plain = [t.op in ops and not t.index and (not t.mask or t.op is Op.ATTN)
              and not (t.count > 1 and t.step.period and t.count % t.step.period) for t in s.tasks]
     assert list(ok) == plain
     assert all(_rules(s, p) is None for p in range(len(s.tasks)) if ok[p])
@@ -109,8 +110,18 @@ def _mutations(s: Schedule, t):
                               ("another node", _region(r, rank=(r.rank + s.gpus_per_node) % s.world)),
                               ("another rank", _region(r, rank=(r.rank + 1) % s.world)),
                               ("narrower", _region(r, col1=r.col1 - 1) if r.col1 - r.col0 > 1 else r),
+                              ("shorter", _region(r, row1=r.row1 - 1) if r.row1 - r.row0 > 1 else r),
                               ("unknown buffer", _region(r, buffer="nowhere"))):
             yield name, with_regions(regions[:k] + (changed,) + regions[k + 1:])
+        yield "one region fewer", with_regions(regions[:-1])
+        yield "one region more", with_regions(regions + regions[-1:])
+        if len(regions) > 1:  # (an operand's shape: a gemm's B, an attention's k)
+            r = regions[1]
+            yield "second narrower", with_regions(regions[:1] + (_region(r, col1=r.col1 - 1),) + regions[2:])
+            yield "second shorter", with_regions(regions[:1] + (_region(r, row1=r.row1 - 1),) + regions[2:])
+        if t.writes and t.writes[0].col1 - t.writes[0].col0 > 1:  # (a gemm's C, an attention's acc, a norm's out)
+            w = t.writes[0]
+            yield "first write narrower", with_regions(t.reads + (_region(w, col1=w.col1 - 1),) + t.writes[1:])
         if t.writes and inputs:
             w = t.writes[0]
             yield "writes an input", with_regions(t.reads + (_region(w, buffer=inputs[0]),) + t.writes[1:])
@@ -129,7 +140,10 @@ def _mutations(s: Schedule, t):
         moved = Signal((g.rank + s.gpus_per_node) % s.world, g.name, g.index)
         yield "signal on another node", dataclasses.replace(t, signals=(moved,) + t.signals[1:])
     yield "id", dataclasses.replace(t, id=t.id + 1)
-    yield "mask", dataclasses.replace(t, mask=(1, 0))
+    yield "mask", dataclasses.replace(t, mask=(1, 0))  # (an attention's may be (q0, k0) with k0 <= q0)
+    yield "mask backwards", dataclasses.replace(t, mask=(0, 1))
+    yield "mask of three", dataclasses.replace(t, mask=(2, 1, 0))
+    yield "gather index", dataclasses.replace(t, index=(0,))
     yield "count 0", dataclasses.replace(t, count=0)
     if t.count > 1:
         st = t.step
