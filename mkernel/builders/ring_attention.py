@@ -148,35 +148,51 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
 
     def same_half(a: tuple, b: tuple) -> bool:  # runs stop at the halves: each (query, key) half block
         return a[0] // half == b[0] // half  # is one run on every rank, whichever half it is
+
+    def reached(q: int, k0: int, k1: int) -> list[tuple]:
+        """(tile number, row0, row1, mask) of the tiles that slice ``q``'s keys ``k0 .. k1`` reach."""
+        todo = []
+        for ti, (t0, t1) in enumerate(tiles):
+            mask = ()
+            if w.causal:
+                qpos, kpos = zigzag_position(rank, t0, w, c.world), zigzag_position(q, k0, w, c.world)
+                if kpos > qpos + (t1 - t0) - 1:
+                    continue  # every key after every query of the tile
+                if kpos + (k1 - k0) - 1 > qpos:
+                    mask = (qpos, kpos)
+            todo.append((ti, t0, t1, mask))
+        return todo
+
+    # what a tile's counter counts: its merges, one an attention member, alike for every head (the
+    # tiles a slice reaches do not depend on the head), so counted here as the runs are added, not
+    # by ScheduleBuilder.bumped (which would list every member's key: 1.6M at 12288 x 64 heads)
+    merges = [0] * len(tiles)
     for q in sources:
         local = q == rank  # the own slice is read in place
+        runs = [(k0, k1, _runs(reached(q, k0, k1), lambda a, b: not (a[3] or b[3]) and same_half(a, b)))
+                for k0, k1 in spans]  # (per slice: the same for every head)
         for bh in range(w.n):
             waits = waits_for(rank, q, bh)  # (a tuple of a wait per KV tile: made once per slice and head)
-            for k0, k1 in spans:
+            for k0, k1, tile_runs in runs:
                 kv = bh * S + (0 if local else q * rows)
                 k = Region("K" if local else "KA", rank, kv + k0, kv + k1, 0, w.k)
                 v = Region("V" if local else "VA", rank, kv + k0, kv + k1, 0, w.k)
-                todo = []  # (tile number, rows, mask) of the tiles this key span reaches
-                for ti, (t0, t1) in enumerate(tiles):
-                    mask = ()
-                    if w.causal:
-                        qpos, kpos = zigzag_position(rank, t0, w, c.world), zigzag_position(q, k0, w, c.world)
-                        if kpos > qpos + (t1 - t0) - 1:
-                            continue  # every key after every query of the tile
-                        if kpos + (k1 - k0) - 1 > qpos:
-                            mask = (qpos, kpos)
-                    todo.append((ti, t0, t1, mask))
-                for ti, t0, t1, mask, n in _runs(todo, lambda a, b: not (a[3] or b[3]) and same_half(a, b)):
+                for ti, t0, t1, mask, n in tile_runs:
                     r0, r1 = bh * S + t0, bh * S + t1
-                    sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits, mask=mask,
-                           reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
-                           writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
-                           signals=(done(bh, ti),),
-                           label=f"slice {q} head {bh} keys {k0} tile {{}}", count=n,
-                           step=Step(((0, t1 - t0, 0), (0, 0, 0), (0, 0, 0), (0, t1 - t0, 0), (0, t1 - t0, 0)),
-                                     ((0, 1),), label=(ti, 1)))
+                    added = sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits, mask=mask,
+                                   reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
+                                   writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
+                                   signals=(done(bh, ti),),
+                                   label=f"slice {q} head {bh} keys {k0} tile {{}}", count=n,
+                                   step=Step(((0, t1 - t0, 0), (0, 0, 0), (0, 0, 0), (0, t1 - t0, 0), (0, t1 - t0, 0)),
+                                             ((0, 1),), label=(ti, 1)))
+                    if bh == 0 and added is not None:
+                        for j in range(ti, ti + n):
+                            merges[j] += 1
+    if paired:  # a tile and its twin in the other half count on one counter
+        merges = [merges[ti % half] + merges[ti % half + half] for ti in range(len(tiles))]
     for bh in range(w.n):
-        norms = [(ti, t0, t1, sb.bumped(done(bh, ti))) for ti, (t0, t1) in enumerate(tiles)]
+        norms = [(ti, t0, t1, merges[ti]) for ti, (t0, t1) in enumerate(tiles)]
         for ti, t0, t1, bumps, n in _runs(norms, lambda a, b: a[3] == b[3] and same_half(a, b)):  # as many bumps
             r0, r1 = bh * S + t0, bh * S + t1
             sb.add(rank, Role.COMPUTE, Op.NORM, waits=(Wait(done(bh, ti), bumps),),

@@ -151,3 +151,32 @@ def test_ring_moves_kv_in_128_row_tiles(nodes, gpus, causal):
     for name, refs in reference.expected(w, inputs).items():
         for o, e in zip(stats.outputs[name], refs):
             assert reference.relative_error(o, e) <= DATA_RTOL
+
+
+@pytest.mark.parametrize("nodes,gpus", [(1, 4), (2, 4), (4, 2)])
+@pytest.mark.parametrize("causal", [0, 1])
+def test_each_norm_waits_for_every_merge_into_its_tile(nodes, gpus, causal):
+    """A norm's wait count is every attention member's bump of its tile's counter (two tiles share a
+    counter in a causal build on several nodes): counted here over the expanded schedule, against the
+    count the builder derives from its runs (equal: one fewer and a norm would run before a merge).
+    Grouped and flat builds, the fused kernel and the baseline, whole, first-node and local-rank-0 builds."""
+    from collections import Counter
+
+    from mkernel.ir import expand
+
+    c = Cluster("t", nodes, gpus)
+    w = Workload(kernel="ring_attention", m=96, n=3, k=32, tile_m=16, causal=causal)
+    builds = [(ra.build, {}), (ra.build_baseline, {})]
+    if nodes > 1:
+        builds += [(ra.build, {"first_nodes": 1}), (ra.build, {"first_nodes": 1, "local_fold": True})]
+    norms = 0
+    for build, kw in builds:
+        for grouped in (True, False):
+            s = expand(build(w, c, grouped=grouped, **kw))
+            bumps = Counter(g for t in s.tasks if t.op is Op.ATTN for g in t.signals)
+            for t in s.tasks:
+                if t.op is Op.NORM:
+                    (wait,) = t.waits
+                    assert wait.count == bumps[wait.signal] > 0, (build.__name__, kw, grouped, t.describe())
+                    norms += 1
+    assert norms > 100
