@@ -15,13 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..cluster import Cluster
-from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_signal, new_step
+from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_signal, new_step, new_wait
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
-from ..slots import quick_new
 from ._tiling import runs, split_rows
 
-new_wait = quick_new(Wait)  # Wait(...) at about a third of the cost (slots.quick_new, as mkernel.ir's new_signal): 33k a large build
 
 
 class Regions:
