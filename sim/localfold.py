@@ -154,12 +154,16 @@ class _Fold:
             if any(w.signal.rank != rank for w in t.waits):
                 raise NotFoldable(f"{t.describe()} waits on another rank")
             dxs = t.step.waits if n > 1 and t.step.waits else (0,) * len(t.waits)
-            if len(dxs) == 1 and not dxs[0]:  # one wait, on one signal for every member
-                g0 = t.waits[0].signal
-                k = number.setdefault((rank, g0.name, g0.index), count)
-                if k == count:
-                    count += 1
-                rows += [(shape, (k,))] * n if shapes is None else [(x, (k,)) for x in shapes]
+            if not any(dxs):  # every member waits on member 0's signals: numbered once, in order (an
+                member = []  # attention tile's 96 KV tiles were numbered member by member, each found)
+                for w in t.waits:
+                    g0 = w.signal
+                    k = number.setdefault((rank, g0.name, g0.index), count)
+                    if k == count:
+                        count += 1
+                    member.append(k)
+                member = tuple(member)
+                rows += [(shape, member)] * n if shapes is None else [(x, member) for x in shapes]
                 continue
             lines = [_line(w.signal.index, dx, n) for w, dx in zip(t.waits, dxs)]
             names = [w.signal.name for w in t.waits]
