@@ -140,6 +140,14 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
     rates: dict[Flow, float] = {}
     if not flows:
         return rates  # (the links' flows all ended)
+    if left is None and len(flows) == 1:  # one group alone on its links (half the solves of a sweep): its
+        (flow,) = flows  # rate is the least of its links' levels and its cap, as the filling below finds it
+        level = math.inf
+        for link in flow.links:
+            w = link.weight
+            if w > 0 and link.capacity / w < level:
+                level = link.capacity / w
+        return {flow: level if level < flow.cap else flow.cap}
     order = dict.fromkeys([link for flow in flows for link in flow.links])
     if left is None:
         left = {link: link.capacity for link in order}

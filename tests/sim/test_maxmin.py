@@ -145,3 +145,21 @@ def test_a_wrong_floor_is_caught(wrong, monkeypatch):
         monkeypatch.setattr(maxmin, "floor", lambda links, touched: floor(links, {}))
     worst = max(run(*crossbar(seed)).worst for seed in range(4))
     assert worst > 1e-3
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_one_group_alone_is_rated_as_the_filling_rates_it(seed):
+    """max_min's shortcut for one group alone on its links (half the solves of a sweep) against the
+    filling itself: the same group solved beside a second one on a link of its own, far above any
+    level here (so the filling runs, and the second group neither ties nor freezes first), bit for
+    bit. Groups on no link, on links of no weight, capped or not."""
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        unit = {Link(f"l{j}", float(rng.choice([1.0, 3.0, rng.uniform(0.1, 100.0)]))):
+                float(rng.choice([0.0, 1.0, rng.uniform(0.1, 4.0)])) for j in range(int(rng.integers(0, 4)))}
+        group = Flow(unit, float(rng.choice([math.inf, 2.0, rng.uniform(0.01, 50.0)])), 0.0)
+        group.add(int(rng.integers(1, 4)))
+        far = Flow({Link("far", 1e12): 1.0}, math.inf, 0.0)
+        far.add(1)
+        alone, beside = maxmin.max_min({group: None}), maxmin.max_min({group: None, far: None})
+        assert alone[group] == beside[group], (seed, [(link.capacity, w) for link, w in unit.items()], group.cap)
