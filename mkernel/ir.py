@@ -274,7 +274,8 @@ class Task:
         return [self.member(i) for i in range(self.count)]
 
 
-# Region(...), Signal(...), Step(...), Task(...) and Wait(...) at about a third of the cost, every field given (the builders' hot paths: slots.quick_new)
+# Region(...), Signal(...), Step(...), Task(...) and Wait(...) at about a third of the cost, every field given
+# (the builders' hot paths: slots.quick_new)
 new_region, new_signal, new_step, new_task = quick_new(Region), quick_new(Signal), quick_new(Step), quick_new(Task)
 new_wait = quick_new(Wait)
 

@@ -1,11 +1,12 @@
 """validate()'s per-task rules, screened in bulk: the entries that certainly keep every one.
 
 The per-task rules (:mod:`mkernel.validate`) cost a few microseconds of Python per entry, and a 2 x 8
-GEMM+AR 32768^2 build has 188k entries (1.7 s). Most entries are plain: GEMM and attention tiles, copies,
-reductions, puts, norms and nops, whose rules are comparisons of a few integers. :func:`cleared` decides those comparisons
-for every entry at once on numpy arrays (regions from :func:`mkernel.members.read_regions`); validate
-then runs the rules in Python on the entries not cleared only, in order. So its verdict and message are
-the Python rules' own: an entry cleared here would pass them, and every other entry still meets them.
+GEMM+AR 32768^2 build has 188k entries (1.7 s). Most entries are plain: GEMM and attention tiles,
+copies, reductions, puts, norms and nops, whose rules are comparisons of a few integers. :func:`cleared`
+decides those comparisons for every entry at once on numpy arrays (regions from
+:func:`mkernel.members.read_regions`); validate then runs the rules in Python on the entries not cleared
+only, in order. So its verdict and message are the Python rules' own: an entry cleared here would pass
+them, and every other entry still meets them.
 
 What clears an entry (each a superset of what the Python rules check for it): its id is its position;
 its op is a GEMM, attention, norm, copy, reduce, put or nop, with no gather index and no mask (an
@@ -86,14 +87,14 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable, entries: Entries | Non
 
 
 def _masks(tasks: tuple, op: np.ndarray) -> np.ndarray:
-    """Per entry: no causal mask, or an attention's (q0, k0) with k0 <= q0 (compared as the rule
-    compares them: in Python, the few masked entries)."""
+    """Per entry: no causal mask, or an attention's (q0, k0) of ints with k0 <= q0 (the few masked
+    entries, in Python; any other mask is left to the rule, whose error it then is)."""
     masks = [t.mask for t in tasks]
     size = int_array(list(map(len, masks)))
     attn = op == _PLAIN[Op.ATTN]
     ok = (size == 0) | (attn & (size == 2))
     two = np.flatnonzero(attn & (size == 2)).tolist()
-    ok[two] = [masks[i][1] <= masks[i][0] for i in two]
+    ok[two] = [type(q0) is int and type(k0) is int and k0 <= q0 for q0, k0 in (masks[i] for i in two)]
     return ok
 
 

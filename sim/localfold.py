@@ -154,9 +154,9 @@ class _Fold:
             if any(w.signal.rank != rank for w in t.waits):
                 raise NotFoldable(f"{t.describe()} waits on another rank")
             dxs = t.step.waits if n > 1 and t.step.waits else (0,) * len(t.waits)
-            if not any(dxs):  # every member waits on member 0's signals: numbered once, in order (an
-                member = []  # attention tile's 96 KV tiles were numbered member by member, each found)
-                for w in t.waits:
+            if not any(dxs):  # every member waits on member 0's signals: number them once, in order
+                member = []
+                for w, _ in zip(t.waits, dxs):  # (as the general loop below pairs them)
                     g0 = w.signal
                     k = number.setdefault((rank, g0.name, g0.index), count)
                     if k == count:

@@ -21,7 +21,6 @@ from ..schedule_builder import ScheduleBuilder
 from ._tiling import runs, split_rows
 
 
-
 class Regions:
     """Where a tile sits in each buffer: OUT and P by the tile itself; PART, RECV, STAGE and FIN
     slot by slot (one tile_m x tile_n slot per owned tile, so a chunk of slots is one message)."""

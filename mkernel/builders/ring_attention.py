@@ -55,7 +55,8 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, new_signal, new_wait, paused_gc
+from ..ir import (DTYPE_BYTES, BufferKind, Op, Region, Role, Schedule, Signal, Step, Wait, new_signal, new_wait,
+                  paused_gc)
 from ..problems import MAX_TASKS, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _collectives as coll
@@ -186,7 +187,7 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
                                    label=f"slice {q} head {bh} keys {k0} tile {{}}", count=n,
                                    step=Step(((0, t1 - t0, 0), (0, 0, 0), (0, 0, 0), (0, t1 - t0, 0), (0, t1 - t0, 0)),
                                              ((0, 1),), label=(ti, 1)))
-                    if bh == 0 and added is not None:
+                    if bh == 0 and added is not None:  # (as bumped counts: a task not built bumps nothing)
                         for j in range(ti, ti + n):
                             merges[j] += 1
     if paired:  # a tile and its twin in the other half count on one counter
@@ -249,7 +250,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             return (Wait(landed(r, q, bh), 1),)
         first = ringed(r, q, bh, 0).index  # (ringed's index, made once: a slice has a wait per KV tile, 96 at
         # 12288 rows: made by mkernel.ir's quick constructors, a third of the cost)
-        return tuple([new_wait(new_signal(r, "ringed", first + i), 1) for i in (range(len(kv_tiles)) if t is None else (t,))])
+        tiles = range(len(kv_tiles)) if t is None else (t,)
+        return tuple([new_wait(new_signal(r, "ringed", first + i), 1) for i in tiles])
 
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)

@@ -41,7 +41,10 @@ def _schedules() -> tuple[Schedule, ...]:
     w, c = next((w, c) for name, w, c, first in golden.cases() if name.startswith("gemm_ar/2x4/") and not first)
     rows = builders.get("gemm_ar").build(dataclasses.replace(w, m=1024, n=4096), c, grouped=True)
     assert any(t.count > 1 and t.step.period and t.step.rotate for t in rows.tasks)  # (tile rows: wrapped cycles)
-    return tuple(out) + (rows,)
+    w, c = next((w, c) for name, w, c, first in golden.cases() if name.startswith("ring_attention/2x4/") and not first)
+    causal = golden.build_pair_grouped(dataclasses.replace(w, causal=True), c, 0)  # (masked attention tiles)
+    assert any(t.mask for s in causal for t in s.tasks)
+    return tuple(out) + (rows, *causal)
 
 
 CASES = _schedules()
@@ -122,6 +125,13 @@ def _mutations(s: Schedule, t):
         if t.writes and t.writes[0].col1 - t.writes[0].col0 > 1:  # (a gemm's C, an attention's acc, a norm's out)
             w = t.writes[0]
             yield "first write narrower", with_regions(t.reads + (_region(w, col1=w.col1 - 1),) + t.writes[1:])
+        if t.writes and t.writes[0].row1 - t.writes[0].row0 > 1:
+            w = t.writes[0]
+            yield "first write shorter", with_regions(t.reads + (_region(w, row1=w.row1 - 1),) + t.writes[1:])
+        if t.writes:  # the line between reads and writes moved (as many regions, other operands)
+            yield "a write read", dataclasses.replace(t, reads=t.reads + t.writes[:1], writes=t.writes[1:])
+        if t.reads:
+            yield "a read written", dataclasses.replace(t, reads=t.reads[:-1], writes=t.reads[-1:] + t.writes)
         if t.writes and inputs:
             w = t.writes[0]
             yield "writes an input", with_regions(t.reads + (_region(w, buffer=inputs[0]),) + t.writes[1:])
@@ -207,3 +217,44 @@ def test_mutations_are_not_cleared_where_the_rules_refuse_them(s, monkeypatch):
                 assert _verdict(m, True, monkeypatch) == _verdict(m, False, monkeypatch), name
                 same += 1
     assert refused >= 5 * len(picks) and same > 0
+
+
+def test_a_norm_whose_lse_is_two_wide_is_left_to_the_rules():
+    """The norm's shape rule where a buffer's bounds do not imply it: an lse region two columns wide in a
+    two-column buffer (the builders' LSE has one column, so no mutation of a build reaches this)."""
+    from mkernel import ScheduleBuilder
+
+    sb = ScheduleBuilder("norm", "fused", world=1, gpus_per_node=1, num_sms=8)
+    for name, cols in (("ACC", 16), ("STATS", 2), ("OUT", 16), ("LSE", 2)):
+        sb.buffer(name, 32, cols)
+    sb.launch("k", {Role.COMPUTE: 1})
+    for lse in (1, 2):
+        sb.add(0, Role.COMPUTE, Op.NORM, reads=(Region("ACC", 0, 0, 32, 0, 16), Region("STATS", 0, 0, 32, 0, 2)),
+               writes=(Region("OUT", 0, 0, 32, 0, 16), Region("LSE", 0, 0, 32, 0, lse)), label=f"lse {lse}")
+    s = sb.build(0.0)
+    assert list(cleared(s, read_regions(s), signal_table(s))) == [True, False]
+    assert _rules(s, 0) is None and "norm shapes do not fit" in _rules(s, 1)
+
+
+def test_an_operand_too_many_is_left_to_the_rules_where_the_shapes_line_up():
+    """The operand counts of an attention tile and a norm, where the shape checks alone would pass: a
+    head dimension (attention) or width (norm) chosen so that every region read in the wrong role has
+    the shape that role wants. The first of each pair is valid and cleared; the second has one read
+    too many, which the rules refuse."""
+    from mkernel import ScheduleBuilder
+
+    sb = ScheduleBuilder("counts", "fused", world=1, gpus_per_node=1, num_sms=8)
+    for name, rows, cols in (("Q", 16, 2), ("K", 32, 2), ("V", 32, 2), ("ACC", 16, 2), ("STATS", 16, 2),
+                             ("A1", 16, 1), ("OUT", 16, 1), ("LSE", 16, 1)):
+        sb.buffer(name, rows, cols)
+    sb.launch("k", {Role.COMPUTE: 1})
+    q, k, v = Region("Q", 0, 0, 16, 0, 2), Region("K", 0, 0, 32, 0, 2), Region("V", 0, 0, 32, 0, 2)
+    acc, stats = Region("ACC", 0, 0, 16, 0, 2), Region("STATS", 0, 0, 16, 0, 2)
+    for reads in ((q, k, v), (q, k, v, q)):
+        sb.add(0, Role.COMPUTE, Op.ATTN, reads=reads, writes=(acc, stats), label=f"attn {len(reads)}")
+    a1, out, lse = Region("A1", 0, 0, 16, 0, 1), Region("OUT", 0, 0, 16, 0, 1), Region("LSE", 0, 0, 16, 0, 1)
+    for reads in ((a1, stats), (a1, stats, a1)):
+        sb.add(0, Role.COMPUTE, Op.NORM, reads=reads, writes=(out, lse), label=f"norm {len(reads)}")
+    s = sb.build(0.0)
+    assert list(cleared(s, read_regions(s), signal_table(s))) == [True, False, True, False]
+    assert [_rules(s, p) is None for p in range(4)] == [True, False, True, False]
