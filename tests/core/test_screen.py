@@ -118,10 +118,10 @@ def _mutations(s: Schedule, t):
             yield name, with_regions(regions[:k] + (changed,) + regions[k + 1:])
         yield "one region fewer", with_regions(regions[:-1])
         yield "one region more", with_regions(regions + regions[-1:])
-        if len(regions) > 1:  # (an operand's shape: a gemm's B, an attention's k)
-            r = regions[1]
-            yield "second narrower", with_regions(regions[:1] + (_region(r, col1=r.col1 - 1),) + regions[2:])
-            yield "second shorter", with_regions(regions[:1] + (_region(r, row1=r.row1 - 1),) + regions[2:])
+        for j in range(1, min(3, len(regions))):  # (an operand's shape: a gemm's B and C, an attention's k and v)
+            r = regions[j]
+            yield f"operand {j} narrower", with_regions(regions[:j] + (_region(r, col1=r.col1 - 1),) + regions[j + 1:])
+            yield f"operand {j} shorter", with_regions(regions[:j] + (_region(r, row1=r.row1 - 1),) + regions[j + 1:])
         if t.writes and t.writes[0].col1 - t.writes[0].col0 > 1:  # (a gemm's C, an attention's acc, a norm's out)
             w = t.writes[0]
             yield "first write narrower", with_regions(t.reads + (_region(w, col1=w.col1 - 1),) + t.writes[1:])
@@ -258,3 +258,20 @@ def test_an_operand_too_many_is_left_to_the_rules_where_the_shapes_line_up():
     s = sb.build(0.0)
     assert list(cleared(s, read_regions(s), signal_table(s))) == [True, False, True, False]
     assert [_rules(s, p) is None for p in range(4)] == [True, False, True, False]
+
+
+def test_a_mask_of_other_than_ints_is_left_to_the_rules():
+    """A causal mask the rule would compare otherwise (None, a float) is not cleared, and the screen does
+    not raise on it: validate's first error stays the one its rules name, wherever the mask sits."""
+    from mkernel import ScheduleBuilder
+
+    sb = ScheduleBuilder("masks", "fused", world=1, gpus_per_node=1, num_sms=8)
+    for name, rows, cols in (("Q", 16, 2), ("K", 32, 2), ("V", 32, 2), ("ACC", 16, 2), ("STATS", 16, 2)):
+        sb.buffer(name, rows, cols)
+    sb.launch("k", {Role.COMPUTE: 1})
+    regions = dict(reads=(Region("Q", 0, 0, 16, 0, 2), Region("K", 0, 0, 32, 0, 2), Region("V", 0, 0, 32, 0, 2)),
+                   writes=(Region("ACC", 0, 0, 16, 0, 2), Region("STATS", 0, 0, 16, 0, 2)))
+    for mask in ((4, 2), (None, 0), (4.5, 2)):
+        sb.add(0, Role.COMPUTE, Op.ATTN, mask=mask, label=f"mask {mask}", **regions)
+    s = sb.build(0.0)
+    assert list(cleared(s, read_regions(s), signal_table(s))) == [True, False, False]
