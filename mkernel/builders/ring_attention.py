@@ -165,13 +165,17 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
         return todo
 
     # what a tile's counter counts: its merges, one an attention member, alike for every head (the
-    # tiles a slice reaches do not depend on the head), so counted here as the runs are added, not
-    # by ScheduleBuilder.bumped (which would list every member's key: 1.6M at 12288 x 64 heads)
+    # tiles a slice reaches do not depend on the head), so counted from the slice's runs, not by
+    # ScheduleBuilder.bumped (which would list every member's key: 1.6M at 12288 x 64 heads)
     merges = [0] * len(tiles)
     for q in sources:
         local = q == rank  # the own slice is read in place
         runs = [(k0, k1, _runs(reached(q, k0, k1), lambda a, b: not (a[3] or b[3]) and same_half(a, b)))
                 for k0, k1 in spans]  # (per slice: the same for every head)
+        for _, _, tile_runs in runs:
+            for ti, _, _, _, n in tile_runs:
+                for j in range(ti, ti + n):
+                    merges[j] += 1
         for bh in range(w.n):
             waits = waits_for(rank, q, bh)  # (a tuple of a wait per KV tile: made once per slice and head)
             for k0, k1, tile_runs in runs:
@@ -180,16 +184,13 @@ def _attention(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, sources,
                 v = Region("V" if local else "VA", rank, kv + k0, kv + k1, 0, w.k)
                 for ti, t0, t1, mask, n in tile_runs:
                     r0, r1 = bh * S + t0, bh * S + t1
-                    added = sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits, mask=mask,
-                                   reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
-                                   writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
-                                   signals=(done(bh, ti),),
-                                   label=f"slice {q} head {bh} keys {k0} tile {{}}", count=n,
-                                   step=Step(((0, t1 - t0, 0), (0, 0, 0), (0, 0, 0), (0, t1 - t0, 0), (0, t1 - t0, 0)),
-                                             ((0, 1),), label=(ti, 1)))
-                    if bh == 0 and added is not None:  # (as bumped counts: a task not built bumps nothing)
-                        for j in range(ti, ti + n):
-                            merges[j] += 1
+                    sb.add(rank, Role.COMPUTE, Op.ATTN, accumulate=True, waits=waits, mask=mask,
+                           reads=(Region("Q", rank, r0, r1, 0, w.k), k, v),
+                           writes=(Region("ACC", rank, r0, r1, 0, w.k), Region("STATS", rank, r0, r1, 0, 2)),
+                           signals=(done(bh, ti),),
+                           label=f"slice {q} head {bh} keys {k0} tile {{}}", count=n,
+                           step=Step(((0, t1 - t0, 0), (0, 0, 0), (0, 0, 0), (0, t1 - t0, 0), (0, t1 - t0, 0)),
+                                     ((0, 1),), label=(ti, 1)))
     if paired:  # a tile and its twin in the other half count on one counter
         merges = [merges[ti % half] + merges[ti % half + half] for ti in range(len(tiles))]
     for bh in range(w.n):
