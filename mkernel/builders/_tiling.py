@@ -28,7 +28,8 @@ class Tile:
     cols: int
 
 
-new_tile = quick_new(Tile)  # Tile(...) at about a third of the cost (slots.quick_new), every field given (a 32768^2 grid has 32k tiles)
+# Tile(...) at about a third of the cost (slots.quick_new), every field given (a 32768^2 grid has 32k tiles)
+new_tile = quick_new(Tile)
 
 
 @lru_cache(maxsize=8)
