@@ -2,20 +2,26 @@
 
 An op is declared once as a :class:`Schedule` (see :mod:`mkernel.ir`) by its builder
 (:mod:`mkernel.builders`), checked by :func:`validate`, and executed by a backend: ``sim`` (SimPy)
-or ``hw`` (GPUs). Importing this package needs only numpy: no torch, SimPy or GPU; the PyTorch
-ops (``mkernel.gemm_ar``, ``gemm_rs``, ``ag_gemm``, ``ring_attention``, ``moe_plan`` +
-``moe_dispatch_gemm``, and ``explain``, ``check``, ``close``, the ``fallback_*`` torch paths) load
-torch when first used.
+or ``hw`` (GPUs). Importing this package loads the IR, clusters, workloads and scenarios alone (the
+standard library's modules); numpy comes with the first of :func:`run`, :func:`validate` and
+:class:`ScheduleBuilder` used, so the ``mkernel`` command can set numpy's threads up before it loads
+(:mod:`mkernel.cli`). No torch, SimPy or GPU: the PyTorch ops (``mkernel.gemm_ar``, ``gemm_rs``,
+``ag_gemm``, ``ring_attention``, ``moe_plan`` + ``moe_dispatch_gemm``, and ``explain``, ``check``,
+``close``, the ``fallback_*`` torch paths) load torch when first used.
 """
+from typing import TYPE_CHECKING
+
 from .cluster import Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
 from .errors import (BackendUnavailable, DeadlockError, InputError, MkernelError, ProblemError,
                      ScenarioError, ScheduleError)
 from .ir import Buffer, BufferKind, Launch, Op, Region, Role, Schedule, Signal, Task, Wait
 from .problems import KERNELS, Workload
-from .runner import run
 from .scenario import Scenario, load_scenario
-from .schedule_builder import ScheduleBuilder
-from .validate import validate
+
+if TYPE_CHECKING:  # (loaded on first use: __getattr__)
+    from .runner import run
+    from .schedule_builder import ScheduleBuilder
+    from .validation import validate
 
 __all__ = [
     "BackendUnavailable", "Buffer", "BufferKind", "Cluster", "DeadlockError", "GpuSpec", "InputError",
@@ -28,12 +34,18 @@ __all__ = [
 TORCH_OPS = ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention", "moe_plan", "moe_dispatch_gemm", "explain",
              "check", "close", "configure", "MoeHandle")
 FALLBACKS = ("fallback_gemm_ar", "fallback_gemm_rs", "fallback_ag_gemm", "fallback_ring_attention", "fallback_moe")
+NUMPY_NAMES = {"run": "runner", "ScheduleBuilder": "schedule_builder", "validate": "validation"}  # name -> its module
 
 
 def __getattr__(name: str):
     """The PyTorch ops and their torch paths, imported on first use (:mod:`mkernel.hw.api`); the
     backends' packages too, so ``mkernel.hw.api.check()`` works after a plain ``import mkernel``
-    (``mkernel.hw`` with its api and fallbacks loaded)."""
+    (``mkernel.hw`` with its api and fallbacks loaded); and the names whose modules load numpy."""
+    if name in NUMPY_NAMES:
+        import importlib
+
+        value = globals()[name] = getattr(importlib.import_module(f"{__name__}.{NUMPY_NAMES[name]}"), name)
+        return value
     if name in ("hw", "sim"):
         import importlib
 

@@ -9,17 +9,26 @@ adds the traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from mkernel.hw.runtime.transports import HW_TRANSPORTS  # names only: nothing is probed at import
+# numpy's OpenBLAS starts a worker thread per core as numpy loads, and an idle worker spins 2**28
+# cycles (about 0.1 s of a core) before it sleeps: after the load and after every BLAS call. The
+# command makes no BLAS call that needs a spinning worker, so its idle workers sleep at once
+# (OpenBLAS's shortest timeout, 2**4 cycles; a value already set stays): a third of `mkernel run`'s
+# CPU. Here, before the imports below load numpy (importing mkernel itself does not).
+OPENBLAS_THREAD_TIMEOUT = "4"
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)
 
-from . import cli_measure as measure
-from . import cli_run as cases
-from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS
-from .errors import BackendUnavailable, InputError, MkernelError
-from .limits import TIMEOUT_S, bounded
-from .problems import INTERNODE, KERNELS, NODE_REDUCES, SCHEDULES
+from mkernel.hw.runtime.transports import HW_TRANSPORTS  # noqa: E402 (names only: nothing is probed at import)
+
+from . import cli_measure as measure  # noqa: E402
+from . import cli_run as cases  # noqa: E402
+from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS  # noqa: E402
+from .errors import BackendUnavailable, InputError, MkernelError  # noqa: E402
+from .limits import TIMEOUT_S, bounded  # noqa: E402
+from .problems import INTERNODE, KERNELS, NODE_REDUCES, SCHEDULES  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:

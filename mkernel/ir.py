@@ -367,8 +367,8 @@ class Schedule:
 
     def validate(self, races: bool = True) -> RegionTable | None:
         """Raise :class:`~mkernel.errors.ScheduleError` naming the first broken rule, else return the
-        region table read on the way (:func:`mkernel.validate.validate`: a backend may be handed it).
+        region table read on the way (:func:`mkernel.validation.validate`: a backend may be handed it).
         ``races=False`` skips the race check, the one rule whose cost grows faster than the tasks."""
-        from .validate import validate
+        from .validation import validate
 
         return validate(self, races)

@@ -1,6 +1,6 @@
 """validate()'s per-task rules, screened in bulk: the entries that certainly keep every one.
 
-The per-task rules (:mod:`mkernel.validate`) cost a few microseconds of Python per entry, and a 2 x 8
+The per-task rules (:mod:`mkernel.validation`) cost a few microseconds of Python per entry, and a 2 x 8
 GEMM+AR 32768^2 build has 188k entries (1.7 s). Most entries are plain: GEMM and attention tiles,
 copies, reductions, puts, norms and nops, whose rules are comparisons of a few integers. :func:`cleared`
 decides those comparisons for every entry at once on numpy arrays (regions from

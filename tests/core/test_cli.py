@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -111,6 +112,39 @@ def test_import_needs_no_simpy_torch_or_gpu():
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+NUMPY_WATCH = ("import os, sys\n"
+               "class Watch:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name == 'numpy':\n"
+               "            print('numpy loads with OPENBLAS_THREAD_TIMEOUT =', os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n"
+               "sys.meta_path.insert(0, Watch())\n")
+
+
+@pytest.mark.parametrize("preset", [None, "10"])
+def test_the_command_lets_idle_blas_workers_sleep_before_numpy_loads(preset):
+    """Importing mkernel loads no numpy, so the command sets OpenBLAS's idle timeout before numpy loads
+    (an idle worker spins about 0.1 s of a core otherwise: mkernel.cli); a value the user set stays."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if preset:
+        env["OPENBLAS_THREAD_TIMEOUT"] = preset
+    code = NUMPY_WATCH + "import mkernel\nprint('after import mkernel:', 'numpy' in sys.modules)\nimport mkernel.cli\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:2] == ["after import mkernel: False",
+                                            f"numpy loads with OPENBLAS_THREAD_TIMEOUT = {preset or '4'}"], proc.stdout
+
+
+def test_the_names_that_load_numpy_are_the_package_s_own_whatever_loaded_first():
+    """run, validate and ScheduleBuilder load on first use; mkernel.validate stays the function even where
+    its module (mkernel.validation) was imported first."""
+    code = ("import mkernel.validation, mkernel, mkernel.runner, mkernel.schedule_builder\n"
+            "assert mkernel.validate is mkernel.validation.validate and mkernel.run is mkernel.runner.run\n"
+            "from mkernel import *\n"
+            "assert ScheduleBuilder is mkernel.schedule_builder.ScheduleBuilder and validate is mkernel.validate\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_python_dash_m_entry_point():

@@ -25,7 +25,7 @@ from mkernel.members import read_regions
 from mkernel.screen import cleared
 from mkernel.signal_table import signal_table
 
-V = importlib.import_module("mkernel.validate")  # the module (mkernel.validate is also the function's name)
+V = importlib.import_module("mkernel.validation")
 
 
 @functools.lru_cache(maxsize=1)

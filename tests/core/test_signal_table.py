@@ -25,7 +25,7 @@ from mkernel.ir import Schedule, Signal, Wait
 from mkernel.races import acyclic, happens_before_graph, topological_order
 from mkernel.signal_table import count_homes, signal_table
 
-V = importlib.import_module("mkernel.validate")
+V = importlib.import_module("mkernel.validation")
 
 
 @functools.lru_cache(maxsize=1)

@@ -240,7 +240,7 @@ def test_the_race_rule_is_decided_by_the_member_count(monkeypatch):
 
     import mkernel.races
 
-    validate = importlib.import_module("mkernel.validate")  # (the package's name is the function)
+    validate = importlib.import_module("mkernel.validation")
     s = _racy()
     expanded = []
     monkeypatch.setattr(validate, "expand", lambda s: expanded.append(s) or expand(s))

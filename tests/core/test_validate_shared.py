@@ -19,7 +19,7 @@ from mkernel.coverage import check_outputs
 from mkernel.ir import BufferKind
 from mkernel.signal_table import count_homes, signal_table
 
-V = importlib.import_module("mkernel.validate")  # (the module: mkernel.validate is also the function's name)
+V = importlib.import_module("mkernel.validation")
 W = Workload(m=512, n=1024, k=64, chunk_tiles=2, baseline_chunk_kib=64)
 
 
