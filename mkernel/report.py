@@ -96,9 +96,7 @@ def print_result(result: dict) -> None:
 def progress_bar(after_s: float = 2.0):
     """A ``progress(stage, done, total)`` callback for :func:`mkernel.runner.run` that shows a rich
     progress bar once the run has lasted ``after_s`` seconds (a short run prints nothing extra),
-    and clears it at the end."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    and clears it at the end (rich's progress module loads only then)."""
     start, shown, tasks = time.perf_counter(), [None], {}
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -111,6 +109,8 @@ def progress_bar(after_s: float = 2.0):
         if shown[0] is None:
             if time.perf_counter() - start < after_s:
                 return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             shown[0] = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), transient=True)
             shown[0].start()

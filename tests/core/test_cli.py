@@ -147,6 +147,21 @@ def test_the_names_that_load_numpy_are_the_package_s_own_whatever_loaded_first()
     assert proc.returncode == 0, proc.stderr
 
 
+def test_a_run_shows_its_progress_bar_only_past_its_first_seconds():
+    """mkernel.report.progress_bar (the bar of a run that lasts more than a few seconds): a run shorter than
+    ``after_s`` loads nothing for it (rich's progress module loads when the bar is first shown); a longer one
+    shows it."""
+    code = ("import sys\nfrom mkernel.report import progress_bar\n"
+            "with progress_bar(after_s=60) as p:\n    p('build', 1, 4)\n"
+            "print('short run:', 'rich.progress' in sys.modules)\n"
+            "with progress_bar(after_s=0.0) as p:\n    p('build', 1, 4)\n    p('fused', 2, 4)\n"
+            "print('long run:', 'rich.progress' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stdout.splitlines() if line.endswith(("run: False", "run: True"))]  # (not the bar's)
+    assert said == ["short run: False", "long run: True"], proc.stdout
+
+
 def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "mkernel", "run", *SMALL], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
