@@ -2,13 +2,14 @@
 
 An op is declared once as a :class:`Schedule` (see :mod:`mkernel.ir`) by its builder
 (:mod:`mkernel.builders`), checked by :func:`validate`, and executed by a backend: ``sim`` (SimPy)
-or ``hw`` (GPUs). Importing this package loads the IR, clusters, workloads and scenarios alone (the
-standard library's modules); numpy comes with the first of :func:`run`, :func:`validate` and
-:class:`ScheduleBuilder` used, so the ``mkernel`` command can set numpy's threads up before it loads
-(:mod:`mkernel.cli`). No torch, SimPy or GPU: the PyTorch ops (``mkernel.gemm_ar``, ``gemm_rs``,
+or ``hw`` (GPUs). Importing this package loads the IR, clusters, workloads and scenarios alone (with the
+standard library); numpy comes with the first of :func:`run`, :func:`validate` and :class:`ScheduleBuilder`
+used, or with any module that needs it, so the ``mkernel`` command can set numpy's threads up before it
+loads (:mod:`mkernel.cli`). No torch, SimPy or GPU: the PyTorch ops (``mkernel.gemm_ar``, ``gemm_rs``,
 ``ag_gemm``, ``ring_attention``, ``moe_plan`` + ``moe_dispatch_gemm``, and ``explain``, ``check``,
 ``close``, the ``fallback_*`` torch paths) load torch when first used.
 """
+import importlib
 from typing import TYPE_CHECKING
 
 from .cluster import Cluster, GpuSpec, NicSpec, NvlinkSpec, ProxySpec
@@ -37,18 +38,18 @@ FALLBACKS = ("fallback_gemm_ar", "fallback_gemm_rs", "fallback_ag_gemm", "fallba
 NUMPY_NAMES = {"run": "runner", "ScheduleBuilder": "schedule_builder", "validate": "validation"}  # name -> its module
 
 
-def __getattr__(name: str):
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(NUMPY_NAMES))
+
+
+def __getattr__(name: str) -> object:
     """The PyTorch ops and their torch paths, imported on first use (:mod:`mkernel.hw.api`); the
     backends' packages too, so ``mkernel.hw.api.check()`` works after a plain ``import mkernel``
     (``mkernel.hw`` with its api and fallbacks loaded); and the names whose modules load numpy."""
     if name in NUMPY_NAMES:
-        import importlib
-
         value = globals()[name] = getattr(importlib.import_module(f"{__name__}.{NUMPY_NAMES[name]}"), name)
         return value
     if name in ("hw", "sim"):
-        import importlib
-
         module = importlib.import_module(f"{__name__}.{name}")
         if name == "hw":
             importlib.import_module(f"{__name__}.hw.api")

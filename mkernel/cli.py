@@ -13,11 +13,11 @@ import os
 import sys
 from pathlib import Path
 
-# numpy's OpenBLAS starts a worker thread per core as numpy loads, and an idle worker spins 2**28
-# cycles (about 0.1 s of a core) before it sleeps: after the load and after every BLAS call. The
-# command makes no BLAS call that needs a spinning worker, so its idle workers sleep at once
-# (OpenBLAS's shortest timeout, 2**4 cycles; a value already set stays): a third of `mkernel run`'s
-# CPU. Here, before the imports below load numpy (importing mkernel itself does not).
+# numpy's OpenBLAS starts a worker thread for each core but one as numpy loads, and an idle worker
+# spins 2**28 cycles (about 0.1 s of a core) before it sleeps: after the load and after every BLAS
+# call. The command makes no BLAS call that needs a spinning worker, so its idle workers sleep at
+# once (OpenBLAS's shortest timeout, 2**4 cycles; a value already set stays): a third of `mkernel
+# run`'s CPU. Here, before the imports below load numpy (importing mkernel itself does not).
 OPENBLAS_THREAD_TIMEOUT = "4"
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)
 

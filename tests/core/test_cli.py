@@ -118,7 +118,8 @@ NUMPY_WATCH = ("import os, sys\n"
                "class Watch:\n"
                "    def find_spec(self, name, path=None, target=None):\n"
                "        if name == 'numpy':\n"
-               "            print('numpy loads with OPENBLAS_THREAD_TIMEOUT =', os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n"
+               "            print('numpy loads with OPENBLAS_THREAD_TIMEOUT =',\n"
+               "                  os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n"
                "sys.meta_path.insert(0, Watch())\n")
 
 
@@ -129,8 +130,9 @@ def test_the_command_lets_idle_blas_workers_sleep_before_numpy_loads(preset):
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     if preset:
         env["OPENBLAS_THREAD_TIMEOUT"] = preset
-    code = NUMPY_WATCH + "import mkernel\nprint('after import mkernel:', 'numpy' in sys.modules)\nimport mkernel.cli\n"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    code = (NUMPY_WATCH + "import mkernel\nprint('after import mkernel:', 'numpy' in sys.modules)\n"
+            "import mkernel.cli\nimport numpy\n")  # (numpy loads here at the latest)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[:2] == ["after import mkernel: False",
                                             f"numpy loads with OPENBLAS_THREAD_TIMEOUT = {preset or '4'}"], proc.stdout
@@ -143,7 +145,7 @@ def test_the_names_that_load_numpy_are_the_package_s_own_whatever_loaded_first()
             "assert mkernel.validate is mkernel.validation.validate and mkernel.run is mkernel.runner.run\n"
             "from mkernel import *\n"
             "assert ScheduleBuilder is mkernel.schedule_builder.ScheduleBuilder and validate is mkernel.validate\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -156,7 +158,7 @@ def test_a_run_shows_its_progress_bar_only_past_its_first_seconds():
             "print('short run:', 'rich.progress' in sys.modules)\n"
             "with progress_bar(after_s=0.0) as p:\n    p('build', 1, 4)\n    p('fused', 2, 4)\n"
             "print('long run:', 'rich.progress' in sys.modules)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     said = [line for line in proc.stdout.splitlines() if line.endswith(("run: False", "run: True"))]  # (not the bar's)
     assert said == ["short run: False", "long run: True"], proc.stdout

@@ -9,6 +9,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _source_of(name: str) -> Path:
+    """The file of this tree a wheel entry comes from (pyproject's package-dir: mkernel/sim/x is sim/x,
+    mkernel/hw/x is hw/x, mkernel/scenarios/x is scenarios/x)."""
+    parts = name.split("/")
+    return ROOT.joinpath(*(parts[1:] if len(parts) > 2 and parts[1] in ("sim", "hw", "scenarios") else parts))
+
+
 def test_wheel_installs_the_folder_mapped_packages(tmp_path):
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
@@ -18,6 +25,10 @@ def test_wheel_installs_the_folder_mapped_packages(tmp_path):
     tops = {n.split("/")[0] for n in names if not n.startswith("mkernel-")}
     assert tops == {"mkernel"}, tops  # no generic top-level sim/ or hw/ in site-packages
     assert {"mkernel/sim/engine.py", "mkernel/hw/__init__.py", "mkernel/scenarios/default.toml"} <= set(names)
+    # every module shipped is a source of this tree (setuptools keeps stale copies in build/lib: a module moved or
+    # renamed here would ship under its old name too)
+    stale = [n for n in names if n.endswith(".py") and not _source_of(n).is_file()]
+    assert not stale, stale
     # the native proxy is built from source on the user's machine
     from mkernel.hw.runtime import native
 

@@ -2,8 +2,8 @@
 # numpy's idle OpenBLAS worker spins after numpy loads: CPU of `import numpy` then 0.3 s of busy Python on the
 # main thread, with OpenBLAS's default idle timeout and with the command's (OPENBLAS_THREAD_TIMEOUT=4), three
 # times each, alternating. User CPU above the 0.3 s (+ ~0.06 s of the import itself) is the idle worker's.
-# Then `mkernel run` (the default scenario) and the every-node row, with the variable unset and set by hand on
-# a checkout that does not set it itself (pass its root as $1; default: the base worktree of this session).
+# Then `mkernel run` (the default scenario), with the variable unset and set by hand, on a checkout that does
+# not set it itself (pass its root as $1; default: the base worktree of this session). The every-node row: full_ab.sh.
 set -u
 base=${1:-/work/base16}
 loop='import numpy, time
