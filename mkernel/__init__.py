@@ -39,6 +39,7 @@ NUMPY_NAMES = {"run": "runner", "ScheduleBuilder": "schedule_builder", "validate
 
 
 def __dir__() -> list[str]:
+    """The package's names, those loaded on first use (``NUMPY_NAMES``) among them before they are."""
     return sorted(set(globals()) | set(NUMPY_NAMES))
 
 

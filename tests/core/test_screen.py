@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import random
 
 import numpy as np
@@ -24,8 +23,7 @@ from mkernel.ir import Region, Role, Schedule, Signal, Wait
 from mkernel.members import read_regions
 from mkernel.screen import cleared
 from mkernel.signal_table import signal_table
-
-V = importlib.import_module("mkernel.validation")
+from mkernel import validation as V
 
 
 @functools.lru_cache(maxsize=1)

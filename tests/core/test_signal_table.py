@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import random
 from collections import Counter, defaultdict
 
@@ -24,8 +23,7 @@ from mkernel import ScheduleError, builders
 from mkernel.ir import Schedule, Signal, Wait
 from mkernel.races import acyclic, happens_before_graph, topological_order
 from mkernel.signal_table import count_homes, signal_table
-
-V = importlib.import_module("mkernel.validation")
+from mkernel import validation as V
 
 
 @functools.lru_cache(maxsize=1)

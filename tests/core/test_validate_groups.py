@@ -236,11 +236,8 @@ def _racy() -> Schedule:
 def test_the_race_rule_is_decided_by_the_member_count(monkeypatch):
     """Above the limit by members (not by tasks) the race check is skipped without expanding; at
     it, it runs on the expanded schedule and names the members."""
-    import importlib
-
     import mkernel.races
-
-    validate = importlib.import_module("mkernel.validation")
+    from mkernel import validation as validate
     s = _racy()
     expanded = []
     monkeypatch.setattr(validate, "expand", lambda s: expanded.append(s) or expand(s))

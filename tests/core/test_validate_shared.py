@@ -9,7 +9,6 @@ message the rule alone raises, and a planted race must still be found on a small
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 import pytest
 
@@ -18,8 +17,8 @@ from mkernel.builders import get
 from mkernel.coverage import check_outputs
 from mkernel.ir import BufferKind
 from mkernel.signal_table import count_homes, signal_table
+from mkernel import validation as V
 
-V = importlib.import_module("mkernel.validation")
 W = Workload(m=512, n=1024, k=64, chunk_tiles=2, baseline_chunk_kib=64)
 
 
