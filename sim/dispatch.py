@@ -154,13 +154,15 @@ class Dispatch(Waits):
         """The runs taken at one boundary, in order: each blocked one waits (:meth:`_block`, written
         out here: it was a call per blocked member), each ready one starts."""
         start = self._start if self.stress > 0 else self._work
-        wait_key, blocked, counts = self.board.wait_key, self.blocked, lane.pool.blocked
+        wait_key, order = self.board.wait_key, self._blocks
+        counts = lane.pool.blocked if self.controller is not None else None  # (only a controller reads them)
         for run in runs:
             if run.wait < 0:
                 start(run)
             elif wait_key(run.key, run.need, run):
-                counts[run.role] += run.n
-                blocked[id(run)] = run
+                run.seq = next(order)
+                if counts is not None:
+                    counts[run.role] += run.n
             else:
                 self._resume([run])  # bumped since it was taken, by a run started before it here
         if lane.alive == 0 and not lane.done.triggered:
@@ -230,8 +232,9 @@ class Dispatch(Waits):
         if not self.board.wait_key(run.key, run.need, run):
             self._resume([run])  # bumped since it was taken, by a task that ended at this instant
             return
-        run.lane.pool.blocked[run.role] += run.n
-        self.blocked[id(run)] = run
+        run.seq = next(self._blocks)
+        if self.controller is not None:
+            run.lane.pool.blocked[run.role] += run.n
 
     def _later(self, delay: float, then, run: Run) -> None:
         """Call ``then(runs)`` ``delay`` from now with every run of this lane that asked for the same
@@ -282,9 +285,10 @@ class Dispatch(Waits):
         each checks its other waits; the ready ones start, neighbouring members of one group
         together, split by GEMM speed class as their SMs resume one by one."""
         ready: list[Run] = []
-        blocked, stress = self.blocked, self.stress > 0
+        counted, stress = self.controller is not None, self.stress > 0
         for run in runs:
-            if blocked.pop(id(run), None) is not None:
+            if counted and getattr(run, "seq", 0):  # (a run that waited on the board: its SMs count no more)
+                run.seq = 0
                 run.lane.pool.blocked[run.role] -= run.n
             task = run.task
             at = run.wait + 1

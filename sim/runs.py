@@ -30,10 +30,12 @@ class Run:
     ``wait`` >= 0: blocked on that wait (``key`` reaching ``need``); ``speed``: the GEMM speed
     class its members were taken at (:func:`cost.sm_speed`); ``start``: when its work began.
     ``parts``: None, or [task, first, n] of each entry a run of ready GEMM tiles of one cost spans
-    (:meth:`~mkernel.sim.dispatch.Dispatch._join`), ``task`` and ``first`` being the first part's and ``n`` the total."""
+    (:meth:`~mkernel.sim.dispatch.Dispatch._join`), ``task`` and ``first`` being the first part's and ``n`` the total.
+    ``seq``: set when it waits on the board (unset before), the order of its latest wait among all the
+    runs' (:meth:`~mkernel.sim.engine.Model.blocked`); with a controller, 0 once it has been released."""
 
     __slots__ = ("lane", "role", "task", "first", "n", "slots", "wait", "key", "need", "speed", "start", "paid",
-                 "later", "parts")
+                 "later", "parts", "seq")
 
     def __init__(self, lane: Lane, role: Role, task: Task, first: int, slot: int, wait: int, key, need: int,
                  speed: float) -> None:

@@ -23,7 +23,7 @@ import random
 
 import pytest
 
-from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait
+from mkernel import BufferKind, Cluster, DeadlockError, Op, Region, Role, ScheduleBuilder, Signal, Wait
 from mkernel.ir import Step
 from mkernel.sim.engine import Model
 
@@ -78,7 +78,7 @@ def test_blocked_members_run_as_they_would_one_by_one(arrays):
     assert started == [("A", 0, 2, t1), ("A", 3, 1, t1),  # A 3 does not follow 0 and 1: a run of its own
                        ("A", 2, 1, t2), ("B", 3, 1, t2), ("B", 0, 3, t2),  # B 0-1 and 2 resume as one
                        ("C", 0, 3, t3)]
-    assert not model.blocked and all(n == 0 for n in model.pools[0].blocked.values())
+    assert not model.blocked() and all(n == 0 for n in model.pools[0].blocked.values())
     assert model.env.events == 9
 
 
@@ -156,3 +156,40 @@ def test_lone_waits_fast_path_is_the_general_path():
         mixed += sum(any(w >= 0 for _, _, (w, _, _) in spans) and any(w < 0 for _, _, (w, _, _) in spans)
                      for _, spans in takes)
     assert fast_takes and mixed  # takes of ready and blocked members in turn went through it
+
+
+def test_deadlock_lists_waiters_in_the_order_they_last_began_to_wait():
+    """``Model.blocked`` reads the waiters off the board, ordered by their latest wait: D blocks on
+    a[0] before E blocks on w[0]; a[0]'s bump releases D, which then waits on v[0]. Neither v nor w is
+    ever bumped: E is listed before D (with D listed by its first wait, a run re-blocked would keep its
+    old place: caught by planting it)."""
+    sb = ScheduleBuilder("stuck", "fused", world=1, gpus_per_node=1, num_sms=8, grouped=True)
+    sb.buffer("X", 64, 64, kind=BufferKind.INPUT)
+    sb.buffer("Y", 64, 64)
+    sb.launch("k", {Role.COMPUTE: 1, Role.INTRA: 2})
+    sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 16, 0, 64),), writes=(Region("Y", 0, 0, 16, 0, 64),),
+           signals=(Signal(0, "a", 0),), label="copy")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "a", 0), 1), Wait(Signal(0, "v", 0), 1)), label="D")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "w", 0), 1),), label="E")
+    model = Model(sb.build(0.0), Cluster("1x1", nodes=1, gpus_per_node=1), None)
+    with pytest.raises(DeadlockError, match=r"(?s)'E'.*waits for w\[0\]@0 >= 1.*'D'.*waits for v\[0\]@0 >= 1"):
+        model.run()
+    assert [(run.task.label, run.key) for run in model.blocked()] == [("E", (0, "w", 0)), ("D", (0, "v", 0))]
+
+
+def test_a_controller_sees_the_blocked_sms_counted():
+    """With a controller (which reads ``RolePool.blocked``), each run that waits on the board counts
+    its SMs in until it is released (the launch above: A's and B's members), and a run found ready
+    when it would wait never counts: M, taken blocked on k[0] beside N, which bumps k[0] as it starts
+    (a NOP ends at once). Planted: every resumed run counted out; the count went below 0."""
+    sb = ScheduleBuilder("found", "fused", world=1, gpus_per_node=1, num_sms=8, grouped=True)
+    sb.launch("k", {Role.COMPUTE: 1, Role.INTRA: 2})
+    sb.add(0, Role.INTRA, Op.NOP, signals=(Signal(0, "k", 0),), label="N")
+    sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, "k", 0), 1),), label="M")
+    for schedule in (_schedule(), sb.build(0.0)):
+        seen = []
+        model = Model(schedule, Cluster("1x1", nodes=1, gpus_per_node=1), None,
+                      controller=lambda rank, pool, now: seen.append(pool.blocked[Role.INTRA]))
+        model.run()
+        assert min(seen) == 0 and all(n == 0 for n in model.pools[0].blocked.values())
+        assert max(seen) > 0 or schedule.kernel == "found"
