@@ -113,6 +113,7 @@ class Model(Dispatch):
         self._joins_cache: dict[int, bool] = {}
         self._stepping: dict[int, list[tuple]] = {}  # stepping waits as key parts (Dispatch._waits_of), by id(entry)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
+        self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
         self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then

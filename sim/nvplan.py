@@ -10,17 +10,57 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from mkernel import cost
-from mkernel.ir import Task
+from mkernel.ir import Schedule, Task
+from mkernel.members import RegionTable
 
 if TYPE_CHECKING:
     from .engine import Model
 
 
+class Shapes:
+    """What :func:`shared` keys a plan by, for the entries of a schedule, read off its region table
+    (``validate()``'s): each region's buffer, rank, rows and columns as one number, entry after
+    entry. Why: reading those four fields off each of an entry's 3-14 region objects, for each of the
+    49,152 NVLink entries of the 2 x 8 every-node GEMM+AR run, was about 4% of that run; a slice of
+    a list is not. An entry is found by its id, which is its position in a built schedule (checked:
+    any other task is keyed by its regions, :func:`shared`)."""
+
+    def __init__(self, s: Schedule, regions: RegionTable) -> None:
+        recs, fields, _ = regions
+        self.tasks = s.tasks
+        parts = (recs[:, 0], recs[:, 1], recs[:, 3] - recs[:, 2], recs[:, 5] - recs[:, 4])
+        sizes = [int(a.max(initial=0)) + 1 for a in parts]
+        if min(int(a.min(initial=0)) for a in parts) >= 0 and sizes[0] * sizes[1] * sizes[2] * sizes[3] < 2 ** 63:
+            code = parts[0].astype(np.int64)
+            for a, size in zip(parts[1:], sizes[1:]):
+                code = code * size + a
+        else:  # (numbers past 64 bits together: numbered by sorting)
+            code = np.unique(np.stack(parts, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+        self.codes = code.tolist()
+        per = np.bincount(fields["entry"], minlength=len(s.tasks))
+        self.start = np.concatenate(([0], np.cumsum(per))).tolist()  # entry p's records: start[p] .. start[p+1]
+
+    def key(self, task: Task) -> tuple | None:
+        """``task``'s plan key, or None where ``task`` is not the entry at its id's position."""
+        p = task.id
+        if not 0 <= p < len(self.tasks) or self.tasks[p] is not task:
+            return None
+        start = self.start
+        return (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),
+                *self.codes[start[p]:start[p + 1]])
+
+
 def shared(m: Model, task: Task) -> tuple:
-    """:func:`plan` of ``task``, shared by every task it is the same function of."""
-    key = (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),  # (then each region's)
-           *[(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads + task.writes])
+    """:func:`plan` of ``task``, shared by every task it is the same function of (an entry found in
+    the model's :class:`Shapes` by its regions' numbers, any other task by its regions' fields: the
+    two kinds of key never meet, and equal plans kept twice are equal)."""
+    key = m.nv_shapes.key(task) if m.nv_shapes is not None else None
+    if key is None:
+        key = (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),  # (then each region's)
+               *[(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in task.reads + task.writes])
     return m._nv_plans.get(key) or m._nv_plans.setdefault(key, plan(m, task))
 
 

@@ -4,6 +4,9 @@ counted (their bytes owed to their links) only while that is exact, and an entry
 by the entry only where its members share one (else each member gets its own)."""
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from mkernel import Cluster
@@ -98,3 +101,52 @@ def test_a_groups_runs_put_each_members_bytes_on_its_own_ports(step_rank):
     assert ports[0] == ports[1]
     assert all(ports[0][4 + r][0] > 0 for r in (1, 2, 3) if step_rank or r == 1)
     assert grouped.finish == pytest.approx(flat.finish, rel=1e-12, abs=0)
+
+
+def _field_key(t) -> tuple:
+    """What a plan is a function of, read off the task's fields (nvplan.shared without Shapes)."""
+    return (t.op, t.rank, t.accumulate, len(t.index), len(t.reads),
+            *[(r.buffer, r.rank, r.row1 - r.row0, r.col1 - r.col0) for r in t.reads + t.writes])
+
+
+def _nv_builds():
+    from mkernel import Workload
+    from mkernel.builders import get
+    c = Cluster("t", 2, 4, transport="ib_rc")
+    for kernel, w in (("gemm_ar", Workload(m=576, n=1024, k=64, chunk_tiles=2)),  # (edge tiles of 64 rows)
+                      ("gemm_rs", Workload(kernel="gemm_rs", m=512, n=512, k=64)),
+                      ("ag_gemm", Workload(kernel="ag_gemm", m=512, n=512, k=64)),
+                      ("ring_attention", Workload(kernel="ring_attention", m=256, n=64, k=32, tile_m=64))):
+        yield get(kernel).build(w, c, grouped=True)
+
+
+@pytest.mark.parametrize("s", list(_nv_builds()), ids=lambda s: s.kernel)
+def test_plan_keys_read_off_the_region_table_part_the_entries_as_their_fields_do(s):
+    """Two NVLink entries share a :class:`Shapes` key exactly where their fields' keys are equal (planted
+    and caught: the rows or the rank left out of a region's number; the codes of another entry)."""
+    from mkernel.sim.nvplan import Shapes
+    shapes = Shapes(s, s.validate(races=False))
+    nv = [t for t in s.tasks if t.op in (Op.COPY, Op.REDUCE, Op.GATHER)]
+    assert len(nv) > 8
+    by_fields, by_table = {}, {}
+    for t in nv:
+        by_fields.setdefault(_field_key(t), []).append(t.id)
+        by_table.setdefault(shapes.key(t), []).append(t.id)
+    assert sorted(by_fields.values()) == sorted(by_table.values()) and None not in by_table
+
+
+def test_plan_keys_of_numbers_past_64_bits_together_and_of_tasks_not_in_the_table():
+    """Where a region's four numbers do not fit one 64-bit number together, they are numbered by sorting
+    (the same parting); a task not at its id's position (an equal copy of an entry, or a member made from a group) has no key there."""
+    from mkernel.sim.nvplan import Shapes
+    s = next(_nv_builds())
+    recs, fields, codes = s.validate(races=False)
+    wide = recs.astype(np.int64)
+    wide[:, 5] += 2 ** 40  # every region 2^40 columns wider: the same parting
+    a, b = Shapes(s, (recs, fields, codes)), Shapes(s, (wide, fields, codes))
+    assert b.codes != a.codes
+    nv = [t for t in s.tasks if t.op in (Op.COPY, Op.REDUCE, Op.GATHER)]
+    same = [[a.key(x) == a.key(y) for y in nv] for x in nv]
+    assert same == [[b.key(x) == b.key(y) for y in nv] for x in nv]
+    copy = dataclasses.replace(nv[0])  # (equal, but not the schedule's entry)
+    assert copy == nv[0] and a.key(copy) is None and a.key(nv[0]) is not None
