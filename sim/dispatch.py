@@ -15,6 +15,8 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 """
 from __future__ import annotations
 
+from operator import itemgetter
+
 from mkernel.ir import Op, Role, Task
 
 from .runs import READY, Lane, Run, Waits
@@ -23,6 +25,7 @@ NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
 # (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30
 COMPUTE, GEMM, PUT, ATTN, NORM = Role.COMPUTE, Op.GEMM, Op.PUT, Op.ATTN, Op.NORM
+RANK_STEP = itemgetter(0)  # a region's step: (rank, row, column)
 RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are bound methods)
 
 
@@ -130,7 +133,7 @@ class Dispatch(Waits):
         if last is not None and last.role is role and last.wait == wait and last.key == key and last.speed == speed:
             parts = last.parts
             t, f, m = (last.task, last.first, last.n) if parts is None else parts[-1]
-            if t is task and f + m == first and self._joins(task):
+            if t is task and f + m == first and (self._joins_cache.get(id(task)) or self._joins(task)):
                 last.n += n
                 if parts is not None:
                     parts[-1][2] += n
@@ -215,7 +218,7 @@ class Dispatch(Waits):
         ok = self._joins_cache.get(id(task))
         if ok is None:
             ok = self._joins_cache[id(task)] = (task.count > 1 and self.stress <= 0 and task.op is not PUT and (
-                task.op not in NVLINK_OPS or not any(r[0] for r in task.step.regions)))
+                task.op not in NVLINK_OPS or not any(map(RANK_STEP, task.step.regions))))
         return ok
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
@@ -320,6 +323,8 @@ class Dispatch(Waits):
             if last.role is role and last.parts is None and last.task is task and last.first + last.n == run.first \
                     and (joins.get(id(task)) or self._joins(task)):
                 last.n += run.n
+            elif task.op is not GEMM:  # what _join does then: the run (ready now, as set above) is a part of its
+                parts.append(run)  # own; only GEMM tiles join a part of another entry (_spans)
             else:
                 self._join(parts, run.lane, role, task, run.first, run.n, -1, None, 0, 0.0, run)
         for run in ready if self._one_by_one else ():

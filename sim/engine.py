@@ -54,6 +54,7 @@ from .sms import RolePool
 from . import nvplan, tiles
 
 TILED = (GEMM, ATTN)  # the compute ops that pay the fused kernel's per-tile cost (Model._worked)
+MEMBERS = attrgetter("n")  # a run's members
 DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
 
@@ -123,6 +124,7 @@ class Model(Dispatch):
         self._spanning = data is None and not self._one_by_one  # GEMM runs may span entries (Dispatch._spans)
         self._total = sum(map(attrgetter("count"), s.tasks))
         self._ended, self._told = 0, 0
+        self._every = self._total / 200  # (the members ended between two progress calls)
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -270,10 +272,10 @@ class Model(Dispatch):
 
     def _free(self, runs: list[Run]) -> None:
         if self.progress is not None:
-            self._ended += sum(run.n for run in runs)
-            if self._ended - self._told >= self._total / 200 or self._ended == self._total:
-                self._told = self._ended
-                self.progress(self.s.variant, self._ended, self._total)
+            self._ended = ended = self._ended + (runs[0].n if len(runs) == 1 else sum(map(MEMBERS, runs)))
+            if ended - self._told >= self._every or ended == self._total:
+                self._told = ended
+                self.progress(self.s.variant, ended, self._total)
         if self._one_by_one:
             self._pass(runs[0].lane, [(slot, run.role, run, j) for run in runs for j, slot in enumerate(run.slots)])
         else:
