@@ -131,7 +131,8 @@ class Model(Dispatch):
         for rank in self.ranks:
             self.env.start(self._rank(rank))
         self.env.run()
-        blocked = self.blocked()
+        # (a blocked run holds its SMs, so its lane, and its rank, never ends: where every rank ended, none is)
+        blocked = self.blocked() if any(self.finish[r] != self.finish[r] for r in self.ranks) else []
         if self.progress is not None and not blocked and self._told < self._total:
             # tasks of launches timed as a library call (sim/library.py) end with the call, unseen
             self.progress(self.s.variant, self._total, self._total)
@@ -284,8 +285,11 @@ class Model(Dispatch):
     def _landed(self, run: Run) -> None:
         if self.quiet:
             return
-        for entry, first, n in run.entries():
-            self.tracker.landed_writes(entry, first, n)
+        if run.parts is None:  # (run.entries() of a run of one entry, without building its tuple)
+            self.tracker.landed_writes(run.task, run.first, run.n)
+        else:
+            for entry, first, n in run.parts:
+                self.tracker.landed_writes(entry, first, n)
         if self.data is not None:
             for j in range(run.n):
                 self.data.apply(run.member(j))
