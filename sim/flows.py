@@ -34,12 +34,14 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
+from itertools import count
 
 import simpy
 
-from .maxmin import resolve
+from .maxmin import Solves, resolve
 from .signals import CountingEnvironment
 
+_BORN = count()  # (Flow.born)
 EPS_US = 1e-9
 WHOLE = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
 INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
@@ -84,7 +86,7 @@ class Flow:
     = now``: written out where it happens, the hot path); ``ends``: a heap of (virtual end, seq,
     members, done event) per transfer."""
 
-    __slots__ = ("links", "unit", "cap", "count", "vtime", "rate", "stamp", "token", "ends", "key")
+    __slots__ = ("links", "unit", "cap", "count", "vtime", "rate", "stamp", "token", "ends", "key", "born")
 
     def __init__(self, unit: dict[Link, float], cap: float, now: float, key=None) -> None:
         self.links = tuple(unit)
@@ -97,6 +99,7 @@ class Flow:
         self.token = 0
         self.ends: list[tuple[float, int, int, simpy.Event]] = []
         self.key = key
+        self.born = next(_BORN)  # groups in the order they are made: the order of each link's groups (maxmin.Solves)
 
     def add(self, n: int) -> None:
         """``n`` more members (or fewer, for n < 0): ``count`` times the unit weight on every link."""
@@ -140,6 +143,7 @@ class FlowNet:
         self.whole_left = WHOLE
         self.owing: dict[Link, None] = {}  # the links that plans' flows owe bytes
         self.events = 0  # live transfers that end with an event, not a call (_wake: none, no search)
+        self.solves = Solves()  # whole components' rates by their state (below INCREMENTAL_GROUPS live groups)
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
@@ -229,8 +233,10 @@ class FlowNet:
     def _flush(self, _event) -> None:
         self.flush_pending = False
         links, self.dirty = self.dirty, {}
-        prune = not self.record and len(self.groups) >= INCREMENTAL_GROUPS  # a trace samples whole components
-        self._rerate(*resolve(links, self.touched, prune))
+        if not self.record and len(self.groups) >= INCREMENTAL_GROUPS:  # (a trace samples whole components)
+            self._rerate(*resolve(links, self.touched))
+        else:
+            self._rerate(*self.solves.resolve(links))
         self.touched.clear()
         self._arm()
 

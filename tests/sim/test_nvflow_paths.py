@@ -5,6 +5,8 @@ by the entry only where its members share one (else each member gets its own).""
 from __future__ import annotations
 
 import dataclasses
+import math
+import random
 
 import numpy as np
 import pytest
@@ -14,6 +16,9 @@ from mkernel.ir import Op, Region, Role, Step, expand
 from mkernel.schedule_builder import ScheduleBuilder
 from mkernel.sim.engine import Model
 from mkernel.sim.flows import WHOLE, FlowNet, Link
+from mkernel.sim import maxmin
+from mkernel.sim.flows import Flow
+from mkernel.sim.maxmin import Solves
 from mkernel.sim.signals import CountingEnvironment
 
 
@@ -150,3 +155,125 @@ def test_plan_keys_of_numbers_past_64_bits_together_and_of_tasks_not_in_the_tabl
     assert same == [[b.key(x) == b.key(y) for y in nv] for x in nv]
     copy = dataclasses.replace(nv[0])  # (equal, but not the schedule's entry)
     assert copy == nv[0] and a.key(copy) is None and a.key(nv[0]) is not None
+
+
+def _rates_of(transfers, links, solves: Solves) -> tuple[list, list, int]:
+    """Every live group's rate after every re-rate and every transfer's end, on a net solving its whole
+    components through ``solves``; and how many re-rates there were."""
+    env, seen, ends = CountingEnvironment(), [], []
+
+    class Net(FlowNet):
+        def _flush(self, event) -> None:
+            super()._flush(event)
+            seen.append([(tuple((link.name, w) for link, w in g.key[0]), g.key[1], g.count, g.rate)
+                         for g in self.groups.values()])
+
+    net = Net(env)
+    net.solves = solves
+
+    def start(at, size, legs, cap, count):
+        yield env.timeout(at)
+        yield net.transfer_legs(size, [(links[name], size, size * w) for name, w in legs], cap, count)
+        ends.append((env.now, size))
+
+    for t in transfers:
+        env.process(start(*t))
+    env.run()
+    return seen, ends, len(seen)
+
+
+def _waves(seed: int) -> tuple[list, dict[str, Link]]:
+    """Lockstep waves, as the lanes of an every-node run make them: each wave one of three patterns of
+    copies between four GPUs (weights 1 and 1/3, two SM caps, seeded counts), of one size, the wave's
+    copies started in two steps; the next wave starts when the last could have ended."""
+    rng = np.random.default_rng(seed)
+    links = {f"{d}{g}": Link(f"{d}{g}", 90.0) for g in range(4) for d in ("out", "in")}
+    shapes = [([(f"out{s}", 1.0), (f"in{(s + k) % 4}", 1.0 if k == 1 else 1 / 3)], 25.0 if k == 1 else 40.0)
+              for s in range(4) for k in (1, 2)]
+    patterns = [[(legs, cap, int(rng.choice([1, 2, 3]))) for legs, cap in shapes if rng.random() < 0.7]
+                for _ in range(3)]
+    transfers = []
+    for wave in range(16):
+        for j, (legs, cap, count) in enumerate(patterns[int(rng.integers(3))]):
+            transfers.append((wave * 8.0 + 0.5 * (j % 2), 30.0, legs, cap, count))
+    return transfers, links
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_component_seen_again_is_rated_as_the_filling_rates_it(seed):
+    """Whole components rated from a remembered state (Solves) against the filling every time
+    (``kept=0``): every group's rate after every re-rate, and every transfer's end, bit for bit, on
+    lockstep waves whose states repeat (most re-rates find theirs)."""
+    plain = _rates_of(*_waves(seed), Solves(kept=0))
+    kept = Solves()
+    assert _rates_of(*_waves(seed), kept) == plain
+    assert len(kept._rates) < plain[2] / 4
+
+
+class _Blind(Solves):
+    """A state that leaves one of its parts out (planted errors)."""
+
+    def __init__(self, drop: int) -> None:
+        super().__init__()
+        self.drop = drop
+
+    def _state(self, flows, keys, order):
+        state = list(super()._state(flows, keys, order))
+        state[self.drop] = None
+        return tuple(state)
+
+
+def _twice(seed: int, change: str, solves: Solves) -> bool:
+    """Two states of one component on three links, solved one after the other by ``solves``: the second
+    with one thing changed (a group's plan; two groups' counts, swapped where the two differ only in
+    their caps; the order the groups were made; or the links' weights' bits, through a group added
+    and taken away first). Whether both got the filling's rates."""
+    rng = random.Random(seed)
+    links = [Link(f"l{i}", rng.choice([1.0, 3.0, rng.uniform(0.5, 5.0)])) for i in range(3)]
+    plans = []
+    for _ in range(4):
+        unit = {links[i]: rng.choice([1.0, 1 / 3, rng.uniform(0.1, 2.0)]) for i in rng.sample(range(3), rng.randint(1, 3))}
+        cap = rng.choice([math.inf, rng.uniform(0.1, 3.0)])
+        plans.append((unit, cap, (tuple(unit.items()), cap)))  # (a plan key, as FlowNet.plan_legs interns it)
+    counts, made = [rng.randint(1, 3) for _ in range(3)], [0, 1, 2]
+    if change == "count":  # (groups 0 and 1 alike but for their caps, their counts swapped: the links' weights stay)
+        cap = rng.uniform(0.1, 3.0)
+        plans[1] = (plans[0][0], cap, (plans[0][2][0], cap))
+        counts[1] = 1 + counts[0] % 3
+    ok = True
+    for second in (False, True):
+        use = list(plans[:3])
+        if second and change == "plan":
+            use[2] = plans[3]
+        if second and change == "count":
+            counts[0], counts[1] = counts[1], counts[0]
+        if second and change == "born":
+            made = [1, 0, 2]
+        if second and change == "weight":
+            extra = Flow({links[0]: 0.1, links[1]: 0.7, links[2]: 0.3}, math.inf, 0.0)
+            extra.add(1)
+        groups = {}
+        for j in made:
+            unit, cap, key = use[j]
+            groups[j] = Flow(unit, cap, 0.0, key)
+            groups[j].add(counts[j])
+        if second and change == "weight":
+            extra.add(-1)
+            for link in links:
+                del link.flows[extra]
+        flows, rates = solves.resolve(dict.fromkeys(links))
+        ok &= rates == maxmin.max_min(maxmin.component(dict.fromkeys(links)))
+        for g in groups.values():
+            for link in g.links:
+                del link.flows[g]
+        for link in links:
+            link.weight = 0.0
+    return ok
+
+
+@pytest.mark.parametrize("drop, change", [(0, "plan"), (1, "count"), (2, "born"), (3, "weight")])
+def test_a_state_short_of_any_part_is_caught(drop, change):
+    """Solves gets every state's rates right, and a state without any one of its parts (planted:
+    plan keys, counts, the order the groups were made, link weights) gets some wrong."""
+    assert all(_twice(seed, change, Solves()) for seed in range(400))
+    assert not all(_twice(seed, change, _Blind(drop)) for seed in range(400))
