@@ -96,21 +96,35 @@ class _General(dict):
         return default
 
 
-def _random_launch(seed: int):
+def _random_launch(seed: int, shared: bool = False):
     """Intra SMs taking entries of NOPs each waiting on its own counter (dx 1 or 2), bumped by compute
-    copies of seeded sizes in a seeded order: a take's members are ready and blocked in turn."""
+    copies of seeded sizes in a seeded order: a take's members are ready and blocked in turn. With
+    ``shared``: entries of local copies too (their work scheduled, not done at once as a NOP's),
+    entries that wait on one name, so counters have several waiters, and a NOP first on the compute
+    role that bumps one counter as the first boundary's runs start (a member taken blocked on it
+    there must find it bumped when it would wait)."""
     rng = random.Random(seed)
     sb = ScheduleBuilder("lone", "fused", world=1, gpus_per_node=1, num_sms=16, grouped=True)
     sb.buffer("X", 256, 64, kind=BufferKind.INPUT)
     sb.buffer("Y", 256, 64)
+    sb.buffer("Z", 256, 64)
     sb.launch("k", {Role.COMPUTE: rng.randint(1, 2), Role.INTRA: rng.randint(2, 5)})
-    keys = []
-    for e in range(rng.randint(1, 3)):
+    keys = set()
+    for e in range(rng.randint(1, 3) + 2 * shared):
         count, dx = rng.randint(3, 12), rng.randint(1, 2)
-        sb.add(0, Role.INTRA, Op.NOP, waits=(Wait(Signal(0, f"s{e}", 1), 1),), count=count, step=Step(waits=(dx,)),
-               label=f"D{e}")
-        keys += [(f"s{e}", 1 + i * dx) for i in range(count)]
+        name, at = (f"s{e}", 1) if not shared else ("s", rng.randint(0, 4))
+        kind = dict(op=Op.NOP, step=Step(waits=(dx,)))
+        if shared and rng.random() < 0.7:  # (a copy of one row of Y into Z a member: Z's rows are written once)
+            kind = dict(op=Op.COPY, reads=(Region("Y", 0, e * 24, e * 24 + 1, 0, 64),),
+                        writes=(Region("Z", 0, e * 24, e * 24 + 1, 0, 64),),
+                        step=Step(waits=(dx,), regions=((0, 1, 0), (0, 1, 0))))
+        sb.add(0, Role.INTRA, waits=(Wait(Signal(0, name, at), 1),), count=count, label=f"D{e}", **kind)
+        keys |= {(name, at + i * dx) for i in range(count)}
+    keys = sorted(keys)
     rng.shuffle(keys)
+    if shared:  # (a NOP first on the compute role, its bump made as it is taken: an intra member taken at that
+        # boundary, blocked on the key, must find it bumped when it would wait)
+        sb.add(0, Role.COMPUTE, Op.NOP, signals=(Signal(0, *keys[-1]),), label="kick")
     row = 0
     while keys:
         k = rng.randint(1, 4)
@@ -145,10 +159,11 @@ def _run(s, general: bool) -> tuple[tuple, list]:
     return (started, model.env.events, model.finish), takes
 
 
-def test_lone_waits_fast_path_is_the_general_path():
+@pytest.mark.parametrize("shared", [False, True])
+def test_lone_waits_fast_path_is_the_general_path(shared):
     fast_takes = mixed = 0
     for seed in range(40):
-        s = _random_launch(seed)
+        s = _random_launch(seed, shared)
         (fast, listed), (general, takes) = _run(s, False), _run(s, True)
         assert fast == general, seed
         assert not listed  # the fast path took every take, an entry's first included
