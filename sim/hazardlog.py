@@ -141,11 +141,19 @@ class _Landings:
     2 x 8 GEMM+AR's, whose outputs are written once) takes its one slot directly; only the landings
     of cells landed more often are sorted, by cell and then by log position (they come in log order,
     or span by span in cell order: :meth:`LoggedTracker._cells`; the sort is stable, so the landings
-    of one span on one cell keep their order either way)."""
+    of one span on one cell keep their order either way). Where every cell landed exactly once (a
+    run without hazards of a schedule that writes each cell once), ``first`` is every cell's own
+    index, so ``when`` is indexed by cell (``once``) and :meth:`fewer` reads it so, without the
+    lookups of ``first`` and ``count`` (each a pass over the million cells of that GEMM+AR)."""
 
     def __init__(self, cell: np.ndarray, at: np.ndarray, total: int) -> None:
         cell = cell.astype(np.int64)
         self.count = np.bincount(cell, minlength=total)
+        self.once = len(cell) == total and bool((self.count == 1).all())
+        self.when = np.empty(len(cell), np.int64)
+        if self.once:
+            self.when[cell] = at
+            return
         self.first = np.zeros(total + 1, np.int64)
         np.cumsum(self.count, out=self.first[1:])
         slot = self.first[cell]
@@ -156,12 +164,13 @@ class _Landings:
             start = np.flatnonzero(np.r_[True, sorted_cells[1:] != sorted_cells[:-1]])
             j = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
             slot[order] += j
-        self.when = np.empty(len(cell), np.int64)
         self.when[slot] = at
 
     def fewer(self, cell: np.ndarray, need: np.ndarray, at: np.ndarray | int) -> bool:
         """Whether some cell of ``cell`` had fewer than its ``need`` landings logged before position ``at``
         (its need-th landing missing, or logged at ``at`` or later)."""
+        if self.once:  # (every cell landed once: a need above 1 is missing; a need of 1 reads the cell's landing)
+            return bool((need > 1).any() or ((self.when[cell] >= at) & (need > 0)).any())
         want = need > 0
         cell, need = cell[want].astype(np.int64), need[want]
         at = np.broadcast_to(at, want.shape)[want]
