@@ -165,3 +165,27 @@ def test_logged_spans_cover_the_cells_they_list():
         assert got == listed, (spans, idx)
         whole = sorted(s for s, _ in listed) == list(range(start[-1]))
         assert (idx is None) == whole, (spans, start)  # (vacuously whole where there are no indices)
+
+
+def test_logged_tasks_are_found_as_by_their_objects():
+    """LoggedTracker._entries (by id, checked to be the very object there) against looking every
+    logged task up by object: entries, plain members made by member() (ids past the entries and
+    within them), and schedules whose ids are not their positions (two swapped, one negative)."""
+    import numpy as np
+
+    c = Cluster("t", 2, 2)
+    s = get("gemm_ar").build(W, c, grouped=True)
+    swapped = list(s.tasks)
+    swapped[1], swapped[2] = swapped[2], swapped[1]
+    negative = list(s.tasks)
+    negative[-1] = dataclasses.replace(negative[-1], id=-1)
+    rng = np.random.default_rng(3)
+    for sched in (s, dataclasses.replace(s, tasks=tuple(swapped)), dataclasses.replace(s, tasks=tuple(negative))):
+        tracker = LoggedTracker(sched)
+        plain = [t for t in sched.tasks if t.count == 1]
+        members = [tracker.member(t, 0) for t in plain[:3]] + [plain[0].member(0, 0), plain[0].member(0, 2)]
+        for logged in (list(sched.tasks), [sched.tasks[i] for i in rng.integers(0, len(sched.tasks), 50)] + members):
+            by_object = {id(t): p for p, t in enumerate(sched.tasks)}
+            assert tracker._entries(logged).tolist() == [by_object.get(id(t), -1) for t in logged]
+        assert [tracker.member(t, 1).id for t in sched.tasks if t.count > 1] == \
+            [int(tracker.cells.uid0[p]) + 1 for p, t in enumerate(sched.tasks) if t.count > 1]
