@@ -63,9 +63,12 @@ class LoggedTracker(ArrivalTracker):
         tasks, first, n, times = (log[f::4] for f in range(4))
         p = self._entries(tasks)
         first = int_array(first)
-        n = np.array(n, np.float64)  # (None, all from ``first`` on, reads as nan)
-        unset = np.isnan(n)
-        n = np.where(unset, 0.0, n).astype(np.int64)
+        try:  # (packed where every call counted its members, as a tracked run's do: a third of the float path)
+            n, unset = int_array(n), np.zeros(size, bool)
+        except TypeError:
+            n = np.array(n, np.float64)  # (None, all from ``first`` on, reads as nan)
+            unset = np.isnan(n)
+            n = np.where(unset, 0.0, n).astype(np.int64)
         plain = np.flatnonzero(p < 0)
         if plain.size:
             uid0 = self.cells.uid0
@@ -160,17 +163,22 @@ class _Landings:
     or span by span in cell order: :meth:`LoggedTracker._cells`; the sort is stable, so the landings
     of one span on one cell keep their order either way). Where every cell landed exactly once (a
     run without hazards of a schedule that writes each cell once), ``first`` is every cell's own
-    index, so ``when`` is indexed by cell (``once``) and :meth:`fewer` reads it so, without the
-    lookups of ``first`` and ``count`` (each a pass over the million cells of that GEMM+AR)."""
+    index, so ``when`` is indexed by cell (``once``: told by marking the cells, not counting them)
+    and :meth:`fewer` reads it so; ``first`` and ``count`` are not made (each a pass over the
+    million cells of that GEMM+AR)."""
 
     def __init__(self, cell: np.ndarray, at: np.ndarray, total: int) -> None:
         cell = cell.astype(np.int64)
-        self.count = np.bincount(cell, minlength=total)
-        self.once = len(cell) == total and bool((self.count == 1).all())
+        self.once = len(cell) == total
+        if self.once:  # as many landings as cells: each landed once where each was marked (a third of a count)
+            seen = np.zeros(total, bool)
+            seen[cell] = True
+            self.once = bool(seen.all())
         self.when = np.empty(len(cell), np.int64)
         if self.once:
             self.when[cell] = at
             return
+        self.count = np.bincount(cell, minlength=total)
         self.first = np.zeros(total + 1, np.int64)
         np.cumsum(self.count, out=self.first[1:])
         slot = self.first[cell]
@@ -187,7 +195,10 @@ class _Landings:
         """Whether some cell of ``cell`` had fewer than its ``need`` landings logged before position ``at``
         (its need-th landing missing, or logged at ``at`` or later)."""
         if self.once:  # (every cell landed once: a need above 1 is missing; a need of 1 reads the cell's landing)
-            return bool((need > 1).any() or ((self.when[cell] >= at) & (need > 0)).any())
+            if not need.size or need.max() > 1:
+                return bool(need.size)
+            late = self.when[cell] >= at
+            return bool((late & (need > 0) if need.min() < 1 else late).any())
         want = need > 0
         cell, need = cell[want].astype(np.int64), need[want]
         at = np.broadcast_to(at, want.shape)[want]
