@@ -118,7 +118,7 @@ class Stepped:
         are multiples, so each divides exactly)."""
         lo = (start[self.grid] + (self.lo >> shift))[self.rec]
         lo += (self.step >> shift)[self.rec] * self.off
-        return [lo, lo + ((self.hi - self.lo) >> shift)[self.rec]]
+        return [lo, lo + ((self.hi.astype(np.int64) - self.lo) >> shift)[self.rec]]
 
 
 @dataclass
@@ -163,9 +163,11 @@ class Cells:
         np.cumsum(per[0], out=self.read_first[1:])
         put = Op.PUT
         puts = np.fromiter([t.op is put for t in s.tasks], bool, entries)
-        # each side's records copied once, as 64-bit numbers (compress: 5x a mask's speed; 64-bit:
-        # their products and sums with the rows' 64-bit offsets then take no casts)
-        kept = [np.compress(side, recs, axis=0).astype(np.int64, copy=False) for side in sides]
+        # each side's records copied once (compress: 5x a mask's speed), in the table's own numbers: 32-bit
+        # where they fit, half the fresh pages of 64-bit copies (the 2 x 8 GEMM+AR every-node row: 38 MB),
+        # and the rows' numbers made from them 64-bit all the same, by the 64-bit offsets and grid starts
+        # they meet (the two sums of records' numbers alone, _layout's grid keys and Stepped's widths, cast)
+        kept = [np.compress(side, recs, axis=0) for side in sides]
         pairs = _pairs([(r, f["entry"][side]) for r, side in zip(kept, sides)], per, puts, len(code))
         counts = int_array([t.count for t in s.tasks])  # (a list comprehension: mkernel.members.int_array)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
@@ -193,8 +195,8 @@ class Cells:
         A row whose rank does not step is in its record's grid."""
         world = 1 + max([s.world - 1] + [int(x.max()) for rows in sides
                                          for x in (rows.recs[:, 1], rows.ranks) if x.size])
-        keys = [(rows.recs[:, 0] * world + rows.recs[:, 1], rows.recs[rows.ranked_records, 0] * world
-                 + rows.ranks) for rows in sides]
+        keys = [(rows.recs[:, 0].astype(np.int64) * world + rows.recs[:, 1],
+                 rows.recs[rows.ranked_records, 0].astype(np.int64) * world + rows.ranks) for rows in sides]
         used = np.zeros(len(names) * world, np.int64)  # (a few hundred keys: marked, not sorted)
         for k in keys:
             used[np.concatenate(k)] = 1

@@ -220,3 +220,38 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
         if found[j] is not None:
             own = [np.searchsorted(np.unique(every_v[every_g == x]), y) for x, y in zip(g.tolist(), v.tolist())]
             assert np.array_equal(found[j] - made.first[g], own), j
+
+
+def _far_bounds():
+    """Regions whose bounds reach near 2^31 (the region table still 32-bit): rows and columns that
+    step by 2^29, a width of 2^30, a second buffer's grid keyed past the first's."""
+    top = 2 ** 31 - 1
+    sb = ScheduleBuilder("t", "far", 4, 4, 8, grouped=True)
+    sb.buffer("X", top, top)
+    sb.buffer("Y", top, top, kind=BufferKind.OUTPUT)
+    sb.launch("k", {Role.INTRA: 8})
+    big = 2 ** 29
+    sb.add(3, Role.INTRA, Op.COPY, reads=(Region("X", 3, 0, big, top - 2 ** 30, top),),
+           writes=(Region("Y", 3, big, 2 * big, 0, big),), label="copy {}", count=3,
+           step=Step(((0, big, 0), (0, 0, big)), label=(0, 1)))
+    sb.add(3, Role.INTRA, Op.REDUCE, reads=(Region("Y", 3, 0, top, 0, top),), writes=(Region("X", 3, top - 1, top, 0, 1),))
+    return sb.build(0.0)
+
+
+@pytest.mark.parametrize("s", list(_builds()) + [pytest.param(_far_bounds(), id="far-bounds")])
+def test_cells_from_a_32_bit_table_are_those_from_its_64_bit_copy(s):
+    """Cells keeps the region table's own numbers (32-bit where they fit) and makes the rows' numbers
+    64-bit by what they meet: every array equals the one made from the table widened to 64-bit."""
+    from mkernel.members import read_regions
+
+    recs, fields, codes = read_regions(s)
+    assert recs.dtype == np.int32
+    a, b = Cells(s, (recs, fields, codes)), Cells(s, (recs.astype(np.int64), fields, codes))
+    for name in ("read", "write"):
+        for f in ("base", "n", "grid", "start", "cell"):
+            x, y = getattr(getattr(a, name), f), getattr(getattr(b, name), f)
+            assert x.dtype == y.dtype and np.array_equal(x, y), (name, f)
+    for f in ("expected", "need", "grid_base", "grid_rank", "uid0", "read_pos"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert a.grid == b.grid and a.write_once == b.write_once
+    assert all(np.array_equal(getattr(a, ax).u, getattr(b, ax).u) for ax in ("rows", "cols"))
