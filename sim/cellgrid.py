@@ -50,14 +50,20 @@ class _Rows:
         self.base, self.rec, self.off = member_slots(per_entry, counts)
         self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
         self.least, self.most = np.zeros(len(recs), np.int64), self.members - 1  # per record: its rows' offsets
-        wraps = recs[:, 9] > 0
-        if wraps.any():  # (rotate 0: never past the wrap) only the rows of wrapping records
-            at = np.flatnonzero(wraps[self.rec])
-            r = self.rec[at]
-            self.off[at] = offsets(self.off[at], recs[:, 9][r], recs[:, 10][r])
+        wraps = np.flatnonzero(recs[:, 9] > 0)
+        if len(wraps):  # (rotate 0: never past the wrap) only the rows of wrapping records, record by record
+            ends = np.cumsum(per_entry)
+            e = np.searchsorted(ends, wraps, "right")  # each one's entry, and its place among the entry's records
+            size = self.members[wraps]
+            which, i = ragged(size)  # (its rows, member by member: row base + i n + j of its entry)
+            at = (self.base[e] + wraps - ends[e] + per_entry[e])[which] + i * per_entry[e][which]
+            self.off[at] = off = offsets(i, recs[wraps, 9][which], recs[wraps, 10][which])
             self.least[wraps], self.most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-            np.minimum.at(self.least, r, self.off[at])
-            np.maximum.at(self.most, r, self.off[at])
+            live = size > 0  # (each one's offsets are a run of ``off``: reduced run by run, not by ufunc.at)
+            if live.any():
+                starts = (np.cumsum(size) - size)[live]
+                self.least[wraps[live]] = np.minimum.reduceat(off, starts)
+                self.most[wraps[live]] = np.maximum.reduceat(off, starts)
         self._step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
         ranked = self._step[:, 0]
         self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows

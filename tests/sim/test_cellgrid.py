@@ -234,7 +234,8 @@ def _far_bounds():
     sb.add(3, Role.INTRA, Op.COPY, reads=(Region("X", 3, 0, big, top - 2 ** 30, top),),
            writes=(Region("Y", 3, big, 2 * big, 0, big),), label="copy {}", count=3,
            step=Step(((0, big, 0), (0, 0, big)), label=(0, 1)))
-    sb.add(3, Role.INTRA, Op.REDUCE, reads=(Region("Y", 3, 0, top, 0, top),), writes=(Region("X", 3, top - 1, top, 0, 1),))
+    sb.add(3, Role.INTRA, Op.REDUCE, reads=(Region("Y", 3, 0, top, 0, top),),
+           writes=(Region("X", 3, top - 1, top, 0, 1),))
     return sb.build(0.0)
 
 
@@ -255,3 +256,46 @@ def test_cells_from_a_32_bit_table_are_those_from_its_64_bit_copy(s):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
     assert a.grid == b.grid and a.write_once == b.write_once
     assert all(np.array_equal(getattr(a, ax).u, getattr(b, ax).u) for ax in ("rows", "cols"))
+
+
+def _wraps_after_others():
+    """Wrapping groups after a group of several members and regions, and after an entry with no
+    tracked regions (whose records end where the next entry's begin)."""
+    sb = ScheduleBuilder("t", "wraps", 2, 2, 8, grouped=True)
+    sb.buffer("X", 64, 64)
+    sb.buffer("Y", 64, 64, kind=BufferKind.OUTPUT)
+    sb.launch("k", {Role.INTRA: 8})
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 16, 0, 8), Region("X", 0, 0, 16, 8, 16)),
+           writes=(Region("Y", 0, 0, 16, 0, 8), Region("Y", 0, 0, 16, 8, 16)), label="copy {}", count=3,
+           step=Step(((0, 16, 0),) * 4, label=(0, 1)))
+    for rank in (0, 1):
+        sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("X", rank, 16, 32, 32, 48),),
+               writes=(Region("Y", rank, 16, 32, 32, 48),), label="wrap {}", count=4,
+               step=Step(((0, 16, 0), (0, 16, 0)), label=(0, 1), rotate=1))
+        sb.add(rank, Role.INTRA, Op.NOP, label="between")
+    return sb.build(0.0)
+
+
+@pytest.mark.parametrize("s", list(_builds()) + [pytest.param(_wraps_after_others(), id="wraps-after-others")])
+def test_wrapped_rows_offsets_and_extremes_are_those_listed_row_by_row(s):
+    """_Rows finds the rows of wrapping records from their entries (base + i n + j) and each record's
+    least and most offset run by run; the reference lists every row's record and offset
+    (:func:`mkernel.members.member_slots`, :func:`mkernel.members.offsets`) and reduces them by record."""
+    from mkernel.members import member_slots, offsets, read_regions
+    from mkernel.sim.cellgrid import _Rows
+
+    recs, fields, _ = read_regions(s)
+    counts = np.array([t.count for t in s.tasks], np.int64)
+    for side in (fields["read"], ~fields["read"]):
+        kept = recs[side]
+        per = np.bincount(fields["entry"][side], minlength=len(s.tasks))
+        rows = _Rows(kept, per, counts)
+        _, rec, i = member_slots(per, counts)
+        off = offsets(i, kept[rec, 9], kept[rec, 10])
+        least, most = np.zeros(len(kept), np.int64), np.repeat(counts, per) - 1
+        wraps = kept[:, 9] > 0
+        least[wraps], most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        np.minimum.at(least, rec[wraps[rec]], off[wraps[rec]])
+        np.maximum.at(most, rec[wraps[rec]], off[wraps[rec]])
+        assert rows.off.tolist() == off.tolist() and rows.least.tolist() == least.tolist()
+        assert rows.most.tolist() == most.tolist()
