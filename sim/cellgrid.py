@@ -50,14 +50,20 @@ class _Rows:
         self.base, self.rec, self.off = member_slots(per_entry, counts)
         self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
         self.least, self.most = np.zeros(len(recs), np.int64), self.members - 1  # per record: its rows' offsets
-        wraps = recs[:, 9] > 0
-        if wraps.any():  # (rotate 0: never past the wrap) only the rows of wrapping records
-            at = np.flatnonzero(wraps[self.rec])
-            r = self.rec[at]
-            self.off[at] = offsets(self.off[at], recs[:, 9][r], recs[:, 10][r])
+        wraps = np.flatnonzero(recs[:, 9] > 0)
+        if len(wraps):  # (rotate 0: never past the wrap) only the rows of wrapping records, record by record
+            ends = np.cumsum(per_entry)
+            e = np.searchsorted(ends, wraps, "right")  # each one's entry, and its place among the entry's records
+            size = self.members[wraps]
+            which, i = ragged(size)  # (its rows, member by member: row base + i n + j of its entry)
+            at = (self.base[e] + wraps - ends[e] + per_entry[e])[which] + i * per_entry[e][which]
+            self.off[at] = off = offsets(i, recs[wraps, 9][which], recs[wraps, 10][which])
             self.least[wraps], self.most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-            np.minimum.at(self.least, r, self.off[at])
-            np.maximum.at(self.most, r, self.off[at])
+            live = size > 0  # (each one's offsets are a run of ``off``: reduced run by run, not by ufunc.at)
+            if live.any():
+                starts = (np.cumsum(size) - size)[live]
+                self.least[wraps[live]] = np.minimum.reduceat(off, starts)
+                self.most[wraps[live]] = np.maximum.reduceat(off, starts)
         self._step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
         ranked = self._step[:, 0]
         self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows
@@ -118,7 +124,7 @@ class Stepped:
         are multiples, so each divides exactly)."""
         lo = (start[self.grid] + (self.lo >> shift))[self.rec]
         lo += (self.step >> shift)[self.rec] * self.off
-        return [lo, lo + ((self.hi - self.lo) >> shift)[self.rec]]
+        return [lo, lo + ((self.hi.astype(np.int64) - self.lo) >> shift)[self.rec]]
 
 
 @dataclass
@@ -163,9 +169,11 @@ class Cells:
         np.cumsum(per[0], out=self.read_first[1:])
         put = Op.PUT
         puts = np.fromiter([t.op is put for t in s.tasks], bool, entries)
-        # each side's records copied once, as 64-bit numbers (compress: 5x a mask's speed; 64-bit:
-        # their products and sums with the rows' 64-bit offsets then take no casts)
-        kept = [np.compress(side, recs, axis=0).astype(np.int64, copy=False) for side in sides]
+        # each side's records copied once (compress: 5x a mask's speed), in the table's own numbers: 32-bit
+        # where they fit, half the fresh pages of 64-bit copies (the 2 x 8 GEMM+AR every-node row: 38 MB),
+        # and the rows' numbers made from them 64-bit all the same, by the 64-bit offsets and grid starts
+        # they meet (the two sums of records' numbers alone, _layout's grid keys and Stepped's widths, cast)
+        kept = [np.compress(side, recs, axis=0) for side in sides]
         pairs = _pairs([(r, f["entry"][side]) for r, side in zip(kept, sides)], per, puts, len(code))
         counts = int_array([t.count for t in s.tasks])  # (a list comprehension: mkernel.members.int_array)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
@@ -193,8 +201,8 @@ class Cells:
         A row whose rank does not step is in its record's grid."""
         world = 1 + max([s.world - 1] + [int(x.max()) for rows in sides
                                          for x in (rows.recs[:, 1], rows.ranks) if x.size])
-        keys = [(rows.recs[:, 0] * world + rows.recs[:, 1], rows.recs[rows.ranked_records, 0] * world
-                 + rows.ranks) for rows in sides]
+        keys = [(rows.recs[:, 0].astype(np.int64) * world + rows.recs[:, 1],
+                 rows.recs[rows.ranked_records, 0].astype(np.int64) * world + rows.ranks) for rows in sides]
         used = np.zeros(len(names) * world, np.int64)  # (a few hundred keys: marked, not sorted)
         for k in keys:
             used[np.concatenate(k)] = 1

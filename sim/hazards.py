@@ -43,13 +43,29 @@ class ArrivalTracker:
         self.schedule = s
         self.cells = Cells(s, regions)
         c = self.cells
-        self._pos = dict(zip(map(id, s.tasks), range(len(s.tasks))))  # (made in C: a third of the comprehension's time)
         self._rstart, self._rcell, self._need = c.read.start, c.read.cell, c.need
         self._wstart, self._wcell = c.write.start, c.write.cell
         self.arrived = np.zeros(c.total, np.int32)
         self.landed = np.zeros(c.uid0[-1], bool)  # by expanded id: members whose writes landed
         self.hazards: list[dict] = []
         self._by_grid: tuple | None = None  # the write rows sorted by grid, made at the first report
+
+    @cached_property
+    def _pos(self) -> dict[int, int]:
+        """Each entry's position, by the id of its object (made in C: a third of the comprehension's
+        time). Made where first read: a logged run's puts and verdict find their entries by
+        :meth:`_entry` and the log's ids (:meth:`~mkernel.sim.hazardlog.LoggedTracker._entries`), so
+        its 53k entries on the 2 x 8 GEMM+AR every-node run (7 ms) are listed only by a live
+        tracker, a replay or a task that is not where its id says."""
+        return dict(zip(map(id, self.schedule.tasks), range(len(self.schedule.tasks))))
+
+    def _entry(self, task: Task) -> int | None:
+        """The position of entry ``task`` (None for a plain member made by :meth:`member`): its id,
+        where the schedule holds it there (ids are positions in a valid schedule), else looked up."""
+        p, tasks = task.id, self.schedule.tasks
+        if 0 <= p < len(tasks) and tasks[p] is task:
+            return p
+        return self._pos.get(id(task))
 
     # Per entry, as lists (read one at a time by the live methods below): made where first read, as a
     # run that logs its calls (sim/hazardlog.py) reads them only to replay a run with hazards, and
@@ -92,7 +108,7 @@ class ArrivalTracker:
     def member(self, task: Task, i: int) -> Task | MemberRef:
         """Member ``i`` of entry ``task``, numbered as the expanded schedule numbers it: a plain task,
         or for a group's member its :class:`~mkernel.ir.MemberRef` (the member is not built)."""
-        uid = int(self.cells.uid0[self._pos[id(task)]]) + i  # (a run's puts: not worth the list)
+        uid = int(self.cells.uid0[self._entry(task)]) + i  # (a run's puts: not worth the list)
         return MemberRef(task, i, uid) if task.count > 1 else task.member(i, uid)
 
     def _member_of(self, task: Task) -> tuple[int, int, int]:

@@ -220,3 +220,82 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
         if found[j] is not None:
             own = [np.searchsorted(np.unique(every_v[every_g == x]), y) for x, y in zip(g.tolist(), v.tolist())]
             assert np.array_equal(found[j] - made.first[g], own), j
+
+
+def _far_bounds():
+    """Regions whose bounds reach near 2^31 (the region table still 32-bit): rows and columns that
+    step by 2^29, a width of 2^30, a second buffer's grid keyed past the first's."""
+    top = 2 ** 31 - 1
+    sb = ScheduleBuilder("t", "far", 4, 4, 8, grouped=True)
+    sb.buffer("X", top, top)
+    sb.buffer("Y", top, top, kind=BufferKind.OUTPUT)
+    sb.launch("k", {Role.INTRA: 8})
+    big = 2 ** 29
+    sb.add(3, Role.INTRA, Op.COPY, reads=(Region("X", 3, 0, big, top - 2 ** 30, top),),
+           writes=(Region("Y", 3, big, 2 * big, 0, big),), label="copy {}", count=3,
+           step=Step(((0, big, 0), (0, 0, big)), label=(0, 1)))
+    sb.add(3, Role.INTRA, Op.REDUCE, reads=(Region("Y", 3, 0, top, 0, top),),
+           writes=(Region("X", 3, top - 1, top, 0, 1),))
+    return sb.build(0.0)
+
+
+@pytest.mark.parametrize("s", list(_builds()) + [pytest.param(_far_bounds(), id="far-bounds")])
+def test_cells_from_a_32_bit_table_are_those_from_its_64_bit_copy(s):
+    """Cells keeps the region table's own numbers (32-bit where they fit) and makes the rows' numbers
+    64-bit by what they meet: every array equals the one made from the table widened to 64-bit."""
+    from mkernel.members import read_regions
+
+    recs, fields, codes = read_regions(s)
+    assert recs.dtype == np.int32
+    a, b = Cells(s, (recs, fields, codes)), Cells(s, (recs.astype(np.int64), fields, codes))
+    for name in ("read", "write"):
+        for f in ("base", "n", "grid", "start", "cell"):
+            x, y = getattr(getattr(a, name), f), getattr(getattr(b, name), f)
+            assert x.dtype == y.dtype and np.array_equal(x, y), (name, f)
+    for f in ("expected", "need", "grid_base", "grid_rank", "uid0", "read_pos"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert a.grid == b.grid and a.write_once == b.write_once
+    assert all(np.array_equal(getattr(a, ax).u, getattr(b, ax).u) for ax in ("rows", "cols"))
+
+
+def _wraps_after_others():
+    """Wrapping groups after a group of several members and regions, and after an entry with no
+    tracked regions (whose records end where the next entry's begin)."""
+    sb = ScheduleBuilder("t", "wraps", 2, 2, 8, grouped=True)
+    sb.buffer("X", 64, 64)
+    sb.buffer("Y", 64, 64, kind=BufferKind.OUTPUT)
+    sb.launch("k", {Role.INTRA: 8})
+    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 16, 0, 8), Region("X", 0, 0, 16, 8, 16)),
+           writes=(Region("Y", 0, 0, 16, 0, 8), Region("Y", 0, 0, 16, 8, 16)), label="copy {}", count=3,
+           step=Step(((0, 16, 0),) * 4, label=(0, 1)))
+    for rank in (0, 1):
+        sb.add(rank, Role.INTRA, Op.COPY, reads=(Region("X", rank, 16, 32, 32, 48),),
+               writes=(Region("Y", rank, 16, 32, 32, 48),), label="wrap {}", count=4,
+               step=Step(((0, 16, 0), (0, 16, 0)), label=(0, 1), rotate=1))
+        sb.add(rank, Role.INTRA, Op.NOP, label="between")
+    return sb.build(0.0)
+
+
+@pytest.mark.parametrize("s", list(_builds()) + [pytest.param(_wraps_after_others(), id="wraps-after-others")])
+def test_wrapped_rows_offsets_and_extremes_are_those_listed_row_by_row(s):
+    """_Rows finds the rows of wrapping records from their entries (base + i n + j) and each record's
+    least and most offset run by run; the reference lists every row's record and offset
+    (:func:`mkernel.members.member_slots`, :func:`mkernel.members.offsets`) and reduces them by record."""
+    from mkernel.members import member_slots, offsets, read_regions
+    from mkernel.sim.cellgrid import _Rows
+
+    recs, fields, _ = read_regions(s)
+    counts = np.array([t.count for t in s.tasks], np.int64)
+    for side in (fields["read"], ~fields["read"]):
+        kept = recs[side]
+        per = np.bincount(fields["entry"][side], minlength=len(s.tasks))
+        rows = _Rows(kept, per, counts)
+        _, rec, i = member_slots(per, counts)
+        off = offsets(i, kept[rec, 9], kept[rec, 10])
+        least, most = np.zeros(len(kept), np.int64), np.repeat(counts, per) - 1
+        wraps = kept[:, 9] > 0
+        least[wraps], most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        np.minimum.at(least, rec[wraps[rec]], off[wraps[rec]])
+        np.maximum.at(most, rec[wraps[rec]], off[wraps[rec]])
+        assert rows.off.tolist() == off.tolist() and rows.least.tolist() == least.tolist()
+        assert rows.most.tolist() == most.tolist()

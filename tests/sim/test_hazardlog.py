@@ -103,14 +103,22 @@ def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
     from mkernel.sim.hazardlog import _Landings
 
     rng = np.random.default_rng(7)
-    for _ in range(200):
+    for _ in range(400):
         total, size = int(rng.integers(1, 12)), int(rng.integers(0, 30))
         cell = rng.integers(0, total, size)
+        if _ % 4 == 3:  # every cell landed exactly once (the verdict's own path: _Landings.once)
+            size, cell = total, rng.permutation(total)
         at = np.sort(rng.integers(0, 60, size))  # landings in log order
         landings = _Landings(cell, at, total)
+        assert landings.once == (_ % 4 == 3 or (size == total and len(set(cell.tolist())) == total))
         checked = rng.integers(0, total, 8)
-        need = rng.integers(0, 4, 8)
+        need = rng.integers(0, 4 if _ % 16 != 3 else 2, 8)  # (at most one, some none: a read of its own write)
         when = rng.integers(0, 70, 8) if _ % 2 else int(rng.integers(0, 70))  # per check, or one (a rank's end)
+        if _ % 16 == 11:  # one check, for two landings, after every landing: short of one landing alone
+            need, when = np.r_[2, np.zeros(7, np.int64)], 100
+        if _ % 8 == 7:  # each cell checked for one landing at a landing's own position ("before" is strict)
+            j = rng.integers(0, size, 8)
+            checked, need, when = cell[j], np.ones(8, np.int64), at[rng.permutation(j) if _ % 16 == 7 else j]
         whens = np.broadcast_to(when, (8,))
         by_count = any(n > 0 and ((cell == c) & (at < w)).sum() < n for c, n, w in zip(checked, need, whens))
         assert landings.fewer(checked, need, when) == by_count
@@ -157,3 +165,27 @@ def test_logged_spans_cover_the_cells_they_list():
         assert got == listed, (spans, idx)
         whole = sorted(s for s, _ in listed) == list(range(start[-1]))
         assert (idx is None) == whole, (spans, start)  # (vacuously whole where there are no indices)
+
+
+def test_logged_tasks_are_found_as_by_their_objects():
+    """LoggedTracker._entries (by id, checked to be the very object there) against looking every
+    logged task up by object: entries, plain members made by member() (ids past the entries and
+    within them), and schedules whose ids are not their positions (two swapped, one negative)."""
+    import numpy as np
+
+    c = Cluster("t", 2, 2)
+    s = get("gemm_ar").build(W, c, grouped=True)
+    swapped = list(s.tasks)
+    swapped[1], swapped[2] = swapped[2], swapped[1]
+    negative = list(s.tasks)
+    negative[-1] = dataclasses.replace(negative[-1], id=-1)
+    rng = np.random.default_rng(3)
+    for sched in (s, dataclasses.replace(s, tasks=tuple(swapped)), dataclasses.replace(s, tasks=tuple(negative))):
+        tracker = LoggedTracker(sched)
+        plain = [t for t in sched.tasks if t.count == 1]
+        members = [tracker.member(t, 0) for t in plain[:3]] + [plain[0].member(0, 0), plain[0].member(0, 2)]
+        for logged in (list(sched.tasks), [sched.tasks[i] for i in rng.integers(0, len(sched.tasks), 50)] + members):
+            by_object = {id(t): p for p, t in enumerate(sched.tasks)}
+            assert tracker._entries(logged).tolist() == [by_object.get(id(t), -1) for t in logged]
+        assert [tracker.member(t, 1).id for t in sched.tasks if t.count > 1] == \
+            [int(tracker.cells.uid0[p]) + 1 for p, t in enumerate(sched.tasks) if t.count > 1]
