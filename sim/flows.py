@@ -45,7 +45,8 @@ _BORN = count()  # (Flow.born)
 EPS_US = 1e-9
 WHOLE = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
 INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
-# whole components from scratch, as always: the same max-min rates, but rounded as before, to the bit
+# whole components as always, filled from scratch or found remembered (maxmin.Solves): the same max-min
+# rates, but rounded as before, to the bit
 
 
 class Link:

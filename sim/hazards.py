@@ -108,7 +108,10 @@ class ArrivalTracker:
     def member(self, task: Task, i: int) -> Task | MemberRef:
         """Member ``i`` of entry ``task``, numbered as the expanded schedule numbers it: a plain task,
         or for a group's member its :class:`~mkernel.ir.MemberRef` (the member is not built)."""
-        uid = int(self.cells.uid0[self._entry(task)]) + i  # (a run's puts: not worth the list)
+        p = self._entry(task)
+        if p is None:
+            raise ValueError(f"{task.describe()} is not an entry of the tracked schedule")
+        uid = int(self.cells.uid0[p]) + i  # (a run's puts: not worth the list)
         return MemberRef(task, i, uid) if task.count > 1 else task.member(i, uid)
 
     def _member_of(self, task: Task) -> tuple[int, int, int]:

@@ -26,11 +26,16 @@ class Shapes:
     entry. Why: reading those four fields off each of an entry's 3-14 region objects, for each of the
     49,152 NVLink entries of the 2 x 8 every-node GEMM+AR run, was about 4% of that run; a slice of
     a list is not. An entry is found by its id, which is its position in a built schedule (checked:
-    any other task is keyed by its regions, :func:`shared`)."""
+    any other task is keyed by its regions, :func:`shared`). The numbers (a Python int a region)
+    are made at the first key asked for: a run with no NVLink entry makes none."""
 
     def __init__(self, s: Schedule, regions: RegionTable) -> None:
-        recs, fields, _ = regions
-        self.tasks = s.tasks
+        self.tasks, self._table = s.tasks, regions
+        self.codes: list[int] | None = None  # each region's number, entry after entry (made by _read)
+        self.start: list[int] = []  # entry p's records: start[p] .. start[p+1]
+
+    def _read(self) -> None:
+        recs, fields, _ = self._table
         parts = (recs[:, 0], recs[:, 1], recs[:, 3] - recs[:, 2], recs[:, 5] - recs[:, 4])
         sizes = [int(a.max(initial=0)) + 1 for a in parts]
         if min(int(a.min(initial=0)) for a in parts) >= 0 and sizes[0] * sizes[1] * sizes[2] * sizes[3] < 2 ** 63:
@@ -40,14 +45,17 @@ class Shapes:
         else:  # (numbers past 64 bits together: numbered by sorting)
             code = np.unique(np.stack(parts, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
         self.codes = code.tolist()
-        per = np.bincount(fields["entry"], minlength=len(s.tasks))
-        self.start = np.concatenate(([0], np.cumsum(per))).tolist()  # entry p's records: start[p] .. start[p+1]
+        per = np.bincount(fields["entry"], minlength=len(self.tasks))
+        self.start = np.concatenate(([0], np.cumsum(per))).tolist()
+        self._table = None
 
     def key(self, task: Task) -> tuple | None:
         """``task``'s plan key, or None where ``task`` is not the entry at its id's position."""
         p = task.id
         if not 0 <= p < len(self.tasks) or self.tasks[p] is not task:
             return None
+        if self.codes is None:
+            self._read()
         start = self.start
         return (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),
                 *self.codes[start[p]:start[p + 1]])

@@ -30,7 +30,8 @@ class RolePool:
         self._work = work
         self.remaining = {role: sum(work(t) * t.count for t in queues.get(role, [])) if work else 0.0
                           for role in budgets}
-        self.blocked = dict.fromkeys(budgets, 0)  # SMs of each role waiting on a signal right now
+        self.blocked = dict.fromkeys(budgets, 0)  # SMs of each role waiting on a signal now (kept with a controller,
+        # their one reader: Dispatch._go, _block, _resume)
 
     def initial_roles(self) -> list[Role]:
         """One role per SM: each role's budget, in declaration order."""

@@ -170,7 +170,8 @@ def test_logged_spans_cover_the_cells_they_list():
 def test_logged_tasks_are_found_as_by_their_objects():
     """LoggedTracker._entries (by id, checked to be the very object there) against looking every
     logged task up by object: entries, plain members made by member() (ids past the entries and
-    within them), and schedules whose ids are not their positions (two swapped, one negative)."""
+    within them), and schedules whose ids are not their positions (two swapped, one negative); member()
+    of a task equal to an entry but not one is refused (it indexed the grid with None before)."""
     import numpy as np
 
     c = Cluster("t", 2, 2)
@@ -189,3 +190,5 @@ def test_logged_tasks_are_found_as_by_their_objects():
             assert tracker._entries(logged).tolist() == [by_object.get(id(t), -1) for t in logged]
         assert [tracker.member(t, 1).id for t in sched.tasks if t.count > 1] == \
             [int(tracker.cells.uid0[p]) + 1 for p, t in enumerate(sched.tasks) if t.count > 1]
+        with pytest.raises(ValueError, match="is not an entry of the tracked schedule"):
+            tracker.member(dataclasses.replace(sched.tasks[0]), 0)  # (equal to an entry, but not one)
