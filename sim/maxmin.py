@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 TIE = 1e-12  # progressive filling's tie: levels this close (relative) freeze together
 SLACK = 1e-9  # of a link's capacity: the room a link must keep to count as never filling, far above rounding
 SOLVES_KEPT = 4096  # whole-component solves a network remembers (Solves); the 2 x 8 every-node GEMM+AR has 278
-SOLVES_TRIAL = 512  # after this many solves, a network that found under a tenth of them remembered stops remembering
+SOLVES_TRIAL = 64  # after this many solves, a network that found under a tenth of them remembered stops remembering
+SOLVES_FROM = 4  # groups a component needs to be remembered: a smaller one fills in about what its state costs
 _KEY, _COUNT, _BORN, _WEIGHT = attrgetter("key"), attrgetter("count"), attrgetter("born"), attrgetter("weight")
 
 
@@ -78,8 +79,12 @@ class Solves:
     by birth. Equal inputs, equal rates, to the bit: the filling is a function of them alone. (Plan
     keys are named by id: the network keeps every key it made, ``FlowNet.keys``, so no id is reused.)
 
-    Where states rarely repeat (a MoE dispatch: 2,381 solves in 2,370 states, where the states cost
-    5-13% of the run), the network stops remembering after :data:`SOLVES_TRIAL` solves."""
+    Only components of :data:`SOLVES_FROM` groups or more are remembered (a seeded 24-point sample of
+    the scale-out sweep: 2,484 of its 2,799 lone groups found remembered, for 23 ms where their
+    filling cost 0.7 ms). Where states rarely repeat (a MoE dispatch: 2,381 solves in 2,370 states,
+    where the states cost 5-13% of the run; the sweep sample's 3,579 components of 20 groups or more,
+    none found), the network stops remembering after :data:`SOLVES_TRIAL` solves; and a state is made
+    only for groups met together before (their plan keys in that order), as only those can be found."""
 
     def __init__(self, kept: int = SOLVES_KEPT) -> None:
         self.kept = kept
@@ -90,16 +95,14 @@ class Solves:
     def resolve(self, links: dict[Link, None]) -> tuple[dict[Flow, None], dict[Flow, float]]:
         """The whole component of ``links`` and its max-min rates."""
         flows = component(links)
-        if self.kept <= 0 or not flows:  # (no flow left on the links: nothing to rate)
+        if self.kept <= 0 or len(flows) < SOLVES_FROM:
             return flows, max_min(flows)
         keys = tuple(map(id, map(_KEY, flows)))
         order = self._orders.get(keys)
-        if order is None:
-            if None in map(_KEY, flows):  # (a group made without a plan: no key names it)
-                return flows, max_min(flows)
-            order = list(dict.fromkeys([link for flow in flows for link in flow.links]))
-            if len(self._orders) < self.kept:
-                self._orders[keys] = order
+        if order is None:  # groups not met together before: no state of theirs is remembered, none made
+            if len(self._orders) < self.kept and None not in map(_KEY, flows):  # (a group made without a plan:
+                self._orders[keys] = list(dict.fromkeys([link for flow in flows for link in flow.links]))  # no key)
+            return flows, max_min(flows)
         state = self._state(flows, keys, order)
         rates = self._rates.get(state)
         self.solved += 1

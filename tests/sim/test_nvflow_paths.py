@@ -261,8 +261,9 @@ def _twice(seed: int, change: str, solves: Solves) -> bool:
             extra.add(-1)
             for link in links:
                 del link.flows[extra]
-        flows, rates = solves.resolve(dict.fromkeys(links))
-        ok &= rates == maxmin.max_min(maxmin.component(dict.fromkeys(links)))
+        for _ in range(2):  # (each state twice: a state is made only for groups met together before)
+            flows, rates = solves.resolve(dict.fromkeys(links))
+            ok &= rates == maxmin.max_min(maxmin.component(dict.fromkeys(links)))
         for g in groups.values():
             for link in g.links:
                 del link.flows[g]
@@ -272,29 +273,39 @@ def _twice(seed: int, change: str, solves: Solves) -> bool:
 
 
 @pytest.mark.parametrize("drop, change", [(0, "plan"), (1, "count"), (2, "born"), (3, "weight")])
-def test_a_state_short_of_any_part_is_caught(drop, change):
+def test_a_state_short_of_any_part_is_caught(drop, change, monkeypatch):
     """Solves gets every state's rates right, and a state without any one of its parts (planted:
-    plan keys, counts, the order the groups were made, link weights) gets some wrong."""
+    plan keys, counts, the order the groups were made, link weights) gets some wrong. (Components of
+    three groups: remembered here, below the size a network remembers by default.)"""
+    monkeypatch.setattr(maxmin, "SOLVES_FROM", 1)
     assert all(_twice(seed, change, Solves()) for seed in range(400))
     assert not all(_twice(seed, change, _Blind(drop)) for seed in range(400))
 
 
 def _scattered(seed: int) -> tuple[list, dict[str, Link]]:
-    """Copies of seeded sizes and weights between four GPUs at seeded times: states that rarely repeat."""
+    """Copies of seeded sizes and counts between four GPUs at seeded times, on eight paths (so groups
+    meet again, in states that rarely repeat: their counts and the links' weights differ)."""
     rng = np.random.default_rng(seed)
     links = {f"{d}{g}": Link(f"{d}{g}", 90.0) for g in range(4) for d in ("out", "in")}
     transfers = []
-    for _ in range(60):
-        s, k = int(rng.integers(4)), int(rng.integers(1, 4))
+    for _ in range(80):
+        s, k = int(rng.integers(4)), int(rng.integers(1, 3))
         transfers.append((float(rng.uniform(0, 40)), float(rng.uniform(5, 60)),
-                          [(f"out{s}", 1.0), (f"in{(s + k) % 4}", float(rng.uniform(0.2, 2.0)))], 25.0, 1))
+                          [(f"out{s}", 1.0), (f"in{(s + k) % 4}", 1.0 if k == 1 else 1 / 3)], 25.0,
+                          int(rng.integers(1, 5))))
     return transfers, links
 
 
 def test_a_network_whose_states_rarely_repeat_stops_remembering(monkeypatch):
     """After the trial's solves, a network that found under a tenth of them remembered stops remembering
-    (its rates those of the filling, as before and after); lockstep waves keep remembering."""
+    (its rates those of the filling, as before and after); lockstep waves keep remembering; components
+    below SOLVES_FROM groups are never remembered."""
+    monkeypatch.setattr(maxmin, "SOLVES_TRIAL", 10 ** 9)  # (every state kept: those it remembers, all listed)
+    small = Solves()
+    flushes = _rates_of(*_scattered(1), small)[2]
+    assert 0 < small.solved < flushes and all(len(state[0]) >= maxmin.SOLVES_FROM for state in small._rates)
     monkeypatch.setattr(maxmin, "SOLVES_TRIAL", 20)
+    monkeypatch.setattr(maxmin, "SOLVES_FROM", 1)
     scattered, waves = Solves(), Solves()
     assert _rates_of(*_scattered(1), scattered) == _rates_of(*_scattered(1), Solves(kept=0))
     assert scattered.solved == 20 and scattered.kept == 0 and not scattered._rates
