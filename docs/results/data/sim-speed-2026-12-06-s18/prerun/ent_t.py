@@ -1,0 +1,31 @@
+import dataclasses, timeit
+from itertools import repeat
+import numpy as np
+from mkernel import builders, ir
+from mkernel.members import int_array
+from mkernel.scenario import load_scenario
+from mkernel.sim import SimBackend, hazardlog as H
+sc = load_scenario("scenarios/paper-ib-2x8.toml")
+w = dataclasses.replace(sc.workload, kernel="gemm_ar", m=32768, n=32768, k=2048)
+mk, c = builders.get("gemm_ar"), sc.cluster
+with ir.paused_gc():
+    fused = mk.build(w, c, grouped=True)
+orig = H.LoggedTracker.finish
+def fin(self):
+    tasks = self._log[::4]
+    T = lambda f: min(timeit.repeat(f, number=1, repeat=9)) * 1e3
+    pos = self._pos
+    from operator import is_
+    ids = [t.id for t in tasks]; E = self.schedule.tasks
+    print("there", sum(map(is_, map(E.__getitem__, ids), tasks)), len(tasks))
+    print("map is", T(lambda: np.fromiter(map(is_, map(E.__getitem__, ids), tasks), bool, len(tasks))))
+    print("lc is", T(lambda: [E[i] is t for i, t in zip(ids, tasks)]))
+    print("lc is2", T(lambda: [E[t.id] is t for t in tasks]))
+    print("dict", T(lambda: int_array(list(map(pos.get, map(id, tasks), repeat(-1))))))
+    print("_entries", T(lambda: self._entries(tasks)))
+    print("ids of t", T(lambda: int_array([t.id for t in tasks])))
+    print("id()", T(lambda: int_array(list(map(id, tasks)))))
+    print("make pos", T(lambda: dict(zip(map(id, self.schedule.tasks), range(len(self.schedule.tasks))))))
+    orig(self)
+H.LoggedTracker.finish = fin
+SimBackend().run(fused, c, collapse=False)
