@@ -32,8 +32,8 @@ _KEY, _COUNT, _BORN, _WEIGHT = attrgetter("key"), attrgetter("count"), attrgette
 
 def resolve(links: dict[Link, None], touched: dict[Flow, None]) -> tuple[dict[Flow, None], dict[Flow, float]]:
     """The flows a change on ``links`` can move (``touched``: the groups that started, ended members
-    or are new there; every link of theirs is in ``links``), and their new max-min rates. (A whole
-    component, solved from scratch as it always was: :meth:`Solves.resolve`.)
+    or are new there; every link of theirs is in ``links``), and their new max-min rates. (A network
+    of fewer groups re-solves whole components instead: :meth:`Solves.resolve`.)
 
     Every other flow keeps its rate. Max-min rates are those of progressive filling, and below the
     level :func:`floor` gives, filling the changed network freezes the same flows at the same rates
