@@ -1,6 +1,4 @@
 """``python -m mkernel`` is the ``mkernel`` command."""
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

@@ -9,6 +9,7 @@ adds the traceback.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 from pathlib import Path
@@ -188,3 +189,19 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"mkernel: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, (InputError, BackendUnavailable)) else 1
+
+
+def entry() -> None:
+    """The ``mkernel`` process: :func:`main`, then its exit. A simulated run leaves millions of
+    objects (its schedules, tables and logs) for the interpreter to free one by one as it shuts
+    down, after the answer is printed: 40 ms of the 2 x 8 every-node row. Where the command
+    registered nothing to run at exit (no worker pool, temporary directory or GPU runtime: those
+    register their clean-up), the output is flushed and the process ends at once, and the OS takes
+    the memory back; else it exits as usual."""
+    registered = atexit._ncallbacks()  # (CPython's count of exit callbacks)
+    code = main()
+    if atexit._ncallbacks() != registered:
+        sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

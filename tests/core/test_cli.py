@@ -164,9 +164,43 @@ def test_a_run_shows_its_progress_bar_only_past_its_first_seconds():
     assert said == ["short run: False", "long run: True"], proc.stdout
 
 
-def test_python_dash_m_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "mkernel", "run", *SMALL], capture_output=True, text=True)
+def test_python_dash_m_entry_point(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "mkernel", "run", *SMALL, "--json", str(out)], capture_output=True,
+                          text=True)
     assert proc.returncode == 0, proc.stderr
+    assert "simulated events" in proc.stdout and not check_result(json.loads(out.read_text()))  # (all flushed)
+    proc = subprocess.run([sys.executable, "-m", "mkernel", "run", "nosuch.toml"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "nosuch.toml" in proc.stderr
+
+
+# the process's exit (mkernel.cli.entry) after a command that registers an exit callback, or none
+_EXIT = """import atexit, sys
+from mkernel import cli
+atexit.register(print, "callback from before the command")
+def command(args):
+    if {registers}:
+        atexit.register(print, "callback the command registered")
+    print("output")
+    return 3
+cli.cases.run = command
+sys.argv = ["mkernel", "run"]
+cli.entry()
+"""
+
+
+@pytest.mark.parametrize("registers", [False, True])
+def test_the_process_ends_at_once_unless_the_command_left_a_callback(registers):
+    """A command that registered nothing to run at exit ends the process at once (the interpreter's
+    freeing skipped: the callback from before it does not run); one that did exits as usual, every
+    callback run. Either way its output and exit code come through."""
+    proc = subprocess.run([sys.executable, "-c", _EXIT.format(registers=registers)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "output"
+    assert lines[1:] == (["callback the command registered", "callback from before the command"] if registers
+                         else [])
 
 
 def test_issue_acceptance_run_on_the_paper_testbed(tmp_path):
