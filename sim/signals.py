@@ -14,6 +14,7 @@ from mkernel.ir import Signal, Task
 
 NEVER = 1 << 62  # a cell's least need without waiters: above any count (an int, as the counts: a quick comparison)
 _need = itemgetter(0)  # a waiter's (need, waiter) -> need
+STILL = ((0, 0),)  # the signal steps of a group whose one signal does not move (flat_keys)
 
 
 def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple], int, int]:
@@ -25,7 +26,9 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
     at once: the same order where the members have one signal, or none that does not step.)"""
     n = t.count - first if n is None else n
     signals, st = t.signals, t.step
-    if t.count == 1 or not st.signals:  # nothing steps
+    if t.count == 1 or not st.signals or st.signals == STILL and not st.period:  # nothing steps
+        # (STILL: one signal whose step is zero, every member's key the same: a node sum's ready flag,
+        # bumped by each of its G members: one key bumped n times, not n equal keys, each made and found)
         if len(signals) == 1:
             g = signals[0]
             return [(g.rank, g.name, g.index)], n, 1
