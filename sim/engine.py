@@ -218,7 +218,7 @@ class Model(Dispatch):
         task, op = run.task, run.task.op  # a run's members share shapes, and ranks but for a put's or a copy's
         now = run.start = self.env.now
         if op is PUT:  # one member, numbered as the hazard tracker reports it
-            self.env.start(self._put(run, self.tracker.member(task, run.first)))
+            self.env.call_first(self._put, (run, self.tracker.member(task, run.first)))
             return
         if self.quiet:
             pass
@@ -317,10 +317,12 @@ class Model(Dispatch):
             for keys, times, repeat in run.later:
                 bump(keys, times, repeat)
 
-    def _put(self, run: Run, task: Task):
+    def _put(self, state: tuple[Run, Task]) -> None:
+        """A put's first step, where a process of it would start (before the instant's other events);
+        :meth:`Network.send` schedules the rest, then frees the SM."""
+        run, task = state
         sources = self.data.snapshot(task) if self.data is not None else None
-        yield from self.net.send(task, sources)
-        self._free([run])
+        self.net.send(task, sources, partial(self._free, [run]))
 
     def _nvlink(self, run: Run, slow: float) -> None:
         """Local bytes stream while one weighted flow carries every peer transfer of the members;

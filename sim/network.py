@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from functools import partial
 
 from mkernel import cost
 from mkernel.errors import TransportError
@@ -180,26 +182,45 @@ class Network:
         self._nbytes: dict[int, float] = {}  # bytes of a group's member, by id(group): the schedule's entries
 
     # -- the send SM's side ----------------------------------------------------------------------
-    def send(self, task: Task | MemberRef, sources):
-        """What a send SM spends on a PUT: a ring command, or an IBGDA post."""
+    def send(self, task: Task | MemberRef, sources, then: Callable[[], None]) -> None:
+        """What a send SM spends on a PUT: a ring command, or an IBGDA post; then ``then()`` (its SM is
+        free). Called where its process would start; each step below is a plain call scheduled where
+        that process would resume (a number waited: a timer; the ring's credit: a callback of its event)."""
         msg = Message(self, task, sources)
         self.m.tracker.check_reads(msg.entry, self.env.now, msg.i, msg.n)
         if self.c.transport == "ibgda":
-            yield self.c.nic.ibgda_post_us
-            self.launch(msg)
+            self.env.call_later(self.c.nic.ibgda_post_us, self._ibgda_posted, (msg, then))
             return
-        yield self.c.proxy.gpu_enqueue_us
+        self.env.call_later(self.c.proxy.gpu_enqueue_us, self._enqueued, (msg, then))
+
+    def _ibgda_posted(self, state: tuple) -> None:
+        msg, then = state
+        self.launch(msg)
+        then()
+
+    def _enqueued(self, state: tuple) -> None:
+        """The command is written to the ring, or waits there for a credit."""
+        msg, then = state
         rank = msg.src
         self.m.host_bytes[rank] += COMMAND_BYTES
         msg.queued = self.env.now
         full = self.rings[rank].put(msg)
         if full is not None:
-            start = self.env.now
-            yield full
-            self.metrics["credit_wait_us"] += self.env.now - start
+            full.callbacks.append(partial(self._credited, msg, then, self.env.now))
+            return
+        self._handed(msg, then)
+
+    def _credited(self, msg: Message, then: Callable[[], None], start: float, _event) -> None:
+        self.metrics["credit_wait_us"] += self.env.now - start
+        self._handed(msg, then)
+
+    def _handed(self, msg: Message, then: Callable[[], None]) -> None:
+        """The command is in the ring: the rank's proxy starts at its first one."""
+        rank = msg.src
         if self.proxies[rank] is None:
             proxy = self.proxies[rank] = Proxy(self, rank)
             self.env.call_first(proxy.top)
+        then()
 
     # -- messages on the wire --------------------------------------------------------------------
     def launch(self, msg: Message) -> None:
