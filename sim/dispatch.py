@@ -26,7 +26,7 @@ NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 # (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30
 COMPUTE, GEMM, PUT, ATTN, NORM = Role.COMPUTE, Op.GEMM, Op.PUT, Op.ATTN, Op.NORM
 RANK_STEP = itemgetter(0)  # a region's step: (rank, row, column)
-RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are bound methods)
+RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are the model's functions)
 
 
 class Dispatch(Waits):
@@ -240,10 +240,12 @@ class Dispatch(Waits):
             run.lane.pool.blocked[run.role] += run.n
 
     def _later(self, delay: float, then, run: Run) -> None:
-        """Call ``then(runs)`` ``delay`` from now with every run of this lane that asked for the same
-        step at the same time: SMs that end together take their next work together. The lanes' timers
-        of one step and time are slots of one streak (:class:`~mkernel.sim.signals.Streak`): one queue
-        entry for the lanes that run in lockstep (all 16 of the 2 x 8 every-node run, at each step)."""
+        """Call ``then(self, runs)`` ``delay`` from now with every run of this lane that asked for the
+        same step at the same time: SMs that end together take their next work together. The lanes'
+        timers of one step and time are slots of one streak (:class:`~mkernel.sim.signals.Streak`): one
+        queue entry for the lanes that run in lockstep (all 16 of the 2 x 8 every-node run, at each
+        step). ``then`` is the model's function (``Model._paid``), not a method bound at each call: one
+        object, so the keys it is part of are hashed and matched by identity."""
         at = self.env.now + delay
         key = (id(run.lane), then, at)
         runs = self._timers.get(key)
@@ -257,7 +259,7 @@ class Dispatch(Waits):
 
     def _due(self, key: tuple) -> None:
         """``_later``'s step ``key[1]`` is due for the runs that asked for it."""
-        key[1](self._timers.pop(key))
+        key[1](self, self._timers.pop(key))
 
     def _until(self, at: float, then, run: Run) -> None:
         self._later(max(0.0, at - self.env.now), then, run)

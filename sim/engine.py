@@ -232,11 +232,11 @@ class Model(Dispatch):
             self._nvlink(run, slow)
         elif op is GEMM:
             us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
-            self._later(self._stretch(us) * slow, self._worked, run)
+            self._later(self._stretch(us) * slow, Model._worked, run)
         elif op is ATTN:
-            self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, self._worked, run)
+            self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, Model._worked, run)
         elif op is NORM:
-            self._later(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow, self._worked, run)
+            self._later(cost.local_bytes(task, self.itemsize) / self.sm_stream * slow, Model._worked, run)
         else:
             self._worked([run])
 
@@ -265,7 +265,7 @@ class Model(Dispatch):
             self._landed(run)
             self._signal(run, False)
             if run.role is COMPUTE and tile and run.task.op in TILED:
-                self._later(tile, self._free, run)  # fill, epilogue, task row
+                self._later(tile, Model._free, run)  # fill, epilogue, task row
             else:
                 free.append(run)
         if free:
@@ -309,7 +309,7 @@ class Model(Dispatch):
             bump(keys, times, repeat)
         if later:
             run.later = later
-            self._later(self.c.nvlink.latency_us, self._flags, run)
+            self._later(self.c.nvlink.latency_us, Model._flags, run)
 
     def _flags(self, runs: list[Run]) -> None:
         bump = self.board.bump_keys
@@ -339,7 +339,7 @@ class Model(Dispatch):
         local_us = local_us * slow  # (an injected slowdown of the rank)
         start = self.env.now
         if flows is None:
-            self._until((start + (local_us + step_us)) + merged, self._copied, run)
+            self._until((start + (local_us + step_us)) + merged, Model._copied, run)
             return
         self.flows.transfer_plan(flows, run.n, then=partial(self._moved, run, start + local_us, rtt, merged))
 
@@ -347,7 +347,7 @@ class Model(Dispatch):
         """``run``'s flow has ended; its local bytes have streamed by ``streamed``. The fused kernel's
         steps each wait a peer round trip: latency the port does not see."""
         trip = rtt if self.stress <= 0 else self._stretch(rtt)  # (as _stretch: its draw, at the flow's end)
-        self._until((max(self.env.now, streamed) + trip) + merged, self._copied, run)
+        self._until((max(self.env.now, streamed) + trip) + merged, Model._copied, run)
 
     def _copied(self, runs: list[Run]) -> None:
         tail = self.c.gpu.fused_peer_task_us
@@ -360,7 +360,7 @@ class Model(Dispatch):
         for run in runs:
             self._landed(run)
             if run.paid:
-                self._later(tail, self._paid, run)
+                self._later(tail, Model._paid, run)
             else:
                 now.append(run)
         if now:
