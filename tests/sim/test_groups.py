@@ -263,6 +263,11 @@ def test_a_group_bumps_its_signals_in_the_order_its_members_would():
         sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "w"),), count=3, step=Step(moves, label=(0, 1)), **common),
         sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "x", 1), Signal(0, "y")), count=6,
                step=Step(moves, ((1, 1), (0, 0)), label=(0, 1), period=2, outer=((0, 10), (0, 0))), **common),
+        # one signal whose step is zero (one key bumped n times), and one cycling with a zero inner step
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "z"),), count=4, step=Step(moves, ((0, 0),), label=(0, 1)),
+               **common),
+        sb.add(0, Role.INTRA, Op.COPY, signals=(Signal(0, "o"),), count=6,
+               step=Step(moves, ((0, 0),), label=(0, 1), period=2, outer=((0, 10),)), **common),
     ]
     for t in groups:
         members = t.members()
