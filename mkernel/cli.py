@@ -12,6 +12,7 @@ import argparse
 import atexit
 import os
 import sys
+import threading
 from pathlib import Path
 
 # numpy's OpenBLAS starts a worker thread for each core but one as numpy loads, and an idle worker
@@ -196,11 +197,12 @@ def entry() -> None:
     objects (its schedules, tables and logs) for the interpreter to free one by one as it shuts
     down, after the answer is printed: 40 ms of the 2 x 8 every-node row. Where the command
     registered nothing to run at exit (no worker pool, temporary directory or GPU runtime: those
-    register their clean-up), the output is flushed and the process ends at once, and the OS takes
-    the memory back; else it exits as usual."""
+    register their clean-up) and left no other thread running (one the interpreter would wait
+    for), the output is flushed and the process ends at once, and the OS takes the memory back;
+    else it exits as usual."""
     registered = atexit._ncallbacks()  # (CPython's count of exit callbacks)
     code = main()
-    if atexit._ncallbacks() != registered:
+    if atexit._ncallbacks() != registered or threading.active_count() > 1:
         sys.exit(code)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -174,13 +174,16 @@ def test_python_dash_m_entry_point(tmp_path):
     assert proc.returncode == 2 and "nosuch.toml" in proc.stderr
 
 
-# the process's exit (mkernel.cli.entry) after a command that registers an exit callback, or none
-_EXIT = """import atexit, sys
+# the process's exit (mkernel.cli.entry) after a command that registers an exit callback or leaves a thread
+# running, or neither
+_EXIT = """import atexit, sys, threading, time
 from mkernel import cli
 atexit.register(print, "callback from before the command")
 def command(args):
     if {registers}:
         atexit.register(print, "callback the command registered")
+    if {thread}:
+        threading.Thread(target=lambda: (time.sleep(0.5), print("the thread's last words"))).start()
     print("output")
     return 3
 cli.cases.run = command
@@ -189,18 +192,19 @@ cli.entry()
 """
 
 
-@pytest.mark.parametrize("registers", [False, True])
-def test_the_process_ends_at_once_unless_the_command_left_a_callback(registers):
-    """A command that registered nothing to run at exit ends the process at once (the interpreter's
-    freeing skipped: the callback from before it does not run); one that did exits as usual, every
-    callback run. Either way its output and exit code come through."""
-    proc = subprocess.run([sys.executable, "-c", _EXIT.format(registers=registers)], capture_output=True, text=True,
-                          timeout=120)
+@pytest.mark.parametrize("registers, thread", [(False, False), (True, False), (False, True)])
+def test_the_process_ends_at_once_unless_the_command_left_a_callback_or_a_thread(registers, thread):
+    """A command that registered nothing to run at exit and left no thread running ends the process
+    at once (the interpreter's freeing skipped: the callback from before it does not run); one that
+    did exits as usual: its thread finishes, every callback runs. Either way its output and exit
+    code come through."""
+    code = _EXIT.format(registers=registers, thread=thread)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "output"
-    assert lines[1:] == (["callback the command registered", "callback from before the command"] if registers
-                         else [])
+    after = (["callback the command registered"] if registers else []) + ["callback from before the command"]
+    assert lines[1:] == (["the thread's last words"] + after if thread else after if registers else [])
 
 
 def test_issue_acceptance_run_on_the_paper_testbed(tmp_path):
