@@ -118,8 +118,8 @@ def acyclic(src: np.ndarray, dst: np.ndarray, nodes: int) -> bool:
     front, done = np.flatnonzero(indegree == 0), 0
     while len(front):
         done += len(front)
-        which, j = ragged(start[front + 1] - start[front])  # the front's edges: each node's range of targets
-        hit = targets[start[front][which] + j]
+        size = start[front + 1] - start[front]  # the front's edges: each node's range of targets
+        hit = targets[np.repeat(start[front], size) + ragged(size)[1]]
         np.subtract.at(indegree, hit, 1)  # (not a sort of the edges, as np.unique(return_counts) was)
         freed = np.flatnonzero(indegree[hit] == 0)
         last[hit[freed]] = freed

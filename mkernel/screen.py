@@ -233,4 +233,4 @@ def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count:
     writes = put & ~read  # a put is one message: one destination rank (ranks do not step in a put cleared)
     dest = np.full(n, -1, np.int64)
     dest[entry[writes]] = r[writes]
-    return ok & _per_entry(writes & (r != dest[entry]), entry, n)
+    return ok & _per_entry(writes & (r != np.repeat(dest, per)), entry, n)
