@@ -195,7 +195,7 @@ def shared_rows(items: list[tuple], at: np.ndarray, per: np.ndarray, entry: np.n
                               width * (len(table) - pad)).reshape(-1, width)
     start = np.zeros(len(per), np.int64)  # per entry: its first row in the table
     start[at] = (pad + np.cumsum(size) - size)[inverse]
-    return np.take(table, start[entry] + k, axis=0)  # (take: a few times quicker than [rows] on 2-D arrays)
+    return np.take(table, np.repeat(start, per) + k, axis=0)  # (take: a few times quicker than [rows] on 2-D arrays)
 
 
 def ragged(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -203,14 +203,15 @@ def ragged(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     which = np.repeat(np.arange(len(sizes)), sizes)
     start = np.zeros(len(sizes), np.int64)
     np.cumsum(sizes[:-1], out=start[1:])
-    return which, np.arange(len(which), dtype=np.int64) - start[which]
+    # (an item's number on each of its parts: np.repeat, a third of the instructions of start[which])
+    return which, np.arange(len(which), dtype=np.int64) - np.repeat(start, sizes)
 
 
 def entry_rows(per: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """In a table of ``per[e]`` rows per entry e, laid out entry after entry: the rows of the entries
     ``at``, and which of ``at`` each row belongs to."""
     which, j = ragged(per[at])
-    return (np.cumsum(per) - per)[at][which] + j, which
+    return np.repeat((np.cumsum(per) - per)[at], per[at]) + j, which
 
 
 def member_slots(per_entry: list[int] | np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

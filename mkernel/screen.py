@@ -36,6 +36,8 @@ from .signal_table import SignalTable
 
 _PLAIN = {Op.GEMM: 0, Op.COPY: 1, Op.REDUCE: 2, Op.PUT: 3, Op.NOP: 4, Op.ATTN: 5, Op.NORM: 6}  # the ops screened here
 _OTHER = len(_PLAIN)
+_LOCAL = [_PLAIN[Op.GEMM], _PLAIN[Op.ATTN], _PLAIN[Op.NORM]]  # the ops that touch only their own rank's memory
+_OWN, _PUT, _NODE = 0, 1, 2  # where an entry's regions may lie (_regions): its rank, another node, its node
 _ROLES = {role: i for i, role in enumerate(Role)}
 _SIGNALS = attrgetter("signals")
 
@@ -67,7 +69,7 @@ def cleared(s: Schedule, table: tuple, keys: SignalTable, entries: Entries | Non
     ok &= (0 <= launch) & (launch < len(s.launches))
     ok &= budget[np.where(ok, launch, 0), role]
     ok &= _arity(op, nread, per - nread, table)
-    ok &= _regions(s, table, op, rank, count, rot)
+    ok &= _regions(s, table, op, rank, count, rot, per)
     at = keys.signal_entry  # a signal's extreme members stay on the entry's node (but a put's, which may not):
     # its rank is affine in the step within a cycle (-rot .. cycle - rot - 1) and the cycle (0 .. count / cycle - 1),
     # so extreme at the corners; a rank r is on node q where q g <= r < q g + g (no division)
@@ -182,42 +184,47 @@ def _arity(op: np.ndarray, nread: np.ndarray, nwrite: np.ndarray, table: tuple) 
 
 
 def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count: np.ndarray,
-             rot: np.ndarray) -> np.ndarray:
+             rot: np.ndarray, per: np.ndarray) -> np.ndarray:
     """Per entry: its extreme members' regions keep the region and locality rules (the first and
-    last, or where the members wrap, those either side of the wrap: ``rot`` per entry).
+    last, or where the members wrap, those either side of the wrap: ``rot`` per entry; ``per``: each
+    entry's records).
 
     A record's numbers at member offset o are its own plus o times its steps, so each is least and
     most at the two extremes: a bound that both extremes keep is one that the lesser and the greater
     of the two keep, and a rank lies on a node (an interval of ranks) at both extremes where the
     lesser and the greater do. A region's extent does not step, so it is non-empty at one member
     where it is at every member. Only a put's write, which must leave its node at both extremes,
-    needs the two extremes themselves (and puts are few)."""
+    needs the two extremes themselves (and puts are few). The records' fields are read once as rows
+    of 64-bit numbers (the table's columns are strided, and mostly 32-bit: each operation on them
+    converted them again), and an entry's numbers are put on its records only where records need them."""
     recs, f, codes = table
     entry, read, n, g = f["entry"], f["read"], len(op), s.gpus_per_node
     size = np.zeros((len(codes), 2), np.int64)  # rows, columns per buffer code (0 x 0: unknown, nothing fits)
     size[:len(s.buffers)] = [(b.rows, b.cols) for b in s.buffers]
     inputs = np.zeros(len(codes), bool)
     inputs[:len(s.buffers)] = [b.kind is BufferKind.INPUT for b in s.buffers]
-    buf, r, r0, r1, c0, c1, dk, dr, dc = recs[:, :9].T
-    per = np.bincount(entry, minlength=n)  # (records lie entry after entry: an entry's number per record is a repeat)
-    e_op, e_rank = np.repeat(op, per), np.repeat(rank, per)
+    buf, r, r0, r1, c0, c1, dk, dr, dc = recs[:, :9].T.astype(np.int64, order="C")
     first, last = np.repeat(-rot, per), np.repeat(count - 1 - rot, per)  # the extreme members' offsets
 
-    def span(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # (the least and the most of the two moves)
+    def span(step: np.ndarray) -> tuple[np.ndarray | int, np.ndarray | int]:  # (the least and the most of the two moves)
+        if not step.any():
+            return 0, 0
         a, b = first * step, last * step
         return np.minimum(a, b), np.maximum(a, b)
 
     (klo, khi), (rlo, rhi), (clo, chi) = span(dk), span(dr), span(dc)
     bad = ~read & np.take(inputs, buf)
-    bad |= (r + klo < 0) | (r + khi >= s.world) | (r0 + rlo < 0) | (r0 >= r1) | (r1 + rhi > np.take(size[:, 0], buf))
+    bad |= (r0 + rlo < 0) | (r0 >= r1) | (r1 + rhi > np.take(size[:, 0], buf))
     bad |= (c0 + clo < 0) | (c0 >= c1) | (c1 + chi > np.take(size[:, 1], buf))
-    put = e_op == _PLAIN[Op.PUT]
-    local = (e_op == _PLAIN[Op.GEMM]) | (e_op == _PLAIN[Op.ATTN]) | (e_op == _PLAIN[Op.NORM])  # own rank only
+    kind = np.where(op == _PLAIN[Op.PUT], _PUT, np.where(np.isin(op, _LOCAL), _OWN, _NODE)).astype(np.int8)
+    e_kind, e_rank = np.repeat(kind, per), np.repeat(rank, per)
+    put, local = e_kind == _PUT, e_kind == _OWN  # (local: a GEMM, attention or norm: its own rank only)
     low, high = r + klo, r + khi  # the rank's extremes
+    bad |= (low < 0) | (high >= s.world)
     own = (low == e_rank) & (high == e_rank)
-    node = e_rank // g * g  # the entry's node's first rank
+    node = np.repeat(rank // g * g, per)  # the entry's node's first rank
     bad |= local & ~own
-    bad |= ~(local | put) & ((low < node) | (high >= node + g))
+    bad |= (e_kind == _NODE) & ((low < node) | (high >= node + g))
     bad |= put & read & ~own
     writes = np.flatnonzero(put & ~read)  # (a put's writes: off the node at each extreme)
     for at in (r[writes] + first[writes] * dk[writes], r[writes] + last[writes] * dk[writes]):
@@ -225,5 +232,5 @@ def _regions(s: Schedule, table: tuple, op: np.ndarray, rank: np.ndarray, count:
     ok = _per_entry(bad, entry, n)
     writes = put & ~read  # a put is one message: one destination rank (ranks do not step in a put cleared)
     dest = np.full(n, -1, np.int64)
-    dest[entry[writes]] = recs[writes, 1]
-    return ok & _per_entry(writes & (recs[:, 1] != dest[entry]), entry, n)
+    dest[entry[writes]] = r[writes]
+    return ok & _per_entry(writes & (r != np.repeat(dest, per)), entry, n)

@@ -165,7 +165,7 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     numbers[:, 2] = int_array(list(map(names.__getitem__, [g.name for g in flat])))
     per = size[inverse]
     entry, j = ragged(per)
-    rank, index, name = np.take(numbers, (np.cumsum(size) - size)[inverse][entry] + j, axis=0).T
+    rank, index, name = np.take(numbers, np.repeat((np.cumsum(size) - size)[inverse], per) + j, axis=0).T
     st = np.zeros((len(entry), 4), np.int64)  # rank, index steps; outer rank, index steps
     period, rotate = np.zeros(len(tasks), np.int64), np.zeros(len(tasks), np.int64)
     moves = [step.signals for step in steps]
@@ -187,26 +187,26 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     mv = np.flatnonzero(moving)  # the records that step: one bump per member, made from per-record numbers
     e = entry[mv]
     cnt = count[e]
-    who, i = ragged(cnt)
+    _, i = ragged(cnt)  # (a record's numbers per member: np.repeat by cnt, a third of a gather's instructions)
     p = np.where(period[e] > 0, period[e], cnt)  # (no period: i mod count is i, i div count 0)
     wrap = p - rotate[e]  # members that wrap (Step.rotate): b - p from member p - r of each cycle on
     dk, dx, ok, ox = np.take(st, mv, axis=0).T
     nf = len(fixed)
-    out = np.empty((3, nf + len(who)), np.int64)  # name, rank, index of every bump
+    out = np.empty((3, nf + len(i)), np.int64)  # name, rank, index of every bump
     out[:, :nf] = name[fixed], rank[fixed], index[fixed]
-    out[0, nf:] = np.take(name[mv], who)
+    out[0, nf:] = np.repeat(name[mv], cnt)
     if (p < cnt).any() or (wrap < p).any():
-        pw = np.take(p, who)
+        pw = np.repeat(p, cnt)
         a, b = np.divmod(i, pw)
-        b -= np.where(b >= np.take(wrap, who), pw, 0)
-        out[1, nf:] = np.take(rank[mv], who) + b * np.take(dk, who) + a * np.take(ok, who)
-        out[2, nf:] = np.take(index[mv], who) + b * np.take(dx, who) + a * np.take(ox, who)
+        b -= np.where(b >= np.repeat(wrap, cnt), pw, 0)
+        out[1, nf:] = np.repeat(rank[mv], cnt) + b * np.repeat(dk, cnt) + a * np.repeat(ok, cnt)
+        out[2, nf:] = np.repeat(index[mv], cnt) + b * np.repeat(dx, cnt) + a * np.repeat(ox, cnt)
     else:  # (no record cycles or wraps: b is i, a 0)
-        out[1, nf:] = np.take(rank[mv], who) + i * np.take(dk, who)
-        out[2, nf:] = np.take(index[mv], who) + i * np.take(dx, who)
+        out[1, nf:] = np.repeat(rank[mv], cnt) + i * np.repeat(dk, cnt)
+        out[2, nf:] = np.repeat(index[mv], cnt) + i * np.repeat(dx, cnt)
     times = np.ones(len(out[0]), np.int64)
     times[:nf] = count[entry[fixed]]
-    return entry, rank, st, [*out, np.concatenate((entry[fixed], np.take(e, who))), times]
+    return entry, rank, st, [*out, np.concatenate((entry[fixed], np.repeat(e, cnt))), times]
 
 
 def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
@@ -230,9 +230,11 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
         if (int_array(list(map(len, moves))) != per[at]).any():
             raise ValueError("a group's wait steps do not fit its waits")
         dx = shared_rows(moves, at, per, entry, j, 1)[:, 0]
-    rec, member = ragged(np.where(dx != 0, count[entry], 1))
-    key = np.stack((np.take(name, rec), np.take(rank, rec), np.take(index, rec) + member * np.take(dx, rec)))
-    return entry[rec], j[rec], member, rank[rec], need[rec], key
+    times = np.where(dx != 0, count[entry], 1)
+    _, member = ragged(times)  # (a record's numbers per member: np.repeat, a third of a gather's instructions)
+    rank, dx = np.repeat(rank, times), np.repeat(dx, times)
+    key = np.stack((np.repeat(name, times), rank, np.repeat(index, times) + member * dx))
+    return np.repeat(entry, times), np.repeat(j, times), member, rank, np.repeat(need, times), key
 
 
 def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:

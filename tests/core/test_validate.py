@@ -48,6 +48,19 @@ def test_cycle_through_launch_order(tiny):
         bad.validate()
 
 
+def test_cycle_through_launch_order_of_the_second_rank(tiny):
+    # Both ranks' drains in the later launch: each rank's launch order is its own barrier (rank 1's the
+    # second). Rank 1's drain no longer waits for its copy, which waits for the drain: only rank 1's
+    # launch order closes the loop (found by the cycle rule, the race check left out).
+    two = dataclasses.replace(tiny, launches=tiny.launches + (tiny.launches[0],))
+    later = with_task(with_task(two, 1, launch=1), 3, launch=1)
+    later.validate(races=False)
+    bad = with_task(later, 3, waits=(), signals=(Signal(1, "late"),))
+    bad = with_task(bad, 2, waits=(Wait(Signal(1, "late"), 1),))
+    with pytest.raises(ScheduleError, match="dependency cycle"):
+        bad.validate(races=False)
+
+
 @pytest.mark.parametrize("region", [
     Region("X", 0, 0, 5, 0, 4),  # one row past the end
     Region("X", 0, 0, 4, 2, 2),  # empty
