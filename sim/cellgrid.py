@@ -26,7 +26,7 @@ import numpy as np
 from mkernel.ir import BufferKind, Op, Region, Schedule
 from mkernel.members import RegionTable, int_array, member_slots, offsets, ragged, read_regions
 
-from .gridedges import Edges
+from .gridedges import Edges, Stepped
 
 
 @dataclass
@@ -103,31 +103,6 @@ class _Rows:
 
 
 @dataclass
-class Stepped:
-    """Every row of one side along one axis, keyed from its record rather than listed: row j's
-    bounds are ``lo[rec[j]] + step[rec[j]] * off[j]`` and ``hi``'s likewise, in its record's grid
-    (no row steps in rank). ``least``, ``most``: per record, the least and most ``step * off`` of
-    its rows, so the bounds' extremes, which lay the grids out, are known without the bounds."""
-
-    grid: np.ndarray  # per record
-    lo: np.ndarray
-    hi: np.ndarray
-    step: np.ndarray
-    rec: np.ndarray  # per row
-    off: np.ndarray
-    least: np.ndarray  # per record
-    most: np.ndarray
-
-    def keys(self, start: np.ndarray, shift: int) -> list[np.ndarray]:
-        """Every row's two keys among slots ``start`` (:class:`Slots`): each record's own, plus its
-        step times the row's offset, all divided by ``2 ** shift`` (of which the bounds and steps
-        are multiples, so each divides exactly)."""
-        lo = (start[self.grid] + (self.lo >> shift))[self.rec]
-        lo += (self.step >> shift)[self.rec] * self.off
-        return [lo, lo + ((self.hi.astype(np.int64) - self.lo) >> shift)[self.rec]]
-
-
-@dataclass
 class _Span:
     """One side's rows along one axis, as edge indices among every grid's (:meth:`Edges.index`):
     each record's own two (member 0's: those of a row whose record steps neither in rank nor along
@@ -155,7 +130,13 @@ class Cells:
     ``need`` (one per read cell): the arrivals a member's read of that cell waits for, the writes
     the schedule makes there less the member's own (an in-place update does not wait on itself).
     ``regions``: :func:`mkernel.members.read_regions` of ``s``, where it was read already (by
-    ``validate()``: the 2 x 8 GEMM+AR 32768^2 every-node build's 623k regions take 0.3-0.45 s to read)."""
+    ``validate()``: the 2 x 8 GEMM+AR 32768^2 every-node build's 623k regions take 0.3-0.45 s to read).
+
+    A read that repeats the one before it in its task (a broadcast reads its source once per
+    destination: 6 of the 2 x 8 GEMM+AR's 7 reads per copy, a third of its read rows) has the same
+    cells and need, so the rows are made for the other reads only (``distinct``, ``distinct_need``:
+    all a verdict reads, as a repeat meets nothing its first does not) and every read's (``read``,
+    ``need``) copied from theirs where first asked for (the live tracker, a replay, the tests)."""
 
     def __init__(self, s: Schedule, regions: RegionTable | None = None) -> None:
         recs, f, code = regions or read_regions(s)
@@ -163,7 +144,8 @@ class Cells:
         inputs = [code[b.name] for b in s.buffers if b.kind is BufferKind.INPUT]
         tracked = ~np.isin(recs[:, 0], inputs)
         sides = (tracked & f["read"], tracked & ~f["read"])
-        per = [np.bincount(f["entry"][side], minlength=entries) for side in sides]
+        entry = [f["entry"][side] for side in sides]
+        per = [np.bincount(e, minlength=entries) for e in entry]
         self.read_pos = f["k"][sides[0]]  # per tracked read: its index in Task.reads
         self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
         np.cumsum(per[0], out=self.read_first[1:])
@@ -174,7 +156,13 @@ class Cells:
         # and the rows' numbers made from them 64-bit all the same, by the 64-bit offsets and grid starts
         # they meet (the two sums of records' numbers alone, _layout's grid keys and Stepped's widths, cast)
         kept = [np.compress(side, recs, axis=0) for side in sides]
-        pairs = _pairs([(r, f["entry"][side]) for r, side in zip(kept, sides)], per, puts, len(code))
+        self._per_read = per[0]
+        self._repeat = _repeats(kept[0], entry[0])
+        if self._repeat is not None:  # the reads' rows: the distinct reads' only
+            first = ~self._repeat
+            kept[0], entry[0] = kept[0][first], entry[0][first]
+            per[0] = np.bincount(entry[0], minlength=entries)
+        pairs = _pairs(list(zip(kept, entry)), per, puts, len(code))
         counts = int_array([t.count for t in s.tasks])  # (a list comprehension: mkernel.members.int_array)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
@@ -192,9 +180,37 @@ class Cells:
                 rects.append(tuple(x[at] for axis in (1, 2) for x in rows.span[axis].full(rows.rec)) + (rows.grid[at],))
             done.append(Side(rows.base, rows.n, rows.grid, *self._cells(rows)))
             del rows
-        self.read, self.write = done
+        self.distinct, self.write = done
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
-        self.need = self.expected[self.read.cell] - self._own(met[0], rects)
+        self.distinct_need = self.expected[self.distinct.cell] - self._own(self.distinct, met[0], rects)
+
+    @property
+    def read(self) -> Side:
+        """Every tracked read's rows (see the class)."""
+        return self._every_read[0]
+
+    @property
+    def need(self) -> np.ndarray:
+        """Per cell of :attr:`read`: its ``need`` (see the class)."""
+        return self._every_read[1]
+
+    @cached_property
+    def _every_read(self) -> tuple[Side, np.ndarray]:
+        """(:attr:`read`, :attr:`need`): the distinct reads' rows, each read's row taken from its
+        distinct read's (row ``base + i n + j`` of entry e's member i, j its distinct read)."""
+        d, repeat = self.distinct, self._repeat
+        if repeat is None:
+            return d, self.distinct_need
+        per = self._per_read
+        base, rec, i = member_slots(per, np.diff(self.uid0))
+        e = np.repeat(np.arange(len(per)), per)  # per read: its entry, and its distinct read's place there
+        j = np.cumsum(~repeat) - 1 - (np.cumsum(d.n) - d.n)[e]
+        row = (d.base[:-1][e] + j)[rec] + i * d.n[e][rec]
+        size = np.diff(d.start)[row]
+        start = np.zeros(len(row) + 1, np.int64)
+        np.cumsum(size, out=start[1:])
+        cells = np.arange(start[-1], dtype=np.int64) + np.repeat(d.start[row] - start[:-1], size)
+        return Side(base, per, d.grid[row], start, d.cell[cells]), self.distinct_need[cells]
 
     def _layout(self, s: Schedule, sides: list[_Rows], names: dict[int, str]) -> None:
         """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin.
@@ -297,23 +313,24 @@ class Cells:
         once[key[1:][np.diff(key) == 0] // total] = False
         return once.tolist()
 
-    def _own(self, r: np.ndarray, rects: list) -> np.ndarray:
-        """Per read cell: how many of its member's own writes cover it (see ``need``), from the
+    @staticmethod
+    def _own(read: Side, r: np.ndarray, rects: list) -> np.ndarray:
+        """Per cell of ``read``: how many of its member's own writes cover it (see ``need``), from the
         pairs' read rows ``r`` and each side's rectangles and grids of the pairs' rows (as edge
         indices among every grid's: only differences and comparisons of one grid's are taken)."""
-        own = np.zeros(len(self.read.cell), np.int32)
+        own = np.zeros(len(read.cell), np.int32)
         if not len(r):
             return own
         (ra0, ra1, rb0, rb1, rg), (wa0, wa1, wb0, wb1, wg) = rects
         lo_a, hi_a, lo_b, hi_b = np.maximum(ra0, wa0), np.minimum(ra1, wa1), np.maximum(rb0, wb0), np.minimum(rb1, wb1)
         keep = (rg == wg) & (lo_a < hi_a) & (lo_b < hi_b)
         r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b = (x[keep] for x in (r, ra0, rb0, rb1, lo_a, hi_a, lo_b, hi_b))
-        j, t = ragged(self.read.start[r + 1] - self.read.start[r])
+        j, t = ragged(read.start[r + 1] - read.start[r])
         width = (rb1 - rb0)[j]
         u = t // np.maximum(width, 1)
         a, b = ra0[j] + u, rb0[j] + (t - u * width)
         inside = (a >= lo_a[j]) & (a < hi_a[j]) & (b >= lo_b[j]) & (b < hi_b[j])
-        np.add.at(own, (self.read.start[r][j] + t)[inside], 1)
+        np.add.at(own, (read.start[r][j] + t)[inside], 1)
         return own
 
     def read_of(self, p: int, q: int) -> int:
@@ -326,26 +343,13 @@ class Cells:
         return (int(self.rows.local(g, r.row0)), int(self.rows.local(g, r.row1)),
                 int(self.cols.local(g, r.col0)), int(self.cols.local(g, r.col1)))
 
-    def write_uids(self, rows: np.ndarray) -> np.ndarray:
-        """The member (by expanded id) each write row is of."""
-        base, n = self.write.base, self.write.n
-        p = np.searchsorted(base[:-1], rows, "right") - 1
-        return self.uid0[p] + (rows - base[p]) // np.maximum(n[p], 1)
 
-    def write_rects(self, rows: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Each write row's cell rectangle (as :meth:`rect`; empty rows as 0, 0, 0, 0), from its
-        first and last cells."""
-        s0, s1 = self.write.start[rows], self.write.start[rows + 1]
-        full = s1 > s0
-        if not self.write.cell.size:
-            return (np.zeros(len(rows), np.int64),) * 4
-        g = self.write.grid[rows]
-        width = np.maximum(self.cols.cells[g], 1)
-        first = self.write.cell[np.where(full, s0, 0)] - self.grid_base[g]
-        last = self.write.cell[np.where(full, s1 - 1, 0)] - self.grid_base[g]
-        a0, b0 = first // width, first % width
-        a1, b1 = last // width + 1, last % width + 1
-        return tuple(np.where(full, x, 0) for x in (a0, a1, b0, b1))
+def _repeats(recs: np.ndarray, entry: np.ndarray) -> np.ndarray | None:
+    """Per record: whether it repeats the record before it, of the same entry (None where none does)."""
+    same = np.zeros(len(recs), bool)
+    if len(recs) > 1:
+        same[1:] = (recs[1:] == recs[:-1]).all(axis=1) & (entry[1:] == entry[:-1])
+    return same if same.any() else None
 
 
 def _pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], puts: np.ndarray,

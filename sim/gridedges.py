@@ -3,12 +3,34 @@ edges in one sorted array of keys, and a row bound's index among its grid's edge
 the keys where they are few enough and by sorting where not (see :class:`Edges`)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .cellgrid import Stepped
+
+@dataclass
+class Stepped:
+    """Every row of one side along one axis, keyed from its record rather than listed: row j's
+    bounds are ``lo[rec[j]] + step[rec[j]] * off[j]`` and ``hi``'s likewise, in its record's grid
+    (no row steps in rank). ``least``, ``most``: per record, the least and most ``step * off`` of
+    its rows, so the bounds' extremes, which lay the grids out, are known without the bounds."""
+
+    grid: np.ndarray  # per record
+    lo: np.ndarray
+    hi: np.ndarray
+    step: np.ndarray
+    rec: np.ndarray  # per row
+    off: np.ndarray
+    least: np.ndarray  # per record
+    most: np.ndarray
+
+    def keys(self, start: np.ndarray, shift: int) -> list[np.ndarray]:
+        """Every row's two keys among slots ``start`` (:class:`Slots`): each record's own, plus its
+        step times the row's offset, all divided by ``2 ** shift`` (of which the bounds and steps
+        are multiples, so each divides exactly)."""
+        lo = (start[self.grid] + (self.lo >> shift))[self.rec]
+        lo += (self.step >> shift)[self.rec] * self.off
+        return [lo, lo + ((self.hi.astype(np.int64) - self.lo) >> shift)[self.rec]]
 
 
 class Edges:

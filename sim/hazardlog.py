@@ -106,8 +106,10 @@ class LoggedTracker(ArrivalTracker):
         cells, at = self._cells(log[lands], seq[lands], c.write)
         landings = _Landings(self._wcell if cells is None else self._wcell[cells], at, c.total)
         checks = ~lands
-        idx, at = self._cells(log[checks], seq[checks], c.read)
-        cell, need = (self._rcell, self._need) if idx is None else (self._rcell[idx], self._need[idx])
+        idx, at = self._cells(log[checks], seq[checks], c.distinct)  # (a read that repeats another meets what it does)
+        cell, need = c.distinct.cell, c.distinct_need
+        if idx is not None:
+            cell, need = cell[idx], need[idx]
         if landings.fewer(cell, need, at):
             return True
         for rank, at, _ in self._ends:

@@ -50,6 +50,11 @@ def _rank_steps():
     # reads stepping in rank alone; both members write one region (not written once)
     sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 32, 48, 0, 16),), writes=(Region("Y", 3, 48, 64, 0, 16),),
            label="copy {}", count=2, step=Step(((1, 0, 0), (0, 0, 0)), label=(3, 1)))
+    # a wrapping group that reads one region of several cells twice, between two others (a broadcast's repeats)
+    y = Region("Y", 1, 0, 32, 16, 48)
+    sb.add(3, Role.INTRA, Op.COPY, reads=(Region("Y", 2, 0, 16, 16, 32), y, y, Region("Y", 0, 16, 32, 0, 16)),
+           writes=(Region("Y", 3, 0, 16, 32, 48),), label="bcast {}", count=3,
+           step=Step(((0, 0, 16), (0, 0, 16), (0, 0, 16), (0, 16, 0), (0, 0, 0)), label=(5, 1), rotate=1))
     return sb.build(0.0)
 
 
@@ -110,6 +115,25 @@ def test_cells_equal_the_grids_made_region_by_region(s):
     assert c.total == len(expected) and c.expected.tolist() == expected.tolist()
     assert c.need.tolist() == need
     assert c.write_once == once
+    _distinct_reads_are_every_read_less_its_repeats(s, c)
+
+
+def _distinct_reads_are_every_read_less_its_repeats(s, c):
+    """``distinct`` and ``distinct_need`` (all a verdict reads): each entry's reads less those that
+    repeat the one before them, member by member, with their grids, cells and need."""
+    d, every = c.distinct, c.read
+    inputs = {b.name for b in s.buffers if b.kind is BufferKind.INPUT}
+    kept = []  # every read row that a distinct row stands for, in order
+    for p, t in enumerate(s.tasks):
+        regions = [r for r in t.reads if r.buffer not in inputs]
+        steps = [t.step.regions[k] if t.count > 1 else None for k, r in enumerate(t.reads) if r.buffer not in inputs]
+        first = [j for j in range(len(regions)) if j == 0 or (regions[j], steps[j]) != (regions[j - 1], steps[j - 1])]
+        assert d.n[p] == len(first)
+        kept += [int(every.base[p]) + i * len(regions) + j for i in range(t.count) for j in first]
+    assert d.grid.tolist() == every.grid[kept].tolist()
+    assert np.diff(d.start).tolist() == np.diff(every.start)[kept].tolist()
+    cells = np.concatenate([np.arange(every.start[r], every.start[r + 1]) for r in kept] + [np.zeros(0, int)])
+    assert d.cell.tolist() == every.cell[cells].tolist() and c.distinct_need.tolist() == c.need[cells].tolist()
 
 
 def test_the_builds_take_every_shortcut(monkeypatch):
@@ -133,6 +157,8 @@ def test_the_builds_take_every_shortcut(monkeypatch):
     assert any(t.count > 1 and any(r[0] for r in t.step.regions) for s in builds for t in s.tasks)
     assert any((np.diff(c.read.start) > 1).any() and (np.diff(c.write.start) > 1).any() for c in grids)
     assert any((c.expected > 1).any() for c in grids)
+    assert any(c._repeat is not None and (np.diff(c.distinct.start) > 1).any() for c in grids)  # (repeats of several cells)
+    assert any(c._repeat is None for c in grids)
     assert any(c.cols._below is not None for c in grids) and any(c.rows._below is None for c in grids)
 
 
