@@ -133,7 +133,7 @@ class LoggedTracker(ArrivalTracker):
         a, b = side.start[lo], side.start[lo + n * k]
         if (b - a).sum() == len(side.cell):  # (a cover's lengths add up to the whole: the cheap test first)
             some = np.flatnonzero(b > a)
-            order = some[np.argsort(a[some], kind="stable")]
+            order = some[np.argsort(a[some])]  # (a cover's starts are distinct: any sort orders them alike)
             sa, sb = a[order], b[order]
             if (sa[1:] == sb[:-1]).all():  # end to end, as long as the whole, within it: from 0 to its end
                 return None, np.repeat(seq[order], sb - sa)
@@ -165,21 +165,20 @@ class _Landings:
     or span by span in cell order: :meth:`LoggedTracker._cells`; the sort is stable, so the landings
     of one span on one cell keep their order either way). Where every cell landed exactly once (a
     run without hazards of a schedule that writes each cell once), ``first`` is every cell's own
-    index, so ``when`` is indexed by cell (``once``: told by marking the cells, not counting them)
+    index, so ``when`` is indexed by cell (``once``: told by the cells left unmet, not by counting them)
     and :meth:`fewer` reads it so; ``first`` and ``count`` are not made (each a pass over the
     million cells of that GEMM+AR)."""
 
     def __init__(self, cell: np.ndarray, at: np.ndarray, total: int) -> None:
         cell = cell.astype(np.int64)
-        self.once = len(cell) == total
-        if self.once:  # as many landings as cells: each landed once where each was marked (a third of a count)
-            seen = np.zeros(total, bool)
-            seen[cell] = True
-            self.once = bool(seen.all())
-        self.when = np.empty(len(cell), np.int64)
-        if self.once:
+        if len(cell) == total:  # as many landings as cells: each landed once where none is left unmet by them
+            self.when = np.full(total, -1, np.int64)  # (a cell met twice leaves another unmet; positions are >= 0)
             self.when[cell] = at
-            return
+            self.once = not total or bool(self.when.min() >= 0)
+            if self.once:
+                return
+        self.once = False
+        self.when = np.empty(len(cell), np.int64)
         self.count = np.bincount(cell, minlength=total)
         self.first = np.zeros(total + 1, np.int64)
         np.cumsum(self.count, out=self.first[1:])
