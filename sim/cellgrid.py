@@ -26,18 +26,29 @@ import numpy as np
 from mkernel.ir import BufferKind, Op, Region, Schedule
 from mkernel.members import RegionTable, int_array, member_slots, offsets, ragged, read_regions
 
-from .gridedges import Edges, Stepped
+from .gridedges import Edges, Span, Stepped
 
 
 @dataclass
 class Side:
-    """The rows of one side, reads or writes (see the module)."""
+    """The rows of one side, reads or writes (see the module). Each row's grid (:attr:`grid`) is
+    listed where first read (the live tracker's reports, the tests), from its record's where no row
+    steps in rank: a pass over every row that a run without hazards never needs."""
 
     base: np.ndarray  # per entry, and one past the last: its first row
     n: np.ndarray  # per entry: tracked regions per member
-    grid: np.ndarray  # per row: its grid
     start: np.ndarray  # per row, and one past the last: where its cells begin in ``cell``
     cell: np.ndarray  # every row's cells, in row order
+    listed: np.ndarray | None  # per row: its grid, where listed already
+    by_record: tuple[np.ndarray, np.ndarray] | None = None  # else each record's grid and each entry's members
+
+    @cached_property
+    def grid(self) -> np.ndarray:
+        """Per row: its grid."""
+        if self.listed is not None:
+            return self.listed
+        grid, counts = self.by_record
+        return grid[member_slots(self.n, counts)[1]]
 
 
 class _Rows:
@@ -52,11 +63,8 @@ class _Rows:
         self.least, self.most = np.zeros(len(recs), np.int64), self.members - 1  # per record: its rows' offsets
         wraps = np.flatnonzero(recs[:, 9] > 0)
         if len(wraps):  # (rotate 0: never past the wrap) only the rows of wrapping records, record by record
-            ends = np.cumsum(per_entry)
-            e = np.searchsorted(ends, wraps, "right")  # each one's entry, and its place among the entry's records
+            at, which, i = self._rows_of(wraps)
             size = self.members[wraps]
-            which, i = ragged(size)  # (its rows, member by member: row base + i n + j of its entry)
-            at = (self.base[e] + wraps - ends[e] + per_entry[e])[which] + i * per_entry[e][which]
             self.off[at] = off = offsets(i, recs[wraps, 9][which], recs[wraps, 10][which])
             self.least[wraps], self.most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
             live = size > 0  # (each one's offsets are a run of ``off``: reduced run by run, not by ufunc.at)
@@ -69,8 +77,22 @@ class _Rows:
         self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows
         self.ranked_records = self.rec[self.ranked]  # and their records and ranks
         self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * self.off[self.ranked]
-        self.grid_of_record = self.grid = np.zeros(0, np.int64)  # (Cells._layout's)
-        self.span: dict[int, _Span] = {}  # per axis (Cells._edges')
+        self.grid_of_record = np.zeros(0, np.int64)  # (Cells._layout's)
+        self.grid: np.ndarray | None = None  # per row, listed only where some row steps in rank (grid_at)
+        self.span: dict[int, Span] = {}  # per axis (Cells._edges')
+
+    def _rows_of(self, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of ``records``, record by record, member by member (member i of its entry's
+        record j is row ``base + i n + j`` of the entry), listed without a pass over every row; and
+        each one's place in ``records`` and member."""
+        ends = np.cumsum(self.n)
+        e = np.searchsorted(ends, records, "right")  # each one's entry, and its place among the entry's records
+        which, i = ragged(self.members[records])
+        return (self.base[e] + records - ends[e] + self.n[e])[which] + i * self.n[e][which], which, i
+
+    def grid_at(self, at: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The grids of rows ``at`` (all by default)."""
+        return self.grid_of_record[self.rec[at]] if self.grid is None else self.grid[at]
 
     @property
     def moving(self) -> np.ndarray:
@@ -96,32 +118,12 @@ class _Rows:
             a, b = step * self.least, step * self.most
             return count, Stepped(self.grid_of_record, field[2 * axis], field[2 * axis + 1], step,
                                    self.rec, self.off, np.minimum(a, b), np.maximum(a, b))
-        at = np.flatnonzero(steps[self.rec])
-        r, off = self.rec[at], self.off[at]
+        stepping = np.flatnonzero(steps)
+        at, which, _ = self._rows_of(stepping)  # (record by record, not in row order: any order serves)
+        r, off = stepping[which], self.off[at]
         moved = field[6 + axis][r] * off  # (both bounds move alike)
-        return count, (at, self.grid[at], field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved)
-
-
-@dataclass
-class _Span:
-    """One side's rows along one axis, as edge indices among every grid's (:meth:`Edges.index`):
-    each record's own two (member 0's: those of a row whose record steps neither in rank nor along
-    the axis), and those of the rows that step (``at``, their indices; None: every row, and no
-    record's)."""
-
-    lo: np.ndarray | None  # per record
-    hi: np.ndarray | None
-    at: np.ndarray | None
-    x0: np.ndarray  # per row of ``at``
-    x1: np.ndarray
-
-    def full(self, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every row's two (``rec``: each row's record)."""
-        if self.at is None:
-            return self.x0, self.x1
-        x0, x1 = self.lo[rec], self.hi[rec]
-        x0[self.at], x1[self.at] = self.x0, self.x1
-        return x0, x1
+        grid = self.grid_of_record[r] if self.grid is None else self.grid[at]
+        return count, (at, grid, field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved)
 
 
 class Cells:
@@ -160,7 +162,7 @@ class Cells:
         self._repeat = _repeats(kept[0], entry[0])
         if self._repeat is not None:  # the reads' rows: the distinct reads' only
             first = ~self._repeat
-            kept[0], entry[0] = kept[0][first], entry[0][first]
+            kept[0], entry[0] = np.compress(first, kept[0], axis=0), entry[0][first]
             per[0] = np.bincount(entry[0], minlength=entries)
         pairs = _pairs(list(zip(kept, entry)), per, puts, len(code))
         counts = int_array([t.count for t in s.tasks])  # (a list comprehension: mkernel.members.int_array)
@@ -177,8 +179,9 @@ class Cells:
             rows = sides.pop(0)
             at = met[len(done)]
             if len(at):  # (the pairs' rows' rectangles, for _own)
-                rects.append(tuple(x[at] for axis in (1, 2) for x in rows.span[axis].full(rows.rec)) + (rows.grid[at],))
-            done.append(Side(rows.base, rows.n, rows.grid, *self._cells(rows)))
+                rects.append(tuple(x[at] for axis in (1, 2) for x in rows.span[axis].full(rows.rec)) + (rows.grid_at(at),))
+            done.append(Side(rows.base, rows.n, *self._cells(rows), rows.grid,
+                             None if rows.grid is not None else (rows.grid_of_record, counts)))
             del rows
         self.distinct, self.write = done
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
@@ -210,7 +213,7 @@ class Cells:
         start = np.zeros(len(row) + 1, np.int64)
         np.cumsum(size, out=start[1:])
         cells = np.arange(start[-1], dtype=np.int64) + np.repeat(d.start[row] - start[:-1], size)
-        return Side(base, per, d.grid[row], start, d.cell[cells]), self.distinct_need[cells]
+        return Side(base, per, start, d.cell[cells], d.grid[row]), self.distinct_need[cells]
 
     def _layout(self, s: Schedule, sides: list[_Rows], names: dict[int, str]) -> None:
         """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin.
@@ -229,8 +232,9 @@ class Cells:
         number[uniq] = np.arange(len(uniq))
         for rows, (own, moved) in zip(sides, keys):
             rows.grid_of_record = number[own]
-            rows.grid = rows.grid_of_record[rows.rec]
-            rows.grid[rows.ranked] = number[moved]
+            if len(rows.ranked):  # (a row that steps in rank has a grid of its own: every row's listed)
+                rows.grid = rows.grid_of_record[rows.rec]
+                rows.grid[rows.ranked] = number[moved]
         self.rows, self.cols = (self._edges(sides, axis, len(uniq)) for axis in (1, 2))
         self.grid_base = np.zeros(len(uniq) + 1, np.int64)
         np.cumsum(self.rows.cells * self.cols.cells, out=self.grid_base[1:])
@@ -258,8 +262,8 @@ class Cells:
         edges, found = Edges.found(grids, values, count, size, wanted, stepped)
         rest = iter(found[len(wanted):])  # (the stepped sides' bounds, in order)
         for rows, (j, at) in zip(sides, where):
-            rows.span[axis] = (_Span(None, None, None, next(rest), next(rest)) if isinstance(at, Stepped)
-                               else _Span(*found[j:j + 2], at, *found[j + 2:j + 4]))
+            rows.span[axis] = (Span(None, None, None, next(rest), next(rest)) if isinstance(at, Stepped)
+                               else Span(*found[j:j + 2], at, *found[j + 2:j + 4]))
         return edges
 
     def _cells(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
@@ -270,15 +274,16 @@ class Cells:
         rows are its record's, so are ``high`` and ``part``. Each row's first cell is repeated over
         its cells, and only the rows of more than one cell (1.4% of the 2 x 8 GEMM+AR's) get the
         rest worked out."""
-        g, rec, width = rows.grid, rows.rec, self.cols.cells
+        rec, width = rows.rec, self.cols.cells
         corner = self.grid_base[:-1] - self.rows.first[:-1] * width - self.cols.first[:-1]  # per grid
         a, b = rows.span.pop(1), rows.span.pop(2)
         if a.at is None:
+            g = rows.grid_at()
             high, part = np.maximum(a.x1 - a.x0, 0), corner[g] + a.x0 * width[g]
         else:
             own = rows.grid_of_record
             high, part = np.maximum(a.hi - a.lo, 0)[rec], (corner[own] + a.lo * width[own])[rec]
-            ga = g[a.at]
+            ga = rows.grid_at(a.at)
             high[a.at], part[a.at] = np.maximum(a.x1 - a.x0, 0), corner[ga] + a.x0 * width[ga]
         b0, b1 = b.full(rec)
         wide = np.subtract(b1, b0)
@@ -296,7 +301,7 @@ class Cells:
             row, t = ragged(size[more])
             w = wide[more][row]
             u = t // w
-            cell[start[more][row] + t] += (u * width[g[more]][row] + (t - u * w)).astype(dtype)
+            cell[start[more][row] + t] += (u * width[rows.grid_at(more)][row] + (t - u * w)).astype(dtype)
         return start, cell
 
     @cached_property
