@@ -14,6 +14,7 @@ times); a run without hazards, the timing case, never replays.
 """
 from __future__ import annotations
 
+import struct
 from itertools import repeat
 from operator import attrgetter
 
@@ -78,7 +79,7 @@ class LoggedTracker(ArrivalTracker):
         n[unset] = (np.diff(self.cells.uid0)[p] - first)[unset]
         rows = np.empty((size, 4))
         rows[:, 0], rows[:, 1], rows[:, 2] = p, first, n
-        rows[:, 3] = times
+        rows[:, 3] = _floats(times)
         return rows
 
     def _entries(self, tasks: list) -> np.ndarray:
@@ -155,6 +156,18 @@ class LoggedTracker(ArrivalTracker):
                 live.check_reads(self, tasks[p], now, first, n)
         for rank, _, now in ends[e:]:
             live.check_outputs_landed(self, rank, now)
+
+
+def _floats(values: list) -> np.ndarray | list:
+    """``values`` packed as 64-bit floats by :func:`struct.pack_into` (its conversion is Python's
+    ``float()``, as numpy's of a list; a third of the instructions of assigning the list to a column,
+    which finds each item's type first), or the list itself where one is no number (numpy decides)."""
+    out = np.empty(len(values))
+    try:
+        struct.pack_into(f"={len(values)}d", out, 0, *values)
+    except (struct.error, OverflowError):
+        return values
+    return out
 
 
 class _Landings:
