@@ -31,9 +31,8 @@ from .gridedges import Edges, Span, Stepped
 
 @dataclass
 class Side:
-    """The rows of one side, reads or writes (see the module). Each row's grid (:attr:`grid`) is
-    listed where first read (the live tracker's reports, the tests), from its record's where no row
-    steps in rank: a pass over every row that a run without hazards never needs."""
+    """The rows of one side, reads or writes (see the module). Each row's grid is listed where first
+    read (reports, tests), from its record's where no row steps in rank: a run without hazards never reads it."""
 
     base: np.ndarray  # per entry, and one past the last: its first row
     n: np.ndarray  # per entry: tracked regions per member
@@ -82,9 +81,8 @@ class _Rows:
         self.span: dict[int, Span] = {}  # per axis (Cells._edges')
 
     def _rows_of(self, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows of ``records``, record by record, member by member (member i of its entry's
-        record j is row ``base + i n + j`` of the entry), listed without a pass over every row; and
-        each one's place in ``records`` and member."""
+        """The rows of ``records`` (member i of its entry's record j: row ``base + i n + j`` of the entry),
+        record by record, without a pass over every row; and each one's place in ``records`` and member."""
         ends = np.cumsum(self.n)
         e = np.searchsorted(ends, records, "right")  # each one's entry, and its place among the entry's records
         which, i = ragged(self.members[records])
@@ -179,7 +177,8 @@ class Cells:
             rows = sides.pop(0)
             at = met[len(done)]
             if len(at):  # (the pairs' rows' rectangles, for _own)
-                rects.append(tuple(x[at] for axis in (1, 2) for x in rows.span[axis].full(rows.rec)) + (rows.grid_at(at),))
+                spans = [x[at] for axis in (1, 2) for x in rows.span[axis].full(rows.rec)]
+                rects.append((*spans, rows.grid_at(at)))
             done.append(Side(rows.base, rows.n, *self._cells(rows), rows.grid,
                              None if rows.grid is not None else (rows.grid_of_record, counts)))
             del rows
@@ -189,13 +188,11 @@ class Cells:
 
     @property
     def read(self) -> Side:
-        """Every tracked read's rows (see the class)."""
-        return self._every_read[0]
+        return self._every_read[0]  # (every tracked read's rows: see the class)
 
     @property
     def need(self) -> np.ndarray:
-        """Per cell of :attr:`read`: its ``need`` (see the class)."""
-        return self._every_read[1]
+        return self._every_read[1]  # (per cell of ``read``: see the class)
 
     @cached_property
     def _every_read(self) -> tuple[Side, np.ndarray]:
@@ -295,8 +292,8 @@ class Cells:
         dtype = np.int32 if self.total < 2 ** 31 else np.int64
         part += b0  # (in place: no fresh pages)
         del b0
-        cell = np.repeat(part.astype(dtype), size)
         more = np.flatnonzero(size > 1)
+        cell = _repeat(part.astype(dtype), size, more)
         if len(more):  # cell t of a row: t // w rows and t % w columns on (w: the row's width in cells)
             row, t = ragged(size[more])
             w = wide[more][row]
@@ -349,11 +346,22 @@ class Cells:
                 int(self.cols.local(g, r.col0)), int(self.cols.local(g, r.col1)))
 
 
+def _repeat(x: np.ndarray, size: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """``np.repeat(x, size)`` (``more``: the items of ``size`` above 1): where none is 0, ``x`` with their extra
+    copies inserted (~17 instructions an item; np.repeat's loop copies item by item, ~29)."""
+    if not len(x) or size.min() < 1:
+        return np.repeat(x, size)
+    return np.insert(x, np.repeat(more + 1, size[more] - 1), np.repeat(x[more], size[more] - 1))
+
+
 def _repeats(recs: np.ndarray, entry: np.ndarray) -> np.ndarray | None:
-    """Per record: whether it repeats the record before it, of the same entry (None where none does)."""
+    """Per record: whether it repeats the record before it, of the same entry (None where none does).
+    (Field by field: a third fewer instructions than comparing whole records, reduced along them.)"""
     same = np.zeros(len(recs), bool)
     if len(recs) > 1:
-        same[1:] = (recs[1:] == recs[:-1]).all(axis=1) & (entry[1:] == entry[:-1])
+        same[1:] = entry[1:] == entry[:-1]
+        for field in recs.T:
+            same[1:] &= field[1:] == field[:-1]
     return same if same.any() else None
 
 

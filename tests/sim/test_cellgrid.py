@@ -52,11 +52,12 @@ def _rank_steps():
     # reads stepping in rank alone; both members write one region (not written once)
     sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 32, 48, 0, 16),), writes=(Region("Y", 3, 48, 64, 0, 16),),
            label="copy {}", count=2, step=Step(((1, 0, 0), (0, 0, 0)), label=(3, 1)))
-    # a wrapping group that reads one region of several cells twice, between two others (a broadcast's repeats)
+    # a wrapping group that reads one region of several cells twice, between two others (a broadcast's
+    # repeats), then a third time stepping the other way (no repeat)
     y = Region("Y", 1, 0, 32, 16, 48)
-    sb.add(3, Role.INTRA, Op.COPY, reads=(Region("Y", 2, 0, 16, 16, 32), y, y, Region("Y", 0, 16, 32, 0, 16)),
+    sb.add(3, Role.INTRA, Op.COPY, reads=(Region("Y", 2, 0, 16, 16, 32), y, y, y, Region("Y", 0, 16, 32, 0, 16)),
            writes=(Region("Y", 3, 0, 16, 32, 48),), label="bcast {}", count=3,
-           step=Step(((0, 0, 16), (0, 0, 16), (0, 0, 16), (0, 16, 0), (0, 0, 0)), label=(5, 1), rotate=1))
+           step=Step(((0, 0, 16), (0, 0, 16), (0, 0, 16), (0, 0, -16), (0, 16, 0), (0, 0, 0)), label=(5, 1), rotate=1))
     return sb.build(0.0)
 
 
@@ -328,3 +329,22 @@ def test_wrapped_rows_offsets_and_extremes_are_those_listed_row_by_row(s):
         np.maximum.at(most, rec[wraps[rec]], off[wraps[rec]])
         assert rows.off.tolist() == off.tolist() and rows.least.tolist() == least.tolist()
         assert rows.most.tolist() == most.tolist()
+
+
+def test_cells_repeated_by_insertion_are_numpy_s_repeat():
+    """cellgrid._repeat (the rows' first cells over their cells) against np.repeat: sizes of one
+    with a few larger (inserted), some zero (repeated), none at all, all larger than one."""
+    from mkernel.sim.cellgrid import _repeat
+
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = int(rng.integers(0, 40))
+        size = np.ones(n, np.int64)
+        size[rng.integers(0, max(n, 1), int(rng.integers(0, 6)))[:n]] = rng.integers(2, 5)
+        if trial % 3 == 1 and n:
+            size[int(rng.integers(0, n))] = 0
+        if trial % 5 == 4:
+            size = rng.integers(2, 4, n)
+        x = rng.integers(0, 1000, n).astype(np.int32)
+        got = _repeat(x, size, np.flatnonzero(size > 1))
+        assert got.dtype == x.dtype and np.array_equal(got, np.repeat(x, size)), (size, x)
