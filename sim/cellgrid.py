@@ -184,7 +184,8 @@ class Cells:
             del rows
         self.distinct, self.write = done
         self.expected = np.bincount(self.write.cell, minlength=self.total).astype(np.int32)
-        self.distinct_need = self.expected[self.distinct.cell] - self._own(self.distinct, met[0], rects)
+        expected = self.expected[self.distinct.cell.astype(np.int64)]  # (64-bit: a third of a 32-bit index's gather)
+        self.distinct_need = expected - self._own(self.distinct, met[0], rects)
 
     @property
     def read(self) -> Side:
@@ -279,7 +280,9 @@ class Cells:
             high, part = np.maximum(a.x1 - a.x0, 0), corner[g] + a.x0 * width[g]
         else:
             own = rows.grid_of_record
-            high, part = np.maximum(a.hi - a.lo, 0)[rec], (corner[own] + a.lo * width[own])[rec]
+            high, part = np.maximum(a.hi - a.lo, 0), (corner[own] + a.lo * width[own])[rec]
+            alike = len(high) and (high == high[0]).all()  # (every record as high: the row's tiles; not gathered)
+            high = np.full(len(rec), high[0]) if alike else high[rec]
             ga = rows.grid_at(a.at)
             high[a.at], part[a.at] = np.maximum(a.x1 - a.x0, 0), corner[ga] + a.x0 * width[ga]
         b0, b1 = b.full(rec)

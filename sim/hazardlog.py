@@ -211,7 +211,7 @@ class _Landings:
         if self.once:  # (every cell landed once: a need above 1 is missing; a need of 1 reads the cell's landing)
             if not need.size or need.max() > 1:
                 return bool(need.size)
-            late = self.when[cell] >= at
+            late = self.when[cell.astype(np.int64, copy=False)] >= at  # (64-bit: a third of a 32-bit index's gather)
             return bool((late & (need > 0) if need.min() < 1 else late).any())
         want = need > 0
         cell, need = cell[want].astype(np.int64), need[want]
