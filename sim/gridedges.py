@@ -1,14 +1,64 @@
 """The row and column edges of the hazard tracker's grids (:mod:`mkernel.sim.cellgrid`): every grid's
 edges in one sorted array of keys, and a row bound's index among its grid's edges, found by marking
-the keys where they are few enough and by sorting where not (see :class:`Edges`)."""
+the keys where they are few enough and by sorting where not (see :class:`Edges`); the rows keyed
+from their records (:class:`Stepped`) and a side's rows as edge indices (:class:`Span`)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .cellgrid import Stepped
+
+@dataclass
+class Stepped:
+    """Every row of one side along one axis, keyed from its record rather than listed: row j's
+    bounds are ``lo[rec[j]] + step[rec[j]] * off[j]`` and ``hi``'s likewise, in its record's grid
+    (no row steps in rank). ``least``, ``most``: per record, the least and most ``step * off`` of
+    its rows, so the bounds' extremes, which lay the grids out, are known without the bounds."""
+
+    grid: np.ndarray  # per record
+    lo: np.ndarray
+    hi: np.ndarray
+    step: np.ndarray
+    rec: np.ndarray  # per row
+    off: np.ndarray
+    least: np.ndarray  # per record
+    most: np.ndarray
+
+    def keys(self, start: np.ndarray, shift: int) -> list[np.ndarray]:
+        """Every row's two keys among slots ``start`` (:class:`Slots`): each record's own, plus its
+        step times the row's offset, all divided by ``2 ** shift`` (of which the bounds and steps
+        are multiples, so each divides exactly). Where every record is as wide (the 2 x 8 GEMM+AR's
+        columns: each a tile), the second keys are given as that width (an int): the first keys
+        moved by it, which :class:`Edges` marks and looks up as a whole (not key by key)."""
+        lo = (start[self.grid] + (self.lo >> shift))[self.rec]
+        lo += (self.step >> shift)[self.rec] * self.off
+        wide = (self.hi.astype(np.int64) - self.lo) >> shift
+        if len(wide) and wide[0] >= 0 and (wide == wide[0]).all():
+            return [lo, int(wide[0])]
+        return [lo, lo + wide[self.rec]]
+
+
+@dataclass
+class Span:
+    """One side's rows along one axis, as edge indices among every grid's (:meth:`Edges.index`):
+    each record's own two (member 0's: those of a row whose record steps neither in rank nor along
+    the axis), and those of the rows that step (``at``, their indices; None: every row, and no
+    record's)."""
+
+    lo: np.ndarray | None  # per record
+    hi: np.ndarray | None
+    at: np.ndarray | None
+    x0: np.ndarray  # per row of ``at``
+    x1: np.ndarray
+
+    def full(self, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's two (``rec``: each row's record)."""
+        if self.at is None:
+            return self.x0, self.x1
+        x0, x1 = self.lo[rec], self.hi[rec]
+        x0[self.at], x1[self.at] = self.x0, self.x1
+        return x0, x1
 
 
 class Edges:
@@ -55,28 +105,51 @@ class Edges:
         self._span = span if start[-1] == count * span else 0  # (every grid as wide: keys by a product, not a gather)
         space = int(start[-1])
         slots = Slots(start, values + [st.lo | st.hi | st.step for st in stepped] if low >= 0 else [])
-        keys = []
+        keys, last = [], None
         for j in range(len(values)):  # (marked piece by piece: not joined)
-            keys.append(slots.key(grids[j], values[j]) if slots.shift else self._key(grids[j], values[j]))
+            if grids[j] is not last:  # (a grid array's start looked up once for both the bounds it is listed for)
+                last, first = grids[j], slots.key(grids[j], 0) if slots.shift else self._key(grids[j], 0)
+            keys.append(first + (values[j] >> slots.shift))
             grids[j] = values[j] = None
+        moved = {}  # a stepped side's second keys given as a width (Stepped.keys): by index, that width
         for st in stepped:
-            keys += st.keys(slots.start, slots.shift)
+            lo, hi = st.keys(slots.start, slots.shift)
+            if isinstance(hi, int):
+                moved[len(keys) + 1], hi = hi, lo  # (its own first keys, moved where marked and looked up)
+            keys += [lo, hi]
             wanted = wanted + [True, True]
+        least = min([0] + [int(k.min()) + moved.get(j, 0) for j, k in enumerate(keys) if k.size])
         self._below = None  # per key: how many edges lie below it
-        if size and slots.space <= 32 * size and min([0] + [int(k.min()) for k in keys if k.size]) >= 0:
+        own = {}  # per moved side: the slots of its first keys, marked
+        if size and slots.space <= 32 * size and least >= 0:
             mark = np.zeros(slots.space, bool)
-            for k in keys:
-                mark[k] = True
+            for j, k in enumerate(keys):
+                if j + 1 in moved:  # (marked apart, then joined as they are and moved)
+                    own[j + 1] = at = np.zeros(slots.space, bool)
+                    at[k] = True
+                    mark |= at
+                    mark[moved[j + 1]:] |= at[:slots.space - moved[j + 1]]  # (a width >= 0: least >= 0 where it is not)
+                elif j not in moved:
+                    mark[k] = True
             slots.u = np.flatnonzero(mark)
         else:
+            for j, w in moved.items():
+                keys[j] = keys[j] + w
+            moved = {}
             slots.u = np.unique(np.concatenate(keys))
         self.u = slots.keys()
-        if size and space <= 4 * size and (low >= 0 or min(int(k.min()) for k in keys if k.size) >= 0):
+        if size and space <= 4 * size and (low >= 0 or least >= 0):
             runs = np.diff(self.u, prepend=-1, append=space)  # key k has j edges below it for u[j-1] < k <= u[j]
             self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if space < 2 ** 31 else np.int64), runs)
         self.first = np.searchsorted(self.u, start)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
-        return [slots.index(keys[j], 4 * size) if wanted[j] else None for j in range(len(keys))]
+        found = [slots.index(keys[j], 4 * size) if wanted[j] and j not in moved else None for j in range(len(keys))]
+        for j, w in moved.items():  # the edges between a first key and its moved one: alike for every slot marked?
+            at = np.flatnonzero(own[j])
+            between = slots.index(at + w, 4 * size) - slots.index(at, 4 * size)
+            alike = len(between) and (between == between[0]).all()
+            found[j] = found[j - 1] + int(between[0]) if alike else slots.index(keys[j] + w, 4 * size)
+        return found
 
     def local(self, g: int | np.ndarray, x: int | np.ndarray) -> np.ndarray:
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""

@@ -14,6 +14,7 @@ times); a run without hazards, the timing case, never replays.
 """
 from __future__ import annotations
 
+import struct
 from itertools import repeat
 from operator import attrgetter
 
@@ -78,7 +79,7 @@ class LoggedTracker(ArrivalTracker):
         n[unset] = (np.diff(self.cells.uid0)[p] - first)[unset]
         rows = np.empty((size, 4))
         rows[:, 0], rows[:, 1], rows[:, 2] = p, first, n
-        rows[:, 3] = times
+        rows[:, 3] = _floats(times)
         return rows
 
     def _entries(self, tasks: list) -> np.ndarray:
@@ -106,8 +107,10 @@ class LoggedTracker(ArrivalTracker):
         cells, at = self._cells(log[lands], seq[lands], c.write)
         landings = _Landings(self._wcell if cells is None else self._wcell[cells], at, c.total)
         checks = ~lands
-        idx, at = self._cells(log[checks], seq[checks], c.read)
-        cell, need = (self._rcell, self._need) if idx is None else (self._rcell[idx], self._need[idx])
+        idx, at = self._cells(log[checks], seq[checks], c.distinct)  # (a read that repeats another meets what it does)
+        cell, need = c.distinct.cell, c.distinct_need
+        if idx is not None:
+            cell, need = cell[idx], need[idx]
         if landings.fewer(cell, need, at):
             return True
         for rank, at, _ in self._ends:
@@ -131,7 +134,7 @@ class LoggedTracker(ArrivalTracker):
         a, b = side.start[lo], side.start[lo + n * k]
         if (b - a).sum() == len(side.cell):  # (a cover's lengths add up to the whole: the cheap test first)
             some = np.flatnonzero(b > a)
-            order = some[np.argsort(a[some], kind="stable")]
+            order = some[np.argsort(a[some])]  # (a cover's starts are distinct: any sort orders them alike)
             sa, sb = a[order], b[order]
             if (sa[1:] == sb[:-1]).all():  # end to end, as long as the whole, within it: from 0 to its end
                 return None, np.repeat(seq[order], sb - sa)
@@ -155,6 +158,18 @@ class LoggedTracker(ArrivalTracker):
             live.check_outputs_landed(self, rank, now)
 
 
+def _floats(values: list) -> np.ndarray | list:
+    """``values`` packed as 64-bit floats by :func:`struct.pack_into` (its conversion is Python's
+    ``float()``, as numpy's of a list; a third of the instructions of assigning the list to a column,
+    which finds each item's type first), or the list itself where one is no number (numpy decides)."""
+    out = np.empty(len(values))
+    try:
+        struct.pack_into(f"={len(values)}d", out, 0, *values)
+    except (struct.error, OverflowError):
+        return values
+    return out
+
+
 class _Landings:
     """Each cell's landings by log position, in log order: ``when[first[c] + j]`` is where cell c's
     (j+1)-th landing was logged, ``count[c]`` how many it had. A cell landed once (every cell of the
@@ -163,21 +178,20 @@ class _Landings:
     or span by span in cell order: :meth:`LoggedTracker._cells`; the sort is stable, so the landings
     of one span on one cell keep their order either way). Where every cell landed exactly once (a
     run without hazards of a schedule that writes each cell once), ``first`` is every cell's own
-    index, so ``when`` is indexed by cell (``once``: told by marking the cells, not counting them)
+    index, so ``when`` is indexed by cell (``once``: told by the cells left unmet, not by counting them)
     and :meth:`fewer` reads it so; ``first`` and ``count`` are not made (each a pass over the
     million cells of that GEMM+AR)."""
 
     def __init__(self, cell: np.ndarray, at: np.ndarray, total: int) -> None:
         cell = cell.astype(np.int64)
-        self.once = len(cell) == total
-        if self.once:  # as many landings as cells: each landed once where each was marked (a third of a count)
-            seen = np.zeros(total, bool)
-            seen[cell] = True
-            self.once = bool(seen.all())
-        self.when = np.empty(len(cell), np.int64)
-        if self.once:
+        if len(cell) == total:  # as many landings as cells: each landed once where none is left unmet by them
+            self.when = np.full(total, -1, np.int64)  # (a cell met twice leaves another unmet; positions are >= 0)
             self.when[cell] = at
-            return
+            self.once = not total or bool(self.when.min() >= 0)
+            if self.once:
+                return
+        self.once = False
+        self.when = np.empty(len(cell), np.int64)
         self.count = np.bincount(cell, minlength=total)
         self.first = np.zeros(total + 1, np.int64)
         np.cumsum(self.count, out=self.first[1:])
@@ -197,7 +211,7 @@ class _Landings:
         if self.once:  # (every cell landed once: a need above 1 is missing; a need of 1 reads the cell's landing)
             if not need.size or need.max() > 1:
                 return bool(need.size)
-            late = self.when[cell] >= at
+            late = self.when[cell.astype(np.int64, copy=False)] >= at  # (64-bit: a third of a 32-bit index's gather)
             return bool((late & (need > 0) if need.min() < 1 else late).any())
         want = need > 0
         cell, need = cell[want].astype(np.int64), need[want]

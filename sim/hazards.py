@@ -43,7 +43,6 @@ class ArrivalTracker:
         self.schedule = s
         self.cells = Cells(s, regions)
         c = self.cells
-        self._rstart, self._rcell, self._need = c.read.start, c.read.cell, c.need
         self._wstart, self._wcell = c.write.start, c.write.cell
         self.arrived = np.zeros(c.total, np.int32)
         self.landed = np.zeros(c.uid0[-1], bool)  # by expanded id: members whose writes landed
@@ -70,6 +69,18 @@ class ArrivalTracker:
     # Per entry, as lists (read one at a time by the live methods below): made where first read, as a
     # run that logs its calls (sim/hazardlog.py) reads them only to replay a run with hazards, and
     # each is 115k Python ints on the 2 x 8 GEMM+AR every-node run (fresh pages: about 5 ms each).
+    @cached_property
+    def _rstart(self) -> np.ndarray:
+        return self.cells.read.start
+
+    @cached_property
+    def _rcell(self) -> np.ndarray:
+        return self.cells.read.cell
+
+    @cached_property
+    def _need(self) -> np.ndarray:
+        return self.cells.need
+
     @cached_property
     def _once(self) -> list[bool]:
         return self.cells.write_once
@@ -182,9 +193,10 @@ class ArrivalTracker:
             return False
         mark = np.zeros(c.total, bool)
         mark[written] = True
-        hit = np.flatnonzero(mark[self._rcell])
-        rows = np.searchsorted(self._rstart, hit, "right") - 1
-        readers = np.unique(np.searchsorted(c.read.base[:-1], rows, "right") - 1)
+        d = c.distinct  # (the reads that repeat one of these read the same cells)
+        hit = np.flatnonzero(mark[d.cell])
+        rows = np.searchsorted(d.start, hit, "right") - 1
+        readers = np.unique(np.searchsorted(d.base[:-1], rows, "right") - 1)
         return all(t.rank == rank and t.launch > launch for t in (self.schedule.tasks[p] for p in readers.tolist()))
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:
@@ -222,7 +234,7 @@ class ArrivalTracker:
             self._by_grid = (order, bounds)
         order, bounds = self._by_grid
         rows = order[bounds[g]:bounds[g + 1]]
-        return self.cells.write_uids(rows), self.cells.write_rects(rows)
+        return _write_uids(self.cells, rows), _write_rects(self.cells, rows)
 
     def _chunk(self, uids: list[int]) -> int:
         """The chunk of the first of these members that carries one (-1 if none does)."""
@@ -233,6 +245,29 @@ class ArrivalTracker:
             if chunk >= 0:
                 return chunk
         return -1
+
+
+def _write_uids(c: Cells, rows: np.ndarray) -> np.ndarray:
+    """The member (by expanded id) each write row is of."""
+    base, n = c.write.base, c.write.n
+    p = np.searchsorted(base[:-1], rows, "right") - 1
+    return c.uid0[p] + (rows - base[p]) // np.maximum(n[p], 1)
+
+
+def _write_rects(c: Cells, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each write row's cell rectangle (as :meth:`~mkernel.sim.cellgrid.Cells.rect`; empty rows as
+    0, 0, 0, 0), from its first and last cells."""
+    s0, s1 = c.write.start[rows], c.write.start[rows + 1]
+    full = s1 > s0
+    if not c.write.cell.size:
+        return (np.zeros(len(rows), np.int64),) * 4
+    g = c.write.grid[rows]
+    width = np.maximum(c.cols.cells[g], 1)
+    first = c.write.cell[np.where(full, s0, 0)] - c.grid_base[g]
+    last = c.write.cell[np.where(full, s1 - 1, 0)] - c.grid_base[g]
+    a0, b0 = first // width, first % width
+    a1, b1 = last // width + 1, last % width + 1
+    return tuple(np.where(full, x, 0) for x in (a0, a1, b0, b1))
 
 
 class NullTracker:

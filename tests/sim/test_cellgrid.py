@@ -33,6 +33,8 @@ def _builds():
         for build in (m.build, m.build_baseline):
             yield pytest.param(build(w, cluster, grouped=True), id=f"{kernel}-{cluster.nodes}x{cluster.gpus_per_node}-"
                                                                    f"{build.__name__}")
+    even = Workload(m=512, n=1024, k=64, chunk_tiles=2, baseline_chunk_kib=64)  # every column tile as wide
+    yield pytest.param(get("gemm_rs").build(even, Cluster("t", 2, 2), grouped=True), id="gemm_rs-2x2-even-tiles")
     yield pytest.param(_rank_steps(), id="regions-stepping-in-rank")
 
 
@@ -50,6 +52,12 @@ def _rank_steps():
     # reads stepping in rank alone; both members write one region (not written once)
     sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 32, 48, 0, 16),), writes=(Region("Y", 3, 48, 64, 0, 16),),
            label="copy {}", count=2, step=Step(((1, 0, 0), (0, 0, 0)), label=(3, 1)))
+    # a wrapping group that reads one region of several cells twice, between two others (a broadcast's
+    # repeats), then a third time stepping the other way (no repeat)
+    y = Region("Y", 1, 0, 32, 16, 48)
+    sb.add(3, Role.INTRA, Op.COPY, reads=(Region("Y", 2, 0, 16, 16, 32), y, y, y, Region("Y", 0, 16, 32, 0, 16)),
+           writes=(Region("Y", 3, 0, 16, 32, 48),), label="bcast {}", count=3,
+           step=Step(((0, 0, 16), (0, 0, 16), (0, 0, 16), (0, 0, -16), (0, 16, 0), (0, 0, 0)), label=(5, 1), rotate=1))
     return sb.build(0.0)
 
 
@@ -110,6 +118,25 @@ def test_cells_equal_the_grids_made_region_by_region(s):
     assert c.total == len(expected) and c.expected.tolist() == expected.tolist()
     assert c.need.tolist() == need
     assert c.write_once == once
+    _distinct_reads_are_every_read_less_its_repeats(s, c)
+
+
+def _distinct_reads_are_every_read_less_its_repeats(s, c):
+    """``distinct`` and ``distinct_need`` (all a verdict reads): each entry's reads less those that
+    repeat the one before them, member by member, with their grids, cells and need."""
+    d, every = c.distinct, c.read
+    inputs = {b.name for b in s.buffers if b.kind is BufferKind.INPUT}
+    kept = []  # every read row that a distinct row stands for, in order
+    for p, t in enumerate(s.tasks):
+        regions = [r for r in t.reads if r.buffer not in inputs]
+        steps = [t.step.regions[k] if t.count > 1 else None for k, r in enumerate(t.reads) if r.buffer not in inputs]
+        first = [j for j in range(len(regions)) if j == 0 or (regions[j], steps[j]) != (regions[j - 1], steps[j - 1])]
+        assert d.n[p] == len(first)
+        kept += [int(every.base[p]) + i * len(regions) + j for i in range(t.count) for j in first]
+    assert d.grid.tolist() == every.grid[kept].tolist()
+    assert np.diff(d.start).tolist() == np.diff(every.start)[kept].tolist()
+    cells = np.concatenate([np.arange(every.start[r], every.start[r + 1]) for r in kept] + [np.zeros(0, int)])
+    assert d.cell.tolist() == every.cell[cells].tolist() and c.distinct_need.tolist() == c.need[cells].tolist()
 
 
 def test_the_builds_take_every_shortcut(monkeypatch):
@@ -133,6 +160,8 @@ def test_the_builds_take_every_shortcut(monkeypatch):
     assert any(t.count > 1 and any(r[0] for r in t.step.regions) for s in builds for t in s.tasks)
     assert any((np.diff(c.read.start) > 1).any() and (np.diff(c.write.start) > 1).any() for c in grids)
     assert any((c.expected > 1).any() for c in grids)
+    assert any(c._repeat is not None and (np.diff(c.distinct.start) > 1).any() for c in grids)  # (repeats of several cells)
+    assert any(c._repeat is None for c in grids)
     assert any(c.cols._below is not None for c in grids) and any(c.rows._below is None for c in grids)
 
 
@@ -158,14 +187,15 @@ def test_edges_number_each_grids_edges_as_a_sort_of_them_does(width):
         assert (edges.local(np.full(len(own), gi), own) == np.arange(len(own))).all()
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(24))
 def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
     """``Edges.found`` (the grids' making: keys divided by the values' lowest common bit, rows keyed
     from their records and offsets without being listed, looked up as marked) against ``Edges`` of
     every value listed, on random layouts: the same edges and layout, array for array, and each
     value's index is its key's place among the edges (a search of them). Seeds cover every grid as
     wide (marked with a table), each as wide as its own edges, too many slots to mark (sorted),
-    negative values (no division), steps of either sign and members past a wrap (negative offsets)."""
+    negative values (no division), steps of either sign and members past a wrap (negative offsets);
+    seeds from 12 on give each stepped side's records one width (its second keys moved as a whole)."""
     from mkernel.sim.cellgrid import Stepped
     from mkernel.sim.gridedges import Edges
 
@@ -184,7 +214,7 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
         recs = 50
         grid = rng.choice([0, 1, 3, 4], recs)
         lo = rng.integers(floor // unit, wide // unit + 2, recs) * unit + (0 if floor else 15 * unit)  # (>= 0 but
-        hi = lo + rng.integers(0, 8, recs) * unit  # where negative values are asked for: 5 members of 3 steps back)
+        hi = lo + rng.integers(0, 8, 1 if seed >= 12 else recs) * unit  # where negative values are asked for: 5 members of 3 steps back)
         step = rng.integers(-3, 4, recs) * unit
         members = rng.integers(1, 6, recs)
         rec = np.repeat(np.arange(recs), members)
@@ -299,3 +329,22 @@ def test_wrapped_rows_offsets_and_extremes_are_those_listed_row_by_row(s):
         np.maximum.at(most, rec[wraps[rec]], off[wraps[rec]])
         assert rows.off.tolist() == off.tolist() and rows.least.tolist() == least.tolist()
         assert rows.most.tolist() == most.tolist()
+
+
+def test_cells_repeated_by_insertion_are_numpy_s_repeat():
+    """cellgrid._repeat (the rows' first cells over their cells) against np.repeat: sizes of one
+    with a few larger (inserted), some zero (repeated), none at all, all larger than one."""
+    from mkernel.sim.cellgrid import _repeat
+
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = int(rng.integers(0, 40))
+        size = np.ones(n, np.int64)
+        size[rng.integers(0, max(n, 1), int(rng.integers(0, 6)))[:n]] = rng.integers(2, 5)
+        if trial % 3 == 1 and n:
+            size[int(rng.integers(0, n))] = 0
+        if trial % 5 == 4:
+            size = rng.integers(2, 4, n)
+        x = rng.integers(0, 1000, n).astype(np.int32)
+        got = _repeat(x, size, np.flatnonzero(size > 1))
+        assert got.dtype == x.dtype and np.array_equal(got, np.repeat(x, size)), (size, x)

@@ -192,3 +192,19 @@ def test_logged_tasks_are_found_as_by_their_objects():
             [int(tracker.cells.uid0[p]) + 1 for p, t in enumerate(sched.tasks) if t.count > 1]
         with pytest.raises(ValueError, match="is not an entry of the tracked schedule"):
             tracker.member(dataclasses.replace(sched.tasks[0]), 0)  # (equal to an entry, but not one)
+
+
+def test_logged_times_are_packed_as_numpy_reads_them():
+    """The log's times (LoggedTracker._rows) packed by struct as numpy converts a list into a float
+    column, bit for bit (floats, ints, bools, numpy scalars, -0.0, inf, nan); a list that holds no
+    number, or one too large, is left to numpy (which refuses it as it did)."""
+    import numpy as np
+
+    from mkernel.sim.hazardlog import _floats
+
+    values = [1.5, 2, True, np.float64(3.25), np.float32(0.1), 10 ** 20, -0.0, float("inf"), float("nan"), np.int64(7)]
+    column = np.empty((len(values), 4))
+    column[:, 3] = values
+    assert _floats(values).tobytes() == np.ascontiguousarray(column[:, 3]).tobytes()
+    for bad in (["x"], [1.0, None], [10 ** 400]):
+        assert _floats(bad) is bad
