@@ -16,9 +16,13 @@ from dataclasses import dataclass, field
 
 from ..cluster import Cluster
 from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_signal, new_step, new_wait
+from ..slots import quick_new_each
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
 from ._tiling import runs, split_rows
+
+# Region(buf, rank, ...) for each of some ranks, made in one call (slots.quick_new_each)
+new_regions = quick_new_each(Region, "rank")
 
 
 class Regions:
@@ -33,11 +37,7 @@ class Regions:
 
     def tiles(self, buf: str, ranks, t) -> tuple[Region, ...]:
         """The tile on each of ``ranks`` (a broadcast's or a reduction's: one call, not one a rank)."""
-        r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1
-        out = []
-        for rank in ranks:  # (a loop: a list comprehension makes and calls a function each time, ~3k
-            out.append(new_region(buf, rank, r0, r1, c0, c1))  # instructions a call of 7 or 8 regions)
-        return tuple(out)
+        return new_regions(buf, ranks, t.row0, t.row1, t.col0, t.col1)
 
     def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
         r0 = (section * self.slots + t.index // self.g) * self.w.tile_m

@@ -36,14 +36,14 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Wait, new_signal, new_step, paused_gc
+from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Wait, new_region, new_signal, new_step, paused_gc
 from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _all_reduce as all_reduce
 from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
-from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_wait,
+from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_regions, new_wait,
                            shared_exchange, shared_final)
 from ._tiling import batches, cycled_order_runs, grid_order_runs, grid_runs, row_step, runs, tile_grid
 
@@ -282,6 +282,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
     # instructions each off the class in 3.11)
     bcast_made = net.steps.setdefault("bcast", {})
+    add_group, tile_m = sb.add_group, w.tile_m
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -301,9 +302,10 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 if regions is None:
                     regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
                 step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
-            out, final = outs[i] = (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
-            sb.add_group(rank, intra, copy_op, (out,) * (g - 1), regs.tiles("OUT", others, t), (new_wait(final, 1),),
-                         bumps, "tile {} bcast", len(run), step)
+            r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (regs.tile and regs.tiles, inlined: 16k calls each)
+            out, final = outs[i] = (new_region("OUT", rank, r0, r1, c0, c1), new_signal(rank, "final", rel[i]))
+            add_group(rank, intra, copy_op, (out,) * (g - 1), new_regions("OUT", others, r0, r1, c0, c1),
+                      (new_wait(final, 1),), bumps, "tile {} bcast", len(run), step)
 
     sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
     label = f"tile {{}} {what}"
@@ -324,12 +326,14 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                         (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
                         (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
                 step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
+            r0, c0 = t.row0, t.col0  # (regs.slot, regs.tile and regs.tiles, inlined: 16k calls each)
             if out:
-                dst = parts[i] = regs.slot("PART", rank, t)
+                top = i // g * tile_m
+                dst = parts[i] = new_region("PART", rank, top, top + t.rows, 0, t.cols)
             else:
-                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[i]), out_done(rank))
-            sb.add_group(rank, intra, reduce_op, regs.tiles("P", sources, t), (dst,),
-                         (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run), step)
+                dst, sig = new_region("OUT", rank, r0, t.row1, c0, t.col1), (Signal(rank, "final", rel[i]), out_done(rank))
+            add_group(rank, intra, reduce_op, new_regions("P", sources, r0, t.row1, c0, t.col1), (dst,),
+                      (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run), step)
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
