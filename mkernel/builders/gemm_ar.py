@@ -167,23 +167,16 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     regs = Regions(w, slots, g)
     compute, gemm = Role.COMPUTE, Op.GEMM  # (an enum member read off its class: ~1k instructions in 3.11)
     by_cycle = ((0, g),)  # (a row group's signal steps from one cycle of owners to the next: G indices on)
+    # (node, local) -> the rank's compute groups, made once for the nodes that visit the chunks alike
+    twin = {node: next(n for n in order if order[n] == o) for node, o in order.items()}
+    spans_of: dict[tuple[int, int], list] = {}
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
-        in_order = (np.array(order[node], np.int64)[:, None] * ct + np.arange(ct)).ravel()
-        in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
-        in_order = in_order[in_order < len(tiles)]
-        # one group per run of tiles along a row that share how their signal steps: a cycle of owners
-        # (g > 1; taken from the own tile on, it wraps: Step.rotate), a chunk (one node's PART slots),
-        # or nothing (the output itself); the whole cycles that follow on in a row are one group, the
-        # owners cycling (Step.period), each cycle wrapped: (first tile, members, rotate, cycles) each
-        # (a lone cycle stays a plain group but in a local build, as before the rows joined)
-        if g > 1 and not pushed:
-            spans = [(tiles[a], k, r, cycles if cycles > 1 or sb.local_fold else 0) for a, k, r, cycles in
-                     cycled_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, g, rel_arrays[node])]
-        else:  # (a push's: its own groups)
-            spans = [(tiles[a], k, 0, 0) for a, k in grid_order_runs(
-                w.m, w.n, w.tile_m, w.tile_n, in_order, period=g if g > 1 else ct if nodes > 1 else 0)]
+        spans = spans_of.get((twin[node], local))  # (the same on every node of one chunk order)
+        if spans is None:
+            spans = spans_of[twin[node], local] = _compute_spans(w, c, order[node], local, rel_arrays[node], pushed,
+                                                                 sb.local_fold)
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
@@ -257,6 +250,28 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             direct_exchange(net, visit[whole:], cuts, rel)
     _drain(sb, c, out_done)
     return sb.build(flops_per_gpu(w, c))
+
+
+def _compute_spans(w: Workload, c: Cluster, order: list[int], local: int, rel: np.ndarray, pushed: bool,
+                   local_fold: bool) -> list[tuple]:
+    """The compute groups of local rank ``local`` of a node visiting the chunks in ``order`` (``rel``:
+    each tile's signal index there): its tiles slot-major in that order, own tile first within each
+    slot, cut in one group per run of tiles along a row that share how their signal steps: a cycle
+    of owners (G > 1; taken from the own tile on, it wraps: Step.rotate), a chunk (one node's PART
+    slots), or nothing (the output itself); the whole cycles that follow on in a row are one group,
+    the owners cycling (Step.period), each cycle wrapped: (first tile, members, rotate, cycles) each
+    (a lone cycle stays a plain group but in a local build, as before the rows joined)."""
+    g, nodes, ct = c.gpus_per_node, c.nodes, w.chunk_tiles
+    tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
+    slots = math.ceil(len(tiles) / g)
+    in_order = (np.array(order, np.int64)[:, None] * ct + np.arange(ct)).ravel()
+    in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
+    in_order = in_order[in_order < len(tiles)]
+    if g > 1 and not pushed:
+        return [(tiles[a], k, r, cycles if cycles > 1 or local_fold else 0) for a, k, r, cycles in
+                cycled_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, g, rel)]
+    return [(tiles[a], k, 0, 0) for a, k in grid_order_runs(  # (a push's: its own groups)
+        w.m, w.n, w.tile_m, w.tile_n, in_order, period=g if g > 1 else ct if nodes > 1 else 0)]
 
 
 def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out_done, pushes=None) -> None:
