@@ -75,6 +75,9 @@ class RankNet:
     # objects rather than equal new ones (a 2 x 8 GEMM+AR 32768^2 build: 16k of each)
     parts: dict[int, Region] = field(default_factory=dict)
     outs: dict[int, tuple[Region, Signal]] = field(default_factory=dict)
+    # a chunk's position -> the chunk_ready signal the intra queue's sums of it bump (the exchange's
+    # sum waits on it: one object, not two equal ones; 16k of each in that build)
+    ready: dict[int, Signal] = field(default_factory=dict)
     # a kind of task -> tile index -> its step, shared by the build's ranks: a tile's owner on each
     # node steps its sum, broadcast and exchange sum alike (a 2 x 8 GEMM+AR 32768^2 build: 26k steps)
     steps: dict = field(default_factory=dict)
@@ -101,7 +104,7 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
         waits = (new_wait(new_signal(rank, "arrived", j), nodes - 1),
-                 new_wait(new_signal(rank, "chunk_ready", j), len(chunk)))
+                 new_wait(x.ready.get(j) or new_signal(rank, "chunk_ready", j), len(chunk)))
         for run in cuts[ci]:
             t = run[0]
             i = t.index

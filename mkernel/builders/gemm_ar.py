@@ -45,7 +45,8 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_regions, new_wait,
                            shared_exchange, shared_final)
-from ._tiling import batches, cycled_order_runs, grid_order_runs, grid_runs, row_step, runs, tile_grid
+from ._tiling import (batches, cycled_order_runs, grid_order_runs, grid_runs, row_step, runs, strided_chunk_runs,
+                      tile_grid)
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -228,7 +229,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         if local not in owned_by:
             owned = list(tiles[local::g])  # (tile i sits at position i of the grid)
             chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
-            owned_by[local] = owned, chunks, [runs(chunk, stride=g) for chunk in chunks]
+            owned_by[local] = owned, chunks, strided_chunk_runs(w.m, w.n, w.tile_m, w.tile_n, local + shared * g, g, ct)
         owned, chunks, cuts = owned_by[local]
         visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
         peers = c.node_ranks_from(rank)  # self first
@@ -294,6 +295,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     # tile width -> a broadcast's step regions, a sum's step regions and signals: one object for each
     bcast_steps: dict = {}
     sum_steps: dict[bool, dict] = {True: {}, False: {}}  # (by whether the sum goes out to other nodes)
+    sums_made = {out: net.steps.setdefault(("reduce", out), {}) for out in (True, False)}
     intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
     # instructions each off the class in 3.11)
     bcast_made = net.steps.setdefault("bcast", {})
@@ -329,7 +331,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
         """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
         into OUT on one."""
         out = ready is not None
-        steps, sig, made = sum_steps[out], (ready,), net.steps.setdefault(("reduce", out), {})
+        steps, sig, made = sum_steps[out], (ready,), sums_made[out]
         for run in cut:
             t = run[0]
             i = t.index
@@ -346,7 +348,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 top = i // g * tile_m
                 dst = parts[i] = new_region("PART", rank, top, top + t.rows, 0, t.cols)
             else:
-                dst, sig = new_region("OUT", rank, r0, t.row1, c0, t.col1), (Signal(rank, "final", rel[i]), out_done(rank))
+                dst = new_region("OUT", rank, r0, t.row1, c0, t.col1)
+                sig = (Signal(rank, "final", rel[i]), out_done(rank))
             add_group(rank, intra, reduce_op, new_regions("P", sources, r0, t.row1, c0, t.col1), (dst,),
                       (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run), step)
 
@@ -363,7 +366,9 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             pushed.update(t.index for t in mine)
         while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
             (jv, ci, chunk), due = queue.popleft()
-            reduce(cuts[ci], new_signal(rank, "chunk_ready", jv) if nodes > 1 else None)
+            if nodes > 1:
+                ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv)
+            reduce(cuts[ci], ready if nodes > 1 else None)
             pending.append((due, jv, ci, chunk))
             while pending and pending[0][0] <= jv:
                 _, jb, cb, chb = pending.popleft()
