@@ -35,22 +35,9 @@ class Regions:
     def tile(self, buf: str, rank: int, t) -> Region:
         return new_region(buf, rank, t.row0, t.row1, t.col0, t.col1)
 
-    def tiles(self, buf: str, ranks, t) -> tuple[Region, ...]:
-        """The tile on each of ``ranks`` (a broadcast's or a reduction's: one call, not one a rank)."""
-        return new_regions(buf, ranks, t.row0, t.row1, t.col0, t.col1)
-
     def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
         r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
         return new_region(buf, rank, r0, r0 + t.rows, 0, t.cols)
-
-    def sections(self, buf: str, rank: int, t, sections) -> tuple[Region, ...]:
-        """The slot of ``t`` in each of ``sections`` (a sum's reads of the other nodes' parts: one call)."""
-        r0, rows, cols, tile_m = t.index // self.g * self.w.tile_m, t.rows, t.cols, self.w.tile_m
-        out = []
-        for s in sections:  # (a loop, as in tiles: often one section, N - 1 of them)
-            top = s * self.slots * tile_m + r0
-            out.append(new_region(buf, rank, top, top + rows, 0, cols))
-        return tuple(out)
 
     def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
         """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
@@ -101,6 +88,8 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
     steps: dict = {}  # one tuple object per kind of step (validate reads each once)
     done = x.out_done(rank)
     parts, outs, role, op, made = x.parts, x.outs, Role.RECV, Op.REDUCE, x.steps.setdefault("add", {})
+    tile_m, add_group = w.tile_m, sb.add_group
+    bases = [m * regs.slots * tile_m for m in others]  # each other node's section of RECV (regs.sections)
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
         waits = (new_wait(new_signal(rank, "arrived", j), nodes - 1),
@@ -115,10 +104,13 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
                     moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
                                              ((0, g), (0, 0)) if g > 1 else ((0, 0),))
                 step = made[i] = new_step(*moves, (), 0, (i, g), 0, (), 0)
-            part = parts.get(i) or regs.slot("PART", rank, t)
+            reads = [parts.get(i) or regs.slot("PART", rank, t)]
+            top, rows, cols = i // g * tile_m, t.rows, t.cols
+            for base in bases:  # (regs.sections, inlined: a call of it cost ~4k instructions, 16k calls)
+                reads.append(new_region("RECV", rank, base + top, base + top + rows, 0, cols))
             out, final = outs.get(i) or (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
-            sb.add_group(rank, role, op, (part,) + regs.sections("RECV", rank, t, others), (out,), waits,
-                         (final, done) if g > 1 else (done,), "tile {} add remote", len(run), step)
+            add_group(rank, role, op, tuple(reads), (out,), waits, (final, done) if g > 1 else (done,),
+                      "tile {} add remote", len(run), step)
 
 
 def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:
