@@ -218,6 +218,7 @@ class ScheduleBuilder:
         name, tasks, home, bumps = signal.name, self.tasks, self._home, self.bumps
         alike: dict[int, list] = {}  # id of a signals tuple -> [it, bumps by the tasks whose signals of
         # the name do not step]
+        last, entry = None, None  # (the last tuple counted there, and its entry)
         for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
             sigs, k = task.signals, 0
             for g in sigs:
@@ -241,11 +242,14 @@ class ScheduleBuilder:
                             if g.name == name:
                                 key = (home[g.rank] if home else g.rank, name, g.index)
                                 bumps[key] = bumps.get(key, 0) + n
-                    else:  # the same, counted once per tuple (a 2 x 8 GEMM+AR 32768^2 build's drain took 0.1 s
-                        # making its broadcasts' keys: one tuple of G - 1 signals for each rank's)
-                        entry = alike.get(id(sigs))
+                    elif sigs is last:  # the same, counted once per tuple (a 2 x 8 GEMM+AR 32768^2 build's
+                        # drain took 0.1 s making its broadcasts' keys: one tuple of G - 1 signals for each
+                        # rank's, met again and again with no other tuple of the name between)
+                        entry[1] += task.count
+                    else:
+                        last, entry = sigs, alike.get(id(sigs))
                         if entry is None:
-                            alike[id(sigs)] = [sigs, task.count]
+                            entry = alike[id(sigs)] = [sigs, task.count]
                         else:
                             entry[1] += task.count
                     break

@@ -195,9 +195,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 alike = steps.get(("cycles", t.cols))
                 if alike is None:
                     alike = steps["cycles", t.cols] = (((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)), ((1, 1),))
-                sb.add(rank, compute, gemm, writes=(regs.tile("P", rank, t),),
-                       signals=(new_signal(owner, "contrib", rel[t.index]),), reads=operands(t), label="tile {}",
-                       count=count, step=new_step(*alike, (), 0, (t.index, 1), g, by_cycle, rotate))
+                sb.add_group(rank, compute, gemm, operands(t), (regs.tile("P", rank, t),), (),
+                             (new_signal(owner, "contrib", rel[t.index]),), "tile {}", count,
+                             new_step(*alike, (), 0, (t.index, 1), g, by_cycle, rotate))
                 continue
             if pushed:  # local flags: the own tile alone (its chunk's relay counts it), the rest ready to push
                 groups = [(group[0], len(group), regs.tile("P", rank, group[0]), (signal,), step)
@@ -218,11 +218,12 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                     alike = steps[u.cols, signal_step] = (
                         ((0, 0, 0), (0, 0, u.cols), (0, w.tile_m, 0) if dst.buffer == "PART" else (0, 0, u.cols)),
                         (signal_step,))
-                sb.add(rank, compute, gemm, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
-                       count=k, step=new_step(*alike, (), 0, (u.index, 1), 0, (), rotate))
+                sb.add_group(rank, compute, gemm, operands(u), (dst,), (), sig, "tile {}", k,
+                             new_step(*alike, (), 0, (u.index, 1), 0, (), rotate))
 
     owned_by: dict = {}  # local rank -> its tiles, its chunks of them and each chunk's runs (alike on every node)
     tile_steps: dict = {}  # (RankNet.steps: one step object per kind of task and tile, for every node)
+    visits: dict[tuple[int, int], list] = {}  # (node, local) -> the owner's visit, one list for twin nodes
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
@@ -231,7 +232,10 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
             owned_by[local] = owned, chunks, strided_chunk_runs(w.m, w.n, w.tile_m, w.tile_n, local + shared * g, g, ct)
         owned, chunks, cuts = owned_by[local]
-        visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
+        visit = visits.get((twin[node], local))  # (positions, chunks and their tiles: alike on twin nodes)
+        if visit is None:
+            visit = visits[twin[node], local] = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node])
+                                                 if ci < len(chunks)]
         peers = c.node_ranks_from(rank)  # self first
         net = RankNet(sb, w, c, rank, regs, nchunks, out_done, steps=tile_steps)
         if g > 1:
