@@ -137,9 +137,12 @@ def _order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
     if not len(order):
         return order, order
     cols = -(-n // tile_n)
-    row, col = order // cols, order % cols
-    width = np.minimum(n, (col + 1) * tile_n) - col * tile_n  # (a tile row's height is the row's)
-    joins = (order[1:] == order[:-1] + 1) & (row[1:] == row[:-1]) & (width[1:] == width[:-1])
+    row = order // cols
+    joins = (order[1:] == order[:-1] + 1) & (row[1:] == row[:-1])
+    if n % tile_n:  # a narrow last column (a tile row's height is the row's; else every width is tile_n)
+        col = order % cols
+        width = np.minimum(n, (col + 1) * tile_n) - col * tile_n
+        joins &= width[1:] == width[:-1]
     if period:
         joins &= order[1:] % period != 0
     starts = np.flatnonzero(np.concatenate(([True], ~joins)))
