@@ -200,6 +200,27 @@ def cycled_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarra
                     np.where(whole[starts], runs_in, 0).tolist()))
 
 
+def dealt_order_runs(m: int, n: int, tile_m: int, tile_n: int, g: int, ct: int, order: list[int], local: int,
+                     rel: np.ndarray, cycled: bool, period: int, local_fold: bool) -> list[tuple[Tile, int, int, int]]:
+    """The compute groups of owner ``local`` of a grid dealt round-robin to ``g`` owners, slot by
+    slot (a slot: G tiles), in chunks of ``ct`` slots visited in ``order`` (GEMM+AR's; ``rel``: each
+    tile's signal index there): the tiles slot-major in that order, the own tile first within each
+    slot, cut in one group per run of tiles along a row that share how their signal steps. With
+    ``cycled``, a cycle of owners (taken from the own tile on, it wraps: Step.rotate), the whole
+    cycles that follow on in a row one group, the owners cycling (Step.period), each cycle wrapped
+    (a lone cycle stays a plain group but in a local build, ``local_fold``, as before the rows
+    joined); else runs cut at each ``period`` (0: none). As (first tile, members, rotate, cycles)."""
+    tiles = tile_grid(m, n, tile_m, tile_n)
+    slots = -(-len(tiles) // g)
+    in_order = (np.array(order, np.int64)[:, None] * ct + np.arange(ct)).ravel()
+    in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
+    in_order = in_order[in_order < len(tiles)]
+    if cycled:
+        return [(tiles[a], k, r, cycles if cycles > 1 or local_fold else 0) for a, k, r, cycles in
+                cycled_order_runs(m, n, tile_m, tile_n, in_order, g, rel)]
+    return [(tiles[a], k, 0, 0) for a, k in grid_order_runs(m, n, tile_m, tile_n, in_order, period)]
+
+
 def row_step(t: Tile) -> Step:
     """The step of a run of GEMM tiles along a row starting at ``t``: A (the row's operand rows) stays,
     B and the output move one tile width; the label counts tile indices."""

@@ -45,8 +45,7 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_regions, new_wait,
                            shared_exchange, shared_final)
-from ._tiling import (batches, cycled_order_runs, grid_order_runs, grid_runs, row_step, runs, strided_chunk_runs,
-                      tile_grid)
+from ._tiling import batches, dealt_order_runs, grid_runs, row_step, runs, strided_chunk_runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -168,16 +167,17 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     regs = Regions(w, slots, g)
     compute, gemm = Role.COMPUTE, Op.GEMM  # (an enum member read off its class: ~1k instructions in 3.11)
     by_cycle = ((0, g),)  # (a row group's signal steps from one cycle of owners to the next: G indices on)
-    # (node, local) -> the rank's compute groups, made once for the nodes that visit the chunks alike
+    # node -> the first node of its chunk order; (that node, local) -> a rank's compute groups, its visit
     twin = {node: next(n for n in order if order[n] == o) for node, o in order.items()}
-    spans_of: dict[tuple[int, int], list] = {}
+    spans_of, visits = {}, {}
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
         spans = spans_of.get((twin[node], local))  # (the same on every node of one chunk order)
         if spans is None:
-            spans = spans_of[twin[node], local] = _compute_spans(w, c, order[node], local, rel_arrays[node], pushed,
-                                                                 sb.local_fold)
+            spans = spans_of[twin[node], local] = dealt_order_runs(
+                w.m, w.n, w.tile_m, w.tile_n, g, ct, order[node], local, rel_arrays[node], g > 1 and not pushed,
+                g if g > 1 else ct if nodes > 1 else 0, sb.local_fold)
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
@@ -223,7 +223,6 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
 
     owned_by: dict = {}  # local rank -> its tiles, its chunks of them and each chunk's runs (alike on every node)
     tile_steps: dict = {}  # (RankNet.steps: one step object per kind of task and tile, for every node)
-    visits: dict[tuple[int, int], list] = {}  # (node, local) -> the owner's visit, one list for twin nodes
     for rank in sb.ranks():
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
@@ -257,28 +256,6 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     return sb.build(flops_per_gpu(w, c))
 
 
-def _compute_spans(w: Workload, c: Cluster, order: list[int], local: int, rel: np.ndarray, pushed: bool,
-                   local_fold: bool) -> list[tuple]:
-    """The compute groups of local rank ``local`` of a node visiting the chunks in ``order`` (``rel``:
-    each tile's signal index there): its tiles slot-major in that order, own tile first within each
-    slot, cut in one group per run of tiles along a row that share how their signal steps: a cycle
-    of owners (G > 1; taken from the own tile on, it wraps: Step.rotate), a chunk (one node's PART
-    slots), or nothing (the output itself); the whole cycles that follow on in a row are one group,
-    the owners cycling (Step.period), each cycle wrapped: (first tile, members, rotate, cycles) each
-    (a lone cycle stays a plain group but in a local build, as before the rows joined)."""
-    g, nodes, ct = c.gpus_per_node, c.nodes, w.chunk_tiles
-    tiles = tile_grid(w.m, w.n, w.tile_m, w.tile_n)
-    slots = math.ceil(len(tiles) / g)
-    in_order = (np.array(order, np.int64)[:, None] * ct + np.arange(ct)).ravel()
-    in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
-    in_order = in_order[in_order < len(tiles)]
-    if g > 1 and not pushed:
-        return [(tiles[a], k, r, cycles if cycles > 1 or local_fold else 0) for a, k, r, cycles in
-                cycled_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, g, rel)]
-    return [(tiles[a], k, 0, 0) for a, k in grid_order_runs(  # (a push's: its own groups)
-        w.m, w.n, w.tile_m, w.tile_n, in_order, period=g if g > 1 else ct if nodes > 1 else 0)]
-
-
 def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out_done, pushes=None) -> None:
     """Reductions of the owner's tiles in the node's chunk order, each chunk's broadcast behind them:
     ``BCAST_LAG`` chunks behind for a chunk that goes direct, the whole next group behind for one
@@ -302,8 +279,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     sums_made = {out: net.steps.setdefault(("reduce", out), {}) for out in (True, False)}
     intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
     # instructions each off the class in 3.11)
-    bcast_made = net.steps.setdefault("bcast", {})
-    add_group, tile_m = sb.add_group, w.tile_m
+    bcast_made, add_group, tile_m = net.steps.setdefault("bcast", {}), sb.add_group, w.tile_m
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -349,8 +325,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
             r0, c0 = t.row0, t.col0  # (regs.slot, regs.tile and regs.tiles, inlined: 16k calls each)
             if out:
-                top = i // g * tile_m
-                dst = parts[i] = new_region("PART", rank, top, top + t.rows, 0, t.cols)
+                dst = parts[i] = new_region("PART", rank, i // g * tile_m, i // g * tile_m + t.rows, 0, t.cols)
             else:
                 dst = new_region("OUT", rank, r0, t.row1, c0, t.col1)
                 sig = (Signal(rank, "final", rel[i]), out_done(rank))
@@ -370,9 +345,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             pushed.update(t.index for t in mine)
         while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
             (jv, ci, chunk), due = queue.popleft()
-            if nodes > 1:
-                ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv)
-            reduce(cuts[ci], ready if nodes > 1 else None)
+            ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
+            reduce(cuts[ci], ready)
             pending.append((due, jv, ci, chunk))
             while pending and pending[0][0] <= jv:
                 _, jb, cb, chb = pending.popleft()
