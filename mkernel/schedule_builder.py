@@ -218,24 +218,42 @@ class ScheduleBuilder:
         name, tasks, home, bumps = signal.name, self.tasks, self._home, self.bumps
         alike: dict[int, list] = {}  # id of a signals tuple -> [it, bumps by the tasks whose signals of
         # the name do not step]
+        last, entry = None, None  # (the last tuple counted there, and its entry)
         for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
-            for g in task.signals:
-                if g.name == name:
-                    if task.count > 1 and task.step.signals and self._steps(task, name):
+            sigs, k = task.signals, 0
+            for g in sigs:
+                if g.name == name:  # (the first of the name, at k: the last too in most groups, so
+                    # whether it steps is told here; _steps, a call, is asked only about the rest)
+                    st = task.step
+                    if task.count > 1 and st.signals and (
+                            any(st.signals[k]) or st.period and (k >= len(st.outer) or any(st.outer[k]))
+                            or k < len(sigs) - 1 and self._steps(task, name)):
                         fixed, moving = bump_keys(task, home=home)
                         for key, times in fixed:
                             if key[1] == name:
                                 bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing
                                 # key is a Python call)
                         bumps.update(key for key in moving if key[1] == name)
-                    else:  # each of them bumped count times: bump_keys' first case, counted once per tuple
-                        # (a 2 x 8 GEMM+AR 32768^2 build's drain took 0.1 s making its broadcasts' keys)
-                        entry = alike.get(id(task.signals))
+                    elif len(sigs) < 3:  # each of them bumped count times (bump_keys' first case), counted
+                        # here: a tuple of one or two is rarely shared (a 2 x 8 GEMM+AR 32768^2 build's sums
+                        # each have their own), and the keys cost less than telling it by its id
+                        n = task.count
+                        for g in sigs:
+                            if g.name == name:
+                                key = (home[g.rank] if home else g.rank, name, g.index)
+                                bumps[key] = bumps.get(key, 0) + n
+                    elif sigs is last:  # the same, counted once per tuple (a 2 x 8 GEMM+AR 32768^2 build's
+                        # drain took 0.1 s making its broadcasts' keys: one tuple of G - 1 signals for each
+                        # rank's, met again and again with no other tuple of the name between)
+                        entry[1] += task.count
+                    else:
+                        last, entry = sigs, alike.get(id(sigs))
                         if entry is None:
-                            alike[id(task.signals)] = [task.signals, task.count]
+                            entry = alike[id(sigs)] = [sigs, task.count]
                         else:
                             entry[1] += task.count
                     break
+                k += 1
         for signals, n in alike.values():
             for g in signals:
                 if g.name == name:

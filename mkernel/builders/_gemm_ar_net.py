@@ -16,9 +16,13 @@ from dataclasses import dataclass, field
 
 from ..cluster import Cluster
 from ..ir import Op, Region, Role, Signal, Step, Wait, new_region, new_signal, new_step, new_wait
+from ..slots import quick_new_each
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
 from ._tiling import runs, split_rows
+
+# Region(buf, rank, ...) for each of some ranks, made in one call (slots.quick_new_each)
+new_regions = quick_new_each(Region, "rank")
 
 
 class Regions:
@@ -31,26 +35,9 @@ class Regions:
     def tile(self, buf: str, rank: int, t) -> Region:
         return new_region(buf, rank, t.row0, t.row1, t.col0, t.col1)
 
-    def tiles(self, buf: str, ranks, t) -> tuple[Region, ...]:
-        """The tile on each of ``ranks`` (a broadcast's or a reduction's: one call, not one a rank)."""
-        r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1
-        out = []
-        for rank in ranks:  # (a loop: a list comprehension makes and calls a function each time, ~3k
-            out.append(new_region(buf, rank, r0, r1, c0, c1))  # instructions a call of 7 or 8 regions)
-        return tuple(out)
-
     def slot(self, buf: str, rank: int, t, section: int = 0) -> Region:
         r0 = (section * self.slots + t.index // self.g) * self.w.tile_m
         return new_region(buf, rank, r0, r0 + t.rows, 0, t.cols)
-
-    def sections(self, buf: str, rank: int, t, sections) -> tuple[Region, ...]:
-        """The slot of ``t`` in each of ``sections`` (a sum's reads of the other nodes' parts: one call)."""
-        r0, rows, cols, tile_m = t.index // self.g * self.w.tile_m, t.rows, t.cols, self.w.tile_m
-        out = []
-        for s in sections:  # (a loop, as in tiles: often one section, N - 1 of them)
-            top = s * self.slots * tile_m + r0
-            out.append(new_region(buf, rank, top, top + rows, 0, cols))
-        return tuple(out)
 
     def chunk(self, buf: str, rank: int, chunk, section: int = 0) -> Region:
         """The whole slots of a chunk (consecutive slots): one contiguous network message, padding
@@ -75,6 +62,9 @@ class RankNet:
     # objects rather than equal new ones (a 2 x 8 GEMM+AR 32768^2 build: 16k of each)
     parts: dict[int, Region] = field(default_factory=dict)
     outs: dict[int, tuple[Region, Signal]] = field(default_factory=dict)
+    # a chunk's position -> the chunk_ready signal the intra queue's sums of it bump (the exchange's
+    # sum waits on it: one object, not two equal ones; 16k of each in that build), None on one node
+    ready: dict[int, Signal | None] = field(default_factory=dict)
     # a kind of task -> tile index -> its step, shared by the build's ranks: a tile's owner on each
     # node steps its sum, broadcast and exchange sum alike (a 2 x 8 GEMM+AR 32768^2 build: 26k steps)
     steps: dict = field(default_factory=dict)
@@ -98,10 +88,12 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
     steps: dict = {}  # one tuple object per kind of step (validate reads each once)
     done = x.out_done(rank)
     parts, outs, role, op, made = x.parts, x.outs, Role.RECV, Op.REDUCE, x.steps.setdefault("add", {})
+    tile_m, add_group = w.tile_m, sb.add_group
+    bases = [m * regs.slots * tile_m for m in others]  # each other node's section of RECV (regs.sections)
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
         waits = (new_wait(new_signal(rank, "arrived", j), nodes - 1),
-                 new_wait(new_signal(rank, "chunk_ready", j), len(chunk)))
+                 new_wait(x.ready.get(j) or new_signal(rank, "chunk_ready", j), len(chunk)))
         for run in cuts[ci]:
             t = run[0]
             i = t.index
@@ -112,10 +104,13 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
                     moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
                                              ((0, g), (0, 0)) if g > 1 else ((0, 0),))
                 step = made[i] = new_step(*moves, (), 0, (i, g), 0, (), 0)
-            part = parts.get(i) or regs.slot("PART", rank, t)
+            reads = [parts.get(i) or regs.slot("PART", rank, t)]
+            top, rows, cols = i // g * tile_m, t.rows, t.cols
+            for base in bases:  # (regs.sections, inlined: a call of it cost ~4k instructions, 16k calls)
+                reads.append(new_region("RECV", rank, base + top, base + top + rows, 0, cols))
             out, final = outs.get(i) or (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
-            sb.add_group(rank, role, op, (part,) + regs.sections("RECV", rank, t, others), (out,), waits,
-                         (final, done) if g > 1 else (done,), "tile {} add remote", len(run), step)
+            add_group(rank, role, op, tuple(reads), (out,), waits, (final, done) if g > 1 else (done,),
+                      "tile {} add remote", len(run), step)
 
 
 def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:

@@ -99,6 +99,28 @@ def runs(tiles: list[Tile], stride: int = 1, period: int = 0) -> list[list[Tile]
     return out
 
 
+def strided_chunk_runs(m: int, n: int, tile_m: int, tile_n: int, first: int, stride: int,
+                       size: int) -> list[list[list[Tile]]]:
+    """``[runs(chunk, stride) for chunk in batches(list(tile_grid(...)[first::stride]), size)]``: the
+    runs of each chunk of ``size`` of the grid's tiles from ``first`` on, ``stride`` apart (an
+    owner's, dealt round-robin), told from the grid's shape on arrays and cut from one list of them.
+    Why: a 2 x 8 GEMM+AR 32768^2 build cut 8k chunks of 4 tiles one by one, each with its call."""
+    tiles = tile_grid(m, n, tile_m, tile_n)
+    index = np.arange(first, len(tiles), stride)
+    cols = -(-n // tile_n)
+    row, col = index // cols, index % cols  # (one tile row: one row0 and row1)
+    width = np.minimum(n, (col + 1) * tile_n) - col * tile_n
+    start = np.ones(len(index), bool)
+    start[1:] = (row[1:] != row[:-1]) | (width[1:] != width[:-1])  # (index steps by stride throughout)
+    start[::size] = True  # (a chunk starts a run)
+    starts = np.flatnonzero(start).tolist()
+    owned = list(tiles[first::stride])
+    cuts: list[list[list[Tile]]] = [[] for _ in range(0, len(owned), size)]
+    for a, b in zip(starts, starts[1:] + [len(owned)]):
+        cuts[a // size].append(owned[a:b])
+    return cuts
+
+
 def grid_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
                     period: int = 0) -> list[tuple[int, int]]:
     """:func:`runs` (``stride`` 1) of the tiles of :func:`tile_grid` taken in the index order
@@ -115,9 +137,12 @@ def _order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarray,
     if not len(order):
         return order, order
     cols = -(-n // tile_n)
-    row, col = order // cols, order % cols
-    width = np.minimum(n, (col + 1) * tile_n) - col * tile_n  # (a tile row's height is the row's)
-    joins = (order[1:] == order[:-1] + 1) & (row[1:] == row[:-1]) & (width[1:] == width[:-1])
+    row = order // cols
+    joins = (order[1:] == order[:-1] + 1) & (row[1:] == row[:-1])
+    if n % tile_n:  # a narrow last column (a tile row's height is the row's; else every width is tile_n)
+        col = order % cols
+        width = np.minimum(n, (col + 1) * tile_n) - col * tile_n
+        joins &= width[1:] == width[:-1]
     if period:
         joins &= order[1:] % period != 0
     starts = np.flatnonzero(np.concatenate(([True], ~joins)))
@@ -173,6 +198,27 @@ def cycled_order_runs(m: int, n: int, tile_m: int, tile_n: int, order: np.ndarra
     total = np.add.reduceat(length, starts)
     return list(zip(first[starts].tolist(), total.tolist(), rotate[starts].tolist(),
                     np.where(whole[starts], runs_in, 0).tolist()))
+
+
+def dealt_order_runs(m: int, n: int, tile_m: int, tile_n: int, g: int, ct: int, order: list[int], local: int,
+                     rel: np.ndarray, cycled: bool, period: int, local_fold: bool) -> list[tuple[Tile, int, int, int]]:
+    """The compute groups of owner ``local`` of a grid dealt round-robin to ``g`` owners, slot by
+    slot (a slot: G tiles), in chunks of ``ct`` slots visited in ``order`` (GEMM+AR's; ``rel``: each
+    tile's signal index there): the tiles slot-major in that order, the own tile first within each
+    slot, cut in one group per run of tiles along a row that share how their signal steps. With
+    ``cycled``, a cycle of owners (taken from the own tile on, it wraps: Step.rotate), the whole
+    cycles that follow on in a row one group, the owners cycling (Step.period), each cycle wrapped
+    (a lone cycle stays a plain group but in a local build, ``local_fold``, as before the rows
+    joined); else runs cut at each ``period`` (0: none). As (first tile, members, rotate, cycles)."""
+    tiles = tile_grid(m, n, tile_m, tile_n)
+    slots = -(-len(tiles) // g)
+    in_order = (np.array(order, np.int64)[:, None] * ct + np.arange(ct)).ravel()
+    in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
+    in_order = in_order[in_order < len(tiles)]
+    if cycled:
+        return [(tiles[a], k, r, cycles if cycles > 1 or local_fold else 0) for a, k, r, cycles in
+                cycled_order_runs(m, n, tile_m, tile_n, in_order, g, rel)]
+    return [(tiles[a], k, 0, 0) for a, k in grid_order_runs(m, n, tile_m, tile_n, in_order, period)]
 
 
 def row_step(t: Tile) -> Step:

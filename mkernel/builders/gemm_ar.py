@@ -36,16 +36,16 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Wait, new_signal, new_step, paused_gc
+from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Wait, new_region, new_signal, new_step, paused_gc
 from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _all_reduce as all_reduce
 from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
-from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_wait,
+from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_regions, new_wait,
                            shared_exchange, shared_final)
-from ._tiling import batches, cycled_order_runs, grid_order_runs, grid_runs, row_step, runs, tile_grid
+from ._tiling import batches, dealt_order_runs, grid_runs, row_step, runs, strided_chunk_runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -167,23 +167,17 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     regs = Regions(w, slots, g)
     compute, gemm = Role.COMPUTE, Op.GEMM  # (an enum member read off its class: ~1k instructions in 3.11)
     by_cycle = ((0, g),)  # (a row group's signal steps from one cycle of owners to the next: G indices on)
+    # node -> the first node of its chunk order; (that node, local) -> a rank's compute groups, its visit
+    twin = {node: next(n for n in order if order[n] == o) for node, o in order.items()}
+    spans_of, visits = {}, {}
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
-        in_order = (np.array(order[node], np.int64)[:, None] * ct + np.arange(ct)).ravel()
-        in_order = (in_order[in_order < slots][:, None] * g + (local + np.arange(g)) % g).ravel()
-        in_order = in_order[in_order < len(tiles)]
-        # one group per run of tiles along a row that share how their signal steps: a cycle of owners
-        # (g > 1; taken from the own tile on, it wraps: Step.rotate), a chunk (one node's PART slots),
-        # or nothing (the output itself); the whole cycles that follow on in a row are one group, the
-        # owners cycling (Step.period), each cycle wrapped: (first tile, members, rotate, cycles) each
-        # (a lone cycle stays a plain group but in a local build, as before the rows joined)
-        if g > 1 and not pushed:
-            spans = [(tiles[a], k, r, cycles if cycles > 1 or sb.local_fold else 0) for a, k, r, cycles in
-                     cycled_order_runs(w.m, w.n, w.tile_m, w.tile_n, in_order, g, rel_arrays[node])]
-        else:  # (a push's: its own groups)
-            spans = [(tiles[a], k, 0, 0) for a, k in grid_order_runs(
-                w.m, w.n, w.tile_m, w.tile_n, in_order, period=g if g > 1 else ct if nodes > 1 else 0)]
+        spans = spans_of.get((twin[node], local))  # (the same on every node of one chunk order)
+        if spans is None:
+            spans = spans_of[twin[node], local] = dealt_order_runs(
+                w.m, w.n, w.tile_m, w.tile_n, g, ct, order[node], local, rel_arrays[node], g > 1 and not pushed,
+                g if g > 1 else ct if nodes > 1 else 0, sb.local_fold)
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
@@ -201,9 +195,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 alike = steps.get(("cycles", t.cols))
                 if alike is None:
                     alike = steps["cycles", t.cols] = (((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)), ((1, 1),))
-                sb.add(rank, compute, gemm, writes=(regs.tile("P", rank, t),),
-                       signals=(new_signal(owner, "contrib", rel[t.index]),), reads=operands(t), label="tile {}",
-                       count=count, step=new_step(*alike, (), 0, (t.index, 1), g, by_cycle, rotate))
+                sb.add_group(rank, compute, gemm, operands(t), (regs.tile("P", rank, t),), (),
+                             (new_signal(owner, "contrib", rel[t.index]),), "tile {}", count,
+                             new_step(*alike, (), 0, (t.index, 1), g, by_cycle, rotate))
                 continue
             if pushed:  # local flags: the own tile alone (its chunk's relay counts it), the rest ready to push
                 groups = [(group[0], len(group), regs.tile("P", rank, group[0]), (signal,), step)
@@ -224,8 +218,8 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                     alike = steps[u.cols, signal_step] = (
                         ((0, 0, 0), (0, 0, u.cols), (0, w.tile_m, 0) if dst.buffer == "PART" else (0, 0, u.cols)),
                         (signal_step,))
-                sb.add(rank, compute, gemm, writes=(dst,), signals=sig, reads=operands(u), label="tile {}",
-                       count=k, step=new_step(*alike, (), 0, (u.index, 1), 0, (), rotate))
+                sb.add_group(rank, compute, gemm, operands(u), (dst,), (), sig, "tile {}", k,
+                             new_step(*alike, (), 0, (u.index, 1), 0, (), rotate))
 
     owned_by: dict = {}  # local rank -> its tiles, its chunks of them and each chunk's runs (alike on every node)
     tile_steps: dict = {}  # (RankNet.steps: one step object per kind of task and tile, for every node)
@@ -235,9 +229,12 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         if local not in owned_by:
             owned = list(tiles[local::g])  # (tile i sits at position i of the grid)
             chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
-            owned_by[local] = owned, chunks, [runs(chunk, stride=g) for chunk in chunks]
+            owned_by[local] = owned, chunks, strided_chunk_runs(w.m, w.n, w.tile_m, w.tile_n, local + shared * g, g, ct)
         owned, chunks, cuts = owned_by[local]
-        visit = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node]) if ci < len(chunks)]
+        visit = visits.get((twin[node], local))  # (positions, chunks and their tiles: alike on twin nodes)
+        if visit is None:
+            visit = visits[twin[node], local] = [(j, ci, chunks[ci]) for j, ci in enumerate(order[node])
+                                                 if ci < len(chunks)]
         peers = c.node_ranks_from(rank)  # self first
         net = RankNet(sb, w, c, rank, regs, nchunks, out_done, steps=tile_steps)
         if g > 1:
@@ -279,9 +276,10 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     # tile width -> a broadcast's step regions, a sum's step regions and signals: one object for each
     bcast_steps: dict = {}
     sum_steps: dict[bool, dict] = {True: {}, False: {}}  # (by whether the sum goes out to other nodes)
+    sums_made = {out: net.steps.setdefault(("reduce", out), {}) for out in (True, False)}
     intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
     # instructions each off the class in 3.11)
-    bcast_made = net.steps.setdefault("bcast", {})
+    bcast_made, add_group, tile_m = net.steps.setdefault("bcast", {}), sb.add_group, w.tile_m
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -301,9 +299,10 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 if regions is None:
                     regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
                 step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
-            out, final = outs[i] = (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
-            sb.add_group(rank, intra, copy_op, (out,) * (g - 1), regs.tiles("OUT", others, t), (new_wait(final, 1),),
-                         bumps, "tile {} bcast", len(run), step)
+            r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (regs.tile and regs.tiles, inlined: 16k calls each)
+            out, final = outs[i] = (new_region("OUT", rank, r0, r1, c0, c1), new_signal(rank, "final", rel[i]))
+            add_group(rank, intra, copy_op, (out,) * (g - 1), new_regions("OUT", others, r0, r1, c0, c1),
+                      (new_wait(final, 1),), bumps, "tile {} bcast", len(run), step)
 
     sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
     label = f"tile {{}} {what}"
@@ -312,7 +311,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
         """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
         into OUT on one."""
         out = ready is not None
-        steps, sig, made = sum_steps[out], (ready,), net.steps.setdefault(("reduce", out), {})
+        steps, sig, made = sum_steps[out], (ready,), sums_made[out]
         for run in cut:
             t = run[0]
             i = t.index
@@ -324,12 +323,14 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                         (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
                         (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
                 step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
+            r0, c0 = t.row0, t.col0  # (regs.slot, regs.tile and regs.tiles, inlined: 16k calls each)
             if out:
-                dst = parts[i] = regs.slot("PART", rank, t)
+                dst = parts[i] = new_region("PART", rank, i // g * tile_m, i // g * tile_m + t.rows, 0, t.cols)
             else:
-                dst, sig = regs.tile("OUT", rank, t), (Signal(rank, "final", rel[i]), out_done(rank))
-            sb.add_group(rank, intra, reduce_op, regs.tiles("P", sources, t), (dst,),
-                         (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run), step)
+                dst = new_region("OUT", rank, r0, t.row1, c0, t.col1)
+                sig = (Signal(rank, "final", rel[i]), out_done(rank))
+            add_group(rank, intra, reduce_op, new_regions("P", sources, r0, t.row1, c0, t.col1), (dst,),
+                      (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run), step)
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
@@ -344,7 +345,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             pushed.update(t.index for t in mine)
         while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
             (jv, ci, chunk), due = queue.popleft()
-            reduce(cuts[ci], new_signal(rank, "chunk_ready", jv) if nodes > 1 else None)
+            ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
+            reduce(cuts[ci], ready)
             pending.append((due, jv, ci, chunk))
             while pending and pending[0][0] <= jv:
                 _, jb, cb, chb = pending.popleft()

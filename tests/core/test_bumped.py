@@ -56,3 +56,15 @@ def test_a_name_bumped_by_a_stepping_group_and_by_plain_tasks_counts_both():
                  Task(2, 1, Role.COMPUTE, Op.GEMM, signals=(Signal(0, "x", 1),), count=3, step=Step())]
     assert [sb.bumped(Signal(0, "x", i)) for i in (0, 1, 5)] == [1, 4, 1]
     assert sb.bumped(Signal(0, "y", 0)) == 2
+
+
+def test_a_group_whose_later_signal_of_the_name_steps_counts_it_stepping():
+    """The first signal of the name stays, a later one of it steps (told apart past the first): each
+    member bumps its own key of the later one; beside it, a tuple of three signals (counted by tuple)."""
+    sb = ScheduleBuilder("k", "v", 2, 2, 4)
+    sb.tasks += [Task(0, 0, Role.COMPUTE, Op.GEMM, signals=(Signal(0, "x", 0), Signal(0, "x", 10)), count=3,
+                      step=Step(signals=((0, 0), (0, 1)))),
+                 Task(1, 0, Role.COMPUTE, Op.GEMM, signals=(Signal(0, "x", 0), Signal(1, "x", 0), Signal(0, "y")),
+                      count=2, step=Step())]
+    assert [sb.bumped(Signal(0, "x", i)) for i in (0, 10, 11, 12, 13)] == [5, 1, 1, 1, 0]
+    assert sb.bumped(Signal(1, "x", 0)) == 2

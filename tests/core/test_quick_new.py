@@ -50,3 +50,30 @@ def test_it_refuses_a_field_named_as_one_of_its_own_names():
 
     with pytest.raises(TypeError, match="self"):
         quick_new(Odd)
+
+
+def test_each_makes_one_object_per_value_as_the_class_does():
+    """quick_new_each: a tuple of what the class makes, the named field taking each value in turn."""
+    from mkernel.slots import quick_new_each
+
+    made = quick_new_each(Region, "rank")("P", [3, 0, 7], 0, 128, 256, 512)
+    want = tuple(Region("P", r, 0, 128, 256, 512) for r in (3, 0, 7))
+    assert made == want and all(type(r) is Region for r in made) and hash(made) == hash(want)
+    assert quick_new_each(Region, "rank")("P", (), 0, 1, 0, 1) == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].rank = 1
+    with pytest.raises(TypeError, match="among its fields"):
+        quick_new_each(Region, "ranks")
+
+
+def test_it_refuses_a_class_with_its_own_new():
+    """The bare instance comes from calling the settable subclass, which runs the class's __new__."""
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Odd:
+        a: int
+
+        def __new__(cls, *args):
+            return super().__new__(cls)
+
+    with pytest.raises(TypeError, match="__new__"):
+        quick_new(Odd)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mkernel import Cluster, ScheduleError, Workload, builders
-from mkernel.builders import gemm_ar
+from mkernel.builders import _tiling, gemm_ar
 from mkernel.builders._tiling import grid_order_runs
 from mkernel.ir import Op, Region, Role, Signal, Step, Task, expand
 from mkernel.signal_table import bump_keys
@@ -83,7 +83,7 @@ def test_each_ranks_rows_are_one_group_each(nodes, gpus, monkeypatch):
     # The oracle: the same build with no wrapped groups and no cycles joined (a slot in two plain
     # groups), whose members go through neither Step.rotate nor Step.period; the flat build would not
     # do, as it expands through Task.members.
-    monkeypatch.setattr(gemm_ar, "cycled_order_runs", lambda m, n, tm, tn, order, period, rel: [
+    monkeypatch.setattr(_tiling, "cycled_order_runs", lambda m, n, tm, tn, order, period, rel: [
         (a, k, 0, 0) for a, k in grid_order_runs(m, n, tm, tn, order, period)])
     plain = m.build(w, c, grouped=True)
     assert gpus == 1 or (any(t.step and t.step.rotate for t in s.tasks)

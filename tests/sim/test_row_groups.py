@@ -19,7 +19,7 @@ import pytest
 
 from harness import golden_schedules as golden
 from mkernel import builders
-from mkernel.builders import gemm_ar
+from mkernel.builders import _tiling, gemm_ar
 from mkernel.builders._tiling import grid_order_runs
 from mkernel.ir import Op, expand
 
@@ -48,7 +48,7 @@ def _largest(s, local: int) -> int:
 @pytest.mark.parametrize("name,w,c,first", CASES, ids=[case[0] for case in CASES])
 def test_rows_stand_for_the_plain_builds_tasks(name, w, c, first, monkeypatch):
     rows = [gemm_ar.build(w, c, grouped=True, **kw) for kw in _forms(w, c, first)]
-    monkeypatch.setattr(gemm_ar, "cycled_order_runs", _plain)
+    monkeypatch.setattr(_tiling, "cycled_order_runs", _plain)
     plain = [gemm_ar.build(w, c, grouped=True, **kw) for kw in _forms(w, c, first)]
     for r, p in zip(rows, plain):
         assert expand(r).tasks == expand(p).tasks
@@ -70,7 +70,7 @@ def test_rows_simulate_and_lower_as_the_plain_build(name, w, c, first, monkeypat
 
     kw = {"first_nodes": first} if first else {}
     rows = gemm_ar.build(w, c, grouped=True, **kw)
-    monkeypatch.setattr(gemm_ar, "cycled_order_runs", _plain)
+    monkeypatch.setattr(_tiling, "cycled_order_runs", _plain)
     plain = gemm_ar.build(w, c, grouped=True, **kw)
     for collapse in (True, False) if not first else (True,):
         a, b = SimBackend().run(plain, c, collapse=collapse), SimBackend().run(rows, c, collapse=collapse)
