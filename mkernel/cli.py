@@ -197,12 +197,15 @@ def entry() -> None:
     objects (its schedules, tables and logs) for the interpreter to free one by one as it shuts
     down, after the answer is printed: 40 ms of the 2 x 8 every-node row. Where the command
     registered nothing to run at exit (no worker pool, temporary directory or GPU runtime: those
-    register their clean-up) and left no other thread running (one the interpreter would wait
-    for), the output is flushed and the process ends at once, and the OS takes the memory back;
-    else it exits as usual."""
+    register their clean-up), left no other thread running (one the interpreter would wait for),
+    and no profiler, tracer, coverage tool or debugger watches the process (``python -m cProfile
+    -m mkernel`` reports after the command returns), the output is flushed and the process ends
+    at once, and the OS takes the memory back; else it exits as usual. (Exit callbacks registered
+    before the command, by the interpreter's site set-up, are skipped with the rest.)"""
     registered = atexit._ncallbacks()  # (CPython's count of exit callbacks)
     code = main()
-    if atexit._ncallbacks() != registered or threading.active_count() > 1:
+    watched = sys.gettrace() is not None or sys.getprofile() is not None
+    if watched or atexit._ncallbacks() != registered or threading.active_count() > 1:
         sys.exit(code)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -66,9 +66,9 @@ class ArrivalTracker:
             return p
         return self._pos.get(id(task))
 
-    # Per entry, as lists (read one at a time by the live methods below): made where first read, as a
-    # run that logs its calls (sim/hazardlog.py) reads them only to replay a run with hazards, and
-    # each is 115k Python ints on the 2 x 8 GEMM+AR every-node run (fresh pages: about 5 ms each).
+    # The cells' tables the live methods below read one item at a time: made where first read, as a
+    # run that logs its calls (sim/hazardlog.py) reads them only to replay a run with hazards (each
+    # list is 115k Python ints on the 2 x 8 GEMM+AR every-node run: fresh pages, about 5 ms each).
     @cached_property
     def _rstart(self) -> np.ndarray:
         return self.cells.read.start

@@ -89,7 +89,7 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
     done = x.out_done(rank)
     parts, outs, role, op, made = x.parts, x.outs, Role.RECV, Op.REDUCE, x.steps.setdefault("add", {})
     tile_m, add_group = w.tile_m, sb.add_group
-    bases = [m * regs.slots * tile_m for m in others]  # each other node's section of RECV (regs.sections)
+    bases = [m * regs.slots * tile_m for m in others]  # each other node's section of RECV (as Regions.slot places it)
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
         waits = (new_wait(new_signal(rank, "arrived", j), nodes - 1),
@@ -106,7 +106,7 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
                 step = made[i] = new_step(*moves, (), 0, (i, g), 0, (), 0)
             reads = [parts.get(i) or regs.slot("PART", rank, t)]
             top, rows, cols = i // g * tile_m, t.rows, t.cols
-            for base in bases:  # (regs.sections, inlined: a call of it cost ~4k instructions, 16k calls)
+            for base in bases:  # (made here: a call a sum cost ~4k instructions, 16k sums)
                 reads.append(new_region("RECV", rank, base + top, base + top + rows, 0, cols))
             out, final = outs.get(i) or (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
             add_group(rank, role, op, tuple(reads), (out,), waits, (final, done) if g > 1 else (done,),

@@ -265,7 +265,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     returns the rank's own tiles of it) every chunk's pushes come first, and each reduction is the
     copy out of the own partial once the G - 1 pushes into it have landed (:mod:`._gemm_ar_push`).
     ``cuts[ci]``: chunk ci's runs of tiles (:func:`runs`); ``rel[i]``: tile i's signal index."""
-    g, nodes, regs = len(peers), c.nodes, net.regs
+    g, nodes = len(peers), c.nodes
     lag = BCAST_LAG if nodes > 1 else 0
     last = len(visit) - 1
     after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
@@ -299,7 +299,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 if regions is None:
                     regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
                 step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
-            r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (regs.tile and regs.tiles, inlined: 16k calls each)
+            r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (OUT tiles as Regions.tile makes them: 16k broadcasts)
             out, final = outs[i] = (new_region("OUT", rank, r0, r1, c0, c1), new_signal(rank, "final", rel[i]))
             add_group(rank, intra, copy_op, (out,) * (g - 1), new_regions("OUT", others, r0, r1, c0, c1),
                       (new_wait(final, 1),), bumps, "tile {} bcast", len(run), step)
@@ -323,7 +323,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                         (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
                         (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
                 step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
-            r0, c0 = t.row0, t.col0  # (regs.slot, regs.tile and regs.tiles, inlined: 16k calls each)
+            r0, c0 = t.row0, t.col0  # (PART and OUT as Regions.slot and .tile place them: 16k sums)
             if out:
                 dst = parts[i] = new_region("PART", rank, i // g * tile_m, i // g * tile_m + t.rows, 0, t.cols)
             else:

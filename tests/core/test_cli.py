@@ -175,10 +175,12 @@ def test_python_dash_m_entry_point(tmp_path):
 
 
 # the process's exit (mkernel.cli.entry) after a command that registers an exit callback or leaves a thread
-# running, or neither
+# running, in a process a profiler watches, or none of these
 _EXIT = """import atexit, sys, threading, time
 from mkernel import cli
 atexit.register(print, "callback from before the command")
+if {profiled}:
+    sys.setprofile(lambda *args: None)
 def command(args):
     if {registers}:
         atexit.register(print, "callback the command registered")
@@ -192,19 +194,28 @@ cli.entry()
 """
 
 
-@pytest.mark.parametrize("registers, thread", [(False, False), (True, False), (False, True)])
-def test_the_process_ends_at_once_unless_the_command_left_a_callback_or_a_thread(registers, thread):
+@pytest.mark.parametrize("registers, thread, profiled", [(False, False, False), (True, False, False),
+                                                         (False, True, False), (False, False, True)])
+def test_the_process_ends_at_once_unless_the_command_left_a_callback_or_a_thread(registers, thread, profiled):
     """A command that registered nothing to run at exit and left no thread running ends the process
     at once (the interpreter's freeing skipped: the callback from before it does not run); one that
-    did exits as usual: its thread finishes, every callback runs. Either way its output and exit
-    code come through."""
-    code = _EXIT.format(registers=registers, thread=thread)
+    did, or one a profiler watches, exits as usual: its thread finishes, every callback runs. Either
+    way its output and exit code come through."""
+    code = _EXIT.format(registers=registers, thread=thread, profiled=profiled)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "output"
     after = (["callback the command registered"] if registers else []) + ["callback from before the command"]
-    assert lines[1:] == (["the thread's last words"] + after if thread else after if registers else [])
+    assert lines[1:] == (["the thread's last words"] + after if thread else after if registers or profiled else [])
+
+
+def test_a_profiled_command_reports():
+    """``python -m cProfile -m mkernel``: the profiler's table comes after the command returns."""
+    proc = subprocess.run([sys.executable, "-m", "cProfile", "-s", "tottime", "-m", "mkernel", "run", *SMALL],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "function calls" in proc.stdout and "Ordered by: internal time" in proc.stdout
 
 
 def test_issue_acceptance_run_on_the_paper_testbed(tmp_path):

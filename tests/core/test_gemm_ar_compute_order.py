@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from mkernel import Cluster, Workload, builders
+from mkernel import Cluster, Workload
 from mkernel.builders import _rail as rail
 from mkernel.builders import gemm_ar
 from mkernel.builders._tiling import tile_grid

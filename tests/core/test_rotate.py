@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mkernel import Cluster, ScheduleError, Workload, builders
-from mkernel.builders import _tiling, gemm_ar
+from mkernel.builders import _tiling
 from mkernel.builders._tiling import grid_order_runs
 from mkernel.ir import Op, Region, Role, Signal, Step, Task, expand
 from mkernel.signal_table import bump_keys

@@ -104,7 +104,7 @@ def _overlapped_nvlink(self, run, slow: float) -> None:
     rtt = self.c.nvlink.latency_us + cost.step_us(task, self.c)
     merged = self.c.gpu.fused_peer_task_us if run.paid and self.quiet else 0.0  # as Model._nvlink
     if not transfers:
-        self._until(self.env.now + local_us + cost.step_us(task, self.c), self._copied, run)
+        self._until(self.env.now + local_us + cost.step_us(task, self.c), engine.Model._copied, run)
         return
     half, start, home = self.c.nvlink.half_efficiency_bytes, self.env.now, self.home
     legs = [leg for src, dst, b in transfers
@@ -112,7 +112,7 @@ def _overlapped_nvlink(self, run, slow: float) -> None:
     size = sum(b + half for _, _, b in transfers)
     cap = size / (size / self.sm_copy + rtt)
     done = self.flows.transfer_legs(size, legs, cap, run.n)
-    done.callbacks.append(lambda _ev: self._until(max(self.env.now, start + local_us) + merged, self._copied, run))
+    done.callbacks.append(lambda _ev: self._until(max(self.env.now, start + local_us) + merged, engine.Model._copied, run))
 
 
 def overlap(seqs: list[int], nodes: int) -> None:
