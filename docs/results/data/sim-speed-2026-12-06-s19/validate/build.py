@@ -1,0 +1,9 @@
+"""Build the row's fused schedule (shared by the scratch scripts)."""
+import dataclasses
+from mkernel import builders, ir
+from mkernel.scenario import load_scenario
+sc = load_scenario("scenarios/paper-ib-2x8.toml")
+w = dataclasses.replace(sc.workload, kernel="gemm_ar", m=32768, n=32768, k=2048)
+mk, c = builders.get("gemm_ar"), sc.cluster
+with ir.paused_gc():
+    fused = mk.build(w, c, grouped=True)
