@@ -1,13 +1,6 @@
-import sys, dataclasses, gc, time, collections
-from mkernel import builders, ir
-from mkernel.scenario import load_scenario
+import gc, time, collections
 from mkernel.sim import cellgrid as CG, gridedges as GE
-from mkernel import members
-sc = load_scenario("scenarios/paper-ib-2x8.toml")
-w = dataclasses.replace(sc.workload, kernel="gemm_ar", m=32768, n=32768, k=2048)
-mk, c = builders.get("gemm_ar"), sc.cluster
-with ir.paused_gc():
-    fused = mk.build(w, c, grouped=True)
+from row import fused  # (the row's fused build, shared)
 tab = fused.validate()
 acc = collections.defaultdict(float)
 def wrap(obj, name, label):

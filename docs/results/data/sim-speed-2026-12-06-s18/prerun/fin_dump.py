@@ -1,13 +1,7 @@
 """Pickle the every-node row's fused tracked run's hazard log (with its schedule) for fin_ir.py."""
-import dataclasses, pickle, sys
-from mkernel import builders, ir
-from mkernel.scenario import load_scenario
+import pickle, sys
 from mkernel.sim import SimBackend, hazardlog as H
-sc = load_scenario("scenarios/paper-ib-2x8.toml")
-w = dataclasses.replace(sc.workload, kernel="gemm_ar", m=32768, n=32768, k=2048)
-mk, c = builders.get("gemm_ar"), sc.cluster
-with ir.paused_gc():
-    fused = mk.build(w, c, grouped=True)
+from row import c, fused  # (the row's fused build, shared)
 orig = H.LoggedTracker.finish
 def fin(self):
     if self.schedule is fused:
