@@ -15,11 +15,14 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from operator import itemgetter
+from typing import Any
 
 from mkernel.ir import Op, Role, Task
 
 from .runs import READY, Lane, Run, Waits
+from .signals import CountingEnvironment
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
@@ -32,6 +35,32 @@ RESUME = "resume"  # the step of released runs' streaks (_released; _later's ste
 class Dispatch(Waits):
     """The SM side of :class:`~mkernel.sim.engine.Model` (a mixin: the model owns the board, the
     computing counts and the work; :class:`~mkernel.sim.runs.Waits` reads the members' waits)."""
+
+    __deletable__ = ('env', 'spans', '_timers', 'controller', '_joins_cache', '_shapes')  # (Model.close(): mypyc)
+    env: CountingEnvironment
+    speeds: list[float]
+    stress: float
+    spans: list[tuple] | None
+    controller: Any
+    arrays: bool
+    compute_busy: list[float]
+    _blocks: Iterator[int]
+    _computing: list[int]
+    _compute_since: list[float]
+    _joins_cache: dict[int, bool]
+    _shapes: dict[int, tuple]
+    _timers: dict[tuple, list[Run]]
+    _one_by_one: bool
+    _spanning: bool
+
+    def _gemm_shape(self, task: Task) -> tuple:
+        raise NotImplementedError
+
+    def _start(self, run: Run) -> None:
+        raise NotImplementedError
+
+    def _work(self, run: Run) -> None:
+        raise NotImplementedError
 
     def _pass(self, lane: Lane, sms: list[tuple[int, Role, Run | None, int]]) -> None:
         """SMs ``(slot, role, run, j)`` at a task boundary (SM j of ``run`` ending its member, unless
@@ -52,7 +81,8 @@ class Dispatch(Waits):
         """:meth:`_pass` for SMs counted, not named (no controller, trace or stress): each chunk is
         ``n`` SMs of one role (ending ``run``'s members, unless None), taking their own role's next
         members a whole entry at a time; the steps and their order are those of the SMs one by one."""
-        pool, rank, runs = lane.pool, lane.rank, []
+        pool, rank = lane.pool, lane.rank
+        runs: list[Run] = []
         active, target = pool.active, pool.target
         stepping, cells = self._stepping, self.board.cells
         for role, n, ended in chunks:
@@ -75,7 +105,7 @@ class Dispatch(Waits):
                     (srank, name, index, dx, need), = waits
                     ready = first  # the first member of the ready span being taken
                     for i in range(first, first + m):
-                        key = (srank, name, index + i * dx)
+                        key: Any = (srank, name, index + i * dx)  # (mypyc: below, key may be None)
                         if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
                             if i > ready:
                                 self._join(runs, lane, role, task, ready, i - ready, -1, None, 0, 0.0)
@@ -283,7 +313,7 @@ class Dispatch(Waits):
     def _wake(self, lane: Lane) -> None:
         """``lane``'s runs released at this instant resume (:meth:`_released`'s slot)."""
         runs, lane.released = lane.released, None
-        self._resume(runs)
+        self._resume(runs)  # type: ignore[arg-type]
 
     def _resume(self, runs: list[Run]) -> None:
         """Blocked runs whose wait now holds (those of one lane released at one instant, in order):
@@ -292,7 +322,8 @@ class Dispatch(Waits):
         ready: list[Run] = []
         counted, stress = self.controller is not None, self.stress > 0
         for run in runs:
-            if counted and getattr(run, "seq", 0):  # (a run that waited on the board: its SMs count no more)
+            # (a run that waited on the board: its SMs count no more)
+            if counted and getattr(run, "seq", 0):  # type: ignore[arg-type]
                 run.seq = 0
                 run.lane.pool.blocked[run.role] -= run.n
             task = run.task
@@ -332,11 +363,11 @@ class Dispatch(Waits):
         for run in ready if self._one_by_one else ():
             for j in range(run.n):
                 speed = self._ready(run.lane.rank, run.role, run.task, 1)
-                last = parts[-1] if parts else None
-                if (last is not None and last.task is run.task and last.first + last.n == run.first + j
-                        and last.role is run.role and last.speed == speed and self._joins(run.task)):
-                    last.n += 1
-                    last.slots.append(run.slots[j])
+                tail = parts[-1] if parts else None
+                if (tail is not None and tail.task is run.task and tail.first + tail.n == run.first + j
+                        and tail.role is run.role and tail.speed == speed and self._joins(run.task)):
+                    tail.n += 1
+                    tail.slots.append(run.slots[j])
                 else:
                     parts.append(Run(run.lane, run.role, run.task, run.first + j, run.slots[j], -1, None, 0, speed))
         start = self._start if self.stress > 0 else self._work

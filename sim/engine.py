@@ -61,6 +61,10 @@ DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); 
 class Model(Dispatch):
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
+    __deletable__ = ('s', 'c', 'data', 'flows', 'tracker', 'inject', 'nv_out', 'nv_in', 'net', 'library', 'pools',
+                     'proxy_spans', 'queues', '_gemm_cache', 'played', '_nv_plans', 'nv_shapes', '_nv_entries',
+                     'progress', 'stress_rng', 'itemsize')  # (close() drops them: a compiled class deletes only these)
+
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
                  controller=None, faults: Faults | None = None, progress=None, fold: int = 1,
@@ -112,7 +116,7 @@ class Model(Dispatch):
         self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
-        self._stepping: dict[int, list[tuple]] = {}  # stepping waits as key parts (Dispatch._waits_of), by id(entry)
+        self._stepping: dict[int, list[tuple] | tuple] = {}  # stepping waits as key parts (_waits_of), by id(entry)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
@@ -161,7 +165,10 @@ class Model(Dispatch):
         """Drop everything the run built, once its figures are read. Its parts point back at the
         model (the network, the library calls, the SMs' callbacks), so the whole run would otherwise
         be cyclic garbage: freed only by a full collection, after scanning every object of it."""
-        self.__dict__.clear()
+        del (self.s, self.c, self.data, self.flows, self.tracker, self.inject, self.nv_out, self.nv_in, self.net,
+             self.library, self.pools, self.proxy_spans, self.queues, self._gemm_cache, self.played, self._nv_plans,
+             self.nv_shapes, self._nv_entries, self.progress, self.stress_rng, self.itemsize, self.env, self.board,
+             self.spans, self._timers, self.controller, self._joins_cache, self._shapes, self._stepping, self._held)
 
     def deadline_status(self) -> str:
         """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""

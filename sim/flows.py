@@ -148,7 +148,7 @@ class FlowNet:
 
     def transfer(self, nbytes: float, links: tuple[Link, ...], cap: float = math.inf) -> simpy.Event:
         """Move ``nbytes`` across every one of ``links`` (weight 1 each)."""
-        return self.transfer_legs(nbytes, [(link, nbytes, nbytes) for link in links], cap)
+        return self.transfer_legs(nbytes, [(link, nbytes, nbytes) for link in links], cap)  # type: ignore
 
     def transfer_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf,
                       count: int = 1, then: Callable[[None], None] | None = None) -> simpy.Event | None:
@@ -192,7 +192,7 @@ class FlowNet:
                 link.added_busy += busy * count
         if size <= 0:
             self._succeed(done)
-            return None if then else done
+            return None if then else done  # type: ignore
         if then is None:
             self.events += 1
         now = self.env.now
@@ -203,12 +203,12 @@ class FlowNet:
             group.vtime += group.rate * (now - group.stamp)
         group.stamp = now
         self.seq += 1
-        heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))
+        heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))  # type: ignore
         group.add(count)
         if group not in self.touched:  # (else its links are marked already: a group in ``touched`` has
             self.touched[group] = None  # all its links in ``dirty`` until the flush clears both)
             self._mark(group.links)
-        return None if then else done
+        return None if then else done  # type: ignore
 
     def _settle(self) -> None:
         """No more flows counted: what they owe each link is added to it (exact, see Link), once."""
@@ -319,7 +319,7 @@ class FlowNet:
             for flow in changed:
                 for link in flow.links:
                     if not link.flows:
-                        link.samples.append((now, 0.0))
+                        link.samples.append((now, 0.0))  # type: ignore[union-attr]
         if changed:
             self.touched.update((f, None) for f in changed if f.ends)
             self._mark([link for flow in changed for link in flow.links])

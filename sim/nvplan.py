@@ -58,7 +58,7 @@ class Shapes:
             self._read()
         start = self.start
         return (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),
-                *self.codes[start[p]:start[p + 1]])
+                *self.codes[start[p]:start[p + 1]])  # type: ignore[index]
 
 
 def shared(m: Model, task: Task) -> tuple:

@@ -46,7 +46,7 @@ class Ring:
             self.items.append(item)
             if self.reader is not None:  # where the waiting proxy's event would be triggered
                 reader, self.reader = self.reader, None
-                self.env.call_later(0.0, reader)
+                self.env.call_later(0.0, reader)  # type: ignore
             return None
         event = self.env.event()
         self.blocked.append((event, item))
@@ -54,7 +54,8 @@ class Ring:
 
     def take(self, dst: int, limit: int) -> list:
         """Remove and return up to ``limit`` commands for peer ``dst``, freeing their credits."""
-        taken, kept = [], deque()
+        taken: list = []
+        kept: deque = deque()
         for item in self.items:
             if len(taken) < limit and item.dst == dst:
                 taken.append(item)
@@ -90,13 +91,13 @@ class Host:
         """Free the thread (at once); the first waiting request gets it when the release is processed."""
         self.busy = False
         if self.waiting:
-            self.env.call_later(0.0, self._grant)
+            self.env.call_later(0.0, self._grant)  # type: ignore
 
     def _grant(self, _arg) -> None:
         if self.waiting and not self.busy:
             self.busy = True
             granted, arg = self.waiting.popleft()
-            self.env.call_later(0.0, granted, arg)
+            self.env.call_later(0.0, granted, arg)  # type: ignore
 
 
 class Proxy:

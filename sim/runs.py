@@ -3,12 +3,15 @@
 the signal board); :class:`~mkernel.sim.dispatch.Dispatch` makes and moves them."""
 from __future__ import annotations
 
+from typing import Any
+
 from mkernel.ir import Role, Task
 
+from .signals import SignalBoard
 from .sms import RolePool
 
-READY = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
-NAMELESS = ()  # the slots of a run of counted SMs (slot -1: Dispatch._bulk; only named SMs' slots are read)
+READY: tuple[int, Any, int] = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
+NAMELESS: tuple = ()  # the slots of a run of counted SMs (slot -1: Dispatch._bulk; only named SMs' slots are read)
 
 
 class Lane:
@@ -36,13 +39,15 @@ class Run:
 
     __slots__ = ("lane", "role", "task", "first", "n", "slots", "wait", "key", "need", "speed", "start", "paid",
                  "later", "parts", "seq")
+    seq: int  # (mypyc: set outside __init__)
 
     def __init__(self, lane: Lane, role: Role, task: Task, first: int, slot: int, wait: int, key, need: int,
                  speed: float) -> None:
         self.lane, self.role, self.task, self.first, self.n = lane, role, task, first, 1
-        self.slots = [slot] if slot >= 0 else NAMELESS
+        self.slots: Any = [slot] if slot >= 0 else NAMELESS
         self.wait, self.key, self.need, self.speed, self.start = wait, key, need, speed, 0.0
-        self.paid, self.later = False, ()  # a peer copy's signals need no flag latency; flags in flight
+        self.paid = False
+        self.later: Any = ()  # a peer copy's signals need no flag latency; flags in flight
         self.parts: list[list] | None = None
 
     def member(self, j: int = 0) -> Task:
@@ -69,6 +74,11 @@ class Waits:
     """The wait checks of :class:`~mkernel.sim.dispatch.Dispatch` (a mixin: the model owns the board,
     ``_stepping`` and ``_held``)."""
 
+    __deletable__ = ('board', '_stepping', '_held')  # (Model.close(): mypyc)
+    board: SignalBoard
+    _stepping: dict[int, list[tuple] | tuple]
+    _held: dict[int, int]
+
     def _waits_of(self, task: Task, first: int, n: int) -> list[tuple] | tuple[tuple]:
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
         one wait state: all of them when their waits do not step, else each span of ready members
@@ -82,7 +92,7 @@ class Waits:
         waits = self._stepping.get(id(task))
         if waits is None:  # (an entry on the compute role: _bulk fills the others' on their first take)
             waits = self._stepping[id(task)] = _key_parts(task)
-        spans = []
+        spans: list[tuple] = []
         ready = first  # the first member of the ready span being listed
         if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
             rank, name, index, dx, need = waits[0]

@@ -6,6 +6,7 @@ from collections.abc import Callable, Generator, Iterable
 from functools import lru_cache, partial
 from heapq import heappop, heappush
 from operator import itemgetter
+from typing import Any
 
 import simpy
 from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
@@ -40,17 +41,18 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
             moves = _cycle_moves(t.count, p, st.rotate, *st.signals[0], *st.outer[0])[0]
             rank, name, index = g.rank, g.name, g.index
             return [(rank + dr, name, index + di) for dr, di in moves[first:first + n]], 1, 1
-        out, wrap = [], p - st.rotate  # (Task.offset: past the wrap, a member steps back by the period in its cycle)
-        moves = [(g.rank, g.name, g.index, dk, dx, ok, ox)
-                 for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
+        out: list[tuple] = []
+        wrap = p - st.rotate  # (Task.offset: past the wrap, a member steps back by the period in its cycle)
+        moves7 = [(g.rank, g.name, g.index, dk, dx, ok, ox)
+                  for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
         for i in range(first, first + n):
             a, b = divmod(i, p)
             if b >= wrap:
                 b -= p
             out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox)
-                    for rank, name, index, dk, dx, ok, ox in moves]
+                    for rank, name, index, dk, dx, ok, ox in moves7]
         return out, 1, 1
-    offsets = range(first, first + n)
+    offsets: range | list[int] = range(first, first + n)
     if st.rotate:  # (Task.offset: members from count - rotate on step back by count)
         wrap, end = t.count - st.rotate, first + n
         offsets = [*range(first, min(end, wrap)), *range(max(first, wrap) - t.count, end - t.count)]
@@ -58,11 +60,11 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
         g, (dk, dx) = signals[0], st.signals[0]
         rank, name, index = g.rank, g.name, g.index
         return [(rank + i * dk, name, index + i * dx) for i in offsets], 1, 1
-    moves = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
-    return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves], 1, 1
+    moves5 = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
+    return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves5], 1, 1
 
 
-def run_bumps(entries: Iterable[tuple[Task, int, int]], rank: int) -> tuple[list[list], list[list]]:
+def run_bumps(entries: Iterable, rank: int) -> tuple[list[list], list[list]]:
     """The bumps of a run's members (``entries``: (task, first, n) of each entry it holds) as (now,
     later), lists of [keys, times, repeat] (:func:`flat_keys`) each in the members' order; ``later``:
     flags stored to a peer (keys of another rank than ``rank``). (A run that paid the latency bumps
@@ -106,10 +108,10 @@ def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], 
 
 @lru_cache(maxsize=256)
 def _cycle_moves(count: int, p: int, rotate: int, dk: int, dx: int, ok: int, ox: int) -> tuple[tuple, dict]:
-    """Each member's (rank step, index step) where one signal cycles with the period ``p`` (as
-    :meth:`mkernel.ir.Task.member_signals`), and the members by rank step: shared by tile rows (and
-    cached across runs), so tuples: no caller can change them."""
-    moves, on = [], {}
+    """Each member's (rank step, index step) where one signal cycles with the period ``p`` (as Task.member_signals),
+    and the members by rank step: shared by tile rows (and cached across runs), so tuples: no caller can change them."""
+    moves: list[tuple[int, int]] = []
+    on: dict[int, list[int]] = {}
     for i in range(count):
         a, b = divmod(i, p)
         if rotate and b >= p - rotate:  # (wrapped within its cycle)
@@ -131,10 +133,9 @@ def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None
 
 
 class Streak:
-    """Timers of one step at one instant, each a slot ``(eid, arg)``: the calls ``fn(arg)`` in eid
-    order. The queue holds the streak once, under its first pending slot's eid; the loop runs its
-    slots one after the other while each is the queue's next event, so the order (and the count:
-    one event a slot) is that of one queue entry a slot, at one push and one pop a streak."""
+    """Timers of one step at one instant, each a slot ``(eid, arg)``: the calls ``fn(arg)`` in eid order. The queue
+    holds the streak once, under its first pending slot's eid; the loop runs its slots one after the other while each
+    is the queue's next event, so the order (and the count: one event a slot) is that of one queue entry a slot."""
 
     __slots__ = ("key", "when", "fn", "eids", "args", "at")
 
@@ -146,16 +147,16 @@ class Streak:
 
 
 class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes, schedules plain calls
-    (:meth:`call_later`) and runs processes nothing waits on (:meth:`start`): most of a run's events
-    are timers with one callback, whose Timeout would cost about as much as the work it triggers. A
-    plain call sits in the queue as the pair ``(fn, arg)`` where such a Timeout would (nothing waits
-    on it, and it cannot fail). ``now`` is a plain attribute (SimPy's is a property: a call a read)."""
+    """A SimPy environment that counts the events it processes, schedules plain calls (:meth:`call_later`) and runs
+    processes nothing waits on (:meth:`start`): most of a run's events are timers with one callback, whose Timeout
+    would cost about as much as the work it triggers. A plain call sits in the queue as the pair ``(fn, arg)`` where
+    such a Timeout would (nothing waits on it, and it cannot fail; simpy types its queue as holding events, so the
+    pushes are ``type: ignore``d for the compile). ``now`` is a plain attribute (SimPy's is a property)."""
 
     now = 0.0
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(0.0)  # (a float from the start: the compiled core's ``now`` is one)
         self.now = self._now
         self.events = 0
         self._streaks: dict[object, Streak] = {}  # the streaks with a pending slot, by key
@@ -165,19 +166,19 @@ class CountingEnvironment(simpy.Environment):
         """Call ``fn(arg)`` ``delay`` from now, in the order a Timeout made now would fire."""
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
-        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), (fn, arg)))
+        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), (fn, arg)))  # type: ignore
 
     def call_at(self, when: float, fn: Callable, arg=None) -> None:
         """Call ``fn(arg)`` at time ``when`` (not before now): the time itself, not now plus a delay,
         whose float sum could round off it."""
         if when < self._now:
             raise ValueError(f"{when} is in the past (now {self._now})")
-        heappush(self._queue, (when, NORMAL, next(self._eid), (fn, arg)))
+        heappush(self._queue, (when, NORMAL, next(self._eid), (fn, arg)))  # type: ignore
 
     def call_first(self, fn: Callable, arg=None) -> None:
         """Call ``fn(arg)`` at this instant before its other events, where ``start`` would run a
         process's first step (an URGENT entry): a step that was a process's start, without the process."""
-        heappush(self._queue, (self._now, URGENT, next(self._eid), (fn, arg)))
+        heappush(self._queue, (self._now, URGENT, next(self._eid), (fn, arg)))  # type: ignore
 
     def call_in_streak(self, key: object, when: float, fn: Callable, arg) -> None:
         """Call ``fn(arg)`` at ``when`` (not before now), in the order :meth:`call_at` would, as a slot
@@ -190,7 +191,7 @@ class CountingEnvironment(simpy.Environment):
             if when < self._now:
                 raise ValueError(f"{when} is in the past (now {self._now})")
             streak = self._streaks[key] = Streak(key, when, fn)
-            heappush(self._queue, (when, NORMAL, eid, streak))
+            heappush(self._queue, (when, NORMAL, eid, streak))  # type: ignore
         streak.eids.append(eid)
         streak.args.append(arg)
 
@@ -217,7 +218,7 @@ class CountingEnvironment(simpy.Environment):
                     break
                 most -= 1
                 if not most or queue and queue[0] < (when, NORMAL, eids[i]):
-                    heappush(queue, (when, NORMAL, eids[i], streak))
+                    heappush(queue, (when, NORMAL, eids[i], streak))  # type: ignore
                     break
                 self.events += 1
         finally:  # a callback that raised leaves due_now() true to the queue
@@ -228,7 +229,7 @@ class CountingEnvironment(simpy.Environment):
         events), less the Process event that nothing here waits on: ``yield`` a number to wait that
         many us (timed as a Timeout made there would be), or an event to wait until it is processed
         (its value is sent back, a failure thrown in)."""
-        heappush(self._queue, (self._now, URGENT, next(self._eid), (self._resume, (gen, None))))
+        heappush(self._queue, (self._now, URGENT, next(self._eid), (self._resume, (gen, None))))  # type: ignore
 
     def _resume(self, state: tuple) -> None:
         gen, event = state
@@ -317,11 +318,9 @@ class SignalBoard:
     (:data:`NEVER` without) tells whether it releases any (most do not: a GEMM tile row's flag waits
     for all 8 ranks' bumps)."""
 
-    def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[object], None],
+    def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[Any], None],
                  home: list[int] | None = None) -> None:
-        self.env = env
-        self.epoch = epoch
-        self.release = release
+        self.env, self.epoch, self.release = env, epoch, release
         self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
         self.cells: dict[tuple, list] = {}  # key -> [count, list of (need, waiter) in wait order or None, least need]
 
@@ -343,16 +342,16 @@ class SignalBoard:
             keys = [(home[k[0]], k[1], k[2]) for k in keys]
         if repeat > 1:  # each key's cell found once (a missing one made at 0: what no cell counts)
             found = [get(key) or cells.setdefault(key, [0, None, NEVER]) for key in keys]
-            for cell in found:
-                if cell[1] is not None:
+            for fcell in found:
+                if fcell[1] is not None:
                     found = found * repeat
                     break
             else:
                 times *= repeat
-            for cell in found:
-                value = cell[0] = cell[0] + times
-                if value >= cell[2]:
-                    self._wake(cell, value, times)
+            for fcell in found:
+                value = fcell[0] = fcell[0] + times
+                if value >= fcell[2]:
+                    self._wake(fcell, value, times)
             return
         for key in keys:
             cell = get(key)
@@ -371,7 +370,8 @@ class SignalBoard:
 
     def _wake(self, cell: list, value: int, times: int) -> None:
         """The waiters of ``cell`` whose count its bump of ``times`` to ``value`` reaches, released."""
-        still, due = [], []
+        still: list = []
+        due: list = []
         for need, waiter in cell[1]:
             (due if need <= value else still).append((need, waiter))
         cell[1], cell[2] = (still, min(map(_need, still))) if still else (None, NEVER)
