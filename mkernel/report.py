@@ -87,6 +87,8 @@ def print_result(result: dict) -> None:
         table.add_row("collapsed", "yes: one node simulated, all run alike (no hazard checks; --no-collapse: all)")
     if result["events"] is not None:
         table.add_row("simulated events / wall", f"{result['events']} / {result['wall_s']:.2f} s")
+    if result.get("sim_core"):
+        table.add_row("simulator core", result["sim_core"])
     if result["note"]:
         table.add_row("note", result["note"])
     Console().print(table)

@@ -19,6 +19,7 @@ TOP_LEVEL = {
     "roles": (dict,), "correct": (bool, type(None)), "error": _OPT_NUM, "hazards": (list,),
     "seed": (int,), "wall_s": _NUM, "events": (int, type(None)), "note": (str,),
     "breakdown": (dict, type(None)), "proxy": (dict, type(None)), "collapsed": (bool, type(None)),
+    "sim_core": (str, type(None)),
     "paper_baseline": (dict, type(None)), "kernels": (str,), "collectives": (str,),
     "internode": (str, type(None)), "schedule": (str,),
 }

@@ -264,6 +264,7 @@ def run(scenario: Scenario, *, backend: str = "sim", data: bool = False, seed: i
         "wall_s": stats.wall_s + (base.wall_s if base is not stats else 0.0),
         "events": None if stats.events is None else stats.events + ((base.events or 0) if base is not stats else 0),
         "collapsed": (stats.metrics or {}).get("collapsed") if caps.collapses else None,
+        "sim_core": (stats.metrics or {}).get("sim_core"),
     }
     result["note"] = _note(result, stats, adaptive, plan, caps.predicts)
     return result, stats

@@ -12,6 +12,7 @@ from mkernel.ir import BufferKind, Schedule, paused_gc
 from mkernel.members import RegionTable
 from mkernel.reference import DATA_RTOL
 
+from . import native
 from .collapse import collapse as fold
 from .collapse import is_node_symmetric
 from .data import DataStore
@@ -136,7 +137,8 @@ class SimBackend:
             spans=_spans(model),
             counters=_counters(model),
             hazards=tuple(model.tracker.hazards),
-            metrics={**_metrics(model), "collapsed": folded, "ranks_folded": ranks_folded, "faults": _injected(model)},
+            metrics={**_metrics(model), "collapsed": folded, "ranks_folded": ranks_folded,
+                     "sim_core": native.state, "faults": _injected(model)},
         )
         model.close()
         return stats

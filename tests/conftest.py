@@ -45,6 +45,13 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    from mkernel.sim import native
+
+    if native.state.startswith("compiled"):  # (its classes cannot be patched or subclassed: see the marker)
+        reason = "patches the simulator core: tests/sim/test_native.py runs it on the Python core"
+        for item in items:
+            if "python_core" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
     gpu_items = [item for item in items if "gpu" in item.keywords]
     reason = None
     if gpu_items:

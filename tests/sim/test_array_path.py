@@ -113,6 +113,7 @@ def streaks(monkeypatch):
     return seen
 
 
+@pytest.mark.python_core
 def test_the_array_path_is_the_run_of_one_timer_a_lane(streaks):
     hazards = 0
     for name, s, c in _cases():

@@ -64,6 +64,7 @@ def _logged(arrays: bool) -> tuple[list, list, Model]:
     return [t for t in taken if t], started, model
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("arrays", [True, False])
 def test_blocked_members_run_as_they_would_one_by_one(arrays):
     taken, started, model = _logged(arrays)
@@ -82,6 +83,7 @@ def test_blocked_members_run_as_they_would_one_by_one(arrays):
     assert model.env.events == 9
 
 
+@pytest.mark.python_core
 def test_both_timer_paths_agree():
     a, b = _logged(True), _logged(False)
     assert a[:2] == b[:2] and a[2].env.events == b[2].env.events and a[2].finish == b[2].finish
@@ -159,6 +161,7 @@ def _run(s, general: bool) -> tuple[tuple, list]:
     return (started, model.env.events, model.finish), takes
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("shared", [False, True])
 def test_lone_waits_fast_path_is_the_general_path(shared):
     fast_takes = mixed = 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from mkernel import Cluster, Workload
 from mkernel.builders import get
 from mkernel.sim import SimBackend, engine
@@ -13,6 +15,7 @@ from mkernel.sim import SimBackend, engine
 STUDY = Path(__file__).resolve().parents[2] / "tools" / "studies" / "kvtile_lockstep.py"
 
 
+@pytest.mark.python_core
 def test_the_overlap_what_if_runs_in_the_engine(monkeypatch):
     spec = importlib.util.spec_from_file_location("kvtile_lockstep", STUDY)
     study = importlib.util.module_from_spec(spec)

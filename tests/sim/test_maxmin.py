@@ -122,18 +122,21 @@ def crossbar(seed: int, gpus: int = 8) -> tuple[list, dict[str, Link]]:
     return transfers, links
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("seed", range(30))
 def test_every_rerate_equals_max_min_from_scratch_on_random_networks(seed):
     net = run(*random_network(seed))
     assert net.solves > 0 and net.worst < 1e-9
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("seed", range(4))
 def test_every_rerate_equals_max_min_from_scratch_on_the_moe_crossbar(seed):
     net = run(*crossbar(seed))
     assert net.solves > 20 and net.worst < 1e-9
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("wrong", ["floor 1% high", "floor blind to the new flows"])
 def test_a_wrong_floor_is_caught(wrong, monkeypatch):
     """The check above can fail: holding flows a little above the true floor, or working the floor

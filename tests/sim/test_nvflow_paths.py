@@ -199,6 +199,7 @@ def _waves(seed: int) -> tuple[list, dict[str, Link]]:
     return transfers, links
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("seed", range(6))
 def test_a_component_seen_again_is_rated_as_the_filling_rates_it(seed):
     """Whole components rated from a remembered state (Solves) against the filling every time
@@ -272,6 +273,7 @@ def _twice(seed: int, change: str, solves: Solves) -> bool:
     return ok
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("drop, change", [(0, "plan"), (1, "count"), (2, "born"), (3, "weight")])
 def test_a_state_short_of_any_part_is_caught(drop, change, monkeypatch):
     """Solves gets every state's rates right, and a state without any one of its parts (planted:
@@ -296,6 +298,7 @@ def _scattered(seed: int) -> tuple[list, dict[str, Link]]:
     return transfers, links
 
 
+@pytest.mark.python_core
 def test_a_network_whose_states_rarely_repeat_stops_remembering(monkeypatch):
     """After the trial's solves, a network that found under a tenth of them remembered stops remembering
     (its rates those of the filling, as before and after); lockstep waves keep remembering; components

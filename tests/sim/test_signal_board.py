@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait
 from mkernel.ir import Step, expand
 from mkernel.sim.engine import Model
@@ -104,6 +106,7 @@ def _spanning():
     return sb.build(0.0)
 
 
+@pytest.mark.python_core
 def test_a_run_spanning_entries_bumps_each_entrys_signals_as_its_members_would():
     """The run's bumps go in as few calls as they can (engine._signal joins lists of single bumps):
     a quiet run, whose GEMM runs span the three groups, must end each task as the tracked run of the

@@ -73,6 +73,7 @@ class _Unkept(dict):
         pass
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("kernel,shape", CASES, ids=[k for k, _ in CASES])
 def test_a_played_launch_ends_where_the_event_loop_ends_it(monkeypatch, kernel, shape):
     """Every tile ends where the event loop ends it (each SM's speed class, the order they take the

@@ -32,6 +32,7 @@ def _one_by_one(d: _Board, task: Task, first: int, n: int) -> list:
     return spans
 
 
+@pytest.mark.python_core
 @pytest.mark.parametrize("seed", range(40))
 def test_spans_are_the_members_taken_one_by_one(seed):
     rng = random.Random(seed)

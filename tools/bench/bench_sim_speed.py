@@ -41,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from mkernel.sim import native  # (which core the rows run: the one this interpreter loads)
+
 BIG = ["scenarios/paper-ib-2x8.toml", "--kernel", "gemm_ar", "--m", "32768", "--n", "32768", "--k", "2048"]
 # name, command after `mkernel`, issue 30's figure before (CPU seconds; None: did not finish), goal (s)
 ROWS = [
@@ -131,10 +133,11 @@ def main() -> int:
             "machine": f"{platform.machine()}, {platform.processor() or 'cpu unknown'}",
             "cores": len(os.sched_getaffinity(0)), "load_before": os.getloadavg()[0],
             "command": "python tools/bench/bench_sim_speed.py " + " ".join(sys.argv[1:]),
-            "bytecode": "compiled before the rows (as after a first run)"}
+            "bytecode": "compiled before the rows (as after a first run)", "sim_core": native.state}
     compile_package()
     rows = []
     head = "before (--before)" if earlier else "before (issue 30)"
+    print(f"simulator core: {native.state}")
     print(f"{'row':16} {head:>24} {'goal':>8} {'CPU now':>9} {'wall now':>9}  met  simulated (fused / baseline)")
     with tempfile.TemporaryDirectory() as tmp:
         for name, command, before, goal in ROWS:

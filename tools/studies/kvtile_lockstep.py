@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import random
+import sys
 
 from mkernel import cost, load_scenario
 from mkernel.backend import get_backend
 from mkernel.runner import build
-from mkernel.sim import engine, flows
+from mkernel.sim import engine, flows, native
 
 KV_TILES = (128, 256, 384, 512, 768, 1024, 1536, 2048, 3072)
 
@@ -125,6 +127,8 @@ def overlap(seqs: list[int], nodes: int) -> None:
 
 
 def main() -> None:
+    if not native.state.startswith("python"):  # (it patches the core's classes: their Python source must run)
+        os.execv(sys.executable, [sys.executable, "-X", native.PURE_OPTION, *sys.argv])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("sweep", "port", "jitter", "overlap"))
     p.add_argument("--seq", default="768", help="sequence per GPU (comma list for sweep)")

@@ -1,0 +1,135 @@
+"""The simulator core compiled (mypyc, where the install built it) and as Python: the same results to the
+bit, the Python source wherever the compiled one is stale or Python is asked for, and the tests that
+patch the core's classes run on its Python source (sim/native.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from mkernel.sim import native
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPILED = native.problem() is None  # (built from the source as it is: this process may still ask for Python)
+NOT_BUILT = "the simulator core is not compiled here (setup.py builds it where mypyc and a C compiler are)"
+
+# Everything a run reports that either core computes (all but the wall time and the core's name), for
+# each op, both with every node simulated (hazards tracked) and collapsed, and under data, stress and
+# faults: printed as JSON by a process on each core.
+PROBE = r"""
+import dataclasses, json, sys
+sys.path.insert(0, "tests")
+from harness.cases import small_workload
+from mkernel import Cluster, load_scenario, runner
+from mkernel.builders import get
+from mkernel.sim import SimBackend
+from mkernel.sim.faults import parse
+out = []
+sc = load_scenario("scenarios/paper-ib-2x8.toml")
+for kernel in ("gemm_ar", "gemm_rs", "ag_gemm", "ring_attention", "moe_dispatch_gemm"):
+    s = dataclasses.replace(sc, workload=small_workload(kernel), cluster=Cluster("2x4", nodes=2, gpus_per_node=4))
+    for collapse in (False, True):
+        r, _ = runner.run(s, collapse=collapse)
+        out.append({k: v for k, v in r.items() if k not in ("wall_s", "sim_core")})
+s = dataclasses.replace(sc, workload=small_workload("gemm_ar"), cluster=Cluster("2x2", nodes=2, gpus_per_node=2))
+out.append({k: v for k, v in runner.run(s, data=True)[0].items() if k not in ("wall_s", "sim_core")})
+fused = get("gemm_ar").build(small_workload("gemm_ar"), s.cluster, grouped=True)
+for kw in ({"stress": 0.3, "seed": 4}, {"faults": parse("drop=0.05,delay_us=2,seed=3")}, {"trace": True}):
+    st = SimBackend().run(fused, s.cluster, **kw)
+    out.append([st.time_s, st.per_rank_s, st.events, st.bytes_total, list(st.hazards), repr(st.spans)[:20000],
+                {k: v for k, v in st.metrics.items() if k != "sim_core"}])
+print(json.dumps(out, default=repr))
+"""
+
+
+def _python(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(not COMPILED, reason=NOT_BUILT)
+def test_the_compiled_and_the_python_core_give_the_same_results():
+    compiled, python = _python("-c", PROBE), _python("-X", native.PURE_OPTION, "-c", PROBE)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    assert python.returncode == 0, python.stderr[-3000:]
+    a, b = json.loads(compiled.stdout), json.loads(python.stdout)
+    assert len(a) == len(b) == 14
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert x == y, f"run {i} differs between the compiled and the Python core"
+
+
+@pytest.mark.skipif(not COMPILED, reason=NOT_BUILT)
+def test_the_tests_that_patch_the_core_pass_on_its_python_source():
+    """Where the core is compiled, the tests marked ``python_core`` skip in this process (conftest.py):
+    they run here, in a process that asks for the Python core."""
+    done = _python("-X", native.PURE_OPTION, "-m", "pytest", "-q", "-m", "python_core", "-p", "no:cacheprovider",
+                   "tests/sim", timeout=900)
+    assert done.returncode == 0, done.stdout[-5000:]
+    assert " passed" in done.stdout and " skipped" not in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
+
+
+def test_asking_for_python_loads_the_core_from_its_source():
+    code = "import mkernel.sim.engine as e, mkernel.sim.native as n; print(e.__file__); print(n.state)"
+    done = _python("-X", native.PURE_OPTION, "-c", code)
+    path, state = done.stdout.split("\n")[:2]
+    assert done.returncode == 0 and path.endswith("engine.py") and state.startswith("python"), done.stdout + done.stderr
+    done = _python("-c", code)
+    path, state = done.stdout.split("\n")[:2]
+    assert path.endswith("engine.py") != COMPILED and state.startswith("compiled") == COMPILED, done.stdout
+
+
+@pytest.fixture
+def built(tmp_path, monkeypatch):
+    """A folder of core sources with a compiled file and a recorded digest beside each (fake ones: only
+    their presence is read), as sim/native.py sees its own."""
+    monkeypatch.setattr(native, "HERE", tmp_path)
+    monkeypatch.setattr(native, "state", "python (not built)")
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, native._Source)])
+    digests = {}
+    for name in native.CORE:
+        (tmp_path / f"{name}.py").write_text(f"NAME = {name!r}\n")
+        (tmp_path / f"{name}{native.importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
+        digests[name] = native.digest(tmp_path / f"{name}.py")
+    (tmp_path / "_built.py").write_text(f"SOURCES = {digests!r}\n")
+    return tmp_path
+
+
+def _sourced() -> bool:
+    return any(isinstance(f, native._Source) for f in sys.meta_path)
+
+
+def test_a_compiled_core_matching_its_source_is_taken(built, monkeypatch):
+    monkeypatch.delitem(sys._xoptions, native.PURE_OPTION, raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert native.choose() == "compiled (mypyc)"
+    assert not _sourced()
+
+
+def test_a_source_changed_since_the_build_runs_as_python_with_a_warning(built, monkeypatch):
+    monkeypatch.delitem(sys._xoptions, native.PURE_OPTION, raising=False)
+    (built / "flows.py").write_text("NAME = 'flows, edited'\n")
+    with pytest.warns(RuntimeWarning, match="older than sim/flows.py"):
+        assert native.choose().startswith("python (the compiled core is older than sim/flows.py")
+    assert _sourced()
+    spec = native._Source.find_spec(f"{native.PACKAGE}.engine")
+    assert spec.origin == str(built / "engine.py")  # the source, not the compiled file beside it
+    assert native._Source.find_spec("mkernel.ir") is None and native._Source.find_spec("mkernel.sim.backend") is None
+
+
+def test_a_core_compiled_in_part_runs_as_python(built, monkeypatch):
+    monkeypatch.delitem(sys._xoptions, native.PURE_OPTION, raising=False)
+    for path in built.glob("maxmin.*"):
+        if path.suffix != ".py":
+            path.unlink()
+    with pytest.warns(RuntimeWarning, match="lacks maxmin"):
+        assert native.choose() == "python (the compiled core lacks maxmin)"
+    assert _sourced()
+
+
+def test_python_asked_for_is_python(built, monkeypatch):
+    monkeypatch.setitem(sys._xoptions, native.PURE_OPTION, True)
+    assert native.choose() == f"python (-X {native.PURE_OPTION})" and _sourced()
