@@ -249,7 +249,9 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
             level = cap
         else:
             tie = level * (1 + TIE)
-            full = [link for link, at in levels.items() if at <= tie]
+            for link, at in levels.items():
+                if at <= tie:
+                    full.append(link)
             if len(full) > 1:
                 full.sort(key=lambda link: (levels[link], link.fill_seq))
         if level == math.inf:  # flows on no finite link, uncapped: done at once
