@@ -57,7 +57,8 @@ class Link:
     of whole-number plans owe it (``owed``: per plan, the flows started and each one's payload and
     busy bytes; :meth:`FlowNet.transfer_plan` counts flows there rather than adding per link)."""
 
-    __slots__ = ("name", "capacity", "flows", "weight", "added", "added_busy", "owed", "samples")
+    __slots__ = ("name", "capacity", "flows", "weight", "added", "added_busy", "owed", "samples",
+                 "fill_tag", "fill_seq", "fill_left", "fill_weight")  # (maxmin.max_min's working state)
 
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
@@ -68,6 +69,7 @@ class Link:
         self.added_busy = 0.0
         self.owed: list[tuple[list[int], float, float]] = []
         self.samples: list[tuple[float, float]] | None = None
+        self.fill_tag: object = None  # (the max_min that last counted the link as one that can fill)
 
     # (while anything is owed, every amount on the link is a whole number and all together stay below
     # WHOLE: these sums are exact, the bits of the amounts added one by one in any order)

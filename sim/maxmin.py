@@ -13,7 +13,6 @@ of them change rate). A network of fewer groups re-solves each changed component
 """
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Iterable
 from operator import attrgetter
@@ -194,11 +193,19 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
     each link that can fill), ``flows`` holds the rest of those links' flows, and their other links
     are taken not to fill (:func:`resolve` says when that holds).
 
-    The links' fill levels (capacity left / unfrozen weight) sit in a heap, renewed only for the
-    links of the flows that freeze, so a component with many distinct levels costs (flows x links
-    per flow) log(links), not levels x links. Where every flow has one cap (an SM's copy rate: a
-    component of NVLink copies), the caps need no sorted list: they all freeze at the first cap
-    event, which ends the filling."""
+    Each link not yet full keeps its capacity left and unfrozen weight on itself (``Link.fill_*``,
+    marked as this solve's by ``fill_tag``: slot reads where dicts cost a hash each, on the loop
+    that runs once per frozen flow and link), and its fill level in ``levels``, renewed only for
+    the links of the flows that freeze; each event's level is the least of them (a component has
+    tens of links: one C-level ``min`` a step costs less than a heap's pushes and stale pops). Links
+    that fill together freeze their flows in the order of (level, when the level was set), the order
+    a heap of them gave: every float sum runs in the order it always did. Where every flow has one
+    cap (an SM's copy rate: a component of NVLink copies), the caps need no sorted list: they all
+    freeze at the first cap event, which ends the filling.
+
+    A flow that freezes at a level gets the level as its rate: it is never above an unfrozen flow's
+    cap (the least such cap is an event), and a flow frozen by its cap within the tie gets the level,
+    or its cap where the two are equal (the same number)."""
     rates: dict[Flow, float] = {}
     if not flows:
         return rates  # (the links' flows all ended)
@@ -210,30 +217,27 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
             if w > 0 and link.capacity / w < level:
                 level = link.capacity / w
         return {flow: level if level < flow.cap else flow.cap}
-    order = dict.fromkeys([link for flow in flows for link in flow.links])
-    if left is None:
-        left = {link: link.capacity for link in order}
-        active_w = {link: link.weight for link in left}  # weight of the unfrozen flows, for links not yet full
-    else:
-        left = {link: left[link] for link in order if link in left}
-        active_w = dict.fromkeys(left, 0.0)
+    tag = object()  # this solve's: a link whose fill_tag is it is one that can fill, not yet full
+    links = dict.fromkeys([link for flow in flows for link in flow.links])
+    if left is not None:
+        links = {link: None for link in links if link in left}
+    for i, link in enumerate(links):
+        link.fill_tag, link.fill_seq = tag, i
+        link.fill_left, link.fill_weight = (link.capacity, link.weight) if left is None else (left[link], 0.0)
+    if left is not None:
         for flow in flows:
             for link in flow.links:
-                if link in active_w:
-                    active_w[link] += link.flows[flow]
-    version = dict.fromkeys(left, 0)
-    heap = [(left[link] / w, i, link, 0) for i, (link, w) in enumerate(active_w.items()) if w > 0]
-    heapq.heapify(heap)
-    seq = len(heap)
+                if link.fill_tag is tag:
+                    link.fill_weight += link.flows[flow]
+    levels = {link: link.fill_left / link.fill_weight for link in links if link.fill_weight > 0}
+    seq = len(levels)
     active = dict(flows)
     caps = {f.cap for f in flows}
     one_cap = caps.pop() if len(caps) == 1 else None  # then ``capped`` is never read
     capped = [] if one_cap is not None else sorted((f.cap, i, f) for i, f in enumerate(flows) if f.cap < math.inf)
     next_cap = 0  # capped[next_cap:] holds the caps of flows that may still be active
-    while active:
-        while heap and (heap[0][2] not in active_w or version[heap[0][2]] != heap[0][3]):
-            heapq.heappop(heap)  # a full link's, or superseded by a freeze on the link
-        level = heap[0][0] if heap else math.inf
+    while True:
+        level = min(levels.values()) if levels else math.inf
         if one_cap is not None:
             cap = one_cap
         else:
@@ -244,49 +248,50 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
         if cap <= level:
             level = cap
         else:
-            while heap and heap[0][0] <= level * (1 + TIE):
-                _, _, link, ver = heapq.heappop(heap)
-                if link in active_w and version[link] == ver:
+            tie = level * (1 + TIE)
+            for link, at in levels.items():
+                if at <= tie:
                     full.append(link)
+            if len(full) > 1:
+                full.sort(key=lambda link: (levels[link], link.fill_seq))
         if level == math.inf:  # flows on no finite link, uncapped: done at once
             rates.update(dict.fromkeys(active, math.inf))
-            break
-        frozen: dict[Flow, None] = {}
-        if cap <= level * (1 + TIE) and one_cap is not None and cap < math.inf:
-            frozen = dict(active)  # every active flow has this one cap
-        elif cap <= level * (1 + TIE):
+            return rates
+        if cap <= level * (1 + TIE) and one_cap is not None:  # every active flow has this one cap: the last level
+            rates.update(dict.fromkeys(active, level))
+            return rates
+        frozen: list[Flow] = []
+        if cap <= level * (1 + TIE):
             for c, _, f in capped[next_cap:]:
                 if c > level * (1 + TIE):
                     break
                 if f in active:
-                    frozen[f] = None
+                    del active[f]
+                    frozen.append(f)
         for link in full:
+            link.fill_tag = None  # full: its flows freeze now, and nothing reads it again
+            del levels[link]
             for f in link.flows:
                 if f in active:
-                    frozen[f] = None
-        if len(frozen) == len(active):  # the last level (often the only one): no bookkeeping left to do
-            rates.update((f, level if level < f.cap else f.cap) for f in frozen)
-            break
+                    del active[f]
+                    frozen.append(f)
+        rates.update(dict.fromkeys(frozen, level))
+        if not active:  # the last level (often the only one): no bookkeeping left to do
+            return rates
         touched: dict[Link, None] = {}
         for flow in frozen:
-            rate = level if level < flow.cap else flow.cap
-            rates[flow] = rate
-            del active[flow]
             for link in flow.links:
-                if link not in left:
-                    continue  # cannot fill: nothing to track
-                w = link.flows[flow]
-                rest = left[link] - w * rate
-                left[link] = rest if rest > 0.0 else 0.0
-                active_w[link] -= w
-                touched[link] = None
-        for link in full:
-            del active_w[link]  # full: its flows are frozen
+                if link.fill_tag is tag:  # (else full, or one that cannot fill: nothing to track)
+                    w = link.flows[flow]
+                    rest = link.fill_left - w * level
+                    link.fill_left = rest if rest > 0.0 else 0.0
+                    link.fill_weight -= w
+                    touched[link] = None
         for link in touched:
-            if link in active_w:
-                version[link] += 1
-                w = active_w[link]
-                if w > 0:
-                    seq += 1
-                    heapq.heappush(heap, (left[link] / w, seq, link, version[link]))
-    return rates
+            w = link.fill_weight
+            if w > 0:
+                seq += 1
+                link.fill_seq = seq
+                levels[link] = link.fill_left / w
+            else:
+                levels.pop(link, None)
