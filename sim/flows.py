@@ -59,6 +59,9 @@ class Link:
 
     __slots__ = ("name", "capacity", "flows", "weight", "added", "added_busy", "owed", "samples",
                  "fill_tag", "fill_seq", "fill_left", "fill_weight")  # (maxmin.max_min's working state)
+    fill_seq: int  # (set by max_min where it tags the link, before it reads them)
+    fill_left: float
+    fill_weight: float
 
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name

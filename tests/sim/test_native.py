@@ -81,6 +81,20 @@ def test_asking_for_python_loads_the_core_from_its_source():
     assert path.endswith("engine.py") != COMPILED and state.startswith("compiled") == COMPILED, done.stdout
 
 
+def test_the_core_type_checks_for_its_compile(tmp_path):
+    """setup.py's compile runs mypy first and, on an error, installs the core as Python (a run still
+    gives the same results, slower): a change that mypy rejects fails here instead."""
+    pytest.importorskip("mypy", reason="mypy is not installed (pip install 'mkernel[test]')")
+    stage = tmp_path / "mkernel"
+    (stage / "sim").mkdir(parents=True)
+    (stage / "__init__.py").write_text("")
+    for name in ("__init__", *native.CORE):
+        (stage / "sim" / f"{name}.py").write_text((ROOT / "sim" / f"{name}.py").read_text())
+    done = _python("-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--no-incremental",
+                   *[str(stage / "sim" / f"{name}.py") for name in native.CORE])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+
+
 @pytest.fixture
 def built(tmp_path, monkeypatch):
     """A folder of core sources with a compiled file and a recorded digest beside each (fake ones: only
