@@ -13,10 +13,12 @@ from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).parent
 SIM = ROOT / "sim"
 STAGE = ROOT / "build" / "mypyc-src" / "mkernel"  # the core as the modules mkernel.sim.* (its folder is sim/)
+GROUP = "mkernel.sim.core"  # the compiled core's shared part: mkernel/sim/core__mypyc
 
 
 def core() -> tuple[str, ...]:
@@ -27,6 +29,7 @@ def core() -> tuple[str, ...]:
 
 
 def extensions(names: tuple[str, ...]) -> list:
+    """mypyc's extensions of the core (its C written under build/), or none where it cannot."""
     try:
         from mypyc.build import mypycify
     except ImportError:
@@ -38,32 +41,51 @@ def extensions(names: tuple[str, ...]) -> list:
     for name in ("__init__", *names):
         shutil.copy(SIM / f"{name}.py", STAGE / "sim" / f"{name}.py")
     try:
-        return mypycify([str(STAGE / "sim" / f"{name}.py") for name in names], opt_level="3",
-                        group_name="mkernel.sim.core")  # (its shared part: mkernel/sim/core__mypyc)
-    except (Exception, SystemExit) as e:  # (mypy reports type errors by exiting)
-        print(f"mkernel: mypyc could not compile the simulator core ({e}): it stays Python", file=sys.stderr)
+        return mypycify([str(STAGE / "sim" / f"{name}.py") for name in names], opt_level="3", group_name=GROUP)
+    except (Exception, SystemExit):  # (mypy reports type errors by exiting)
+        print("mkernel: mypy reported errors in the simulator core (above): it stays Python", file=sys.stderr)
         return []
 
 
+def clear(folder: Path) -> None:
+    """What an earlier build compiled into ``folder`` (a copy of sim/): this build's answer replaces it."""
+    for path in [*folder.glob("*.so"), *folder.glob("*.pyd"), folder / "_built.py"]:
+        path.unlink(missing_ok=True)
+
+
 class BuildCore(build_ext):
-    """build_ext that records the compiled sources' digests (sim/native.py reads them), and leaves
-    the core Python where the C compile fails."""
+    """build_ext that records the compiled sources' digests (sim/native.py reads them) where the
+    compiled modules land, and leaves the core Python where the C compile fails."""
 
     def run(self) -> None:
-        if not self.extensions:
-            return
+        folders = {Path(self.get_ext_fullpath(ext.name)).parent for ext in self.extensions}
+        for folder in folders:
+            clear(folder)
         try:
             super().run()
         except Exception as e:
             print(f"mkernel: the simulator core did not compile ({e}): it stays Python", file=sys.stderr)
+            for folder in folders:
+                clear(folder)
             return
         digests = {name: hashlib.sha256((STAGE / "sim" / f"{name}.py").read_bytes()).hexdigest() for name in CORE}
         built = "".join(f"    {name!r}: {d!r},\n" for name, d in digests.items())
-        text = f'"""Written by setup.py: the sources the compiled core was built from."""\nSOURCES = {{\n{built}}}\n'
-        for folder in {SIM, Path(self.build_lib) / "mkernel" / "sim"}:
-            if folder.is_dir():
-                (folder / "_built.py").write_text(text)
+        for folder in folders:
+            (folder / "_built.py").write_text(
+                f'"""Written by setup.py: the sources the compiled core was built from."""\nSOURCES = {{\n{built}}}\n')
+
+
+class BuildPy(build_py):
+    """build_py without sim/_built.py: only BuildCore writes it, beside the modules it compiled."""
+
+    def find_package_modules(self, package, package_dir):
+        modules = super().find_package_modules(package, package_dir)
+        return [m for m in modules if not (package == "mkernel.sim" and m[1] == "_built")]
 
 
 CORE = core()
-setup(ext_modules=extensions(CORE), cmdclass={"build_ext": BuildCore})
+EXTENSIONS = extensions(CORE)
+if not EXTENSIONS:  # (a wheel's staging folder may hold an earlier build's compiled core)
+    for folder in ROOT.glob("build/lib*/mkernel/sim"):
+        clear(folder)
+setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildCore, "build_py": BuildPy})

@@ -44,7 +44,7 @@ def _check_keys(obj: dict, spec: dict, where: str) -> list[str]:
 
 def check_result(result: dict) -> list[str]:
     """Every way ``result`` departs from the schema; an empty list means it conforms."""
-    problems = _check_keys(result, TOP_LEVEL, "result")
+    problems = _check_keys({"sim_core": None, **result}, TOP_LEVEL, "result")  # (sim_core: absent from earlier files)
     if problems:
         return problems
     problems += _check_keys(result["cluster"], CLUSTER, "result.cluster")

@@ -7,8 +7,8 @@ module sits beside its ``.py`` and Python's import takes it first. The compiled 
 results to the bit (tests/sim/test_native.py runs both) in about a fifth fewer instructions.
 
 :func:`choose` (called by ``mkernel.sim`` before it imports any of them) makes the Python source
-load instead where the compiled modules no longer match it (a source edited since the build: a
-warning says so), where the compiled set is incomplete, or where the process asks for Python with
+load instead where the compiled modules were built from other sources (one edited or checked out
+since the build: a warning says so), where the compiled set is incomplete, or where the process asks for Python with
 ``python -X mkernel-pure``: profilers, tracers and tests that patch the core's classes need it. It
 needs only the standard library: ``setup.py`` reads :data:`CORE` from this file before any install.
 """
@@ -26,6 +26,7 @@ CORE = ("signals", "runs", "sms", "dispatch", "engine", "flows", "maxmin", "netw
 PURE_OPTION = "mkernel-pure"  # python -X mkernel-pure: run the Python source of the core
 HERE = Path(__file__).parent
 PACKAGE = "mkernel.sim"
+SHARED = "core__mypyc"  # the compiled modules' shared part (setup.py's GROUP)
 
 state = "python (not built)"  # what choose() found, for results and errors: "compiled (mypyc)" or "python (why)"
 
@@ -54,7 +55,7 @@ class _Source:
     file beside it)."""
 
     @staticmethod
-    def find_spec(fullname: str, path=None, target=None):
+    def find_spec(fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
         if package != PACKAGE or name not in CORE:
             return None
@@ -70,8 +71,8 @@ def problem() -> str | None:
     built = _built()
     stale = [name for name in CORE if built.get(name) != digest(HERE / f"{name}.py")]
     if stale:
-        return f"the compiled core is older than {', '.join(f'sim/{n}.py' for n in stale)}"
-    missing = [name for name in CORE if name not in compiled]
+        return f"the compiled core was built from other sources than {', '.join(f'sim/{n}.py' for n in stale)}"
+    missing = [name for name in (*CORE, SHARED) if not _compiled(name)]
     return f"the compiled core lacks {', '.join(missing)}" if missing else None
 
 
@@ -87,8 +88,8 @@ def choose() -> str:
         state = f"python (-X {PURE_OPTION})"
     elif why is not None:
         state = f"python ({why})"
-        warnings.warn(f"mkernel: {state}; running it as Python (slower). Rebuild: pip install -e .",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(f"mkernel: {state}; running it as Python (slower). Reinstall mkernel to compile it again "
+                      "(pip install -e . in a checkout)", RuntimeWarning, stacklevel=3)
     else:
         state = "compiled (mypyc)"
         return state

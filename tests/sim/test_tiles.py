@@ -90,6 +90,7 @@ def test_a_played_launch_ends_where_the_event_loop_ends_it(monkeypatch, kernel, 
     assert played == looped
 
 
+@pytest.mark.python_core
 def test_fewer_tiles_than_sms_and_an_odd_budget(monkeypatch):
     """6 tiles on 132 SMs (no second wave), and 150 on a 7-SM GPU (many)."""
     for sms, m in ((132, 256), (7, 6400)):

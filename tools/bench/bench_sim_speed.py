@@ -109,7 +109,7 @@ def measure(name: str, args: list[str], tmp: Path, workers: int, timeout: float)
     elif args[0] == "run":
         result = json.loads(out.read_text())
         row.update(fused_us=result["time_s"] * 1e6, baseline_us=result["baseline"]["time_s"] * 1e6,
-                   events=result["events"], collapsed=result.get("collapsed"))
+                   events=result["events"], collapsed=result.get("collapsed"), sim_core=result.get("sim_core"))
     else:
         rows = json.loads((tmp / name / "results.json").read_text())
         # which points failed, and why (the sweep's folder is temporary)

@@ -128,7 +128,7 @@ def overlap(seqs: list[int], nodes: int) -> None:
 
 def main() -> None:
     if not native.state.startswith("python"):  # (it patches the core's classes: their Python source must run)
-        os.execv(sys.executable, [sys.executable, "-X", native.PURE_OPTION, *sys.argv])
+        os.execv(sys.executable, [sys.executable, "-X", native.PURE_OPTION, *sys.orig_argv[1:]])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("sweep", "port", "jitter", "overlap"))
     p.add_argument("--seq", default="768", help="sequence per GPU (comma list for sweep)")
