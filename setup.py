@@ -19,6 +19,9 @@ ROOT = Path(__file__).parent
 SIM = ROOT / "sim"
 STAGE = ROOT / "build" / "mypyc-src" / "mkernel"  # the core as the modules mkernel.sim.* (its folder is sim/)
 GROUP = "mkernel.sim.core"  # the compiled core's shared part: mkernel/sim/core__mypyc
+# the commands that compile: pip runs this file for the metadata too (egg_info, dist_info), where the
+# extensions are not built, and mypyc's check and C would be made for nothing (two of three runs an install)
+BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"}
 
 
 def core() -> tuple[str, ...]:
@@ -28,20 +31,23 @@ def core() -> tuple[str, ...]:
     return ast.literal_eval(value)
 
 
-def extensions(names: tuple[str, ...]) -> list:
-    """mypyc's extensions of the core (its C written under build/), or none where it cannot."""
+def extensions(names: tuple[str, ...], stage: Path = STAGE, target: str = "build") -> list:
+    """mypyc's extensions of the core (the core copied to ``stage`` as the modules mkernel.sim.*, its
+    C written under ``target``), or none where it cannot (tests/sim/test_native.py runs this check)."""
     try:
         from mypyc.build import mypycify
     except ImportError:
         print("mkernel: mypyc is not installed: the simulator core stays Python", file=sys.stderr)
         return []
-    shutil.rmtree(STAGE.parent, ignore_errors=True)
-    (STAGE / "sim").mkdir(parents=True)
-    (STAGE / "__init__.py").write_text("")
+    shutil.rmtree(stage.parent, ignore_errors=True)
+    (stage / "sim").mkdir(parents=True)
+    (stage / "__init__.py").write_text("")
     for name in ("__init__", *names):
-        shutil.copy(SIM / f"{name}.py", STAGE / "sim" / f"{name}.py")
+        shutil.copy(SIM / f"{name}.py", stage / "sim" / f"{name}.py")
     try:
-        return mypycify([str(STAGE / "sim" / f"{name}.py") for name in names], opt_level="3", group_name=GROUP)
+        paths = [str(stage / "sim" / f"{name}.py") for name in names]
+        return mypycify(["--config-file", str(ROOT / "pyproject.toml"), *paths], opt_level="3", group_name=GROUP,
+                        target_dir=target)
     except (Exception, SystemExit):  # (mypy reports type errors by exiting)
         print("mkernel: mypy reported errors in the simulator core (above): it stays Python", file=sys.stderr)
         return []
@@ -84,8 +90,10 @@ class BuildPy(build_py):
 
 
 CORE = core()
-EXTENSIONS = extensions(CORE)
-if not EXTENSIONS:  # (a wheel's staging folder may hold an earlier build's compiled core)
-    for folder in ROOT.glob("build/lib*/mkernel/sim"):
-        clear(folder)
-setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildCore, "build_py": BuildPy})
+if __name__ == "__main__":  # (as setuptools runs it; test_native imports it for extensions())
+    building = bool(BUILDS & set(sys.argv))
+    EXTENSIONS = extensions(CORE) if building else []
+    if building and not EXTENSIONS:  # (a wheel's staging folder may hold an earlier build's compiled core)
+        for folder in ROOT.glob("build/lib*/mkernel/sim"):
+            clear(folder)
+    setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildCore, "build_py": BuildPy})

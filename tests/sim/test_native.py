@@ -91,18 +91,14 @@ def test_asking_for_python_loads_the_core_from_its_source():
 
 def test_the_core_still_compiles(tmp_path):
     """setup.py's compile runs mypy and mypyc's checks first and, on an error, installs the core as
-    Python (a run still gives the same results, slower): a change they reject fails here instead. (The
-    front end only, as setup.py stages it: the C is written, not compiled.)"""
+    Python (a run still gives the same results, slower): a change they reject fails here instead.
+    setup.py's own step, in a temporary folder: the C is written, not compiled."""
     pytest.importorskip("mypyc", reason="mypy is not installed (pip install 'mkernel[test]')")
-    stage = tmp_path / "mkernel"
-    (stage / "sim").mkdir(parents=True)
-    (stage / "__init__.py").write_text("")
-    for name in ("__init__", *native.CORE):
-        (stage / "sim" / f"{name}.py").write_text((ROOT / "sim" / f"{name}.py").read_text())
-    paths = [str(stage / "sim" / f"{name}.py") for name in native.CORE]
-    code = (f"from mypyc.build import mypycify; mypycify({paths!r}, target_dir={str(tmp_path / 'c')!r}, "
-            "group_name='mkernel.sim.core')")
-    done = _python("-c", code)  # (from the checkout's root: mypy reads pyproject.toml's settings there)
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('mkernel_setup', 'setup.py')\n"
+            "setup = importlib.util.module_from_spec(spec); spec.loader.exec_module(setup)\n"
+            f"sys.exit(0 if setup.extensions(setup.CORE, setup.Path({str(tmp_path / 'src' / 'mkernel')!r}), "
+            f"{str(tmp_path / 'c')!r}) else 1)")
+    done = _python("-c", code)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
 
 

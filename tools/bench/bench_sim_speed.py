@@ -81,7 +81,8 @@ def measure(name: str, args: list[str], tmp: Path, workers: int, timeout: float)
     """Run ``mkernel ARGS`` once (at most ``timeout`` seconds); its CPU and wall seconds, and its
     simulated times."""
     out = tmp / f"{name}.json"
-    cmd = [sys.executable, "-m", "mkernel", *args]
+    pure = ["-X", native.PURE_OPTION] if native.PURE_OPTION in sys._xoptions else []  # (the rows run the core this does)
+    cmd = [sys.executable, *pure, "-m", "mkernel", *args]
     if args[0] == "run":
         cmd += ["--json", str(out)]
     else:
