@@ -22,7 +22,7 @@ from typing import Any
 from mkernel.ir import Op, Role, Task
 
 from .runs import READY, Lane, Run, Waits
-from .signals import CountingEnvironment
+from .environment import CountingEnvironment
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
@@ -272,7 +272,7 @@ class Dispatch(Waits):
     def _later(self, delay: float, then, run: Run) -> None:
         """Call ``then(self, runs)`` ``delay`` from now with every run of this lane that asked for the
         same step at the same time: SMs that end together take their next work together. The lanes'
-        timers of one step and time are slots of one streak (:class:`~mkernel.sim.signals.Streak`): one
+        timers of one step and time are slots of one streak (:class:`~mkernel.sim.environment.Streak`): one
         queue entry for the lanes that run in lockstep (all 16 of the 2 x 8 every-node run, at each
         step). ``then`` is the model's function (``Model._paid``), not a method bound at each call: one
         object, so the keys it is part of are hashed and matched by identity."""

@@ -49,7 +49,8 @@ from .hazardlog import LoggedTracker
 from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
-from .signals import CountingEnvironment, SignalBoard, flat_keys, run_bumps
+from .environment import CountingEnvironment
+from .signals import SignalBoard, flat_keys, run_bumps
 from .sms import RolePool
 from . import nvplan, tiles
 
@@ -84,7 +85,7 @@ class Model(Dispatch):
         self.ranks = range(0, s.world, fold)
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
-        self.board = SignalBoard(self.env, epoch, self._released, self.home if fold > 1 else None)
+        self.board = SignalBoard(epoch, self._released, self.home if fold > 1 else None)
         self.tracker = LoggedTracker(s, regions) if track_hazards else NullTracker()
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress

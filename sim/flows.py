@@ -39,7 +39,7 @@ from itertools import count
 import simpy
 
 from .maxmin import Solves, resolve
-from .signals import CountingEnvironment
+from .environment import CountingEnvironment
 
 _BORN = count()  # (Flow.born)
 EPS_US = 1e-9

@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 import simpy
 
+from .environment import CountingEnvironment
+
 
 class Ring:
     """A bounded FIFO of commands in pinned host memory; a full ring makes the GPU wait.
@@ -29,7 +31,7 @@ class Ring:
     Its commands are the network's messages (``dst``: the connection's peer; ``queued``: when
     the command was written)."""
 
-    def __init__(self, env: simpy.Environment, depth: int) -> None:
+    def __init__(self, env: CountingEnvironment, depth: int) -> None:
         self.env = env
         self.depth = depth
         self.items: deque = deque()
@@ -77,7 +79,7 @@ class Host:
 
     __slots__ = ("env", "busy", "waiting")
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: CountingEnvironment) -> None:
         self.env = env
         self.busy = False
         self.waiting: deque = deque()  # calls of the requests not yet granted, in arrival order

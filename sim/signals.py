@@ -1,15 +1,11 @@
-"""The event engine's small pieces: an event-counting environment, the signal counters and a run's bumps."""
+"""The event engine's small pieces: the signal counters and a run's bumps."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Generator, Iterable
-from functools import lru_cache, partial
-from heapq import heappop, heappush
+from collections.abc import Callable, Iterable
+from functools import lru_cache
 from operator import itemgetter
 from typing import Any
-
-import simpy
-from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
 
 from mkernel.ir import Signal, Task
 
@@ -132,179 +128,6 @@ def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None
     bumps.append([keys, times, repeat])
 
 
-class Streak:
-    """Timers of one step at one instant, each a slot ``(eid, arg)``: the calls ``fn(arg)`` in eid order. The queue
-    holds the streak once, under its first pending slot's eid; the loop runs its slots one after the other while each
-    is the queue's next event, so the order (and the count: one event a slot) is that of one queue entry a slot."""
-
-    __slots__ = ("key", "when", "fn", "eids", "args", "at")
-
-    def __init__(self, key: object, when: float, fn: Callable) -> None:
-        self.key, self.when, self.fn = key, when, fn
-        self.eids: list[int] = []
-        self.args: list = []
-        self.at = 0  # the first pending slot
-
-
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes, schedules plain calls (:meth:`call_later`) and runs
-    processes nothing waits on (:meth:`start`): most of a run's events are timers with one callback, whose Timeout
-    would cost about as much as the work it triggers. A plain call sits in the queue as the pair ``(fn, arg)`` where
-    such a Timeout would (nothing waits on it, and it cannot fail; simpy types its queue as holding events, so the
-    pushes are ``type: ignore``d for the compile). ``now`` is a plain attribute (SimPy's is a property)."""
-
-    now = 0.0
-
-    def __init__(self) -> None:
-        super().__init__(0.0)  # (a float from the start: the compiled core's ``now`` is one)
-        self.now = self._now
-        self.events = 0
-        self._streaks: dict[object, Streak] = {}  # the streaks with a pending slot, by key
-        self._current: Streak | None = None  # the streak whose slot is being run
-
-    def call_later(self, delay: float, fn: Callable, arg=None) -> None:
-        """Call ``fn(arg)`` ``delay`` from now, in the order a Timeout made now would fire."""
-        if delay < 0:
-            raise ValueError(f"Negative delay {delay}")
-        heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), (fn, arg)))  # type: ignore
-
-    def call_at(self, when: float, fn: Callable, arg=None) -> None:
-        """Call ``fn(arg)`` at time ``when`` (not before now): the time itself, not now plus a delay,
-        whose float sum could round off it."""
-        if when < self._now:
-            raise ValueError(f"{when} is in the past (now {self._now})")
-        heappush(self._queue, (when, NORMAL, next(self._eid), (fn, arg)))  # type: ignore
-
-    def call_first(self, fn: Callable, arg=None) -> None:
-        """Call ``fn(arg)`` at this instant before its other events, where ``start`` would run a
-        process's first step (an URGENT entry): a step that was a process's start, without the process."""
-        heappush(self._queue, (self._now, URGENT, next(self._eid), (fn, arg)))  # type: ignore
-
-    def call_in_streak(self, key: object, when: float, fn: Callable, arg) -> None:
-        """Call ``fn(arg)`` at ``when`` (not before now), in the order :meth:`call_at` would, as a slot
-        of the streak ``key`` (its calls all ``fn`` at ``when``)."""
-        streak = self._streaks.get(key)
-        eid = next(self._eid)
-        if streak is not None:  # a key names one time (and the callback its step has)
-            assert streak.when == when, (key, when, streak.when)
-        else:
-            if when < self._now:
-                raise ValueError(f"{when} is in the past (now {self._now})")
-            streak = self._streaks[key] = Streak(key, when, fn)
-            heappush(self._queue, (when, NORMAL, eid, streak))  # type: ignore
-        streak.eids.append(eid)
-        streak.args.append(arg)
-
-    def due_now(self) -> bool:
-        """Whether an event is due at this instant, besides the one being processed."""
-        current = self._current
-        return (bool(self._queue) and self._queue[0][0] <= self._now
-                or current is not None and current.at < len(current.eids))
-
-    def _slots(self, streak: Streak, most: int) -> None:
-        """Up to ``most`` of ``streak``'s slots, from its first pending one, while each is the next
-        event (an event its calls queue may come first: a process started now); then the streak is
-        queued again under its next slot, or dropped when it has none left."""
-        queue, when, fn, eids, args = self._queue, streak.when, streak.fn, streak.eids, streak.args
-        i = streak.at
-        self._current = streak
-        try:
-            while True:
-                streak.at = i + 1
-                fn(args[i])
-                i += 1
-                if i == len(eids):
-                    del self._streaks[streak.key]
-                    break
-                most -= 1
-                if not most or queue and queue[0] < (when, NORMAL, eids[i]):
-                    heappush(queue, (when, NORMAL, eids[i], streak))  # type: ignore
-                    break
-                self.events += 1
-        finally:  # a callback that raised leaves due_now() true to the queue
-            self._current = None
-
-    def start(self, gen: Generator) -> None:
-        """Run the generator ``gen`` as ``process(gen)`` would (from this instant, before its other
-        events), less the Process event that nothing here waits on: ``yield`` a number to wait that
-        many us (timed as a Timeout made there would be), or an event to wait until it is processed
-        (its value is sent back, a failure thrown in)."""
-        heappush(self._queue, (self._now, URGENT, next(self._eid), (self._resume, (gen, None))))  # type: ignore
-
-    def _resume(self, state: tuple) -> None:
-        gen, event = state
-        while True:
-            try:
-                if event is None:
-                    target = gen.send(None)
-                elif event._ok:
-                    target = gen.send(event._value)
-                else:
-                    event._defused = True
-                    target = gen.throw(event._value)
-            except StopIteration:
-                return
-            if isinstance(target, (float, int)):
-                self.call_later(target, self._resume, (gen, None))
-                return
-            if target.callbacks is not None:
-                target.callbacks.append(partial(self._resumed, gen))
-                return
-            event = target  # processed already: go on at once, as a Process does
-
-    def _resumed(self, gen: Generator, event) -> None:
-        self._resume((gen, event))
-
-    def run(self, until: float | simpy.Event | None = None) -> object:
-        """SimPy's ``run``; with no ``until`` (every run of a model), :meth:`step`'s work in one loop,
-        a call a step less (one per event)."""
-        if until is not None:
-            return super().run(until)
-        queue = self._queue
-        while queue:
-            self.events += 1
-            when, _, _, event = heappop(queue)
-            self.now = self._now = when
-            if event.__class__ is tuple:
-                event[0](event[1])
-            elif event.__class__ is Streak:
-                self._slots(event, -1)
-            else:
-                self._process(event)
-        self.events += 1  # (as the step that finds the queue empty counts itself)
-        return None
-
-    def step(self) -> None:
-        self.events += 1
-        try:
-            self.now, _, _, event = heappop(self._queue)
-        except IndexError:
-            raise EmptySchedule from None
-        self._now = self.now
-        if event.__class__ is tuple:
-            event[0](event[1])
-            return
-        if event.__class__ is Streak:
-            self._slots(event, 1)
-            return
-        self._process(event)
-
-    def _process(self, event) -> None:
-        """An event's callbacks, as SimPy's ``step`` calls them."""
-        callbacks, event.callbacks = event.callbacks, None
-        try:
-            for callback in callbacks:
-                callback(event)
-        except StopSimulation:  # as simpy's step: the rest of the callbacks run when resumed
-            event.callbacks = callbacks[callbacks.index(callback) + 1:]
-            self.schedule(event, EventPriority(-1))
-            raise
-        if not event._ok and not hasattr(event, "_defused"):
-            exc = type(event._value)(*event._value.args)  # as simpy's step: the failure, re-raised
-            exc.__cause__ = event._value
-            raise exc
-
-
 class SignalBoard:
     """The signal counters of one call (one epoch). On the GPU every value is stamped with the epoch
     of the call that wrote it, so what earlier calls left reads as 0 and nothing is zeroed between
@@ -318,9 +141,8 @@ class SignalBoard:
     (:data:`NEVER` without) tells whether it releases any (most do not: a GEMM tile row's flag waits
     for all 8 ranks' bumps)."""
 
-    def __init__(self, env: simpy.Environment, epoch: int, release: Callable[[Any], None],
-                 home: list[int] | None = None) -> None:
-        self.env, self.epoch, self.release = env, epoch, release
+    def __init__(self, epoch: int, release: Callable[[Any], None], home: list[int] | None = None) -> None:
+        self.epoch, self.release = epoch, release
         self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
         self.cells: dict[tuple, list] = {}  # key -> [count, list of (need, waiter) in wait order or None, least need]
 

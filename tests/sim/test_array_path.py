@@ -1,4 +1,4 @@
-"""The array path (``Model(arrays=True)``: the lanes' steps at one instant batched, sim/signals.py
+"""The array path (``Model(arrays=True)``: the lanes' steps at one instant batched, sim/environment.py
 ``Streak``) against the same model with it off, which queues every lane's timer on its own.
 
 The two must be the same run: every check and landing the hazard tracker logs (entry, members,
@@ -20,7 +20,7 @@ from harness import golden_schedules as golden
 from mkernel import BufferKind, Cluster, Op, Region, Role, ScheduleBuilder, Signal, Wait, builders
 from mkernel.scenario import load_scenario
 from mkernel.errors import DeadlockError
-from mkernel.sim import signals
+from mkernel.sim import environment
 from mkernel.sim.engine import Model
 from mkernel.sim.hazardlog import LoggedTracker
 from test_hazardlog import GUARDS
@@ -98,7 +98,7 @@ def run(s, c, arrays: bool) -> tuple:
 def streaks(monkeypatch):
     """Counts the streaks the array path queues and the times the loop takes one up (more: some split)."""
     seen = {"made": 0, "taken": 0}
-    make, take = signals.Streak.__init__, signals.CountingEnvironment._slots
+    make, take = environment.Streak.__init__, environment.CountingEnvironment._slots
 
     def made(self, *a):
         seen["made"] += 1
@@ -108,8 +108,8 @@ def streaks(monkeypatch):
         seen["taken"] += 1
         take(self, *a)
 
-    monkeypatch.setattr(signals.Streak, "__init__", made)
-    monkeypatch.setattr(signals.CountingEnvironment, "_slots", taken)
+    monkeypatch.setattr(environment.Streak, "__init__", made)
+    monkeypatch.setattr(environment.CountingEnvironment, "_slots", taken)
     return seen
 
 

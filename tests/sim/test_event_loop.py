@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from mkernel.sim.signals import CountingEnvironment
+from mkernel.sim.environment import CountingEnvironment
 
 
 def _scene(env: CountingEnvironment, log: list) -> None:

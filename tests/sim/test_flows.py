@@ -13,7 +13,7 @@ import pytest
 
 from mkernel.sim.flows import Flow, FlowNet, Link
 from mkernel.sim.maxmin import max_min
-from mkernel.sim.signals import CountingEnvironment
+from mkernel.sim.environment import CountingEnvironment
 
 
 def _flows(spec: list[tuple[list[tuple[Link, float]], float]]) -> dict[Flow, None]:

@@ -283,7 +283,7 @@ def test_a_repeated_bump_releases_its_waiters_in_the_flat_order():
     from mkernel.sim.signals import SignalBoard
 
     released: list[str] = []
-    board = SignalBoard(None, 1, released.append)
+    board = SignalBoard(1, released.append)
     a, b = (0, "a", 0), (0, "b", 0)
     board.bump_keys([a, b], 1, 3)  # nobody waits: +3 each
     assert [board.count(Signal(*key)) for key in (a, b)] == [3, 3]

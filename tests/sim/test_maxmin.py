@@ -17,7 +17,7 @@ import mkernel.sim.flows as flows
 import mkernel.sim.maxmin as maxmin
 from mkernel.sim.flows import Flow, FlowNet, Link
 from mkernel.sim.maxmin import TIE
-from mkernel.sim.signals import CountingEnvironment
+from mkernel.sim.environment import CountingEnvironment
 
 
 

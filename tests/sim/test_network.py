@@ -23,7 +23,7 @@ from mkernel.sim.faults import Faults
 from mkernel.sim.hazards import ArrivalTracker, NullTracker
 from mkernel.sim.network import Network
 from mkernel.sim.proxy import Host
-from mkernel.sim.signals import CountingEnvironment
+from mkernel.sim.environment import CountingEnvironment
 
 
 def _script(seed: int) -> list[tuple[int, int, int]]:

@@ -18,7 +18,7 @@ from mkernel.sim.engine import Model
 from mkernel.sim.flows import WHOLE, Flow, FlowNet, Link
 from mkernel.sim import maxmin
 from mkernel.sim.maxmin import Solves
-from mkernel.sim.signals import CountingEnvironment
+from mkernel.sim.environment import CountingEnvironment
 
 
 def test_a_group_started_at_an_instant_where_it_changed_already_is_rerated_with_it():

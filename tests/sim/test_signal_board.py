@@ -62,7 +62,7 @@ def test_the_board_releases_and_counts_as_one_count_at_a_time():
         rng = random.Random(seed)
         home = [r - r % 2 for r in range(4)] if seed % 3 == 0 else None  # every third: a folded run's map
         got, want = [], []
-        board, oracle = SignalBoard(None, 1, got.append, home), _Oracle(want.append, home)
+        board, oracle = SignalBoard(1, got.append, home), _Oracle(want.append, home)
         for step in _steps(rng):
             if step[0] == "wait":
                 _, key, need, name = step

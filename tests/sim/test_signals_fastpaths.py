@@ -61,7 +61,7 @@ def test_the_least_need_shortcut_releases_as_each_waiter_compared():
     releases the rest by need (in wait order among equal needs). Planted error tried: the least
     need left as the first remaining waiter's (4 is then missed at the bump to 4)."""
     got: list[str] = []
-    board = SignalBoard(None, 1, got.append)
+    board = SignalBoard(1, got.append)
     key = (0, "s", 0)
     for need, name in ((5, "a5"), (3, "b3"), (4, "c4")):
         assert board.wait_key(key, need, name)

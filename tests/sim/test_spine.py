@@ -17,7 +17,7 @@ import pytest
 from mkernel.cluster import Cluster, FabricSpec, NicSpec
 from mkernel.sim.flows import FlowNet
 from mkernel.sim.network import Network
-from mkernel.sim.signals import CountingEnvironment
+from mkernel.sim.environment import CountingEnvironment
 
 
 @pytest.mark.parametrize("nodes,per_leaf,over,gpus,nics", [

@@ -128,7 +128,7 @@ def test_launches_that_something_observes_are_not_played():
 def test_a_launch_that_starts_late_ends_at_its_end_time_itself():
     """The played end is scheduled at that time (call_at), not now plus the difference: from
     2.3634577631987064, a delay of 48.58026225446677 - now lands on ...774."""
-    from mkernel.sim.signals import CountingEnvironment
+    from mkernel.sim.environment import CountingEnvironment
 
     start, end, seen = 2.3634577631987064, 48.58026225446677, []
     assert start + (end - start) != end
