@@ -15,7 +15,6 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from operator import itemgetter
 from typing import Any
 
@@ -44,7 +43,7 @@ class Dispatch(Waits):
     controller: Any
     arrays: bool
     compute_busy: list[float]
-    _blocks: Iterator[int]
+    _blocks: int  # runs numbered as they wait on the board (Run.seq)
     _computing: list[int]
     _compute_since: list[float]
     _joins_cache: dict[int, bool]
@@ -187,13 +186,13 @@ class Dispatch(Waits):
         """The runs taken at one boundary, in order: each blocked one waits (:meth:`_block`, written
         out here: it was a call per blocked member), each ready one starts."""
         start = self._start if self.stress > 0 else self._work
-        wait_key, order = self.board.wait_key, self._blocks
+        wait_key = self.board.wait_key
         counts = lane.pool.blocked if self.controller is not None else None  # (only a controller reads them)
         for run in runs:
             if run.wait < 0:
                 start(run)
             elif wait_key(run.key, run.need, run):
-                run.seq = next(order)
+                run.seq = self._blocks = self._blocks + 1
                 if counts is not None:
                     counts[run.role] += run.n
             else:
@@ -265,7 +264,7 @@ class Dispatch(Waits):
         if not self.board.wait_key(run.key, run.need, run):
             self._resume([run])  # bumped since it was taken, by a task that ended at this instant
             return
-        run.seq = next(self._blocks)
+        run.seq = self._blocks = self._blocks + 1
         if self.controller is not None:
             run.lane.pool.blocked[run.role] += run.n
 

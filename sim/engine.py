@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import random
 from functools import partial
-from itertools import count
 from operator import attrgetter
 
 from mkernel import cost
@@ -43,13 +42,13 @@ from mkernel.members import RegionTable
 
 from .data import DataStore
 from .dispatch import ATTN, COMPUTE, GEMM, NORM, NVLINK_OPS, PUT, Dispatch, Lane, Run
+from .environment import CountingEnvironment
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
 from .hazardlog import LoggedTracker
 from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
-from .environment import CountingEnvironment
 from .signals import SignalBoard, flat_keys, run_bumps
 from .sms import RolePool
 from . import nvplan, tiles
@@ -107,7 +106,7 @@ class Model(Dispatch):
         self.compute_busy = [0.0] * s.world  # union of time with at least one compute task running
         self._computing = [0] * s.world
         self._compute_since = [0.0] * s.world
-        self._blocks = count(1)  # numbers runs as they wait on the board (Run.seq: blocked() lists them in that order)
+        self._blocks = 0  # numbers runs as they wait on the board (Run.seq, from 1: blocked() lists them in that order)
         self.controller = controller  # called as controller(rank, pool, now_us) at task boundaries
         self.pools: dict[int, RolePool] = {}
         self.spans: list[tuple] | None = [] if trace else None

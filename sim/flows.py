@@ -31,8 +31,8 @@ component once. No time passes in between, so no byte moves at a stale rate.
 """
 from __future__ import annotations
 
-import heapq
 import math
+from heapq import heapify, heappop, heappush
 from collections.abc import Callable
 from itertools import count
 
@@ -208,7 +208,7 @@ class FlowNet:
             group.vtime += group.rate * (now - group.stamp)
         group.stamp = now
         self.seq += 1
-        heapq.heappush(group.ends, (group.vtime + size, self.seq, count, done))  # type: ignore
+        heappush(group.ends, (group.vtime + size, self.seq, count, done))  # type: ignore
         group.add(count)
         if group not in self.touched:  # (else its links are marked already: a group in ``touched`` has
             self.touched[group] = None  # all its links in ``dirty`` until the flush clears both)
@@ -259,7 +259,7 @@ class FlowNet:
             flow.token += 1
             self.seq += 1
             left = max(0.0, flow.ends[0][0] - flow.vtime)
-            heapq.heappush(heap, (now + left / rate if left else now, self.seq, flow.token, flow))
+            heappush(heap, (now + left / rate if left else now, self.seq, flow.token, flow))
         if self.record:
             for link in dict.fromkeys(link for flow in flows for link in flow.links):
                 if link.samples is None:
@@ -269,9 +269,9 @@ class FlowNet:
     def _arm(self) -> None:
         if len(self.heap) > 2 * len(self.groups) + 4096:  # mostly superseded entries: drop them at once
             self.heap = [entry for entry in self.heap if entry[3].token == entry[2]]
-            heapq.heapify(self.heap)
+            heapify(self.heap)
         while self.heap and self.heap[0][3].token != self.heap[0][2]:
-            heapq.heappop(self.heap)  # drop entries superseded by a re-rate
+            heappop(self.heap)  # drop entries superseded by a re-rate
         if self.heap and self.heap[0][0] < self.armed:
             at = self.armed = self.heap[0][0]
             self.env.call_later(max(0.0, at - self.env.now), self._wake, at)
@@ -283,7 +283,7 @@ class FlowNet:
         now = self.env.now
         done: list = []  # the ended transfers' events, or calls (transfer_legs' ``then``)
         changed: dict[Flow, None] = {}
-        heap, pop, due = self.heap, heapq.heappop, now + EPS_US
+        heap, pop, due = self.heap, heappop, now + EPS_US
         while heap and heap[0][0] <= due:
             _, _, token, flow = pop(heap)
             if token != flow.token:

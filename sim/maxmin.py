@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,7 +25,6 @@ SLACK = 1e-9  # of a link's capacity: the room a link must keep to count as neve
 SOLVES_KEPT = 4096  # whole-component solves a network remembers (Solves); the 2 x 8 every-node GEMM+AR has 278
 SOLVES_TRIAL = 64  # after this many solves, a network that found under a tenth of them remembered stops remembering
 SOLVES_FROM = 4  # groups a component needs to be remembered: a smaller one fills in about what its state costs
-_KEY, _COUNT, _BORN, _WEIGHT = attrgetter("key"), attrgetter("count"), attrgetter("born"), attrgetter("weight")
 
 
 def resolve(links: dict[Link, None], touched: dict[Flow, None]) -> tuple[dict[Flow, None], dict[Flow, float]]:
@@ -96,10 +94,10 @@ class Solves:
         flows = component(links)
         if self.kept <= 0 or len(flows) < SOLVES_FROM:
             return flows, max_min(flows)
-        keys = tuple(map(id, map(_KEY, flows)))
+        keys = tuple([id(flow.key) for flow in flows])  # (comprehensions: compiled, a native field read each)
         order = self._orders.get(keys)
         if order is None:  # groups not met together before: no state of theirs is remembered, none made
-            if len(self._orders) < self.kept and None not in map(_KEY, flows):  # (a group made without a plan:
+            if len(self._orders) < self.kept and all([flow.key is not None for flow in flows]):  # (a group made without a plan:
                 self._orders[keys] = list(dict.fromkeys([link for flow in flows for link in flow.links]))  # no key)
             return flows, max_min(flows)
         state = self._state(flows, keys, order)
@@ -110,7 +108,7 @@ class Solves:
             return flows, dict(zip(flows, rates))
         solved = max_min(flows)
         if len(self._rates) < self.kept:
-            self._rates[state] = tuple(map(solved.__getitem__, flows))
+            self._rates[state] = tuple([solved[flow] for flow in flows])
         if self.solved == SOLVES_TRIAL and self.found * 10 < self.solved:  # (states rarely repeat: stop)
             self.kept, self._orders, self._rates = 0, {}, {}
         return flows, solved
@@ -118,9 +116,9 @@ class Solves:
     @staticmethod
     def _state(flows: dict[Flow, None], keys: tuple, order: list[Link]) -> tuple:
         """What the filling of ``flows`` (plan keys ``keys``, links ``order``) reads (see the class)."""
-        borns = list(map(_BORN, flows))
-        return (keys, tuple(map(_COUNT, flows)), tuple(sorted(range(len(borns)), key=borns.__getitem__)),
-                tuple(map(_WEIGHT, order)))
+        borns = [flow.born for flow in flows]
+        return (keys, tuple([flow.count for flow in flows]), tuple(sorted(range(len(borns)), key=borns.__getitem__)),
+                tuple([link.weight for link in order]))
 
 
 def floor(links: dict[Link, None], touched: dict[Flow, None]) -> float:

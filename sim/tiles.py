@@ -16,7 +16,7 @@ cost), so the launch ends at the same instant, bit for bit.
 """
 from __future__ import annotations
 
-import heapq
+from heapq import heapify, heapreplace
 
 from mkernel.ir import Launch, Op, Role
 
@@ -53,13 +53,13 @@ def tile_ends(m, rank: int, li: int, launch: Launch) -> list[float]:
         if member == task.count:
             entry, member = entry + 1, 0
     free = list(ends)  # when each SM can take its next tile (a heap)
-    heapq.heapify(free)
+    heapify(free)
     speed = m.speeds[busy]
     for task in queue[entry:]:  # each next tile to the SM free first, at the speed class of all computing
         us = m._gemm_us(task, speed)  # (an entry's tiles cost alike)
         for _ in range(task.count - member):
             end = free[0] + us
-            heapq.heapreplace(free, end)
+            heapreplace(free, end)
             ends.append(end)
         member = 0
     return ends
