@@ -157,13 +157,12 @@ class SignalBoard:
         for (in wait order among equal counts). What a bump does that anything sees is the values it
         leaves and the waiters it releases, in order; releases come only from keys with waiters, so a
         list repeated whose keys have none (a copy's 7 fixed flags) is bumped ``repeat * times`` at once."""
-        cells, release = self.cells, self.release
-        get = cells.get
+        cells, release = self.cells, self.release  # (cells.get, not a bound get: compiled, a dict primitive)
         if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
             home = self.home
             keys = [(home[k[0]], k[1], k[2]) for k in keys]
         if repeat > 1:  # each key's cell found once (a missing one made at 0: what no cell counts)
-            found = [get(key) or cells.setdefault(key, [0, None, NEVER]) for key in keys]
+            found = [cells.get(key) or cells.setdefault(key, [0, None, NEVER]) for key in keys]
             for fcell in found:
                 if fcell[1] is not None:
                     found = found * repeat
@@ -176,7 +175,7 @@ class SignalBoard:
                     self._wake(fcell, value, times)
             return
         for key in keys:
-            cell = get(key)
+            cell = cells.get(key)
             if cell is None:  # (no waiter before its first bump or wait)
                 cells[key] = [times, None, NEVER]
                 continue

@@ -120,3 +120,25 @@ def test_streak_slots_run_as_one_timer_each(loop):
     assert counts[0] == counts[1] == (18, 3.0)
     assert [x[2] for x in logs[0] if x[1][0] == "t2"] == [True, True, True, False]
     assert [x for x in logs[0] if x[1] in ("put started", "after")] == [(1.0, "put started"), (1.0, "after")]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_queue_pops_entries_in_time_then_order(seed):
+    """The queue's heap (sim/environment.py) against a sort: random times with many ties, orders
+    of every priority, pushes and pops interleaved; each pop is the least (when, order) left."""
+    import random
+
+    from mkernel.sim.environment import ORDER, Entry, pop, push
+
+    rng, heap, left, got, want = random.Random(seed), [], [], [], []
+    for eid in range(600):
+        entry = Entry(float(rng.randrange(40)) / 4, rng.choice((-1, 0, 1)) * ORDER + eid, eid)
+        push(heap, entry)
+        left.append((entry.when, entry.order, eid))
+        if rng.random() < 0.4:
+            got.append(pop(heap).item)
+            left.sort()
+            want.append(left.pop(0)[2])
+    while heap:
+        got.append(pop(heap).item)
+    assert got == want + [eid for _, _, eid in sorted(left)]
