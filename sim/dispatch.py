@@ -15,19 +15,17 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 """
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
 from mkernel.ir import Op, Role, Task
 
-from .runs import READY, Lane, Run, Waits
 from .environment import CountingEnvironment
+from .runs import READY, Lane, Run, Waits
 
 NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
 # (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30
 COMPUTE, GEMM, PUT, ATTN, NORM = Role.COMPUTE, Op.GEMM, Op.PUT, Op.ATTN, Op.NORM
-RANK_STEP = itemgetter(0)  # a region's step: (rank, row, column)
 RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are the model's functions)
 
 
@@ -185,13 +183,15 @@ class Dispatch(Waits):
     def _go(self, lane: Lane, runs: list[Run]) -> None:
         """The runs taken at one boundary, in order: each blocked one waits (:meth:`_block`, written
         out here: it was a call per blocked member), each ready one starts."""
-        start = self._start if self.stress > 0 else self._work
-        wait_key = self.board.wait_key
+        stress, board = self.stress > 0, self.board  # (methods called, not bound to locals: compiled, a C call)
         counts = lane.pool.blocked if self.controller is not None else None  # (only a controller reads them)
         for run in runs:
             if run.wait < 0:
-                start(run)
-            elif wait_key(run.key, run.need, run):
+                if stress:
+                    self._start(run)
+                else:
+                    self._work(run)
+            elif board.wait_key(run.key, run.need, run):
                 run.seq = self._blocks = self._blocks + 1
                 if counts is not None:
                     counts[run.role] += run.n
@@ -247,7 +247,7 @@ class Dispatch(Waits):
         ok = self._joins_cache.get(id(task))
         if ok is None:
             ok = self._joins_cache[id(task)] = (task.count > 1 and self.stress <= 0 and task.op is not PUT and (
-                task.op not in NVLINK_OPS or not any(map(RANK_STEP, task.step.regions))))
+                task.op not in NVLINK_OPS or not any([step[0] for step in task.step.regions])))
         return ok
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
@@ -369,9 +369,12 @@ class Dispatch(Waits):
                     tail.slots.append(run.slots[j])
                 else:
                     parts.append(Run(run.lane, run.role, run.task, run.first + j, run.slots[j], -1, None, 0, speed))
-        start = self._start if self.stress > 0 else self._work
+        stress = self.stress > 0
         for part in parts:
-            start(part)
+            if stress:
+                self._start(part)
+            else:
+                self._work(part)
 
     def _compute_edge(self, rank: int, step: int) -> int:
         if step > 0 and self._computing[rank] == 0:

@@ -306,23 +306,24 @@ class Model(Dispatch):
         (unless the task already waited that latency for its own peer stores). The entries' lists
         of keys bumped once each go in one call (a GEMM run's parts: the same bumps, in order). A run
         that paid the latency (a peer copy's) bumps each entry's keys now, as :func:`flat_keys` lists them."""
-        bump = self.board.bump_keys
+        board = self.board
         if paid:
             for task, first, n in run.entries():
-                bump(*flat_keys(task, first, n))
+                keys, times, repeat = flat_keys(task, first, n)
+                board.bump_keys(keys, times, repeat)
             return
         now, later = run_bumps(run.entries(), run.task.rank)
         for keys, times, repeat in now:
-            bump(keys, times, repeat)
+            board.bump_keys(keys, times, repeat)
         if later:
             run.later = later
             self._later(self.c.nvlink.latency_us, Model._flags, run)
 
     def _flags(self, runs: list[Run]) -> None:
-        bump = self.board.bump_keys
+        board = self.board
         for run in runs:
             for keys, times, repeat in run.later:
-                bump(keys, times, repeat)
+                board.bump_keys(keys, times, repeat)
 
     def _put(self, state: tuple[Run, Task]) -> None:
         """A put's first step, where a process of it would start (before the instant's other events);
@@ -383,9 +384,6 @@ class Model(Dispatch):
         if self.stress <= 0:
             return us
         return us * (1.0 + self.stress) ** self.stress_rng.uniform(-1.0, 1.0)
-
-    def bump_all(self, signals: tuple[Signal, ...]) -> None:
-        self.board.bump_keys([(sig.rank, sig.name, sig.index) for sig in signals])
 
     # -- metrics -------------------------------------------------------------------------------
     def all_links(self) -> list[tuple[int, Link]]:

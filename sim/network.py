@@ -51,6 +51,7 @@ from mkernel.ir import COMMAND_BYTES, MemberRef, Task
 
 from .flows import Link
 from .proxy import Host, Proxy, Ring
+from .signals import flat_keys
 
 
 class Message:
@@ -139,7 +140,9 @@ class Message:
         self._flagged(None)
 
     def _flagged(self, _arg) -> None:
-        self.net.m.bump_all(self.entry.member_signals(self.i))
+        """The member's flags land: its keys as the engine's bumps list them (no Signal made)."""
+        keys, times, repeat = flat_keys(self.entry, self.i, 1)
+        self.net.m.board.bump_keys(keys, times, repeat)
 
     def _deliver(self, _arg) -> None:
         """Its bytes land (once, or again for a duplicate)."""
