@@ -257,9 +257,9 @@ class CountingEnvironment:
             entry = pop(queue)
             self.now = entry.when
             event = entry.item
-            if event.__class__ is tuple:
+            if type(event) is tuple:
                 event[0](event[1])
-            elif event.__class__ is Streak:
+            elif type(event) is Streak:
                 self._slots(event, -1)
             else:
                 self._process(event)
@@ -294,10 +294,10 @@ class CountingEnvironment:
         entry = pop(self._queue)
         self.now = entry.when
         event = entry.item
-        if event.__class__ is tuple:
+        if type(event) is tuple:
             event[0](event[1])
             return
-        if event.__class__ is Streak:
+        if type(event) is Streak:
             self._slots(event, 1)
             return
         self._process(event)

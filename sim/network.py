@@ -62,7 +62,7 @@ class Message:
 
     def __init__(self, net: Network, task: Task | MemberRef, sources, flag: bool = False) -> None:
         self.net, self.task, self.sources, self.flag = net, task, sources, flag
-        if task.__class__ is MemberRef:  # a group's member: what is read of it, through its group
+        if type(task) is MemberRef:  # a group's member: what is read of it, through its group
             self.n: int | None
             self.entry, self.i, self.n = task.task, task.i, 1
         else:
