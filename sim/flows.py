@@ -32,14 +32,14 @@ component once. No time passes in between, so no byte moves at a stale rate.
 from __future__ import annotations
 
 import math
-from heapq import heapify, heappop, heappush
 from collections.abc import Callable
 from itertools import count
+from typing import Any
 
 import simpy
 
+from .environment import CountingEnvironment, Entry, pop, push
 from .maxmin import Solves, resolve
-from .environment import CountingEnvironment
 
 _BORN = count()  # (Flow.born)
 EPS_US = 1e-9
@@ -89,10 +89,12 @@ class Flow:
     """A group of flows with the same links, weights (``unit``: link -> weight of one flow) and
     cap, all moving at ``rate`` each. ``vtime``: bytes each member has moved since the group began,
     as of ``stamp`` (brought up to a later ``now`` as ``vtime += rate * (now - stamp)``, then ``stamp
-    = now``: written out where it happens, the hot path); ``ends``: a heap of (virtual end, seq,
-    members, done event) per transfer."""
+    = now``: written out where it happens, the hot path); ``ends``: a heap of :class:`Entry` per
+    transfer (its virtual end, its sequence number, (members, done event)); ``due``: the group's live
+    entry in the network's heap of next finishes (one a re-rate replaced or a retired group's is
+    left there, and skipped)."""
 
-    __slots__ = ("links", "unit", "cap", "count", "vtime", "rate", "stamp", "token", "ends", "key", "born")
+    __slots__ = ("links", "unit", "cap", "count", "vtime", "rate", "stamp", "due", "ends", "key", "born")
 
     def __init__(self, unit: dict[Link, float], cap: float, now: float, key=None) -> None:
         self.links = tuple(unit)
@@ -102,8 +104,8 @@ class Flow:
         self.vtime = 0.0
         self.rate = 0.0
         self.stamp = now
-        self.token = 0
-        self.ends: list[tuple[float, int, int, simpy.Event]] = []
+        self.due: Entry | None = None
+        self.ends: list[Entry] = []
         self.key = key
         self.born = next(_BORN)  # groups in the order they are made: the order of each link's groups (maxmin.Solves)
 
@@ -128,13 +130,18 @@ def _per_link(legs: list[tuple[Link, float, float]]) -> tuple[dict[Link, tuple[f
     return sums, sum(p + b for p, b in sums.values()) if whole else math.inf
 
 
+def _group(entry: Entry) -> Flow:
+    """The group an entry of the network's heap is the next finish of."""
+    return entry.item
+
+
 class FlowNet:
     """Starts flows and fires each one's ``done`` event when its last byte has crossed."""
 
     def __init__(self, env: CountingEnvironment, record: bool = False) -> None:
         self.env = env
         self.record = record
-        self.heap: list[tuple[float, int, int, Flow]] = []  # (next finish, seq, token, group)
+        self.heap: list[Entry] = []  # groups' next finishes (Entry: the finish, seq, group), a heap
         self.seq = 0
         self.armed = math.inf
         self.dirty: dict[Link, None] = {}  # links whose flows need a re-rate at this instant
@@ -208,7 +215,7 @@ class FlowNet:
             group.vtime += group.rate * (now - group.stamp)
         group.stamp = now
         self.seq += 1
-        heappush(group.ends, (group.vtime + size, self.seq, count, done))  # type: ignore
+        push(group.ends, Entry(group.vtime + size, self.seq, (count, done)))
         group.add(count)
         if group not in self.touched:  # (else its links are marked already: a group in ``touched`` has
             self.touched[group] = None  # all its links in ``dirty`` until the flush clears both)
@@ -256,10 +263,10 @@ class FlowNet:
                 flow.vtime += flow.rate * (now - flow.stamp)
             flow.stamp = now
             flow.rate = rate
-            flow.token += 1
             self.seq += 1
-            left = max(0.0, flow.ends[0][0] - flow.vtime)
-            heappush(heap, (now + left / rate if left else now, self.seq, flow.token, flow))
+            left = max(0.0, flow.ends[0].when - flow.vtime)
+            flow.due = entry = Entry(now + left / rate if left else now, self.seq, flow)
+            push(heap, entry)
         if self.record:
             for link in dict.fromkeys(link for flow in flows for link in flow.links):
                 if link.samples is None:
@@ -267,13 +274,16 @@ class FlowNet:
                 link.samples.append((now, sum(f.rate * w for f, w in link.flows.items())))
 
     def _arm(self) -> None:
-        if len(self.heap) > 2 * len(self.groups) + 4096:  # mostly superseded entries: drop them at once
-            self.heap = [entry for entry in self.heap if entry[3].token == entry[2]]
-            heapify(self.heap)
-        while self.heap and self.heap[0][3].token != self.heap[0][2]:
-            heappop(self.heap)  # drop entries superseded by a re-rate
-        if self.heap and self.heap[0][0] < self.armed:
-            at = self.armed = self.heap[0][0]
+        heap = self.heap
+        if len(heap) > 2 * len(self.groups) + 4096:  # mostly superseded entries: drop them at once
+            live = [entry for entry in heap if _group(entry).due is entry]
+            heap = self.heap = []
+            for entry in live:
+                push(heap, entry)
+        while heap and _group(heap[0]).due is not heap[0]:
+            pop(heap)  # drop entries superseded by a re-rate
+        if heap and heap[0].when < self.armed:
+            at = self.armed = heap[0].when
             self.env.call_later(max(0.0, at - self.env.now), self._wake, at)
 
     def _wake(self, at: float) -> None:
@@ -283,17 +293,19 @@ class FlowNet:
         now = self.env.now
         done: list = []  # the ended transfers' events, or calls (transfer_legs' ``then``)
         changed: dict[Flow, None] = {}
-        heap, pop, due = self.heap, heappop, now + EPS_US
-        while heap and heap[0][0] <= due:
-            _, _, token, flow = pop(heap)
-            if token != flow.token:
+        heap, due = self.heap, now + EPS_US
+        while heap and heap[0].when <= due:
+            entry = pop(heap)
+            flow: Flow = entry.item  # (typed: the compiled core reads its fields directly)
+            if flow.due is not entry:
                 continue
             if now > flow.stamp:  # (its vtime brought up to now: see Flow)
                 flow.vtime += flow.rate * (now - flow.stamp)
             flow.stamp = now
             ends, ended = flow.ends, 0
-            while ends and (not ended or ends[0][0] - flow.vtime <= EPS_US * flow.rate):  # the due one,
-                _, _, n, event = pop(ends)  # and every other that ends within EPS_US of now
+            while ends and (not ended or ends[0].when - flow.vtime <= EPS_US * flow.rate):  # the due one,
+                end: tuple[int, Any] = pop(ends).item  # and every other that ends within EPS_US of now
+                n, event = end
                 done.append(event)
                 ended += n
             changed[flow] = None
@@ -310,7 +322,7 @@ class FlowNet:
                     if not link.flows:
                         link.weight = 0.0  # no drift from float sums
                 del self.groups[id(flow.key)]
-                flow.token += 1  # retired: no heap entry of it counts any more
+                flow.due = None  # retired: no heap entry of it counts any more
         # calls only, and nothing else due now: their events would be the next ones processed, each
         # call what it would do when processed (after the re-rate is scheduled, as events would be)
         events = 0
