@@ -51,10 +51,10 @@ class Span:
     hi: np.ndarray | None
     at: np.ndarray | None
     x0: np.ndarray  # per row of ``at``
-    x1: np.ndarray
+    x1: np.ndarray | int  # (an int, where ``at`` is None: every row's ``x0`` plus it, :meth:`Edges.found`)
 
-    def full(self, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every row's two (``rec``: each row's record)."""
+    def full(self, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
+        """Every row's two (``rec``: each row's record); the second as ``x1`` gives it (an int: the first plus it)."""
         if self.at is None:
             return self.x0, self.x1
         x0, x1 = self.lo[rec], self.hi[rec]
@@ -86,7 +86,9 @@ class Edges:
               wanted: list[bool], stepped: list[Stepped]) -> tuple[Edges, list[np.ndarray | None]]:
         """The edges of ``values`` and of the rows ``stepped``, and the :meth:`index` of each value
         array ``wanted`` names, then of each of ``stepped``'s two bounds, looked up by the keys they
-        were marked by (``values``, ``grids``: emptied as they are read)."""
+        were marked by (``values``, ``grids``: emptied as they are read). A stepped side's second
+        bounds whose indices are all its first's plus one number (its rows of one width: the 2 x 8
+        GEMM+AR's columns, a tile each) are given as that int, not listed (a row-sized array less)."""
         edges = cls.__new__(cls)
         return edges, edges._build(grids, values, count, size, wanted, stepped)
 
@@ -146,7 +148,7 @@ class Edges:
             at = np.flatnonzero(own[j])
             between = slots.index(at + w, 4 * size) - slots.index(at, 4 * size)
             alike = len(between) and (between == between[0]).all()
-            found[j] = found[j - 1] + int(between[0]) if alike else slots.index(keys[j] + w, 4 * size)
+            found[j] = int(between[0]) if alike else slots.index(keys[j] + w, 4 * size)
         return found
 
     @cached_property
