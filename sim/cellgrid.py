@@ -25,10 +25,10 @@ from functools import cached_property
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-from mkernel.members import RegionTable, int_array, ragged, read_regions
+from mkernel.members import RegionTable, int_array, member_slots, ragged, read_regions
 
 from .gridedges import Edges, Span, Stepped
-from .gridrows import Rows, pairs, repeats, slots
+from .gridrows import Rows, pairs, repeats
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Side:
         if self.listed is not None:
             return self.listed
         grid, counts = self.by_record
-        return grid[slots(self.n, counts)[1]]
+        return grid[member_slots(self.n, counts)[1]]
 
 
 class Cells:
@@ -131,7 +131,7 @@ class Cells:
         if repeat is None:
             return d, self.distinct_need
         per = self._per_read
-        base, rec, i = slots(per, np.diff(self.uid0))
+        base, rec, i = member_slots(per, np.diff(self.uid0))
         e = np.repeat(np.arange(len(per)), per)  # per read: its entry, and its distinct read's place there
         j = np.cumsum(~repeat) - 1 - (np.cumsum(d.n) - d.n)[e]
         row = (d.base[:-1][e] + j)[rec] + i * d.n[e][rec]

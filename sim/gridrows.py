@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mkernel.members import offsets, ragged
+from mkernel.members import member_slots, offsets, ragged
 
 from .gridedges import Span, Stepped
 
@@ -19,7 +19,7 @@ class Rows:
 
     def __init__(self, recs: np.ndarray, per_entry: np.ndarray, counts: np.ndarray) -> None:
         self.recs, self.n = recs, per_entry
-        self.base, self.rec, self.off = slots(per_entry, counts)
+        self.base, self.rec, self.off = member_slots(per_entry, counts)
         self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
         self.least, self.most = np.zeros(len(recs), np.int64), self.members - 1  # per record: its rows' offsets
         wraps = np.flatnonzero(recs[:, 9] > 0)
@@ -84,42 +84,6 @@ class Rows:
         moved = field[6 + axis][r] * off  # (both bounds move alike)
         grid = self.grid_of_record[r] if self.grid is None else self.grid[at]
         return count, (at, grid, field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved)
-
-
-def slots(per_entry: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`mkernel.members.member_slots`: each entry's first row (and the total), each row's record
-    and its member's index, each made by one cumsum over the rows from the steps between rows. The
-    record goes up by one from row to row, stays where an entry has one row a member (set over such
-    an entry's rows as a run, by a cumsum of its ends: no row listed), and steps back at each later
-    member's first row of any other entry; the member goes up at each later member's first row. Only
-    the later members of entries of several rows a member are listed: member_slots lists every member
-    (the 2 x 8 GEMM+AR every-node build's writes, 737k members of 1.1M rows: peak 48 -> 23 MB,
-    8.3 -> 4.7 ms; its distinct reads, 213k members of 737k rows: 3.1 -> 4.1 ms)."""
-    n = np.asarray(per_entry, np.int64)
-    base = np.zeros(len(n) + 1, np.int64)
-    np.cumsum(n * counts, out=base[1:])
-    total = int(base[-1])
-    e = np.flatnonzero(n * counts)  # the entries with rows: each one's first row, members, rows a member
-    s, c, k = base[e], counts[e], n[e]
-    first = (np.cumsum(n) - n)[e]  # and first record
-    off = np.empty(total + 1, np.int64)  # (first: 1 on each row but the first of an entry of one row a member)
-    off.fill(0)  # (not np.zeros: calloc may take fresh pages where a freed block would serve)
-    one = np.flatnonzero((k == 1) & (c > 1))
-    off[s[one] + 1] = 1
-    off[s[one] + c[one]] -= 1  # (no entry's end is another's second row: that entry would be of one row)
-    np.cumsum(off, out=off)
-    rec = 1 - off[:total]
-    many = np.flatnonzero((k > 1) & (c > 1))
-    which, i = ragged(c[many] - 1)
-    later = s[many][which] + (i + 1) * k[many][which]  # every later member's first row
-    rec[later] = 1 - k[many][which]
-    rec[s] = first - np.concatenate(([1], first[:-1] + k[:-1])) + 1  # (an entry's first record, from the last one's)
-    np.cumsum(rec, out=rec)
-    off[later] = 1
-    off[s] = -np.concatenate(([0], c[:-1] - 1))  # (an entry's first member: back from the last one's)
-    off = off[:total]
-    np.cumsum(off, out=off)
-    return base, rec, off
 
 
 def repeats(recs: np.ndarray, entry: np.ndarray) -> np.ndarray | None:

@@ -351,23 +351,3 @@ def test_cells_repeated_by_insertion_are_numpy_s_repeat():
         x = rng.integers(0, 1000, n).astype(np.int32)
         got = _repeat(x, size, np.flatnonzero(size > 1))
         assert got.dtype == x.dtype and np.array_equal(got, np.repeat(x, size)), (size, x)
-
-
-def test_rows_slots_are_member_slots():
-    """gridrows.slots (each row's record and member by a cumsum over the rows) against
-    members.member_slots, on random entries: of no rows a member, one (a run of members), several,
-    of one member and of none; and the rows of the builds."""
-    from mkernel.members import member_slots, read_regions
-    from mkernel.sim.gridrows import slots
-
-    rng = np.random.default_rng(3)
-    cases = [(rng.integers(0, 4, e), rng.integers(0 if trial % 3 == 0 else 1, 5, e))
-             for trial in range(200) for e in [int(rng.integers(0, 12))]]
-    for s in [p.values[0] for p in _builds()]:
-        recs, f, _ = read_regions(s)
-        counts = np.array([t.count for t in s.tasks], np.int64)
-        cases += [(np.bincount(f["entry"][f["read"] == side], minlength=len(counts)), counts) for side in (True, False)]
-    assert any((n == 1).any() and (n > 1).any() and (c > 1).any() for n, c in cases)
-    for n, c in cases:
-        for got, want in zip(slots(n, c), member_slots(n, c)):
-            assert got.dtype == want.dtype and np.array_equal(got, want), (n, c)
