@@ -14,7 +14,8 @@ numpy arrays (:mod:`mkernel.members`): no member is made as a Task or a Region. 
 over the rows, a millisecond or two each (0.23-0.25 s warm), so the passes are kept few: a row's
 bounds are keyed from its record where it steps (:class:`Stepped`), not listed, and looked up
 as they are marked; its rectangle is taken as edge indices among every grid's; and where its row
-bounds are its record's (most rows), so are its height and first cell row.
+bounds are its record's (most rows), so are its height and first cell row. (A side's rows by
+record, the reads that repeat and the pairs that may meet: :mod:`mkernel.sim.gridrows`.)
 """
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from functools import cached_property
 import numpy as np
 
 from mkernel.ir import BufferKind, Op, Region, Schedule
-from mkernel.members import RegionTable, int_array, member_slots, offsets, ragged, read_regions
+from mkernel.members import RegionTable, int_array, member_slots, ragged, read_regions
 
 from .gridedges import Edges, Span, Stepped
+from .gridrows import Rows, pairs, repeats
 
 
 @dataclass
@@ -48,80 +50,6 @@ class Side:
             return self.listed
         grid, counts = self.by_record
         return grid[member_slots(self.n, counts)[1]]
-
-
-class _Rows:
-    """One side's rows (see the module) by record: each row's record and its member's
-    :meth:`~mkernel.ir.Task.offset` (``off``). A row's fields are its record's plus its steps times
-    that offset; they are listed only along an axis where they step (:meth:`along`)."""
-
-    def __init__(self, recs: np.ndarray, per_entry: np.ndarray, counts: np.ndarray) -> None:
-        self.recs, self.n = recs, per_entry
-        self.base, self.rec, self.off = member_slots(per_entry, counts)
-        self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
-        self.least, self.most = np.zeros(len(recs), np.int64), self.members - 1  # per record: its rows' offsets
-        wraps = np.flatnonzero(recs[:, 9] > 0)
-        if len(wraps):  # (rotate 0: never past the wrap) only the rows of wrapping records, record by record
-            at, which, i = self._rows_of(wraps)
-            size = self.members[wraps]
-            self.off[at] = off = offsets(i, recs[wraps, 9][which], recs[wraps, 10][which])
-            self.least[wraps], self.most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-            live = size > 0  # (each one's offsets are a run of ``off``: reduced run by run, not by ufunc.at)
-            if live.any():
-                starts = (np.cumsum(size) - size)[live]
-                self.least[wraps[live]] = np.minimum.reduceat(off, starts)
-                self.most[wraps[live]] = np.maximum.reduceat(off, starts)
-        self._step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
-        ranked = self._step[:, 0]
-        self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows
-        self.ranked_records = self.rec[self.ranked]  # and their records and ranks
-        self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * self.off[self.ranked]
-        self.grid_of_record = np.zeros(0, np.int64)  # (Cells._layout's)
-        self.grid: np.ndarray | None = None  # per row, listed only where some row steps in rank (grid_at)
-        self.span: dict[int, Span] = {}  # per axis (Cells._edges')
-
-    def _rows_of(self, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows of ``records`` (member i of its entry's record j: row ``base + i n + j`` of the entry),
-        record by record, without a pass over every row; and each one's place in ``records`` and member."""
-        ends = np.cumsum(self.n)
-        e = np.searchsorted(ends, records, "right")  # each one's entry, and its place among the entry's records
-        which, i = ragged(self.members[records])
-        return (self.base[e] + records - ends[e] + self.n[e])[which] + i * self.n[e][which], which, i
-
-    def grid_at(self, at: np.ndarray | slice = slice(None)) -> np.ndarray:
-        """The grids of rows ``at`` (all by default)."""
-        return self.grid_of_record[self.rec[at]] if self.grid is None else self.grid[at]
-
-    @property
-    def moving(self) -> np.ndarray:
-        """The rows whose record steps, by index (tests read these; the grids key them: :meth:`along`)."""
-        return np.flatnonzero(self._step.any(axis=1)[self.rec])
-
-    @property
-    def offset(self) -> np.ndarray:
-        """Per :attr:`moving` row: its member's offset (tests/core/test_rotate_period.py reads these)."""
-        return self.off[self.moving]
-
-    def along(self, axis: int) -> tuple[int, tuple | Stepped]:
-        """How many rows step in rank or along ``axis`` (1: rows, 2: columns), and those rows:
-        their indices, grids and two bounds there. Where they are most rows (a GEMM's columns) and
-        none steps in rank, every row instead, as a :class:`Stepped` (not listed): a row that does
-        not step there has its record's bounds, already among the edges, and keying them all takes
-        fewer passes than picking the others out (the 2 x 8 GEMM+AR's: 87% of them)."""
-        steps = self._step[:, 0] | self._step[:, axis]
-        count = int(self.members[steps].sum())
-        field = self.recs.T  # (a field's column gathered by rows: 2.5x a gather of (row, field) pairs)
-        if 2 * count > len(self.rec) and not len(self.ranked):
-            step = field[6 + axis]
-            a, b = step * self.least, step * self.most
-            return count, Stepped(self.grid_of_record, field[2 * axis], field[2 * axis + 1], step,
-                                   self.rec, self.off, np.minimum(a, b), np.maximum(a, b))
-        stepping = np.flatnonzero(steps)
-        at, which, _ = self._rows_of(stepping)  # (record by record, not in row order: any order serves)
-        r, off = stepping[which], self.off[at]
-        moved = field[6 + axis][r] * off  # (both bounds move alike)
-        grid = self.grid_of_record[r] if self.grid is None else self.grid[at]
-        return count, (at, grid, field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved)
 
 
 class Cells:
@@ -157,27 +85,27 @@ class Cells:
         # they meet (the two sums of records' numbers alone, _layout's grid keys and Stepped's widths, cast)
         kept = [np.compress(side, recs, axis=0) for side in sides]
         self._per_read = per[0]
-        self._repeat = _repeats(kept[0], entry[0])
+        self._repeat = repeats(kept[0], entry[0])
         if self._repeat is not None:  # the reads' rows: the distinct reads' only
             first = ~self._repeat
             kept[0], entry[0] = np.compress(first, kept[0], axis=0), entry[0][first]
             per[0] = np.bincount(entry[0], minlength=entries)
-        pairs = _pairs(list(zip(kept, entry)), per, puts, len(code))
+        pair = pairs(list(zip(kept, entry)), per, puts, len(code))
         counts = int_array([t.count for t in s.tasks])  # (a list comprehension: mkernel.members.int_array)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
-        sides = [_Rows(r, n, counts) for r, n in zip(kept, per)]
+        sides = [Rows(r, n, counts) for r, n in zip(kept, per)]
         del kept
         self._layout(s, sides, {c: name for name, c in code.items()})
-        which, i = ragged(counts[pairs[:, 0]])  # every member of each pair's entry: its read and write rows
-        met = [rows.base[pairs[which, 0]] + i * rows.n[pairs[which, 0]] + pairs[which, q]
+        which, i = ragged(counts[pair[:, 0]])  # every member of each pair's entry: its read and write rows
+        met = [rows.base[pair[which, 0]] + i * rows.n[pair[which, 0]] + pair[which, q]
                for rows, q in zip(sides, (1, 2))]
         done, rects = [], []
         while sides:  # side by side, each one's rows let go once its cells are made (a third less memory at the peak)
             rows = sides.pop(0)
             at = met[len(done)]
-            if len(at):  # (the pairs' rows' rectangles, for _own)
-                spans = [x[at] for axis in (1, 2) for x in rows.span[axis].full(rows.rec)]
+            if len(at):  # (the pairs' rows' rectangles, for _own; a second bound as an int: the first plus it)
+                spans = [x for axis in (1, 2) for x in _picked(*rows.span[axis].full(rows.rec), at)]
                 rects.append((*spans, rows.grid_at(at)))
             done.append(Side(rows.base, rows.n, *self._cells(rows), rows.grid,
                              None if rows.grid is not None else (rows.grid_of_record, counts)))
@@ -213,7 +141,7 @@ class Cells:
         cells = np.arange(start[-1], dtype=np.int64) + np.repeat(d.start[row] - start[:-1], size)
         return Side(base, per, start, d.cell[cells], d.grid[row]), self.distinct_need[cells]
 
-    def _layout(self, s: Schedule, sides: list[_Rows], names: dict[int, str]) -> None:
+    def _layout(self, s: Schedule, sides: list[Rows], names: dict[int, str]) -> None:
         """The grids: one per (buffer, rank) of some row, their edges, and where their cells begin.
         A row whose rank does not step is in its record's grid."""
         world = 1 + max([s.world - 1] + [int(x.max()) for rows in sides
@@ -238,11 +166,11 @@ class Cells:
         np.cumsum(self.rows.cells * self.cols.cells, out=self.grid_base[1:])
         self.total = int(self.grid_base[-1])
 
-    def _edges(self, sides: list[_Rows], axis: int, count: int) -> Edges:
+    def _edges(self, sides: list[Rows], axis: int, count: int) -> Edges:
         """The edges along ``axis`` (1: rows, 2: columns) of the ``count`` grids: every record's
         (member 0's), and those of the rows that step in rank or along the axis (the others have
         their record's edges there: four fifths of the 2 x 8 GEMM+AR's row edges); and each side's
-        rows there as edge indices (``_Rows.span``), the values and keys let go as they are looked up."""
+        rows there as edge indices (``Rows.span``), the values and keys let go as they are looked up."""
         grids, values, wanted, stepped, size, where = [], [], [], [], 0, []
         for rows in sides:
             stepping, how = rows.along(axis)
@@ -264,7 +192,7 @@ class Cells:
                                else Span(*found[j:j + 2], at, *found[j + 2:j + 4]))
         return edges
 
-    def _cells(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+    def _cells(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
         """(start, cell) of a side (see :class:`Side`). A row's cells are ``high`` cell rows of
         ``wide`` cells, the first ``part + b0``: its grid's first cell, plus its first cell row
         times the grid's width, plus its first cell column (each an edge index among every grid's
@@ -275,31 +203,36 @@ class Cells:
         rec, width = rows.rec, self.cols.cells
         corner = self.grid_base[:-1] - self.rows.first[:-1] * width - self.cols.first[:-1]  # per grid
         a, b = rows.span.pop(1), rows.span.pop(2)
+        dtype = np.int32 if self.total < 2 ** 31 else np.int64  # (cells, and so each row's size and first cell)
         if a.at is None:
             g = rows.grid_at()
-            high, part = np.maximum(a.x1 - a.x0, 0), corner[g] + a.x0 * width[g]
+            high = np.full(len(rec), max(a.x1, 0)) if isinstance(a.x1, int) else np.maximum(a.x1 - a.x0, 0)
+            part = (corner[g] + a.x0 * width[g]).astype(dtype)
         else:
             own = rows.grid_of_record
-            high, part = np.maximum(a.hi - a.lo, 0), (corner[own] + a.lo * width[own])[rec]
+            high, part = np.maximum(a.hi - a.lo, 0), (corner[own] + a.lo * width[own]).astype(dtype)[rec]
             alike = len(high) and (high == high[0]).all()  # (every record as high: the row's tiles; not gathered)
             high = np.full(len(rec), high[0]) if alike else high[rec]
             ga = rows.grid_at(a.at)
             high[a.at], part[a.at] = np.maximum(a.x1 - a.x0, 0), corner[ga] + a.x0 * width[ga]
         b0, b1 = b.full(rec)
-        wide = np.subtract(b1, b0)
-        np.maximum(wide, 0, out=wide)
-        size = np.multiply(high, wide, dtype=np.int64)  # (0 where either is; 64-bit as start is, and repeat takes)
+        if isinstance(b1, int):  # (every row's width the same: a stepped side's of one width, Span)
+            wide = max(b1, 0)
+            size = high.astype(dtype, copy=False) if wide == 1 else np.multiply(high, wide, dtype=dtype)
+        else:
+            wide = np.subtract(b1, b0)
+            np.maximum(wide, 0, out=wide)
+            size = np.multiply(high, wide, dtype=dtype)  # (0 where either is; at most the cells, as a cell number)
         del b1, high
         start = np.zeros(len(size) + 1, np.int64)
-        np.cumsum(size, out=start[1:])
-        dtype = np.int32 if self.total < 2 ** 31 else np.int64
+        np.cumsum(size, dtype=np.int64, out=start[1:])
         part += b0  # (in place: no fresh pages)
         del b0
         more = np.flatnonzero(size > 1)
-        cell = _repeat(part.astype(dtype), size, more)
+        cell = _repeat(part, size, more)
         if len(more):  # cell t of a row: t // w rows and t % w columns on (w: the row's width in cells)
             row, t = ragged(size[more])
-            w = wide[more][row]
+            w = wide if isinstance(wide, int) else wide[more][row]
             u = t // w
             cell[start[more][row] + t] += (u * width[rows.grid_at(more)][row] + (t - u * w)).astype(dtype)
         return start, cell
@@ -349,52 +282,14 @@ class Cells:
                 int(self.cols.local(g, r.col0)), int(self.cols.local(g, r.col1)))
 
 
+def _picked(x0: np.ndarray, x1: np.ndarray | int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``at``'s two bounds of :meth:`~mkernel.sim.gridedges.Span.full` (``x1`` an int: ``x0`` plus it)."""
+    return x0[at], x0[at] + x1 if isinstance(x1, int) else x1[at]
+
+
 def _repeat(x: np.ndarray, size: np.ndarray, more: np.ndarray) -> np.ndarray:
     """``np.repeat(x, size)`` (``more``: the items of ``size`` above 1): where none is 0, ``x`` with their extra
     copies inserted (~17 instructions an item; np.repeat's loop copies item by item, ~29)."""
     if not len(x) or size.min() < 1:
         return np.repeat(x, size)
     return np.insert(x, np.repeat(more + 1, size[more] - 1), np.repeat(x[more], size[more] - 1))
-
-
-def _repeats(recs: np.ndarray, entry: np.ndarray) -> np.ndarray | None:
-    """Per record: whether it repeats the record before it, of the same entry (None where none does).
-    (Field by field: a third fewer instructions than comparing whole records, reduced along them.)"""
-    same = np.zeros(len(recs), bool)
-    if len(recs) > 1:
-        same[1:] = entry[1:] == entry[:-1]
-        for field in recs.T:
-            same[1:] &= field[1:] == field[:-1]
-    return same if same.any() else None
-
-
-def _pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], puts: np.ndarray,
-           buffers: int) -> np.ndarray:
-    """(entry, tracked read, tracked write) of each entry that is not a put, for a read and a write
-    of one buffer that may meet (on one rank, or moving apart: a read on another rank, moving
-    alike, never meets it), each numbered among its entry's tracked reads or writes.
-
-    Only the records of an (entry, buffer) that a non-put entry both reads and writes are joined,
-    and where no record steps in rank (no builder's does), by (entry, buffer, rank): then two meet
-    exactly where their keys are equal. (The 2 x 8 GEMM+AR's 115k reductions into OUT read it on
-    their own rank and write it on the 7 others: 800k pairs of (entry, buffer), none that meet.)"""
-    (rrec, rentry), (wrec, wentry) = sides
-    rkey, wkey = rentry * buffers + rrec[:, 0], wentry * buffers + wrec[:, 0]
-    read, written = np.zeros(len(puts) * buffers, bool), np.zeros(len(puts) * buffers, bool)
-    read[rkey] = True
-    written[wkey[~puts[wentry]]] = True
-    both = read & written
-    ro, wo = np.flatnonzero(both[rkey]), np.flatnonzero(both[wkey] & ~puts[wentry])  # (by index)
-    rkey, wkey = rkey[ro], wkey[wo]
-    rrank, wrank = rrec[:, 1][ro], wrec[:, 1][wo]  # (a column gathered: 2.5x a gather of (row, field) pairs)
-    stepping = rrec[:, 6][ro].any() or wrec[:, 6][wo].any()
-    if len(ro) and len(wo) and min(rrank.min(), wrank.min()) >= 0 and not stepping:
-        world = int(max(rrank.max(), wrank.max())) + 1
-        rkey, wkey = rkey * world + rrank, wkey * world + wrank
-    local = [at - (np.cumsum(n) - n)[e[at]] for at, (_, e), n in zip((ro, wo), sides, per)]
-    order = np.argsort(rkey, kind="stable")
-    lo, hi = np.searchsorted(rkey[order], wkey, "left"), np.searchsorted(rkey[order], wkey, "right")
-    which, j = ragged(hi - lo)
-    r, w = order[lo[which] + j], which
-    meet = (rrec[ro[r], 1] == wrec[wo[w], 1]) | (rrec[ro[r], 6] != wrec[wo[w], 6])
-    return np.stack((rentry[ro[r]], local[0][r], local[1][w]), axis=1)[meet]

@@ -5,6 +5,7 @@ from their records (:class:`Stepped`) and a side's rows as edge indices (:class:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -50,10 +51,10 @@ class Span:
     hi: np.ndarray | None
     at: np.ndarray | None
     x0: np.ndarray  # per row of ``at``
-    x1: np.ndarray
+    x1: np.ndarray | int  # (an int, where ``at`` is None: every row's ``x0`` plus it, :meth:`Edges.found`)
 
-    def full(self, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every row's two (``rec``: each row's record)."""
+    def full(self, rec: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
+        """Every row's two (``rec``: each row's record); the second as ``x1`` gives it (an int: the first plus it)."""
         if self.at is None:
             return self.x0, self.x1
         x0, x1 = self.lo[rec], self.hi[rec]
@@ -85,7 +86,9 @@ class Edges:
               wanted: list[bool], stepped: list[Stepped]) -> tuple[Edges, list[np.ndarray | None]]:
         """The edges of ``values`` and of the rows ``stepped``, and the :meth:`index` of each value
         array ``wanted`` names, then of each of ``stepped``'s two bounds, looked up by the keys they
-        were marked by (``values``, ``grids``: emptied as they are read)."""
+        were marked by (``values``, ``grids``: emptied as they are read). A stepped side's second
+        bounds whose indices are all its first's plus one number (its rows of one width: the 2 x 8
+        GEMM+AR's columns, a tile each) are given as that int, not listed (a row-sized array less)."""
         edges = cls.__new__(cls)
         return edges, edges._build(grids, values, count, size, wanted, stepped)
 
@@ -119,7 +122,6 @@ class Edges:
             keys += [lo, hi]
             wanted = wanted + [True, True]
         least = min([0] + [int(k.min()) + moved.get(j, 0) for j, k in enumerate(keys) if k.size])
-        self._below = None  # per key: how many edges lie below it
         own = {}  # per moved side: the slots of its first keys, marked
         if size and slots.space <= 32 * size and least >= 0:
             mark = np.zeros(slots.space, bool)
@@ -138,9 +140,7 @@ class Edges:
             moved = {}
             slots.u = np.unique(np.concatenate(keys))
         self.u = slots.keys()
-        if size and space <= 4 * size and (low >= 0 or least >= 0):
-            runs = np.diff(self.u, prepend=-1, append=space)  # key k has j edges below it for u[j-1] < k <= u[j]
-            self._below = np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if space < 2 ** 31 else np.int64), runs)
+        self._space = space if size and space <= 4 * size and (low >= 0 or least >= 0) else None  # (_below's)
         self.first = np.searchsorted(self.u, start)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
         found = [slots.index(keys[j], 4 * size) if wanted[j] and j not in moved else None for j in range(len(keys))]
@@ -148,8 +148,19 @@ class Edges:
             at = np.flatnonzero(own[j])
             between = slots.index(at + w, 4 * size) - slots.index(at, 4 * size)
             alike = len(between) and (between == between[0]).all()
-            found[j] = found[j - 1] + int(between[0]) if alike else slots.index(keys[j] + w, 4 * size)
+            found[j] = int(between[0]) if alike else slots.index(keys[j] + w, 4 * size)
         return found
+
+    @cached_property
+    def _below(self) -> np.ndarray | None:
+        """Per key: how many edges lie below it, where the keys are few enough (``_space``, at most four
+        per edge value), else None. Made where first read (:meth:`index`: only reports and the tests
+        look edges up by value): the 2 x 8 GEMM+AR every-node build's columns' is 8.4 MB of fresh pages."""
+        space = self._space
+        if space is None:
+            return None
+        runs = np.diff(self.u, prepend=-1, append=space)  # key k has j edges below it for u[j-1] < k <= u[j]
+        return np.repeat(np.arange(len(self.u) + 1, dtype=np.int32 if space < 2 ** 31 else np.int64), runs)
 
     def local(self, g: int | np.ndarray, x: int | np.ndarray) -> np.ndarray:
         """The index of edge ``x`` among grid ``g``'s edges (both may be arrays; ``x`` one of them)."""

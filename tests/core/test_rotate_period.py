@@ -22,7 +22,7 @@ from mkernel.ir import Op, Region, Role, Schedule, Signal, Step, Task, expand
 from mkernel.members import member_rows, read_regions
 from mkernel.schedule_builder import ScheduleBuilder
 from mkernel.signal_table import bump_keys, count_homes, signal_table
-from mkernel.sim.cellgrid import _Rows
+from mkernel.sim.gridrows import Rows
 from mkernel.sim.signals import flat_keys
 
 COLS, G, CYCLES = 16, 4, 3
@@ -98,7 +98,7 @@ def test_the_signal_table_and_the_region_rows_are_the_members_own():
                                                             ("rank", "row0", "row1", "col0", "col1"))))
     want = [(r.buffer, r.rank, r.row0, r.row1, r.col0, r.col1) for t in flat.tasks for r in t.reads + t.writes]
     assert got == want
-    grid = _Rows(recs.astype(np.int64), per, counts)  # the hazard grids' rows: offsets of the rows that move
+    grid = Rows(recs.astype(np.int64), per, counts)  # the hazard grids' rows: offsets of the rows that move
     cols = grid.recs[grid.rec[grid.moving], 4] + grid.recs[grid.rec[grid.moving], 8] * grid.offset
     assert cols.tolist() == [col0 for (_, _, _, _, col0, _), moves in zip(got, recs[:, 8][grid.rec] != 0) if moves]
     s.validate()
