@@ -194,15 +194,19 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     out = np.empty((3, nf + len(i)), np.int64)  # name, rank, index of every bump
     out[:, :nf] = name[fixed], rank[fixed], index[fixed]
     out[0, nf:] = np.repeat(name[mv], cnt)
+    a, b = None, i  # (no record cycles or wraps: b is i, a 0)
     if (p < cnt).any() or (wrap < p).any():
         pw = np.repeat(p, cnt)
         a, b = np.divmod(i, pw)
         b -= np.where(b >= np.repeat(wrap, cnt), pw, 0)
-        out[1, nf:] = np.repeat(rank[mv], cnt) + b * np.repeat(dk, cnt) + a * np.repeat(ok, cnt)
-        out[2, nf:] = np.repeat(index[mv], cnt) + b * np.repeat(dx, cnt) + a * np.repeat(ox, cnt)
-    else:  # (no record cycles or wraps: b is i, a 0)
-        out[1, nf:] = np.repeat(rank[mv], cnt) + i * np.repeat(dk, cnt)
-        out[2, nf:] = np.repeat(index[mv], cnt) + i * np.repeat(dx, cnt)
+        del pw
+    for row, base, inner, outer in ((out[1, nf:], rank[mv], dk, ok), (out[2, nf:], index[mv], dx, ox)):
+        row[:] = np.repeat(base, cnt)  # plus b times the step and a times the outer step, in place (a
+        for by, step in ((b, inner), (a, outer)):  # step that no record takes skipped: it adds nothing)
+            if by is not None and step.any():
+                moved = np.repeat(step, cnt)
+                moved *= by
+                row += moved
     times = np.ones(len(out[0]), np.int64)
     times[:nf] = count[entry[fixed]]
     return entry, rank, st, (out, np.concatenate((entry[fixed], np.repeat(e, cnt))), times)
