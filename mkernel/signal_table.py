@@ -136,20 +136,19 @@ def signal_table(s: Schedule, home: list[int] | None = None, entries: Entries | 
     names = Codes()
     signal_entry, signal_rank, signal_steps, bumps = _bumps(tasks, entries, names)
     wait_entry, wait_j, member, wait_rank, wait_count, wait = _waits(tasks, entries, names)
-    nb = len(bumps[3])
-    rows = np.empty((3, nb + len(wait_entry)), np.int64)  # name, rank, index of every bump, then every wait
-    rows[:, :nb], rows[:, nb:] = bumps[:3], wait
     if home is not None:
-        rows[1] = np.take(np.array(home, np.int64), rows[1])
-    key = _dense(*rows)
-    return SignalTable(int(key.max(initial=-1)) + 1, entries.count, bumps[3], key[:nb], bumps[4], wait_entry, wait_j,
-                       member, key[nb:], wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0],
-                       signal_steps[:, 2])
+        home = np.array(home, np.int64)
+        np.take(home, bumps[0][1], out=bumps[0][1])
+        np.take(home, wait[1], out=wait[1])
+    keys, bump_key, wait_key = _dense(bumps[0], wait)
+    return SignalTable(keys, entries.count, bumps[1], bump_key, bumps[2], wait_entry, wait_j, member, wait_key,
+                       wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0], signal_steps[:, 2])
 
 
 def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     """Per signal record: its entry, rank and steps (rank, index; outer rank, index); and the bumps
-    [name, rank, index, entry, times] (name, rank and index as one array)."""
+    (their name, rank and index as the rows of one array, which :func:`signal_table` then works in;
+    their entry; their times)."""
     count, steps = entries.count, entries.steps
     signals = [t.signals for t in tasks]  # (fields by list comprehensions: mkernel.members.int_array)
     # a builder shares one signals tuple among the entries that bump alike (a 2 x 8 GEMM+AR 32768^2
@@ -195,23 +194,28 @@ def _bumps(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     out = np.empty((3, nf + len(i)), np.int64)  # name, rank, index of every bump
     out[:, :nf] = name[fixed], rank[fixed], index[fixed]
     out[0, nf:] = np.repeat(name[mv], cnt)
+    a, b = None, i  # (no record cycles or wraps: b is i, a 0)
     if (p < cnt).any() or (wrap < p).any():
         pw = np.repeat(p, cnt)
         a, b = np.divmod(i, pw)
         b -= np.where(b >= np.repeat(wrap, cnt), pw, 0)
-        out[1, nf:] = np.repeat(rank[mv], cnt) + b * np.repeat(dk, cnt) + a * np.repeat(ok, cnt)
-        out[2, nf:] = np.repeat(index[mv], cnt) + b * np.repeat(dx, cnt) + a * np.repeat(ox, cnt)
-    else:  # (no record cycles or wraps: b is i, a 0)
-        out[1, nf:] = np.repeat(rank[mv], cnt) + i * np.repeat(dk, cnt)
-        out[2, nf:] = np.repeat(index[mv], cnt) + i * np.repeat(dx, cnt)
+        del pw
+    for row, base, inner, outer in ((out[1, nf:], rank[mv], dk, ok), (out[2, nf:], index[mv], dx, ox)):
+        row[:] = np.repeat(base, cnt)  # plus b times the step and a times the outer step, in place (a
+        for by, step in ((b, inner), (a, outer)):  # step that no record takes skipped: it adds nothing)
+            if by is not None and step.any():
+                moved = np.repeat(step, cnt)
+                moved *= by
+                row += moved
     times = np.ones(len(out[0]), np.int64)
     times[:nf] = count[entry[fixed]]
-    return entry, rank, st, [*out, np.concatenate((entry[fixed], np.repeat(e, cnt))), times]
+    return entry, rank, st, (out, np.concatenate((entry[fixed], np.repeat(e, cnt))), times)
 
 
 def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     """Per wait record (a wait of member 0, or of every member where it steps): its entry, index in
-    the entry's waits, member, polled rank and count; and its key's name, rank, index (one array)."""
+    the entry's waits, member, polled rank and count; and its key's name, rank, index (the rows of
+    one array, which :func:`signal_table` then works in)."""
     count, steps = entries.count, entries.steps
     waits = [t.waits for t in tasks]
     per = int_array(list(map(len, waits)))
@@ -237,28 +241,51 @@ def _waits(tasks: tuple, entries: Entries, names: Codes) -> tuple:
     return np.repeat(entry, times), np.repeat(j, times), member, rank, np.repeat(need, times), key
 
 
-def _dense(name: np.ndarray, rank: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """Per (name, rank, index) row: one integer per distinct row, 0 up (numbered in the rows' order,
-    name, then rank, then index)."""
-    if not len(name):
-        return np.zeros(0, np.int64)
-    spans = [int(x.max()) - int(x.min()) + 1 for x in (name, rank, index)]
+def _dense(*blocks: np.ndarray) -> tuple:
+    """The number of distinct (name, rank, index) columns of ``blocks`` (arrays of those three rows),
+    and per block, one integer per column: its place among the distinct ones, 0 up, in order of
+    name, then rank, then index. The blocks are worked in (they are scratch): where one number per
+    column fits, it is made in the column's name row, in place, and the blocks are not joined (at
+    930k columns, each array less is 7 MB of fresh pages)."""
+    if not sum(b.shape[1] for b in blocks):
+        return 0, *(np.zeros(0, np.int64) for _ in blocks)
+    lows, highs = zip(*((min(int(b[f].min(initial=2 ** 63 - 1)) for b in blocks),
+                         max(int(b[f].max(initial=-2 ** 63)) for b in blocks)) for f in range(3)))
+    spans = [hi - lo + 1 for lo, hi in zip(lows, highs)]
     space = spans[0] * spans[1] * spans[2]
-    if space < 2 ** 62:  # one number per row: one sort of one key (the usual case)
-        flat = ((name - name.min()) * spans[1] + rank - rank.min()) * spans[2] + index - index.min()
-        if space > 4 * len(flat):
-            return np.unique(flat, return_inverse=True)[1].reshape(-1)
-        # few possible keys (a 2 x 8 GEMM+AR 32768^2 build: 2.6M for 930k rows): marked and counted, not sorted
-        seen = np.zeros(space, bool)
+    if space >= 2 ** 62:  # no one number per column: a sort of the three rows, joined
+        return _sorted(np.concatenate(blocks, axis=1), [b.shape[1] for b in blocks])
+    flats = []
+    for b in blocks:  # ((name - low) span + rank - low) span + index - low
+        flat = b[0]
+        flat -= lows[0]
+        flat *= spans[1]
+        flat += b[1]
+        flat -= lows[1]
+        flat *= spans[2]
+        flat += b[2]
+        flat -= lows[2]
+        flats.append(flat)
+    if space > 4 * sum(map(len, flats)):  # spread wide: one sort of one key
+        distinct, key = np.unique(np.concatenate(flats), return_inverse=True)
+        return len(distinct), *np.split(key.reshape(-1), np.cumsum(list(map(len, flats)))[:-1])
+    # few possible keys (a 2 x 8 GEMM+AR 32768^2 build: 2.6M for 930k columns): marked and counted, not sorted
+    seen = np.zeros(space, bool)
+    for flat in flats:
         seen[flat] = True
-        marked = np.flatnonzero(seen)  # the keys in order; each numbered where marked (a running count of
-        number = np.empty(space, np.int32 if space < 2 ** 31 else np.int64)  # the marks, without summing them all:
-        number[marked] = np.arange(len(marked))  # only the marked places are read)
-        return number[flat].astype(np.int64)
+    marked = np.flatnonzero(seen)  # the keys in order; each numbered where marked (a running count of
+    number = np.empty(space, np.int32 if space < 2 ** 31 else np.int64)  # the marks, without summing them all:
+    number[marked] = np.arange(len(marked))  # only the marked places are read)
+    return len(marked), *(number[flat].astype(np.int64) for flat in flats)
+
+
+def _sorted(rows: np.ndarray, sizes: list[int]) -> tuple:
+    """:func:`_dense` of blocks of ``sizes`` columns, joined in ``rows``: a sort of the three rows."""
+    name, rank, index = rows
     order = np.lexsort((index, rank, name))
-    rows = np.stack((name, rank, index))[:, order]
+    rows = rows[:, order]
     new = np.ones(len(order), bool)
     new[1:] = (rows[:, 1:] != rows[:, :-1]).any(axis=0)
     key = np.empty(len(order), np.int64)
     key[order] = np.cumsum(new) - 1
-    return key
+    return int(new.sum()), *np.split(key, np.cumsum(sizes)[:-1])

@@ -238,15 +238,25 @@ def test_a_step_that_does_not_fit_is_refused_and_validate_names_it(field):
 def test_keys_are_numbered_alike_whether_or_not_their_numbers_fit_one_integer():
     """Signal indices far apart (past what one 63-bit number per key can span) take the sort of
     three keys; spread wider than the rows (one number each, sorted) or close (marked, counted)
-    one key: all three number the distinct (name, rank, index) rows alike, in the same order."""
+    one key: all three number the distinct (name, rank, index) rows alike, in the same order; and
+    so they do the rows split into blocks (the bumps and the waits), each block numbered as its
+    part of the whole, an empty block too."""
     from mkernel.signal_table import _dense
 
     rng = np.random.default_rng(30)
     name, rank, index = (rng.integers(0, k, 5000) for k in (3, 16, 40))
-    small = _dense(name, rank, index)
-    wide = _dense(name, rank, index * 1000)
-    huge = _dense(name, rank, index * 2 ** 56)
-    assert (small == huge).all() and (small == wide).all()
-    assert small.dtype == wide.dtype == np.int64
-    assert small.max() + 1 == len(set(zip(name.tolist(), rank.tolist(), index.tolist())))
+    distinct = len(set(zip(name.tolist(), rank.tolist(), index.tolist())))
+    got = {}
+    for spread in (1, 1000, 2 ** 56):
+        rows = np.stack((name, rank, index * spread))
+        keys, got[spread] = _dense(rows.copy())
+        assert keys == distinct and got[spread].dtype == np.int64
+        for cut in (0, 1234, 5000):
+            keys, *parts = _dense(rows[:, :cut].copy(), rows[:, cut:].copy())
+            assert keys == distinct and all(p.dtype == np.int64 for p in parts)
+            assert (parts[0] == got[spread][:cut]).all() and (parts[1] == got[spread][cut:]).all()
+    small = got[1]
+    assert (small == got[1000]).all() and (small == got[2 ** 56]).all()
+    assert small.max() + 1 == distinct
     assert (np.diff(small[np.lexsort((index, rank, name))]) >= 0).all()
+    assert _dense(np.zeros((3, 0), np.int64), np.zeros((3, 0), np.int64))[0] == 0
