@@ -97,8 +97,9 @@ class Solves:
         keys = tuple([id(flow.key) for flow in flows])  # (comprehensions: compiled, a native field read each)
         order = self._orders.get(keys)
         if order is None:  # groups not met together before: no state of theirs is remembered, none made
-            if len(self._orders) < self.kept and all([flow.key is not None for flow in flows]):  # (a group made without a plan:
-                self._orders[keys] = list(dict.fromkeys([link for flow in flows for link in flow.links]))  # no key)
+            if len(self._orders) < self.kept and all([flow.key is not None for flow in flows]):  # (a group made
+                self._orders[keys] = list(dict.fromkeys([link for flow in flows for link in flow.links]))  # without
+                # a plan has no key)
             return flows, max_min(flows)
         state = self._state(flows, keys, order)
         rates = self._rates.get(state)
