@@ -6,7 +6,7 @@ from the compiled core went through CPython's generic attribute and method looku
 instructions a read; a 2 x 8 GEMM+AR's run makes about a million of them. This class is what
 SimPy's events and processes use of an environment (``schedule``, ``now``, ``active_process`` and
 the ``event``/``timeout``/``process``/``all_of``/``any_of`` factories; SimPy's own ``Environment.run``
-and ``step`` work on it too) with the same queue entries, event ids and order; compiled, its fields
+works on it too, through its ``step``) with the same event ids and order; compiled, its fields
 are struct members. It also schedules plain calls (:meth:`call_later`: a timer with one callback,
 whose Timeout would cost about as much as the work it triggers), streaks of them
 (:meth:`call_in_streak`) and processes nothing waits on (:meth:`start`). A plain call sits in the
@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import simpy
 from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
 
 
-ORDER = 1 << 48  # an entry's order: priority * ORDER + event id (ids stay below it: 2.8e14 events)
+# an entry's order: priority * ORDER + event id (ids stay below it: 2.8e14 events); Final: compiled, C constants
+ORDER: Final = 1 << 48
 
 
 class Entry:
@@ -95,7 +96,8 @@ class Streak:
         self.at = 0  # the first pending slot
 
 
-NORMAL_ORDER, URGENT_ORDER = int(NORMAL) * ORDER, int(URGENT) * ORDER
+NORMAL_ORDER: Final = int(NORMAL) * ORDER
+URGENT_ORDER: Final = int(URGENT) * ORDER
 
 
 class CountingEnvironment:

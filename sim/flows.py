@@ -23,7 +23,7 @@ the solver rates groups, not flows. Each member keeps its own size and start: th
 virtual time passes its start plus its size. So a NIC carrying hundreds of messages to a few peers
 re-solves a few groups, and a wave of identical NVLink copies is one.
 
-Cost: each group's next finish sits in one heap with lazy deletion, and a single SimPy timeout is
+Cost: each group's next finish sits in one heap with lazy deletion, and a single timer is
 armed for the earliest, so the event count grows with the number of finishes, not with flows x
 re-rates. Re-solves are batched per instant: flows that start or end at the same simulated time (a
 wave of tiles finishing together) mark their links, and one zero-delay event re-solves every marked

@@ -48,7 +48,7 @@ class Ring:
             self.items.append(item)
             if self.reader is not None:  # where the waiting proxy's event would be triggered
                 reader, self.reader = self.reader, None
-                self.env.call_later(0.0, reader)  # type: ignore
+                self.env.call_later(0.0, reader)
             return None
         event = self.env.event()
         self.blocked.append((event, item))
@@ -93,13 +93,13 @@ class Host:
         """Free the thread (at once); the first waiting request gets it when the release is processed."""
         self.busy = False
         if self.waiting:
-            self.env.call_later(0.0, self._grant)  # type: ignore
+            self.env.call_later(0.0, self._grant)
 
     def _grant(self, _arg) -> None:
         if self.waiting and not self.busy:
             self.busy = True
             granted, arg = self.waiting.popleft()
-            self.env.call_later(0.0, granted, arg)  # type: ignore
+            self.env.call_later(0.0, granted, arg)
 
 
 class Proxy:

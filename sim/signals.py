@@ -5,11 +5,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any
+from typing import Any, Final
 
 from mkernel.ir import Signal, Task
 
-NEVER = 1 << 62  # a cell's least need without waiters: above any count (an int, as the counts: a quick comparison)
+NEVER: Final = 1 << 62  # a cell's least need without waiters: above any count (an int, as the counts: a quick comparison)
 _need = itemgetter(0)  # a waiter's (need, waiter) -> need
 STILL = ((0, 0),)  # the signal steps of a group whose one signal does not move (flat_keys)
 

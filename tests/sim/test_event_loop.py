@@ -77,6 +77,48 @@ def test_until_is_simpys():
     assert log == [1.0, 2.0] and env.now == 2.5
 
 
+def _until_scene(env, log: list, case: str):
+    """Timeouts and a process on ``env`` (SimPy's or ours), and the ``until`` of ``case``."""
+    def proc():
+        yield env.timeout(1.5)
+        log.append(("proc", float(env.now)))
+        return "done"
+
+    for t in (1.0, 2.0, 3.0):
+        env.timeout(t).callbacks.append(lambda ev, t=t: log.append(("timeout", t)))
+    p = env.process(proc())
+    if case == "pending":
+        return p
+    if case == "failed":
+        bad = env.event()
+        env.timeout(2.5).callbacks.append(lambda ev: bad.fail(KeyError("until failed")))
+        return bad
+    if case == "never":
+        return env.event()
+    return {"time": 2.5, "past": 0.0}[case]
+
+
+@pytest.mark.parametrize("case", ["pending", "processed", "failed", "never", "time", "past"])
+def test_run_until_is_simpys(case):
+    """``run(until)`` (an event pending, processed already or failed, one never triggered, a time, a
+    time not ahead) against simpy.Environment's on the same scene: the same log, value, time and error."""
+    outcomes = []
+    for make in (simpy.Environment, CountingEnvironment):
+        env, log = make(), []
+        until = _until_scene(env, log, "pending" if case == "processed" else case)
+        if case == "processed":  # (p ended at 1.5: run past it first)
+            env.run(2.6)
+            log.append("again")
+        try:
+            got = ("value", env.run(until))
+        except (KeyError, RuntimeError, ValueError) as e:
+            got = (type(e).__name__, str(e).replace(repr(until), "UNTIL"))
+        outcomes.append((log, got, float(env.now)))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][1][0] == {"pending": "value", "processed": "value", "failed": "KeyError", "never": "RuntimeError",
+                                 "time": "value", "past": "ValueError"}[case]
+
+
 def _streak_scene(env: CountingEnvironment, log: list, streaks: bool) -> None:
     """Four lanes' timers of one step at t=1 and t=2 (as streak slots, or one call_at each), between
     them plain calls at t=1, a process started from a slot (URGENT: it runs before the
