@@ -100,6 +100,12 @@ NORMAL_ORDER: Final = int(NORMAL) * ORDER
 URGENT_ORDER: Final = int(URGENT) * ORDER
 
 
+def _processed(event: Any) -> bool:
+    """Whether SimPy has processed ``event`` (its callbacks are None then, though SimPy types them as a
+    list: read untyped, as the compiled core would refuse None where it expects a list)."""
+    return event.callbacks is None
+
+
 class CountingEnvironment:
     """A SimPy environment (see the module) that counts the events it processes (``events``: one a
     queue entry taken or streak slot run, and one for the step that finds the queue empty, as
@@ -278,7 +284,7 @@ class CountingEnvironment:
             until = simpy.Event(self)  # type: ignore[arg-type]
             until._ok, until._value = True, None
             self.schedule(until, URGENT, at - self.now)
-        elif until.callbacks is None:  # processed already
+        elif _processed(until):
             return until.value
         until.callbacks.append(StopSimulation.callback)
         try:
