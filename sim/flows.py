@@ -42,6 +42,7 @@ from .environment import CountingEnvironment, Entry, pop, push
 from .maxmin import Solves, resolve
 
 _BORN = count()  # (Flow.born)
+HEAP_SLACK = 4096  # superseded entries the heap may hold past twice its groups' count before _arm drops them
 EPS_US = 1e-9
 WHOLE = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
 INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
@@ -275,7 +276,7 @@ class FlowNet:
 
     def _arm(self) -> None:
         heap = self.heap
-        if len(heap) > 2 * len(self.groups) + 4096:  # mostly superseded entries: drop them at once
+        if len(heap) > 2 * len(self.groups) + HEAP_SLACK:  # mostly superseded entries: drop them at once
             live = [entry for entry in heap if _group(entry).due is entry]
             heap = self.heap = []
             for entry in live:
