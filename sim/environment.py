@@ -27,9 +27,10 @@ from typing import Any, Final
 import simpy
 from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
 
-
 # an entry's order: priority * ORDER + event id (ids stay below it: 2.8e14 events); Final: compiled, C constants
 ORDER: Final = 1 << 48
+NORMAL_ORDER: Final = int(NORMAL) * ORDER
+URGENT_ORDER: Final = int(URGENT) * ORDER
 
 
 class Entry:
@@ -94,10 +95,6 @@ class Streak:
         self.eids: list[int] = []
         self.args: list = []
         self.at = 0  # the first pending slot
-
-
-NORMAL_ORDER: Final = int(NORMAL) * ORDER
-URGENT_ORDER: Final = int(URGENT) * ORDER
 
 
 def _processed(event: Any) -> bool:
