@@ -132,7 +132,8 @@ def _per_link(legs: list[tuple[Link, float, float]]) -> tuple[dict[Link, tuple[f
 
 
 def _group(entry: Entry) -> Flow:
-    """The group an entry of the network's heap is the next finish of."""
+    """The group an entry of the network's heap is the next finish of (typed: compiled, its fields are read
+    directly; an entry's item is any object)."""
     return entry.item
 
 
@@ -297,7 +298,7 @@ class FlowNet:
         heap, due = self.heap, now + EPS_US
         while heap and heap[0].when <= due:
             entry = pop(heap)
-            flow: Flow = entry.item  # (typed: the compiled core reads its fields directly)
+            flow = _group(entry)
             if flow.due is not entry:
                 continue
             if now > flow.stamp:  # (its vtime brought up to now: see Flow)
