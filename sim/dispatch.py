@@ -92,18 +92,18 @@ class Dispatch(Waits):
                 n -= m
                 waits = None if compute else stepping.get(id(task))
                 if waits is None and not compute:
-                    waits = self._stepping_waits(task)  # (() for an entry whose waits do not step)
-                if waits and len(waits) == 1 and waits[0][3]:
+                    waits = self._stepping_waits(task)  # ([] for an entry whose waits do not step)
+                if waits and len(waits) == 1 and waits[0][1]:
                     # the loop below over _waits_of's spans, written out (without the spans) for an entry
                     # off the compute role (no SM counts in or out) with one wait that steps by dx != 0:
                     # the row's intra reductions and broadcasts, whose members mostly block alone. The
                     # same test of each member, in order; a blocked member opens its own run, as _join
                     # would (it joins only this entry's member before it on the same key: none, dx != 0)
-                    (srank, name, index, dx, need), = waits
+                    (key0, dx, need), = waits
                     ready = first  # the first member of the ready span being taken
                     for i in range(first, first + m):
-                        key: Any = (srank, name, index + i * dx)  # (mypyc: below, key may be None)
-                        if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
+                        key: Any = key0 + i * dx  # (mypyc: below, key may be None)
+                        if (0 if (cell := cells.get(key)) is None else cell.count) < need:
                             if i > ready:
                                 self._join(runs, lane, role, task, ready, i - ready, -1, None, 0, 0.0)
                             runs.append(Run(lane, role, task, i, -1, 0, key, need, 0.0))

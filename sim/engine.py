@@ -37,7 +37,7 @@ from operator import attrgetter
 from mkernel import cost
 from mkernel.cluster import Cluster
 from mkernel.errors import DeadlockError
-from mkernel.ir import Schedule, Signal, Task, expand
+from mkernel.ir import Schedule, Task, expand
 from mkernel.members import RegionTable
 
 from .data import DataStore
@@ -49,7 +49,7 @@ from .hazardlog import LoggedTracker
 from .hazards import NullTracker
 from .library import LibraryCalls
 from .network import Network
-from .signals import SignalBoard, flat_keys, run_bumps
+from .signals import SignalBoard, flat_keys, run_bumps, signal_of
 from .sms import RolePool
 from . import nvplan, tiles
 
@@ -116,7 +116,7 @@ class Model(Dispatch):
         self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
-        self._stepping: dict[int, list[tuple] | tuple] = {}  # stepping waits as key parts (_waits_of), by id(entry)
+        self._stepping: dict[int, list[tuple[int, int, int]]] = {}  # stepping waits as key parts (_waits_of), by id(entry)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
@@ -143,7 +143,7 @@ class Model(Dispatch):
         if blocked:
             lines = []
             for run in blocked:
-                t, sig = run.member(), Signal(*run.key)
+                t, sig = run.member(), signal_of(run.key)
                 lines.append(f"rank {t.rank} role {t.role.value} {t.describe()} waits for {sig} >= {run.need}, "
                              f"has {self.board.count(sig)}")
             injected = self.inject.report()
@@ -158,7 +158,7 @@ class Model(Dispatch):
         """The runs waiting on the board, in the order they (last) began to wait. Read from the board's
         waiters when asked (when the run ends, for its deadlock report): a registry kept beside them
         cost a dict store and removal for each of the 164k waits of the 2 x 8 every-node run."""
-        waiting = [run for cell in self.board.cells.values() if cell[1] for _, run in cell[1]]
+        waiting = [run for cell in self.board.cells.values() if cell.waiters for _, run in cell.waiters]
         return sorted(waiting, key=attrgetter("seq"))
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from mkernel.ir import Role, Task
 
-from .signals import SignalBoard
+from .signals import SignalBoard, key_of
 from .sms import RolePool
 
 READY: tuple[int, Any, int] = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
@@ -76,7 +76,7 @@ class Waits:
 
     __deletable__ = ('board', '_stepping', '_held')  # (Model.close(): mypyc)
     board: SignalBoard
-    _stepping: dict[int, list[tuple] | tuple]
+    _stepping: dict[int, list[tuple[int, int, int]]]
     _held: dict[int, int]
 
     def _waits_of(self, task: Task, first: int, n: int) -> list[tuple] | tuple[tuple]:
@@ -88,17 +88,17 @@ class Waits:
         ready when taken: 688k members of a 2 x 8 ring attention run, none blocked.)"""
         if task.count == 1 or not task.step.waits:
             return ((first, n, self._blocking(task, first, 0)),)
-        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
+        cells = self.board.cells  # (key -> its Cell: signals.SignalBoard)
         waits = self._stepping.get(id(task))
         if waits is None:  # (an entry on the compute role: _bulk fills the others' on their first take)
             waits = self._stepping[id(task)] = _key_parts(task)
         spans: list[tuple] = []
         ready = first  # the first member of the ready span being listed
         if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
-            rank, name, index, dx, need = waits[0]
+            key0, dx, need = waits[0]
             for i in range(first, first + n):
-                key = (rank, name, index + i * dx)
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
+                key = key0 + i * dx
+                if (0 if (cell := cells.get(key)) is None else cell.count) < need:
                     if i > ready:
                         spans.append((ready, i - ready, READY))
                     spans.append((i, 1, (0, key, need)))
@@ -107,9 +107,9 @@ class Waits:
                 spans.append((ready, first + n - ready, READY))
             return spans
         for i in range(first, first + n):
-            for w, (rank, name, index, dx, need) in enumerate(waits):
-                key = (rank, name, index + i * dx)
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < need:
+            for w, (key0, dx, need) in enumerate(waits):
+                key = key0 + i * dx
+                if (0 if (cell := cells.get(key)) is None else cell.count) < need:
                     if i > ready:
                         spans.append((ready, i - ready, READY))
                     spans.append((i, 1, (w, key, need)))
@@ -119,13 +119,13 @@ class Waits:
             spans.append((ready, first + n - ready, READY))
         return spans
 
-    def _stepping_waits(self, task: Task) -> list[tuple] | tuple:
-        """:func:`_key_parts` of a group whose waits step (else ()), kept by id(entry) in ``_stepping``:
+    def _stepping_waits(self, task: Task) -> list[tuple[int, int, int]]:
+        """:func:`_key_parts` of a group whose waits step (else []), kept by id(entry) in ``_stepping``:
         what ``_bulk`` reads to take an entry's members with one stepping wait in its own loop."""
-        waits = self._stepping[id(task)] = _key_parts(task) if task.count > 1 and task.step.waits else ()
+        waits = self._stepping[id(task)] = _key_parts(task) if task.count > 1 and task.step.waits else []
         return waits
 
-    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, tuple | None, int]:
+    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, int | None, int]:
         """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
         or (-1, None, 0).
 
@@ -135,14 +135,14 @@ class Waits:
         waits = task.waits
         if at >= len(waits):
             return READY
-        cells = self.board.cells  # (key -> [count, waiters]: signals.SignalBoard)
+        cells = self.board.cells  # (key -> its Cell: signals.SignalBoard)
         if task.count > 1 and task.step.waits:
             steps = task.step.waits
             for j in range(at, len(waits)):
                 w = waits[j]
                 g = w.signal
-                key = (g.rank, g.name, g.index + i * steps[j])
-                if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
+                key = key_of(g.rank, g.name, g.index) + i * steps[j]
+                if (0 if (cell := cells.get(key)) is None else cell.count) < w.count:
                     return j, key, w.count
             return READY
         held = self._held.get(id(task), 0)
@@ -150,8 +150,8 @@ class Waits:
         for j in range(start, len(waits)):
             w = waits[j]
             g = w.signal
-            key = (g.rank, g.name, g.index)
-            if (0 if (cell := cells.get(key)) is None else cell[0]) < w.count:
+            key = key_of(g.rank, g.name, g.index)
+            if (0 if (cell := cells.get(key)) is None else cell.count) < w.count:
                 if start == held:
                     self._held[id(task)] = j
                 return j, key, w.count
@@ -160,7 +160,8 @@ class Waits:
         return READY
 
 
-def _key_parts(task: Task) -> list[tuple]:
-    """(rank, name, member 0's index, index step, count) of each of a stepping group's waits: member
-    i's key is (rank, name, index + i * step)."""
-    return [(w.signal.rank, w.signal.name, w.signal.index, dx, w.count) for w, dx in zip(task.waits, task.step.waits)]
+def _key_parts(task: Task) -> list[tuple[int, int, int]]:
+    """(member 0's key, key step, count) of each of a stepping group's waits: member i's key is key +
+    i * step (waits step by index only)."""
+    return [(key_of(w.signal.rank, w.signal.name, w.signal.index), dx, w.count)
+            for w, dx in zip(task.waits, task.step.waits)]

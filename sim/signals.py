@@ -1,4 +1,10 @@
-"""The event engine's small pieces: the signal counters and a run's bumps."""
+"""The event engine's small pieces: the signal counters and a run's bumps.
+
+A signal (rank, name, index) is keyed by one int, ``rank << RANK_SHIFT | name id << NAME_SHIFT | index + INDEX_BIAS``
+(:func:`key_of`; :func:`signal_of` reads one back). The key is linear in rank and index, so a group's
+member keys are member 0's plus whole-number steps (``dk << RANK_SHIFT`` + ``dx``) and a run's keys are
+sums, not tuples: no tuple is made, hashed or compared for each of the 1.2M bumps of the 2 x 8
+every-node GEMM+AR run, and a key's rank is one shift."""
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -12,9 +18,38 @@ from mkernel.ir import Signal, Task
 NEVER: Final = 1 << 62  # a cell's least need without waiters: above any count (an int, as the counts: a quick comparison)
 _need = itemgetter(0)  # a waiter's (need, waiter) -> need
 STILL = ((0, 0),)  # the signal steps of a group whose one signal does not move (flat_keys)
+NAME_SHIFT: Final = 32  # a key's fields: the biased index below bit 32, the name's id in bits 32-41, the rank above
+RANK_SHIFT: Final = 42  # (ranks of up to 2^19 keep a key below 2^61, an int mypyc holds unboxed; any rank reads back)
+INDEX_BIAS: Final = 1 << 31  # indexes from -2^31 to 2^31 - 1 held as index + INDEX_BIAS, so the field is never negative
+LOW: Final = (1 << RANK_SHIFT) - 1  # a key's name and index fields
+_NAME_IDS: Final[dict[str, int]] = {}  # each signal name met in this process, numbered as met (names are a builder's few words)
+_NAMES: Final[list[str]] = []  # and back
 
 
-def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple], int, int]:
+def key_of(rank: int, name: str, index: int) -> int:
+    """The board's key of signal ``name[index]`` on ``rank`` (a ValueError where a field does not fit)."""
+    code = _NAME_IDS.get(name)
+    if code is None:
+        if len(_NAMES) >= 1 << (RANK_SHIFT - NAME_SHIFT):
+            raise ValueError(f"signal {name!r}: more than {len(_NAMES)} signal names in one process")
+        code = _NAME_IDS[name] = len(_NAMES)
+        _NAMES.append(name)
+    if not -INDEX_BIAS <= index < INDEX_BIAS:
+        raise ValueError(f"signal {name}[{index}]@{rank}: indexes from -2^31 to 2^31 - 1 are simulated")
+    return (rank << RANK_SHIFT) + (code << NAME_SHIFT) + index + INDEX_BIAS
+
+
+def signal_of(key: int) -> Signal:
+    """The signal of a board key (:func:`key_of` read back)."""
+    return Signal(key >> RANK_SHIFT, _NAMES[(key & LOW) >> NAME_SHIFT], (key & ((1 << NAME_SHIFT) - 1)) - INDEX_BIAS)
+
+
+def step_of(dk: int, dx: int) -> int:
+    """A key's step for a rank step ``dk`` and an index step ``dx``."""
+    return (dk << RANK_SHIFT) + dx
+
+
+def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[int], int, int]:
     """The bumps that members ``first .. first+n-1`` of ``t`` (all by default) make, in the flat
     schedule's order, as (keys, times, repeat): member by member, each its signals' keys in order,
     each key bumped ``times`` times in a row (> 1 only for a group's one fixed signal), the list
@@ -28,36 +63,40 @@ def flat_keys(t: Task, first: int = 0, n: int | None = None) -> tuple[list[tuple
         # bumped by each of its G members: one key bumped n times, not n equal keys, each made and found)
         if len(signals) == 1:
             g = signals[0]
-            return [(g.rank, g.name, g.index)], n, 1
-        return [(g.rank, g.name, g.index) for g in signals], 1, n
+            return [key_of(g.rank, g.name, g.index)], n, 1
+        return [key_of(g.rank, g.name, g.index) for g in signals], 1, n
     if st.period:  # member i steps (i mod period) times the inner steps and (i div period) times the outer
         p = st.period
         if len(signals) == 1:  # (a GEMM tile row's one flag: its members' steps, shared by its shape)
             g = signals[0]
             moves = _cycle_moves(t.count, p, st.rotate, *st.signals[0], *st.outer[0])[0]
-            rank, name, index = g.rank, g.name, g.index
-            return [(rank + dr, name, index + di) for dr, di in moves[first:first + n]], 1, 1
-        out: list[tuple] = []
-        wrap = p - st.rotate  # (Task.offset: past the wrap, a member steps back by the period in its cycle)
-        moves7 = [(g.rank, g.name, g.index, dk, dx, ok, ox)
+            key = key_of(g.rank, g.name, g.index)
+            return [key + move for move in moves[first:first + n]], 1, 1
+        cycles = [(key_of(g.rank, g.name, g.index), _cycle_moves(t.count, p, st.rotate, dk, dx, ok, ox)[0])
                   for g, (dk, dx), (ok, ox) in zip(signals, st.signals, st.outer)]
-        for i in range(first, first + n):
-            a, b = divmod(i, p)
-            if b >= wrap:
-                b -= p
-            out += [(rank + b * dk + a * ok, name, index + b * dx + a * ox)
-                    for rank, name, index, dk, dx, ok, ox in moves7]
-        return out, 1, 1
-    offsets: range | list[int] = range(first, first + n)
+        return [key + moves[i] for i in range(first, first + n) for key, moves in cycles], 1, 1
+    spans = [(first, first + n)]
     if st.rotate:  # (Task.offset: members from count - rotate on step back by count)
         wrap, end = t.count - st.rotate, first + n
-        offsets = [*range(first, min(end, wrap)), *range(max(first, wrap) - t.count, end - t.count)]
-    if len(signals) == 1:
+        spans = [(first, min(end, wrap)), (max(first, wrap) - t.count, end - t.count)]
+    out: list[int] = []
+    if len(signals) == 1:  # (keys stepped by sums: a product of a rank's step, past 2^30, is a generic int's)
         g, (dk, dx) = signals[0], st.signals[0]
-        rank, name, index = g.rank, g.name, g.index
-        return [(rank + i * dk, name, index + i * dx) for i in offsets], 1, 1
-    moves5 = [(g.rank, g.name, g.index, dk, dx) for g, (dk, dx) in zip(signals, st.signals)]
-    return [(rank + i * dk, name, index + i * dx) for i in offsets for rank, name, index, dk, dx in moves5], 1, 1
+        key, step = key_of(g.rank, g.name, g.index), step_of(dk, dx)
+        for lo, hi in spans:
+            k = key + step_of(lo * dk, lo * dx)
+            for _ in range(lo, hi):
+                out.append(k)
+                k += step
+        return out, 1, 1
+    keys = [key_of(g.rank, g.name, g.index) for g in signals]
+    steps = [step_of(dk, dx) for dk, dx in st.signals]
+    for lo, hi in spans:
+        at = [key + step_of(lo * dk, lo * dx) for key, (dk, dx) in zip(keys, st.signals)]
+        for _ in range(lo, hi):
+            out += at
+            at = [k + step for k, step in zip(at, steps)]
+    return out, 1, 1
 
 
 def run_bumps(entries: Iterable, rank: int) -> tuple[list[list], list[list]]:
@@ -75,26 +114,26 @@ def run_bumps(entries: Iterable, rank: int) -> tuple[list[list], list[list]]:
             _more(later, far, 1, 1)
             continue
         keys, times, repeat = flat_keys(task, first, n)
-        local = [k for k in keys if k[0] == rank]
+        local = [k for k in keys if k >> RANK_SHIFT == rank]
         if len(local) == len(keys):  # (all local, or none: the one list; mixed: split in order)
             _more(now, local, times, repeat)
         elif not local:
             _more(later, keys, times, repeat)
         else:
             _more(now, local, times, repeat)
-            _more(later, [k for k in keys if k[0] != rank], times, repeat)
+            _more(later, [k for k in keys if k >> RANK_SHIFT != rank], times, repeat)
     return now, later
 
 
-def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], list[tuple]]:
+def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[int], list[int]]:
     """:func:`flat_keys`'s keys of members ``first .. first+n-1`` of ``t`` (one signal cycling with a
     period), split into those of ``rank`` and the rest, each in member order: the members on ``rank``
     found by bisection among those of rank step ``rank - rank0`` (:func:`_cycle_moves`), not key by key."""
     st, g = t.step, t.signals[0]
     moves, on = _cycle_moves(t.count, st.period, st.rotate, *st.signals[0], *st.outer[0])
-    rank0, name, index = g.rank, g.name, g.index
-    keys = [(rank0 + dr, name, index + di) for dr, di in moves[first:first + n]]  # (flat_keys' keys, inline)
-    mine = on.get(rank - rank0, ())
+    key = key_of(g.rank, g.name, g.index)
+    keys = [key + move for move in moves[first:first + n]]  # (flat_keys' keys, inline)
+    mine = on.get(rank - g.rank, ())
     mine = mine[bisect_left(mine, first):bisect_left(mine, first + n)]
     local = [keys[i - first] for i in mine]
     for i in reversed(mine):  # (from the last: the positions before it stay put)
@@ -103,21 +142,23 @@ def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[tuple], 
 
 
 @lru_cache(maxsize=256)
-def _cycle_moves(count: int, p: int, rotate: int, dk: int, dx: int, ok: int, ox: int) -> tuple[tuple, dict]:
-    """Each member's (rank step, index step) where one signal cycles with the period ``p`` (as Task.member_signals),
-    and the members by rank step: shared by tile rows (and cached across runs), so tuples: no caller can change them."""
-    moves: list[tuple[int, int]] = []
+def _cycle_moves(count: int, p: int, rotate: int, dk: int, dx: int, ok: int, ox: int
+                 ) -> tuple[tuple[int, ...], dict[int, tuple[int, ...]]]:
+    """Each member's key step (:func:`step_of`) where one signal cycles with the period ``p`` (as
+    Task.member_signals), and the members by rank step: shared by tile rows (and cached across runs),
+    so tuples: no caller can change them."""
+    moves: list[int] = []
     on: dict[int, list[int]] = {}
     for i in range(count):
         a, b = divmod(i, p)
         if rotate and b >= p - rotate:  # (wrapped within its cycle)
             b -= p
-        moves.append((b * dk + a * ok, b * dx + a * ox))
+        moves.append(step_of(b * dk + a * ok, b * dx + a * ox))
         on.setdefault(b * dk + a * ok, []).append(i)
     return tuple(moves), {k: tuple(v) for k, v in on.items()}
 
 
-def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None:
+def _more(bumps: list[list], keys: list[int], times: int, repeat: int) -> None:
     """``keys`` (a list of the caller's own; each bumped ``times`` times, the list ``repeat`` times)
     after ``bumps``: joined to the last list where both bump each key once."""
     if not keys:
@@ -128,29 +169,40 @@ def _more(bumps: list[list], keys: list[tuple], times: int, repeat: int) -> None
     bumps.append([keys, times, repeat])
 
 
+class Cell:
+    """One counter of the board: its ``count``, its ``waiters`` ((need, waiter) in wait order) or None,
+    and their ``least`` need (:data:`NEVER` without). A class of its own, not a list, so the compiled
+    core reads and adds its fields as typed ints (a list's items are objects: a generic add and
+    comparison for each of the row's 1.2M bumps)."""
+
+    __slots__ = ("count", "waiters", "least")
+
+    def __init__(self, count: int, waiters: list[tuple[int, Any]] | None, least: int) -> None:
+        self.count, self.waiters, self.least = count, waiters, least
+
+
 class SignalBoard:
     """The signal counters of one call (one epoch). On the GPU every value is stamped with the epoch
     of the call that wrote it, so what earlier calls left reads as 0 and nothing is zeroed between
     calls; a board lives for one call, so every value it holds is of that call, and it keeps plain
     counts (``epoch`` names the call in errors). A bump hands every waiter whose count it reaches to
     ``release``; ``wait_key`` returns False when the count already holds, so the common case costs
-    nothing. Counters are keyed by (rank, name, index) tuples, so the members of a group reach theirs
-    without building a Signal each. Each key has one cell, ``[count, waiters or None, least need]``
-    (``cells``; a key never bumped nor waited on has none, and counts 0): a bump finds them with one
-    lookup (a tuple key is hashed at every lookup), and one comparison with its waiters' least need
-    (:data:`NEVER` without) tells whether it releases any (most do not: a GEMM tile row's flag waits
-    for all 8 ranks' bumps)."""
+    nothing. Counters are keyed by ints (:func:`key_of`), so the members of a group reach theirs by
+    a sum, without building a Signal or a tuple each. Each key has one :class:`Cell` (``cells``; a key
+    never bumped nor waited on has none, and counts 0): a bump finds it
+    with one lookup, and one comparison with its waiters' least need tells whether it releases any
+    (most do not: a GEMM tile row's flag waits for all 8 ranks' bumps)."""
 
     def __init__(self, epoch: int, release: Callable[[Any], None], home: list[int] | None = None) -> None:
         self.epoch, self.release = epoch, release
         self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
-        self.cells: dict[tuple, list] = {}  # key -> [count, list of (need, waiter) in wait order or None, least need]
+        self.cells: dict[int, Cell] = {}  # key -> its cell
 
     def count(self, sig: Signal) -> int:
-        cell = self.cells.get((sig.rank, sig.name, sig.index))
-        return 0 if cell is None else cell[0]
+        cell = self.cells.get(key_of(sig.rank, sig.name, sig.index))
+        return 0 if cell is None else cell.count
 
-    def bump_keys(self, keys: list[tuple], times: int = 1, repeat: int = 1) -> None:
+    def bump_keys(self, keys: list[int], times: int = 1, repeat: int = 1) -> None:
         """Each key of ``keys`` bumped ``times`` times, in order, the list ``repeat`` times over (one
         call for a run's bumps: the hottest code of a run). A bump of ``times`` > 1 is ``times``
         bumps of one: its waiters are released as those would release them, by the count they wait
@@ -160,62 +212,62 @@ class SignalBoard:
         cells, release = self.cells, self.release  # (cells.get, not a bound get: compiled, a dict primitive)
         if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
             home = self.home
-            keys = [(home[k[0]], k[1], k[2]) for k in keys]
+            keys = [(home[k >> RANK_SHIFT] << RANK_SHIFT) + (k & LOW) for k in keys]
         if repeat > 1:  # each key's cell found once (a missing one made at 0: what no cell counts)
-            found = [cells.get(key) or cells.setdefault(key, [0, None, NEVER]) for key in keys]
+            found = [cells.get(key) or cells.setdefault(key, Cell(0, None, NEVER)) for key in keys]
             for fcell in found:
-                if fcell[1] is not None:
+                if fcell.waiters is not None:
                     found = found * repeat
                     break
             else:
                 times *= repeat
             for fcell in found:
-                value = fcell[0] = fcell[0] + times
-                if value >= fcell[2]:
+                value = fcell.count = fcell.count + times
+                if value >= fcell.least:
                     self._wake(fcell, value, times)
             return
         for key in keys:
             cell = cells.get(key)
             if cell is None:  # (no waiter before its first bump or wait)
-                cells[key] = [times, None, NEVER]
+                cells[key] = Cell(times, None, NEVER)
                 continue
-            value = cell[0] = cell[0] + times
-            if value < cell[2]:  # (most bumps: no waiter, or none whose count it reaches)
+            value = cell.count = cell.count + times
+            if value < cell.least:  # (most bumps: no waiter, or none whose count it reaches)
                 continue
-            waiting = cell[1]
-            if len(waiting) == 1:  # the common release, inline (a call a release costs: 164k in the row)
-                cell[1], cell[2] = None, NEVER
+            waiting = cell.waiters
+            if waiting is not None and len(waiting) == 1:  # the common release, inline (164k in the row)
+                cell.waiters, cell.least = None, NEVER
                 release(waiting[0][1])
             else:
                 self._wake(cell, value, times)
 
-    def _wake(self, cell: list, value: int, times: int) -> None:
+    def _wake(self, cell: Cell, value: int, times: int) -> None:
         """The waiters of ``cell`` whose count its bump of ``times`` to ``value`` reaches, released."""
-        still: list = []
-        due: list = []
-        for need, waiter in cell[1]:
+        still: list[tuple[int, Any]] = []
+        due: list[tuple[int, Any]] = []
+        for need, waiter in cell.waiters or ():
             (due if need <= value else still).append((need, waiter))
-        cell[1], cell[2] = (still, min(map(_need, still))) if still else (None, NEVER)
+        cell.waiters, cell.least = (still, min(map(_need, still))) if still else (None, NEVER)
         if times > 1 and len(due) > 1:
             due.sort(key=_need)  # (stable)
         for _, waiter in due:
             self.release(waiter)
 
-    def wait_key(self, key: tuple, need: int, waiter: object) -> bool:
+    def wait_key(self, key: int, need: int, waiter: object) -> bool:
         """Whether ``key`` has yet to reach ``need``; if so, ``release(waiter)`` is called when it
         does (from the bump, so it should only schedule work)."""
         cell = self.cells.get(key)
         if cell is None:
             if need <= 0:
                 return False
-            self.cells[key] = [0, [(need, waiter)], need]
+            self.cells[key] = Cell(0, [(need, waiter)], need)
             return True
-        if cell[0] >= need:
+        if cell.count >= need:
             return False
-        if cell[1] is None:
-            cell[1], cell[2] = [(need, waiter)], need
+        if cell.waiters is None:
+            cell.waiters, cell.least = [(need, waiter)], need
         else:
-            cell[1].append((need, waiter))
-            if need < cell[2]:
-                cell[2] = need
+            cell.waiters.append((need, waiter))
+            if need < cell.least:
+                cell.least = need
         return True

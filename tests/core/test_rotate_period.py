@@ -23,7 +23,7 @@ from mkernel.members import member_rows, read_regions
 from mkernel.schedule_builder import ScheduleBuilder
 from mkernel.signal_table import bump_keys, count_homes, signal_table
 from mkernel.sim.gridrows import Rows
-from mkernel.sim.signals import flat_keys
+from mkernel.sim.signals import flat_keys, signal_of
 
 COLS, G, CYCLES = 16, 4, 3
 
@@ -67,9 +67,14 @@ def test_signal_keys_are_the_members_own(local):
         assert Counter(dict(fixed)) + Counter(moving) == want
     for first, n in ((0, t.count), (1, 5), (G - local, 2), (G + 1, G), (t.count - 1, 1)):
         keys, times, repeat = flat_keys(t, first, n)
-        assert [k for k in keys * repeat for _ in range(times)] == own[2 * first:2 * (first + n)]
+        assert [k for k in _tuples(keys) * repeat for _ in range(times)] == own[2 * first:2 * (first + n)]
         fixed, moving = bump_keys(t, first, n)
         assert Counter(dict(fixed)) + Counter(moving) == Counter(own[2 * first:2 * (first + n)])
+
+
+def _tuples(keys: list[int]) -> list[tuple]:
+    """The simulator's signal keys as (rank, name, index)."""
+    return [(g.rank, g.name, g.index) for g in map(signal_of, keys)]
 
 
 def _schedule(*tasks: Task) -> Schedule:
@@ -228,4 +233,4 @@ def test_one_signal_keys_are_the_members_own_from_any_member(local):
         for n in {1, 2, G - 1, G, G + 3, t.count - first} - {0}:
             n = min(n, t.count - first)
             keys, times, repeat = flat_keys(t, first, n)
-            assert (keys, times, repeat) == (own[first:first + n], 1, 1)
+            assert (_tuples(keys), times, repeat) == (own[first:first + n], 1, 1)

@@ -26,6 +26,7 @@ import pytest
 from mkernel import BufferKind, Cluster, DeadlockError, Op, Region, Role, ScheduleBuilder, Signal, Wait
 from mkernel.ir import Step
 from mkernel.sim.engine import Model
+from mkernel.sim.signals import signal_of
 
 
 def _schedule():
@@ -192,7 +193,8 @@ def test_deadlock_lists_waiters_in_the_order_they_last_began_to_wait():
     model = Model(sb.build(0.0), Cluster("1x1", nodes=1, gpus_per_node=1), None)
     with pytest.raises(DeadlockError, match=r"(?s)'E'.*waits for w\[0\]@0 >= 1.*'D'.*waits for v\[0\]@0 >= 1"):
         model.run()
-    assert [(run.task.label, run.key) for run in model.blocked()] == [("E", (0, "w", 0)), ("D", (0, "v", 0))]
+    assert [(run.task.label, signal_of(run.key)) for run in model.blocked()] == [("E", Signal(0, "w", 0)),
+                                                                                 ("D", Signal(0, "v", 0))]
 
 
 def test_a_controller_sees_the_blocked_sms_counted():

@@ -250,7 +250,7 @@ def test_a_group_bumps_its_signals_in_the_order_its_members_would():
     """The simulator bumps a run's signals member by member, each member's in order (a group's
     fixed signal bumped n times first would wake its waiters before those of the members' stepping
     signals: a flat run wakes them in turn); a bump of k times is k bumps in a row."""
-    from mkernel.sim.signals import flat_keys
+    from mkernel.sim.signals import flat_keys, signal_of
 
     sb = _builder()
     common = dict(reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 0, 1, 2, 0, 8),), label="c {}")
@@ -274,23 +274,24 @@ def test_a_group_bumps_its_signals_in_the_order_its_members_would():
         for first, n in ((0, t.count), (1, 2), (2, 1)):
             want = [(g.rank, g.name, g.index) for m in members[first:first + n] for g in m.signals]
             keys, times, repeat = flat_keys(t, first, n)
-            assert [key for key in keys * repeat for _ in range(times)] == want, (t.label, first, n)
+            got = [signal_of(key) for key in keys * repeat for _ in range(times)]
+            assert [(g.rank, g.name, g.index) for g in got] == want, (t.label, first, n)
 
 
 def test_a_repeated_bump_releases_its_waiters_in_the_flat_order():
     """A group's fixed signals are bumped as one list repeated (signals.flat_keys): added at once
     where no key of it has waiters, else member by member, so waiters wake as the flat run's would."""
-    from mkernel.sim.signals import SignalBoard
+    from mkernel.sim.signals import SignalBoard, key_of, signal_of
 
     released: list[str] = []
     board = SignalBoard(1, released.append)
-    a, b = (0, "a", 0), (0, "b", 0)
+    a, b = key_of(0, "a", 0), key_of(0, "b", 0)
     board.bump_keys([a, b], 1, 3)  # nobody waits: +3 each
-    assert [board.count(Signal(*key)) for key in (a, b)] == [3, 3]
+    assert [board.count(signal_of(key)) for key in (a, b)] == [3, 3]
     for key, need, name in ((b, 4, "b4"), (a, 5, "a5"), (b, 5, "b5")):
         assert board.wait_key(key, need, name)
     board.bump_keys([a, b], 1, 2)  # a b a b: b reaches 4, then a 5, then b 5
-    assert released == ["b4", "a5", "b5"] and [board.count(Signal(*key)) for key in (a, b)] == [5, 5]
+    assert released == ["b4", "a5", "b5"] and [board.count(signal_of(key)) for key in (a, b)] == [5, 5]
 
 
 def test_validate_checks_the_corners_of_a_cycling_group():
