@@ -33,15 +33,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from itertools import count
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 import simpy
 
 from .environment import CountingEnvironment, Entry, pop, push
 from .maxmin import Solves, resolve
 
-_BORN = count()  # (Flow.born)
+_BORN: Final = [0]  # groups made so far (Flow.born): an item, where itertools.count's next cost two lookups and a call
 HEAP_SLACK = 4096  # superseded entries the heap may hold past twice its groups' count before _arm drops them
 EPS_US = 1e-9
 WHOLE = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
@@ -58,8 +57,9 @@ class Link:
     of whole-number plans owe it (``owed``: per plan, the flows started and each one's payload and
     busy bytes; :meth:`FlowNet.transfer_plan` counts flows there rather than adding per link)."""
 
-    __slots__ = ("name", "capacity", "flows", "weight", "added", "added_busy", "owed", "samples",
-                 "fill_tag", "fill_seq", "fill_left", "fill_weight")  # (maxmin.max_min's working state)
+    __slots__ = ("name", "capacity", "flows", "weight", "added", "added_busy", "owed", "samples", "batch", "seen",
+                 "reached", "fill_tag", "fill_seq", "fill_left", "fill_weight")  # (maxmin's working state)
+    reached: int  # (set by maxmin.component where it tags the link, before it reads it)
     fill_seq: int  # (set by max_min where it tags the link, before it reads them)
     fill_left: float
     fill_weight: float
@@ -69,10 +69,11 @@ class Link:
         self.capacity = bytes_per_us
         self.flows: dict[Flow, float] = {}  # flow -> weight; insertion-ordered, so runs are reproducible
         self.weight = 0.0  # total weight of the flows on the link
-        self.added = 0.0
-        self.added_busy = 0.0
+        self.added = self.added_busy = 0.0
         self.owed: list[tuple[list[int], float, float]] = []
         self.samples: list[tuple[float, float]] | None = None
+        self.batch: object = None  # (the FlowNet batch that last marked the link: FlowNet._mark)
+        self.seen: object = None  # (the search that last reached the link: maxmin.component)
         self.fill_tag: object = None  # (the max_min that last counted the link as one that can fill)
 
     # (while anything is owed, every amount on the link is a whole number and all together stay below
@@ -95,28 +96,62 @@ class Flow:
     entry in the network's heap of next finishes (one a re-rate replaced or a retired group's is
     left there, and skipped)."""
 
-    __slots__ = ("links", "unit", "cap", "count", "vtime", "rate", "stamp", "due", "ends", "key", "born")
+    __slots__ = ("links", "weights", "unit", "cap", "count", "vtime", "rate", "stamp", "due", "ends", "key", "born",
+                 "shape", "batch", "seen")
 
-    def __init__(self, unit: dict[Link, float], cap: float, now: float, key=None) -> None:
-        self.links = tuple(unit)
+    def __init__(self, unit: dict[Link, float], cap: float, now: float, key=None, shape: Shape | None = None) -> None:
+        self.links = tuple(unit)  # (and weights: unit's keys and values, walked with zip, not a dict's items)
+        self.weights = tuple(unit.values())
         self.unit = unit
         self.cap = cap
         self.count = 0
-        self.vtime = 0.0
-        self.rate = 0.0
+        self.vtime = self.rate = 0.0
         self.stamp = now
         self.due: Entry | None = None
         self.ends: list[Entry] = []
         self.key = key
-        self.born = next(_BORN)  # groups in the order they are made: the order of each link's groups (maxmin.Solves)
+        _BORN[0] = self.born = _BORN[0] + 1  # groups in the order made: each link's groups' order (maxmin.Solves)
+        self.shape = shape  # (the plan key it is the live group of, in a FlowNet)
+        self.batch: object = None  # (the FlowNet batch that last touched the group: FlowNet.touched)
+        self.seen: object = None  # (the search that last reached the group: maxmin.component)
+
+    def revive(self, now: float) -> Flow:
+        """A retired group (no member, on no link) live from ``now`` again, as a new one would start."""
+        self.count, self.vtime, self.rate, self.stamp, self.due, self.batch = 0, 0.0, 0.0, now, None, None
+        _BORN[0] = self.born = _BORN[0] + 1
+        return self
 
     def add(self, n: int) -> None:
         """``n`` more members (or fewer, for n < 0): ``count`` times the unit weight on every link."""
         before = self.count
         self.count = after = before + n
-        for link, w in self.unit.items():  # (w * before is what the link holds for it, to the bit: 0.0 when new)
+        for link, w in zip(self.links, self.weights):  # (w * before: what the link holds for it, to the bit)
             now = link.flows[self] = w * after
             link.weight += now - w * before
+
+
+class Shape:
+    """A plan key (interned: :meth:`FlowNet.plan_legs`) and its live group, if any: a field read, where a dict
+    by the key's id cost a hash and a boxed int; a retired one is kept (``spare``) to revive, not made anew."""
+
+    __slots__ = ("key", "group", "spare")
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self.group: Flow | None = None
+        self.spare: Flow | None = None
+
+
+class Plan(NamedTuple):
+    """:meth:`FlowNet.plan_legs`'s work (a tuple, as its callers keep it; compiled, each field read by
+    its index): the flows' size, legs, unit weights, shape, flows counted (``owed``) and ``whole``."""
+
+    size: float
+    legs: tuple[tuple[Link, float, float], ...]
+    unit: dict[Link, float]
+    shape: Shape
+    owed: list[int]
+    whole: float
 
 
 def _per_link(legs: list[tuple[Link, float, float]]) -> tuple[dict[Link, tuple[float, float]], float]:
@@ -146,11 +181,12 @@ class FlowNet:
         self.heap: list[Entry] = []  # groups' next finishes (Entry: the finish, seq, group), a heap
         self.seq = 0
         self.armed = math.inf
-        self.dirty: dict[Link, None] = {}  # links whose flows need a re-rate at this instant
+        self.batch = object()  # the ``batch`` of links in ``dirty`` and groups in ``touched`` (anew each flush)
+        self.dirty: list[Link] = []  # links whose flows need a re-rate at this instant, each once
         self.touched: dict[Flow, None] = {}  # groups whose members changed at this instant
         self.flush_pending = False
         self.groups: dict[int, Flow] = {}  # the live group of each plan key (weights, cap), by id(key)
-        self.keys: dict[tuple, tuple] = {}  # each plan key made, once: equal keys are one object (plan_legs)
+        self.keys: dict[tuple, Shape] = {}  # each plan key made, once: equal keys are one object (plan_legs)
         # bytes the links may still take as flows counted (transfer_plan, Link.owed): while every
         # amount is whole and all of them together stay below WHOLE, each link's totals are exact
         # whichever way they are summed; -inf from the first amount that is not (a link takes bytes
@@ -174,55 +210,60 @@ class FlowNet:
         at once when the flows end at an instant with nothing else due (:meth:`_wake`)."""
         return self.transfer_plan(self.plan_legs(size, legs, cap), count, then)
 
-    def plan_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf) -> tuple:
+    def plan_legs(self, size: float, legs: list[tuple[Link, float, float]], cap: float = math.inf) -> Plan:
         """What :meth:`transfer_legs` works out from its flows' shape alone (each link's weight per
         flow, the group's key), once: a simulator starts flows of one task's shape many times. Equal
-        keys are one object, so a transfer finds its group by the key's id (hashing a key hashes
-        every (link, weight) pair of it)."""
+        keys are one object (a :class:`Shape`'s), so a transfer finds its group through its plan
+        (hashing a key hashes every (link, weight) pair of it)."""
         unit: dict[Link, float] = {}
         for link, _, busy in legs:
             unit[link] = unit.get(link, 0.0) + busy / size if size > 0 else 0.0
         key = (tuple(unit.items()), cap)
+        shape = self.keys.get(key) or self.keys.setdefault(key, Shape(key))
         sums, whole = _per_link(legs)
         owed = [0]  # the flows of this plan counted, not added (transfer_plan)
         if whole < self.whole_left:
             for link, (payload, busy) in sums.items():
                 link.owed.append((owed, payload, busy))
                 self.owing[link] = None
-        return size, tuple(legs), unit, self.keys.setdefault(key, key), owed, whole
+        return Plan(size, tuple(legs), unit, shape, owed, whole)
 
-    def transfer_plan(self, plan: tuple, count: int = 1,
+    def transfer_plan(self, plan: Plan, count: int = 1,
                       then: Callable[[None], None] | None = None) -> simpy.Event | None:
         """:meth:`transfer_legs` of flows planned by :meth:`plan_legs`."""
-        size, legs, unit, key, owed, whole = plan
         done = self.env.event() if then is None else then
-        if whole * count < self.whole_left:  # (every link's totals stay whole numbers below WHOLE)
-            self.whole_left -= whole * count
-            owed[0] += count  # the flows counted: their bytes are owed to their links (see Link)
+        if plan.whole * count < self.whole_left:  # (every link's totals stay whole numbers below WHOLE)
+            self.whole_left -= plan.whole * count
+            plan.owed[0] += count  # the flows counted: their bytes are owed to their links (see Link)
         else:
             self._settle()
-            for link, payload, busy in legs:  # leg by leg from here on
+            for link, payload, busy in plan.legs:  # leg by leg from here on
                 link.added += payload * count
                 link.added_busy += busy * count
-        if size <= 0:
+        if plan.size <= 0:
             self._succeed(done)
-            return None if then else done  # type: ignore
+            return None if then is not None else done  # type: ignore
         if then is None:
             self.events += 1
         now = self.env.now
-        group = self.groups.get(id(key))  # keys are plan_legs' interned ones, kept alive in self.keys
-        if group is None:
-            group = self.groups[id(key)] = Flow(unit, key[1], now, key)
+        shape = plan.shape
+        group = shape.group
+        if group is None:  # (its shape's retired group revived, or a new one)
+            key = shape.key
+            group = shape.group = shape.spare.revive(now) if shape.spare else Flow(plan.unit, key[1], now, key, shape)
+            self.groups[id(shape.key)] = group
         if now > group.stamp:  # (the group's vtime brought up to now: see Flow)
             group.vtime += group.rate * (now - group.stamp)
         group.stamp = now
         self.seq += 1
-        push(group.ends, Entry(group.vtime + size, self.seq, (count, done)))
+        push(group.ends, Entry(group.vtime + plan.size, self.seq, (count, done)))
         group.add(count)
-        if group not in self.touched:  # (else its links are marked already: a group in ``touched`` has
-            self.touched[group] = None  # all its links in ``dirty`` until the flush clears both)
+        batch = self.batch
+        if group.batch is not batch:  # (else its links are marked already: a group in ``touched`` has
+            group.batch = batch  # all its links in ``dirty`` until the flush clears both)
+            self.touched[group] = None
             self._mark(group.links)
-        return None if then else done  # type: ignore
+        return None if then is not None else done  # type: ignore
 
     def _settle(self) -> None:
         """No more flows counted: what they owe each link is added to it (exact, see Link), once."""
@@ -238,28 +279,33 @@ class FlowNet:
         else:
             self.env.call_later(0.0, done)
 
-    def _mark(self, links) -> None:
+    def _mark(self, links: tuple[Link, ...]) -> None:
         """Re-rate the flows on ``links`` once, after everything else that happens at this instant."""
-        self.dirty.update(dict.fromkeys(links))
+        batch, dirty = self.batch, self.dirty
+        for link in links:
+            if link.batch is not batch:
+                link.batch = batch
+                dirty.append(link)
         if not self.flush_pending:
             self.flush_pending = True
             self.env.call_later(0.0, self._flush)
 
     def _flush(self, _event) -> None:
         self.flush_pending = False
-        links, self.dirty = self.dirty, {}
+        links, self.dirty = self.dirty, []
         if not self.record and len(self.groups) >= INCREMENTAL_GROUPS:  # (a trace samples whole components)
-            self._rerate(*resolve(links, self.touched))
+            flows, rates = resolve(dict.fromkeys(links), self.touched)
         else:
-            self._rerate(*self.solves.resolve(links))
+            flows, rates = self.solves.resolve(links)
+        self._rerate(flows, rates)
         self.touched.clear()
+        self.batch = object()
         self._arm()
 
-    def _rerate(self, flows: dict[Flow, None], rates: dict[Flow, float]) -> None:
-        now, touched, heap = self.env.now, self.touched, self.heap
-        for flow in flows:
-            rate = rates[flow]
-            if rate == flow.rate and flow not in touched:
+    def _rerate(self, flows: dict[Flow, None], rates: tuple[float, ...]) -> None:
+        now, batch, heap = self.env.now, self.batch, self.heap
+        for flow, rate in zip(flows, rates):
+            if rate == flow.rate and flow.batch is not batch:
                 continue  # its next finish, and its heap entry, still hold
             if now > flow.stamp:  # (its vtime brought up to now: see Flow)
                 flow.vtime += flow.rate * (now - flow.stamp)
@@ -294,7 +340,7 @@ class FlowNet:
         self.armed = math.inf
         now = self.env.now
         done: list = []  # the ended transfers' events, or calls (transfer_legs' ``then``)
-        changed: dict[Flow, None] = {}
+        changed: list[Flow] = []  # (each once: a group has one live entry in the heap)
         heap, due = self.heap, now + EPS_US
         while heap and heap[0].when <= due:
             entry = pop(heap)
@@ -310,21 +356,23 @@ class FlowNet:
                 n, event = end
                 done.append(event)
                 ended += n
-            changed[flow] = None
+            changed.append(flow)
             before = flow.count  # (flow.add(-ended) written out, and where no member is left, the
             flow.count = after = before - ended  # group leaving each link as its weight there drops)
             if ends:
-                for link, w in flow.unit.items():
+                for link, w in zip(flow.links, flow.weights):
                     held = link.flows[flow] = w * after
                     link.weight += held - w * before
             else:
-                for link, w in flow.unit.items():
+                for link, w in zip(flow.links, flow.weights):
                     link.weight += w * after - w * before
                     del link.flows[flow]
                     if not link.flows:
                         link.weight = 0.0  # no drift from float sums
                 del self.groups[id(flow.key)]
                 flow.due = None  # retired: no heap entry of it counts any more
+                if flow.shape is not None:
+                    flow.shape.group, flow.shape.spare = None, flow
         # calls only, and nothing else due now: their events would be the next ones processed, each
         # call what it would do when processed (after the re-rate is scheduled, as events would be)
         events = 0
@@ -332,7 +380,7 @@ class FlowNet:
             events = sum(isinstance(d, simpy.Event) for d in done)
             self.events -= events
         at_once = not events and not self.env.due_now()
-        for d in done if not at_once else ():
+        for d in done if not at_once else []:  # (a list either way: iterated compiled)
             self._succeed(d)
         if self.record:
             for flow in changed:
@@ -340,9 +388,13 @@ class FlowNet:
                     if not link.flows:
                         link.samples.append((now, 0.0))  # type: ignore[union-attr]
         if changed:
-            self.touched.update((f, None) for f in changed if f.ends)
-            self._mark([link for flow in changed for link in flow.links])
+            batch, touched = self.batch, self.touched
+            for flow in changed:
+                if flow.ends and flow.batch is not batch:
+                    flow.batch = batch
+                    touched[flow] = None
+                self._mark(flow.links)
         else:
             self._arm()
-        for call in done if at_once else ():
+        for call in done if at_once else []:
             call(None)

@@ -27,10 +27,10 @@ SOLVES_TRIAL = 64  # after this many solves, a network that found under a tenth 
 SOLVES_FROM = 4  # groups a component needs to be remembered: a smaller one fills in about what its state costs
 
 
-def resolve(links: dict[Link, None], touched: dict[Flow, None]) -> tuple[dict[Flow, None], dict[Flow, float]]:
+def resolve(links: dict[Link, None], touched: dict[Flow, None]) -> tuple[dict[Flow, None], tuple[float, ...]]:
     """The flows a change on ``links`` can move (``touched``: the groups that started, ended members
-    or are new there; every link of theirs is in ``links``), and their new max-min rates. (A network
-    of fewer groups re-solves whole components instead: :meth:`Solves.resolve`.)
+    or are new there; every link of theirs is in ``links``), and their new max-min rates, in their
+    order. (A network of fewer groups re-solves whole components instead: :meth:`Solves.resolve`.)
 
     Every other flow keeps its rate. Max-min rates are those of progressive filling, and below the
     level :func:`floor` gives, filling the changed network freezes the same flows at the same rates
@@ -57,7 +57,7 @@ def resolve(links: dict[Link, None], touched: dict[Flow, None]) -> tuple[dict[Fl
         return mine
 
     moved = _reach(links, unheld)
-    return moved, max_min(moved, left)
+    return moved, _ordered(moved, max_min(moved, left))
 
 
 class Solves:
@@ -89,37 +89,45 @@ class Solves:
         self._orders: dict[tuple, list[Link]] = {}  # the links of a sequence of plan keys, in first-seen order
         self._rates: dict[tuple, tuple[float, ...]] = {}  # each state's rates, in the component's order
 
-    def resolve(self, links: dict[Link, None]) -> tuple[dict[Flow, None], dict[Flow, float]]:
-        """The whole component of ``links`` and its max-min rates."""
+    def resolve(self, links: Iterable[Link]) -> tuple[dict[Flow, None], tuple[float, ...]]:
+        """The whole component of ``links`` and its max-min rates, in the component's order."""
         flows = component(links)
         if self.kept <= 0 or len(flows) < SOLVES_FROM:
-            return flows, max_min(flows)
+            return flows, _ordered(flows, max_min(flows))
         keys = tuple([id(flow.key) for flow in flows])  # (comprehensions: compiled, a native field read each)
         order = self._orders.get(keys)
         if order is None:  # groups not met together before: no state of theirs is remembered, none made
             if len(self._orders) < self.kept and all([flow.key is not None for flow in flows]):  # (a group made
                 self._orders[keys] = list(dict.fromkeys([link for flow in flows for link in flow.links]))  # without
                 # a plan has no key)
-            return flows, max_min(flows)
+            return flows, _ordered(flows, max_min(flows))
         state = self._state(flows, keys, order)
         rates = self._rates.get(state)
         self.solved += 1
         if rates is not None:
             self.found += 1
-            return flows, dict(zip(flows, rates))
-        solved = max_min(flows)
+            return flows, rates
+        rates = _ordered(flows, max_min(flows))
         if len(self._rates) < self.kept:
-            self._rates[state] = tuple([solved[flow] for flow in flows])
+            self._rates[state] = rates
         if self.solved == SOLVES_TRIAL and self.found * 10 < self.solved:  # (states rarely repeat: stop)
             self.kept, self._orders, self._rates = 0, {}, {}
-        return flows, solved
+        return flows, rates
 
     @staticmethod
     def _state(flows: dict[Flow, None], keys: tuple, order: list[Link]) -> tuple:
-        """What the filling of ``flows`` (plan keys ``keys``, links ``order``) reads (see the class)."""
-        borns = [flow.born for flow in flows]
-        return (keys, tuple([flow.count for flow in flows]), tuple(sorted(range(len(borns)), key=borns.__getitem__)),
-                tuple([link.weight for link in order]))
+        """What the filling of ``flows`` (plan keys ``keys``, links ``order``) reads (see the class). The
+        groups sorted by birth as ``born * n + i`` sorted (n groups, i each one's place): plain ints,
+        where a sort by a key function calls it once a group; births differ, so these sort as the
+        births do, and each one's place is what is left over of n."""
+        n = len(flows)
+        counts: list[int] = []
+        ranked: list[int] = []
+        for i, flow in enumerate(flows):
+            counts.append(flow.count)
+            ranked.append(flow.born * n + i)
+        ranked.sort()
+        return keys, tuple(counts), tuple([r % n for r in ranked]), tuple([link.weight for link in order])
 
 
 def floor(links: dict[Link, None], touched: dict[Flow, None]) -> float:
@@ -158,28 +166,66 @@ def floor(links: dict[Link, None], touched: dict[Flow, None]) -> float:
 
 
 def component(links: Iterable[Link]) -> dict[Flow, None]:
-    """The flows that share a link, directly or through other flows, with any of ``links``."""
-    return _reach(links, None)
-
-
-def _reach(links: Iterable[Link], follow: Callable[[Link], Iterable[Flow]] | None) -> dict[Flow, None]:
-    """The flows reached from ``links``: ``follow(link)`` (called once per link reached; None: every
-    flow on the link) gives the flows to take from a link, and every link of those is reached in
-    turn. Deterministic order (no hash-order iteration): a stack of links from the last of
-    ``links``, each link's flows in the order ``follow`` gives them."""
+    """The flows that share a link, directly or through other flows, with any of ``links``: those
+    :func:`_reach` would find taking every flow of each link, in the same order (written out: a
+    dict's keys, iterated compiled, where a call per link would give them as a list). A link counts
+    the flows of it found (``reached``): where that is all of them, reading them again finds none."""
+    tag = object()
     flows: dict[Flow, None] = {}
-    seen = dict.fromkeys(links)
-    todo = list(seen)
+    todo = _start(links, tag)
     while todo:
         link = todo.pop()
-        for flow in link.flows if follow is None else follow(link):
-            if flow not in flows:
+        if link.reached == len(link.flows):
+            continue
+        for flow in link.flows:
+            if flow.seen is not tag:
+                flow.seen = tag
                 flows[flow] = None
-                for link in flow.links:
-                    if link not in seen:
-                        seen[link] = None
-                        todo.append(link)
+                for other in flow.links:
+                    if other.seen is not tag:
+                        other.seen = tag
+                        other.reached = 0
+                        todo.append(other)
+                    other.reached += 1
     return flows
+
+
+def _reach(links: Iterable[Link], follow: Callable[[Link], list[Flow]]) -> dict[Flow, None]:
+    """The flows reached from ``links``: ``follow(link)`` (called once per link reached) gives the
+    flows to take from a link, and every link of those is reached in turn. Deterministic order (no
+    hash-order iteration): a stack of links from the last of ``links``, each link's flows in the
+    order ``follow`` gives them. A link or flow reached carries this search's tag in its ``seen``
+    field: a field compare, where a dict of those reached cost a hash each."""
+    tag = object()
+    flows: dict[Flow, None] = {}
+    todo = _start(links, tag)
+    while todo:
+        link = todo.pop()
+        for flow in follow(link):
+            if flow.seen is not tag:
+                flow.seen = tag
+                flows[flow] = None
+                for other in flow.links:
+                    if other.seen is not tag:
+                        other.seen = tag
+                        todo.append(other)
+    return flows
+
+
+def _start(links: Iterable[Link], tag: object) -> list[Link]:
+    """``links``, each once (the first time it comes), tagged as reached by the search of ``tag``."""
+    todo: list[Link] = []
+    for link in links:
+        if link.seen is not tag:
+            link.seen = tag
+            link.reached = 0
+            todo.append(link)
+    return todo
+
+
+def _ordered(flows: dict[Flow, None], rates: dict[Flow, float]) -> tuple[float, ...]:
+    """``rates`` of ``flows``, in their order."""
+    return tuple([rates[flow] for flow in flows])
 
 
 def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> dict[Flow, float]:
@@ -217,11 +263,14 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
                 level = link.capacity / w
         return {flow: level if level < flow.cap else flow.cap}
     tag = object()  # this solve's: a link whose fill_tag is it is one that can fill, not yet full
-    links = dict.fromkeys([link for flow in flows for link in flow.links])
-    if left is not None:
-        links = {link: None for link in links if link in left}
+    links: list[Link] = []  # (each once, in the order the flows' links come: the tag marks those listed)
+    for flow in flows:
+        for link in flow.links:
+            if link.fill_tag is not tag and (left is None or link in left):
+                link.fill_tag = tag
+                links.append(link)
     for i, link in enumerate(links):
-        link.fill_tag, link.fill_seq = tag, i
+        link.fill_seq = i
         link.fill_left, link.fill_weight = (link.capacity, link.weight) if left is None else (left[link], 0.0)
     if left is not None:
         for flow in flows:
@@ -254,10 +303,12 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
             if len(full) > 1:
                 full.sort(key=lambda link: (levels[link], link.fill_seq))
         if level == math.inf:  # flows on no finite link, uncapped: done at once
-            rates.update(dict.fromkeys(active, math.inf))
+            for f in active:
+                rates[f] = math.inf
             return rates
         if cap <= level * (1 + TIE) and one_cap is not None:  # every active flow has this one cap: the last level
-            rates.update(dict.fromkeys(active, level))
+            for f in active:
+                rates[f] = level
             return rates
         frozen: list[Flow] = []
         if cap <= level * (1 + TIE):
@@ -274,7 +325,8 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
                 if f in active:
                     del active[f]
                     frozen.append(f)
-        rates.update(dict.fromkeys(frozen, level))
+        for f in frozen:  # (each once: a flow leaves ``active`` as it freezes)
+            rates[f] = level
         if not active:  # the last level (often the only one): no bookkeeping left to do
             return rates
         touched: dict[Link, None] = {}

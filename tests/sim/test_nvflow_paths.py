@@ -264,7 +264,7 @@ def _twice(seed: int, change: str, solves: Solves) -> bool:
                 del link.flows[extra]
         for _ in range(2):  # (each state twice: a state is made only for groups met together before)
             flows, rates = solves.resolve(dict.fromkeys(links))
-            ok &= rates == maxmin.max_min(maxmin.component(dict.fromkeys(links)))
+            ok &= dict(zip(flows, rates)) == maxmin.max_min(maxmin.component(dict.fromkeys(links)))
         for g in groups.values():
             for link in g.links:
                 del link.flows[g]
