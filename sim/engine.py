@@ -33,6 +33,7 @@ import math
 import random
 from functools import partial
 from operator import attrgetter
+from typing import Any
 
 from mkernel import cost
 from mkernel.cluster import Cluster
@@ -40,6 +41,7 @@ from mkernel.errors import DeadlockError
 from mkernel.ir import Schedule, Task, expand
 from mkernel.members import RegionTable
 
+from .calllog import CallLog, Forward
 from .data import DataStore
 from .dispatch import ATTN, COMPUTE, GEMM, NORM, NVLINK_OPS, PUT, Dispatch, Lane, Run
 from .environment import CountingEnvironment
@@ -61,9 +63,11 @@ DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); 
 class Model(Dispatch):
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
-    __deletable__ = ('s', 'c', 'data', 'flows', 'tracker', 'inject', 'nv_out', 'nv_in', 'net', 'library', 'pools',
-                     'proxy_spans', 'queues', '_gemm_cache', 'played', '_nv_plans', 'nv_shapes', '_nv_entries',
+    __deletable__ = ('s', 'c', 'data', 'flows', '_tracker', 'log', 'inject', 'nv_out', 'nv_in', 'net', 'library',
+                     'pools', 'proxy_spans', 'queues', '_gemm_cache', 'played', '_nv_plans', 'nv_shapes', '_nv_entries',
                      'progress', 'stress_rng', 'itemsize')  # (close() drops them: a compiled class deletes only these)
+    _tracker: Any
+    log: CallLog  # (set with the tracker: its setter)
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
@@ -85,7 +89,7 @@ class Model(Dispatch):
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(epoch, self._released, self.home if fold > 1 else None)
-        self.tracker = LoggedTracker(s, regions) if track_hazards else NullTracker()
+        self.tracker = LoggedTracker(s, regions) if track_hazards else NullTracker()  # (and self.log: see tracker)
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)
@@ -116,7 +120,7 @@ class Model(Dispatch):
         self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
         self._joins_cache: dict[int, bool] = {}
-        self._stepping: dict[int, list[tuple[int, int, int]]] = {}  # stepping waits as key parts (_waits_of), by id(entry)
+        self._stepping: dict[int, list[tuple[int, int, int]]] = {}  # stepping waits' key parts, by id(entry)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
@@ -165,10 +169,23 @@ class Model(Dispatch):
         """Drop everything the run built, once its figures are read. Its parts point back at the
         model (the network, the library calls, the SMs' callbacks), so the whole run would otherwise
         be cyclic garbage: freed only by a full collection, after scanning every object of it."""
-        del (self.s, self.c, self.data, self.flows, self.tracker, self.inject, self.nv_out, self.nv_in, self.net,
-             self.library, self.pools, self.proxy_spans, self.queues, self._gemm_cache, self.played, self._nv_plans,
+        del (self.s, self.c, self.data, self.flows, self._tracker, self.log, self.inject, self.nv_out, self.nv_in,
+             self.net, self.library, self.pools, self.proxy_spans, self.queues, self._gemm_cache, self.played, self._nv_plans,
              self.nv_shapes, self._nv_entries, self.progress, self.stress_rng, self.itemsize, self.env, self.board,
              self.spans, self._timers, self.controller, self._joins_cache, self._shapes, self._stepping, self._held)
+
+    @property
+    def tracker(self) -> Any:
+        """The hazard tracker: :class:`~mkernel.sim.hazardlog.LoggedTracker` (``track_hazards``), a
+        :class:`~mkernel.sim.hazards.NullTracker`, or one a test sets. The run's checks and landings go
+        to ``log``: a logged tracker's own :class:`~mkernel.sim.calllog.CallLog` (a native call each),
+        or a :class:`~mkernel.sim.calllog.Forward` to any other tracker."""
+        return self._tracker
+
+    @tracker.setter
+    def tracker(self, tracker: Any) -> None:
+        self._tracker = tracker
+        self.log = tracker.log if isinstance(tracker, LoggedTracker) else Forward(tracker)
 
     def deadline_status(self) -> str:
         """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""
@@ -191,7 +208,7 @@ class Model(Dispatch):
                 self.env.call_at(tiles.launch_end(self, rank, li, launch), done.succeed)
                 yield done
                 for task in self.queues.get((rank, li, COMPUTE), ()) if not self.quiet else ():
-                    self.tracker.landed_writes(task)  # (nothing could tell when, within the launch)
+                    self.log.landed_writes(task)  # (nothing could tell when, within the launch)
                 continue
             queues = {role: self.queues.get((rank, li, role), []) for role, _ in launch.sms}
             work = (lambda t: cost.sm_work_us(t, self.itemsize, self.c)) if self.controller else None
@@ -207,7 +224,7 @@ class Model(Dispatch):
                 self._bulk(lane, [(role, n, None) for role, n in pool.target.items()])
             yield lane.done
         self.finish[rank] = self.env.now
-        self.tracker.check_outputs_landed(rank, self.env.now)
+        self.log.check_outputs_landed(rank, self.env.now)
 
     # -- runs doing their work -------------------------------------------------------------------
     def _start(self, run: Run) -> None:
@@ -230,10 +247,10 @@ class Model(Dispatch):
         if self.quiet:
             pass
         elif run.parts is None:  # (run.entries() of a run of one entry, without building its tuple)
-            self.tracker.check_reads(task, now, run.first, run.n)
+            self.log.check_reads(task, now, run.first, run.n)
         else:
             for entry, first, n in run.parts:
-                self.tracker.check_reads(entry, now, first, n)
+                self.log.check_reads(entry, now, first, n)
         slow = self.slow[task.rank]  # (a member's rank is its entry's)
         if op in NVLINK_OPS:  # (first: most runs that get here)
             self._nvlink(run, slow)
@@ -293,10 +310,10 @@ class Model(Dispatch):
         if self.quiet:
             return
         if run.parts is None:  # (run.entries() of a run of one entry, without building its tuple)
-            self.tracker.landed_writes(run.task, run.first, run.n)
+            self.log.landed_writes(run.task, run.first, run.n)
         else:
             for entry, first, n in run.parts:
-                self.tracker.landed_writes(entry, first, n)
+                self.log.landed_writes(entry, first, n)
         if self.data is not None:
             for j in range(run.n):
                 self.data.apply(run.member(j))

@@ -23,10 +23,10 @@ import numpy as np
 from mkernel.ir import BufferKind, Schedule, Task
 from mkernel.members import RegionTable, int_array, ragged
 
+from .calllog import LANDED, CallLog
 from .cellgrid import Side
 from .hazards import ArrivalTracker
 
-LANDED = -1.0  # a landing's time in the log (a check's is its simulated time, >= 0)
 
 
 class LoggedTracker(ArrivalTracker):
@@ -35,17 +35,16 @@ class LoggedTracker(ArrivalTracker):
 
     def __init__(self, s: Schedule, regions: RegionTable | None = None) -> None:
         super().__init__(s, regions)
-        self._log: list = []  # per call four items, flat: task, first member, members, time or LANDED
-        self._ends: list[tuple[int, int, float]] = []  # (rank, position in the log, time) of each rank's end
+        self.log = CallLog()  # (the engine appends to it: sim/calllog.py)
 
     def landed_writes(self, task: Task, first: int = 0, n: int | None = None) -> None:
-        self._log += (task, first, n, LANDED)  # (flat: no tuple kept per call, columns read by slicing)
+        self.log.landed_writes(task, first, n)
 
     def check_reads(self, task: Task, now_us: float, first: int = 0, n: int | None = None) -> None:
-        self._log += (task, first, n, now_us)
+        self.log.check_reads(task, now_us, first, n)
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:
-        self._ends.append((rank, len(self._log) // 4, now_us))
+        self.log.check_outputs_landed(rank, now_us)
 
     def finish(self) -> None:
         """Decide the run's hazards from its log (replayed through the live tracker where any read
@@ -53,13 +52,13 @@ class LoggedTracker(ArrivalTracker):
         rows = self._rows()
         if self._short(rows):
             self._replay(rows)
-        self._log, self._ends = [], []
+        self.log = CallLog()
 
     def _rows(self) -> np.ndarray:
         """The log's calls as rows (entry, first member, members, time or LANDED): an entry by its
         position in the schedule, a plain member made by :meth:`member` as its entry's member (its
         id is its expanded id), members left unnumbered as all from ``first`` on."""
-        log = self._log
+        log = self.log.items
         size = len(log) // 4
         tasks, first, n, times = (log[f::4] for f in range(4))
         p = self._entries(tasks)
@@ -113,7 +112,7 @@ class LoggedTracker(ArrivalTracker):
             cell, need = cell[idx], need[idx]
         if landings.fewer(cell, need, at):
             return True
-        for rank, at, _ in self._ends:
+        for rank, at, _ in self.log.ends:
             for b in self.schedule.buffers:
                 g = c.grid.get((b.name, rank))
                 if b.kind is BufferKind.OUTPUT and g is not None:
@@ -143,7 +142,7 @@ class LoggedTracker(ArrivalTracker):
 
     def _replay(self, rows: np.ndarray) -> None:
         """The log's calls (``rows``: :meth:`_rows`), in order, through the live tracker: its hazards, exactly."""
-        tasks, ends, e = self.schedule.tasks, self._ends, 0
+        tasks, ends, e = self.schedule.tasks, self.log.ends, 0
         live = ArrivalTracker
         for i, (p, first, n, now) in enumerate(rows.tolist()):
             p, first, n = int(p), int(first), int(n)

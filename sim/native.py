@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 CORE = ("environment", "signals", "runs", "sms", "dispatch", "engine", "flows", "maxmin", "network", "proxy", "tiles",
-        "nvplan")
+        "nvplan", "calllog")
 PURE_OPTION = "mkernel-pure"  # python -X mkernel-pure: run the Python source of the core
 HERE = Path(__file__).parent
 PACKAGE = "mkernel.sim"

@@ -22,7 +22,7 @@ NAME_SHIFT: Final = 32  # a key's fields: the biased index below bit 32, the nam
 RANK_SHIFT: Final = 42  # (ranks of up to 2^19 keep a key below 2^61, an int mypyc holds unboxed; any rank reads back)
 INDEX_BIAS: Final = 1 << 31  # indexes from -2^31 to 2^31 - 1 held as index + INDEX_BIAS, so the field is never negative
 LOW: Final = (1 << RANK_SHIFT) - 1  # a key's name and index fields
-_NAME_IDS: Final[dict[str, int]] = {}  # each signal name met in this process, numbered as met (names are a builder's few words)
+_NAME_IDS: Final[dict[str, int]] = {}  # each signal name met in this process, numbered as met (a builder's few)
 _NAMES: Final[list[str]] = []  # and back
 
 

@@ -32,7 +32,7 @@ class _Kept(LoggedTracker):
     """The logged tracker, keeping its log's rows and the ranks' ends for the comparison."""
 
     def finish(self) -> None:
-        self.kept = (self._rows().tolist(), list(self._ends))
+        self.kept = (self._rows().tolist(), list(self.log.ends))
         super().finish()
 
 
