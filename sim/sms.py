@@ -22,8 +22,8 @@ class RolePool:
 
     def __init__(self, budgets: dict[Role, int], queues: dict[Role, list[Task]],
                  work: Callable[[Task], float] | None = None) -> None:
-        self.target = dict(budgets)
-        self.active = dict.fromkeys(budgets, 0)
+        self.target: dict[Role, int] = dict(budgets)  # (typed: the compiled core compares and adds them as ints)
+        self.active: dict[Role, int] = dict.fromkeys(budgets, 0)
         self._queues: dict[Role, list[Task]] = {role: queues.get(role, []) for role in budgets}
         self._at: dict[Role, list[int]] = {role: [0, 0] for role in budgets}  # entry, member
         # remaining work per role (SM-us, for a controller), when a cost estimate is given
@@ -62,9 +62,10 @@ class RolePool:
         the entry, its first member taken, and how many (up to ``most``, within one entry)."""
         at = self._at[role]
         task, first = self._queues[role][at[0]], at[1]
-        n = task.count - first
+        count: int = task.count  # (read once: an IR field is a generic attribute read from compiled code)
+        n = count - first
         n = most if most < n else n
-        if first + n < task.count:
+        if first + n < count:
             at[1] += n
         else:
             at[0], at[1] = at[0] + 1, 0
