@@ -85,7 +85,7 @@ class Dispatch(Waits):
         for role, n, ended in chunks:
             compute = role is COMPUTE
             if ended is not None:
-                active[role] -= n
+                active[role] = active[role] - n  # (not -=: compiled, an item's -= is a generic one)
             while n and pool.has_work(role) and active[role] < target[role]:
                 room = target[role] - active[role]
                 task, first, m = pool.take_many(role, n if n < room else room)

@@ -170,9 +170,10 @@ class Model(Dispatch):
         model (the network, the library calls, the SMs' callbacks), so the whole run would otherwise
         be cyclic garbage: freed only by a full collection, after scanning every object of it."""
         del (self.s, self.c, self.data, self.flows, self._tracker, self.log, self.inject, self.nv_out, self.nv_in,
-             self.net, self.library, self.pools, self.proxy_spans, self.queues, self._gemm_cache, self.played, self._nv_plans,
-             self.nv_shapes, self._nv_entries, self.progress, self.stress_rng, self.itemsize, self.env, self.board,
-             self.spans, self._timers, self.controller, self._joins_cache, self._shapes, self._stepping, self._held)
+             self.net, self.library, self.pools, self.proxy_spans, self.queues, self._gemm_cache, self.played,
+             self._nv_plans, self.nv_shapes, self._nv_entries, self.progress, self.stress_rng, self.itemsize, self.env,
+             self.board, self.spans, self._timers, self.controller, self._joins_cache, self._shapes, self._stepping,
+             self._held)
 
     @property
     def tracker(self) -> Any:
@@ -298,7 +299,7 @@ class Model(Dispatch):
     def _free(self, runs: list[Run]) -> None:
         if self.progress is not None:
             self._ended = ended = self._ended + (runs[0].n if len(runs) == 1 else sum(map(MEMBERS, runs)))
-            if ended - self._told >= self._every or ended == self._total:
+            if float(ended - self._told) >= self._every or ended == self._total:  # (float: a typed compare)
                 self._told = ended
                 self.progress(self.s.variant, ended, self._total)
         if self._one_by_one:

@@ -66,10 +66,10 @@ class RolePool:
         n = count - first
         n = most if most < n else n
         if first + n < count:
-            at[1] += n
+            at[1] = at[1] + n  # (not +=: compiled, an item's += is a generic in-place add)
         else:
             at[0], at[1] = at[0] + 1, 0
-        self.active[role] += n
+        self.active[role] = self.active[role] + n
         if self._work is not None:
             self.remaining[role] -= self._work(task) * n
         return task, first, n
@@ -78,10 +78,10 @@ class RolePool:
         at = self._at[role]
         task, member = self._queues[role][at[0]], at[1]
         if member + 1 < task.count:
-            at[1] += 1
+            at[1] = at[1] + 1
         else:
             at[0], at[1] = at[0] + 1, 0
-        self.active[role] += 1
+        self.active[role] = self.active[role] + 1
         if self._work is not None:
             self.remaining[role] -= self._work(task)
         return task, member
