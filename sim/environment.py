@@ -10,13 +10,15 @@ works on it too, through its ``step``) with the same event ids and order; compil
 are struct members. It also schedules plain calls (:meth:`call_later`: a timer with one callback,
 whose Timeout would cost about as much as the work it triggers), streaks of them
 (:meth:`call_in_streak`) and processes nothing waits on (:meth:`start`). A plain call sits in the
-queue as the pair ``(fn, arg)`` where a Timeout would (nothing waits on it, and it cannot fail).
+queue as its entry's ``item`` (fn) and ``arg`` where a Timeout would (nothing waits on it, and it cannot fail).
 
 The queue is a binary heap of :class:`Entry` (time, then priority and event id as one number), not
 heapq's of tuples: each of heapq's comparisons of two tuples was about 340 instructions through
 CPython's generic comparison (1.5M of them in a 2 x 8 GEMM+AR every-node run), where compiled
 comparisons of an entry's float and int fields are a few. Every entry's key is distinct (the event
-id), so any heap pops the same entries in the same order.
+id), so any heap pops the same entries in the same order. :meth:`CountingEnvironment.run` keeps the
+entries it has run for the calls it queues next (``_free``): making and freeing one, a tracked object,
+cost about as much as the heap's work for it.
 """
 from __future__ import annotations
 
@@ -31,16 +33,18 @@ from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulat
 ORDER: Final = 1 << 48
 NORMAL_ORDER: Final = int(NORMAL) * ORDER
 URGENT_ORDER: Final = int(URGENT) * ORDER
+EVENT: Final = object()  # the ``arg`` of an entry whose item is a SimPy event (or a streak), not a plain call
 
 
 class Entry:
-    """One queued event: ``item`` (an event, an ``(fn, arg)`` call or a :class:`Streak`) due at ``when``;
-    entries at one time go by ``order`` (priority, then the order they were queued in)."""
+    """One queued event: ``item`` (an event or a :class:`Streak`, ``arg`` then :data:`EVENT`; or a plain call's
+    fn, called with ``arg``) due at ``when``; entries at one time go by ``order`` (priority, then the order they
+    were queued in)."""
 
-    __slots__ = ("when", "order", "item")
+    __slots__ = ("when", "order", "item", "arg")
 
-    def __init__(self, when: float, order: int, item: Any) -> None:
-        self.when, self.order, self.item = when, order, item
+    def __init__(self, when: float, order: int, item: Any, arg: Any = EVENT) -> None:
+        self.when, self.order, self.item, self.arg = when, order, item, arg
 
 
 def push(heap: list[Entry], entry: Entry) -> None:
@@ -116,6 +120,7 @@ class CountingEnvironment:
         self._active_proc: object = None  # (set by SimPy's Process while it runs)
         self._streaks: dict[object, Streak] = {}  # the streaks with a pending slot, by key
         self._current: Streak | None = None  # the streak whose slot is being run
+        self._free: list[Entry] = []  # entries run (by run()), for the calls queued next (_entry)
 
     # -- what SimPy's events and processes use ---------------------------------------------------
     @property
@@ -154,7 +159,13 @@ class CountingEnvironment:
             raise ValueError(f"Negative delay {delay}")
         eid = self._eid
         self._eid = eid + 1
-        push(self._queue, Entry(self.now + delay, NORMAL_ORDER + eid, (fn, arg)))
+        free = self._free  # (_entry, written out: the most queued call)
+        if free:
+            entry = free.pop()
+            entry.when, entry.order, entry.item, entry.arg = self.now + delay, NORMAL_ORDER + eid, fn, arg
+        else:
+            entry = Entry(self.now + delay, NORMAL_ORDER + eid, fn, arg)
+        push(self._queue, entry)
 
     def call_at(self, when: float, fn: Callable, arg: Any = None) -> None:
         """Call ``fn(arg)`` at time ``when`` (not before now): the time itself, not now plus a delay,
@@ -163,14 +174,23 @@ class CountingEnvironment:
             raise ValueError(f"{when} is in the past (now {self.now})")
         eid = self._eid
         self._eid = eid + 1
-        push(self._queue, Entry(when, NORMAL_ORDER + eid, (fn, arg)))
+        push(self._queue, self._entry(when, NORMAL_ORDER + eid, fn, arg))
 
     def call_first(self, fn: Callable, arg: Any = None) -> None:
         """Call ``fn(arg)`` at this instant before its other events, where ``start`` would run a
         process's first step (an URGENT entry): a step that was a process's start, without the process."""
         eid = self._eid
         self._eid = eid + 1
-        push(self._queue, Entry(self.now, URGENT_ORDER + eid, (fn, arg)))
+        push(self._queue, self._entry(self.now, URGENT_ORDER + eid, fn, arg))
+
+    def _entry(self, when: float, order: int, item: Any, arg: Any) -> Entry:
+        """An entry of these fields: one that has run, or a new one."""
+        free = self._free
+        if not free:
+            return Entry(when, order, item, arg)
+        entry = free.pop()
+        entry.when, entry.order, entry.item, entry.arg = when, order, item, arg
+        return entry
 
     def call_in_streak(self, key: object, when: float, fn: Callable, arg: Any) -> None:
         """Call ``fn(arg)`` at ``when`` (not before now), in the order :meth:`call_at` would, as a slot
@@ -184,7 +204,7 @@ class CountingEnvironment:
             if when < self.now:
                 raise ValueError(f"{when} is in the past (now {self.now})")
             streak = self._streaks[key] = Streak(key, when, fn)
-            push(self._queue, Entry(when, NORMAL_ORDER + eid, streak))
+            push(self._queue, self._entry(when, NORMAL_ORDER + eid, streak, EVENT))
         streak.eids.append(eid)
         streak.args.append(arg)
 
@@ -212,7 +232,7 @@ class CountingEnvironment:
                 most -= 1
                 if not most or queue and (queue[0].when < when or queue[0].when == when
                                           and queue[0].order < NORMAL_ORDER + eids[i]):
-                    push(queue, Entry(when, NORMAL_ORDER + eids[i], streak))
+                    push(queue, self._entry(when, NORMAL_ORDER + eids[i], streak, EVENT))
                     break
                 self.events += 1
         finally:  # a callback that raised leaves due_now() true to the queue
@@ -256,18 +276,20 @@ class CountingEnvironment:
         a call a step less (one per event)."""
         if until is not None:
             return self._run_until(until)
-        queue = self._queue
+        queue, free = self._queue, self._free
         while queue:
             self.events += 1
             entry = pop(queue)
             self.now = entry.when
-            event = entry.item
-            if type(event) is tuple:
-                event[0](event[1])
-            elif type(event) is Streak:
-                self._slots(event, -1)
+            item, arg = entry.item, entry.arg
+            entry.item = entry.arg = None  # (kept for the next call queued: it holds nothing)
+            free.append(entry)
+            if arg is not EVENT:
+                item(arg)
+            elif type(item) is Streak:
+                self._slots(item, -1)
             else:
-                self._process(event)
+                self._process(item)
         self.events += 1  # (as the step that finds the queue empty counts itself)
         return None
 
@@ -299,8 +321,8 @@ class CountingEnvironment:
         entry = pop(self._queue)
         self.now = entry.when
         event = entry.item
-        if type(event) is tuple:
-            event[0](event[1])
+        if entry.arg is not EVENT:
+            event(entry.arg)
             return
         if type(event) is Streak:
             self._slots(event, 1)

@@ -19,10 +19,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from .environment import CountingEnvironment
+
+if TYPE_CHECKING:
+    from .network import Message, Network
 
 
 class Ring:
@@ -34,13 +38,13 @@ class Ring:
     def __init__(self, env: CountingEnvironment, depth: int) -> None:
         self.env = env
         self.depth = depth
-        self.items: deque = deque()
+        self.items: deque[Message] = deque()
         self.nonempty_us = 0.0  # time with at least one command waiting for the proxy
         self._since = 0.0
-        self.blocked: deque = deque()  # (event, item) of puts waiting for a credit
-        self.reader: Callable | None = None  # the proxy's call, while it waits for a command
+        self.blocked: deque[tuple[simpy.Event, Message]] = deque()  # (event, item) of puts waiting for a credit
+        self.reader: Callable[[Any], None] | None = None  # the proxy's call, while it waits for a command
 
-    def put(self, item) -> simpy.Event | None:
+    def put(self, item: Message) -> simpy.Event | None:
         """Append ``item``; returns an event to wait on when the ring is full, else None."""
         if len(self.items) < self.depth:
             if not self.items:
@@ -54,10 +58,10 @@ class Ring:
         self.blocked.append((event, item))
         return event
 
-    def take(self, dst: int, limit: int) -> list:
+    def take(self, dst: int, limit: int) -> list[Message]:
         """Remove and return up to ``limit`` commands for peer ``dst``, freeing their credits."""
-        taken: list = []
-        kept: deque = deque()
+        taken: list[Message] = []
+        kept: deque[Message] = deque()
         for item in self.items:
             if len(taken) < limit and item.dst == dst:
                 taken.append(item)
@@ -82,9 +86,9 @@ class Host:
     def __init__(self, env: CountingEnvironment) -> None:
         self.env = env
         self.busy = False
-        self.waiting: deque = deque()  # calls of the requests not yet granted, in arrival order
+        self.waiting: deque[tuple[Callable[[Any], None], Any]] = deque()  # the requests not yet granted, in order
 
-    def request(self, granted: Callable, arg=None) -> None:
+    def request(self, granted: Callable[[Any], None], arg: Any = None) -> None:
         """Ask for the thread; ``granted(arg)`` is called where the request's event would be processed."""
         self.waiting.append((granted, arg))
         self._grant(None)
@@ -95,7 +99,7 @@ class Host:
         if self.waiting:
             self.env.call_later(0.0, self._grant)
 
-    def _grant(self, _arg) -> None:
+    def _grant(self, _arg: object) -> None:
         if self.waiting and not self.busy:
             self.busy = True
             granted, arg = self.waiting.popleft()
@@ -108,102 +112,112 @@ class Proxy:
     Each method is one step of the loop, called where the process would resume; ``batch`` is
     the batch being posted, ``left`` the connections this pass still has to post."""
 
-    def __init__(self, net, rank: int) -> None:
+    def __init__(self, net: Network, rank: int) -> None:
         self.net, self.rank = net, rank
-        self.env, self.px = net.env, net.c.proxy
+        self.env = net.env
         self.ring, self.host = net.rings[rank], net.host[rank]
-        self.left: deque = deque()
-        self.batch: list = []
+        px, f = net.c.proxy, net.m.inject.f  # (their terms read once: each read of a spec's field is a generic lookup)
+        self.batch_size: int = px.batch
+        self.window_us: float = px.batch_window_us
+        self.per_command_us: float = px.per_command_us
+        self.doorbell_us: float = px.doorbell_us
+        self.max_outstanding: int = px.max_outstanding
+        self.stalls = rank == f.stall_rank and f.stall_us > 0  # (Injector.stall: None for any other rank)
+        self.left: deque[int] = deque()
+        self.batch: list[Message] = []
         self.at = 0  # the next command of ``batch`` to launch
         self.since = 0.0  # when the fence of this batch began
 
-    def top(self, _arg=None) -> None:
+    def top(self, _arg: object = None) -> None:
         """The loop's head: wait for a command, then poll."""
         if not self.ring.items:
             self.ring.reader = self._polling
             return
         self._polling(None)
 
-    def _polling(self, _arg) -> None:
+    def _polling(self, _arg: object) -> None:
         self.env.call_later(self.net.next_poll() - self.env.now, self._polled)
 
-    def _polled(self, _arg) -> None:
-        stall = self.net.m.inject.stall(self.rank, self.env.now)
+    def _polled(self, _arg: object) -> None:
+        stall = self.net.m.inject.stall(self.rank, self.env.now) if self.stalls else None
         if stall is not None:  # an injected stall: a finite pause, or for good (ends in a deadlock error)
             if not math.isinf(stall):
                 self.env.call_later(stall, self._look)
             return
         self._look(None)
 
-    def _look(self, _arg) -> None:
+    def _look(self, _arg: object) -> None:
         """Wait the batch window if the first connection's batch is not full, then post."""
-        px, items = self.px, self.ring.items
+        items = self.ring.items
         first = items[0].dst
-        if sum(1 for it in items if it.dst == first) < px.batch and px.batch_window_us > 0:
-            self.env.call_later(px.batch_window_us, self._post_all)
+        if sum(1 for it in items if it.dst == first) < self.batch_size and self.window_us > 0:
+            self.env.call_later(self.window_us, self._post_all)
             return
         self._post_all(None)
 
-    def _post_all(self, _arg) -> None:
-        self.left = deque(dict.fromkeys(it.dst for it in self.ring.items))
+    def _post_all(self, _arg: object) -> None:
+        peers: dict[int, None] = {}  # (each peer once, in order of its first command)
+        for it in self.ring.items:
+            peers[it.dst] = None
+        self.left = deque(peers)
         self._next_batch()
 
     def _next_batch(self) -> None:
         if not self.left:
             self.top()
             return
-        self.batch = self.ring.take(self.left.popleft(), self.px.batch)
+        self.batch = self.ring.take(self.left.popleft(), self.batch_size)
         self.host.request(self._granted)
 
-    def _granted(self, _arg) -> None:
-        px, metrics, now = self.px, self.net.metrics, self.env.now
+    def _granted(self, _arg: object) -> None:
+        net, now = self.net, self.env.now
         for item in self.batch:
-            metrics["ring_wait_us"] += now - item.queued
-        self.env.call_later(px.per_command_us * len(self.batch) + px.doorbell_us, self.net.posting, (self._posted, now))
+            net.ring_wait_us += now - item.queued
+        self.env.call_later(self.per_command_us * len(self.batch) + self.doorbell_us, net.posting, (self._posted, now))
 
     def _posted(self, start: float) -> None:
-        metrics, now = self.net.metrics, self.env.now
-        metrics["proxy_busy_us"] += now - start
-        metrics["batches"] += 1
-        metrics["doorbells"] += 1
-        metrics["commands"] += len(self.batch)
-        self.net.m.proxy_spans.append((self.rank, start, now, len(self.batch)))
+        net, now = self.net, self.env.now
+        net.proxy_busy_us += now - start
+        net.batches += 1
+        net.doorbells += 1
+        net.commands += len(self.batch)
+        net.m.proxy_spans.append((self.rank, start, now, len(self.batch)))
         self.host.release()
         self.at = 0
         self._launching(None)
 
-    def _launching(self, _arg) -> None:
+    def _launching(self, _arg: object) -> None:
         """Hand the batch's writes to the NIC, waiting for completions while ``max_outstanding`` are in flight."""
         net, batch, rank = self.net, self.batch, self.rank
         while self.at < len(batch):
-            if net.outstanding[rank] >= self.px.max_outstanding:
+            if net.outstanding[rank] >= self.max_outstanding:
                 net.when_drained(rank, self._drained)
                 return
             net.launch(batch[self.at])
             self.at += 1
-        if net.c.notify_mode == "fence":
+        if net.fence:
             self.since = self.env.now
             self._fencing(None)
             return
         self._next_batch()
 
-    def _drained(self, _arg) -> None:
+    def _drained(self, _arg: object) -> None:
         self.net.posting((self._launching, None))
 
-    def _fencing(self, _arg) -> None:
+    def _fencing(self, _arg: object) -> None:
         """Block until every write to the batch's peer has completed, then post its flag writes."""
-        net, px, rank = self.net, self.px, self.rank
-        peer = (rank, self.batch[0].dst)
+        net, rank = self.net, self.rank
+        peer = net.pair(rank, self.batch[0].dst)
         if net.to_peer.get(peer, 0) > 0:
             net.when_drained(peer, self._fencing)
             return
         waited = self.env.now - self.since
-        net.metrics["fences"] += 1
-        net.metrics["fence_wait_us"] += waited
+        net.fences += 1
+        net.fence_wait_us += waited
         net.fence_wait[rank] += waited
-        self.env.call_later(px.per_command_us + px.doorbell_us, net.posting, (self._fenced, None))
+        self.env.call_later(self.per_command_us + self.doorbell_us, net.posting, (self._fenced, None))
 
-    def _fenced(self, _arg) -> None:
+    def _fenced(self, _arg: object) -> None:
         for item in self.batch:
             self.net.start_flag(item)
         self._next_batch()

@@ -10,8 +10,6 @@ receiving proxy contended by its own posts, SRD flags and drops, a stalled proxy
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
-
 import pytest
 import simpy
 
@@ -21,9 +19,19 @@ from mkernel.errors import TransportError
 from mkernel.ir import MemberRef, Op, Region, Role, Signal, Step, Task, expand
 from mkernel.sim.faults import Faults
 from mkernel.sim.hazards import ArrivalTracker, NullTracker
+from mkernel import ScheduleBuilder
+from mkernel.sim.engine import Model
 from mkernel.sim.network import Network
 from mkernel.sim.proxy import Host
 from mkernel.sim.environment import CountingEnvironment
+
+
+def network(c: Cluster) -> Network:
+    """The network of a run on ``c`` (of an empty schedule: the network reads the run's environment,
+    cluster and faults)."""
+    sb = ScheduleBuilder("t", "fused", world=c.world, gpus_per_node=c.gpus_per_node, num_sms=1)
+    sb.launch("k", {Role.COMPUTE: 1})
+    return Model(sb.build(0.0), c, None, track_hazards=False).net
 
 
 def _script(seed: int) -> list[tuple[int, int, int]]:
@@ -83,9 +91,8 @@ def test_the_host_grants_as_simpy_resource_does(seed):
 def _posting_log(deferred: bool) -> tuple[list, int]:
     """A proxy step that posts two messages with an event of its own between them: each message's
     first step pushes one more event at this instant."""
-    env, log = CountingEnvironment(), []
-    c = Cluster("t", 2, 1)
-    net = Network(SimpleNamespace(env=env, c=c, s=SimpleNamespace(world=c.world)), seed=0)
+    net, log = network(Cluster("t", 2, 1)), []
+    env = net.env
 
     def first(name):
         def start(_arg):

@@ -10,14 +10,22 @@ it is not. A formula that disagreed with the links would misprice the zero-copy 
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
-
 import pytest
 
 from mkernel.cluster import Cluster, FabricSpec, NicSpec
+from mkernel.ir import Role
+from mkernel import ScheduleBuilder
+from mkernel.sim.engine import Model
 from mkernel.sim.flows import FlowNet
 from mkernel.sim.network import Network
-from mkernel.sim.environment import CountingEnvironment
+
+
+def network(c: Cluster) -> Network:
+    """The network of a run on ``c`` (of an empty schedule: the network reads the run's environment,
+    cluster and faults)."""
+    sb = ScheduleBuilder("t", "fused", world=c.world, gpus_per_node=c.gpus_per_node, num_sms=1)
+    sb.launch("k", {Role.COMPUTE: 1})
+    return Model(sb.build(0.0), c, None, track_hazards=False).net
 
 
 @pytest.mark.parametrize("nodes,per_leaf,over,gpus,nics", [
@@ -30,8 +38,8 @@ from mkernel.sim.environment import CountingEnvironment
 def test_the_spine_gives_crossing_messages_the_closed_forms_share(nodes, per_leaf, over, gpus, nics):
     c = dataclasses.replace(Cluster("t", nodes, gpus), nic=NicSpec(count=nics),
                             fabric=FabricSpec(per_leaf, over))
-    env = CountingEnvironment()
-    net = Network(SimpleNamespace(env=env, c=c, s=SimpleNamespace(world=c.world)), seed=0)
+    net = network(c)
+    env = net.env
     flows, size, ends = FlowNet(env), 1e6, {}
     for src in range(c.world):
         for dst in range(c.world):
