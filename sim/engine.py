@@ -33,7 +33,6 @@ import math
 import random
 from functools import partial
 from operator import attrgetter
-from typing import Any
 
 from mkernel import cost
 from mkernel.cluster import Cluster
@@ -63,16 +62,14 @@ DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); 
 class Model(Dispatch):
     """Everything one simulated run owns: the environment, ports, network, signals and metrics."""
 
-    __deletable__ = ('s', 'c', 'data', 'flows', '_tracker', 'log', 'inject', 'nv_out', 'nv_in', 'net', 'library',
+    __deletable__ = ('s', 'c', 'data', 'flows', 'tracker', 'log', 'inject', 'nv_out', 'nv_in', 'net', 'library',
                      'pools', 'proxy_spans', 'queues', '_gemm_cache', 'played', '_nv_plans', 'nv_shapes', '_nv_entries',
                      'progress', 'stress_rng', 'itemsize')  # (close() drops them: a compiled class deletes only these)
-    _tracker: Any
-    log: CallLog  # (set with the tracker: its setter)
 
     def __init__(self, s: Schedule, c: Cluster, data: DataStore | None, *, epoch: int = 1, seed: int = 0,
                  trace: bool = False, stress: float = 0.0, track_hazards: bool = True,
                  controller=None, faults: Faults | None = None, progress=None, fold: int = 1,
-                 regions: RegionTable | None = None, arrays: bool = True) -> None:
+                 regions: RegionTable | None = None, arrays: bool = True, tracker=None) -> None:
         self.quiet = data is None and not track_hazards  # nothing observes when writes land: steps may merge
         if data is not None or stress > 0:
             # the data store follows tasks one by one; stress draws each member's delays in the flat
@@ -89,7 +86,10 @@ class Model(Dispatch):
         self.env = CountingEnvironment()
         self.flows = FlowNet(self.env, record=trace)
         self.board = SignalBoard(epoch, self._released, self.home if fold > 1 else None)
-        self.tracker = LoggedTracker(s, regions) if track_hazards else NullTracker()  # (and self.log: see tracker)
+        # ``tracker(s)``: another hazard tracker (a test's); the run's checks and landings go to ``log``, a logged
+        # tracker's own (sim/calllog.py: a native call each) or handed to any other tracker as they are made
+        self.tracker = tracker(s) if tracker else LoggedTracker(s, regions) if track_hazards else NullTracker()
+        self.log: CallLog = self.tracker.log if isinstance(self.tracker, LoggedTracker) else Forward(self.tracker)
         self.itemsize = {b.name: b.itemsize for b in s.buffers}
         self.stress = stress
         self.stress_rng = random.Random(seed ^ 0x5EED)
@@ -169,24 +169,11 @@ class Model(Dispatch):
         """Drop everything the run built, once its figures are read. Its parts point back at the
         model (the network, the library calls, the SMs' callbacks), so the whole run would otherwise
         be cyclic garbage: freed only by a full collection, after scanning every object of it."""
-        del (self.s, self.c, self.data, self.flows, self._tracker, self.log, self.inject, self.nv_out, self.nv_in,
+        del (self.s, self.c, self.data, self.flows, self.tracker, self.log, self.inject, self.nv_out, self.nv_in,
              self.net, self.library, self.pools, self.proxy_spans, self.queues, self._gemm_cache, self.played,
              self._nv_plans, self.nv_shapes, self._nv_entries, self.progress, self.stress_rng, self.itemsize, self.env,
              self.board, self.spans, self._timers, self.controller, self._joins_cache, self._shapes, self._stepping,
              self._held)
-
-    @property
-    def tracker(self) -> Any:
-        """The hazard tracker: :class:`~mkernel.sim.hazardlog.LoggedTracker` (``track_hazards``), a
-        :class:`~mkernel.sim.hazards.NullTracker`, or one a test sets. The run's checks and landings go
-        to ``log``: a logged tracker's own :class:`~mkernel.sim.calllog.CallLog` (a native call each),
-        or a :class:`~mkernel.sim.calllog.Forward` to any other tracker."""
-        return self._tracker
-
-    @tracker.setter
-    def tracker(self, tracker: Any) -> None:
-        self._tracker = tracker
-        self.log = tracker.log if isinstance(tracker, LoggedTracker) else Forward(tracker)
 
     def deadline_status(self) -> str:
         """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""

@@ -197,7 +197,7 @@ class Message:
     def _deliver(self, _arg: object) -> None:
         """Its bytes land (once, or again for a duplicate)."""
         m = self.net.m
-        m.tracker.landed_writes(self.put.entry, self.i, self.n)
+        m.log.landed_writes(self.put.entry, self.i, self.n)
         if m.data is not None:
             m.data.apply(self.put.entry, self.sources)  # (a run with data runs the flat schedule: the task itself)
 
@@ -269,7 +269,7 @@ class Network:
             msg = Message(self, task, put, task.i, 1, sources, then)
         else:  # (a plain task: the tracker's build of a member, made for this call)
             msg = Message(self, task, Put(task, self.m.itemsize), 0, None, sources, then)
-        self.m.tracker.check_reads(msg.put.entry, self.env.now, msg.i, msg.n)
+        self.m.log.check_reads(msg.put.entry, self.env.now, msg.i, msg.n)
         if self.ibgda:
             self.env.call_later(self.ibgda_post_us, self._ibgda_posted, msg)
             return

@@ -84,8 +84,8 @@ def _cases():
 
 def run(s, c, arrays: bool) -> tuple:
     """Everything of a run that the two paths must agree on."""
-    model = Model(s, c, None, arrays=arrays)
-    model.tracker = tracker = _Kept(model.s)
+    model = Model(s, c, None, arrays=arrays, tracker=_Kept)
+    tracker = model.tracker
     try:
         model.run()
     except DeadlockError as exc:  # (a dropped wait may let a counter pass its count: a wait then never holds)

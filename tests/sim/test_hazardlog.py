@@ -53,8 +53,7 @@ def _cases():
 
 
 def _run(s, c, seed: float, stress: float, tracker):
-    model = Model(s, c, None, seed=seed, stress=stress)
-    model.tracker = tracker(model.s)  # (a stressed run expands s: the tracker is made for what runs)
+    model = Model(s, c, None, seed=seed, stress=stress, tracker=tracker)  # (made for what runs: s expanded if stressed)
     try:
         model.run()
     except DeadlockError:

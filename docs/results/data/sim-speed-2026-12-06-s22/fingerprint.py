@@ -1,8 +1,9 @@
 """Fingerprint of the every-node 2x8 row, as sim-event-path-2026-12-05's fingerprint.py (the same arrays and
 metadata, so fingerprint_cmp_core.py compares the two), for a core whose engine hands the hazard tracker's
 calls to a native log (sim/calllog.py) rather than to the tracker's methods, which that script patched: here
-each run's tracker is wrapped (Model.run patched) by a recorder that notes each call and hands it on. On a
-core without the log (the base) the engine calls the recorder directly. usage: fingerprint.py out.npz"""
+each run's tracker is wrapped (Model.run patched) by a recorder that notes each call and hands it on, and the
+engine's log set to hand each call to it. On a core without the log (the base) the engine calls the recorder
+directly. usage: fingerprint.py out.npz"""
 import dataclasses, sys, json
 import numpy as np
 from mkernel import builders, ir
@@ -47,6 +48,9 @@ grab = {}
 def run(self):
     if type(self.tracker).__name__ == "LoggedTracker":
         self.tracker = Recorder(self.tracker, self.env)
+        if hasattr(self, "log"):  # (the engine calls its log: a Forward hands each call to the recorder)
+            from mkernel.sim.calllog import Forward
+            self.log = Forward(self.tracker)
     orun(self)
     grab["links"] = [(r, l.name, l.bytes, l.busy_bytes) for r, l in self.all_links()]
     grab["busy"] = list(self.compute_busy)
