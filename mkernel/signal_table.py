@@ -24,8 +24,12 @@ from itertools import chain, compress
 
 import numpy as np
 
+from .errors import ScheduleError
 from .ir import Schedule, Task
 from .members import Codes, Entries, distinct, int_array, ragged, shared_rows
+
+
+INDEX_LIMIT = 2 ** 31  # a signal index (every member's) is in -INDEX_LIMIT .. INDEX_LIMIT - 1
 
 
 def bump_keys(t: Task, first: int = 0, n: int | None = None, home: list[int] | None = None) -> tuple[list, list]:
@@ -140,6 +144,10 @@ def signal_table(s: Schedule, home: list[int] | None = None, entries: Entries | 
         home = np.array(home, np.int64)
         np.take(home, bumps[0][1], out=bumps[0][1])
         np.take(home, wait[1], out=wait[1])
+    low = min(int(b[2].min(initial=0)) for b in (bumps[0], wait))  # every member's index (row 2), stepped
+    high = max(int(b[2].max(initial=0)) for b in (bumps[0], wait))
+    if not -INDEX_LIMIT <= low <= high < INDEX_LIMIT:  # (the simulator keys an index in 32 bits: sim/signals.py)
+        raise ScheduleError(f"signal indexes from {low} to {high}: from -2^31 to 2^31 - 1 are allowed")
     keys, bump_key, wait_key = _dense(bumps[0], wait)
     return SignalTable(keys, entries.count, bumps[1], bump_key, bumps[2], wait_entry, wait_j, member, wait_key,
                        wait_count, wait_rank, signal_entry, signal_rank, signal_steps[:, 0], signal_steps[:, 2])

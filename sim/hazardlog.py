@@ -28,7 +28,6 @@ from .cellgrid import Side
 from .hazards import ArrivalTracker
 
 
-
 class LoggedTracker(ArrivalTracker):
     """:class:`~mkernel.sim.hazards.ArrivalTracker`'s calls, logged (see the module); ``hazards`` is
     filled by :meth:`finish`."""
@@ -52,7 +51,7 @@ class LoggedTracker(ArrivalTracker):
         rows = self._rows()
         if self._short(rows):
             self._replay(rows)
-        self.log = CallLog()
+        self.log.items, self.log.ends = [], []  # (in place: the model's log is this one)
 
     def _rows(self) -> np.ndarray:
         """The log's calls as rows (entry, first member, members, time or LANDED): an entry by its

@@ -65,7 +65,7 @@ class LibraryCalls:
         m = self.m
         for task in m.s.tasks:
             if task.launch == li:
-                m.tracker.landed_writes(task)
+                m.log.landed_writes(task)
                 keys, times, repeat = flat_keys(task)
                 m.board.bump_keys(keys, times, repeat)
         done.succeed()

@@ -28,14 +28,14 @@ _NAMES: Final[list[str]] = []  # and back
 
 def key_of(rank: int, name: str, index: int) -> int:
     """The board's key of signal ``name[index]`` on ``rank`` (a ValueError where a field does not fit)."""
+    if not -INDEX_BIAS <= index < INDEX_BIAS:  # (validate() refuses such a schedule: every member's index)
+        raise ValueError(f"signal {name}[{index}]@{rank}: indexes from -2^31 to 2^31 - 1 are simulated")
     code = _NAME_IDS.get(name)
     if code is None:
         if len(_NAMES) >= 1 << (RANK_SHIFT - NAME_SHIFT):
             raise ValueError(f"signal {name!r}: more than {len(_NAMES)} signal names in one process")
-        code = _NAME_IDS[name] = len(_NAMES)
-        _NAMES.append(name)
-    if not -INDEX_BIAS <= index < INDEX_BIAS:
-        raise ValueError(f"signal {name}[{index}]@{rank}: indexes from -2^31 to 2^31 - 1 are simulated")
+        _NAMES.append(name)  # (then the id: a name is numbered once its id reads back)
+        code = _NAME_IDS[name] = len(_NAMES) - 1
     return (rank << RANK_SHIFT) + (code << NAME_SHIFT) + index + INDEX_BIAS
 
 

@@ -260,3 +260,27 @@ def test_keys_are_numbered_alike_whether_or_not_their_numbers_fit_one_integer():
     assert small.max() + 1 == distinct
     assert (np.diff(small[np.lexsort((index, rank, name))]) >= 0).all()
     assert _dense(np.zeros((3, 0), np.int64), np.zeros((3, 0), np.int64))[0] == 0
+
+
+@pytest.mark.parametrize("first, step", [(2 ** 31 - 2, 1), (-2 ** 31 + 1, -1), (2 ** 31, 0)])
+def test_a_signal_index_past_32_bits_is_refused_for_any_member(first, step):
+    """A signal index of any member (a group's last, stepped past 2^31 - 1 or below -2^31, or member 0's) is
+    refused by validate(), naming the range: the simulator keys a signal's index in 32 bits, where one past them
+    would share another signal's counter. The same group stepping within the range is valid. Planted error tried:
+    the highest index not checked (the group stepping past 2^31 - 1 then validates)."""
+    from mkernel import BufferKind, Op, Region, Role, ScheduleBuilder
+    from mkernel.ir import Step
+
+    def build(start: int):
+        sb = ScheduleBuilder("t", "fused", world=1, gpus_per_node=1, num_sms=4, grouped=True)
+        sb.buffer("X", 64, 64, kind=BufferKind.INPUT)
+        sb.buffer("Y", 64, 64)
+        sb.launch("k", {Role.COMPUTE: 2, Role.INTRA: 1})
+        sb.add(0, Role.COMPUTE, Op.COPY, reads=(Region("X", 0, 0, 16, 0, 64),), writes=(Region("Y", 0, 0, 16, 0, 64),),
+               signals=(Signal(0, "s", start),), count=4, label="c {}",
+               step=Step(((0, 16, 0), (0, 16, 0)), ((0, step),), label=(0, 1)))
+        return sb.build(0.0)
+
+    with pytest.raises(ScheduleError, match="signal indexes from .* are allowed"):
+        build(first).validate()
+    build(first - 8 * step if step else 5).validate()

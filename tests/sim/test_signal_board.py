@@ -1,4 +1,4 @@
-"""SignalBoard (one cell ``[count, waiters]`` per key) against the board it replaced, kept here as the
+"""SignalBoard (one Cell per key) against the board it replaced, kept here as the
 oracle: a dict of counts and a dict of waiter lists, each key bumped one count at a time. Seeded random
 sequences of waits and bumps (single keys, lists with repeated keys, ``times`` > 1, lists repeated
 with and without waiters on them, a folded run's rank map, counts of 0) must release the same

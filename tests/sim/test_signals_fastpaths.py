@@ -84,7 +84,8 @@ def test_a_key_is_linear_in_rank_and_index_and_reads_back():
     """``key_of`` against its definition: every (rank, name, index) reads back through ``signal_of``;
     a member's key is member 0's plus its steps (``step_of``), negative steps and indexes included;
     distinct signals get distinct keys, negative ranks too (a random group's member may step below 0);
-    an index past its field is refused, not wrapped into the name's.
+    member 0's index past its field is refused, not wrapped into the name's (validate() refuses any member's:
+    tests/core/test_signal_table.py).
     Planted errors tried: the index field unbiased (a negative index read back wrong), the rank
     shifted by the name's width (keys of ranks 1 and 0 met)."""
     from mkernel.sim.signals import signal_of, step_of
