@@ -22,17 +22,18 @@ if TYPE_CHECKING:
 
 class Shapes:
     """What :func:`shared` keys a plan by, for the entries of a schedule, read off its region table
-    (``validate()``'s): each region's buffer, rank, rows and columns as one number, entry after
-    entry. Why: reading those four fields off each of an entry's 3-14 region objects, for each of the
-    49,152 NVLink entries of the 2 x 8 every-node GEMM+AR run, was about 4% of that run; a slice of
-    a list is not. An entry is found by its id, which is its position in a built schedule (checked:
-    any other task is keyed by its regions, :func:`shared`). The numbers (a Python int a region)
-    are made at the first key asked for: a run with no NVLink entry makes none."""
+    (``validate()``'s): an entry's op, rank, accumulate flag, gather rows and read count, and one
+    number for the sequence of its regions' (buffer, rank, rows, columns): equal numbers for equal
+    sequences. Why: reading those four fields off each of an entry's 3-14 region objects, for each of
+    the 49,152 NVLink entries of the 2 x 8 every-node GEMM+AR run, was about 4% of that run, and a key
+    of their 12-56 numbers cost 5.7k instructions to make and hash; a key of six is a few hundred.
+    An entry is found by its id, which is its position in a built schedule (checked: any other task
+    is keyed by its regions, :func:`shared`; its key's last item is a tuple, never a number). The
+    numbers are made at the first key asked for: a run with no NVLink entry makes none."""
 
     def __init__(self, s: Schedule, regions: RegionTable) -> None:
         self.tasks, self._table = s.tasks, regions
-        self.codes: list[int] | None = None  # each region's number, entry after entry (made by _read)
-        self.start: list[int] = []  # entry p's records: start[p] .. start[p+1]
+        self.ids: list[int] | None = None  # per entry: its regions' sequence's number (made by _read)
 
     def _read(self) -> None:
         recs, fields, _ = self._table
@@ -44,9 +45,20 @@ class Shapes:
                 code = code * size + a
         else:  # (numbers past 64 bits together: numbered by sorting)
             code = np.unique(np.stack(parts, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
-        self.codes = code.tolist()
-        per = np.bincount(fields["entry"], minlength=len(self.tasks))
-        self.start = np.concatenate(([0], np.cumsum(per))).tolist()
+        per = np.bincount(fields["entry"], minlength=len(self.tasks))  # (records lie entry after entry)
+        start = np.cumsum(per) - per
+        ids: np.ndarray = np.zeros(len(per), np.int64)
+        base = 0
+        for n in np.unique(per).tolist():  # entries of n regions, numbered by sorting their sequences
+            at = np.flatnonzero(per == n)  # (lexsort: np.unique(axis=0) compares rows as bytes, 20x slower)
+            rows = code[start[at][:, None] + np.arange(n)]
+            order = np.lexsort(rows.T[::-1]) if n else np.arange(len(at))
+            rows = rows[order]
+            new: np.ndarray = np.ones(len(at), bool)
+            new[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+            ids[at[order]] = base + np.cumsum(new) - 1
+            base += int(new.sum())
+        self.ids = ids.tolist()
         self._table = None
 
     def key(self, task: Task) -> tuple | None:
@@ -54,11 +66,9 @@ class Shapes:
         p = task.id
         if not 0 <= p < len(self.tasks) or self.tasks[p] is not task:
             return None
-        if self.codes is None:
+        if self.ids is None:
             self._read()
-        start = self.start
-        return (task.op, task.rank, task.accumulate, len(task.index), len(task.reads),
-                *self.codes[start[p]:start[p + 1]])  # type: ignore[index]
+        return task.op, task.rank, task.accumulate, len(task.index), len(task.reads), self.ids[p]  # type: ignore[index]
 
 
 def shared(m: Model, task: Task) -> tuple:

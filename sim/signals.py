@@ -11,7 +11,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from mkernel.ir import Signal, Task
 
@@ -135,7 +135,8 @@ def _period_split(t: Task, first: int, n: int, rank: int) -> tuple[list[int], li
     keys = [key + move for move in moves[first:first + n]]  # (flat_keys' keys, inline)
     mine = on.get(rank - g.rank, ())
     mine = mine[bisect_left(mine, first):bisect_left(mine, first + n)]
-    local = [keys[i - first] for i in mine]
+    held: list = keys  # (read as the int objects the list holds: not unboxed and boxed again for ``local``)
+    local = [held[i - first] for i in mine]
     for i in reversed(mine):  # (from the last: the positions before it stay put)
         del keys[i - first]
     return local, keys
@@ -214,7 +215,7 @@ class SignalBoard:
             home = self.home
             keys = [(home[k >> RANK_SHIFT] << RANK_SHIFT) + (k & LOW) for k in keys]
         if repeat > 1:  # each key's cell found once (a missing one made at 0: what no cell counts)
-            found = [cells.get(key) or cells.setdefault(key, Cell(0, None, NEVER)) for key in keys]
+            found = [cells.get(key) or cells.setdefault(key, Cell(0, None, NEVER)) for key in cast(list, keys)]
             for fcell in found:
                 if fcell.waiters is not None:
                     found = found * repeat
@@ -226,8 +227,8 @@ class SignalBoard:
                 if value >= fcell.least:
                     self._wake(fcell, value, times)
             return
-        for key in keys:
-            cell = cells.get(key)
+        for key in cast(list, keys):  # (each key as the list holds it: an int object, looked up as it is,
+            cell = cells.get(key)  # not unboxed by the loop and boxed again for the lookup)
             if cell is None:  # (no waiter before its first bump or wait)
                 cells[key] = Cell(times, None, NEVER)
                 continue
@@ -253,9 +254,10 @@ class SignalBoard:
         for _, waiter in due:
             self.release(waiter)
 
-    def wait_key(self, key: int, need: int, waiter: object) -> bool:
-        """Whether ``key`` has yet to reach ``need``; if so, ``release(waiter)`` is called when it
-        does (from the bump, so it should only schedule work)."""
+    def wait_key(self, key: Any, need: int, waiter: object) -> bool:
+        """Whether ``key`` (an int: :func:`key_of`) has yet to reach ``need``; if so, ``release(waiter)``
+        is called when it does (from the bump, so it should only schedule work). (Typed Any: a run's key
+        is an int object already, looked up as it is, not unboxed at the call and boxed again.)"""
         cell = self.cells.get(key)
         if cell is None:
             if need <= 0:

@@ -1,6 +1,8 @@
 """The every-node row through mkernel.cli.main (as `python -m mkernel run ...`), with the progress bar as
 shipped (default) or never shown (never: under callgrind the run outlasts the bar's 2 s, and its refresh would
-add load-dependent instructions). usage: row_nobar.py default|never"""
+add load-dependent instructions). usage: row_nobar.py default|never [entry]; with entry, the run ends as the
+`mkernel` command's process does (mkernel.cli.entry: the output flushed, then os._exit, no interpreter shutdown)
+and prints nothing more."""
 import os, sys, time
 t0 = time.process_time()
 import mkernel.cli as cli
@@ -9,6 +11,10 @@ if sys.argv[1] == "never":
     orig = report.progress_bar
     report.progress_bar = lambda after_s=2.0: orig(after_s=1e9)
 sys.stdout = open(os.devnull, "w")
-cli.main(["run", "scenarios/paper-ib-2x8.toml", "--kernel", "gemm_ar", "--m", "32768", "--n", "32768", "--k", "2048", "--no-collapse"])
+row = ["run", "scenarios/paper-ib-2x8.toml", "--kernel", "gemm_ar", "--m", "32768", "--n", "32768", "--k", "2048", "--no-collapse"]
+if sys.argv[2:] == ["entry"]:
+    sys.argv[1:] = row
+    cli.entry()
+cli.main(row)
 sys.stdout = sys.__stdout__
 print(sys.argv[1], f"{time.process_time() - t0:.3f}", "rich.progress" in sys.modules)
