@@ -246,8 +246,14 @@ class Dispatch(Waits):
         which lives as long as the run."""
         ok = self._joins_cache.get(id(task))
         if ok is None:
-            ok = self._joins_cache[id(task)] = (task.count > 1 and self.stress <= 0 and task.op is not PUT and (
-                task.op not in NVLINK_OPS or not any([step[0] for step in task.step.regions])))
+            ok = task.count > 1 and self.stress <= 0 and task.op is not PUT
+            if ok and task.op in NVLINK_OPS:  # (the steps typed: compiled, a loop of C reads, not generic ones and any())
+                steps: tuple[tuple[int, int, int], ...] = task.step.regions
+                for step in steps:
+                    if step[0]:
+                        ok = False
+                        break
+            self._joins_cache[id(task)] = ok
         return ok
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
