@@ -126,7 +126,9 @@ class Edges:
                 moved[len(keys) + 1], hi = hi, lo  # (its own first keys, moved where marked and looked up)
             keys += [lo, hi]
             wanted = wanted + [True, True]
-        least = min([0] + [int(k.min()) + moved.get(j, 0) for j, k in enumerate(keys) if k.size])
+        # the least key, read for its sign alone: where no value or stepped bound is below 0 (low), no key is
+        # (a grid's first slot plus a value divided, or moved by a width >= 0), so the keys are not scanned
+        least = 0 if low >= 0 else min([0] + [int(k.min()) + moved.get(j, 0) for j, k in enumerate(keys) if k.size])
         own = {}  # per moved side: the slots of its first keys, marked
         if size and slots.space <= 32 * size and least >= 0:
             mark = np.zeros(slots.space, bool)

@@ -115,8 +115,8 @@ class LoggedTracker(ArrivalTracker):
             for b in self.schedule.buffers:
                 g = c.grid.get((b.name, rank))
                 if b.kind is BufferKind.OUTPUT and g is not None:
-                    cell = np.arange(c.grid_base[g], c.grid_base[g + 1], dtype=np.int64)
-                    if landings.fewer(cell, c.expected[cell], at):
+                    lo, hi = c.grid_base[g], c.grid_base[g + 1]  # (a grid's cells: its expected ones a slice)
+                    if landings.fewer(np.arange(lo, hi, dtype=np.int64), c.expected[lo:hi], at):
                         return True
         return False
 
