@@ -32,12 +32,17 @@ class Stepped:
         are multiples, so each divides exactly). Where every record is as wide (the 2 x 8 GEMM+AR's
         columns: each a tile), the second keys are given as that width (an int): the first keys
         moved by it, which :class:`Edges` marks and looks up as a whole (not key by key)."""
-        lo = (start[self.grid] + (self.lo >> shift))[self.rec]
-        lo += (self.step >> shift)[self.rec] * self.off
+        lo = np.take(start[self.grid] + (self.lo >> shift), self.rec)  # (np.take: see Slots.index)
+        # plus each row's step times its offset, multiplied and added in place (a row-sized array's fresh pages
+        # cost about a pass over it), the steps made 64-bit first (32-bit ones times the 64-bit offsets are
+        # cast item by item: twice the time of the product)
+        moved = np.take((self.step >> shift).astype(np.int64), self.rec)
+        moved *= self.off
+        lo += moved
         wide = (self.hi.astype(np.int64) - self.lo) >> shift
         if len(wide) and wide[0] >= 0 and (wide == wide[0]).all():
             return [lo, int(wide[0])]
-        return [lo, lo + wide[self.rec]]
+        return [lo, lo + np.take(wide, self.rec)]
 
 
 @dataclass
@@ -57,7 +62,7 @@ class Span:
         """Every row's two (``rec``: each row's record); the second as ``x1`` gives it (an int: the first plus it)."""
         if self.at is None:
             return self.x0, self.x1
-        x0, x1 = self.lo[rec], self.hi[rec]
+        x0, x1 = np.take(self.lo, rec), np.take(self.hi, rec)
         x0[self.at], x1[self.at] = self.x0, self.x1
         return x0, x1
 
@@ -121,7 +126,9 @@ class Edges:
                 moved[len(keys) + 1], hi = hi, lo  # (its own first keys, moved where marked and looked up)
             keys += [lo, hi]
             wanted = wanted + [True, True]
-        least = min([0] + [int(k.min()) + moved.get(j, 0) for j, k in enumerate(keys) if k.size])
+        # the least key, read for its sign alone: where no value or stepped bound is below 0 (low), no key is
+        # (a grid's first slot plus a value divided, or moved by a width >= 0), so the keys are not scanned
+        least = 0 if low >= 0 else min([0] + [int(k.min()) + moved.get(j, 0) for j, k in enumerate(keys) if k.size])
         own = {}  # per moved side: the slots of its first keys, marked
         if size and slots.space <= 32 * size and least >= 0:
             mark = np.zeros(slots.space, bool)
@@ -213,11 +220,13 @@ class Slots:
 
     def index(self, slot: np.ndarray, most: int) -> np.ndarray:
         """How many edges lie below each of these edges' slots: from a table of every slot where
-        there are at most ``most``, else by a search."""
+        there are at most ``most``, else by a search. (The table read by :func:`numpy.take`, as the
+        tracker's other big gathers are: a 1-D gather by a 64-bit index array in about two thirds of
+        the time of indexing, which goes through numpy's general index machinery; by a 32-bit one, half.)"""
         if self.space > most or (len(self.u) and self.u[0] < 0):  # (negative keys: some value below 0)
             return np.searchsorted(self.u, slot)
         if self._below is None:  # slot s has j edge slots below it for u[j-1] < s <= u[j]
             runs = np.diff(self.u, prepend=-1, append=self.space)
             dtype = np.int32 if self.space < 2 ** 31 else np.int64
             self._below = np.repeat(np.arange(len(self.u) + 1, dtype=dtype), runs)
-        return self._below[slot]
+        return np.take(self._below, slot)

@@ -48,7 +48,7 @@ class Rows:
         ends = np.cumsum(self.n)
         e = np.searchsorted(ends, records, "right")  # each one's entry, and its place among the entry's records
         which, i = ragged(self.members[records])
-        return (self.base[e] + records - ends[e] + self.n[e])[which] + i * self.n[e][which], which, i
+        return np.take(self.base[e] + records - ends[e] + self.n[e], which) + i * np.take(self.n[e], which), which, i
 
     def grid_at(self, at: np.ndarray | slice = slice(None)) -> np.ndarray:
         """The grids of rows ``at`` (all by default)."""
@@ -80,9 +80,9 @@ class Rows:
                                    self.rec, self.off, np.minimum(a, b), np.maximum(a, b))
         stepping = np.flatnonzero(steps)
         at, which, _ = self._rows_of(stepping)  # (record by record, not in row order: any order serves)
-        r, off = stepping[which], self.off[at]
+        r, off = np.take(stepping, which), np.take(self.off, at)  # (np.take: see gridedges.Slots.index)
         moved = field[6 + axis][r] * off  # (both bounds move alike)
-        grid = self.grid_of_record[r] if self.grid is None else self.grid[at]
+        grid = np.take(self.grid_of_record, r) if self.grid is None else np.take(self.grid, at)
         return count, (at, grid, field[2 * axis][r] + moved, field[2 * axis + 1][r] + moved)
 
 
@@ -122,7 +122,8 @@ def pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], put
         rkey, wkey = rkey * world + rrank, wkey * world + wrank
     local = [at - (np.cumsum(n) - n)[e[at]] for at, (_, e), n in zip((ro, wo), sides, per)]
     order = np.argsort(rkey, kind="stable")
-    lo, hi = np.searchsorted(rkey[order], wkey, "left"), np.searchsorted(rkey[order], wkey, "right")
+    keys = rkey[order]
+    lo, hi = np.searchsorted(keys, wkey, "left"), np.searchsorted(keys, wkey, "right")
     which, j = ragged(hi - lo)
     r, w = order[lo[which] + j], which
     meet = (rrec[ro[r], 1] == wrec[wo[w], 1]) | (rrec[ro[r], 6] != wrec[wo[w], 6])

@@ -351,3 +351,19 @@ def test_cells_repeated_by_insertion_are_numpy_s_repeat():
         x = rng.integers(0, 1000, n).astype(np.int32)
         got = _repeat(x, size, np.flatnonzero(size > 1))
         assert got.dtype == x.dtype and np.array_equal(got, np.repeat(x, size)), (size, x)
+
+
+def test_cells_counted_by_marks_are_numpy_s_bincount():
+    """cellgrid._counts (each cell's writes, marked where none is written twice) against np.bincount:
+    cells each listed once (marked), some twice (counted), none, and cells of none listed."""
+    from mkernel.sim.cellgrid import _counts
+
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        total = int(rng.integers(0, 50))
+        cell = rng.permutation(total)[:int(rng.integers(0, total + 1))]
+        if trial % 3 == 1 and len(cell):
+            cell = np.concatenate([cell, cell[rng.integers(0, len(cell), int(rng.integers(1, 4)))]])
+        cell = rng.permutation(cell).astype(np.int32)
+        got = _counts(cell, total)
+        assert got.dtype == np.int32 and np.array_equal(got, np.bincount(cell, minlength=total)), (cell, total)
