@@ -23,11 +23,9 @@ from pathlib import Path
 OPENBLAS_THREAD_TIMEOUT = "4"
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)
 
-from mkernel.hw.runtime.transports import HW_TRANSPORTS  # noqa: E402 (names only: nothing is probed at import)
-
 from . import cli_measure as measure  # noqa: E402
 from . import cli_run as cases  # noqa: E402
-from .cluster import KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS  # noqa: E402
+from .cluster import HW_TRANSPORTS, KERNEL_PROFILES, NOTIFY_MODES, TRANSPORTS  # noqa: E402
 from .errors import BackendUnavailable, InputError, MkernelError  # noqa: E402
 from .limits import TIMEOUT_S, bounded  # noqa: E402
 from .problems import INTERNODE, KERNELS, NODE_REDUCES, SCHEDULES  # noqa: E402

@@ -9,9 +9,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from mkernel.hw.runtime.transports import HW_TRANSPORTS  # names only: nothing is probed at import
-
 from .backend import get_backend
+from .cluster import HW_TRANSPORTS
 from .errors import InputError
 from .files import output_file, output_folder
 from .problems import DEFAULT_SHAPES, KERNELS, NODE_REDUCE_KERNELS

@@ -12,6 +12,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 TRANSPORTS = ("ib_rc", "efa_srd", "ibgda")
+# what a user chooses for the GPU backend (mkernel.hw.runtime.transports: what each needs, the one auto picks);
+# named here, beside the simulator's, so the command line lists them without loading the hw runtime
+HW_TRANSPORTS = ("auto", "loopback", "verbs_rc", "verbs_srd", "ofi")
 # How a receiver learns that a chunk has landed ("auto" picks the safe one for the transport):
 #   flag  - the sender posts a flag write after the data (safe on ib_rc and ibgda, which deliver in
 #           order; on efa_srd the flag may overtake the data: a protocol bug kept for studies)

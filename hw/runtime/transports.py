@@ -23,11 +23,11 @@ import ctypes
 from dataclasses import dataclass
 from pathlib import Path
 
+from mkernel.cluster import HW_TRANSPORTS  # what a user chooses for the GPU backend
 from mkernel.errors import BackendUnavailable, InputError
 
 from . import nics
 
-HW_TRANSPORTS = ("auto", "loopback", "verbs_rc", "verbs_srd", "ofi")  # what a user chooses for the GPU backend
 KNOWN = (*HW_TRANSPORTS, "fake")  # and the host-memory fake of the CPU tests
 NETWORK = ("verbs_rc", "verbs_srd", "ofi")
 # how the simulator models each (mkernel.cluster.TRANSPORTS): RC orders a connection's writes; SRD
