@@ -43,7 +43,7 @@ from . import _all_reduce as all_reduce
 from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
-from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_regions, new_wait,
+from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_wait, regions_each,
                            shared_exchange, shared_final)
 from ._tiling import batches, dealt_order_runs, grid_runs, row_step, runs, strided_chunk_runs, tile_grid
 
@@ -279,7 +279,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     sums_made = {out: net.steps.setdefault(("reduce", out), {}) for out in (True, False)}
     intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
     # instructions each off the class in 3.11)
-    bcast_made, add_group, tile_m = net.steps.setdefault("bcast", {}), sb.add_group, w.tile_m
+    bcast_made, tile_m = net.steps.setdefault("bcast", {}), w.tile_m
+    add_bcast, out_regions = sb.appender(rank, intra, copy_op, "tile {} bcast"), regions_each(g - 1)
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -301,11 +302,11 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
             r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (OUT tiles as Regions.tile makes them: 16k broadcasts)
             out, final = outs[i] = (new_region("OUT", rank, r0, r1, c0, c1), new_signal(rank, "final", rel[i]))
-            add_group(rank, intra, copy_op, (out,) * (g - 1), new_regions("OUT", others, r0, r1, c0, c1),
-                      (new_wait(final, 1),), bumps, "tile {} bcast", len(run), step)
+            add_bcast((out,) * (g - 1), out_regions("OUT", others, r0, r1, c0, c1), (new_wait(final, 1),), bumps,
+                      len(run), step)
 
     sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
-    label = f"tile {{}} {what}"
+    add_sum, source_regions = sb.appender(rank, intra, reduce_op, f"tile {{}} {what}"), regions_each(len(sources))
 
     def reduce(cut: list, ready: Signal | None) -> None:
         """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
@@ -323,34 +324,41 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                         (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
                         (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
                 step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
-            r0, c0 = t.row0, t.col0  # (PART and OUT as Regions.slot and .tile place them: 16k sums)
+            r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (PART and OUT as Regions.slot and .tile place them)
             if out:
-                dst = parts[i] = new_region("PART", rank, i // g * tile_m, i // g * tile_m + t.rows, 0, t.cols)
+                top = i // g * tile_m
+                dst = parts[i] = new_region("PART", rank, top, top + t.rows, 0, t.cols)
             else:
-                dst = new_region("OUT", rank, r0, t.row1, c0, t.col1)
+                dst = new_region("OUT", rank, r0, r1, c0, c1)
                 sig = (Signal(rank, "final", rel[i]), out_done(rank))
-            add_group(rank, intra, reduce_op, new_regions("P", sources, r0, t.row1, c0, t.col1), (dst,),
-                      (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run), step)
+            add_sum(source_regions("P", sources, r0, r1, c0, c1), (dst,),
+                    (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, len(run), step)
+
+    pending: deque = deque()  # (due, position, chunk number, its tiles) of each chunk summed, not yet broadcast
+
+    def summed(jv: int, ci: int, chunk, due: int) -> None:
+        """The sums of the chunk at position ``jv``, then every broadcast due by then."""
+        ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
+        reduce(cuts[ci], ready)
+        pending.append((due, jv, ci, chunk))
+        while pending and pending[0][0] <= jv:
+            _, jb, cb, chb = pending.popleft()
+            bcast(jb, cb, chb)
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
-    queue, pending = deque(zip(visit, after)), deque()
-    pushed, first_shared = set(), {t.index for t in shared}  # own tiles whose chunk's pushes are queued
-    # pushes: every chunk of the compute order, then each chunk of the rank's own whose tiles they cover
-    # (a shared exchange's tiles go first, so its chunks and the compute's are numbered apart)
-    for j in range(net.nchunks) if pushes else (None,):
-        if pushes:
+        for (jv, ci, chunk), due in zip(visit, after):
+            summed(jv, ci, chunk, due)
+    else:  # every chunk of the compute order's pushes, then each chunk of the rank's own whose tiles they cover
+        # (a shared exchange's tiles go first, so its chunks and the compute's are numbered apart)
+        queue, pushed, first_shared = deque(zip(visit, after)), set(), {t.index for t in shared}
+        for j in range(net.nchunks):
             mine = pushes(j)
             reduce(runs([t for t in mine if t.index in first_shared], stride=g), Signal(rank, "group_ready"))
-            pushed.update(t.index for t in mine)
-        while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
-            (jv, ci, chunk), due = queue.popleft()
-            ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
-            reduce(cuts[ci], ready)
-            pending.append((due, jv, ci, chunk))
-            while pending and pending[0][0] <= jv:
-                _, jb, cb, chb = pending.popleft()
-                bcast(jb, cb, chb)
+            pushed.update(t.index for t in mine)  # own tiles whose chunk's pushes are queued
+            while queue and all(t.index in pushed for t in queue[0][0][2]):
+                (jv, ci, chunk), due = queue.popleft()
+                summed(jv, ci, chunk, due)
     for _, jb, cb, chb in pending:
         bcast(jb, cb, chb)
     if shared:  # the shared pieces are final together
