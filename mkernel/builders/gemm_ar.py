@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -151,24 +152,22 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
     sb.launch("fused", _roles(w, c))
     order = {node: rail.chunk_order(nchunks, whole, nodes, node, algorithm) for node in sb.nodes()}
-    pos = {node: {ci: j for j, ci in enumerate(o)} for node, o in order.items()}
+    # node -> the first node of its chunk order: its tables below, and (it, local) -> a rank's compute groups, visit
+    twin = {node: next(n for n in order if order[n] == o) for node, o in order.items()}
     # a tile's signal index on each node: its slot's place in the node's chunk order (the tile index
     # itself when chunks go in order), so the queues stay node-symmetric; a table, read ~7 times a tile
-    index, rels, rel_arrays = np.arange(len(tiles)), {}, {}
-    for node, p in pos.items():
+    index, pos, rels, rel_arrays = np.arange(len(tiles)), {}, {}, {}
+    for node in dict.fromkeys(twin.values()):
+        p = pos[node] = {ci: j for j, ci in enumerate(order[node])}
         position = np.array([p[ci] for ci in range(nchunks)], np.int64)  # chunk -> its place in the node's order
         rel_arrays[node] = (position[index // g // ct] * ct + index // g % ct) * g + index % g
         rels[node] = rel_arrays[node].tolist()
-    done = [Signal(rank, "out_done") for rank in range(c.world)]  # (one object each: ~10 bumps a tile)
-
-    def out_done(rank: int) -> Signal:
-        return done[rank]
-
+    pos, rels, rel_arrays = ({node: d[twin[node]] for node in order} for d in (pos, rels, rel_arrays))
+    # rank -> its out_done signal, one object each (~10 bumps a tile)
+    out_done: Callable[[int], Signal] = [Signal(rank, "out_done") for rank in range(c.world)].__getitem__
     regs = Regions(w, slots, g)
     compute, gemm = Role.COMPUTE, Op.GEMM  # (an enum member read off its class: ~1k instructions in 3.11)
     by_cycle = ((0, g),)  # (a row group's signal steps from one cycle of owners to the next: G indices on)
-    # node -> the first node of its chunk order; (that node, local) -> a rank's compute groups, its visit
-    twin = {node: next(n for n in order if order[n] == o) for node, o in order.items()}
     spans_of, visits = {}, {}
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
@@ -306,7 +305,7 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                       len(run), step)
 
     sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
-    add_sum, source_regions = sb.appender(rank, intra, reduce_op, f"tile {{}} {what}"), regions_each(len(sources))
+    add_sum, p_regions = sb.appender(rank, intra, reduce_op, f"tile {{}} {what}"), regions_each(len(sources))
 
     def reduce(cut: list, ready: Signal | None) -> None:
         """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
@@ -324,41 +323,34 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                         (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
                         (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
                 step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
-            r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (PART and OUT as Regions.slot and .tile place them)
+            r0, c0 = t.row0, t.col0  # (PART and OUT as Regions.slot and .tile place them: 16k sums)
             if out:
-                top = i // g * tile_m
-                dst = parts[i] = new_region("PART", rank, top, top + t.rows, 0, t.cols)
+                dst = parts[i] = new_region("PART", rank, i // g * tile_m, i // g * tile_m + t.rows, 0, t.cols)
             else:
-                dst = new_region("OUT", rank, r0, r1, c0, c1)
+                dst = new_region("OUT", rank, r0, t.row1, c0, t.col1)
                 sig = (Signal(rank, "final", rel[i]), out_done(rank))
-            add_sum(source_regions("P", sources, r0, r1, c0, c1), (dst,),
+            add_sum(p_regions("P", sources, r0, t.row1, c0, t.col1), (dst,),
                     (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, len(run), step)
-
-    pending: deque = deque()  # (due, position, chunk number, its tiles) of each chunk summed, not yet broadcast
-
-    def summed(jv: int, ci: int, chunk, due: int) -> None:
-        """The sums of the chunk at position ``jv``, then every broadcast due by then."""
-        ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
-        reduce(cuts[ci], ready)
-        pending.append((due, jv, ci, chunk))
-        while pending and pending[0][0] <= jv:
-            _, jb, cb, chb = pending.popleft()
-            bcast(jb, cb, chb)
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
-        for (jv, ci, chunk), due in zip(visit, after):
-            summed(jv, ci, chunk, due)
-    else:  # every chunk of the compute order's pushes, then each chunk of the rank's own whose tiles they cover
-        # (a shared exchange's tiles go first, so its chunks and the compute's are numbered apart)
-        queue, pushed, first_shared = deque(zip(visit, after)), set(), {t.index for t in shared}
-        for j in range(net.nchunks):
+    queue, pending = deque(zip(visit, after)), deque()
+    pushed, first_shared = set(), {t.index for t in shared}  # own tiles whose chunk's pushes are queued
+    # pushes: every chunk of the compute order, then each chunk of the rank's own whose tiles they cover
+    # (a shared exchange's tiles go first, so its chunks and the compute's are numbered apart)
+    for j in range(net.nchunks) if pushes else (None,):
+        if pushes:
             mine = pushes(j)
             reduce(runs([t for t in mine if t.index in first_shared], stride=g), Signal(rank, "group_ready"))
-            pushed.update(t.index for t in mine)  # own tiles whose chunk's pushes are queued
-            while queue and all(t.index in pushed for t in queue[0][0][2]):
-                (jv, ci, chunk), due = queue.popleft()
-                summed(jv, ci, chunk, due)
+            pushed.update(t.index for t in mine)
+        while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
+            (jv, ci, chunk), due = queue.popleft()
+            ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
+            reduce(cuts[ci], ready)
+            pending.append((due, jv, ci, chunk))
+            while pending and pending[0][0] <= jv:
+                _, jb, cb, chb = pending.popleft()
+                bcast(jb, cb, chb)
     for _, jb, cb, chb in pending:
         bcast(jb, cb, chb)
     if shared:  # the shared pieces are final together
@@ -387,14 +379,14 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
         sb.buffer(name, w.m, w.n, w.dtype)
     sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
-    gemm_dst = "OUT" if c.world == 1 else "P"
-    compute, gemm = Role.COMPUTE, Op.GEMM  # (enum members read once: ~1k instructions each off the class in 3.11)
+    gemm_dst, grid, k = "OUT" if c.world == 1 else "P", grid_runs(w.m, w.n, w.tile_m, w.tile_n), w.k
+    steps = [row_step(run[0]) for run in grid]  # (a row's step: the same on every rank, made once)
     for rank in sb.ranks():
-        for run in grid_runs(w.m, w.n, w.tile_m, w.tile_n):
+        add = sb.appender(rank, Role.COMPUTE, Op.GEMM, "tile {}")
+        for run, step in zip(grid, steps):
             t = run[0]
-            sb.add(rank, compute, gemm, label="tile {}", count=len(run), step=row_step(t),
-                   reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
-                   writes=(Region(gemm_dst, rank, t.row0, t.row1, t.col0, t.col1),))
+            add((new_region("A", rank, t.row0, t.row1, 0, k), new_region("B", rank, 0, k, t.col0, t.col1)),
+                (new_region(gemm_dst, rank, t.row0, t.row1, t.col0, t.col1),), (), (), len(run), step)
     if c.world > 1:
         (all_reduce.ring if w.baseline == "ring" else all_reduce.hierarchical)(sb, w, c)
     return sb.build(flops_per_gpu(w, c))
