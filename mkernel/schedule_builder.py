@@ -144,8 +144,8 @@ class ScheduleBuilder:
 
     def add_group(self, rank: int, role: Role, op: Op, reads: tuple, writes: tuple, waits: tuple, signals: tuple,
                   label: str, count: int, step: Step) -> None:
-        """:meth:`add` of a task with no chunk, mask or index, its fields given as tuples, for the hottest
-        loops (a 2 x 8 GEMM+AR 32768^2 build adds 49k sums and broadcasts): a group of several members
+        """:meth:`add` of a task with no chunk, mask or index, its fields given as tuples, for hot loops
+        (the hottest, of one kind of task each, take an :meth:`appender`): a group of several members
         that a grouped build keeps as it comes (nothing to rename, nothing to expand) is appended
         here, without add's keywords, conversions and checks; anything else goes through add."""
         if count > 1 and self._as_given and self._building and self._emitted[rank] and step is not None:
@@ -155,19 +155,19 @@ class ScheduleBuilder:
             self.add(rank, role, op, reads=reads, writes=writes, waits=waits, signals=signals, label=label,
                      count=count, step=step)
 
-    def appender(self, rank: int, role: Role, op: Op, label: str) -> Callable[[tuple, tuple, tuple, tuple, int, Step],
-                                                                              None]:
+    def appender(self, rank: int, role: Role, op: Op, label: str) -> Callable[..., None]:
         """:meth:`add_group` for one rank, role, op and label, in the launch open now, as a function of
         the rest (reads, writes, waits, signals, count, step). Why: the 2 x 8 GEMM+AR 32768^2 build's
         49k sums and broadcasts each paid for add_group's bound call and its checks, which are the
         same for every task of a rank; where they pass (a grouped build keeping the rank's groups as
         they come), a group of several members is appended here, and anything else goes through
         add_group. Make it after the launch opens and use it before the next one does."""
-        if not (self._as_given and self._building and self._emitted[rank]):
-            def add(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int, step: Step) -> None:
-                self.add_group(rank, role, op, reads, writes, waits, signals, label, count, step)
-            return add
         tasks, append, launch, add_group = self.tasks, self.tasks.append, len(self.launches) - 1, self.add_group
+        if not (self._as_given and self._building and self._emitted[rank]):
+            def each_through_add_group(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int,
+                                       step: Step) -> None:
+                add_group(rank, role, op, reads, writes, waits, signals, label, count, step)
+            return each_through_add_group
 
         def add(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int, step: Step) -> None:
             if count > 1 and step is not None:
