@@ -80,8 +80,8 @@ def test_it_refuses_a_class_with_its_own_new():
 
 
 def test_each_unrolled_for_n_values_makes_what_the_loop_makes():
-    """quick_new_each with ``n``: the loop unrolled for exactly n values makes the loop's tuple, and
-    refuses any other count (it unpacks them)."""
+    """quick_new_each with ``size``: the loop unrolled for exactly that many values makes the loop's
+    tuple, and refuses any other count (it unpacks them)."""
     from mkernel.slots import quick_new_each
 
     loop = quick_new_each(Region, "rank")
