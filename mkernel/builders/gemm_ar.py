@@ -46,7 +46,7 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_wait, regions_each,
                            shared_exchange, shared_final)
-from ._tiling import batches, dealt_order_runs, grid_runs, row_step, runs, strided_chunk_runs, tile_grid
+from ._tiling import batches, dealt_order_runs_of, grid_runs, row_step, runs, strided_chunk_runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -152,7 +152,7 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
     sb.launch("fused", _roles(w, c))
     order = {node: rail.chunk_order(nchunks, whole, nodes, node, algorithm) for node in sb.nodes()}
-    # node -> the first node of its chunk order: its tables below, and (it, local) -> a rank's compute groups, visit
+    # node -> the first node of its chunk order: its tables below, its ranks' compute groups and (it, local) visits
     twin = {node: next(n for n in order if order[n] == o) for node, o in order.items()}
     # a tile's signal index on each node: its slot's place in the node's chunk order (the tile index
     # itself when chunks go in order), so the queues stay node-symmetric; a table, read ~7 times a tile
@@ -168,15 +168,15 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     regs = Regions(w, slots, g)
     compute, gemm = Role.COMPUTE, Op.GEMM  # (an enum member read off its class: ~1k instructions in 3.11)
     by_cycle = ((0, g),)  # (a row group's signal steps from one cycle of owners to the next: G indices on)
-    spans_of, visits = {}, {}
+    spans_of, visits, locals_ = {}, {}, range(0, g, g if sb.local_fold else 1)
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
-        spans = spans_of.get((twin[node], local))  # (the same on every node of one chunk order)
-        if spans is None:
-            spans = spans_of[twin[node], local] = dealt_order_runs(
-                w.m, w.n, w.tile_m, w.tile_n, g, ct, order[node], local, rel_arrays[node], g > 1 and not pushed,
-                g if g > 1 else ct if nodes > 1 else 0, sb.local_fold)
+        if twin[node] not in spans_of:  # (each local rank's, the same on every node of one chunk order)
+            spans_of[twin[node]] = dealt_order_runs_of(w.m, w.n, w.tile_m, w.tile_n, g, ct, order[node], locals_,
+                                                       rel_arrays[node], g > 1 and not pushed,
+                                                       g if g > 1 else ct if nodes > 1 else 0, sb.local_fold)
+        spans = spans_of[twin[node]][local]
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
