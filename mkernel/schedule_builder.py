@@ -10,6 +10,7 @@ nodes only, and of their local rank 0 alone).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .ir import IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, new_task
@@ -143,8 +144,8 @@ class ScheduleBuilder:
 
     def add_group(self, rank: int, role: Role, op: Op, reads: tuple, writes: tuple, waits: tuple, signals: tuple,
                   label: str, count: int, step: Step) -> None:
-        """:meth:`add` of a task with no chunk, mask or index, its fields given as tuples, for the hottest
-        loops (a 2 x 8 GEMM+AR 32768^2 build adds 49k sums and broadcasts): a group of several members
+        """:meth:`add` of a task with no chunk, mask or index, its fields given as tuples, for hot loops
+        (the hottest, of one kind of task each, take an :meth:`appender`): a group of several members
         that a grouped build keeps as it comes (nothing to rename, nothing to expand) is appended
         here, without add's keywords, conversions and checks; anything else goes through add."""
         if count > 1 and self._as_given and self._building and self._emitted[rank] and step is not None:
@@ -153,6 +154,28 @@ class ScheduleBuilder:
         else:
             self.add(rank, role, op, reads=reads, writes=writes, waits=waits, signals=signals, label=label,
                      count=count, step=step)
+
+    def appender(self, rank: int, role: Role, op: Op, label: str) -> Callable[..., None]:
+        """:meth:`add_group` for one rank, role, op and label, in the launch open now, as a function of
+        the rest (reads, writes, waits, signals, count, step). Why: the 2 x 8 GEMM+AR 32768^2 build's
+        49k sums and broadcasts each paid for add_group's bound call and its checks, which are the
+        same for every task of a rank; where they pass (a grouped build keeping the rank's groups as
+        they come), a group of several members is appended here, and anything else goes through
+        add_group. Make it after the launch opens and use it before the next one does."""
+        tasks, append, launch, add_group = self.tasks, self.tasks.append, len(self.launches) - 1, self.add_group
+        if not (self._as_given and self._building and self._emitted[rank]):
+            def each_through_add_group(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int,
+                                       step: Step) -> None:
+                add_group(rank, role, op, reads, writes, waits, signals, label, count, step)
+            return each_through_add_group
+
+        def add(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int, step: Step) -> None:
+            if count > 1 and step is not None:
+                append(new_task(len(tasks), rank, role, op, reads, writes, False, waits, signals, launch, -1, label,
+                                (), (), count, step))
+            else:
+                add_group(rank, role, op, reads, writes, waits, signals, label, count, step)
+        return add
 
     def _declared(self, task: Task) -> None:
         """Refuse a bump on another local rank of a signal the builder has not said how to rename
@@ -219,6 +242,7 @@ class ScheduleBuilder:
         alike: dict[int, list] = {}  # id of a signals tuple -> [it, bumps by the tasks whose signals of
         # the name do not step]
         last, entry = None, None  # (the last tuple counted there, and its entry)
+        alone, held = None, 0  # (the signal of the last tuples of one or two, and their bumps of it not yet counted)
         for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
             sigs, k = task.signals, 0
             for g in sigs:
@@ -234,11 +258,20 @@ class ScheduleBuilder:
                                 bumps[key] = bumps.get(key, 0) + times  # (not +=: a Counter's missing
                                 # key is a Python call)
                         bumps.update(key for key in moving if key[1] == name)
-                    elif len(sigs) < 3:  # each of them bumped count times (bump_keys' first case), counted
-                        # here: a tuple of one or two is rarely shared (a 2 x 8 GEMM+AR 32768^2 build's sums
-                        # each have their own), and the keys cost less than telling it by its id
+                    elif len(sigs) < 3:  # each of them bumped count times (bump_keys' first case): a tuple
+                        # of one or two is rarely shared (a 2 x 8 GEMM+AR 32768^2 build's sums each have their
+                        # own), but its signal of the name often is (there, each rank's sums bump its one
+                        # out_done): counted by that signal, met again and again with no other between
                         n = task.count
-                        for g in sigs:
+                        if g is alone:
+                            held += n
+                        else:
+                            if alone is not None:
+                                key = (home[alone.rank] if home else alone.rank, name, alone.index)
+                                bumps[key] = bumps.get(key, 0) + held
+                            alone, held = g, n
+                        if k == 0 and len(sigs) == 2:  # (the second, too, may be of the name)
+                            g = sigs[1]
                             if g.name == name:
                                 key = (home[g.rank] if home else g.rank, name, g.index)
                                 bumps[key] = bumps.get(key, 0) + n
@@ -254,6 +287,9 @@ class ScheduleBuilder:
                             entry[1] += task.count
                     break
                 k += 1
+        if alone is not None:
+            key = (home[alone.rank] if home else alone.rank, name, alone.index)
+            bumps[key] = bumps.get(key, 0) + held
         for signals, n in alike.values():
             for g in signals:
                 if g.name == name:

@@ -21,8 +21,16 @@ from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
 from ._tiling import runs, split_rows
 
-# Region(buf, rank, ...) for each of some ranks, made in one call (slots.quick_new_each)
-new_regions = quick_new_each(Region, "rank")
+_REGIONS_EACH: dict[int, Callable] = {}  # n -> its regions_each (made once each)
+
+
+def regions_each(n: int) -> Callable:
+    """A function making Region(buf, rank, ...) for each of a sequence of exactly ``n`` ranks, in one
+    call (slots.quick_new_each, unrolled for ``n``): the intra queue's sums and broadcasts."""
+    made = _REGIONS_EACH.get(n)
+    if made is None:
+        made = _REGIONS_EACH[n] = quick_new_each(Region, "rank", n)
+    return made
 
 
 class Regions:
@@ -87,13 +95,14 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
                    signals=(Signal(peer, "arrived", j),), label=f"chunk {ci} to node {m}")
     steps: dict = {}  # one tuple object per kind of step (validate reads each once)
     done = x.out_done(rank)
-    parts, outs, role, op, made = x.parts, x.outs, Role.RECV, Op.REDUCE, x.steps.setdefault("add", {})
-    tile_m, add_group = w.tile_m, sb.add_group
+    parts, outs, ready, made = x.parts, x.outs, x.ready, x.steps.setdefault("add", {})
+    tile_m, arrivals, add_sum = w.tile_m, nodes - 1, sb.appender(rank, Role.RECV, Op.REDUCE, "tile {} add remote")
     bases = [m * regs.slots * tile_m for m in others]  # each other node's section of RECV (as Regions.slot places it)
+    peer_base = bases[0] if nodes == 2 else None  # (the one other node's: a sum's reads made without a list)
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk
-        waits = (new_wait(new_signal(rank, "arrived", j), nodes - 1),
-                 new_wait(x.ready.get(j) or new_signal(rank, "chunk_ready", j), len(chunk)))
+        waits = (new_wait(new_signal(rank, "arrived", j), arrivals),
+                 new_wait(ready.get(j) or new_signal(rank, "chunk_ready", j), len(chunk)))
         for run in cuts[ci]:
             t = run[0]
             i = t.index
@@ -104,13 +113,14 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
                     moves = steps[t.cols] = (((0, w.tile_m, 0),) * nodes + ((0, 0, t.cols * g),),
                                              ((0, g), (0, 0)) if g > 1 else ((0, 0),))
                 step = made[i] = new_step(*moves, (), 0, (i, g), 0, (), 0)
-            reads = [parts.get(i) or regs.slot("PART", rank, t)]
+            part = parts.get(i) or regs.slot("PART", rank, t)
             top, rows, cols = i // g * tile_m, t.rows, t.cols
-            for base in bases:  # (made here: a call a sum cost ~4k instructions, 16k sums)
-                reads.append(new_region("RECV", rank, base + top, base + top + rows, 0, cols))
+            if peer_base is not None:  # (made here: a call a sum cost ~4k instructions, 16k sums)
+                reads = (part, new_region("RECV", rank, peer_base + top, peer_base + top + rows, 0, cols))
+            else:
+                reads = (part, *[new_region("RECV", rank, base + top, base + top + rows, 0, cols) for base in bases])
             out, final = outs.get(i) or (regs.tile("OUT", rank, t), new_signal(rank, "final", rel[i]))
-            add_group(rank, role, op, tuple(reads), (out,), waits, (final, done) if g > 1 else (done,),
-                      "tile {} add remote", len(run), step)
+            add_sum(reads, (out,), waits, (final, done) if g > 1 else (done,), len(run), step)
 
 
 def _puts_to_one_peer(x: RankNet, visit: list, m: int) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -43,9 +44,9 @@ from . import _all_reduce as all_reduce
 from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
-from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_regions, new_wait,
+from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_wait, regions_each,
                            shared_exchange, shared_final)
-from ._tiling import batches, dealt_order_runs, grid_runs, row_step, runs, strided_chunk_runs, tile_grid
+from ._tiling import batches, dealt_order_runs_of, grid_runs, row_step, runs, strided_chunk_runs, tile_grid
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
@@ -151,33 +152,31 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
     sb.launch("fused", _roles(w, c))
     order = {node: rail.chunk_order(nchunks, whole, nodes, node, algorithm) for node in sb.nodes()}
-    pos = {node: {ci: j for j, ci in enumerate(o)} for node, o in order.items()}
+    # node -> the first node of its chunk order: its tables below, its ranks' compute groups and (it, local) visits
+    twin = {node: next(n for n in order if order[n] == o) for node, o in order.items()}
     # a tile's signal index on each node: its slot's place in the node's chunk order (the tile index
     # itself when chunks go in order), so the queues stay node-symmetric; a table, read ~7 times a tile
-    index, rels, rel_arrays = np.arange(len(tiles)), {}, {}
-    for node, p in pos.items():
+    index, pos, rels, rel_arrays = np.arange(len(tiles)), {}, {}, {}
+    for node in dict.fromkeys(twin.values()):
+        p = pos[node] = {ci: j for j, ci in enumerate(order[node])}
         position = np.array([p[ci] for ci in range(nchunks)], np.int64)  # chunk -> its place in the node's order
         rel_arrays[node] = (position[index // g // ct] * ct + index // g % ct) * g + index % g
         rels[node] = rel_arrays[node].tolist()
-    done = [Signal(rank, "out_done") for rank in range(c.world)]  # (one object each: ~10 bumps a tile)
-
-    def out_done(rank: int) -> Signal:
-        return done[rank]
-
+    pos, rels, rel_arrays = ({node: d[twin[node]] for node in order} for d in (pos, rels, rel_arrays))
+    # rank -> its out_done signal, one object each (~10 bumps a tile)
+    out_done: Callable[[int], Signal] = [Signal(rank, "out_done") for rank in range(c.world)].__getitem__
     regs = Regions(w, slots, g)
     compute, gemm = Role.COMPUTE, Op.GEMM  # (an enum member read off its class: ~1k instructions in 3.11)
     by_cycle = ((0, g),)  # (a row group's signal steps from one cycle of owners to the next: G indices on)
-    # node -> the first node of its chunk order; (that node, local) -> a rank's compute groups, its visit
-    twin = {node: next(n for n in order if order[n] == o) for node, o in order.items()}
-    spans_of, visits = {}, {}
+    spans_of, visits, locals_ = {}, {}, range(0, g, g if sb.local_fold else 1)
     for rank in sb.ranks():  # compute: slot-major in the node's chunk order, own tile first within each slot
         node, local = c.node_of(rank), c.local_of(rank)
         rel = rels[node]
-        spans = spans_of.get((twin[node], local))  # (the same on every node of one chunk order)
-        if spans is None:
-            spans = spans_of[twin[node], local] = dealt_order_runs(
-                w.m, w.n, w.tile_m, w.tile_n, g, ct, order[node], local, rel_arrays[node], g > 1 and not pushed,
-                g if g > 1 else ct if nodes > 1 else 0, sb.local_fold)
+        if twin[node] not in spans_of:  # (each local rank's, the same on every node of one chunk order)
+            spans_of[twin[node]] = dealt_order_runs_of(w.m, w.n, w.tile_m, w.tile_n, g, ct, order[node], locals_,
+                                                       rel_arrays[node], g > 1 and not pushed,
+                                                       g if g > 1 else ct if nodes > 1 else 0, sb.local_fold)
+        spans = spans_of[twin[node]][local]
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
@@ -279,7 +278,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
     sums_made = {out: net.steps.setdefault(("reduce", out), {}) for out in (True, False)}
     intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
     # instructions each off the class in 3.11)
-    bcast_made, add_group, tile_m = net.steps.setdefault("bcast", {}), sb.add_group, w.tile_m
+    bcast_made, tile_m = net.steps.setdefault("bcast", {}), w.tile_m
+    add_bcast, out_regions = sb.appender(rank, intra, copy_op, "tile {} bcast"), regions_each(g - 1)
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -301,11 +301,11 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
                 step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
             r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (OUT tiles as Regions.tile makes them: 16k broadcasts)
             out, final = outs[i] = (new_region("OUT", rank, r0, r1, c0, c1), new_signal(rank, "final", rel[i]))
-            add_group(rank, intra, copy_op, (out,) * (g - 1), new_regions("OUT", others, r0, r1, c0, c1),
-                      (new_wait(final, 1),), bumps, "tile {} bcast", len(run), step)
+            add_bcast((out,) * (g - 1), out_regions("OUT", others, r0, r1, c0, c1), (new_wait(final, 1),), bumps,
+                      len(run), step)
 
     sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
-    label = f"tile {{}} {what}"
+    add_sum, p_regions = sb.appender(rank, intra, reduce_op, f"tile {{}} {what}"), regions_each(len(sources))
 
     def reduce(cut: list, ready: Signal | None) -> None:
         """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
@@ -329,8 +329,8 @@ def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, ou
             else:
                 dst = new_region("OUT", rank, r0, t.row1, c0, t.col1)
                 sig = (Signal(rank, "final", rel[i]), out_done(rank))
-            add_group(rank, intra, reduce_op, new_regions("P", sources, r0, t.row1, c0, t.col1), (dst,),
-                      (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, label, len(run), step)
+            add_sum(p_regions("P", sources, r0, t.row1, c0, t.col1), (dst,),
+                    (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, len(run), step)
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
@@ -379,14 +379,14 @@ def build_baseline(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool 
         sb.buffer(name, w.m, w.n, w.dtype)
     sb.buffer("OUT", w.m, w.n, w.dtype, BufferKind.OUTPUT)
     sb.launch("gemm", {Role.COMPUTE: c.gpu.sms})
-    gemm_dst = "OUT" if c.world == 1 else "P"
-    compute, gemm = Role.COMPUTE, Op.GEMM  # (enum members read once: ~1k instructions each off the class in 3.11)
+    gemm_dst, grid, k = "OUT" if c.world == 1 else "P", grid_runs(w.m, w.n, w.tile_m, w.tile_n), w.k
+    steps = [row_step(run[0]) for run in grid]  # (a row's step: the same on every rank, made once)
     for rank in sb.ranks():
-        for run in grid_runs(w.m, w.n, w.tile_m, w.tile_n):
+        add = sb.appender(rank, Role.COMPUTE, Op.GEMM, "tile {}")
+        for run, step in zip(grid, steps):
             t = run[0]
-            sb.add(rank, compute, gemm, label="tile {}", count=len(run), step=row_step(t),
-                   reads=(Region("A", rank, t.row0, t.row1, 0, w.k), Region("B", rank, 0, w.k, t.col0, t.col1)),
-                   writes=(Region(gemm_dst, rank, t.row0, t.row1, t.col0, t.col1),))
+            add((new_region("A", rank, t.row0, t.row1, 0, k), new_region("B", rank, 0, k, t.col0, t.col1)),
+                (new_region(gemm_dst, rank, t.row0, t.row1, t.col0, t.col1),), (), (), len(run), step)
     if c.world > 1:
         (all_reduce.ring if w.baseline == "ring" else all_reduce.hierarchical)(sb, w, c)
     return sb.build(flops_per_gpu(w, c))

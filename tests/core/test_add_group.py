@@ -1,8 +1,9 @@
-"""``ScheduleBuilder.add_group`` (the hot loops' positional add) makes what ``add`` makes.
+"""``ScheduleBuilder.add_group`` and ``appender`` (the hot loops' positional adds) make what ``add`` makes.
 
 Every task of a finished GEMM+AR build that add_group can take (no chunk, mask or index, not
-accumulating) is added again, once through ``add`` and once through ``add_group``, into builders of
-each kind (grouped or flat, first nodes, local rank 0 with GEMM+AR's renaming declarations): both
+accumulating) is added again, once through ``add``, once through ``add_group`` and once through an
+``appender`` of its rank, role, op and label, into builders of each kind (grouped or flat, first
+nodes, local rank 0 with GEMM+AR's renaming declarations, a timing build's library launch): all
 must end with the same tasks, and refuse the same ones.
 """
 from __future__ import annotations
@@ -10,25 +11,28 @@ from __future__ import annotations
 import pytest
 
 from mkernel import Cluster, Workload, builders
-from mkernel.ir import Role
+from mkernel.ir import Library, Role
 from mkernel.schedule_builder import ScheduleBuilder
 
 W = Workload(m=512, n=1024, k=64, chunk_tiles=2)
 C = Cluster("t", 2, 4)
 
 
-def _replay(kw: dict, via_group: bool) -> list:
+def _replay(kw: dict, via: str) -> list:
     s = builders.get("gemm_ar").build(W, C, grouped=True)
+    library = kw.pop("library", None)
     sb = ScheduleBuilder(s.kernel, s.variant, s.world, s.gpus_per_node, s.num_sms, rotating={"contrib": 1, "pushed": 1},
                          fixed=("out_done", "base"), **kw)
-    sb.launch("fused", {Role.COMPUTE: 1})
+    sb.launch("fused", {Role.COMPUTE: 1}, library)
     out = []
     for t in s.tasks:
         if t.chunk != -1 or t.mask or t.index or t.accumulate:
             continue
         try:
-            if via_group:
+            if via == "add_group":
                 sb.add_group(t.rank, t.role, t.op, t.reads, t.writes, t.waits, t.signals, t.label, t.count, t.step)
+            elif via == "appender":  # (one per task: the appender of each kind of task makes the same)
+                sb.appender(t.rank, t.role, t.op, t.label)(t.reads, t.writes, t.waits, t.signals, t.count, t.step)
             else:
                 sb.add(t.rank, t.role, t.op, reads=t.reads, writes=t.writes, waits=t.waits, signals=t.signals,
                        label=t.label, count=t.count, step=t.step)
@@ -38,7 +42,10 @@ def _replay(kw: dict, via_group: bool) -> list:
 
 
 @pytest.mark.parametrize("kw", [{"grouped": True}, {"grouped": False}, {"grouped": True, "first_nodes": 1},
-                                {"grouped": True, "first_nodes": 1, "local_fold": True}],
-                         ids=["grouped", "flat", "first-node", "local"])
-def test_add_group_makes_what_add_makes(kw):
-    assert _replay(kw, True) == _replay(kw, False)
+                                {"grouped": True, "first_nodes": 1, "local_fold": True},
+                                {"grouped": True, "library_tasks": False, "library": Library("all_reduce", 1)}],
+                         ids=["grouped", "flat", "first-node", "local", "library"])
+@pytest.mark.parametrize("via", ["add_group", "appender"])
+def test_the_hot_adds_make_what_add_makes(kw, via):
+    want = _replay(dict(kw), "add")
+    assert _replay(dict(kw), via) == want and (want or "library" in kw)  # (a library launch's: none kept)

@@ -68,3 +68,18 @@ def test_a_group_whose_later_signal_of_the_name_steps_counts_it_stepping():
                       count=2, step=Step())]
     assert [sb.bumped(Signal(0, "x", i)) for i in (0, 10, 11, 12, 13)] == [5, 1, 1, 1, 0]
     assert sb.bumped(Signal(1, "x", 0)) == 2
+
+
+def test_signals_of_one_or_two_count_each_one_of_the_name_met_again_or_not():
+    """Tuples of one or two signals that do not step: counted by the signal of the name they share
+    with the tasks before (one object met again and again, another between, then the first again),
+    and a pair's second signal of the name counted too."""
+    sb = ScheduleBuilder("k", "v", 2, 2, 4)
+    done, other = Signal(0, "x", 0), Signal(1, "x", 2)
+    sb.tasks += [Task(0, 0, Role.COMPUTE, Op.GEMM, signals=(Signal(0, "y"), done), count=3, step=Step()),
+                 Task(1, 0, Role.COMPUTE, Op.GEMM, signals=(done,)),
+                 Task(2, 0, Role.COMPUTE, Op.GEMM, signals=(other, Signal(0, "x", 0)), count=2, step=Step()),
+                 Task(3, 0, Role.COMPUTE, Op.GEMM, signals=(done, Signal(0, "x", 7)), count=4, step=Step()),
+                 Task(4, 0, Role.COMPUTE, Op.GEMM, signals=(Signal(0, "y"),))]
+    assert [sb.bumped(Signal(0, "x", i)) for i in (0, 7)] == [3 + 1 + 2 + 4, 4]
+    assert sb.bumped(other) == 2 and sb.bumped(Signal(0, "y")) == 4

@@ -77,3 +77,21 @@ def test_it_refuses_a_class_with_its_own_new():
 
     with pytest.raises(TypeError, match="__new__"):
         quick_new(Odd)
+
+
+def test_each_unrolled_for_n_values_makes_what_the_loop_makes():
+    """quick_new_each with ``size``: the loop unrolled for exactly that many values makes the loop's
+    tuple, and refuses any other count (it unpacks them)."""
+    from mkernel.slots import quick_new_each
+
+    loop = quick_new_each(Region, "rank")
+    for n in range(1, 10):
+        ranks = [(7 * i + 3) % 11 for i in range(n)]
+        made = quick_new_each(Region, "rank", n)("OUT", ranks, 128, 256, 0, 512)
+        want = loop("OUT", ranks, 128, 256, 0, 512)
+        assert made == want == tuple(Region("OUT", r, 128, 256, 0, 512) for r in ranks)
+        assert type(made) is tuple and all(type(r) is Region for r in made) and hash(made) == hash(want)
+        with pytest.raises(ValueError):
+            quick_new_each(Region, "rank", n)("OUT", ranks + [0], 128, 256, 0, 512)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].rank = 1
