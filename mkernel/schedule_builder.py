@@ -161,8 +161,9 @@ class ScheduleBuilder:
         49k sums and broadcasts each paid for add_group's bound call and its checks, which are the
         same for every task of a rank; where they pass (a grouped build keeping the rank's groups as
         they come), a group of several members is appended here, and anything else goes through
-        add_group. Make it after the launch opens and use it before the next one does."""
-        tasks, append, launch, add_group = self.tasks, self.tasks.append, len(self.launches) - 1, self.add_group
+        add_group. Made in one launch, it hands every call after the next launch opens to add_group."""
+        tasks, append, add_group, launches = self.tasks, self.tasks.append, self.add_group, self.launches
+        launch = len(launches) - 1
         if not (self._as_given and self._building and self._emitted[rank]):
             def each_through_add_group(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int,
                                        step: Step) -> None:
@@ -170,7 +171,7 @@ class ScheduleBuilder:
             return each_through_add_group
 
         def add(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int, step: Step) -> None:
-            if count > 1 and step is not None:
+            if count > 1 and step is not None and len(launches) - 1 == launch:
                 append(new_task(len(tasks), rank, role, op, reads, writes, False, waits, signals, launch, -1, label,
                                 (), (), count, step))
             else:
@@ -243,6 +244,11 @@ class ScheduleBuilder:
         # the name do not step]
         last, entry = None, None  # (the last tuple counted there, and its entry)
         alone, held = None, 0  # (the signal of the last tuples of one or two, and their bumps of it not yet counted)
+
+        def count(g: Signal, n: int) -> None:  # n bumps of g (a signal of the name)
+            key = (home[g.rank] if home else g.rank, name, g.index)
+            bumps[key] = bumps.get(key, 0) + n  # (not +=: a Counter's missing key is a Python call)
+
         for task in tasks[self.scanned.get(name, 0):]:  # (a slice: islice would step over the tasks before)
             sigs, k = task.signals, 0
             for g in sigs:
@@ -267,14 +273,10 @@ class ScheduleBuilder:
                             held += n
                         else:
                             if alone is not None:
-                                key = (home[alone.rank] if home else alone.rank, name, alone.index)
-                                bumps[key] = bumps.get(key, 0) + held
+                                count(alone, held)
                             alone, held = g, n
-                        if k == 0 and len(sigs) == 2:  # (the second, too, may be of the name)
-                            g = sigs[1]
-                            if g.name == name:
-                                key = (home[g.rank] if home else g.rank, name, g.index)
-                                bumps[key] = bumps.get(key, 0) + n
+                        if k == 0 and len(sigs) == 2 and sigs[1].name == name:  # (the second, too, may be of it)
+                            count(sigs[1], n)
                     elif sigs is last:  # the same, counted once per tuple (a 2 x 8 GEMM+AR 32768^2 build's
                         # drain took 0.1 s making its broadcasts' keys: one tuple of G - 1 signals for each
                         # rank's, met again and again with no other tuple of the name between)
@@ -288,13 +290,11 @@ class ScheduleBuilder:
                     break
                 k += 1
         if alone is not None:
-            key = (home[alone.rank] if home else alone.rank, name, alone.index)
-            bumps[key] = bumps.get(key, 0) + held
+            count(alone, held)
         for signals, n in alike.values():
             for g in signals:
                 if g.name == name:
-                    key = (home[g.rank] if home else g.rank, name, g.index)
-                    bumps[key] = bumps.get(key, 0) + n
+                    count(g, n)
         self.scanned[name] = len(tasks)
         return bumps[self._key(signal.rank, name, signal.index)]
 

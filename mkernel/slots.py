@@ -97,6 +97,8 @@ def quick_new_each(cls: type, field: str, size: int = 0) -> Callable:
     names, settable = _settable(cls)
     if field not in names:
         raise TypeError(f"{cls.__name__}: quick_new_each needs {field!r} among its fields")
+    if size < 0:
+        raise ValueError(f"quick_new_each: size {size} (the values' count to unroll for, or 0 for any count)")
     if size:
         values, made = [f"_v{i}" for i in range(size)], [f"_o{i}" for i in range(size)]
         if set(values + made) & set(names):

@@ -247,8 +247,8 @@ class Dispatch(Waits):
         ok = self._joins_cache.get(id(task))
         if ok is None:
             ok = task.count > 1 and self.stress <= 0 and task.op is not PUT
-            if ok and task.op in NVLINK_OPS:  # (the steps typed: compiled, a loop of C reads, not generic ones and any())
-                steps: tuple[tuple[int, int, int], ...] = task.step.regions
+            if ok and task.op in NVLINK_OPS:  # (the steps read as tuples: compiled, a loop of C reads, not generic
+                steps: tuple[tuple, ...] = task.step.regions  # ones and any(); their items untyped: any number)
                 for step in steps:
                     if step[0]:
                         ok = False

@@ -28,7 +28,7 @@ class Shapes:
     the 49,152 NVLink entries of the 2 x 8 every-node GEMM+AR run, was about 4% of that run, and a key
     of their 12-56 numbers cost 5.7k instructions to make and hash; a key of six is a few hundred.
     An entry is found by its id, which is its position in a built schedule (checked: any other task
-    is keyed by its regions, :func:`shared`; its key's last item is a tuple, never a number). The
+    is keyed by its regions, :func:`shared`: five items and a tuple per region, never six items the last a number). The
     numbers are made at the first key asked for: a run with no NVLink entry makes none."""
 
     def __init__(self, s: Schedule, regions: RegionTable) -> None:

@@ -25,8 +25,8 @@ _REGIONS_EACH: dict[int, Callable] = {}  # n -> its regions_each (made once each
 
 
 def regions_each(n: int) -> Callable:
-    """A function making Region(buf, rank, ...) for each of a sequence of exactly ``n`` ranks, in one
-    call (slots.quick_new_each, unrolled for ``n``): the intra queue's sums and broadcasts."""
+    """A function making Region(buf, rank, ...) for each of a sequence of exactly ``n`` ranks (n >= 1), in
+    one call (slots.quick_new_each, unrolled for ``n``): the intra queue's sums and broadcasts."""
     made = _REGIONS_EACH.get(n)
     if made is None:
         made = _REGIONS_EACH[n] = quick_new_each(Region, "rank", n)

@@ -1,4 +1,5 @@
-"""GEMM+AR's compute groups (_tiling.dealt_order_runs, made once for each chunk order and local rank):
+"""GEMM+AR's compute groups (_tiling.dealt_order_runs, made once for each chunk order and local rank, and
+dealt_order_runs_of, which moves owner 0's on where the slots allow):
 every rank computes its tiles slot by slot in its own node's chunk order, its own tile of each
 slot first, whether the nodes visit the chunks alike (direct) or each in its own order (grouped)."""
 from __future__ import annotations

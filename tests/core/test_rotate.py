@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mkernel import Cluster, ScheduleError, Workload, builders
-from mkernel.builders import _tiling
+from mkernel.builders import _tiling, gemm_ar
 from mkernel.builders._tiling import grid_order_runs
 from mkernel.ir import Op, Region, Role, Signal, Step, Task, expand
 from mkernel.signal_table import bump_keys
@@ -87,9 +87,12 @@ def test_each_ranks_rows_are_one_group_each(nodes, gpus, monkeypatch):
     s = m.build(w, c, grouped=True)
     # The oracle: the same build with no wrapped groups and no cycles joined (a slot in two plain
     # groups), whose members go through neither Step.rotate nor Step.period; the flat build would not
-    # do, as it expands through Task.members.
+    # do, as it expands through Task.members. Each owner's groups cut from its own order (not owner 0's
+    # moved on and wrapped: _tiling.dealt_order_runs_of).
     monkeypatch.setattr(_tiling, "cycled_order_runs", lambda m, n, tm, tn, order, period, rel: [
         (a, k, 0, 0) for a, k in grid_order_runs(m, n, tm, tn, order, period)])
+    monkeypatch.setattr(gemm_ar, "dealt_order_runs_of", lambda m, n, tm, tn, g, ct, order, locals_, *rest: {
+        local: _tiling.dealt_order_runs(m, n, tm, tn, g, ct, order, local, *rest) for local in locals_})
     plain = m.build(w, c, grouped=True)
     assert gpus == 1 or (any(t.step and t.step.rotate for t in s.tasks)
                          and not any(t.step and t.step.rotate for t in plain.tasks))

@@ -146,7 +146,7 @@ def test_plan_keys_read_off_the_region_table_part_the_entries_as_their_fields_do
     assert all(len(ids) == 1 for ids in by_regions.values()) and len(set().union(*by_regions.values())) == len(by_regions)
 
 
-def test_plan_keys_of_numbers_past_64_bits_together_and_of_tasks_not_in_the_table():
+def test_plan_keys_of_numbers_past_64_bits_together_and_of_tasks_not_in_the_table(monkeypatch):
     """Where a region's four numbers do not fit one 64-bit number together, they are numbered by sorting
     (the same parting); a task not at its id's position (an equal copy of an entry, or a member made from a group) has no key there."""
     from mkernel.sim.nvplan import Shapes
@@ -157,8 +157,13 @@ def test_plan_keys_of_numbers_past_64_bits_together_and_of_tasks_not_in_the_tabl
     a, b = Shapes(s, (recs, fields, codes)), Shapes(s, (wide, fields, codes))
     nv = [t for t in s.tasks if t.op in (Op.COPY, Op.REDUCE, Op.GATHER)]
     assert a.ids is None  # (made at the first key)
+    sorted_rows = []  # the rows numbered by sorting (np.unique along axis 0): b's alone
+    unique = np.unique
+    monkeypatch.setattr(np, "unique", lambda *args, **kw: sorted_rows.append(kw.get("axis")) or unique(*args, **kw))
     same = [[a.key(x) == a.key(y) for y in nv] for x in nv]
+    assert 0 not in sorted_rows
     assert same == [[b.key(x) == b.key(y) for y in nv] for x in nv] and any(not all(row) for row in same)
+    assert 0 in sorted_rows
     copy = dataclasses.replace(nv[0])  # (equal, but not the schedule's entry)
     assert copy == nv[0] and a.key(copy) is None and a.key(nv[0]) is not None
 
