@@ -98,8 +98,10 @@ def print_result(result: dict) -> None:
 def progress_bar(after_s: float = 2.0):
     """A ``progress(stage, done, total)`` callback for :func:`mkernel.runner.run` that shows a rich
     progress bar once the run has lasted ``after_s`` seconds (a short run prints nothing extra),
-    and clears it at the end (rich's progress module loads only then)."""
-    start, shown, tasks = time.perf_counter(), [None], {}
+    and clears it at the end (rich's progress module loads only then). Where the output is not a
+    terminal (piped, redirected: rich draws nothing there), no bar is started: its module, its
+    refresh thread and its renders would be work that nothing shows."""
+    start, shown, tasks = time.perf_counter(), [None], {}  # shown: None (not yet), False (no terminal) or the bar
 
     def progress(stage: str, done: int, total: int) -> None:
         from . import limits
@@ -108,8 +110,15 @@ def progress_bar(after_s: float = 2.0):
             filled = int(20 * done / total) if total else 0
             limits.detail(f"[{'#' * filled}{'.' * (20 - filled)}] {done:,}/{total:,} tasks" if total else "")
             return
+        if shown[0] is False:
+            return
         if shown[0] is None:
             if time.perf_counter() - start < after_s:
+                return
+            from rich import get_console
+
+            if not get_console().is_terminal:
+                shown[0] = False
                 return
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -124,7 +133,7 @@ def progress_bar(after_s: float = 2.0):
     try:
         yield progress
     finally:
-        if shown[0] is not None:
+        if shown[0]:
             shown[0].stop()
 
 

@@ -149,19 +149,24 @@ def test_the_names_that_load_numpy_are_the_package_s_own_whatever_loaded_first()
     assert proc.returncode == 0, proc.stderr
 
 
-def test_a_run_shows_its_progress_bar_only_past_its_first_seconds():
+@pytest.mark.parametrize("terminal", [True, False])
+def test_a_run_shows_its_progress_bar_only_past_its_first_seconds_on_a_terminal(terminal):
     """mkernel.report.progress_bar (the bar of a run that lasts more than a few seconds): a run shorter than
     ``after_s`` loads nothing for it (rich's progress module loads when the bar is first shown); a longer one
-    shows it."""
+    shows it where the output is a terminal (rich's TTY_COMPATIBLE=1 stands for one here), and loads nothing
+    where it is not (piped: rich would draw nothing)."""
     code = ("import sys\nfrom mkernel.report import progress_bar\n"
             "with progress_bar(after_s=60) as p:\n    p('build', 1, 4)\n"
             "print('short run:', 'rich.progress' in sys.modules)\n"
             "with progress_bar(after_s=0.0) as p:\n    p('build', 1, 4)\n    p('fused', 2, 4)\n"
             "print('long run:', 'rich.progress' in sys.modules)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_TERMINAL", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**env, "TTY_COMPATIBLE": "1"} if terminal else env)
     assert proc.returncode == 0, proc.stderr
-    said = [line for line in proc.stdout.splitlines() if line.endswith(("run: False", "run: True"))]  # (not the bar's)
-    assert said == ["short run: False", "long run: True"], proc.stdout
+    said = [("short" if "short run:" in line else "long", line.endswith("True")) for line in proc.stdout.splitlines()
+            if line.endswith(("run: False", "run: True"))]  # (a line may start with the bar's control codes)
+    assert said == [("short", False), ("long", terminal)], proc.stdout
 
 
 def test_python_dash_m_entry_point(tmp_path):
