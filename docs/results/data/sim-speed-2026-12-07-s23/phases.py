@@ -1,13 +1,14 @@
 """Where the every-node row's CPU goes, by phase, with the compiled core: process_time around the builder, validate()
-and its parts, the hazard tracker's set-up (Cells) and end, and the backend's runs (the model's own run is the backend
-run less the tracker's set-up and end). The row as the CLI's main runs it, the progress bar never shown.
+and its parts, the hazard tracker's set-up (Cells) and end, the model's set-up (with the tracker's) and the backend's
+runs (phases_min.py: the simulated runs are the backend's runs less the model's set-up and the tracker's end). The row
+as the CLI's main runs it, the progress bar never shown.
 usage: python phases.py (from the checkout root; PYTHONPATH=BASE to time a base copy)"""
 import os, sys, time, functools, collections
 t0 = time.process_time()
 import mkernel.cli as cli
 from mkernel import report
 import mkernel.builders.gemm_ar as ga, mkernel.ir as ir, mkernel.validation as val
-import mkernel.sim.backend as sb, mkernel.sim.hazardlog as hl, mkernel.sim.hazards as hz, mkernel.sim.cellgrid as cg
+import mkernel.sim.backend as sb, mkernel.sim.hazardlog as hl, mkernel.sim.cellgrid as cg
 t_imp = time.process_time() - t0
 acc = collections.defaultdict(float); cnt = collections.Counter()
 def wrap(obj, name, label=None):
@@ -20,7 +21,6 @@ def wrap(obj, name, label=None):
         finally: acc[label] += time.process_time() - s; cnt[label] += 1
     setattr(obj, name, g)
 wrap(ga, "build"); wrap(ga, "build_baseline"); wrap(ga, "_intra_queue")
-import mkernel.builders._gemm_ar_net as gn; wrap(gn, "direct_exchange")
 wrap(ir.Schedule, "validate")
 for n in ["region_table", "signal_table", "cleared", "_check_signals", "_check_cycles", "check_outputs", "Entries", "_placed", "_homes", "_TaskRules", "_check_group"]:
     wrap(val, n)
@@ -28,7 +28,6 @@ wrap(hl.LoggedTracker, "__init__"); wrap(hl.LoggedTracker, "finish")
 for n in [x for x in dir(cg.Cells) if not x.startswith("__")] + ["__init__"]:
     if callable(getattr(cg.Cells, n)) and not isinstance(cg.Cells.__dict__.get(n), staticmethod): wrap(cg.Cells, n)
 wrap(sb, "Model"); wrap(sb.SimBackend, "run")
-import mkernel.sim.collapse as co
 orig = report.progress_bar
 report.progress_bar = lambda after_s=2.0: orig(after_s=1e9)
 so = sys.stdout; sys.stdout = open(os.devnull, "w")
