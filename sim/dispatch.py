@@ -80,15 +80,15 @@ class Dispatch(Waits):
         members a whole entry at a time; the steps and their order are those of the SMs one by one."""
         pool, rank = lane.pool, lane.rank
         runs: list[Run] = []
-        active, target = pool.active, pool.target
-        stepping, cells = self._stepping, self.board.cells
+        stepping, cells, roles = self._stepping, self.board.cells, pool.roles
         for role, n, ended in chunks:
             compute = role is COMPUTE
+            q = roles[role]
             if ended is not None:
-                active[role] = active[role] - n  # (not -=: compiled, an item's -= is a generic one)
-            while n and pool.has_work(role) and active[role] < target[role]:
-                room = target[role] - active[role]
-                task, first, m = pool.take_many(role, n if n < room else room)
+                q.active -= n
+            while n and q.entry < len(q.tasks) and q.active < q.target:
+                room = q.target - q.active
+                task, first, m = pool.take_many(role, q, n if n < room else room)
                 n -= m
                 waits = None if compute else stepping.get(id(task))
                 if waits is None and not compute:
@@ -208,7 +208,7 @@ class Dispatch(Waits):
         if self.spans is not None:
             t = run.member(j)
             self.spans.append((rank, run.role.value, run.slots[j], t.label or t.op.value, run.start, self.env.now))
-        run.lane.pool.active[run.role] -= 1
+        run.lane.pool.roles[run.role].active -= 1
         if self.controller is not None:
             self.controller(rank, run.lane.pool, self.env.now)
 

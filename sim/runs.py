@@ -136,14 +136,15 @@ class Waits:
         if at >= len(waits):
             return READY
         cells = self.board.cells  # (key -> its Cell: signals.SignalBoard)
-        if task.count > 1 and task.step.waits:
-            steps = task.step.waits
-            for j in range(at, len(waits)):
-                w = waits[j]
-                g = w.signal
-                key = key_of(g.rank, g.name, g.index) + i * steps[j]
-                if (0 if (cell := cells.get(key)) is None else cell.count) < w.count:
-                    return j, key, w.count
+        if task.count > 1 and task.step.waits:  # (their keys read once per entry: _key_parts, kept in _stepping)
+            parts = self._stepping.get(id(task))
+            if parts is None:
+                parts = self._stepping[id(task)] = _key_parts(task)
+            for j in range(at, len(parts)):
+                key0, dx, need = parts[j]
+                key = key0 + i * dx
+                if (0 if (cell := cells.get(key)) is None else cell.count) < need:
+                    return j, key, need
             return READY
         held = self._held.get(id(task), 0)
         start = at if at > held else held

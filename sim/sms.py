@@ -15,17 +15,26 @@ from collections.abc import Callable
 from mkernel.ir import Role, Task
 
 
+class RoleQueue:
+    """One role of a pool: its queue, the entry and member its SMs take next, and its SMs (``target``,
+    ``active``). Fields of a class of the compiled core: the take path reads and adds them as ints,
+    where a role-keyed dict cost a lookup (and a boxed int) for each."""
+
+    __slots__ = ("tasks", "entry", "member", "target", "active")
+
+    def __init__(self, tasks: list[Task], target: int) -> None:
+        self.tasks, self.entry, self.member, self.target, self.active = tasks, 0, 0, target, 0
+
+
 class RolePool:
-    """Targets, active counts and task queues of the roles of one launch on one rank.
+    """Targets, active counts and task queues of the roles of one launch on one rank (``roles``: a
+    :class:`RoleQueue` each, in declaration order).
 
     A queue entry may be a group (``Task.count`` > 1): SMs take its members one by one, in order."""
 
     def __init__(self, budgets: dict[Role, int], queues: dict[Role, list[Task]],
                  work: Callable[[Task], float] | None = None) -> None:
-        self.target: dict[Role, int] = dict(budgets)  # (typed: the compiled core compares and adds them as ints)
-        self.active: dict[Role, int] = dict.fromkeys(budgets, 0)
-        self._queues: dict[Role, list[Task]] = {role: queues.get(role, []) for role in budgets}
-        self._at: dict[Role, list[int]] = {role: [0, 0] for role in budgets}  # entry, member
+        self.roles: dict[Role, RoleQueue] = {role: RoleQueue(queues.get(role, []), n) for role, n in budgets.items()}
         # remaining work per role (SM-us, for a controller), when a cost estimate is given
         self._work = work
         self.remaining = {role: sum(work(t) * t.count for t in queues.get(role, [])) if work else 0.0
@@ -33,55 +42,65 @@ class RolePool:
         self.blocked = dict.fromkeys(budgets, 0)  # SMs of each role waiting on a signal now (kept with a controller,
         # their one reader: Dispatch._go, _block, _resume)
 
+    @property
+    def target(self) -> dict[Role, int]:
+        """The SMs each role should have (a copy: :meth:`retarget` changes them)."""
+        return {role: q.target for role, q in self.roles.items()}
+
+    @property
+    def active(self) -> dict[Role, int]:
+        """The SMs each role has now (a copy)."""
+        return {role: q.active for role, q in self.roles.items()}
+
     def initial_roles(self) -> list[Role]:
         """One role per SM: each role's budget, in declaration order."""
-        return [role for role, n in self.target.items() for _ in range(n)]
+        return [role for role, q in self.roles.items() for _ in range(q.target)]
 
     def has_work(self, role: Role) -> bool:
-        return self._at[role][0] < len(self._queues[role])
+        q = self.roles[role]
+        return q.entry < len(q.tasks)
 
     def retarget(self, targets: dict[Role, int]) -> None:
         """Change the SMs each role should have; SMs move at their next task boundary."""
         for role, n in targets.items():
-            if role not in self.target:
+            if role not in self.roles:
                 raise ValueError(f"role {role.value} is not part of this launch")
-            self.target[role] = n
+            self.roles[role].target = n
 
     def next_task(self, role: Role) -> tuple[Role, Task, int] | None:
         """The role this SM should serve now, its next task (a group, perhaps) and the member it
         takes; or None to retire the SM. The caller has released ``role`` (its active count)."""
-        if self.has_work(role) and self.active[role] < self.target[role]:
-            return (role, *self._take(role))
-        for other in self.target:
-            if self.has_work(other) and self.active[other] < self.target[other]:
-                return (other, *self._take(other))
+        q = self.roles[role]
+        if q.entry < len(q.tasks) and q.active < q.target:
+            return (role, *self._take(role, q))
+        for other, q in self.roles.items():
+            if q.entry < len(q.tasks) and q.active < q.target:
+                return (other, *self._take(other, q))
         return None
 
-    def take_many(self, role: Role, most: int) -> tuple[Task, int, int]:
-        """For SMs of ``role`` that each take their own role's next member (its queue has work):
-        the entry, its first member taken, and how many (up to ``most``, within one entry)."""
-        at = self._at[role]
-        task, first = self._queues[role][at[0]], at[1]
+    def take_many(self, role: Role, q: RoleQueue, most: int) -> tuple[Task, int, int]:
+        """For SMs of ``role`` (its :class:`RoleQueue` ``q``, whose queue has work) that each take their
+        own role's next member: the entry, its first member taken, and how many (up to ``most``, within one entry)."""
+        task, first = q.tasks[q.entry], q.member
         count: int = task.count  # (read once: an IR field is a generic attribute read from compiled code)
         n = count - first
         n = most if most < n else n
         if first + n < count:
-            at[1] = at[1] + n  # (not +=: compiled, an item's += is a generic in-place add)
+            q.member = first + n
         else:
-            at[0], at[1] = at[0] + 1, 0
-        self.active[role] = self.active[role] + n
+            q.entry, q.member = q.entry + 1, 0
+        q.active += n
         if self._work is not None:
             self.remaining[role] -= self._work(task) * n
         return task, first, n
 
-    def _take(self, role: Role) -> tuple[Task, int]:
-        at = self._at[role]
-        task, member = self._queues[role][at[0]], at[1]
+    def _take(self, role: Role, q: RoleQueue) -> tuple[Task, int]:
+        task, member = q.tasks[q.entry], q.member
         if member + 1 < task.count:
-            at[1] = at[1] + 1
+            q.member = member + 1
         else:
-            at[0], at[1] = at[0] + 1, 0
-        self.active[role] = self.active[role] + 1
+            q.entry, q.member = q.entry + 1, 0
+        q.active += 1
         if self._work is not None:
             self.remaining[role] -= self._work(task)
         return task, member
