@@ -9,9 +9,9 @@ live :class:`~mkernel.sim.hazards.ArrivalTracker`, or none), for tests that watc
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-LANDED = -1.0  # a landing's time in the log (a check's is its simulated time, >= 0)
+LANDED: Final = -1.0  # a landing's time in the log (a check's is its simulated time, >= 0)
 
 
 class CallLog:

@@ -15,18 +15,23 @@ are named and go one by one (:meth:`Dispatch._pass`); otherwise they are counted
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from mkernel.ir import Op, Role, Task
 
 from .environment import CountingEnvironment
 from .runs import READY, Lane, Run, Waits
 
-NVLINK_OPS = (Op.COPY, Op.REDUCE, Op.GATHER)
+NVLINK_OPS: Final = (Op.COPY, Op.REDUCE, Op.GATHER)
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
-# (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30
-COMPUTE, GEMM, PUT, ATTN, NORM = Role.COMPUTE, Op.GEMM, Op.PUT, Op.ATTN, Op.NORM
-RESUME = "resume"  # the step of released runs' streaks (_released; _later's steps are the model's functions)
+# (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30; Final: compiled, a C
+# static, where a global is a lookup in the module's dict at each use
+COMPUTE: Final = Role.COMPUTE
+GEMM: Final = Op.GEMM
+PUT: Final = Op.PUT
+ATTN: Final = Op.ATTN
+NORM: Final = Op.NORM
+RESUME: Final = "resume"  # the step of released runs' streaks (_released; _later's steps are the model's functions)
 
 
 class Dispatch(Waits):

@@ -24,8 +24,7 @@ seeded random factor, so races that a bug allows get a chance to show; it runs t
 
 Signals are counters (:class:`~mkernel.sim.signals.SignalBoard`). A flag stored to a peer lands
 one NVLink latency after it is issued, unless the task already waited that latency for its own peer
-stores. If the event queue drains while SMs still wait, :class:`DeadlockError` lists the first
-waiters and counts the rest.
+stores. If the event queue drains while SMs still wait, :class:`DeadlockError` lists the first waiters.
 """
 from __future__ import annotations
 
@@ -33,6 +32,7 @@ import math
 import random
 from functools import partial
 from operator import attrgetter
+from typing import Final
 
 from mkernel import cost
 from mkernel.cluster import Cluster
@@ -54,9 +54,9 @@ from .signals import SignalBoard, flat_keys, run_bumps, signal_of
 from .sms import RolePool
 from . import nvplan, tiles
 
-TILED = (GEMM, ATTN)  # the compute ops that pay the fused kernel's per-tile cost (Model._worked)
-MEMBERS = attrgetter("n")  # a run's members
-DEADLOCK_LINES = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
+TILED: Final = (GEMM, ATTN)  # the compute ops that pay the fused kernel's per-tile cost (Model._worked)
+MEMBERS: Final = attrgetter("n")  # a run's members
+DEADLOCK_LINES: Final = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
 
 class Model(Dispatch):

@@ -42,8 +42,8 @@ from .maxmin import Solves, resolve
 
 _BORN: Final = [0]  # groups made so far (Flow.born): an item, where itertools.count's next cost two lookups and a call
 HEAP_SLACK = 4096  # superseded entries the heap may hold past twice its groups' count before _arm drops them
-EPS_US = 1e-9
-WHOLE = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
+EPS_US: Final = 1e-9
+WHOLE: Final = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
 INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
 # whole components as always, filled from scratch or found remembered (maxmin.Solves): the same max-min
 # rates, but rounded as before, to the bit

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from .flows import Flow, Link
 
-TIE = 1e-12  # progressive filling's tie: levels this close (relative) freeze together
-SLACK = 1e-9  # of a link's capacity: the room a link must keep to count as never filling, far above rounding
+TIE: Final = 1e-12  # progressive filling's tie: levels this close (relative) freeze together
+SLACK: Final = 1e-9  # of a link's capacity: the room a link must keep to count as never filling, far above rounding
 SOLVES_KEPT = 4096  # whole-component solves a network remembers (Solves); the 2 x 8 every-node GEMM+AR has 278
 SOLVES_TRIAL = 64  # after this many solves, a network that found under a tenth of them remembered stops remembering
 SOLVES_FROM = 4  # groups a component needs to be remembered: a smaller one fills in about what its state costs

@@ -3,15 +3,15 @@
 the signal board); :class:`~mkernel.sim.dispatch.Dispatch` makes and moves them."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from mkernel.ir import Role, Task
 
 from .signals import SignalBoard, key_of
 from .sms import RolePool
 
-READY: tuple[int, Any, int] = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
-NAMELESS: tuple = ()  # the slots of a run of counted SMs (slot -1: Dispatch._bulk; only named SMs' slots are read)
+READY: Final[tuple[int, Any, int]] = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
+NAMELESS: Final[tuple] = ()  # the slots of a run of counted SMs (slot -1: Dispatch._bulk; only named SMs' slots are read)
 
 
 class Lane:

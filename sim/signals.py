@@ -16,8 +16,8 @@ from typing import Any, Final, cast
 from mkernel.ir import Signal, Task
 
 NEVER: Final = 1 << 62  # a cell's least need without waiters: above any count (an int, as the counts: a quick comparison)
-_need = itemgetter(0)  # a waiter's (need, waiter) -> need
-STILL = ((0, 0),)  # the signal steps of a group whose one signal does not move (flat_keys)
+_need: Final = itemgetter(0)  # a waiter's (need, waiter) -> need
+STILL: Final = ((0, 0),)  # the signal steps of a group whose one signal does not move (flat_keys)
 NAME_SHIFT: Final = 32  # a key's fields: the biased index below bit 32, the name's id in bits 32-45, the rank above
 RANK_SHIFT: Final = 46  # (ranks below 2^14 keep a key below 2^61, an int mypyc holds unboxed; any rank reads back)
 INDEX_BIAS: Final = 1 << 31  # indexes from -2^31 to 2^31 - 1 held as index + INDEX_BIAS, so the field is never negative
