@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 from .ir import IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, new_task
 from .signal_table import bump_keys, count_homes
+from .slots import settable
+
+_TASK = settable(Task)  # (appender's tasks: filled inline, then made Tasks)
 
 
 @dataclass
@@ -172,8 +175,14 @@ class ScheduleBuilder:
 
         def add(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int, step: Step) -> None:
             if count > 1 and step is not None and len(launches) - 1 == launch:
-                append(new_task(len(tasks), rank, role, op, reads, writes, False, waits, signals, launch, -1, label,
-                                (), (), count, step))
+                task = _TASK()  # (made inline, as new_task makes it: its call cost ~400 instructions, 49k calls)
+                task.id, task.rank, task.role, task.op, task.reads, task.writes, task.accumulate = (
+                    len(tasks), rank, role, op, reads, writes, False)
+                task.waits, task.signals, task.launch, task.chunk, task.label, task.mask, task.index = (
+                    waits, signals, launch, -1, label, (), ())
+                task.count, task.step = count, step
+                task.__class__ = Task
+                append(task)
             else:
                 add_group(rank, role, op, reads, writes, waits, signals, label, count, step)
         return add

@@ -116,6 +116,15 @@ def quick_new_each(cls: type, field: str, size: int = 0) -> Callable:
     return _made(source, "new_each", cls, settable, f"quick_new_each({cls.__qualname__}, {field})")
 
 
+def settable(cls: type) -> type:
+    """The subclass of ``cls`` (a ``quick_init`` class) that :func:`quick_new` fills, for a loop that
+    makes its instances inline: ``o = settable()``, each field stored (``o.field = value``: every
+    one, else reading it fails), then ``o.__class__ = cls``, which is what ``cls(*fields)`` makes.
+    Why: where a loop makes several objects of each item, a call of a constructor each costs about
+    as much again as the instance (a 2 x 8 GEMM+AR 32768^2 build's node sums and broadcasts)."""
+    return _settable(cls)[1]
+
+
 _SETTABLE: dict[type, type] = {}  # cls -> its settable subclass (one each, however many constructors)
 
 
