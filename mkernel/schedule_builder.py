@@ -175,12 +175,13 @@ class ScheduleBuilder:
 
         def add(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int, step: Step) -> None:
             if count > 1 and step is not None and len(launches) - 1 == launch:
-                task = _TASK()  # (made inline, as new_task makes it: its call cost ~400 instructions, 49k calls)
-                task.id, task.rank, task.role, task.op, task.reads, task.writes, task.accumulate = (
-                    len(tasks), rank, role, op, reads, writes, False)
-                task.waits, task.signals, task.launch, task.chunk, task.label, task.mask, task.index = (
-                    waits, signals, launch, -1, label, (), ())
-                task.count, task.step = count, step
+                task = _TASK()  # (made inline, as new_task makes it, 3 fields a line: more build a tuple)
+                task.id, task.rank, task.role = len(tasks), rank, role
+                task.op, task.reads, task.writes = op, reads, writes
+                task.accumulate, task.waits, task.signals = False, waits, signals
+                task.launch, task.chunk, task.label = launch, -1, label
+                task.mask, task.index, task.count = (), (), count
+                task.step = step
                 task.__class__ = Task
                 append(task)
             else:

@@ -9,16 +9,11 @@ a constructor's call each cost about as much again as the object.
 """
 from __future__ import annotations
 
-from collections import deque
-
 from ..ir import Op, Region, Role, Signal, Wait, new_signal, new_step
-from ..slots import settable
-from ._gemm_ar_net import fin_to_out, regions_each, shared_final
+from ._gemm_ar_net import REGION, SIGNAL, WAIT, fin_to_out, regions_each, shared_final
 from ._tiling import runs
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
-
-_REGION, _SIGNAL, _WAIT = settable(Region), settable(Signal), settable(Wait)  # (filled inline, then made so)
 
 
 def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out_done, pushes=None) -> None:
@@ -46,7 +41,7 @@ def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out
     # instructions each off the class in 3.11)
     bcast_made, tile_m = net.steps.setdefault("bcast", {}), w.tile_m
     add_bcast, out_regions = sb.appender(rank, intra, copy_op, "tile {} bcast"), regions_each(g - 1)
-    region_, signal_, wait_ = _REGION, _SIGNAL, _WAIT
+    region_, signal_, wait_ = REGION, SIGNAL, WAIT  # (filled inline, then made so)
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -59,7 +54,8 @@ def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out
             return
         for run in cuts[ci]:
             t = run[0]
-            i, r0, r1, c0, c1 = t.index, t.row0, t.row1, t.col0, t.col1
+            i, r0, r1 = t.index, t.row0, t.row1  # (3 names at once at most: more build a tuple)
+            c0, c1 = t.col0, t.col1
             step = bcast_made.get(i)
             if step is None:
                 regions = bcast_steps.get(t.cols)  # (validate reads each tuple object once)
@@ -68,7 +64,8 @@ def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out
                 step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
             # the OUT tile (as Regions.tile makes it) and its final signal, and the wait on it
             out = region_()
-            out.buffer, out.rank, out.row0, out.row1, out.col0, out.col1 = "OUT", rank, r0, r1, c0, c1
+            out.buffer, out.rank, out.row0 = "OUT", rank, r0
+            out.row1, out.col0, out.col1 = r1, c0, c1
             out.__class__ = Region
             final = signal_()
             final.rank, final.name, final.index = rank, "final", rel[i]
@@ -89,7 +86,8 @@ def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out
         steps, sig, made = sum_steps[out], (ready,), sums_made[out]
         for run in cut:
             t = run[0]
-            i, r0, r1, c0, c1 = t.index, t.row0, t.row1, t.col0, t.col1
+            i, r0, r1 = t.index, t.row0, t.row1
+            c0, c1 = t.col0, t.col1
             step = made.get(i)
             if step is None:
                 moves = steps.get(t.cols)
@@ -101,11 +99,13 @@ def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out
             dst = region_()  # (PART and OUT as Regions.slot and .tile place them)
             if out:
                 top = i // g * tile_m
-                dst.buffer, dst.rank, dst.row0, dst.row1, dst.col0, dst.col1 = "PART", rank, top, top + t.rows, 0, t.cols
+                dst.buffer, dst.rank, dst.row0 = "PART", rank, top
+                dst.row1, dst.col0, dst.col1 = top + t.rows, 0, t.cols
                 dst.__class__ = Region
                 parts[i] = dst
             else:
-                dst.buffer, dst.rank, dst.row0, dst.row1, dst.col0, dst.col1 = "OUT", rank, r0, r1, c0, c1
+                dst.buffer, dst.rank, dst.row0 = "OUT", rank, r0
+                dst.row1, dst.col0, dst.col1 = r1, c0, c1
                 dst.__class__ = Region
                 sig = (Signal(rank, "final", rel[i]), out_done(rank))
             flag = signal_()  # (the partials' arrivals, waited on)
@@ -118,7 +118,8 @@ def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out
 
     if pushes is None:
         reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
-    queue, pending = deque(zip(visit, after)), deque()
+    reduced = sent = 0  # visit[sent:reduced]: the chunks reduced, their broadcasts pending (positions, not a deque
+    # of tuples: 16k chunks in a 2 x 8 GEMM+AR 32768^2 build)
     pushed, first_shared = set(), {t.index for t in shared}  # own tiles whose chunk's pushes are queued
     # pushes: every chunk of the compute order, then each chunk of the rank's own whose tiles they cover
     # (a shared exchange's tiles go first, so its chunks and the compute's are numbered apart)
@@ -127,15 +128,15 @@ def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out
             mine = pushes(j)
             reduce(runs([t for t in mine if t.index in first_shared], stride=g), Signal(rank, "group_ready"))
             pushed.update(t.index for t in mine)
-        while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
-            (jv, ci, chunk), due = queue.popleft()
+        while reduced <= last and (pushes is None or all(t.index in pushed for t in visit[reduced][2])):
+            jv, ci, _ = visit[reduced]
             ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
             reduce(cuts[ci], ready)
-            pending.append((due, jv, ci, chunk))
-            while pending and pending[0][0] <= jv:
-                _, jb, cb, chb = pending.popleft()
-                bcast(jb, cb, chb)
-    for _, jb, cb, chb in pending:
-        bcast(jb, cb, chb)
+            reduced += 1
+            while sent < reduced and after[sent] <= jv:
+                bcast(*visit[sent])
+                sent += 1
+    for item in visit[sent:reduced]:
+        bcast(*item)
     if shared:  # the shared pieces are final together
         fin_to_out(net, peers, shared, shared_final(rank, nodes))
