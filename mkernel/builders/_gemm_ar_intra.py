@@ -5,7 +5,7 @@ keep reducing while the network round trip is in flight (see :mod:`.gemm_ar` for
 
 Its sums and broadcasts are most of a large build (a 2 x 8 GEMM+AR 32768^2 build: 33k of its 53k
 groups), so their regions, signals and waits are made inline (:func:`mkernel.slots.settable`):
-a constructor's call each cost about as much again as the object.
+a constructor's call each cost about a quarter more.
 """
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ def direct_exchange(x: RankNet, visit: list, cuts: list, rel: list[int]) -> None
     region_, signal_, wait_ = REGION, SIGNAL, WAIT
     for j, ci, chunk in visit:
         # the other nodes' sums have landed, and so has this node's own sum of the chunk (made inline:
-        # a constructor's call each cost about as much again, 16k chunks in a 2 x 8 GEMM+AR 32768^2 build)
+        # a constructor's call each cost about a quarter more, 16k chunks in a 2 x 8 GEMM+AR 32768^2 build)
         flag = signal_()
         flag.rank, flag.name, flag.index = rank, "arrived", j
         flag.__class__ = Signal
