@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 from .ir import IR_VERSION, Buffer, BufferKind, Launch, Library, Op, Role, Schedule, Signal, Step, Task, new_task
 from .signal_table import bump_keys, count_homes
+from .slots import settable
+
+_TASK = settable(Task)  # (appender's tasks: filled inline, then made Tasks)
 
 
 @dataclass
@@ -172,8 +175,15 @@ class ScheduleBuilder:
 
         def add(reads: tuple, writes: tuple, waits: tuple, signals: tuple, count: int, step: Step) -> None:
             if count > 1 and step is not None and len(launches) - 1 == launch:
-                append(new_task(len(tasks), rank, role, op, reads, writes, False, waits, signals, launch, -1, label,
-                                (), (), count, step))
+                task = _TASK()  # (made inline, as new_task makes it, 3 fields a line: more build a tuple)
+                task.id, task.rank, task.role = len(tasks), rank, role
+                task.op, task.reads, task.writes = op, reads, writes
+                task.accumulate, task.waits, task.signals = False, waits, signals
+                task.launch, task.chunk, task.label = launch, -1, label
+                task.mask, task.index, task.count = (), (), count
+                task.step = step
+                task.__class__ = Task
+                append(task)
             else:
                 add_group(rank, role, op, reads, writes, waits, signals, label, count, step)
         return add

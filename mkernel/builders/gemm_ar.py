@@ -15,9 +15,9 @@ the rail peers of a node share one owner pattern::
     intra    | owner: wait final[t], push the out tile to the G-1 local peers (unicast stores)
     compute  | every rank: last task waits until all out tiles written into it have landed
 
-The intra queue interleaves the broadcasts ``BCAST_LAG`` chunks behind the reductions, so the
-intra SMs keep reducing while the network round trip is in flight. Every wait targets a task
-earlier in its own queue or a queue with no waits back, so no SM budget deadlocks.
+The intra queue (:mod:`._gemm_ar_intra`) interleaves the broadcasts ``BCAST_LAG`` chunks behind the
+reductions, so the intra SMs keep reducing while the network round trip is in flight. Every wait
+targets a task earlier in its own queue or a queue with no waits back, so no SM budget deadlocks.
 
 ``Workload.node_reduce = "push"`` replaces the owner's pulls with pushes: each rank's intra role
 reduce-adds its partial of a tile into the owner's, and the owner copies the sum out
@@ -30,7 +30,6 @@ all-gather) among rail peers on each rank's 1/G, ring all-gather in the node.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -44,11 +43,10 @@ from . import _all_reduce as all_reduce
 from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
-from ._gemm_ar_net import (RankNet, Regions, direct_exchange, fin_to_out, grouped_exchange, new_wait, regions_each,
-                           shared_exchange, shared_final)
-from ._tiling import batches, dealt_order_runs_of, grid_runs, row_step, runs, strided_chunk_runs, tile_grid
+from ._gemm_ar_net import RankNet, Regions, direct_exchange, grouped_exchange, shared_exchange
+from ._gemm_ar_intra import intra_queue as _intra_queue  # (the name phases.py's timings wrap)
+from ._tiling import batches, dealt_order_runs_of, grid_runs, row_step, strided_chunk_runs, tile_grid
 
-BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
 # (docs/results/2026-11-30-nvlink.md); each SM pulls partials at a few GB/s, far below the port
 DEFAULT_SEND_SMS = 2
@@ -251,117 +249,17 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             if whole:
                 grouped_exchange(net, visit[:whole], algorithm)
             direct_exchange(net, visit[whole:], cuts, rel)
-    _drain(sb, c, out_done)
+    _drain(sb, out_done, len(tiles))
     return sb.build(flops_per_gpu(w, c))
 
 
-def _intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out_done, pushes=None) -> None:
-    """Reductions of the owner's tiles in the node's chunk order, each chunk's broadcast behind them:
-    ``BCAST_LAG`` chunks behind for a chunk that goes direct, the whole next group behind for one
-    in a group (its final sum needs every node's part of the group); ``shared`` tiles (a shared
-    exchange's) reduced first and broadcast last. With ``pushes`` (``node_reduce = "push"``:
-    ``pushes(j)`` adds the relay and the pushes of the chunk at position j of the node's order and
-    returns the rank's own tiles of it) every chunk's pushes come first, and each reduction is the
-    copy out of the own partial once the G - 1 pushes into it have landed (:mod:`._gemm_ar_push`).
-    ``cuts[ci]``: chunk ci's runs of tiles (:func:`runs`); ``rel[i]``: tile i's signal index."""
-    g, nodes = len(peers), c.nodes
-    lag = BCAST_LAG if nodes > 1 else 0
-    last = len(visit) - 1
-    after = [min(last, (j // nodes + 2) * nodes - 1) if j < whole else j + lag for j, _, _ in visit]
-
-    bumps = tuple(out_done(p) for p in peers[1:])  # (a broadcast's: the same for each)
-    parts, outs = net.parts, net.outs  # (what each tile's exchange sum takes: RankNet)
-    by_g = (g,)  # (a tile's wait steps by G: its signal index is the tile's)
-    # tile width -> a broadcast's step regions, a sum's step regions and signals: one object for each
-    bcast_steps: dict = {}
-    sum_steps: dict[bool, dict] = {True: {}, False: {}}  # (by whether the sum goes out to other nodes)
-    sums_made = {out: net.steps.setdefault(("reduce", out), {}) for out in (True, False)}
-    intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
-    # instructions each off the class in 3.11)
-    bcast_made, tile_m = net.steps.setdefault("bcast", {}), w.tile_m
-    add_bcast, out_regions = sb.appender(rank, intra, copy_op, "tile {} bcast"), regions_each(g - 1)
-
-    def moved(cols: int, n: int, last: tuple) -> tuple:
-        """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
-        return ((0, 0, cols * g),) * n + ((last,) if last else ())
-
-    def bcast(j: int, ci: int, chunk) -> None:
-        if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
-            own = j % nodes == nodes - 1
-            fin_to_out(net, peers, chunk, (Wait(Signal(rank, "fin", j), len(chunk) if own else 1),))
-            return
-        for run in cuts[ci]:
-            t = run[0]
-            i = t.index
-            step = bcast_made.get(i)
-            if step is None:
-                regions = bcast_steps.get(t.cols)  # (validate reads each tuple object once)
-                if regions is None:
-                    regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
-                step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
-            r0, r1, c0, c1 = t.row0, t.row1, t.col0, t.col1  # (OUT tiles as Regions.tile makes them: 16k broadcasts)
-            out, final = outs[i] = (new_region("OUT", rank, r0, r1, c0, c1), new_signal(rank, "final", rel[i]))
-            add_bcast((out,) * (g - 1), out_regions("OUT", others, r0, r1, c0, c1), (new_wait(final, 1),), bumps,
-                      len(run), step)
-
-    sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
-    add_sum, p_regions = sb.appender(rank, intra, reduce_op, f"tile {{}} {what}"), regions_each(len(sources))
-
-    def reduce(cut: list, ready: Signal | None) -> None:
-        """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
-        into OUT on one."""
-        out = ready is not None
-        steps, sig, made = sum_steps[out], (ready,), sums_made[out]
-        for run in cut:
-            t = run[0]
-            i = t.index
-            step = made.get(i)
-            if step is None:
-                moves = steps.get(t.cols)
-                if moves is None:
-                    moves = steps[t.cols] = (
-                        (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
-                        (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
-                step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
-            r0, c0 = t.row0, t.col0  # (PART and OUT as Regions.slot and .tile place them: 16k sums)
-            if out:
-                dst = parts[i] = new_region("PART", rank, i // g * tile_m, i // g * tile_m + t.rows, 0, t.cols)
-            else:
-                dst = new_region("OUT", rank, r0, t.row1, c0, t.col1)
-                sig = (Signal(rank, "final", rel[i]), out_done(rank))
-            add_sum(p_regions("P", sources, r0, t.row1, c0, t.col1), (dst,),
-                    (new_wait(new_signal(rank, arrived, rel[i]), arrivals),), sig, len(run), step)
-
-    if pushes is None:
-        reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
-    queue, pending = deque(zip(visit, after)), deque()
-    pushed, first_shared = set(), {t.index for t in shared}  # own tiles whose chunk's pushes are queued
-    # pushes: every chunk of the compute order, then each chunk of the rank's own whose tiles they cover
-    # (a shared exchange's tiles go first, so its chunks and the compute's are numbered apart)
-    for j in range(net.nchunks) if pushes else (None,):
-        if pushes:
-            mine = pushes(j)
-            reduce(runs([t for t in mine if t.index in first_shared], stride=g), Signal(rank, "group_ready"))
-            pushed.update(t.index for t in mine)
-        while queue and (pushes is None or all(t.index in pushed for t in queue[0][0][2])):
-            (jv, ci, chunk), due = queue.popleft()
-            ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
-            reduce(cuts[ci], ready)
-            pending.append((due, jv, ci, chunk))
-            while pending and pending[0][0] <= jv:
-                _, jb, cb, chb = pending.popleft()
-                bcast(jb, cb, chb)
-    for _, jb, cb, chb in pending:
-        bcast(jb, cb, chb)
-    if shared:  # the shared pieces are final together
-        fin_to_out(net, peers, shared, shared_final(rank, nodes))
-
-
-def _drain(sb: ScheduleBuilder, c: Cluster, out_done) -> None:
-    """Each rank's kernel ends only when every write into its output has landed."""
+def _drain(sb: ScheduleBuilder, out_done, tiles: int) -> None:
+    """Each rank's kernel ends only when every write into its output has landed: one bump of its
+    out_done by each tile's (the all-reduce writes every tile once into every rank's OUT, and each
+    write bumps the signal of the rank it lands on), the count sb.bumped would find (tested) without
+    scanning the build's tasks (a 2 x 8 GEMM+AR 32768^2 build: 53k tasks, a twentieth of its time)."""
     for rank in sb.ranks():
-        sig = out_done(rank)
-        sb.add(rank, Role.COMPUTE, Op.NOP, waits=(Wait(sig, sb.bumped(sig)),), label="drain")
+        sb.add(rank, Role.COMPUTE, Op.NOP, waits=(Wait(out_done(rank), tiles),), label="drain")
 
 
 @paused_gc()

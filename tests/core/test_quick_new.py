@@ -95,3 +95,25 @@ def test_each_unrolled_for_n_values_makes_what_the_loop_makes():
             quick_new_each(Region, "rank", n)("OUT", ranks + [0], 128, 256, 0, 512)
     with pytest.raises(dataclasses.FrozenInstanceError):
         made[0].rank = 1
+
+
+def test_settable_filled_inline_makes_what_the_class_makes():
+    """slots.settable: an instance of it, every field stored, then its class set to the class's, is
+    what the class makes (the builders' inline regions, signals, waits, tasks and tiles)."""
+    from mkernel.builders._tiling import Tile
+    from mkernel.slots import settable
+
+    r = Region("P", 3, 0, 128, 256, 512)
+    wanted = [r, Signal(3, "final", 7), Wait(Signal(1, "contrib", 2), 8), Tile(5, 0, 16, 32, 64, 16, 32),
+              Task(5, 3, Role.INTRA, Op.COPY, (r,), (r,), False, (), (), 0, -1, "tile {}", (), (), 4, None)]
+    for want in wanted:
+        cls = type(want)
+        made = settable(cls)()
+        for f in dataclasses.fields(cls):
+            setattr(made, f.name, getattr(want, f.name))
+        made.__class__ = cls
+        assert type(made) is cls and made == want and hash(made) == hash(want) and repr(made) == repr(want)
+        assert pickle.loads(pickle.dumps(made)) == want
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(made, dataclasses.fields(cls)[0].name, 1)
+    assert settable(Region) is settable(Region)  # (one subclass a class, however many callers)
