@@ -25,7 +25,7 @@ the pull variant's; tile signals indexed as its ``rel``, so every node runs node
             |          own tile t of the chunk: wait pushed[t] = G - 1, P[t] -> PART slot (several
             |            nodes: bump chunk_ready[j], or group_ready in a shared exchange) or OUT (one
             |            node: bump final[t])
-            |          the broadcasts, lagging as the pull variant's (``gemm_ar.BCAST_LAG``)
+            |          the broadcasts, lagging as the pull variant's (``_gemm_ar_intra.BCAST_LAG``)
     send    | as the pull variant
     recv    | as the pull variant
 
