@@ -309,13 +309,18 @@ def _wraps_after_others():
     return sb.build(0.0)
 
 
+@pytest.mark.parametrize("kinds", [64, 0], ids=["by-kind", "by-row"])
 @pytest.mark.parametrize("s", list(_builds()) + [pytest.param(_wraps_after_others(), id="wraps-after-others")])
-def test_wrapped_rows_offsets_and_extremes_are_those_listed_row_by_row(s):
+def test_wrapped_rows_offsets_and_extremes_are_those_listed_row_by_row(s, kinds, monkeypatch):
     """Rows finds the rows of wrapping records from their entries (base + i n + j) and each record's
-    least and most offset run by run; the reference lists every row's record and offset
+    least and most offset, kind by kind (records of one members, rotate and cycle alike) or, past
+    ``KINDS`` kinds, row by row; the reference lists every row's record and offset
     (:func:`mkernel.members.member_slots`, :func:`mkernel.members.offsets`) and reduces them by record."""
     from mkernel.members import member_slots, offsets, read_regions
+    from mkernel.sim import gridrows
     from mkernel.sim.gridrows import Rows
+
+    monkeypatch.setattr(gridrows, "KINDS", kinds)
 
     recs, fields, _ = read_regions(s)
     counts = np.array([t.count for t in s.tasks], np.int64)
