@@ -114,7 +114,7 @@ class LoggedTracker(ArrivalTracker):
         """:meth:`_short` of the calls' columns (:meth:`_calls`)."""
         lands = time < 0
         c = self.cells
-        at = np.flatnonzero(lands)  # (each side's calls by 1-D compress: a row-sized 2-D mask's copy cost twice as much)
+        at = np.flatnonzero(lands)  # (each side's calls by 1-D compress: a 2-D mask's copy of rows cost twice)
         cells, at = self._spans(*(np.compress(lands, x) for x in (p, first, n)), at, c.write)
         landings = _Landings(self._wcell if cells is None else self._wcell[cells], at, c.total)
         checks = ~lands
@@ -157,7 +157,7 @@ class LoggedTracker(ArrivalTracker):
             if len(side.cell).bit_length() + shift < 63:
                 key = np.sort((a[some] << shift) | np.arange(len(some)))
                 order, sa = some[key & ((1 << shift) - 1)], key >> shift
-            else:  # (more than 2^62 of them, starts and places: never on this machine)
+            else:  # (starts and places past 62 bits together: the argsort itself)
                 order = some[np.argsort(a[some], kind="stable")]
                 sa = a[order]
             sb = b[order]

@@ -206,7 +206,7 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
     wide = [40, 4000, 400_000][seed % 3]
     floor = -wide if seed % 4 == 3 else 0
     grids, values, listed_g, listed_v, stepped = [], [], [], [], []
-    for piece in range(2):  # listed values (odd seeds: two pieces of the same grids, in no order: a grid's top may be either's)
+    for piece in range(2):  # listed values (odd seeds: two pieces of one grid array, in no order)
         g = rng.choice([0, 1, 3, 4], 200)
         g = grids[0] if piece and seed % 2 else g
         v = rng.integers(floor // unit, wide // unit + 2, 200) * unit
