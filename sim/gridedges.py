@@ -106,12 +106,7 @@ class Edges:
         low = min([0] + [int(v.min()) for v in values + [e[0] for e in ends] if v.size])
         if size and count * span > 4 * size and low >= 0:
             top = np.full(count, -1, np.int64)  # too wide to mark at once: each grid as wide as its own edges
-            tops = list(zip(grids + [st.grid for st in stepped], values + [e[1] for e in ends]))
-            for j, (g, v) in enumerate(tops):
-                # (bounds at most the next ones of the same grids, the same rows' other bounds, are no grid's top:
-                # told by a comparison, where ufunc.at costs ~24 instructions a value)
-                if j + 1 < len(tops) and tops[j + 1][0] is g and (v <= tops[j + 1][1]).all():
-                    continue
+            for g, v in zip(grids + [st.grid for st in stepped], values + [e[1] for e in ends]):
                 np.maximum.at(top, g, v.astype(np.int64, copy=False))  # (of one dtype: ufunc.at casting is 100x slower)
             np.cumsum(top + 1, out=start[1:])  # (a grid without edges: 0 wide)
         self.offset = start[:-1]

@@ -11,8 +11,6 @@ from mkernel.members import member_slots, offsets, ragged
 
 from .gridedges import Span, Stepped
 
-KINDS = 64  # the most kinds of wrapping record whose offsets are worked out kind by kind (Rows._wrap_by_kind)
-
 
 class Rows:
     """One side's rows (see the module) by record: each row's record and its member's
@@ -25,18 +23,16 @@ class Rows:
         self.members = np.repeat(counts, per_entry)  # per record: its entry's members (its rows)
         self.least, self.most = np.zeros(len(recs), np.int64), self.members - 1  # per record: its rows' offsets
         wraps = np.flatnonzero(recs[:, 9] > 0)
-        if len(wraps):  # (rotate 0: never past the wrap) only the rows of wrapping records
+        if len(wraps):  # (rotate 0: never past the wrap) only the rows of wrapping records, record by record
+            at, which, i = self._rows_of(wraps)
+            size = self.members[wraps]
+            self.off[at] = off = offsets(i, recs[wraps, 9][which], recs[wraps, 10][which])
             self.least[wraps], self.most[wraps] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-            fields = [self.members[wraps], recs[wraps, 9], recs[wraps, 10]]
-            key = np.zeros(len(wraps), np.int64)  # each one's kind, as one number: its fields' places among theirs
-            for x in fields:  # (np.unique along axis 0 sorts the rows as bytes: a hundred times the instructions)
-                values, place = np.unique(x, return_inverse=True)
-                key = key * len(values) + place.reshape(-1)
-            _, at, kind = np.unique(key, return_index=True, return_inverse=True)
-            if len(at) <= KINDS:
-                self._wrap_by_kind(wraps, np.stack([x[at] for x in fields], axis=1).astype(np.int64), kind.reshape(-1))
-            else:
-                self._wrap_by_row(wraps)
+            live = size > 0  # (each one's offsets are a run of ``off``: reduced run by run, not by ufunc.at)
+            if live.any():
+                starts = (np.cumsum(size) - size)[live]
+                self.least[wraps[live]] = np.minimum.reduceat(off, starts)
+                self.most[wraps[live]] = np.maximum.reduceat(off, starts)
         # per record: whether its rank, rows, columns step (field by field: a (records, 3) block's rows of three
         # are compared by an inner loop of three each, about six times the instructions of a strided column)
         self._step = [recs[:, f] != 0 for f in (6, 7, 8)]
@@ -47,34 +43,6 @@ class Rows:
         self.grid_of_record = np.zeros(0, np.int64)  # (Cells._layout's)
         self.grid: np.ndarray | None = None  # per row, listed only where some row steps in rank (grid_at)
         self.span: dict[int, Span] = {}  # per axis (Cells._edges')
-
-    def _wrap_by_kind(self, wraps: np.ndarray, kinds: np.ndarray, kind: np.ndarray) -> None:
-        """The offsets and their extremes of the wrapping records ``wraps``, kind by kind: records of one
-        (members, rotate, cycle) have the same offsets, member by member, worked out once (the 2 x 8 GEMM+AR's
-        3.6k wrapping records, 458k rows, are of 7 kinds) and set on their rows, a (records, members) block each
-        made by broadcasting (a pass over the rows, where listing them record by record was five)."""
-        ends = np.cumsum(self.n)
-        e = np.searchsorted(ends, wraps, "right")  # each one's entry: its member 0's row and the rows between members
-        first, gap = self.base[e] + wraps - ends[e] + self.n[e], self.n[e]
-        for k, (size, rotate, cycle) in enumerate(kinds.tolist()):
-            if size:
-                mine = np.flatnonzero(kind == k)
-                i = np.arange(size, dtype=np.int64)
-                off = offsets(i, np.full(size, rotate), np.full(size, cycle))
-                at = first[mine, None] + gap[mine, None] * i  # (set by a 1-D index: half a 2-D one's instructions)
-                self.off[at.reshape(-1)] = np.tile(off, len(mine))
-                self.least[wraps[mine]], self.most[wraps[mine]] = off.min(), off.max()
-
-    def _wrap_by_row(self, wraps: np.ndarray) -> None:
-        """:meth:`_wrap_by_kind`'s offsets and extremes, row by row (records of many kinds)."""
-        at, which, i = self._rows_of(wraps)
-        size = self.members[wraps]
-        self.off[at] = off = offsets(i, self.recs[wraps, 9][which], self.recs[wraps, 10][which])
-        live = size > 0  # (each one's offsets are a run of ``off``: reduced run by run, not by ufunc.at)
-        if live.any():
-            starts = (np.cumsum(size) - size)[live]
-            self.least[wraps[live]] = np.minimum.reduceat(off, starts)
-            self.most[wraps[live]] = np.maximum.reduceat(off, starts)
 
     def _rows_of(self, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows of ``records`` (member i of its entry's record j: row ``base + i n + j`` of the entry),

@@ -195,8 +195,7 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
     value's index is its key's place among the edges (a search of them). Seeds cover every grid as
     wide (marked with a table), each as wide as its own edges, too many slots to mark (sorted),
     negative values (no division), steps of either sign and members past a wrap (negative offsets);
-    seeds from 12 on give each stepped side's records one width (its second keys moved as a whole); odd
-    seeds list two pieces of values of one grid array (each grid's top found from both, not only the second)."""
+    seeds from 12 on give each stepped side's records one width (its second keys moved as a whole)."""
     from mkernel.sim.cellgrid import Stepped
     from mkernel.sim.gridedges import Edges
 
@@ -206,9 +205,8 @@ def test_edges_found_from_slots_and_stepped_rows_are_the_listed_edges(seed):
     wide = [40, 4000, 400_000][seed % 3]
     floor = -wide if seed % 4 == 3 else 0
     grids, values, listed_g, listed_v, stepped = [], [], [], [], []
-    for piece in range(2):  # listed values (odd seeds: two pieces of one grid array, in no order)
+    for piece in range(2):  # listed values
         g = rng.choice([0, 1, 3, 4], 200)
-        g = grids[0] if piece and seed % 2 else g
         v = rng.integers(floor // unit, wide // unit + 2, 200) * unit
         grids.append(g)
         values.append(v)
@@ -311,18 +309,13 @@ def _wraps_after_others():
     return sb.build(0.0)
 
 
-@pytest.mark.parametrize("kinds", [64, 0], ids=["by-kind", "by-row"])
 @pytest.mark.parametrize("s", list(_builds()) + [pytest.param(_wraps_after_others(), id="wraps-after-others")])
-def test_wrapped_rows_offsets_and_extremes_are_those_listed_row_by_row(s, kinds, monkeypatch):
+def test_wrapped_rows_offsets_and_extremes_are_those_listed_row_by_row(s):
     """Rows finds the rows of wrapping records from their entries (base + i n + j) and each record's
-    least and most offset, kind by kind (records of one members, rotate and cycle alike) or, past
-    ``KINDS`` kinds, row by row; the reference lists every row's record and offset
+    least and most offset run by run; the reference lists every row's record and offset
     (:func:`mkernel.members.member_slots`, :func:`mkernel.members.offsets`) and reduces them by record."""
     from mkernel.members import member_slots, offsets, read_regions
-    from mkernel.sim import gridrows
     from mkernel.sim.gridrows import Rows
-
-    monkeypatch.setattr(gridrows, "KINDS", kinds)
 
     recs, fields, _ = read_regions(s)
     counts = np.array([t.count for t in s.tasks], np.int64)
