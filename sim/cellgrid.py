@@ -77,8 +77,10 @@ class Cells:
         self.read_pos = f["k"][sides[0]]  # per tracked read: its index in Task.reads
         self.read_first = np.zeros(entries + 1, np.int64)  # per entry: its first tracked read in read_pos
         np.cumsum(per[0], out=self.read_first[1:])
-        put = Op.PUT  # (the flags' bytes taken as they are: a fifth less time than fromiter's conversions)
-        puts = np.frombuffer(bytes([t.op is put for t in s.tasks]), bool)
+        put = Op.PUT  # each entry's count and whether it is a put, read in one pass over the entries (one number each)
+        counts = int_array([2 * t.count + (t.op is put) for t in s.tasks])  # (a list comprehension: members.int_array)
+        puts = (counts & 1).astype(bool)
+        counts >>= 1
         # each side's records copied once (compress: 5x a mask's speed), in the table's own numbers: 32-bit
         # where they fit, half the fresh pages of 64-bit copies (the 2 x 8 GEMM+AR every-node row: 38 MB),
         # and the rows' numbers made from them 64-bit all the same, by the 64-bit offsets and grid starts
@@ -91,7 +93,6 @@ class Cells:
             kept[0], entry[0] = np.compress(first, kept[0], axis=0), entry[0][first]
             per[0] = np.bincount(entry[0], minlength=entries)
         pair = pairs(list(zip(kept, entry)), per, puts, len(code))
-        counts = int_array([t.count for t in s.tasks])  # (a list comprehension: mkernel.members.int_array)
         self.uid0 = np.zeros(len(counts) + 1, np.int64)  # each entry's member 0 in the expanded schedule
         np.cumsum(counts, out=self.uid0[1:])
         sides = [Rows(r, n, counts) for r, n in zip(kept, per)]
@@ -112,8 +113,12 @@ class Cells:
             del rows
         self.distinct, self.write = done
         self.expected = _counts(self.write.cell, self.total)
-        expected = np.take(self.expected, self.distinct.cell)  # (np.take: see gridedges.Slots.index)
-        self.distinct_need = expected - self._own(self.distinct, met[0], rects)
+        if len(self.write.cell) == self.total and np.count_nonzero(self.expected) == self.total:
+            expected = np.ones(len(self.distinct.cell), np.int32)  # (every cell written once: none looked up)
+        else:
+            expected = np.take(self.expected, self.distinct.cell)  # (np.take: see gridedges.Slots.index)
+        own = self._own(self.distinct, met[0], rects)
+        self.distinct_need = expected if own is None else expected - own
 
     @property
     def read(self) -> Side:
@@ -211,8 +216,7 @@ class Cells:
         else:
             own = rows.grid_of_record
             high, part = np.maximum(a.hi - a.lo, 0), np.take((corner[own] + a.lo * width[own]).astype(dtype), rec)
-            alike = len(high) and (high == high[0]).all()  # (every record as high: the row's tiles; not gathered)
-            high = np.full(len(rec), high[0]) if alike else np.take(high, rec)
+            high = _by_record(rows, high)
             ga = rows.grid_at(a.at)
             high[a.at], part[a.at] = np.maximum(a.x1 - a.x0, 0), corner[ga] + a.x0 * width[ga]
         b0, b1 = b.full(rec)
@@ -224,7 +228,8 @@ class Cells:
             np.maximum(wide, 0, out=wide)
             size = np.multiply(high, wide, dtype=dtype)  # (0 where either is; at most the cells, as a cell number)
         del b1, high
-        start = np.zeros(len(size) + 1, np.int64)
+        start = np.empty(len(size) + 1, np.int64)  # (empty: every item written, no row-sized memset)
+        start[0] = 0
         np.cumsum(size, dtype=np.int64, out=start[1:])
         part += b0  # (in place: no fresh pages)
         del b0
@@ -252,13 +257,13 @@ class Cells:
         return once.tolist()
 
     @staticmethod
-    def _own(read: Side, r: np.ndarray, rects: list) -> np.ndarray:
-        """Per cell of ``read``: how many of its member's own writes cover it (see ``need``), from the
+    def _own(read: Side, r: np.ndarray, rects: list) -> np.ndarray | None:
+        """Per cell of ``read``: how many of its member's own writes cover it (see ``need``; None: none), from the
         pairs' read rows ``r`` and each side's rectangles and grids of the pairs' rows (as edge
         indices among every grid's: only differences and comparisons of one grid's are taken)."""
-        own = np.zeros(len(read.cell), np.int32)
         if not len(r):
-            return own
+            return None  # (none: the need is what the schedule writes, no row-sized zeros subtracted)
+        own = np.zeros(len(read.cell), np.int32)
         (ra0, ra1, rb0, rb1, rg), (wa0, wa1, wb0, wb1, wg) = rects
         lo_a, hi_a, lo_b, hi_b = np.maximum(ra0, wa0), np.minimum(ra1, wa1), np.maximum(rb0, wb0), np.minimum(rb1, wb1)
         keep = (rg == wg) & (lo_a < hi_a) & (lo_b < hi_b)
@@ -291,6 +296,22 @@ def _counts(cell: np.ndarray, total: int) -> np.ndarray:
     if np.count_nonzero(mark) == len(cell):
         return mark
     return np.bincount(cell, minlength=total).astype(np.int32)
+
+
+def _by_record(rows: Rows, x: np.ndarray) -> np.ndarray:
+    """``x`` (per record) of each row: ``np.take(x, rows.rec)``, where most records' are one number (a row's tiles
+    high: all but 2% of the 2 x 8 GEMM+AR's rows) that number filled in, and only the others' rows looked up."""
+    if not len(x):
+        return np.take(x, rows.rec)
+    odd = np.flatnonzero(x != x[0])
+    if not len(odd):
+        return np.full(len(rows.rec), x[0])
+    if 4 * int(rows.members[odd].sum()) > len(rows.rec):
+        return np.take(x, rows.rec)
+    out = np.full(len(rows.rec), x[0])
+    at, which, _ = rows._rows_of(odd)
+    out[at] = x[odd][which]
+    return out
 
 
 def _picked(x0: np.ndarray, x1: np.ndarray | int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -33,8 +33,10 @@ class Rows:
                 starts = (np.cumsum(size) - size)[live]
                 self.least[wraps[live]] = np.minimum.reduceat(off, starts)
                 self.most[wraps[live]] = np.maximum.reduceat(off, starts)
-        self._step = recs[:, 6:9] != 0  # per record: whether its rank, rows, columns step
-        ranked = self._step[:, 0]
+        # per record: whether its rank, rows, columns step (field by field: a (records, 3) block's rows of three
+        # are compared by an inner loop of three each, about six times the instructions of a strided column)
+        self._step = [recs[:, f] != 0 for f in (6, 7, 8)]
+        ranked = self._step[0]
         self.ranked = np.flatnonzero(ranked[self.rec]) if ranked.any() else np.zeros(0, np.int64)  # rows
         self.ranked_records = self.rec[self.ranked]  # and their records and ranks
         self.ranks = recs[self.ranked_records, 1] + recs[self.ranked_records, 6] * self.off[self.ranked]
@@ -57,7 +59,7 @@ class Rows:
     @property
     def moving(self) -> np.ndarray:
         """The rows whose record steps, by index (tests read these; the grids key them: :meth:`along`)."""
-        return np.flatnonzero(self._step.any(axis=1)[self.rec])
+        return np.flatnonzero((self._step[0] | self._step[1] | self._step[2])[self.rec])
 
     @property
     def offset(self) -> np.ndarray:
@@ -70,7 +72,7 @@ class Rows:
         none steps in rank, every row instead, as a :class:`Stepped` (not listed): a row that does
         not step there has its record's bounds, already among the edges, and keying them all takes
         fewer passes than picking the others out (the 2 x 8 GEMM+AR's: 87% of them)."""
-        steps = self._step[:, 0] | self._step[:, axis]
+        steps = self._step[0] | self._step[axis]
         count = int(self.members[steps].sum())
         field = self.recs.T  # (a field's column gathered by rows: 2.5x a gather of (row, field) pairs)
         if 2 * count > len(self.rec) and not len(self.ranked):
@@ -120,6 +122,12 @@ def pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], put
     if len(ro) and len(wo) and min(rrank.min(), wrank.min()) >= 0 and not stepping:
         world = int(max(rrank.max(), wrank.max())) + 1
         rkey, wkey = rkey * world + rrank, wkey * world + wrank
+        space = len(puts) * buffers * world
+        if space <= 64 * (len(rkey) + len(wkey)):  # only the writes whose key some read has are searched for, told
+            read = np.zeros(space, bool)  # by marks (two searches: ~320 instructions a write; a mark and a look, ~30)
+            read[rkey] = True
+            found = np.flatnonzero(read[wkey])
+            wo, wkey = wo[found], wkey[found]
     local = [at - (np.cumsum(n) - n)[e[at]] for at, (_, e), n in zip((ro, wo), sides, per)]
     order = np.argsort(rkey, kind="stable")
     keys = rkey[order]

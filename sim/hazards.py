@@ -44,8 +44,6 @@ class ArrivalTracker:
         self.cells = Cells(s, regions)
         c = self.cells
         self._wstart, self._wcell = c.write.start, c.write.cell
-        self.arrived = np.zeros(c.total, np.int32)
-        self.landed = np.zeros(c.uid0[-1], bool)  # by expanded id: members whose writes landed
         self.hazards: list[dict] = []
         self._by_grid: tuple | None = None  # the write rows sorted by grid, made at the first report
 
@@ -65,6 +63,16 @@ class ArrivalTracker:
         if 0 <= p < len(tasks) and tasks[p] is task:
             return p
         return self._pos.get(id(task))
+
+    # Each cell's arrivals and each member's landing (by expanded id): made where first read, as a logged
+    # run (sim/hazardlog.py) counts nothing as it goes, and reads them only to replay a run with hazards.
+    @cached_property
+    def arrived(self) -> np.ndarray:
+        return np.zeros(self.cells.total, np.int32)
+
+    @cached_property
+    def landed(self) -> np.ndarray:
+        return np.zeros(self.cells.uid0[-1], bool)
 
     # The cells' tables the live methods below read one item at a time: made where first read, as a
     # run that logs its calls (sim/hazardlog.py) reads them only to replay a run with hazards (each
@@ -109,8 +117,9 @@ class ArrivalTracker:
         """A tracker for a new run of the same schedule: same grids and expectations, no arrivals."""
         clone = object.__new__(ArrivalTracker)
         clone.__dict__.update(self.__dict__)
-        clone.arrived = np.zeros_like(self.arrived)
-        clone.landed, clone.hazards = np.zeros_like(self.landed), []
+        clone.__dict__.pop("arrived", None)  # (made afresh where first read: ArrivalTracker.arrived)
+        clone.__dict__.pop("landed", None)
+        clone.hazards = []
         return clone
 
     def finish(self) -> None:
