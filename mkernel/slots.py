@@ -80,10 +80,10 @@ def quick_new(cls: type) -> Callable:
     constructors: a 2 x 8 GEMM+AR 32768^2 build makes 570k regions, signals, waits, steps and tasks.
     The subclass (``cls.__name__ + "Fields"``) is listed among ``cls.__subclasses__()``; nothing it
     makes is of it."""
-    names, settable = _settable(cls)
+    names, sub = _settable(cls)
     source = (f"def new({', '.join(names)}):\n    self = _settable()\n"
               + "".join(f"    self.{n} = {n}\n" for n in names) + "    self.__class__ = _cls\n    return self\n")
-    return _made(source, "new", cls, settable, f"quick_new({cls.__qualname__})")
+    return _made(source, "new", cls, sub, f"quick_new({cls.__qualname__})")
 
 
 def quick_new_each(cls: type, field: str, size: int = 0) -> Callable:
@@ -94,7 +94,7 @@ def quick_new_each(cls: type, field: str, size: int = 0) -> Callable:
     GEMM+AR 32768^2 build: 245k regions of its node reductions and broadcasts). With ``size``, for
     a sequence of exactly ``size`` values, the loop unrolled and the tuple made at once, without a
     list: about a tenth less for tuples of 7 and 8 (that build's)."""
-    names, settable = _settable(cls)
+    names, sub = _settable(cls)
     if field not in names:
         raise TypeError(f"{cls.__name__}: quick_new_each needs {field!r} among its fields")
     if size < 0:
@@ -108,16 +108,17 @@ def quick_new_each(cls: type, field: str, size: int = 0) -> Callable:
                                                                   for x in names) + f"    {o}.__class__ = _cls\n"
                             for o, v in zip(made, values))
                   + f"    return ({', '.join(made)},)\n")
-        return _made(source, "new_each", cls, settable, f"quick_new_each({cls.__qualname__}, {field}, {size})")
+        return _made(source, "new_each", cls, sub, f"quick_new_each({cls.__qualname__}, {field}, {size})")
     source = (f"def new_each({', '.join(names)}):\n    _out = []\n    for _v in {field}:\n"
               f"        self = _settable()\n"
               + "".join(f"        self.{n} = {'_v' if n == field else n}\n" for n in names)
               + "        self.__class__ = _cls\n        _out.append(self)\n    return tuple(_out)\n")
-    return _made(source, "new_each", cls, settable, f"quick_new_each({cls.__qualname__}, {field})")
+    return _made(source, "new_each", cls, sub, f"quick_new_each({cls.__qualname__}, {field})")
 
 
 def settable(cls: type) -> type:
-    """The subclass of ``cls`` (a ``quick_init`` class) that :func:`quick_new` fills, for a loop that
+    """The subclass of ``cls`` (a frozen slotted dataclass whose slots are its fields, without a
+    ``__new__``: what :func:`quick_new` takes) that :func:`quick_new` fills, for a loop that
     makes its instances inline: ``o = settable()``, each field stored (``o.field = value``: every
     one, else reading it fails), then ``o.__class__ = cls``, which is what ``cls(*fields)`` makes.
     Why: a call of a quick_new constructor costs about a quarter more than the instance made inline
@@ -139,16 +140,16 @@ def _settable(cls: type) -> tuple[list[str], type]:
         raise TypeError(f"{cls.__name__}: quick_new cannot make a field named self, _settable, _cls, _v or _out")
     if cls.__new__ is not object.__new__:  # (the bare instance is object's: calling the subclass)
         raise TypeError(f"{cls.__name__}: quick_new cannot keep a __new__")
-    settable = _SETTABLE.get(cls)
-    if settable is None:
-        settable = _SETTABLE[cls] = type(f"{cls.__name__}Fields", (cls,), {
+    sub = _SETTABLE.get(cls)
+    if sub is None:
+        sub = _SETTABLE[cls] = type(f"{cls.__name__}Fields", (cls,), {
             "__slots__": (), "__setattr__": object.__setattr__, "__delattr__": object.__delattr__,
             "__init__": object.__init__, "__module__": cls.__module__})  # (calling it makes a bare instance)
-    return names, settable
+    return names, sub
 
 
-def _made(source: str, name: str, cls: type, settable: type, qualname: str) -> Callable:
-    scope = {"_settable": settable, "_cls": cls}
+def _made(source: str, name: str, cls: type, sub: type, qualname: str) -> Callable:
+    scope = {"_settable": sub, "_cls": cls}
     exec(source, scope)  # (only the class's field names go in)
     made = scope[name]
     made.__qualname__, made.__module__ = qualname, cls.__module__

@@ -50,12 +50,13 @@ class LoggedTracker(ArrivalTracker):
         or rank's end found bytes missing)."""
         calls = self._calls()
         if self._verdict(*calls):
-            self._replay(_rows(*calls))
+            self._replay(_as_rows(*calls))
         self.log.items, self.log.ends = [], []  # (in place: the model's log is this one)
 
     def _rows(self) -> np.ndarray:
-        """The log's calls as rows (entry, first member, members, time or LANDED): :meth:`_calls` side by side."""
-        return _rows(*self._calls())
+        """The log's calls as rows (entry, first member, members, time or LANDED): :meth:`_calls` side by
+        side, as :meth:`_replay` reads them (and the tests, with :meth:`_short` and :meth:`_cells`)."""
+        return _as_rows(*self._calls())
 
     def _calls(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The log's calls as columns (entry, first member, members, time or LANDED): an entry by its
@@ -85,8 +86,9 @@ class LoggedTracker(ArrivalTracker):
             n[unset] = (np.diff(self.cells.uid0)[p] - first)[unset]
         column = _floats(times)
         if isinstance(column, list):  # (numpy converts what struct would not, as it did in a column of the rows)
-            column, times = np.empty(size), column
-            column[:] = times
+            floats = np.empty(size)
+            floats[:] = column
+            column = floats
         return p, first, n, column
 
     def _entries(self, tasks: list) -> np.ndarray:
@@ -107,11 +109,12 @@ class LoggedTracker(ArrivalTracker):
         return p
 
     def _short(self, log: np.ndarray) -> bool:
-        """Whether some logged check (``log``: :meth:`_rows`) found a cell with fewer arrivals than it needs."""
+        """:meth:`_verdict` of the calls as rows (``log``: :meth:`_rows`)."""
         return self._verdict(*(log[:, f].astype(np.int64) for f in range(3)), log[:, 3])
 
     def _verdict(self, p: np.ndarray, first: np.ndarray, n: np.ndarray, time: np.ndarray) -> bool:
-        """:meth:`_short` of the calls' columns (:meth:`_calls`)."""
+        """Whether some logged check (the calls' columns: :meth:`_calls`) found a cell with fewer arrivals
+        than it needs, or a rank's end an output cell short."""
         lands = time < 0
         c = self.cells
         at = np.flatnonzero(lands)  # (each side's calls by 1-D compress: a 2-D mask's copy of rows cost twice)
@@ -183,7 +186,7 @@ class LoggedTracker(ArrivalTracker):
             live.check_outputs_landed(self, rank, now)
 
 
-def _rows(p: np.ndarray, first: np.ndarray, n: np.ndarray, time: np.ndarray) -> np.ndarray:
+def _as_rows(p: np.ndarray, first: np.ndarray, n: np.ndarray, time: np.ndarray) -> np.ndarray:
     """The calls' columns (:meth:`LoggedTracker._calls`) as rows, one a call."""
     rows = np.empty((len(p), 4))
     rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = p, first, n, time
@@ -207,7 +210,7 @@ class _Landings:
     (j+1)-th landing was logged, ``count[c]`` how many it had. A cell landed once (every cell of the
     2 x 8 GEMM+AR's, whose outputs are written once) takes its one slot directly; only the landings
     of cells landed more often are sorted, by cell and then by log position (they come in log order,
-    or span by span in cell order: :meth:`LoggedTracker._cells`; the sort is stable, so the landings
+    or span by span in cell order: :meth:`LoggedTracker._spans`; the sort is stable, so the landings
     of one span on one cell keep their order either way). Where every cell landed exactly once (a
     run without hazards of a schedule that writes each cell once), ``first`` is every cell's own
     index, so ``when`` is indexed by cell (``once``: told by the cells left unmet, not by counting them)

@@ -68,10 +68,12 @@ class ArrivalTracker:
     # run (sim/hazardlog.py) counts nothing as it goes, and reads them only to replay a run with hazards.
     @cached_property
     def arrived(self) -> np.ndarray:
+        """Arrivals per cell (made at the first read: a logged run without hazards never reads it)."""
         return np.zeros(self.cells.total, np.int32)
 
     @cached_property
     def landed(self) -> np.ndarray:
+        """Whether each member's writes have landed (made at the first read, as ``arrived``)."""
         return np.zeros(self.cells.uid0[-1], bool)
 
     # The cells' tables the live methods below read one item at a time: made where first read, as a

@@ -9,14 +9,22 @@ a constructor's call each cost about a quarter more.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ..cluster import Cluster
 from ..ir import Op, Region, Role, Signal, Wait, new_signal, new_step
-from ._gemm_ar_net import REGION, SIGNAL, WAIT, fin_to_out, regions_each, shared_final
-from ._tiling import runs
+from ..problems import Workload
+from ..schedule_builder import ScheduleBuilder
+from ._gemm_ar_net import REGION, SIGNAL, WAIT, RankNet, fin_to_out, regions_each, shared_final
+from ._tiling import Tile, runs
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
 
 
-def intra_queue(sb, w, c, rank, peers, visit, cuts, whole, shared, net, rel, out_done, pushes=None) -> None:
+def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: list[int],
+                visit: list[tuple[int, int, list[Tile]]], cuts: list[list[tuple[Tile, ...]]], whole: int,
+                shared: list[Tile], net: RankNet, rel: list[int], out_done: Callable[[int], Signal],
+                pushes: Callable[[int], list[Tile]] | None = None) -> None:
     """Reductions of the owner's tiles in the node's chunk order, each chunk's broadcast behind them:
     ``BCAST_LAG`` chunks behind for a chunk that goes direct, the whole next group behind for one
     in a group (its final sum needs every node's part of the group); ``shared`` tiles (a shared

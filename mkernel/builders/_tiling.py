@@ -36,7 +36,7 @@ def tile_grid(m: int, n: int, tile_m: int, tile_n: int) -> tuple[Tile, ...]:
     Kept for the last few shapes (a tuple of frozen tiles): a build asks for its grid once per rank
     and in its plan, and a 32768^2 grid of 128 x 256 tiles takes 0.1 s to make."""
     spans = [(c0, min(n, c0 + tile_n), min(n, c0 + tile_n) - c0) for c0 in range(0, n, tile_n)]  # (each column's
-    # bounds worked out once, not once a tile; the tiles made inline, slots.settable: a call each cost a fifth more)
+    # bounds worked out once, not once a tile; the tiles made inline, slots.settable: a Tile's constructor call cost a fifth more)
     tiles: list[Tile] = []
     append, settable_tile, i = tiles.append, _SETTABLE_TILE, 0
     for r0 in range(0, m, tile_m):
@@ -60,6 +60,8 @@ def grid_runs(m: int, n: int, tile_m: int, tile_n: int) -> tuple[tuple[Tile, ...
     tile row is one run, but a narrow last column (n not a multiple of tile_n) is a run of its own
     (runs walked a 32768^2 grid's 32k tiles one by one in the GEMM+AR row's baseline build)."""
     tiles, cols = tile_grid(m, n, tile_m, tile_n), -(-n // tile_n)
+    if not tiles:
+        return ()
     cuts = (0, cols - 1, cols) if n % tile_n and cols > 1 else (0, cols)
     return tuple(tiles[row + a:row + b] for row in range(0, len(tiles), cols) for a, b in zip(cuts, cuts[1:]))
 

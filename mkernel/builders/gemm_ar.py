@@ -44,7 +44,7 @@ from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import RankNet, Regions, direct_exchange, grouped_exchange, shared_exchange
-from ._gemm_ar_intra import intra_queue as _intra_queue  # (the name phases.py's timings wrap)
+from ._gemm_ar_intra import intra_queue as _intra_queue  # (the name docs/results/data/sim-speed-*/phases.py wraps)
 from ._tiling import batches, dealt_order_runs_of, grid_runs, row_step, strided_chunk_runs, tile_grid
 
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8

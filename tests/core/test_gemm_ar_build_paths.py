@@ -22,7 +22,7 @@ CASES = [((1, 4), dict(m=96, n=160, k=16, tile_m=16, tile_n=32, chunk_tiles=3)),
          ((2, 4), dict(m=128, n=256, k=16, tile_m=16, tile_n=32, chunk_tiles=2)),
          ((3, 2), dict(m=96, n=192, k=16, tile_m=16, tile_n=32, chunk_tiles=1)),
          ((2, 8), dict(m=256, n=512, k=16, tile_m=16, tile_n=32, chunk_tiles=4))]
-VARIANTS = [("direct", "pull"), ("direct", "push"), ("twoshot", "pull"), ("ring", "push")]
+VARIANTS = [(a, r) for a in ("direct", "twoshot", "ring") for r in ("pull", "push")]  # (every GEMM+AR variant)
 
 
 def _drain_by_bumped(sb, out_done, tiles) -> None:
