@@ -94,13 +94,14 @@ class Trajectory:
 def sim_controller(policy: Balance, trajectory: Trajectory | None = None):
     """The policy as the simulator's controller hook: ``controller(rank, pool, now_us)``."""
     def control(rank: int, pool, now_us: float) -> None:
-        if Role.INTRA not in pool.target or Role.COMPUTE not in pool.target:
+        target = pool.target  # (read once: a view made at each read)
+        if Role.INTRA not in target or Role.COMPUTE not in target:
             return
-        movable = pool.target[Role.INTRA] + pool.target[Role.COMPUTE]
+        movable = target[Role.INTRA] + target[Role.COMPUTE]
         left = {role: pool.remaining[role] if pool.has_work(role) else 0.0 for role in (Role.COMPUTE, Role.INTRA)}
-        intra = policy.targets(movable, left[Role.COMPUTE], left[Role.INTRA], pool.target[Role.INTRA],
+        intra = policy.targets(movable, left[Role.COMPUTE], left[Role.INTRA], target[Role.INTRA],
                                pool.blocked[Role.COMPUTE], pool.blocked[Role.INTRA])
-        if intra != pool.target[Role.INTRA]:
+        if intra != target[Role.INTRA]:
             pool.retarget({Role.INTRA: intra, Role.COMPUTE: movable - intra})
             if trajectory is not None:
                 trajectory.points.setdefault(rank, []).append((now_us, intra))

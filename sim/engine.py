@@ -24,7 +24,8 @@ seeded random factor, so races that a bug allows get a chance to show; it runs t
 
 Signals are counters (:class:`~mkernel.sim.signals.SignalBoard`). A flag stored to a peer lands
 one NVLink latency after it is issued, unless the task already waited that latency for its own peer
-stores. If the event queue drains while SMs still wait, :class:`DeadlockError` lists the first waiters.
+stores. If the event queue drains while SMs still wait, :class:`DeadlockError` lists the first
+waiters and counts the rest.
 """
 from __future__ import annotations
 
@@ -55,7 +56,6 @@ from .sms import RolePool
 from . import nvplan, tiles
 
 TILED: Final = (GEMM, ATTN)  # the compute ops that pay the fused kernel's per-tile cost (Model._worked)
-MEMBERS: Final = attrgetter("n")  # a run's members
 DEADLOCK_LINES: Final = 12  # waiters a deadlock error lists (the first ones blocked); the rest are counted
 
 
@@ -285,7 +285,7 @@ class Model(Dispatch):
 
     def _free(self, runs: list[Run]) -> None:
         if self.progress is not None:
-            self._ended = ended = self._ended + (runs[0].n if len(runs) == 1 else sum(map(MEMBERS, runs)))
+            self._ended = ended = self._ended + (runs[0].n if len(runs) == 1 else sum(run.n for run in runs))
             if float(ended - self._told) >= self._every or ended == self._total:  # (float: a typed compare)
                 self._told = ended
                 self.progress(self.s.variant, ended, self._total)

@@ -10,7 +10,7 @@ from mkernel.ir import Role, Task
 from .signals import SignalBoard, key_of
 from .sms import RolePool
 
-READY: Final[tuple[int, Any, int]] = (-1, None, 0)  # what _blocking says of members none of whose waits is left to hold
+READY: Final[tuple[int, Any, int]] = (-1, None, 0)  # _blocking's answer where none of a member's waits is left
 NAMELESS: Final[tuple] = ()  # the slots of a run of counted SMs (slot -1: Dispatch._bulk; only named SMs' slots are read)
 
 

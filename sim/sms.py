@@ -10,7 +10,8 @@ A controller (:mod:`mkernel.controller`) calls :meth:`RolePool.retarget`; the SM
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from mkernel.ir import Role, Task
 
@@ -43,14 +44,14 @@ class RolePool:
         # their one reader: Dispatch._go, _block, _resume)
 
     @property
-    def target(self) -> dict[Role, int]:
-        """The SMs each role should have (a copy: :meth:`retarget` changes them)."""
-        return {role: q.target for role, q in self.roles.items()}
+    def target(self) -> Mapping[Role, int]:
+        """The SMs each role should have, read-only (:meth:`retarget` changes them)."""
+        return MappingProxyType({role: q.target for role, q in self.roles.items()})
 
     @property
-    def active(self) -> dict[Role, int]:
-        """The SMs each role has now (a copy)."""
-        return {role: q.active for role, q in self.roles.items()}
+    def active(self) -> Mapping[Role, int]:
+        """The SMs each role has now, read-only."""
+        return MappingProxyType({role: q.active for role, q in self.roles.items()})
 
     def initial_roles(self) -> list[Role]:
         """One role per SM: each role's budget, in declaration order."""
