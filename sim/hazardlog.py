@@ -28,6 +28,9 @@ from .cellgrid import Side
 from .hazards import ArrivalTracker
 
 
+PACKED_BITS = 63  # a start and its place sort packed in one int64 below this many bits (else the argsort itself)
+
+
 class LoggedTracker(ArrivalTracker):
     """:class:`~mkernel.sim.hazards.ArrivalTracker`'s calls, logged (see the module); ``hazards`` is
     filled by :meth:`finish`."""
@@ -157,7 +160,7 @@ class LoggedTracker(ArrivalTracker):
             # the spans in order of their starts, ties in log order (a stable argsort's), by sorting each start
             # and its place as one number (a quicksort of numbers: half the instructions of the argsort)
             shift = max(len(some) - 1, 0).bit_length()
-            if len(side.cell).bit_length() + shift < 63:
+            if len(side.cell).bit_length() + shift < PACKED_BITS:
                 key = np.sort((a[some] << shift) | np.arange(len(some)))
                 order, sa = some[key & ((1 << shift) - 1)], key >> shift
             else:  # (starts and places past 62 bits together: the argsort itself)

@@ -125,12 +125,20 @@ def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
         assert _Landings(cell[perm], at[perm], total).fewer(checked, need, when) == by_count
 
 
-def test_logged_spans_cover_the_cells_they_list():
+@pytest.mark.parametrize("packed", [True, False])
+def test_logged_spans_cover_the_cells_they_list(packed, monkeypatch):
     """LoggedTracker._cells against listing every logged span's cell indices one by one: spans that
     cover every index once (in any log order; some empty) come back as None and each index's
     position, the rest (a gap at the start, in the middle or at the end; an overlap; a span logged
-    twice; a span moved onto another: a gap and an overlap of one size) as the indices themselves."""
+    twice; a span moved onto another: a gap and an overlap of one size) as the indices themselves.
+    Both ways of ordering the spans by start: the packed sort, and the argsort it stands for past
+    PACKED_BITS (forced here by a bound of 0). Planted error tried: the argsort's order reversed."""
     import types
+
+    from mkernel.sim import hazardlog
+
+    if not packed:
+        monkeypatch.setattr(hazardlog, "PACKED_BITS", 0)
 
     import numpy as np
 
