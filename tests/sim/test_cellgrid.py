@@ -142,20 +142,38 @@ def _distinct_reads_are_every_read_less_its_repeats(s, c):
 def test_the_builds_take_every_shortcut(monkeypatch):
     """The builds above reach each path of ``Cells``: wrapped groups, records that step in rank, rows
     of several cells, cells written more than once, column edges from the table, row edges searched,
-    sides whose rows along an axis are keyed from their records (``Stepped``) and sides listed."""
+    sides whose rows along an axis are keyed from their records (``Stepped``) and sides listed; each
+    way ``_by_record`` fills a per-row column (one number, a few records' rows looked up, every row
+    looked up), the need with and without a member's own writes, and every cell written once or not."""
+    from mkernel.sim import cellgrid
     from mkernel.sim.gridrows import Rows
 
-    kinds, along = set(), Rows.along
+    kinds, along, by_record, own = set(), Rows.along, cellgrid._by_record, Cells._own
+    fills, owns = set(), set()
 
     def spy(self, axis):
         got = along(self, axis)
         kinds.add(type(got[1]).__name__)
         return got
 
+    def spy_fill(rows, x):
+        odd = np.flatnonzero(x != x[0]) if len(x) else x
+        fills.add("one" if len(x) and not len(odd) else "few" if len(x) and 4 * int(rows.members[odd].sum())
+                  <= len(rows.rec) else "take")
+        return by_record(rows, x)
+
+    def spy_own(read, r, rects):
+        got = own(read, r, rects)
+        owns.add(got is None)
+        return got
+
     monkeypatch.setattr(Rows, "along", spy)
+    monkeypatch.setattr(cellgrid, "_by_record", spy_fill)
+    monkeypatch.setattr(Cells, "_own", staticmethod(spy_own))
     builds = [p.values[0] for p in _builds()]
     grids = [Cells(s) for s in builds]
-    assert kinds == {"Stepped", "tuple"}
+    assert kinds == {"Stepped", "tuple"} and fills == {"one", "few", "take"} and owns == {True, False}
+    assert any(np.count_nonzero(c.expected) == c.total == len(c.write.cell) for c in grids)
     assert any(t.count > 1 and t.step.rotate for s in builds for t in s.tasks)
     assert any(t.count > 1 and any(r[0] for r in t.step.regions) for s in builds for t in s.tasks)
     assert any((np.diff(c.read.start) > 1).any() and (np.diff(c.write.start) > 1).any() for c in grids)
