@@ -56,11 +56,6 @@ class LoggedTracker(ArrivalTracker):
             self._replay(_as_rows(*calls))
         self.log.items, self.log.ends = [], []  # (in place: the model's log is this one)
 
-    def _rows(self) -> np.ndarray:
-        """The log's calls as rows (entry, first member, members, time or LANDED): :meth:`_calls` side by
-        side, as :meth:`_replay` reads them (and the tests, with :meth:`_short` and :meth:`_cells`)."""
-        return _as_rows(*self._calls())
-
     def _calls(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The log's calls as columns (entry, first member, members, time or LANDED): an entry by its
         position in the schedule, a plain member made by :meth:`member` as its entry's member (its
@@ -111,10 +106,6 @@ class LoggedTracker(ArrivalTracker):
             p[rest] = list(map(self._pos.get, map(id, map(tasks.__getitem__, rest.tolist())), repeat(-1)))
         return p
 
-    def _short(self, log: np.ndarray) -> bool:
-        """:meth:`_verdict` of the calls as rows (``log``: :meth:`_rows`)."""
-        return self._verdict(*(log[:, f].astype(np.int64) for f in range(3)), log[:, 3])
-
     def _verdict(self, p: np.ndarray, first: np.ndarray, n: np.ndarray, time: np.ndarray) -> bool:
         """Whether some logged check (the calls' columns: :meth:`_calls`) found a cell with fewer arrivals
         than it needs, or a rank's end an output cell short."""
@@ -139,11 +130,6 @@ class LoggedTracker(ArrivalTracker):
                     if landings.fewer(np.arange(lo, hi, dtype=np.int64), c.expected[lo:hi], at):
                         return True
         return False
-
-    @staticmethod
-    def _cells(rows: np.ndarray, seq: np.ndarray, side: Side):
-        """:meth:`_spans` of the logged spans ``rows`` (:meth:`_rows`)."""
-        return LoggedTracker._spans(*(rows[:, f].astype(np.int64) for f in range(3)), seq, side)
 
     @staticmethod
     def _spans(p: np.ndarray, first: np.ndarray, n: np.ndarray, seq: np.ndarray, side: Side):
@@ -173,7 +159,8 @@ class LoggedTracker(ArrivalTracker):
         return a[which] + off, seq[which]
 
     def _replay(self, rows: np.ndarray) -> None:
-        """The log's calls (``rows``: :meth:`_rows`), in order, through the live tracker: its hazards, exactly."""
+        """The log's calls (``rows``: :func:`_as_rows` of :meth:`_calls`), in order, through the live tracker:
+        its hazards, exactly."""
         tasks, ends, e = self.schedule.tasks, self.log.ends, 0
         live = ArrivalTracker
         for i, (p, first, n, now) in enumerate(rows.tolist()):

@@ -22,7 +22,7 @@ from mkernel.scenario import load_scenario
 from mkernel.errors import DeadlockError
 from mkernel.sim import environment
 from mkernel.sim.engine import Model
-from mkernel.sim.hazardlog import LoggedTracker
+from mkernel.sim.hazardlog import LoggedTracker, _as_rows
 from test_hazardlog import GUARDS
 
 SAMPLE = 20  # golden cases drawn (seeded)
@@ -32,7 +32,7 @@ class _Kept(LoggedTracker):
     """The logged tracker, keeping its log's rows and the ranks' ends for the comparison."""
 
     def finish(self) -> None:
-        self.kept = (self._rows().tolist(), list(self.log.ends))
+        self.kept = (_as_rows(*self._calls()).tolist(), list(self.log.ends))
         super().finish()
 
 

@@ -65,7 +65,7 @@ class _Recording(LoggedTracker):
     """The logged tracker, keeping its vectorized verdict."""
 
     def finish(self) -> None:
-        self.verdict = self._short(self._rows())
+        self.verdict = self._verdict(*self._calls())
         super().finish()
 
 
@@ -127,7 +127,7 @@ def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
 
 @pytest.mark.parametrize("packed", [True, False])
 def test_logged_spans_cover_the_cells_they_list(packed, monkeypatch):
-    """LoggedTracker._cells against listing every logged span's cell indices one by one: spans that
+    """LoggedTracker._spans against listing every logged span's cell indices one by one: spans that
     cover every index once (in any log order; some empty) come back as None and each index's
     position, the rest (a gap at the start, in the middle or at the end; an overlap; a span logged
     twice; a span moved onto another: a gap and an overlap of one size) as the indices themselves.
@@ -167,7 +167,7 @@ def test_logged_spans_cover_the_cells_they_list(packed, monkeypatch):
         seq = np.arange(len(rows), dtype=np.int64) * 3 + 1
         listed = sorted((s, int(q)) for (_, f, n, _), q in zip(rows.astype(int).tolist(), seq)
                         for s in range(start[f], start[f + n]))
-        idx, at = LoggedTracker._cells(rows, seq, side)
+        idx, at = LoggedTracker._spans(*(rows[:, f].astype(np.int64) for f in range(3)), seq, side)
         got = sorted(zip(range(len(at)) if idx is None else idx.tolist(), at.tolist()))
         assert got == listed, (spans, idx)
         whole = sorted(s for s, _ in listed) == list(range(start[-1]))
@@ -202,7 +202,7 @@ def test_logged_tasks_are_found_as_by_their_objects():
 
 
 def test_logged_times_are_packed_as_numpy_reads_them():
-    """The log's times (LoggedTracker._rows) packed by struct as numpy converts a list into a float
+    """The log's times (LoggedTracker._calls) packed by struct as numpy converts a list into a float
     column, bit for bit (floats, ints, bools, numpy scalars, -0.0, inf, nan); a list that holds no
     number, or one too large, is left to numpy (which refuses it as it did)."""
     import numpy as np
