@@ -118,24 +118,28 @@ NUMPY_WATCH = ("import os, sys\n"
                "class Watch:\n"
                "    def find_spec(self, name, path=None, target=None):\n"
                "        if name == 'numpy':\n"
-               "            print('numpy loads with OPENBLAS_THREAD_TIMEOUT =',\n"
-               "                  os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n"
+               "            print('numpy loads with', os.environ.get('OPENBLAS_THREAD_TIMEOUT'),\n"
+               "                  os.environ.get('NUMPY_MADVISE_HUGEPAGE'))\n"
                "sys.meta_path.insert(0, Watch())\n")
 
 
 @pytest.mark.parametrize("preset", [None, "10"])
-def test_the_command_lets_idle_blas_workers_sleep_before_numpy_loads(preset):
-    """Importing mkernel loads no numpy, so the command sets OpenBLAS's idle timeout before numpy loads
-    (an idle worker spins about 0.1 s of a core otherwise: mkernel.cli); a value the user set stays."""
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+def test_the_command_sets_numpy_s_process_knobs_before_numpy_loads(preset):
+    """Importing mkernel loads no numpy, so the command sets OpenBLAS's idle timeout (an idle worker
+    spins about 0.1 s of a core otherwise) and turns off numpy's huge-page requests (compaction stalls:
+    mkernel.cli) before numpy loads; a value the user set stays. numpy itself reports the page setting."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_THREAD_TIMEOUT", "NUMPY_MADVISE_HUGEPAGE")}
     if preset:
         env["OPENBLAS_THREAD_TIMEOUT"] = preset
+        env["NUMPY_MADVISE_HUGEPAGE"] = "1"
     code = (NUMPY_WATCH + "import mkernel\nprint('after import mkernel:', 'numpy' in sys.modules)\n"
-            "import mkernel.cli\nimport numpy\n")  # (numpy loads here at the latest)
+            "import mkernel.cli\nimport numpy\n"  # (numpy loads here at the latest)
+            "from numpy._core.multiarray import _get_madvise_hugepage\nprint('huge pages:', _get_madvise_hugepage())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[:2] == ["after import mkernel: False",
-                                            f"numpy loads with OPENBLAS_THREAD_TIMEOUT = {preset or '4'}"], proc.stdout
+    assert proc.stdout.splitlines()[:3] == ["after import mkernel: False",
+                                            f"numpy loads with {preset or '4'} {'1' if preset else '0'}",
+                                            f"huge pages: {bool(preset)}"], proc.stdout
 
 
 def test_the_names_that_load_numpy_are_the_package_s_own_whatever_loaded_first():
