@@ -20,7 +20,7 @@ from typing import Any, Final
 from mkernel.ir import Op, Role, Task
 
 from .environment import CountingEnvironment
-from .runs import READY, Lane, Run, Waits
+from .runs import READY, Lane, Run, Timer, Waits
 
 NVLINK_OPS: Final = (Op.COPY, Op.REDUCE, Op.GATHER)
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
@@ -38,7 +38,7 @@ class Dispatch(Waits):
     """The SM side of :class:`~mkernel.sim.engine.Model` (a mixin: the model owns the board, the
     computing counts and the work; :class:`~mkernel.sim.runs.Waits` reads the members' waits)."""
 
-    __deletable__ = ('env', 'spans', '_timers', 'controller', '_joins_cache', '_shapes')  # (Model.close(): mypyc)
+    __deletable__ = ('env', 'spans', 'controller', '_joins_cache', '_shapes')  # (Model.close(): mypyc)
     env: CountingEnvironment
     speeds: list[float]
     stress: float
@@ -51,7 +51,6 @@ class Dispatch(Waits):
     _compute_since: list[float]
     _joins_cache: dict[int, bool]
     _shapes: dict[int, tuple]
-    _timers: dict[tuple, list[Run]]
     _one_by_one: bool
     _spanning: bool
 
@@ -285,21 +284,25 @@ class Dispatch(Waits):
         timers of one step and time are slots of one streak (:class:`~mkernel.sim.environment.Streak`): one
         queue entry for the lanes that run in lockstep (all 16 of the 2 x 8 every-node run, at each
         step). ``then`` is the model's function (``Model._paid``), not a method bound at each call: one
-        object, so the keys it is part of are hashed and matched by identity."""
+        object, matched by identity. (The lane's timers newest first: a run joins the newest, mostly.)"""
         at = self.env.now + delay
-        key = (id(run.lane), then, at)
-        runs = self._timers.get(key)
-        if runs is None:
-            runs = self._timers[key] = []
-            if self.arrays:  # (the lanes' timers of one step and time: one streak)
-                self.env.call_in_streak((then, at), at, self._due, key)
-            else:
-                self.env.call_at(at, self._due, key)
-        runs.append(run)
+        timers = run.lane.timers
+        for j in range(len(timers) - 1, -1, -1):
+            timer = timers[j]
+            if timer.then is then and timer.at == at:
+                timer.runs.append(run)
+                return
+        timer = Timer(then, at, run)
+        timers.append(timer)
+        if self.arrays:  # (the lanes' timers of one step and time: one streak)
+            self.env.call_in_streak((then, at), at, self._due, timer)
+        else:
+            self.env.call_at(at, self._due, timer)
 
-    def _due(self, key: tuple) -> None:
-        """``_later``'s step ``key[1]`` is due for the runs that asked for it."""
-        key[1](self, self._timers.pop(key))
+    def _due(self, timer: Timer) -> None:
+        """``_later``'s ``timer`` is due: its step, for the runs that asked for it."""
+        timer.runs[0].lane.timers.remove(timer)  # (most often the lane's oldest: found first)
+        timer.then(self, timer.runs)
 
     def _until(self, at: float, then, run: Run) -> None:
         self._later(max(0.0, at - self.env.now), then, run)

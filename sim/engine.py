@@ -125,7 +125,6 @@ class Model(Dispatch):
         self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
         self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
-        self._timers: dict[tuple, list[Run]] = {}  # (lane, step, time) -> runs due then
         self.arrays = arrays  # lanes' timers of one step and time as one streak (False: one entry each)
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
@@ -172,7 +171,7 @@ class Model(Dispatch):
         del (self.s, self.c, self.data, self.flows, self.tracker, self.log, self.inject, self.nv_out, self.nv_in,
              self.net, self.library, self.pools, self.proxy_spans, self.queues, self._gemm_cache, self.played,
              self._nv_plans, self.nv_shapes, self._nv_entries, self.progress, self.stress_rng, self.itemsize, self.env,
-             self.board, self.spans, self._timers, self.controller, self._joins_cache, self._shapes, self._stepping,
+             self.board, self.spans, self.controller, self._joins_cache, self._shapes, self._stepping,
              self._held)
 
     def deadline_status(self) -> str:

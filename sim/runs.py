@@ -17,13 +17,27 @@ NAMELESS: Final[tuple] = ()  # the slots of a run of counted SMs (slot -1: Dispa
 class Lane:
     """One launch on one rank: its role pool, the SMs not yet retired, and the event of its end.
     ``released``: the runs released at this instant that wait for their resume slot, or None
-    (:meth:`~mkernel.sim.dispatch.Dispatch._released`)."""
+    (:meth:`~mkernel.sim.dispatch.Dispatch._released`); ``timers``: its pending :class:`Timer` s, oldest
+    first (:meth:`~mkernel.sim.dispatch.Dispatch._later`)."""
 
-    __slots__ = ("rank", "pool", "alive", "done", "released")
+    __slots__ = ("rank", "pool", "alive", "done", "released", "timers")
 
     def __init__(self, rank: int, pool: RolePool, alive: int, done) -> None:
         self.rank, self.pool, self.alive, self.done = rank, pool, alive, done
         self.released: list[Run] | None = None
+        self.timers: list[Timer] = []
+
+
+class Timer:
+    """A step (``then``, the model's function) due at ``at`` for ``runs``, all of one lane.
+    Why per lane, not in a dict keyed by (lane, step, time): a lane has at most a few timers pending
+    (6 in the 2 x 8 every-node GEMM+AR run, mostly 2-3), so finding one by a scan of a short list
+    costs less than making, hashing and finding that key at each of the run's 123k steps."""
+
+    __slots__ = ("then", "at", "runs")
+
+    def __init__(self, then: Any, at: float, run: Run) -> None:
+        self.then, self.at, self.runs = then, at, [run]
 
 
 class Run:
