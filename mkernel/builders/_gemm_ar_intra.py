@@ -10,15 +10,24 @@ a constructor's call each cost about a quarter more.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 from ..cluster import Cluster
-from ..ir import Op, Region, Role, Signal, Wait, new_signal, new_step
+from ..ir import Op, Region, Role, Signal, Wait, new_step
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
 from ._gemm_ar_net import REGION, SIGNAL, WAIT, RankNet, fin_to_out, regions_each, shared_final
 from ._tiling import Tile, runs
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
+
+
+@lru_cache(maxsize=4)
+def slot_tops(slots: int, tile_m: int) -> tuple[int, ...]:
+    """Slot s -> its first PART row, ``s * tile_m`` (s <= ``slots``): one int object for each, taken by
+    every rank's PART regions (a 2 x 8 GEMM+AR 32768^2 build: 16k regions on 16 ranks, 2k distinct
+    bounds; each made anew was a MB of ints)."""
+    return tuple(range(0, (slots + 1) * tile_m, tile_m))
 
 
 def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: list[int],
@@ -48,6 +57,9 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
     intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
     # instructions each off the class in 3.11)
     bcast_made, tile_m = net.steps.setdefault("bcast", {}), w.tile_m
+    # a tile's sum step, whose label tuple its broadcast's step takes too (one object, not two equal ones)
+    labelled = sums_made[nodes > 1]
+    tops = slot_tops(net.regs.slots, tile_m)
     add_bcast, out_regions = sb.appender(rank, intra, copy_op, "tile {} bcast"), regions_each(g - 1)
     region_, signal_, wait_ = REGION, SIGNAL, WAIT  # (filled inline, then made so)
 
@@ -69,7 +81,9 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
                 regions = bcast_steps.get(t.cols)  # (validate reads each tuple object once)
                 if regions is None:
                     regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
-                step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
+                summed = labelled.get(i)
+                step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g) if summed is None else summed.label, 0,
+                                                (), 0)
             # the OUT tile (as Regions.tile makes it) and its final signal, and the wait on it
             out = region_()
             out.buffer, out.rank, out.row0 = "OUT", rank, r0
@@ -106,9 +120,10 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
                 step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
             dst = region_()  # (PART and OUT as Regions.slot and .tile place them)
             if out:
-                top = i // g * tile_m
+                s = i // g
+                top = tops[s]
                 dst.buffer, dst.rank, dst.row0 = "PART", rank, top
-                dst.row1, dst.col0, dst.col1 = top + t.rows, 0, t.cols
+                dst.row1, dst.col0, dst.col1 = tops[s + 1] if t.rows == tile_m else top + t.rows, 0, t.cols
                 dst.__class__ = Region
                 parts[i] = dst
             else:
@@ -138,7 +153,11 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
             pushed.update(t.index for t in mine)
         while reduced <= last and (pushes is None or all(t.index in pushed for t in visit[reduced][2])):
             jv, ci, _ = visit[reduced]
-            ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
+            ready = None
+            if nodes > 1:  # (made inline, as new_signal makes it: 16k chunks in a 2 x 8 GEMM+AR 32768^2 build)
+                ready = net.ready[jv] = signal_()
+                ready.rank, ready.name, ready.index = rank, "chunk_ready", jv
+                ready.__class__ = Signal
             reduce(cuts[ci], ready)
             reduced += 1
             while sent < reduced and after[sent] <= jv:

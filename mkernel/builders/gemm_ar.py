@@ -45,7 +45,7 @@ from . import _gemm_ar_push as push
 from . import _rail as rail
 from ._gemm_ar_net import RankNet, Regions, direct_exchange, grouped_exchange, shared_exchange
 from ._gemm_ar_intra import intra_queue as _intra_queue  # (the name docs/results/data/sim-speed-*/phases.py wraps)
-from ._tiling import batches, dealt_order_runs_of, grid_runs, row_step, strided_chunk_runs, tile_grid
+from ._tiling import Tile, dealt_order_runs_of, grid_runs, row_step, strided_chunk_runs, tile_grid
 
 DEFAULT_INTRA_SMS = 64  # per 132 SMs: the best static split on an H200 pair, and in the sim at 1x2 and 2x8
 # (docs/results/2026-11-30-nvlink.md); each SM pulls partials at a few GB/s, far below the port
@@ -225,8 +225,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
         rel = rels[node]
         if local not in owned_by:
             owned = list(tiles[local::g])  # (tile i sits at position i of the grid)
-            chunks = batches(owned[shared:], ct)  # this owner's, by absolute number (after any shared slots)
-            owned_by[local] = owned, chunks, strided_chunk_runs(w.m, w.n, w.tile_m, w.tile_n, local + shared * g, g, ct)
+            cuts = strided_chunk_runs(w.m, w.n, w.tile_m, w.tile_n, local + shared * g, g, ct)
+            owned_by[local] = owned, chunks_of(cuts), cuts  # (chunks: this owner's, by absolute number, after
+            # any shared slots)
         owned, chunks, cuts = owned_by[local]
         visit = visits.get((twin[node], local))  # (positions, chunks and their tiles: alike on twin nodes)
         if visit is None:
@@ -251,6 +252,13 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
             direct_exchange(net, visit[whole:], cuts, rel)
     _drain(sb, out_done, len(tiles))
     return sb.build(flops_per_gpu(w, c))
+
+
+def chunks_of(cuts: list[list[list[Tile]]]) -> list[list[Tile]]:
+    """Each chunk's tiles from its runs (:func:`strided_chunk_runs`): the runs joined, or the one run
+    itself where the chunk is one run (most are), so no list is made for it: ``batches`` of the
+    owner's tiles, without its lists (a 2 x 8 GEMM+AR 32768^2 build: 8k, a MB while it builds)."""
+    return [cut[0] if len(cut) == 1 else [t for run in cut for t in run] for cut in cuts]
 
 
 def _drain(sb: ScheduleBuilder, out_done, tiles: int) -> None:
