@@ -85,8 +85,9 @@ def test_the_intra_queue_shares_labels_and_rows(shape):
 @pytest.mark.parametrize("shape", CASES, ids=[f"{n}x{g}-{d['m']}x{d['n']}" for (n, g), d in CASES])
 @pytest.mark.parametrize("variant", VARIANTS, ids="/".join)
 def test_the_intra_queue_appends_what_its_appenders_append(shape, variant, monkeypatch):
-    """The intra queue's groups made inline (ScheduleBuilder.inline_tasks) against the same groups
-    handed to the appenders, which make them (every form: the grouped build's inline path, the others')."""
+    """The compute and intra queues' groups made inline (ScheduleBuilder.inline_tasks) against the same
+    groups handed to add_group and the appenders, which make them (every form: the grouped build's inline
+    path, the others')."""
     from mkernel.scenario import load_scenario
     from mkernel.schedule_builder import ScheduleBuilder
 
