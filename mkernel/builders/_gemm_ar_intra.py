@@ -10,15 +10,27 @@ a constructor's call each cost about a quarter more.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 from ..cluster import Cluster
-from ..ir import Op, Region, Role, Signal, Wait, new_signal, new_step
+from ..ir import Op, Region, Role, Signal, Step, Task, Wait
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
+from ..slots import settable
 from ._gemm_ar_net import REGION, SIGNAL, WAIT, RankNet, fin_to_out, regions_each, shared_final
 from ._tiling import Tile, runs
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
+TASK, STEP = settable(Task), settable(Step)  # (the sums' and broadcasts' groups, filled inline as
+# ScheduleBuilder.appender fills them, and their steps)
+
+
+@lru_cache(maxsize=4)
+def slot_tops(slots: int, tile_m: int) -> tuple[int, ...]:
+    """Slot s -> its first PART row, ``s * tile_m`` (s <= ``slots``): one int object for each, taken by
+    every rank's PART regions (a 2 x 8 GEMM+AR 32768^2 build: 16k regions on 16 ranks, 2k distinct
+    bounds; each made anew was a MB of ints)."""
+    return tuple(range(0, (slots + 1) * tile_m, tile_m))
 
 
 def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: list[int],
@@ -48,84 +60,146 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
     intra, others, copy_op, reduce_op = Role.INTRA, peers[1:], Op.COPY, Op.REDUCE  # (enum members read once: ~1k
     # instructions each off the class in 3.11)
     bcast_made, tile_m = net.steps.setdefault("bcast", {}), w.tile_m
+    # a tile's sum step, whose label tuple its broadcast's step takes too (one object, not two equal ones)
+    labelled = sums_made[nodes > 1]
+    tops = slot_tops(net.regs.slots, tile_m)
     add_bcast, out_regions = sb.appender(rank, intra, copy_op, "tile {} bcast"), regions_each(g - 1)
     region_, signal_, wait_ = REGION, SIGNAL, WAIT  # (filled inline, then made so)
+    # groups of several members appended here as the appenders would (sb.inline_tasks), others through them
+    fast = sb.inline_tasks(rank)
+    tasks, launch = fast or ([], 0)
+    append, task_, step_ = tasks.append, TASK, STEP
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
         return ((0, 0, cols * g),) * n + ((last,) if last else ())
 
-    def bcast(j: int, ci: int, chunk) -> None:
-        if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
-            own = j % nodes == nodes - 1
-            fin_to_out(net, peers, chunk, (Wait(Signal(rank, "fin", j), len(chunk) if own else 1),))
-            return
-        for run in cuts[ci]:
-            t = run[0]
-            i, r0, r1 = t.index, t.row0, t.row1  # (3 names at once at most: more build a tuple)
-            c0, c1 = t.col0, t.col1
-            step = bcast_made.get(i)
-            if step is None:
-                regions = bcast_steps.get(t.cols)  # (validate reads each tuple object once)
-                if regions is None:
-                    regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
-                step = bcast_made[i] = new_step(regions, (), by_g, 0, (i, g), 0, (), 0)
-            # the OUT tile (as Regions.tile makes it) and its final signal, and the wait on it
-            out = region_()
-            out.buffer, out.rank, out.row0 = "OUT", rank, r0
-            out.row1, out.col0, out.col1 = r1, c0, c1
-            out.__class__ = Region
-            final = signal_()
-            final.rank, final.name, final.index = rank, "final", rel[i]
-            final.__class__ = Signal
-            wait = wait_()
-            wait.signal, wait.count = final, 1
-            wait.__class__ = Wait
-            outs[i] = out, final
-            add_bcast((out,) * (g - 1), out_regions("OUT", others, r0, r1, c0, c1), (wait,), bumps, len(run), step)
-
-    sources, arrived, arrivals, what = (peers[:1], "pushed", g - 1, "out") if pushes else (peers, "contrib", g, "reduce")
+    sources, arrived, arrivals, what = ((peers[:1], "pushed", g - 1, "out") if pushes else
+                                        (peers, "contrib", g, "reduce"))
     add_sum, p_regions = sb.appender(rank, intra, reduce_op, f"tile {{}} {what}"), regions_each(len(sources))
+    sum_label = f"tile {{}} {what}"
 
-    def reduce(cut: list, ready: Signal | None) -> None:
-        """The node sums of the runs of tiles ``cut``: into PART, bumping ``ready``, between nodes;
-        into OUT on one."""
-        out = ready is not None
-        steps, sig, made = sum_steps[out], (ready,), sums_made[out]
-        for run in cut:
-            t = run[0]
-            i, r0, r1 = t.index, t.row0, t.row1
-            c0, c1 = t.col0, t.col1
-            step = made.get(i)
-            if step is None:
-                moves = steps.get(t.cols)
-                if moves is None:
-                    moves = steps[t.cols] = (
-                        (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if out else
-                        (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
-                step = made[i] = new_step(*moves, by_g, 0, (i, g), 0, (), 0)
-            dst = region_()  # (PART and OUT as Regions.slot and .tile place them)
-            if out:
-                top = i // g * tile_m
-                dst.buffer, dst.rank, dst.row0 = "PART", rank, top
-                dst.row1, dst.col0, dst.col1 = top + t.rows, 0, t.cols
-                dst.__class__ = Region
-                parts[i] = dst
+    nvisit = len(visit)
+    shared_cut: list = []  # (the shared tiles' runs that op nvisit sums: emit's, set before each call)
+
+    def emit(ops: list[int]) -> None:
+        """The queue's sums and broadcasts in the order of ``ops``: op >= 0 sums chunk visit[op] (between
+        nodes into PART, bumping its chunk_ready; on one node into OUT), op = len(visit) the shared
+        tiles (bumping group_ready), and op < 0 broadcasts chunk visit[~op]. One loop, not a call a
+        chunk (a 2 x 8 GEMM+AR 32768^2 build: 33k calls, about 2% of its instructions)."""
+        for op in ops:
+            if op < 0:
+                j, ci, chunk = visit[~op]
+                if j < whole:  # from FIN, once the chunk's final sum is there (summed here or arrived), to all
+                    own = j % nodes == nodes - 1
+                    fin_to_out(net, peers, chunk, (Wait(Signal(rank, "fin", j), len(chunk) if own else 1),))
+                    continue
+                for run in cuts[ci]:
+                    t = run[0]
+                    i, r0, r1 = t.index, t.row0, t.row1  # (3 names at once at most: more build a tuple)
+                    c0, c1 = t.col0, t.col1
+                    step = bcast_made.get(i)
+                    if step is None:
+                        regions = bcast_steps.get(t.cols)  # (validate reads each tuple object once)
+                        if regions is None:
+                            regions = bcast_steps[t.cols] = moved(t.cols, 2 * g - 2, ())
+                        summed = labelled.get(i)
+                        step = bcast_made[i] = step_()  # (inline, as new_step makes it)
+                        step.regions, step.signals, step.waits = regions, (), by_g
+                        step.chunk, step.label, step.period = 0, (i, g) if summed is None else summed.label, 0
+                        step.outer, step.rotate = (), 0
+                        step.__class__ = Step
+                    # the OUT tile (as Regions.tile makes it) and its final signal, and the wait on it
+                    out = region_()
+                    out.buffer, out.rank, out.row0 = "OUT", rank, r0
+                    out.row1, out.col0, out.col1 = r1, c0, c1
+                    out.__class__ = Region
+                    final = signal_()
+                    final.rank, final.name, final.index = rank, "final", rel[i]
+                    final.__class__ = Signal
+                    wait = wait_()
+                    wait.signal, wait.count = final, 1
+                    wait.__class__ = Wait
+                    outs[i] = out, final
+                    k = len(run)
+                    if k > 1 and fast:
+                        task = task_()
+                        task.id, task.rank, task.role = len(tasks), rank, intra
+                        task.op, task.reads = copy_op, (out,) * (g - 1)
+                        task.writes = out_regions("OUT", others, r0, r1, c0, c1)
+                        task.accumulate, task.waits, task.signals = False, (wait,), bumps
+                        task.launch, task.chunk, task.label = launch, -1, "tile {} bcast"
+                        task.mask, task.index, task.count = (), (), k
+                        task.step = step
+                        task.__class__ = Task
+                        append(task)
+                    else:
+                        add_bcast((out,) * (g - 1), out_regions("OUT", others, r0, r1, c0, c1), (wait,), bumps, k,
+                                  step)
+                continue
+            if op < nvisit:
+                jv, ci, _ = visit[op]
+                cut, ready = cuts[ci], None
+                if nodes > 1:  # (made inline, as new_signal makes it: 16k chunks in a 2 x 8 GEMM+AR 32768^2 build)
+                    ready = net.ready[jv] = signal_()
+                    ready.rank, ready.name, ready.index = rank, "chunk_ready", jv
+                    ready.__class__ = Signal
             else:
-                dst.buffer, dst.rank, dst.row0 = "OUT", rank, r0
-                dst.row1, dst.col0, dst.col1 = r1, c0, c1
-                dst.__class__ = Region
-                sig = (Signal(rank, "final", rel[i]), out_done(rank))
-            flag = signal_()  # (the partials' arrivals, waited on)
-            flag.rank, flag.name, flag.index = rank, arrived, rel[i]
-            flag.__class__ = Signal
-            wait = wait_()
-            wait.signal, wait.count = flag, arrivals
-            wait.__class__ = Wait
-            add_sum(p_regions("P", sources, r0, r1, c0, c1), (dst,), (wait,), sig, len(run), step)
+                cut, ready = shared_cut, Signal(rank, "group_ready")
+            between = ready is not None
+            steps, sig, made = sum_steps[between], (ready,), sums_made[between]
+            for run in cut:
+                t = run[0]
+                i, r0, r1 = t.index, t.row0, t.row1
+                c0, c1 = t.col0, t.col1
+                step = made.get(i)
+                if step is None:
+                    moves = steps.get(t.cols)
+                    if moves is None:
+                        moves = steps[t.cols] = (
+                            (moved(t.cols, len(sources), (0, w.tile_m, 0)), ((0, 0),)) if between else
+                            (moved(t.cols, len(sources), (0, 0, t.cols * g)), ((0, g), (0, 0))))
+                    step = made[i] = step_()  # (inline, as new_step makes it)
+                    step.regions, step.signals, step.waits = moves[0], moves[1], by_g
+                    step.chunk, step.label, step.period = 0, (i, g), 0
+                    step.outer, step.rotate = (), 0
+                    step.__class__ = Step
+                dst = region_()  # (PART and OUT as Regions.slot and .tile place them)
+                if between:
+                    s = i // g
+                    top = tops[s]
+                    dst.buffer, dst.rank, dst.row0 = "PART", rank, top
+                    dst.row1, dst.col0, dst.col1 = tops[s + 1] if t.rows == tile_m else top + t.rows, 0, t.cols
+                    dst.__class__ = Region
+                    parts[i] = dst
+                else:
+                    dst.buffer, dst.rank, dst.row0 = "OUT", rank, r0
+                    dst.row1, dst.col0, dst.col1 = r1, c0, c1
+                    dst.__class__ = Region
+                    sig = (Signal(rank, "final", rel[i]), out_done(rank))
+                flag = signal_()  # (the partials' arrivals, waited on)
+                flag.rank, flag.name, flag.index = rank, arrived, rel[i]
+                flag.__class__ = Signal
+                wait = wait_()
+                wait.signal, wait.count = flag, arrivals
+                wait.__class__ = Wait
+                k = len(run)
+                if k > 1 and fast:
+                    task = task_()
+                    task.id, task.rank, task.role = len(tasks), rank, intra
+                    task.op, task.reads, task.writes = reduce_op, p_regions("P", sources, r0, r1, c0, c1), (dst,)
+                    task.accumulate, task.waits, task.signals = False, (wait,), sig
+                    task.launch, task.chunk, task.label = launch, -1, sum_label
+                    task.mask, task.index, task.count = (), (), k
+                    task.step = step
+                    task.__class__ = Task
+                    append(task)
+                else:
+                    add_sum(p_regions("P", sources, r0, r1, c0, c1), (dst,), (wait,), sig, k, step)
 
     if pushes is None:
-        reduce(runs(shared, stride=g), Signal(rank, "group_ready"))
+        shared_cut = runs(shared, stride=g)
+    ops = [nvisit]  # (the shared tiles' sums first)
     reduced = sent = 0  # visit[sent:reduced]: the chunks reduced, their broadcasts pending (positions, not a deque
     # of tuples: 16k chunks in a 2 x 8 GEMM+AR 32768^2 build)
     pushed, first_shared = set(), {t.index for t in shared}  # own tiles whose chunk's pushes are queued
@@ -134,17 +208,19 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
     for j in range(net.nchunks) if pushes else (None,):
         if pushes:
             mine = pushes(j)
-            reduce(runs([t for t in mine if t.index in first_shared], stride=g), Signal(rank, "group_ready"))
+            shared_cut = runs([t for t in mine if t.index in first_shared], stride=g)
             pushed.update(t.index for t in mine)
         while reduced <= last and (pushes is None or all(t.index in pushed for t in visit[reduced][2])):
-            jv, ci, _ = visit[reduced]
-            ready = net.ready[jv] = new_signal(rank, "chunk_ready", jv) if nodes > 1 else None
-            reduce(cuts[ci], ready)
+            jv = visit[reduced][0]
+            ops.append(reduced)
             reduced += 1
             while sent < reduced and after[sent] <= jv:
-                bcast(*visit[sent])
+                ops.append(~sent)
                 sent += 1
-    for item in visit[sent:reduced]:
-        bcast(*item)
+        if pushes:  # (before the next chunk's pushes)
+            emit(ops)
+            ops = [nvisit]
+    emit(ops[1:] if pushes else ops)
+    emit([~s for s in range(sent, reduced)])
     if shared:  # the shared pieces are final together
         fin_to_out(net, peers, shared, shared_final(rank, nodes))
