@@ -313,7 +313,7 @@ def _check_signals(s: Schedule, keys: SignalTable, launch: np.ndarray | None = N
     every member's bumps and waits, counted where ``s`` counts them; ``launch``: each entry's (read
     here if not given). The first wait broken (by entry, wait, member) is named."""
     library = np.array([one.library is not None for one in s.launches], bool)
-    bumps = np.bincount(keys.bump_key, keys.bump_times, keys.keys).astype(np.int64)
+    bumps = keys.bumps()
     have = bumps[keys.wait_key]
     bad = (have == 0) | (have < keys.wait_count)
     if library.any():  # (else no task is in a library launch)
@@ -355,6 +355,7 @@ def _check_cycles(s: Schedule, keys: SignalTable, placed: tuple[np.ndarray, np.n
     follows = after < len(barriers)
     follows[follows] = barriers[after[follows]] == (rank * width + launch + 1)[follows]
     key = n + len(barriers)
+    key = np.int64(key)  # (the tables' entries and keys may be 32-bit: the node numbers past them are 64-bit)
     src = np.concatenate((n + at[launch > 0], tasks[follows], keys.bump_entry, key + keys.wait_key))
     dst = np.concatenate((tasks[launch > 0], n + after[follows], key + keys.bump_key, keys.wait_entry))
     if not acyclic(src, dst, key + keys.keys):

@@ -250,10 +250,10 @@ def test_keys_are_numbered_alike_whether_or_not_their_numbers_fit_one_integer():
     for spread in (1, 1000, 2 ** 56):
         rows = np.stack((name, rank, index * spread))
         keys, got[spread] = _dense(rows.copy())
-        assert keys == distinct and got[spread].dtype == np.int64
+        assert keys == distinct and got[spread].dtype in (np.int32, np.int64)
         for cut in (0, 1234, 5000):
             keys, *parts = _dense(rows[:, :cut].copy(), rows[:, cut:].copy())
-            assert keys == distinct and all(p.dtype == np.int64 for p in parts)
+            assert keys == distinct and all(p.dtype in (np.int32, np.int64) for p in parts)
             assert (parts[0] == got[spread][:cut]).all() and (parts[1] == got[spread][cut:]).all()
     small = got[1]
     assert (small == got[1000]).all() and (small == got[2 ** 56]).all()
