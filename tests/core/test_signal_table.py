@@ -86,6 +86,7 @@ def test_the_table_counts_every_members_bumps(s):
     table, (bumps, waits) = signal_table(s, _home(s)), _brute(s)
     have = np.bincount(table.bump_key, table.bump_times, table.keys).astype(np.int64)
     assert sorted(have[have > 0]) == sorted(bumps.values())  # the same keys, each bumped as often
+    assert table.bumps().tolist() == have.tolist()  # (the fixed bumps' times and the member bumps' ones, apart)
     got = list(zip(table.wait_entry.tolist(), table.wait_j.tolist(), table.wait_member.tolist(),
                    have[table.wait_key].tolist(), table.wait_count.tolist()))
     assert got == [w[:5] for w in waits]
