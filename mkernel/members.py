@@ -104,13 +104,16 @@ def region_table(s: Schedule, entries: Entries) -> RegionTable:
         p = int(at[bad[0]])
         raise ValueError(f"{tasks[p].describe()}: its step does not fit its {per[p]} regions")
     if at.size:
-        moved = shared_rows(list(compress(moves, has)), at, per, entry, k, 3)
+        table, rows = shared_table(list(compress(moves, has)), at, per, entry, k, 3)
         rotate = entries.rotate()[has]
         cycle = np.where(rotate > 0, counts[at], 0)  # (field 10's bound: a cycle is at most the group)
-        if recs.dtype != np.int64 and max(-moved.min(initial=0), moved.max(initial=0),
+        # (the table's numbers are the records' steps, each distinct item's taken by the entries that share it:
+        # their bounds, and the steps taken in the records' own numbers, half a 64-bit take's pages)
+        if recs.dtype != np.int64 and max(-table.min(initial=0), table.max(initial=0),
                                           cycle.max(initial=0)) >= 2 ** 31:
             recs = recs.astype(np.int64)
-        recs[:, 6:9] = moved
+        recs[:, 6:9] = np.take(table.astype(recs.dtype, copy=False), rows, axis=0)
+        del table, rows
         if rotate.any():
             period = entries.period()[has]
             at_rotate = np.zeros((len(tasks), 2), recs.dtype)  # per entry: its rotate and the cycle its members wrap in
@@ -184,8 +187,16 @@ def shared_rows(items: list[tuple], at: np.ndarray, per: np.ndarray, entry: np.n
     step tuple among the groups that step alike (a 2 x 8 GEMM+AR 32768^2 build has 150k groups and
     a few dozen kinds of step). The distinct tuples are read in a table after ``max(per)`` rows of
     zeros, where the records of an entry not in ``at`` point, so every record is one row taken."""
+    table, rows = shared_table(items, at, per, entry, k, width)
+    return np.take(table, rows, axis=0)  # (take: a few times quicker than [rows] on 2-D arrays)
+
+
+def shared_table(items: list[tuple], at: np.ndarray, per: np.ndarray, entry: np.ndarray, k: np.ndarray,
+                 width: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`shared_rows` as the table it takes from (its zeros, then every distinct item's numbers,
+    each read by some record) and the row each record takes."""
     if not items:
-        return np.zeros((len(entry), width), np.int64)
+        return np.zeros((1, width), np.int64), np.zeros(len(entry), np.int64)
     first, inverse = distinct(items)
     size = per[at[first]]
     pad = int(per.max())
@@ -195,7 +206,9 @@ def shared_rows(items: list[tuple], at: np.ndarray, per: np.ndarray, entry: np.n
                               width * (len(table) - pad)).reshape(-1, width)
     start = np.zeros(len(per), np.int64)  # per entry: its first row in the table
     start[at] = (pad + np.cumsum(size) - size)[inverse]
-    return np.take(table, np.repeat(start, per) + k, axis=0)  # (take: a few times quicker than [rows] on 2-D arrays)
+    rows = np.repeat(start, per)
+    rows += k
+    return table, rows
 
 
 def ragged(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
