@@ -237,10 +237,15 @@ class _Landings:
         """Whether some cell of ``cell`` had fewer than its ``need`` landings logged before position ``at``
         (its need-th landing missing, or logged at ``at`` or later)."""
         if self.once:  # (every cell landed once: a need above 1 is missing; a need of 1 reads the cell's landing)
-            if not need.size or need.max() > 1:
-                return bool(need.size)
+            if not need.size:
+                return False
+            # (a need that is one number viewed over every cell, Cells' ones, read as that number: numpy reduces
+            # such a view item by item)
+            one = need.strides == (0,)
+            if (need[0] if one else need.max()) > 1:
+                return True
             late = np.take(self.when, cell) >= at  # (np.take: see mkernel.sim.gridedges.Slots.index)
-            return bool((late & (need > 0) if need.min() < 1 else late).any())
+            return bool((late & (need > 0) if (need[0] if one else need.min()) < 1 else late).any())
         want = need > 0
         cell, need = cell[want].astype(np.int64), need[want]
         at = np.broadcast_to(at, want.shape)[want]

@@ -96,7 +96,9 @@ def test_a_run_without_hazards_never_replays(variant, monkeypatch):
 
 def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
     """The verdict's lookup (a cell's need-th landing before the check) against counting the
-    landings logged before each check, cell by cell, on random logs where cells land 0 to 3 times."""
+    landings logged before each check, cell by cell, on random logs where cells land 0 to 3 times; and a
+    need of one number viewed over every check (0, 1 or 2) as the same need listed. Planted error tried:
+    a viewed need read as 1 whatever its number."""
     import numpy as np
 
     from mkernel.sim.hazardlog import _Landings
@@ -121,6 +123,9 @@ def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
         whens = np.broadcast_to(when, (8,))
         by_count = any(n > 0 and ((cell == c) & (at < w)).sum() < n for c, n, w in zip(checked, need, whens))
         assert landings.fewer(checked, need, when) == by_count
+        for one in range(3):  # one need viewed over every check (Cells' ones where every cell is written once)
+            same = np.broadcast_to(np.full(1, one), (8,))
+            assert landings.fewer(checked, same, when) == landings.fewer(checked, np.full(8, one), when)
         perm = rng.permutation(size)  # (landings given span by span in cell order, not in log order: the same)
         assert _Landings(cell[perm], at[perm], total).fewer(checked, need, when) == by_count
 
