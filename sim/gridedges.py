@@ -10,6 +10,9 @@ from functools import cached_property
 import numpy as np
 
 
+CHUNK = 1 << 17  # rows a time where a row-sized temporary would raise the set-up's peak (Stepped.keys)
+
+
 @dataclass
 class Stepped:
     """Every row of one side along one axis, keyed from its record rather than listed: row j's
@@ -35,10 +38,13 @@ class Stepped:
         lo = np.take(start[self.grid] + (self.lo >> shift), self.rec)  # (np.take: see Slots.index)
         # plus each row's step times its offset, multiplied and added in place (a row-sized array's fresh pages
         # cost about a pass over it), the steps made 64-bit first (32-bit ones times the 64-bit offsets are
-        # cast item by item: twice the time of the product)
-        moved = np.take((self.step >> shift).astype(np.int64), self.rec)
-        moved *= self.off
-        lo += moved
+        # cast item by item: twice the time of the product); a chunk of rows at a time, so the products are
+        # a chunk's, not a second row-sized array (the set-up's peak of memory is here, its fresh pages its faults)
+        step = (self.step >> shift).astype(np.int64)
+        for a in range(0, len(lo), CHUNK):
+            moved = np.take(step, self.rec[a:a + CHUNK])
+            moved *= self.off[a:a + CHUNK]
+            lo[a:a + CHUNK] += moved
         wide = (self.hi.astype(np.int64) - self.lo) >> shift
         if len(wide) and wide[0] >= 0 and (wide == wide[0]).all():
             return [lo, int(wide[0])]
@@ -150,7 +156,11 @@ class Edges:
         self._space = space if size and space <= 4 * size and (low >= 0 or least >= 0) else None  # (_below's)
         self.first = np.searchsorted(self.u, start)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
-        found = [slots.index(keys[j], 4 * size) if wanted[j] and j not in moved else None for j in range(len(keys))]
+        found = []
+        for j in range(len(keys)):  # (each key array let go once looked up, where no moved one reads it after)
+            found.append(slots.index(keys[j], 4 * size) if wanted[j] and j not in moved else None)
+            if j not in moved and j + 1 not in moved:
+                keys[j] = None
         for j, w in moved.items():  # the edges between a first key and its moved one: alike for every slot marked?
             at = np.flatnonzero(own[j])
             between = slots.index(at + w, 4 * size) - slots.index(at, 4 * size)
