@@ -411,3 +411,20 @@ def test_repeated_reads_compared_two_fields_at_a_time_are_those_compared_one_by_
         want = [j > 0 and entry[j] == entry[j - 1] and recs[j].tolist() == recs[j - 1].tolist() for j in range(size)]
         got = repeats(recs, entry)
         assert (got is None and not any(want)) or (got is not None and got.tolist() == want), (recs, entry)
+
+
+@pytest.mark.parametrize("s", list(_builds()))
+def test_cells_made_a_few_rows_at_a_time_are_those_made_at_once(s, monkeypatch):
+    """Stepped.keys moves its rows' keys a chunk of rows at a time (gridedges.CHUNK): with chunks of 3 rows
+    (several, the last one short) every grid, edge and cell is as with the rows in one chunk. Planted error
+    tried: each chunk's last row left unmoved."""
+    from mkernel.sim import gridedges
+
+    whole = Cells(s)
+    monkeypatch.setattr(gridedges, "CHUNK", 3)
+    few = Cells(s)
+    assert whole.grid == few.grid and whole.total == few.total
+    for a, b in ((whole.rows.u, few.rows.u), (whole.cols.u, few.cols.u), (whole.write.cell, few.write.cell),
+                 (whole.distinct.cell, few.distinct.cell), (whole.write.start, few.write.start),
+                 (whole.distinct_need, few.distinct_need)):
+        assert np.array_equal(a, b)
