@@ -385,4 +385,3 @@ def test_cells_counted_by_marks_are_numpy_s_bincount():
         cell = rng.permutation(cell).astype(np.int32)
         got = _counts(cell, total)
         assert got.dtype == np.int32 and np.array_equal(got, np.bincount(cell, minlength=total)), (cell, total)
-
