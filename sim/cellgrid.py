@@ -114,7 +114,10 @@ class Cells:
         self.distinct, self.write = done
         self.expected = _counts(self.write.cell, self.total)
         if len(self.write.cell) == self.total and np.count_nonzero(self.expected) == self.total:
-            expected = np.ones(len(self.distinct.cell), np.int32)  # (every cell written once: none looked up)
+            # every cell written once: each count 1, none looked up, and the counts kept as a read-only view of
+            # one 1 (the 2 x 8 GEMM+AR every-node row's 7.5 MB of ones, kept through its run, not made)
+            self.expected = _ones(self.total)
+            expected = _ones(len(self.distinct.cell))
         else:
             expected = np.take(self.expected, self.distinct.cell)  # (np.take: see gridedges.Slots.index)
         own = self._own(self.distinct, met[0], rects)
@@ -141,7 +144,7 @@ class Cells:
         j = np.cumsum(~repeat) - 1 - (np.cumsum(d.n) - d.n)[e]
         row = (d.base[:-1][e] + j)[rec] + i * d.n[e][rec]
         size = np.diff(d.start)[row]
-        start = np.zeros(len(row) + 1, np.int64)
+        start = np.zeros(len(row) + 1, d.start.dtype)  # (the distinct reads' numbers: see _cells)
         np.cumsum(size, out=start[1:])
         cells = np.arange(start[-1], dtype=np.int64) + np.repeat(d.start[row] - start[:-1], size)
         return Side(base, per, start, d.cell[cells], d.grid[row]), self.distinct_need[cells]
@@ -228,9 +231,11 @@ class Cells:
             np.maximum(wide, 0, out=wide)
             size = np.multiply(high, wide, dtype=dtype)  # (0 where either is; at most the cells, as a cell number)
         del b1, high
-        start = np.empty(len(size) + 1, np.int64)  # (empty: every item written, no row-sized memset)
+        # (empty: every item written, no row-sized memset; in the cells' numbers, as each start is at most the
+        # cells' count: the 2 x 8 GEMM+AR's two sides' 14 MB of 64-bit starts, kept through the run, made 7)
+        start = np.empty(len(size) + 1, dtype)
         start[0] = 0
-        np.cumsum(size, dtype=np.int64, out=start[1:])
+        np.cumsum(size, dtype=dtype, out=start[1:])
         part += b0  # (in place: no fresh pages)
         del b0
         more = np.flatnonzero(size > 1)
@@ -296,6 +301,11 @@ def _counts(cell: np.ndarray, total: int) -> np.ndarray:
     if np.count_nonzero(mark) == len(cell):
         return mark
     return np.bincount(cell, minlength=total).astype(np.int32)
+
+
+def _ones(n: int) -> np.ndarray:
+    """``np.ones(n, np.int32)`` as a read-only view of a single 1 (no pages; read as the array is)."""
+    return np.broadcast_to(np.ones(1, np.int32), (n,))
 
 
 def _by_record(rows: Rows, x: np.ndarray) -> np.ndarray:

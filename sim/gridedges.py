@@ -10,6 +10,9 @@ from functools import cached_property
 import numpy as np
 
 
+CHUNK = 1 << 17  # rows a time where a row-sized temporary would raise the set-up's peak (Stepped.keys)
+
+
 @dataclass
 class Stepped:
     """Every row of one side along one axis, keyed from its record rather than listed: row j's
@@ -35,10 +38,13 @@ class Stepped:
         lo = np.take(start[self.grid] + (self.lo >> shift), self.rec)  # (np.take: see Slots.index)
         # plus each row's step times its offset, multiplied and added in place (a row-sized array's fresh pages
         # cost about a pass over it), the steps made 64-bit first (32-bit ones times the 64-bit offsets are
-        # cast item by item: twice the time of the product)
-        moved = np.take((self.step >> shift).astype(np.int64), self.rec)
-        moved *= self.off
-        lo += moved
+        # cast item by item: twice the time of the product); a chunk of rows at a time, so the products are
+        # a chunk's, not a second row-sized array (the set-up's peak of memory is here, its fresh pages its faults)
+        step = (self.step >> shift).astype(np.int64)
+        for a in range(0, len(lo), CHUNK):
+            moved = np.take(step, self.rec[a:a + CHUNK])
+            moved *= self.off[a:a + CHUNK]
+            lo[a:a + CHUNK] += moved
         wide = (self.hi.astype(np.int64) - self.lo) >> shift
         if len(wide) and wide[0] >= 0 and (wide == wide[0]).all():
             return [lo, int(wide[0])]
@@ -106,7 +112,7 @@ class Edges:
         low = min([0] + [int(v.min()) for v in values + [e[0] for e in ends] if v.size])
         if size and count * span > 4 * size and low >= 0:
             top = np.full(count, -1, np.int64)  # too wide to mark at once: each grid as wide as its own edges
-            for g, v in zip(grids + [st.grid for st in stepped], values + [e[1] for e in ends]):
+            for g, v in _paired(grids + [st.grid for st in stepped], values + [e[1] for e in ends]):
                 np.maximum.at(top, g, v.astype(np.int64, copy=False))  # (of one dtype: ufunc.at casting is 100x slower)
             np.cumsum(top + 1, out=start[1:])  # (a grid without edges: 0 wide)
         self.offset = start[:-1]
@@ -150,7 +156,11 @@ class Edges:
         self._space = space if size and space <= 4 * size and (low >= 0 or least >= 0) else None  # (_below's)
         self.first = np.searchsorted(self.u, start)
         self.cells = np.maximum(np.diff(self.first) - 1, 0)  # per grid
-        found = [slots.index(keys[j], 4 * size) if wanted[j] and j not in moved else None for j in range(len(keys))]
+        found = []
+        for j in range(len(keys)):  # (each key array let go once looked up, where no moved one reads it after)
+            found.append(slots.index(keys[j], 4 * size) if wanted[j] and j not in moved else None)
+            if j not in moved and j + 1 not in moved:
+                keys[j] = None
         for j, w in moved.items():  # the edges between a first key and its moved one: alike for every slot marked?
             at = np.flatnonzero(own[j])
             between = slots.index(at + w, 4 * size) - slots.index(at, 4 * size)
@@ -184,6 +194,21 @@ class Edges:
 
     def _key(self, g: int | np.ndarray, x: int | np.ndarray) -> np.ndarray:
         return g * self._span + x if self._span else self.offset[g] + x
+
+
+def _paired(grids: list[np.ndarray], values: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(grids, values) of ``values``, each two in a row of one grid array (a row's two bounds) taken as their
+    larger (:meth:`Edges._build` wants each grid's largest edge: one ufunc.at of ~10 instructions an item
+    for both, after a maximum of one)."""
+    out, j = [], 0
+    while j < len(values):
+        if j + 1 < len(values) and grids[j + 1] is grids[j] and values[j].shape == values[j + 1].shape:
+            out.append((grids[j], np.maximum(values[j], values[j + 1])))
+            j += 2
+        else:
+            out.append((grids[j], values[j]))
+            j += 1
+    return out
 
 
 class Slots:

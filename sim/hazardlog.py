@@ -111,11 +111,14 @@ class LoggedTracker(ArrivalTracker):
         than it needs, or a rank's end an output cell short."""
         lands = time < 0
         c = self.cells
-        at = np.flatnonzero(lands)  # (each side's calls by 1-D compress: a 2-D mask's copy of rows cost twice)
+        # each side's calls by 1-D compress (a 2-D mask's copy of rows cost twice); the log positions 32-bit where
+        # they fit, so are the cell-sized arrays made from them (each cell's landing and each read cell's check)
+        place = np.int32 if len(time) < 2 ** 31 else np.int64
+        at = np.flatnonzero(lands).astype(place)
         cells, at = self._spans(*(np.compress(lands, x) for x in (p, first, n)), at, c.write)
         landings = _Landings(self._wcell if cells is None else self._wcell[cells], at, c.total)
         checks = ~lands
-        seq = np.flatnonzero(checks)  # (a read that repeats another meets what it does)
+        seq = np.flatnonzero(checks).astype(place)  # (a read that repeats another meets what it does)
         idx, at = self._spans(*(np.compress(checks, x) for x in (p, first, n)), seq, c.distinct)
         cell, need = c.distinct.cell, c.distinct_need
         if idx is not None:
@@ -147,7 +150,7 @@ class LoggedTracker(ArrivalTracker):
             # and its place as one number (a quicksort of numbers: half the instructions of the argsort)
             shift = max(len(some) - 1, 0).bit_length()
             if len(side.cell).bit_length() + shift < PACKED_BITS:
-                key = np.sort((a[some] << shift) | np.arange(len(some)))
+                key = np.sort((a[some].astype(np.int64) << shift) | np.arange(len(some)))  # (starts: the cells' numbers)
                 order, sa = some[key & ((1 << shift) - 1)], key >> shift
             else:  # (starts and places past 62 bits together: the argsort itself)
                 order = some[np.argsort(a[some], kind="stable")]
@@ -210,13 +213,13 @@ class _Landings:
     def __init__(self, cell: np.ndarray, at: np.ndarray, total: int) -> None:
         cell = cell.astype(np.int64)
         if len(cell) == total:  # as many landings as cells: each landed once where none is left unmet by them
-            self.when = np.full(total, -1, np.int64)  # (a cell met twice leaves another unmet; positions are >= 0)
+            self.when = np.full(total, -1, at.dtype)  # (a cell met twice leaves another unmet; positions are >= 0)
             self.when[cell] = at
             self.once = not total or bool(self.when.min() >= 0)
             if self.once:
                 return
         self.once = False
-        self.when = np.empty(len(cell), np.int64)
+        self.when = np.empty(len(cell), at.dtype)
         self.count = np.bincount(cell, minlength=total)
         self.first = np.zeros(total + 1, np.int64)
         np.cumsum(self.count, out=self.first[1:])
@@ -234,10 +237,15 @@ class _Landings:
         """Whether some cell of ``cell`` had fewer than its ``need`` landings logged before position ``at``
         (its need-th landing missing, or logged at ``at`` or later)."""
         if self.once:  # (every cell landed once: a need above 1 is missing; a need of 1 reads the cell's landing)
-            if not need.size or need.max() > 1:
-                return bool(need.size)
+            if not need.size:
+                return False
+            # (a need that is one number viewed over every cell, Cells' ones, read as that number: numpy reduces
+            # such a view item by item)
+            one = need.strides == (0,)
+            if (need[0] if one else need.max()) > 1:
+                return True
             late = np.take(self.when, cell) >= at  # (np.take: see mkernel.sim.gridedges.Slots.index)
-            return bool((late & (need > 0) if need.min() < 1 else late).any())
+            return bool((late & (need > 0) if (need[0] if one else need.min()) < 1 else late).any())
         want = need > 0
         cell, need = cell[want].astype(np.int64), need[want]
         at = np.broadcast_to(at, want.shape)[want]

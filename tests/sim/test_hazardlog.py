@@ -96,7 +96,9 @@ def test_a_run_without_hazards_never_replays(variant, monkeypatch):
 
 def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
     """The verdict's lookup (a cell's need-th landing before the check) against counting the
-    landings logged before each check, cell by cell, on random logs where cells land 0 to 3 times."""
+    landings logged before each check, cell by cell, on random logs where cells land 0 to 3 times; and a
+    need of one number viewed over every check (0, 1 or 2) as the same need listed. Planted error tried:
+    a viewed need read as 1 whatever its number."""
     import numpy as np
 
     from mkernel.sim.hazardlog import _Landings
@@ -121,18 +123,24 @@ def test_landings_say_fewer_exactly_where_a_count_of_the_log_does():
         whens = np.broadcast_to(when, (8,))
         by_count = any(n > 0 and ((cell == c) & (at < w)).sum() < n for c, n, w in zip(checked, need, whens))
         assert landings.fewer(checked, need, when) == by_count
+        for one in range(3):  # one need viewed over every check (Cells' ones where every cell is written once)
+            same = np.broadcast_to(np.full(1, one), (8,))
+            assert landings.fewer(checked, same, when) == landings.fewer(checked, np.full(8, one), when)
         perm = rng.permutation(size)  # (landings given span by span in cell order, not in log order: the same)
         assert _Landings(cell[perm], at[perm], total).fewer(checked, need, when) == by_count
 
 
+@pytest.mark.parametrize("width", ["int64", "int32"])
 @pytest.mark.parametrize("packed", [True, False])
-def test_logged_spans_cover_the_cells_they_list(packed, monkeypatch):
+def test_logged_spans_cover_the_cells_they_list(packed, width, monkeypatch):
     """LoggedTracker._spans against listing every logged span's cell indices one by one: spans that
     cover every index once (in any log order; some empty) come back as None and each index's
     position, the rest (a gap at the start, in the middle or at the end; an overlap; a span logged
     twice; a span moved onto another: a gap and an overlap of one size) as the indices themselves.
     Both ways of ordering the spans by start: the packed sort, and the argsort it stands for past
-    PACKED_BITS (forced here by a bound of 0). Planted error tried: the argsort's order reversed."""
+    PACKED_BITS (forced here by a bound of 0). The cells' starts and the log positions in 64 and 32 bits
+    (Cells keeps its starts in the cells' own numbers; the verdict's positions are 32-bit where they fit).
+    Planted error tried: the argsort's order reversed."""
     import types
 
     from mkernel.sim import hazardlog
@@ -145,7 +153,7 @@ def test_logged_spans_cover_the_cells_they_list(packed, monkeypatch):
     rng = np.random.default_rng(11)
     for trial in range(300):
         members = int(rng.integers(1, 9))
-        start = np.zeros(members + 1, np.int64)
+        start = np.zeros(members + 1, width)
         np.cumsum(rng.integers(0, 4, members), out=start[1:])  # each member's cells (some none)
         side = types.SimpleNamespace(n=np.ones(1, np.int64), base=np.zeros(1, np.int64), start=start,
                                      cell=np.arange(start[-1]))
@@ -164,7 +172,7 @@ def test_logged_spans_cover_the_cells_they_list(packed, monkeypatch):
             spans.append((int(rng.integers(0, members - moved[1] + 1)), moved[1]))
         order = rng.permutation(len(spans))
         rows = np.array([(0, *spans[i], 0.0) for i in order], float).reshape(-1, 4)
-        seq = np.arange(len(rows), dtype=np.int64) * 3 + 1
+        seq = np.arange(len(rows), dtype=width) * 3 + 1
         listed = sorted((s, int(q)) for (_, f, n, _), q in zip(rows.astype(int).tolist(), seq)
                         for s in range(start[f], start[f + n]))
         idx, at = LoggedTracker._spans(*(rows[:, f].astype(np.int64) for f in range(3)), seq, side)
