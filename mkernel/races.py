@@ -105,8 +105,8 @@ def acyclic(src: np.ndarray, dst: np.ndarray, nodes: int) -> bool:
     its Python steps are the graph's depth, not its nodes (a few dozen on a builder's schedule).
     The first step is taken before the edges are sorted: the edges out of nodes of no predecessor
     are dropped (their targets' in-degrees counted without them), so those nodes make the first
-    frontier with nothing to free (a 2 x 8 GEMM+AR 32768^2 build: its GEMM tiles wait on nothing,
-    and their bumps are 524k of its 934k edges)."""
+    frontier with nothing to free (validate's cycle check leaves such bumps out of the graph it
+    hands here; edges out of the nodes they leave without a predecessor remain)."""
     keep = np.bincount(dst, minlength=nodes)[src] > 0
     src, dst = np.compress(keep, src), np.compress(keep, dst)
     order = np.argsort(src, kind="stable")

@@ -129,13 +129,6 @@ class SignalTable:
     signal_rank_step: np.ndarray
     signal_outer_step: np.ndarray
 
-    @property
-    def bump_times(self) -> np.ndarray:
-        """How many times each bump record is bumped (``fixed_times``, then ones)."""
-        times = np.ones(len(self.bump_key), np.int64)
-        times[:len(self.fixed_times)] = self.fixed_times
-        return times
-
     def bumps(self) -> np.ndarray:
         """How many times each key is bumped, every member's bumps counted."""
         nf = len(self.fixed_times)

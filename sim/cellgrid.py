@@ -122,6 +122,7 @@ class Cells:
             expected = np.take(self.expected, self.distinct.cell)  # (np.take: see gridedges.Slots.index)
         own = self._own(self.distinct, met[0], rects)
         self.distinct_need = expected if own is None else expected - own
+        self.expected.flags.writeable = self.distinct_need.flags.writeable = False  # (read-only on every shape)
 
     @property
     def read(self) -> Side:
@@ -144,8 +145,8 @@ class Cells:
         j = np.cumsum(~repeat) - 1 - (np.cumsum(d.n) - d.n)[e]
         row = (d.base[:-1][e] + j)[rec] + i * d.n[e][rec]
         size = np.diff(d.start)[row]
-        start = np.zeros(len(row) + 1, d.start.dtype)  # (the distinct reads' numbers: see _cells)
-        np.cumsum(size, out=start[1:])
+        start = np.zeros(len(row) + 1, _index_type(size))  # (32-bit where they fit: see _cells)
+        np.cumsum(size, dtype=start.dtype, out=start[1:])
         cells = np.arange(start[-1], dtype=np.int64) + np.repeat(d.start[row] - start[:-1], size)
         return Side(base, per, start, d.cell[cells], d.grid[row]), self.distinct_need[cells]
 
@@ -231,11 +232,11 @@ class Cells:
             np.maximum(wide, 0, out=wide)
             size = np.multiply(high, wide, dtype=dtype)  # (0 where either is; at most the cells, as a cell number)
         del b1, high
-        # (empty: every item written, no row-sized memset; in the cells' numbers, as each start is at most the
-        # cells' count: the 2 x 8 GEMM+AR's two sides' 14 MB of 64-bit starts, kept through the run, made 7)
-        start = np.empty(len(size) + 1, dtype)
+        # (empty: every item written, no row-sized memset; 32-bit where the rows' cells listed, the last start,
+        # fit: the 2 x 8 GEMM+AR's two sides' 14 MB of 64-bit starts, kept through the run, made 7)
+        start = np.empty(len(size) + 1, _index_type(size))
         start[0] = 0
-        np.cumsum(size, dtype=dtype, out=start[1:])
+        np.cumsum(size, dtype=start.dtype, out=start[1:])
         part += b0  # (in place: no fresh pages)
         del b0
         more = np.flatnonzero(size > 1)
@@ -335,3 +336,9 @@ def _repeat(x: np.ndarray, size: np.ndarray, more: np.ndarray) -> np.ndarray:
     if not len(x) or size.min() < 1:
         return np.repeat(x, size)
     return np.insert(x, np.repeat(more + 1, size[more] - 1), np.repeat(x[more], size[more] - 1))
+
+
+def _index_type(size: np.ndarray) -> type:
+    """The integer type of the starts of rows of ``size`` cells each (a running sum): 32-bit where
+    their total fits, else 64-bit (summed in 64 bits to tell)."""
+    return np.int32 if int(np.add.reduce(size, dtype=np.int64)) < 2 ** 31 else np.int64

@@ -284,7 +284,7 @@ class Dispatch(Waits):
         timers of one step and time are slots of one streak (:class:`~mkernel.sim.environment.Streak`): one
         queue entry for the lanes that run in lockstep (all 16 of the 2 x 8 every-node run, at each
         step). ``then`` is the model's function (``Model._paid``), not a method bound at each call: one
-        object, matched by identity. (The lane's timers newest first: a run joins the newest, mostly.)"""
+        object, matched by identity. (The lane's timers are scanned from the newest: mostly the one joined.)"""
         at = self.env.now + delay
         timers = run.lane.timers
         for j in range(len(timers) - 1, -1, -1):

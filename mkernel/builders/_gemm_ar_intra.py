@@ -220,7 +220,8 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
         if pushes:  # (before the next chunk's pushes)
             emit(ops)
             ops = [nvisit]
-    emit(ops[1:] if pushes else ops)
+    if not pushes:  # (with pushes, every chunk's ops went out in the loop)
+        emit(ops)
     emit([~s for s in range(sent, reduced)])
     if shared:  # the shared pieces are final together
         fin_to_out(net, peers, shared, shared_final(rank, nodes))

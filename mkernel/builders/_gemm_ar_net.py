@@ -73,8 +73,8 @@ class RankNet:
     parts: dict[int, Region] = field(default_factory=dict)
     outs: dict[int, tuple[Region, Signal]] = field(default_factory=dict)
     # a chunk's position -> the chunk_ready signal the intra queue's sums of it bump (the exchange's
-    # sum waits on it: one object, not two equal ones; 16k of each in that build), None on one node
-    ready: dict[int, Signal | None] = field(default_factory=dict)
+    # sum waits on it: one object, not two equal ones; 16k of each in that build), absent on one node
+    ready: dict[int, Signal] = field(default_factory=dict)
     # a kind of task -> tile index -> its step, shared by the build's ranks: a tile's owner on each
     # node steps its sum, broadcast and exchange sum alike (a 2 x 8 GEMM+AR 32768^2 build: 26k steps)
     steps: dict = field(default_factory=dict)

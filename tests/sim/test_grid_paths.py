@@ -52,3 +52,15 @@ def test_cells_made_a_few_rows_at_a_time_are_those_made_at_once(s, monkeypatch):
                  (whole.distinct.cell, few.distinct.cell), (whole.write.start, few.write.start),
                  (whole.distinct_need, few.distinct_need)):
         assert np.array_equal(a, b)
+
+
+def test_row_starts_are_32_bit_only_where_their_total_fits():
+    """A side's row starts are a running sum of its rows' cells: 32-bit only while the total (not the
+    grid's cell count: rows overlap) stays below 2^31 (planted: typed by the largest row, caught)."""
+    from mkernel.sim.cellgrid import _index_type
+
+    assert _index_type(np.array([5, 7, 0], np.int32)) is np.int32
+    assert _index_type(np.zeros(0, np.int32)) is np.int32
+    assert _index_type(np.array([2 ** 30, 2 ** 30 - 1], np.int32)) is np.int32  # 2^31 - 1: the last that fits
+    assert _index_type(np.array([2 ** 30, 2 ** 30], np.int32)) is np.int64  # (an int32 sum would wrap to < 0)
+    assert _index_type(np.array([2 ** 31 - 1, 1], np.int64)) is np.int64
