@@ -188,18 +188,6 @@ class ScheduleBuilder:
                 add_group(rank, role, op, reads, writes, waits, signals, label, count, step)
         return add
 
-    def inline_tasks(self, rank: int) -> tuple[list[Task], int] | None:
-        """(the task list, the launch open now) where a group of several members of ``rank`` (a step
-        given) may be appended as :meth:`appender`'s fast path makes it (made inline, a ``settable``
-        Task, id its place), else None: the same test. Why: a 2 x 8 GEMM+AR 32768^2 build's intra
-        queue appends 33k groups, and a call of an appender cost about 850 instructions more (2% of the
-        build). Valid until the next launch opens. The tasks made inline this way (a new Task field goes
-        into each): here, in ``_gemm_ar_intra.py``'s sums and broadcasts, and in ``gemm_ar.py``'s compute
-        groups; tests/core/test_gemm_ar_build_paths.py checks them against the appenders' tasks."""
-        if self._as_given and self._building and self._emitted[rank]:
-            return self.tasks, len(self.launches) - 1
-        return None
-
     def _declared(self, task: Task) -> None:
         """Refuse a bump on another local rank of a signal the builder has not said how to rename
         (``rotating``: its index holds a receiver-relative rank; ``fixed``: it means the same on

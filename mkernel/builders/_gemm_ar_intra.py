@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from ..cluster import Cluster
-from ..ir import Op, Region, Role, Signal, Step, Task, Wait
+from ..ir import Op, Region, Role, Signal, Step, Wait
 from ..problems import Workload
 from ..schedule_builder import ScheduleBuilder
 from ..slots import settable
@@ -21,8 +21,7 @@ from ._gemm_ar_net import REGION, SIGNAL, WAIT, RankNet, fin_to_out, regions_eac
 from ._tiling import Tile, runs
 
 BCAST_LAG = 2  # chunks between a chunk's reduction and its broadcast in the intra queue
-TASK, STEP = settable(Task), settable(Step)  # (the sums' and broadcasts' groups, filled inline as
-# ScheduleBuilder.appender fills them, and their steps)
+STEP = settable(Step)  # (the sums' and broadcasts' steps, filled inline)
 
 
 @lru_cache(maxsize=4)
@@ -65,10 +64,7 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
     tops = slot_tops(net.regs.slots, tile_m)
     add_bcast, out_regions = sb.appender(rank, intra, copy_op, "tile {} bcast"), regions_each(g - 1)
     region_, signal_, wait_ = REGION, SIGNAL, WAIT  # (filled inline, then made so)
-    # groups of several members appended here as the appenders would (sb.inline_tasks), others through them
-    fast = sb.inline_tasks(rank)
-    tasks, launch = fast or ([], 0)
-    append, task_, step_ = tasks.append, TASK, STEP
+    step_ = STEP
 
     def moved(cols: int, n: int, last: tuple) -> tuple:
         """Regions' steps: ``n`` moving ``G`` tiles right, then ``last`` (if any)."""
@@ -77,7 +73,6 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
     sources, arrived, arrivals, what = ((peers[:1], "pushed", g - 1, "out") if pushes else
                                         (peers, "contrib", g, "reduce"))
     add_sum, p_regions = sb.appender(rank, intra, reduce_op, f"tile {{}} {what}"), regions_each(len(sources))
-    sum_label = f"tile {{}} {what}"
 
     nvisit = len(visit)
     shared_cut: list = []  # (the shared tiles' runs that op nvisit sums: emit's, set before each call)
@@ -121,21 +116,8 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
                     wait.signal, wait.count = final, 1
                     wait.__class__ = Wait
                     outs[i] = out, final
-                    k = len(run)
-                    if k > 1 and fast:
-                        task = task_()
-                        task.id, task.rank, task.role = len(tasks), rank, intra
-                        task.op, task.reads = copy_op, (out,) * (g - 1)
-                        task.writes = out_regions("OUT", others, r0, r1, c0, c1)
-                        task.accumulate, task.waits, task.signals = False, (wait,), bumps
-                        task.launch, task.chunk, task.label = launch, -1, "tile {} bcast"
-                        task.mask, task.index, task.count = (), (), k
-                        task.step = step
-                        task.__class__ = Task
-                        append(task)
-                    else:
-                        add_bcast((out,) * (g - 1), out_regions("OUT", others, r0, r1, c0, c1), (wait,), bumps, k,
-                                  step)
+                    add_bcast((out,) * (g - 1), out_regions("OUT", others, r0, r1, c0, c1), (wait,), bumps, len(run),
+                              step)
                 continue
             if op < nvisit:
                 jv, ci, _ = visit[op]
@@ -183,19 +165,7 @@ def intra_queue(sb: ScheduleBuilder, w: Workload, c: Cluster, rank: int, peers: 
                 wait = wait_()
                 wait.signal, wait.count = flag, arrivals
                 wait.__class__ = Wait
-                k = len(run)
-                if k > 1 and fast:
-                    task = task_()
-                    task.id, task.rank, task.role = len(tasks), rank, intra
-                    task.op, task.reads, task.writes = reduce_op, p_regions("P", sources, r0, r1, c0, c1), (dst,)
-                    task.accumulate, task.waits, task.signals = False, (wait,), sig
-                    task.launch, task.chunk, task.label = launch, -1, sum_label
-                    task.mask, task.index, task.count = (), (), k
-                    task.step = step
-                    task.__class__ = Task
-                    append(task)
-                else:
-                    add_sum(p_regions("P", sources, r0, r1, c0, c1), (dst,), (wait,), sig, k, step)
+                add_sum(p_regions("P", sources, r0, r1, c0, c1), (dst,), (wait,), sig, len(run), step)
 
     if pushes is None:
         shared_cut = runs(shared, stride=g)

@@ -36,16 +36,14 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import ProblemError
-from ..ir import (BufferKind, Op, Region, Role, Schedule, Signal, Step, Task, Wait, new_region, new_signal, new_step,
-                  paused_gc)
+from ..ir import BufferKind, Op, Region, Role, Schedule, Signal, Wait, new_region, new_signal, new_step, paused_gc
 from ..problems import NODE_REDUCES, Workload
 from ..schedule_builder import ScheduleBuilder
 from . import _all_reduce as all_reduce
 from . import _collectives as coll
 from . import _gemm_ar_push as push
 from . import _rail as rail
-from ._gemm_ar_net import REGION, SIGNAL, RankNet, Regions, direct_exchange, grouped_exchange, shared_exchange
-from ._gemm_ar_intra import STEP, TASK
+from ._gemm_ar_net import RankNet, Regions, direct_exchange, grouped_exchange, shared_exchange
 from ._gemm_ar_intra import intra_queue as _intra_queue  # (the name docs/results/data/sim-speed-*/phases.py wraps)
 from ._tiling import Tile, dealt_order_runs_of, grid_runs, row_step, strided_chunk_runs, tile_grid
 
@@ -178,8 +176,6 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                                                        g if g > 1 else ct if nodes > 1 else 0, sb.local_fold)
         spans = spans_of[twin[node]][local]
         a_rows, b_cols, steps = {}, {}, {}  # the operand regions, one object per tile row of A and column of B
-        inline = sb.inline_tasks(rank)
-        tasks, launch = inline or ([], 0)
 
         def operands(u, rank=rank, a_rows=a_rows, b_cols=b_cols) -> tuple[Region, Region]:
             a = a_rows.get(u.row0)
@@ -196,30 +192,9 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
                 alike = steps.get(("cycles", t.cols))
                 if alike is None:
                     alike = steps["cycles", t.cols] = (((0, 0, 0), (0, 0, t.cols), (0, 0, t.cols)), ((1, 1),))
-                # its P tile (as Regions.tile makes it), contrib signal and step, made inline (4k groups in a 2 x 8
-                # GEMM+AR 32768^2 build: a call each cost about 850 instructions)
-                p, flag, step = REGION(), SIGNAL(), STEP()
-                p.buffer, p.rank, p.row0 = "P", rank, t.row0
-                p.row1, p.col0, p.col1 = t.row1, t.col0, t.col1
-                p.__class__ = Region
-                flag.rank, flag.name, flag.index = owner, "contrib", rel[t.index]
-                flag.__class__ = Signal
-                step.regions, step.signals, step.waits = alike[0], alike[1], ()
-                step.chunk, step.label, step.period = 0, (t.index, 1), g
-                step.outer, step.rotate = by_cycle, rotate
-                step.__class__ = Step
-                if count > 1 and inline:  # (as ScheduleBuilder.appender's fast path makes it)
-                    task = TASK()
-                    task.id, task.rank, task.role = len(tasks), rank, compute
-                    task.op, task.reads, task.writes = gemm, operands(t), (p,)
-                    task.accumulate, task.waits, task.signals = False, (), (flag,)
-                    task.launch, task.chunk, task.label = launch, -1, "tile {}"
-                    task.mask, task.index, task.count = (), (), count
-                    task.step = step
-                    task.__class__ = Task
-                    tasks.append(task)
-                else:
-                    sb.add_group(rank, compute, gemm, operands(t), (p,), (), (flag,), "tile {}", count, step)
+                sb.add_group(rank, compute, gemm, operands(t), (regs.tile("P", rank, t),), (),
+                             (new_signal(owner, "contrib", rel[t.index]),), "tile {}", count,
+                             new_step(*alike, (), 0, (t.index, 1), g, by_cycle, rotate))
                 continue
             if pushed:  # local flags: the own tile alone (its chunk's relay counts it), the rest ready to push
                 groups = [(group[0], len(group), regs.tile("P", rank, group[0]), (signal,), step)

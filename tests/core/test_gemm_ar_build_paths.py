@@ -80,21 +80,3 @@ def test_the_intra_queue_shares_labels_and_rows(shape):
     for r in parts:
         for x in (r.row0, r.row1):
             assert rows.setdefault(x, x) is x
-
-
-@pytest.mark.parametrize("shape", CASES, ids=[f"{n}x{g}-{d['m']}x{d['n']}" for (n, g), d in CASES])
-@pytest.mark.parametrize("variant", VARIANTS, ids="/".join)
-def test_the_intra_queue_appends_what_its_appenders_append(shape, variant, monkeypatch):
-    """The compute and intra queues' groups made inline (ScheduleBuilder.inline_tasks) against the same
-    groups handed to add_group and the appenders, which make them (every form: the grouped build's inline
-    path, the others')."""
-    from mkernel.scenario import load_scenario
-    from mkernel.schedule_builder import ScheduleBuilder
-
-    (nodes, gpus), dims = shape
-    sc = load_scenario("paper-ib-2x8")
-    c = dataclasses.replace(sc.cluster, nodes=nodes, gpus_per_node=gpus)
-    w = dataclasses.replace(sc.workload, kernel="gemm_ar", internode=variant[0], node_reduce=variant[1], **dims)
-    fast = _forms(w, c)
-    monkeypatch.setattr(ScheduleBuilder, "inline_tasks", lambda self, rank: None)
-    assert _forms(w, c) == fast
