@@ -22,6 +22,9 @@ NAME_SHIFT: Final = 32  # a key's fields: the biased index below bit 32, the nam
 RANK_SHIFT: Final = 46  # (ranks below 2^14 keep a key below 2^61, an int mypyc holds unboxed; any rank reads back)
 INDEX_BIAS: Final = 1 << 31  # indexes from -2^31 to 2^31 - 1 held as index + INDEX_BIAS, so the field is never negative
 LOW: Final = (1 << RANK_SHIFT) - 1  # a key's name and index fields
+INDEX_FIELD: Final = (1 << NAME_SHIFT) - 1  # a key's (biased) index field
+SPAN_SLACK: Final = 1024  # CellTable: the slots a block's list may span besides SPAN_PER_CELL per cell
+SPAN_PER_CELL: Final = 16
 _NAME_IDS: Final[dict[str, int]] = {}  # each signal name met in this process, numbered as met (a builder's few)
 _NAMES: Final[list[str]] = []  # and back
 
@@ -182,6 +185,106 @@ class Cell:
         self.count, self.waiters, self.least = count, waiters, least
 
 
+class Block:
+    """The cells of one (rank, signal name): ``cells[i]`` is the cell of index field ``lo + i`` (None
+    where no key has one), ``spill`` those whose index lay too far from the rest for the list when
+    they were made (by index field; None while there are none; the list may grow over them later),
+    ``held`` how many it holds."""
+
+    __slots__ = ("lo", "cells", "spill", "held")
+
+    def __init__(self, lo: int, cell: Cell) -> None:
+        self.lo, self.held = lo, 1
+        self.cells: list[Cell | None] = [cell]
+        self.spill: dict[int, Cell] | None = None
+
+
+class CellTable:
+    """The board's cells by key (:func:`key_of`): per rank, per name id, a :class:`Block` of cells
+    listed by index. Why not a dict keyed by the int: this CPython's dict lookup costs about 350
+    instructions with the boxing of the key, three list reads about a quarter of that, and the 2 x 8
+    every-node GEMM+AR run reads the board 1.6M times. A block's list spans at most
+    :data:`SPAN_SLACK` + :data:`SPAN_PER_CELL` slots per cell it holds (a GEMM tile row's flags on
+    one rank take every eighth index of a range), so sparse indexes cost about what a dict's entries
+    would; an index past that goes to the block's ``spill`` dict."""
+
+    __slots__ = ("ranks",)
+
+    def __init__(self) -> None:
+        self.ranks: list[list[Block | None]] = []
+
+    def get(self, key: int) -> Cell | None:
+        """The cell of ``key``, or None where no bump or wait made one."""
+        rank, ranks = key >> RANK_SHIFT, self.ranks
+        if not 0 <= rank < len(ranks):
+            return None
+        names = ranks[rank]
+        code = (key & LOW) >> NAME_SHIFT
+        if code >= len(names):
+            return None
+        block = names[code]
+        if block is None:
+            return None
+        index = key & INDEX_FIELD
+        i, spill = index - block.lo, block.spill
+        if 0 <= i < len(block.cells):
+            cell = block.cells[i]
+            if cell is not None or spill is None:
+                return cell
+        return None if spill is None else spill.get(index)  # (spilled before the list grew over it, maybe)
+
+    def add(self, key: int, cell: Cell) -> Cell:
+        """``cell`` as the cell of ``key``, which has none yet; returns it. A list grows to twice its
+        length (within its limit) when an index falls past either end: a block's growth is a few
+        allocations, not one per cell."""
+        rank, code, index = key >> RANK_SHIFT, (key & LOW) >> NAME_SHIFT, key & INDEX_FIELD
+        if rank < 0:  # (validate() refuses a signal on a rank outside the world)
+            raise ValueError(f"signal key {key}: a negative rank")
+        ranks = self.ranks
+        while len(ranks) <= rank:
+            ranks.append([])
+        names = ranks[rank]
+        while len(names) <= code:
+            names.append(None)
+        block = names[code]
+        if block is None:
+            names[code] = Block(index, cell)
+            return cell
+        block.held += 1
+        cells = block.cells
+        i, n = index - block.lo, len(cells)
+        if 0 <= i < n:
+            cells[i] = cell  # (a slot left empty)
+            return cell
+        limit = SPAN_SLACK + SPAN_PER_CELL * block.held
+        if n <= i < limit:  # past the end
+            gap: list[Cell | None] = [None] * (min(max(i + 1, 2 * n), limit) - n)
+            cells.extend(gap)
+            cells[i] = cell
+        elif i < 0 and n - i <= limit:  # before the start
+            front = min(max(-i, n), limit - n)
+            pad: list[Cell | None] = [None] * front
+            block.cells = cells = pad + cells
+            block.lo -= front
+            cells[i + front] = cell
+        else:
+            if block.spill is None:
+                block.spill = {}
+            block.spill[index] = cell
+        return cell
+
+    def values(self) -> list[Cell]:
+        """Every cell (by rank, name and index: :meth:`~mkernel.sim.engine.Model.blocked` orders what it
+        reads of them itself)."""
+        out: list[Cell] = []
+        for names in self.ranks:
+            for block in names:
+                if block is not None:
+                    out += [cell for cell in block.cells if cell is not None]
+                    out += block.spill.values() if block.spill is not None else ()
+        return out
+
+
 class SignalBoard:
     """The signal counters of one call (one epoch). On the GPU every value is stamped with the epoch
     of the call that wrote it, so what earlier calls left reads as 0 and nothing is zeroed between
@@ -189,15 +292,15 @@ class SignalBoard:
     counts (``epoch`` names the call in errors). A bump hands every waiter whose count it reaches to
     ``release``; ``wait_key`` returns False when the count already holds, so the common case costs
     nothing. Counters are keyed by ints (:func:`key_of`), so the members of a group reach theirs by
-    a sum, without building a Signal or a tuple each. Each key has one :class:`Cell` (``cells``; a key
-    never bumped nor waited on has none, and counts 0): a bump finds it
+    a sum, without building a Signal or a tuple each. Each key has one :class:`Cell` (``cells``, a
+    :class:`CellTable`; a key never bumped nor waited on has none, and counts 0): a bump finds it
     with one lookup, and one comparison with its waiters' least need tells whether it releases any
     (most do not: a GEMM tile row's flag waits for all 8 ranks' bumps)."""
 
     def __init__(self, epoch: int, release: Callable[[Any], None], home: list[int] | None = None) -> None:
         self.epoch, self.release = epoch, release
         self.home = home  # a folded run's ranks (sim/localfold.py): each key's rank is its base's
-        self.cells: dict[int, Cell] = {}  # key -> its cell
+        self.cells = CellTable()  # key -> its cell
 
     def count(self, sig: Signal) -> int:
         cell = self.cells.get(key_of(sig.rank, sig.name, sig.index))
@@ -210,12 +313,12 @@ class SignalBoard:
         for (in wait order among equal counts). What a bump does that anything sees is the values it
         leaves and the waiters it releases, in order; releases come only from keys with waiters, so a
         list repeated whose keys have none (a copy's 7 fixed flags) is bumped ``repeat * times`` at once."""
-        cells, release = self.cells, self.release  # (cells.get, not a bound get: compiled, a dict primitive)
+        cells, release = self.cells, self.release
         if self.home is not None:  # (two bumps of one counter in a row are one of two: the same releases)
             home = self.home
             keys = [(home[k >> RANK_SHIFT] << RANK_SHIFT) + (k & LOW) for k in keys]
         if repeat > 1:  # each key's cell found once (a missing one made at 0: what no cell counts)
-            found = [cells.get(key) or cells.setdefault(key, Cell(0, None, NEVER)) for key in cast(list, keys)]
+            found = [cells.get(key) or cells.add(key, Cell(0, None, NEVER)) for key in cast(list, keys)]
             for fcell in found:
                 if fcell.waiters is not None:
                     found = found * repeat
@@ -227,10 +330,10 @@ class SignalBoard:
                 if value >= fcell.least:
                     self._wake(fcell, value, times)
             return
-        for key in cast(list, keys):  # (each key as the list holds it: an int object, looked up as it is,
-            cell = cells.get(key)  # not unboxed by the loop and boxed again for the lookup)
+        for key in cast(list[int], keys):
+            cell = cells.get(key)
             if cell is None:  # (no waiter before its first bump or wait)
-                cells[key] = Cell(times, None, NEVER)
+                cells.add(key, Cell(times, None, NEVER))
                 continue
             value = cell.count = cell.count + times
             if value < cell.least:  # (most bumps: no waiter, or none whose count it reaches)
@@ -254,15 +357,14 @@ class SignalBoard:
         for _, waiter in due:
             self.release(waiter)
 
-    def wait_key(self, key: Any, need: int, waiter: object) -> bool:
-        """Whether ``key`` (an int: :func:`key_of`) has yet to reach ``need``; if so, ``release(waiter)``
-        is called when it does (from the bump, so it should only schedule work). (Typed Any: a run's key
-        is an int object already, looked up as it is, not unboxed at the call and boxed again.)"""
+    def wait_key(self, key: int, need: int, waiter: object) -> bool:
+        """Whether ``key`` (:func:`key_of`) has yet to reach ``need``; if so, ``release(waiter)`` is
+        called when it does (from the bump, so it should only schedule work)."""
         cell = self.cells.get(key)
         if cell is None:
             if need <= 0:
                 return False
-            self.cells[key] = Cell(0, [(need, waiter)], need)
+            self.cells.add(key, Cell(0, [(need, waiter)], need))
             return True
         if cell.count >= need:
             return False
