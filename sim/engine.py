@@ -119,12 +119,12 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
-        self._joins_cache: dict[int, bool] = {}
-        self._stepping: dict[int, list[tuple[int, int, int]]] = {}  # stepping waits' key parts, by id(entry)
+        self._joins_cache: dict[int, bool] = {}  # Dispatch._joins (_nvlink's; a run reads its Item's)
+        self._stepping: dict = {}  # (none: queue entries' Items hold their waits' keys; close() drops it)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
-        self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
+        self._held: dict = {}  # (none: an entry's Item holds its waits known to hold; close() drops it)
         self.arrays = arrays  # lanes' timers of one step and time as one streak (False: one entry each)
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
@@ -226,7 +226,7 @@ class Model(Dispatch):
         self._work(run)
 
     def _work(self, run: Run) -> None:
-        task, op = run.task, run.task.op  # a run's members share shapes, and ranks but for a put's or a copy's
+        task, op = run.task, run.item.op  # a run's members share shapes, and ranks but for a put's or a copy's
         now = run.start = self.env.now
         if op is PUT:  # one member, numbered as the hazard tracker reports it
             self.env.call_first(self._put, (run, self.tracker.member(task, run.first)))
@@ -239,7 +239,7 @@ class Model(Dispatch):
             for entry, first, n in run.parts:
                 self.log.check_reads(entry, now, first, n)
         slow = self.slow[task.rank]  # (a member's rank is its entry's)
-        if op in NVLINK_OPS:  # (first: most runs that get here)
+        if run.item.nvlink:  # (op in NVLINK_OPS; first: most runs that get here)
             self._nvlink(run, slow)
         elif op is GEMM:
             us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
@@ -275,7 +275,7 @@ class Model(Dispatch):
         for run in runs:
             self._landed(run)
             self._signal(run, False)
-            if run.role is COMPUTE and tile and run.task.op in TILED:
+            if run.role is COMPUTE and tile and run.item.op in TILED:
                 self._later(tile, Model._free, run)  # fill, epilogue, task row
             else:
                 free.append(run)
