@@ -65,6 +65,8 @@ class Dispatch(Waits):
         ``run`` is None), one after the other: each closes its last member and takes its next; then
         the runs they form start, or wait."""
         runs: list[Run] = []
+        if lane.due is None:
+            self._bound(lane)
         for slot, role, ended, j in sms:
             if ended is not None:
                 self._boundary(ended, j)
@@ -82,6 +84,8 @@ class Dispatch(Waits):
         pool, rank = lane.pool, lane.rank
         runs: list[Run] = []
         cells, roles = self.board.cells, pool.roles
+        if lane.due is None:
+            self._bound(lane)
         for role, n, ended in chunks:
             compute = role is COMPUTE
             q = roles[role]
@@ -115,7 +119,7 @@ class Dispatch(Waits):
                         self._join(runs, lane, role, item, ready, first + m - ready, -1, None, 0, 0.0)
                     continue
                 for i, part, (wait, key, need) in (self._waits_of(item, first, m) if item.parts else
-                                                   ((first, m, READY),)):
+                                                   [(first, m, READY)]):  # (lists: a native loop)
                     if wait >= 0:
                         if compute and ended is not None:
                             self._compute_edge(rank, -part)  # these SMs stop computing
@@ -141,6 +145,9 @@ class Dispatch(Waits):
                 else:
                     self._take(lane, runs, -1, *picked)
         self._go(lane, runs)
+
+    def _bound(self, lane: Lane) -> None:
+        lane.due, lane.wake = self._due, self._wake
 
     def _ready_split(self, runs: list[Run], lane: Lane, role: Role, item: Item, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
@@ -248,13 +255,10 @@ class Dispatch(Waits):
 
     def _joins(self, task: Task) -> bool:
         """Whether members of ``task`` may share a run (:func:`~mkernel.sim.runs.joins`; a run's entry
-        has it in ``run.item.joins``). Kept by id: every task asked about is a queue entry, which
-        lives as long as the run."""
-        ok = self._joins_cache.get(id(task))
-        if ok is None:
-            count = task.count
-            ok = self._joins_cache[id(task)] = joins(task.op, count, task.step if count > 1 else None, self.stress)
-        return ok
+        has it in ``run.item.joins``). Not kept: each entry is asked about once (by _nvlink, as it makes
+        the entry's plan), so a cache by id(task) missed at nearly each of its 49k calls in the 2 x 8 every-node run."""
+        count = task.count
+        return joins(task.op, count, task.step if count > 1 else None, self.stress)
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
         """``n`` members start now (on the compute role they count as computing, one by one); their
@@ -291,16 +295,16 @@ class Dispatch(Waits):
         timer = Timer(then, at, run)
         timers.append(timer)
         if self.arrays:  # (the lanes' timers of one step and time: one streak)
-            self.env.call_in_streak((then, at), at, self._due, timer)
+            self.env.call_in_streak((then, at), at, run.lane.due, timer)
         else:
-            self.env.call_at(at, self._due, timer)
+            self.env.call_at(at, run.lane.due, timer)
 
     def _due(self, timer: Timer) -> None:
         """``_later``'s ``timer`` is due: its step, for the runs that asked for it."""
         timers = timer.runs[0].lane.timers  # (most often the lane's oldest: found first)
         for j in range(len(timers)):
             if timers[j] is timer:  # (list.remove, by identity: its generic call cost ~320 instructions)
-                del timers[j]
+                timers.pop(j)
                 break
         timer.then(self, timer.runs)
 
@@ -319,9 +323,9 @@ class Dispatch(Waits):
         lane.released = [run]
         now = self.env.now
         if self.arrays:  # (one streak for the lanes released at one instant, as _later's timers)
-            self.env.call_in_streak((RESUME, now), now, self._wake, lane)
+            self.env.call_in_streak((RESUME, now), now, lane.wake, lane)
         else:
-            self.env.call_at(now, self._wake, lane)
+            self.env.call_at(now, lane.wake, lane)
 
     def _wake(self, lane: Lane) -> None:
         """``lane``'s runs released at this instant resume (:meth:`_released`'s slot)."""

@@ -119,7 +119,7 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
-        self._joins_cache: dict[int, bool] = {}  # Dispatch._joins (_nvlink's; a run reads its Item's)
+        self._joins_cache: dict = {}  # (none: a run reads its entry's Item.joins; close() drops it)
         self._stepping: dict = {}  # (none: queue entries' Items hold their waits' keys; close() drops it)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
@@ -129,9 +129,9 @@ class Model(Dispatch):
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
         self._spanning = data is None and not self._one_by_one  # GEMM runs may span entries (Dispatch._spans)
-        self._total = sum(map(attrgetter("count"), s.tasks))
+        self._total: int = sum(map(attrgetter("count"), s.tasks))  # (typed: _free's compares are native)
         self._ended, self._told = 0, 0
-        self._every = self._total / 200  # (the members ended between two progress calls)
+        self._every: float = self._total / 200  # (the members ended between two progress calls)
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> None:
