@@ -20,7 +20,7 @@ from typing import Any, Final
 from mkernel.ir import Op, Role, Task
 
 from .environment import CountingEnvironment
-from .runs import NVLINK_OPS, PUT, READY, Lane, Run, Timer, Waits, joins
+from .runs import NVLINK_OPS, PUT, READY, Lane, Run, Timer, Waits  # (NVLINK_OPS, PUT: engine reads them here)
 from .sms import Item
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
 # (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30; Final: compiled, a C
@@ -252,13 +252,6 @@ class Dispatch(Waits):
             return False
         shapes, task = self._shapes, item.task
         return (shapes.get(id(task)) or self._gemm_shape(task)) == (shapes.get(id(done)) or self._gemm_shape(done))
-
-    def _joins(self, task: Task) -> bool:
-        """Whether members of ``task`` may share a run (:func:`~mkernel.sim.runs.joins`; a run's entry
-        has it in ``run.item.joins``). Not kept: each entry is asked about once (by _nvlink, as it makes
-        the entry's plan), so a cache by id(task) missed at nearly each of its 49k calls in the 2 x 8 every-node run."""
-        count = task.count
-        return joins(task.op, count, task.step if count > 1 else None, self.stress)
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
         """``n`` members start now (on the compute role they count as computing, one by one); their

@@ -238,11 +238,12 @@ class Model(Dispatch):
         else:
             for entry, first, n in run.parts:
                 self.log.check_reads(entry, now, first, n)
-        slow = self.slow[task.rank]  # (a member's rank is its entry's)
+        rank = run.lane.rank  # (a member's rank is its entry's, whose queue is its lane's: Schedule.queues)
+        slow = self.slow[rank]
         if run.item.nvlink:  # (op in NVLINK_OPS; first: most runs that get here)
             self._nvlink(run, slow)
         elif op is GEMM:
-            us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
+            us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[rank]])
             self._later(self._stretch(us) * slow, Model._worked, run)
         elif op is ATTN:
             self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, Model._worked, run)

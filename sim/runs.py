@@ -119,6 +119,13 @@ class Waits:
         return Item(task, op, count, parts, steps, joins(op, count, step, self.stress),
                     op is COPY or op is REDUCE or op is GATHER)
 
+    def _joins(self, task: Task) -> bool:
+        """Whether members of ``task`` may share a run (:func:`joins`; a run's entry has it in ``run.item.joins``).
+        Not kept: each entry is asked about once (by Model._nvlink, as it makes the entry's plan), so a cache
+        by id(task) missed at nearly each of its 49k calls in the 2 x 8 every-node run."""
+        count = task.count
+        return joins(task.op, count, task.step if count > 1 else None, self.stress)
+
     def _waits_of(self, item: Item, first: int, n: int) -> list[tuple]:
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
         one wait state: all of them when their waits do not step, else each span of ready members
