@@ -12,22 +12,32 @@ from __future__ import annotations
 from typing import Any, Final
 
 LANDED: Final = -1.0  # a landing's time in the log (a check's is its simulated time, >= 0)
+_LANDED: Final[object] = LANDED  # (boxed once: a float appended to a list is boxed at each append)
 
 
 class CallLog:
     """``items``: per call four items, flat (entry, first member, members or None, time or LANDED),
-    so no tuple is kept per call and the columns are read by slicing; ``ends``: (rank, calls before
-    it, time) of each rank's end."""
+    so no tuple is kept per call and the columns are read by slicing (appended one by one: ``+=`` of a
+    tuple made each call cost a tuple and a generic in-place concatenation); ``ends``: (rank, calls
+    before it, time) of each rank's end."""
 
     def __init__(self) -> None:
         self.items: list = []
         self.ends: list[tuple[int, int, float]] = []
 
     def landed_writes(self, task: Any, first: int = 0, n: int | None = None) -> None:
-        self.items += (task, first, n, LANDED)
+        items = self.items
+        items.append(task)
+        items.append(first)
+        items.append(n)
+        items.append(_LANDED)
 
     def check_reads(self, task: Any, now_us: float, first: int = 0, n: int | None = None) -> None:
-        self.items += (task, first, n, now_us)
+        items = self.items
+        items.append(task)
+        items.append(first)
+        items.append(n)
+        items.append(now_us)
 
     def check_outputs_landed(self, rank: int, now_us: float) -> None:
         self.ends.append((rank, len(self.items) // 4, now_us))

@@ -20,15 +20,13 @@ from typing import Any, Final
 from mkernel.ir import Op, Role, Task
 
 from .environment import CountingEnvironment
-from .runs import READY, Lane, Run, Timer, Waits
-
-NVLINK_OPS: Final = (Op.COPY, Op.REDUCE, Op.GATHER)
+from .runs import NVLINK_OPS, PUT, READY, Lane, Run, Timer, Waits  # (NVLINK_OPS, PUT: engine reads them here)
+from .sms import Item
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
 # (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30; Final: compiled, a C
 # static, where a global is a lookup in the module's dict at each use
 COMPUTE: Final = Role.COMPUTE
 GEMM: Final = Op.GEMM
-PUT: Final = Op.PUT
 ATTN: Final = Op.ATTN
 NORM: Final = Op.NORM
 RESUME: Final = "resume"  # the step of released runs' streaks (_released; _later's steps are the model's functions)
@@ -41,7 +39,6 @@ class Dispatch(Waits):
     __deletable__ = ('env', 'spans', 'controller', '_joins_cache', '_shapes')  # (Model.close(): mypyc)
     env: CountingEnvironment
     speeds: list[float]
-    stress: float
     spans: list[tuple] | None
     controller: Any
     arrays: bool
@@ -68,6 +65,8 @@ class Dispatch(Waits):
         ``run`` is None), one after the other: each closes its last member and takes its next; then
         the runs they form start, or wait."""
         runs: list[Run] = []
+        if lane.due is None:
+            self._bound(lane)
         for slot, role, ended, j in sms:
             if ended is not None:
                 self._boundary(ended, j)
@@ -84,7 +83,9 @@ class Dispatch(Waits):
         members a whole entry at a time; the steps and their order are those of the SMs one by one."""
         pool, rank = lane.pool, lane.rank
         runs: list[Run] = []
-        stepping, cells, roles = self._stepping, self.board.cells, pool.roles
+        cells, roles = self.board.cells, pool.roles
+        if lane.due is None:
+            self._bound(lane)
         for role, n, ended in chunks:
             compute = role is COMPUTE
             q = roles[role]
@@ -92,47 +93,49 @@ class Dispatch(Waits):
                 q.active -= n
             while n and q.entry < len(q.tasks) and q.active < q.target:
                 room = q.target - q.active
-                task, first, m = pool.take_many(role, q, n if n < room else room)
+                first = q.member
+                item = q.item if first else None  # (made as its first member is taken)
+                if item is None:
+                    item = q.item = self._item(q.tasks[q.entry])
+                m = pool.take_many(role, q, item, n if n < room else room)
                 n -= m
-                waits = None if compute else stepping.get(id(task))
-                if waits is None and not compute:
-                    waits = self._stepping_waits(task)  # ([] for an entry whose waits do not step)
-                if waits and len(waits) == 1 and waits[0][1]:
+                lone = item.lone
+                if lone is not None and not compute:
                     # the loop below over _waits_of's spans, written out (without the spans) for an entry
                     # off the compute role (no SM counts in or out) with one wait that steps by dx != 0:
                     # the row's intra reductions and broadcasts, whose members mostly block alone. The
                     # same test of each member, in order; a blocked member opens its own run, as _join
                     # would (it joins only this entry's member before it on the same key: none, dx != 0)
-                    (key0, dx, need), = waits
+                    key0, dx, need = lone
                     ready = first  # the first member of the ready span being taken
                     for i in range(first, first + m):
                         key: Any = key0 + i * dx  # (mypyc: below, key may be None)
                         if (0 if (cell := cells.get(key)) is None else cell.count) < need:
                             if i > ready:
-                                self._join(runs, lane, role, task, ready, i - ready, -1, None, 0, 0.0)
-                            runs.append(Run(lane, role, task, i, -1, 0, key, need, 0.0))
+                                self._join(runs, lane, role, item, ready, i - ready, -1, None, 0, 0.0)
+                            runs.append(Run(lane, role, item, i, -1, 0, key, need, 0.0))
                             ready = i + 1
                     if ready < first + m:
-                        self._join(runs, lane, role, task, ready, first + m - ready, -1, None, 0, 0.0)
+                        self._join(runs, lane, role, item, ready, first + m - ready, -1, None, 0, 0.0)
                     continue
-                for i, part, (wait, key, need) in (self._waits_of(task, first, m) if task.waits else
-                                                   ((first, m, READY),)):
+                for i, part, (wait, key, need) in (self._waits_of(item, first, m) if item.parts else
+                                                   [(first, m, READY)]):  # (lists: a native loop)
                     if wait >= 0:
                         if compute and ended is not None:
                             self._compute_edge(rank, -part)  # these SMs stop computing
                         if part == 1 and (not runs or runs[-1].key != key):
                             # what _join does with one member whose key is not the last run's: it joins
                             # only a run on its key, so it opens its own (a stepping wait's members, each alone)
-                            runs.append(Run(lane, role, task, i, -1, wait, key, need, 0.0))
+                            runs.append(Run(lane, role, item, i, -1, wait, key, need, 0.0))
                         else:
-                            self._join(runs, lane, role, task, i, part, wait, key, need, 0.0)
+                            self._join(runs, lane, role, item, i, part, wait, key, need, 0.0)
                     elif compute and ended is not None:  # each SM's -1 and +1: the count stays
-                        speed = self.speeds[self._computing[rank]] if task.op is GEMM else 0.0
-                        self._join(runs, lane, role, task, i, part, -1, None, 0, speed)
+                        speed = self.speeds[self._computing[rank]] if item.op is GEMM else 0.0
+                        self._join(runs, lane, role, item, i, part, -1, None, 0, speed)
                     elif compute:  # SMs starting: each counts itself in
-                        self._ready_split(runs, lane, role, task, i, part)
+                        self._ready_split(runs, lane, role, item, i, part)
                     else:
-                        self._join(runs, lane, role, task, i, part, -1, None, 0, 0.0)
+                        self._join(runs, lane, role, item, i, part, -1, None, 0, 0.0)
             for _ in range(n):  # this role is done or full: the SM moves to another role, or retires
                 if compute and ended is not None:
                     self._compute_edge(rank, -1)
@@ -143,19 +146,22 @@ class Dispatch(Waits):
                     self._take(lane, runs, -1, *picked)
         self._go(lane, runs)
 
-    def _ready_split(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int) -> None:
+    def _bound(self, lane: Lane) -> None:
+        lane.due, lane.wake = self._due, self._wake
+
+    def _ready_split(self, runs: list[Run], lane: Lane, role: Role, item: Item, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
         rank = lane.rank
         speeds = self.speeds
-        if task.op is not GEMM or speeds[self._computing[rank] + 1] == speeds[self._computing[rank] + n]:
+        if item.op is not GEMM or speeds[self._computing[rank] + 1] == speeds[self._computing[rank] + n]:
             busy = self._compute_edge(rank, n)  # every op on the compute role counts (as in _ready)
-            speed = speeds[busy] if task.op is GEMM else 0.0
-            self._join(runs, lane, role, task, first, n, -1, None, 0, speed)
+            speed = speeds[busy] if item.op is GEMM else 0.0
+            self._join(runs, lane, role, item, first, n, -1, None, 0, speed)
             return
         for i in range(first, first + n):
-            self._join(runs, lane, role, task, i, 1, -1, None, 0, speeds[self._compute_edge(rank, 1)])
+            self._join(runs, lane, role, item, i, 1, -1, None, 0, speeds[self._compute_edge(rank, 1)])
 
-    def _join(self, runs: list[Run], lane: Lane, role: Role, task: Task, first: int, n: int, wait: int, key,
+    def _join(self, runs: list[Run], lane: Lane, role: Role, item: Item, first: int, n: int, wait: int, key,
               need: int, speed: float, was: Run | None = None) -> None:
         """Members ``first .. first+n-1`` join the last run if they follow it in the same state, else
         open one (members that may not share a run open one each); ``was``: the run that held them
@@ -164,23 +170,23 @@ class Dispatch(Waits):
         if last is not None and last.role is role and last.wait == wait and last.key == key and last.speed == speed:
             parts = last.parts
             t, f, m = (last.task, last.first, last.n) if parts is None else parts[-1]
-            if t is task and f + m == first and (self._joins_cache.get(id(task)) or self._joins(task)):
+            if t is item.task and f + m == first and item.joins:
                 last.n += n
                 if parts is not None:
                     parts[-1][2] += n
                 return
-            if wait < 0 and first == 0 and f + m == t.count and self._spans(t, task):
-                last.absorb(task, n)
+            if wait < 0 and first == 0 and f + m == t.count and self._spans(t, item):
+                last.absorb(item.task, n)
                 return
-        if n > 1 and not self._joins(task):
+        if n > 1 and not item.joins:
             for i in range(first, first + n):
-                runs.append(Run(lane, role, task, i, -1, wait, key, need, speed))
+                runs.append(Run(lane, role, item, i, -1, wait, key, need, speed))
             return
         if was is not None:  # (a blocked run has not worked: only its wait state is left to clear)
             was.wait, was.key, was.need, was.speed = wait, key, need, speed
             runs.append(was)
             return
-        run = Run(lane, role, task, first, -1, wait, key, need, speed)
+        run = Run(lane, role, item, first, -1, wait, key, need, speed)
         run.n = n
         runs.append(run)
 
@@ -219,46 +225,33 @@ class Dispatch(Waits):
     def _take(self, lane: Lane, runs: list[Run], slot: int, role: Role, task: Task, i: int) -> None:
         """One SM takes member ``i`` of ``task``: it joins the last run if that is the member before,
         in the same state, else it opens a run."""
-        wait, key, need = self._blocking(task, i, 0)
+        q = lane.pool.roles[role]
+        item = q.item if i else None  # (made as its first member is taken, as _bulk does)
+        if item is None:
+            item = q.item = self._item(task)
+        wait, key, need = self._blocking(item, i, 0)
         speed = 0.0
         if wait < 0 and self.stress <= 0:
             speed = self._ready(lane.rank, role, task, 1)
         last = runs[-1] if runs else None
         if (last is not None and last.task is task and last.first + last.n == i and last.role is role
-                and last.wait == wait and last.key == key and last.speed == speed and self._joins(task)):
+                and last.wait == wait and last.key == key and last.speed == speed and item.joins):
             last.n += 1
             if slot >= 0:
                 last.slots.append(slot)
         else:
-            runs.append(Run(lane, role, task, i, slot, wait, key, need, speed))
+            runs.append(Run(lane, role, item, i, slot, wait, key, need, speed))
 
-    def _spans(self, done: Task, task: Task) -> bool:
+    def _spans(self, done: Task, item: Item) -> bool:
         """Whether ready members of ``task`` may join a run that holds the last members of ``done``,
         the entry before it: GEMM tiles of one cost in a bulk run (no SM is named) without data, so
         they would start and end at the same instants as that run and be handled right after it at
         each (their reads checked and writes landed after its, as the hazard tracker sees them); as
         one run they cost one wake-up."""
-        if not (self._spanning and task.op is GEMM and done.op is GEMM):
+        if not (self._spanning and item.op is GEMM and done.op is GEMM):
             return False
-        shapes = self._shapes
+        shapes, task = self._shapes, item.task
         return (shapes.get(id(task)) or self._gemm_shape(task)) == (shapes.get(id(done)) or self._gemm_shape(done))
-
-    def _joins(self, task: Task) -> bool:
-        """Whether members of ``task`` may share a run: not under stress (each SM starts late by its
-        own draw), not for puts (each is its own message), and not for a peer copy whose members
-        reach other ranks (each its own flow). Kept by id: every task asked about is a queue entry,
-        which lives as long as the run."""
-        ok = self._joins_cache.get(id(task))
-        if ok is None:
-            ok = task.count > 1 and self.stress <= 0 and task.op is not PUT
-            if ok and task.op in NVLINK_OPS:  # (the steps read as tuples: compiled, a loop of C reads, not generic
-                steps: tuple[tuple, ...] = task.step.regions  # ones and any(); their items untyped: any number)
-                for step in steps:
-                    if step[0]:
-                        ok = False
-                        break
-            self._joins_cache[id(task)] = ok
-        return ok
 
     def _ready(self, rank: int, role: Role, task: Task, n: int) -> float:
         """``n`` members start now (on the compute role they count as computing, one by one); their
@@ -295,13 +288,17 @@ class Dispatch(Waits):
         timer = Timer(then, at, run)
         timers.append(timer)
         if self.arrays:  # (the lanes' timers of one step and time: one streak)
-            self.env.call_in_streak((then, at), at, self._due, timer)
+            self.env.call_in_streak((then, at), at, run.lane.due, timer)
         else:
-            self.env.call_at(at, self._due, timer)
+            self.env.call_at(at, run.lane.due, timer)
 
     def _due(self, timer: Timer) -> None:
         """``_later``'s ``timer`` is due: its step, for the runs that asked for it."""
-        timer.runs[0].lane.timers.remove(timer)  # (most often the lane's oldest: found first)
+        timers = timer.runs[0].lane.timers  # (most often the lane's oldest: found first)
+        for j in range(len(timers)):
+            if timers[j] is timer:  # (list.remove, by identity: its generic call cost ~320 instructions)
+                timers.pop(j)
+                break
         timer.then(self, timer.runs)
 
     def _until(self, at: float, then, run: Run) -> None:
@@ -319,9 +316,9 @@ class Dispatch(Waits):
         lane.released = [run]
         now = self.env.now
         if self.arrays:  # (one streak for the lanes released at one instant, as _later's timers)
-            self.env.call_in_streak((RESUME, now), now, self._wake, lane)
+            self.env.call_in_streak((RESUME, now), now, lane.wake, lane)
         else:
-            self.env.call_at(now, self._wake, lane)
+            self.env.call_at(now, lane.wake, lane)
 
     def _wake(self, lane: Lane) -> None:
         """``lane``'s runs released at this instant resume (:meth:`_released`'s slot)."""
@@ -339,10 +336,10 @@ class Dispatch(Waits):
             if counted and getattr(run, "seq", 0):  # type: ignore[arg-type]
                 run.seq = 0
                 run.lane.pool.blocked[run.role] -= run.n
-            task = run.task
+            item = run.item
             at = run.wait + 1
-            if at < len(task.waits):
-                run.wait, run.key, run.need = self._blocking(task, run.first, at)
+            if at < len(item.parts):
+                run.wait, run.key, run.need = self._blocking(item, run.first, at)
                 if run.wait >= 0:
                     self._block(run)
                     continue
@@ -353,11 +350,10 @@ class Dispatch(Waits):
             else:
                 ready.append(run)
         parts: list[Run] = []
-        joins = self._joins_cache  # (_joins' answers: looked up here first, a call less a member)
-        for run in ready if not self._one_by_one else ():
-            role, task = run.role, run.task
+        for run in ready if not self._one_by_one else []:  # (lists, not a tuple: compiled, a native list loop)
+            role, item = run.role, run.item
             if role is COMPUTE:
-                self._ready_split(parts, run.lane, role, task, run.first, run.n)
+                self._ready_split(parts, run.lane, role, item, run.first, run.n)
                 continue
             run.speed = 0.0
             if not parts:  # _join with nothing to join (a run of several members waited as one only where _joins said so)
@@ -366,23 +362,23 @@ class Dispatch(Waits):
             last = parts[-1]
             # the members after the last part's, of its entry: they join it, as _join does (every part is
             # ready, as the run now: wait -1, key None; and one not on the compute role has speed 0)
-            if last.role is role and last.parts is None and last.task is task and last.first + last.n == run.first \
-                    and (joins.get(id(task)) or self._joins(task)):
+            if last.role is role and last.parts is None and last.task is run.task and last.first + last.n == run.first \
+                    and item.joins:
                 last.n += run.n
-            elif task.op is not GEMM:  # what _join does then: the run (ready now, as set above) is a part of its
+            elif item.op is not GEMM:  # what _join does then: the run (ready now, as set above) is a part of its
                 parts.append(run)  # own; only GEMM tiles join a part of another entry (_spans)
             else:
-                self._join(parts, run.lane, role, task, run.first, run.n, -1, None, 0, 0.0, run)
-        for run in ready if self._one_by_one else ():
+                self._join(parts, run.lane, role, item, run.first, run.n, -1, None, 0, 0.0, run)
+        for run in ready if self._one_by_one else []:
             for j in range(run.n):
                 speed = self._ready(run.lane.rank, run.role, run.task, 1)
                 tail = parts[-1] if parts else None
                 if (tail is not None and tail.task is run.task and tail.first + tail.n == run.first + j
-                        and tail.role is run.role and tail.speed == speed and self._joins(run.task)):
+                        and tail.role is run.role and tail.speed == speed and run.item.joins):
                     tail.n += 1
                     tail.slots.append(run.slots[j])
                 else:
-                    parts.append(Run(run.lane, run.role, run.task, run.first + j, run.slots[j], -1, None, 0, speed))
+                    parts.append(Run(run.lane, run.role, run.item, run.first + j, run.slots[j], -1, None, 0, speed))
         stress = self.stress > 0
         for part in parts:
             if stress:

@@ -119,19 +119,19 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
-        self._joins_cache: dict[int, bool] = {}
-        self._stepping: dict[int, list[tuple[int, int, int]]] = {}  # stepping waits' key parts, by id(entry)
+        self._joins_cache: dict = {}  # (none: a run reads its entry's Item.joins; close() drops it)
+        self._stepping: dict = {}  # (none: queue entries' Items hold their waits' keys; close() drops it)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
-        self._held: dict[int, int] = {}  # waits known to hold, by id(task) (Dispatch._blocking)
+        self._held: dict = {}  # (none: an entry's Item holds its waits known to hold; close() drops it)
         self.arrays = arrays  # lanes' timers of one step and time as one streak (False: one entry each)
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
         self._spanning = data is None and not self._one_by_one  # GEMM runs may span entries (Dispatch._spans)
-        self._total = sum(map(attrgetter("count"), s.tasks))
+        self._total: int = sum(map(attrgetter("count"), s.tasks))  # (typed: _free's compares are native)
         self._ended, self._told = 0, 0
-        self._every = self._total / 200  # (the members ended between two progress calls)
+        self._every: float = self._total / 200  # (the members ended between two progress calls)
 
     # -- running -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -226,7 +226,7 @@ class Model(Dispatch):
         self._work(run)
 
     def _work(self, run: Run) -> None:
-        task, op = run.task, run.task.op  # a run's members share shapes, and ranks but for a put's or a copy's
+        task, op = run.task, run.item.op  # a run's members share shapes, and ranks but for a put's or a copy's
         now = run.start = self.env.now
         if op is PUT:  # one member, numbered as the hazard tracker reports it
             self.env.call_first(self._put, (run, self.tracker.member(task, run.first)))
@@ -238,11 +238,12 @@ class Model(Dispatch):
         else:
             for entry, first, n in run.parts:
                 self.log.check_reads(entry, now, first, n)
-        slow = self.slow[task.rank]  # (a member's rank is its entry's)
-        if op in NVLINK_OPS:  # (first: most runs that get here)
+        rank = run.lane.rank  # (a member's rank is its entry's, whose queue is its lane's: Schedule.queues)
+        slow = self.slow[rank]
+        if run.item.nvlink:  # (op in NVLINK_OPS; first: most runs that get here)
             self._nvlink(run, slow)
         elif op is GEMM:
-            us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[task.rank]])
+            us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[rank]])
             self._later(self._stretch(us) * slow, Model._worked, run)
         elif op is ATTN:
             self._later(self._stretch(cost.attn_us(task, self.itemsize, self.c)) * slow, Model._worked, run)
@@ -275,7 +276,7 @@ class Model(Dispatch):
         for run in runs:
             self._landed(run)
             self._signal(run, False)
-            if run.role is COMPUTE and tile and run.task.op in TILED:
+            if run.role is COMPUTE and tile and run.item.op in TILED:
                 self._later(tile, Model._free, run)  # fill, epilogue, task row
             else:
                 free.append(run)

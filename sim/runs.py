@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from mkernel.ir import Role, Task
+from mkernel.ir import Op, Role, Step, Task, Wait
 
 from .signals import SignalBoard, key_of
-from .sms import RolePool
+from .sms import Item, RolePool
 
+PUT: Final = Op.PUT  # (Final: compiled, a C static; see mkernel.sim.dispatch)
+COPY: Final = Op.COPY
+REDUCE: Final = Op.REDUCE
+GATHER: Final = Op.GATHER
+NVLINK_OPS: Final = (COPY, REDUCE, GATHER)
 READY: Final[tuple[int, Any, int]] = (-1, None, 0)  # _blocking's answer where none of a member's waits is left
 NAMELESS: Final[tuple] = ()  # the slots of a run of counted SMs (slot -1: Dispatch._bulk; only named SMs' slots are read)
 
@@ -18,14 +23,20 @@ class Lane:
     """One launch on one rank: its role pool, the SMs not yet retired, and the event of its end.
     ``released``: the runs released at this instant that wait for their resume slot, or None
     (:meth:`~mkernel.sim.dispatch.Dispatch._released`); ``timers``: its pending :class:`Timer` s, oldest
-    first (:meth:`~mkernel.sim.dispatch.Dispatch._later`)."""
+    first (:meth:`~mkernel.sim.dispatch.Dispatch._later`). ``due`` and ``wake``: the model's ``_due`` and
+    ``_wake`` bound once, at the lane's first boundary (:meth:`~mkernel.sim.dispatch.Dispatch._bound`), for the
+    timers and resume slots it queues: ``self._due`` read from compiled code binds a new method object
+    each time (~340 instructions: 108k times in the 2 x 8 every-node run). Held by the lane, not the
+    model, which would then point at itself."""
 
-    __slots__ = ("rank", "pool", "alive", "done", "released", "timers")
+    __slots__ = ("rank", "pool", "alive", "done", "released", "timers", "due", "wake")
 
     def __init__(self, rank: int, pool: RolePool, alive: int, done) -> None:
         self.rank, self.pool, self.alive, self.done = rank, pool, alive, done
         self.released: list[Run] | None = None
         self.timers: list[Timer] = []
+        self.due: Any = None
+        self.wake: Any = None
 
 
 class Timer:
@@ -42,8 +53,8 @@ class Timer:
 
 
 class Run:
-    """Members ``first .. first + n - 1`` of one queue entry, taken together by the SMs ``slots``
-    (named SMs' slots; :data:`NAMELESS` for counted SMs).
+    """Members ``first .. first + n - 1`` of one queue entry (``task``; its :class:`~mkernel.sim.sms.Item`
+    ``item``), taken together by the SMs ``slots`` (named SMs' slots; :data:`NAMELESS` for counted SMs).
 
     ``wait`` >= 0: blocked on that wait (``key`` reaching ``need``); ``speed``: the GEMM speed
     class its members were taken at (:func:`cost.sm_speed`); ``start``: when its work began.
@@ -52,13 +63,13 @@ class Run:
     ``seq``: set when it waits on the board (unset before), the order of its latest wait among all the
     runs' (:meth:`~mkernel.sim.engine.Model.blocked`); with a controller, 0 once it has been released."""
 
-    __slots__ = ("lane", "role", "task", "first", "n", "slots", "wait", "key", "need", "speed", "start", "paid",
-                 "later", "parts", "seq")
+    __slots__ = ("lane", "role", "item", "task", "first", "n", "slots", "wait", "key", "need", "speed", "start",
+                 "paid", "later", "parts", "seq")
     seq: int  # (mypyc: set outside __init__)
 
-    def __init__(self, lane: Lane, role: Role, task: Task, first: int, slot: int, wait: int, key, need: int,
+    def __init__(self, lane: Lane, role: Role, item: Item, first: int, slot: int, wait: int, key, need: int,
                  speed: float) -> None:
-        self.lane, self.role, self.task, self.first, self.n = lane, role, task, first, 1
+        self.lane, self.role, self.item, self.task, self.first, self.n = lane, role, item, item.task, first, 1
         self.slots: Any = [slot] if slot >= 0 else NAMELESS
         self.wait, self.key, self.need, self.speed, self.start = wait, key, need, speed, 0.0
         self.paid = False
@@ -86,27 +97,46 @@ class Run:
 
 
 class Waits:
-    """The wait checks of :class:`~mkernel.sim.dispatch.Dispatch` (a mixin: the model owns the board,
-    ``_stepping`` and ``_held``)."""
+    """The wait checks of :class:`~mkernel.sim.dispatch.Dispatch` (a mixin: the model owns the board
+    and ``stress``), on the entries' :class:`~mkernel.sim.sms.Item` s, which it makes."""
 
     __deletable__ = ('board', '_stepping', '_held')  # (Model.close(): mypyc)
     board: SignalBoard
-    _stepping: dict[int, list[tuple[int, int, int]]]
-    _held: dict[int, int]
+    stress: float
+    _stepping: dict  # (read no more, the Items hold what they kept; Model.close() still drops them)
+    _held: dict
 
-    def _waits_of(self, task: Task, first: int, n: int) -> list[tuple] | tuple[tuple]:
+    def _item(self, task: Task) -> Item:
+        """``task``'s :class:`~mkernel.sim.sms.Item`: its waits' (member 0's key, key step, count), member
+        i's key being key + i * step (a group's waits step by index only: ``Step.waits``; every member's
+        are the same where they do not step), and whether its members may share a run (:func:`joins`)."""
+        op, count, waits = task.op, task.count, task.waits
+        step = task.step if count > 1 else None
+        dxs: tuple[int, ...] = step.waits if step is not None else ()
+        steps = bool(dxs)
+        parts = [_key_part(waits[j], dxs[j] if steps else 0) for j in range(len(waits))]  # (indexed: zip() is a
+        # generic iterator; dxs: one a wait, Step's contract)
+        return Item(task, op, count, parts, steps, joins(op, count, step, self.stress),
+                    op is COPY or op is REDUCE or op is GATHER)
+
+    def _joins(self, task: Task) -> bool:
+        """Whether members of ``task`` may share a run (:func:`joins`; a run's entry has it in ``run.item.joins``).
+        Not kept: each entry is asked about once (by Model._nvlink, as it makes the entry's plan), so a cache
+        by id(task) missed at nearly each of its 49k calls in the 2 x 8 every-node run."""
+        count = task.count
+        return joins(task.op, count, task.step if count > 1 else None, self.stress)
+
+    def _waits_of(self, item: Item, first: int, n: int) -> list[tuple]:
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
         one wait state: all of them when their waits do not step, else each span of ready members
         and each blocked member alone, at its first wait not holding. (Taking a ready span at once
         is what taking its members one by one does: nothing a take changes is read by the next
         one's wait check, so the spans are listed before any is taken. A ring's copies are mostly
         ready when taken: 688k members of a 2 x 8 ring attention run, none blocked.)"""
-        if task.count == 1 or not task.step.waits:
-            return ((first, n, self._blocking(task, first, 0)),)
+        if not item.steps:  # (a list, as the others: compiled, its reader's loop is a native one)
+            return [(first, n, self._blocking(item, first, 0))]
         cells = self.board.cells  # (key -> its Cell: signals.SignalBoard)
-        waits = self._stepping.get(id(task))
-        if waits is None:  # (an entry on the compute role: _bulk fills the others' on their first take)
-            waits = self._stepping[id(task)] = _key_parts(task)
+        waits = item.parts
         spans: list[tuple] = []
         ready = first  # the first member of the ready span being listed
         if len(waits) == 1:  # (the loop below for one wait, without its inner loop)
@@ -134,50 +164,54 @@ class Waits:
             spans.append((ready, first + n - ready, READY))
         return spans
 
-    def _stepping_waits(self, task: Task) -> list[tuple[int, int, int]]:
-        """:func:`_key_parts` of a group whose waits step (else []), kept by id(entry) in ``_stepping``:
-        what ``_bulk`` reads to take an entry's members with one stepping wait in its own loop."""
-        waits = self._stepping[id(task)] = _key_parts(task) if task.count > 1 and task.step.waits else []
-        return waits
-
-    def _blocking(self, task: Task, i: int, at: int) -> tuple[int, int | None, int]:
+    def _blocking(self, item: Item, i: int, at: int) -> tuple[int, int | None, int]:
         """The first of member ``i``'s waits from ``at`` on that does not hold: (index, key, count),
         or (-1, None, 0).
 
         Counters only grow within a run, so a wait that held once holds for good: for waits that do
         not step (every member's are the same), the waits found to hold are remembered per entry
-        (``_held``) and not read again (an attention tile's 96 waits were read at every take)."""
-        waits = task.waits
-        if at >= len(waits):
+        (``Item.held``) and not read again (an attention tile's 96 waits were read at every take)."""
+        parts = item.parts
+        if at >= len(parts):
             return READY
         cells = self.board.cells  # (key -> its Cell: signals.SignalBoard)
-        if task.count > 1 and task.step.waits:  # (their keys read once per entry: _key_parts, kept in _stepping)
-            parts = self._stepping.get(id(task))
-            if parts is None:
-                parts = self._stepping[id(task)] = _key_parts(task)
+        if item.steps:
             for j in range(at, len(parts)):
                 key0, dx, need = parts[j]
                 key = key0 + i * dx
                 if (0 if (cell := cells.get(key)) is None else cell.count) < need:
                     return j, key, need
             return READY
-        held = self._held.get(id(task), 0)
+        held = item.held
         start = at if at > held else held
-        for j in range(start, len(waits)):
-            w = waits[j]
-            g = w.signal
-            key = key_of(g.rank, g.name, g.index)
-            if (0 if (cell := cells.get(key)) is None else cell.count) < w.count:
+        for j in range(start, len(parts)):
+            key, _, need = parts[j]
+            if (0 if (cell := cells.get(key)) is None else cell.count) < need:
                 if start == held:
-                    self._held[id(task)] = j
-                return j, key, w.count
+                    item.held = j
+                return j, key, need
         if start == held:
-            self._held[id(task)] = len(waits)
+            item.held = len(parts)
         return READY
 
 
-def _key_parts(task: Task) -> list[tuple[int, int, int]]:
-    """(member 0's key, key step, count) of each of a stepping group's waits: member i's key is key +
-    i * step (waits step by index only)."""
-    return [(key_of(w.signal.rank, w.signal.name, w.signal.index), dx, w.count)
-            for w, dx in zip(task.waits, task.step.waits)]
+def joins(op: Op, count: int, step: Step | None, stress: float) -> bool:
+    """Whether members of a group (``op``, ``count`` members, ``step``; None for one member) may share
+    a run: not under stress (each SM starts late by its own draw), not for puts (each is its own
+    message), and not for a peer copy whose members reach other ranks (each its own flow)."""
+    if count <= 1 or stress > 0 or op is PUT:
+        return False
+    if (op is COPY or op is REDUCE or op is GATHER) and step is not None:  # (NVLINK_OPS: a tuple's `in`
+        # compares each member generically)
+        regions: tuple[tuple, ...] = step.regions  # (read as tuples: compiled, a loop of C reads; their items
+        for region in regions:  # untyped: any number)
+            if region[0]:
+                return False
+    return True
+
+
+def _key_part(w: Wait, dx: int) -> tuple[int, int, int]:
+    """(key, key step ``dx``, count) of the wait ``w`` (its signal read once: each IR field read from the
+    compiled core is a generic attribute read)."""
+    g = w.signal
+    return key_of(g.rank, g.name, g.index), dx, w.count

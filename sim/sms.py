@@ -13,18 +13,46 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from mkernel.ir import Role, Task
+from mkernel.ir import Op, Role, Task
+
+
+class Item:
+    """One queue entry's fields as the dispatch path reads them (:meth:`~mkernel.sim.runs.Waits._item`),
+    read off the task once, when its SMs take its first member, and held by its runs (``Run.item``):
+    ``parts``: (member 0's key, key step, count) of each wait (step 0 where its waits do not step:
+    ``steps`` False); ``lone``: its one wait's part where it has one that steps by a non-zero index step
+    (else None: the dispatcher's loop for such entries); ``held``: the waits known to hold where they do
+    not step; ``joins``: whether its members may share a run (:func:`~mkernel.sim.runs.joins`); ``nvlink``:
+    whether its op is one of :data:`~mkernel.sim.runs.NVLINK_OPS` (a tuple's ``in`` compares each generically).
+
+    Why: a task is a frozen dataclass, not a native class, so each field read from the compiled core
+    is a generic attribute read (~180 instructions), and the caches that held these answers were
+    dicts keyed by id(task) (a boxed int and ~350 instructions a lookup, ~500 a store); the 2 x 8
+    every-node run takes 53k entries 97k times and resumes runs of them ~80k times. Native fields of
+    one record made per entry cost a few each."""
+
+    __slots__ = ("task", "op", "count", "parts", "steps", "lone", "held", "joins", "nvlink")
+
+    def __init__(self, task: Task, op: Op, count: int, parts: list[tuple[int, int, int]], steps: bool,
+                 joins: bool, nvlink: bool) -> None:
+        self.task, self.op, self.count, self.parts, self.steps, self.joins = task, op, count, parts, steps, joins
+        self.nvlink = nvlink
+        self.lone: tuple[int, int, int] | None = parts[0] if steps and len(parts) == 1 and parts[0][1] else None
+        self.held = 0
 
 
 class RoleQueue:
     """One role of a pool: its queue, the entry and member its SMs take next, and its SMs (``target``,
     ``active``). Fields of a class of the compiled core: the take path reads and adds them as ints,
-    where a role-keyed dict cost a lookup (and a boxed int) for each."""
+    where a role-keyed dict cost a lookup (and a boxed int) for each. ``item``: the :class:`Item` of
+    the entry whose member was taken last (made by the dispatcher as member 0 is taken: members go in
+    order, so a later member's entry is the one of the member before)."""
 
-    __slots__ = ("tasks", "entry", "member", "target", "active")
+    __slots__ = ("tasks", "entry", "member", "target", "active", "item")
 
     def __init__(self, tasks: list[Task], target: int) -> None:
         self.tasks, self.entry, self.member, self.target, self.active = tasks, 0, 0, target, 0
+        self.item: Item | None = None
 
 
 class RolePool:
@@ -79,11 +107,11 @@ class RolePool:
                 return (other, *self._take(other, q))
         return None
 
-    def take_many(self, role: Role, q: RoleQueue, most: int) -> tuple[Task, int, int]:
+    def take_many(self, role: Role, q: RoleQueue, item: Item, most: int) -> int:
         """For SMs of ``role`` (its :class:`RoleQueue` ``q``, whose queue has work) that each take their
-        own role's next member: the entry, its first member taken, and how many (up to ``most``, within one entry)."""
-        task, first = q.tasks[q.entry], q.member
-        count: int = task.count  # (read once: an IR field is a generic attribute read from compiled code)
+        own role's next member, of the entry ``item`` (from ``q.member`` on): how many they take (up to
+        ``most``, within one entry)."""
+        first, count = q.member, item.count
         n = count - first
         n = most if most < n else n
         if first + n < count:
@@ -92,8 +120,8 @@ class RolePool:
             q.entry, q.member = q.entry + 1, 0
         q.active += n
         if self._work is not None:
-            self.remaining[role] -= self._work(task) * n
-        return task, first, n
+            self.remaining[role] -= self._work(item.task) * n
+        return n
 
     def _take(self, role: Role, q: RoleQueue) -> tuple[Task, int]:
         task, member = q.tasks[q.entry], q.member

@@ -90,13 +90,14 @@ def test_both_timer_paths_agree():
     assert a[:2] == b[:2] and a[2].env.events == b[2].env.events and a[2].finish == b[2].finish
 
 
-class _General(dict):
-    """``Model._stepping`` that never answers (with ``_stepping_waits`` answering ()): ``_bulk`` then takes
-    every member through ``_waits_of``'s spans, its general path (``_waits_of`` itself recomputes the
-    waits each time, to the same values)."""
-
-    def get(self, key, default=None):
-        return default
+def _general(make):
+    """``Model._item`` whose Items never name a lone stepping wait (``Item.lone`` None): ``_bulk`` then
+    takes every member through ``_waits_of``'s spans, its general path."""
+    def item(task):
+        made = make(task)
+        made.lone = None
+        return made
+    return item
 
 
 def _random_launch(seed: int, shared: bool = False):
@@ -145,12 +146,12 @@ def _run(s, general: bool) -> tuple[tuple, list]:
     take ``_waits_of`` listed: (entry, spans)."""
     model = Model(s, Cluster("1x1", nodes=1, gpus_per_node=1), None)
     if general:
-        model._stepping, model._stepping_waits = _General(), lambda task: ()
+        model._item = _general(model._item)
     waits_of, work, started, takes = model._waits_of, model._work, [], []
 
-    def listed(task, first, n):
-        spans = waits_of(task, first, n)
-        takes.append((task.label, spans))
+    def listed(item, first, n):
+        spans = waits_of(item, first, n)
+        takes.append((item.task.label, spans))
         return spans
 
     def logged(run):

@@ -2,7 +2,7 @@
 one by one (each member's waits read off the board in order, its first one not holding named with its
 key and count): each run of ready members one span, each blocked member alone. And
 :meth:`Dispatch._blocking`, which reads a stepping group's keys from the entry's key parts
-(``_stepping``), names the same first wait as the members' own signals read one by one."""
+(``Item.parts``), names the same first wait as the members' own signals read one by one."""
 from __future__ import annotations
 
 import random
@@ -20,8 +20,7 @@ class _Board(Dispatch):
 
     def __init__(self, values: dict) -> None:
         self.board = SimpleNamespace(cells={key_of(*key): Cell(count, None, NEVER) for key, count in values.items()})
-        self._stepping: dict = {}
-        self._held: dict = {}
+        self.stress = 0.0
 
 
 def _first_short(task: Task, values: dict, i: int, at: int = 0) -> tuple:
@@ -70,13 +69,15 @@ def test_spans_and_first_waits_are_the_members_read_one_by_one():
         values = {k: rng.randint(0, 3) for k in keys if rng.random() < 0.8}
         first = rng.randint(0, count - 1)
         n = rng.randint(1, count - first)
-        got = _Board(values)._waits_of(task, first, n)
+        d = _Board(values)
+        got = d._waits_of(d._item(task), first, n)
         assert got == _one_by_one(task, values, first, n), seed
         assert sum(span[1] for span in got) == n
         d = _Board(values)
+        item = d._item(task)
         for i in range(count):
             for at in range(len(waits)):
-                assert d._blocking(task, i, at) == _first_short(task, values, i, at), (seed, i, at)
+                assert d._blocking(item, i, at) == _first_short(task, values, i, at), (seed, i, at)
             ready += _first_short(task, values, i) == READY
             blocked += _first_short(task, values, i) != READY
     assert ready > 20 and blocked > 20
