@@ -20,7 +20,7 @@ from typing import Any, Final
 from mkernel.ir import Op, Role, Task
 
 from .environment import CountingEnvironment
-from .runs import NVLINK_OPS, PUT, READY, Lane, Run, Timer, Waits  # (NVLINK_OPS, PUT: engine reads them here)
+from .runs import PUT, READY, Lane, Run, Timer, Waits  # (PUT: engine reads it here)
 from .sms import Item
 # the members the event path tests, read once: in Python 3.11 reading a member off its class
 # (``Op.GEMM``) goes through EnumType's ``__getattr__`` hook, ~100 ns where a global is ~30; Final: compiled, a C
@@ -36,7 +36,7 @@ class Dispatch(Waits):
     """The SM side of :class:`~mkernel.sim.engine.Model` (a mixin: the model owns the board, the
     computing counts and the work; :class:`~mkernel.sim.runs.Waits` reads the members' waits)."""
 
-    __deletable__ = ('env', 'spans', 'controller', '_joins_cache', '_shapes')  # (Model.close(): mypyc)
+    __deletable__ = ('env', 'spans', 'controller', '_shapes')  # (Model.close(): mypyc)
     env: CountingEnvironment
     speeds: list[float]
     spans: list[tuple] | None
@@ -46,7 +46,6 @@ class Dispatch(Waits):
     _blocks: int  # runs numbered as they wait on the board (Run.seq)
     _computing: list[int]
     _compute_since: list[float]
-    _joins_cache: dict[int, bool]
     _shapes: dict[int, tuple]
     _one_by_one: bool
     _spanning: bool

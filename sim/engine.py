@@ -43,7 +43,7 @@ from mkernel.members import RegionTable
 
 from .calllog import CallLog, Forward
 from .data import DataStore
-from .dispatch import ATTN, COMPUTE, GEMM, NORM, NVLINK_OPS, PUT, Dispatch, Lane, Run
+from .dispatch import ATTN, COMPUTE, GEMM, NORM, PUT, Dispatch, Lane, Run
 from .environment import CountingEnvironment
 from .faults import Faults, Injector
 from .flows import FlowNet, Link
@@ -119,12 +119,9 @@ class Model(Dispatch):
         self._gemm_cache: dict = {}
         self.played: dict[tuple, tuple[float, int]] = {}  # played launches' (end, tiles) by kind (sim/tiles.py)
         self._shapes: dict[int, tuple] = {}  # GEMM cost keys by id(task)
-        self._joins_cache: dict = {}  # (none: a run reads its entry's Item.joins; close() drops it)
-        self._stepping: dict = {}  # (none: queue entries' Items hold their waits' keys; close() drops it)
         self._nv_plans: dict[tuple, tuple] = {}  # NVLink cost plans by what they are a function of (_nvlink)
         self.nv_shapes = nvplan.Shapes(s, regions) if regions is not None else None  # (their keys, read in bulk)
         self._nv_entries: dict[int, tuple] = {}  # the same, by id(entry)
-        self._held: dict = {}  # (none: an entry's Item holds its waits known to hold; close() drops it)
         self.arrays = arrays  # lanes' timers of one step and time as one streak (False: one entry each)
         self.progress = progress  # progress(variant, tasks ended, tasks), every 1/200 of them
         self._one_by_one = controller is not None or trace or stress > 0  # SMs named: roles move, spans, draws
@@ -171,8 +168,7 @@ class Model(Dispatch):
         del (self.s, self.c, self.data, self.flows, self.tracker, self.log, self.inject, self.nv_out, self.nv_in,
              self.net, self.library, self.pools, self.proxy_spans, self.queues, self._gemm_cache, self.played,
              self._nv_plans, self.nv_shapes, self._nv_entries, self.progress, self.stress_rng, self.itemsize, self.env,
-             self.board, self.spans, self.controller, self._joins_cache, self._shapes, self._stepping,
-             self._held)
+             self.board, self.spans, self.controller, self._shapes)
 
     def deadline_status(self) -> str:
         """What this run was doing when a deadline stopped it (:func:`mkernel.limits.bounded`)."""
@@ -240,7 +236,7 @@ class Model(Dispatch):
                 self.log.check_reads(entry, now, first, n)
         rank = run.lane.rank  # (a member's rank is its entry's, whose queue is its lane's: Schedule.queues)
         slow = self.slow[rank]
-        if run.item.nvlink:  # (op in NVLINK_OPS; first: most runs that get here)
+        if run.item.nvlink:  # (first: most runs that get here)
             self._nvlink(run, slow)
         elif op is GEMM:
             us = self._gemm_us(task, run.speed if run.speed else self.speeds[self._computing[rank]])

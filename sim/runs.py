@@ -14,7 +14,6 @@ PUT: Final = Op.PUT  # (Final: compiled, a C static; see mkernel.sim.dispatch)
 COPY: Final = Op.COPY
 REDUCE: Final = Op.REDUCE
 GATHER: Final = Op.GATHER
-NVLINK_OPS: Final = (COPY, REDUCE, GATHER)
 READY: Final[tuple[int, Any, int]] = (-1, None, 0)  # _blocking's answer where none of a member's waits is left
 NAMELESS: Final[tuple] = ()  # the slots of a run of counted SMs (slot -1: Dispatch._bulk; only named SMs' slots are read)
 
@@ -100,11 +99,9 @@ class Waits:
     """The wait checks of :class:`~mkernel.sim.dispatch.Dispatch` (a mixin: the model owns the board
     and ``stress``), on the entries' :class:`~mkernel.sim.sms.Item` s, which it makes."""
 
-    __deletable__ = ('board', '_stepping', '_held')  # (Model.close(): mypyc)
+    __deletable__ = ('board',)  # (Model.close(): mypyc)
     board: SignalBoard
     stress: float
-    _stepping: dict  # (read no more, the Items hold what they kept; Model.close() still drops them)
-    _held: dict
 
     def _item(self, task: Task) -> Item:
         """``task``'s :class:`~mkernel.sim.sms.Item`: its waits' (member 0's key, key step, count), member
@@ -201,7 +198,7 @@ def joins(op: Op, count: int, step: Step | None, stress: float) -> bool:
     message), and not for a peer copy whose members reach other ranks (each its own flow)."""
     if count <= 1 or stress > 0 or op is PUT:
         return False
-    if (op is COPY or op is REDUCE or op is GATHER) and step is not None:  # (NVLINK_OPS: a tuple's `in`
+    if (op is COPY or op is REDUCE or op is GATHER) and step is not None:  # (the NVLink ops: a tuple's `in`
         # compares each member generically)
         regions: tuple[tuple, ...] = step.regions  # (read as tuples: compiled, a loop of C reads; their items
         for region in regions:  # untyped: any number)

@@ -23,7 +23,7 @@ class Item:
     ``steps`` False); ``lone``: its one wait's part where it has one that steps by a non-zero index step
     (else None: the dispatcher's loop for such entries); ``held``: the waits known to hold where they do
     not step; ``joins``: whether its members may share a run (:func:`~mkernel.sim.runs.joins`); ``nvlink``:
-    whether its op is one of :data:`~mkernel.sim.runs.NVLINK_OPS` (a tuple's ``in`` compares each generically).
+    whether its op is an NVLink one, a copy, reduce or gather (a tuple's ``in`` compares each generically).
 
     Why: a task is a frozen dataclass, not a native class, so each field read from the compiled core
     is a generic attribute read (~180 instructions), and the caches that held these answers were
