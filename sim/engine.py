@@ -355,9 +355,9 @@ class Model(Dispatch):
         if flows is None:
             self._until((start + (local_us + step_us)) + merged, Model._copied, run)
             return
-        self.flows.transfer_plan(flows, run.n, then=partial(self._moved, run, start + local_us, rtt, merged))
+        self.flows.transfer_plan(flows, run.n, then=nvplan.Moved(self, run, start + local_us, rtt, merged))
 
-    def _moved(self, run: Run, streamed: float, rtt: float, merged: float, _ev) -> None:
+    def _moved(self, run: Run, streamed: float, rtt: float, merged: float) -> None:
         """``run``'s flow has ended; its local bytes have streamed by ``streamed``. The fused kernel's
         steps each wait a peer round trip: latency the port does not see."""
         trip = rtt if self.stress <= 0 else self._stretch(rtt)  # (as _stretch: its draw, at the flow's end)
