@@ -126,8 +126,9 @@ class Flow:
         before = self.count
         self.count = after = before + n
         if before == 0:  # (enters its links, or is on them from a start of no members: a write in place)
-            for link, w in zip(self.links, self.weights):
-                link.units[self] = w
+            weights: tuple = self.weights  # (items as the objects they are: no unboxing and boxing again)
+            for link, unit in zip(self.links, weights):
+                link.units[self] = unit
         for link, w in zip(self.links, self.weights):  # (w * before: what the link holds for it, to the bit)
             link.weight += w * after - w * before
 
@@ -186,12 +187,11 @@ class FlowNet:
         self.dirty: list[Link] = []  # links whose flows need a re-rate at this instant, each once
         self.touched: dict[Flow, None] = {}  # groups whose members changed at this instant
         self.flush_pending = False
-        self.groups: dict[int, Flow] = {}  # the live group of each plan key (weights, cap), by id(key)
+        self.groups: dict[Shape, Flow] = {}  # the live group of each plan key (weights, cap), by its Shape
         self.keys: dict[tuple, Shape] = {}  # each plan key made, once: equal keys are one object (plan_legs)
-        # bytes the links may still take as flows counted (transfer_plan, Link.owed): while every
-        # amount is whole and all of them together stay below WHOLE, each link's totals are exact
-        # whichever way they are summed; -inf from the first amount that is not (a link takes bytes
-        # from one net only: the model's links are its own)
+        # bytes the links may still take as flows counted (transfer_plan, Link.owed): while every amount is whole and
+        # all of them together stay below WHOLE, each link's totals are exact whichever way they are summed; -inf from
+        # the first amount that is not (a link takes bytes from one net only: the model's links are its own)
         self.whole_left = WHOLE
         self.owing: dict[Link, None] = {}  # the links that plans' flows owe bytes
         self.events = 0  # live transfers that end with an event, not a call (_wake: none, no search)
@@ -252,7 +252,7 @@ class FlowNet:
         if group is None:  # (its shape's retired group revived, or a new one)
             key = shape.key
             group = shape.group = shape.spare.revive(now) if shape.spare else Flow(plan.unit, key[1], now, key, shape)
-            self.groups[id(shape.key)] = group
+            self.groups[shape] = group
         if now > group.stamp:  # (the group's vtime brought up to now: see Flow)
             group.vtime += group.rate * (now - group.stamp)
         group.stamp = now
@@ -369,9 +369,9 @@ class FlowNet:
                     del link.units[flow]
                     if not link.units:
                         link.weight = 0.0  # no drift from float sums
-                del self.groups[id(flow.key)]
                 flow.due = None  # retired: no heap entry of it counts any more
-                if flow.shape is not None:
+                if flow.shape is not None:  # (a group transfer_plan started: always)
+                    del self.groups[flow.shape]
                     flow.shape.group, flow.shape.spare = None, flow
         # calls only, and nothing else due now: their events would be the next ones processed, each
         # call what it would do when processed (after the re-rate is scheduled, as events would be)
