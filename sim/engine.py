@@ -338,21 +338,23 @@ class Model(Dispatch):
         then the fused kernel's load round trips, and its per-task cost. One wake-up at the flow's
         end and one at the run's end: the times of the same steps taken one after the other."""
         task = run.task
-        plan = self._nv_entries.get(id(task))  # an entry's plan, found by the entry
+        plan = self.nv_shapes.plan(self, task) if self.nv_shapes is not None else None  # (kept by position)
         if plan is None:
-            if task.count > 1 and not self._joins(task):  # (never kept by entry: then each run is
-                plan = nvplan.shared(self, run.member())  # one member, made for it, with its own ranks)
-            else:
-                plan = self._nv_entries[id(task)] = nvplan.shared(self, task)
+            plan = self._nv_entries.get(id(task))  # an entry's plan, found by the entry
+            if plan is None:
+                if task.count > 1 and not self._joins(task):  # (never kept by entry: then each run is
+                    plan = nvplan.shared(self, run.member())  # one member, made for it, with its own ranks)
+                else:
+                    plan = self._nv_entries[id(task)] = nvplan.shared(self, task)
         run.paid, local_us, step_us, flows, merged, rtt = plan
         local_us = local_us * slow  # (an injected slowdown of the rank)
         start = self.env.now
         if flows is None:
             self._until((start + (local_us + step_us)) + merged, Model._copied, run)
             return
-        self.flows.transfer_plan(flows, run.n, then=partial(self._moved, run, start + local_us, rtt, merged))
+        self.flows.transfer_plan(flows, run.n, then=nvplan.Moved(self, run, start + local_us, rtt, merged))
 
-    def _moved(self, run: Run, streamed: float, rtt: float, merged: float, _ev) -> None:
+    def _moved(self, run: Run, streamed: float, rtt: float, merged: float) -> None:
         """``run``'s flow has ended; its local bytes have streamed by ``streamed``. The fused kernel's
         steps each wait a peer round trip: latency the port does not see."""
         trip = rtt if self.stress <= 0 else self._stretch(rtt)  # (as _stretch: its draw, at the flow's end)

@@ -1,33 +1,29 @@
 """Bandwidth sharing between concurrent transfers (flow-level, not packet-level).
 
-A :class:`Link` is one direction of one port (an NVLink egress, a NIC ingress, ...) with a capacity
-in bytes per microsecond. A flow moves ``size`` bytes and crosses one or more links, each with a
-weight: the link time per byte of the flow (a reduce that pulls equal tiles from 7 peers is one
-flow, weight 1 on its own ingress and 1/7 on each peer's egress; per-message overhead makes a
-weight above 1). A flow may carry its own cap (what the SM moving it can drive).
+A :class:`Link` is one direction of one port (an NVLink egress, a NIC ingress, ...) with a capacity in bytes per
+microsecond. A flow moves ``size`` bytes and crosses one or more links, each with a weight: the link time per byte of
+the flow (a reduce that pulls equal tiles from 7 peers is one flow, weight 1 on its own ingress and 1/7 on each peer's
+egress; per-message overhead makes a weight above 1). A flow may carry its own cap (what the SM moving it can drive).
 
-Rates are max-min fair (weighted progressive filling): every flow's rate rises together until a
-link is full (its flows freeze at that rate) or a flow reaches its cap (it freezes at the cap);
-the capacity that capped or elsewhere-bottlenecked flows leave on a link goes to the others. No
-link carries more than its capacity, and no flow can go faster without slowing one that is no
-faster than it.
+Rates are max-min fair (weighted progressive filling): every flow's rate rises together until a link is full (its
+flows freeze at that rate) or a flow reaches its cap (it freezes at the cap); the capacity that capped or
+elsewhere-bottlenecked flows leave on a link goes to the others. No link carries more than its capacity, and no flow
+can go faster without slowing one that is no faster than it.
 
-Incremental: when flows start or end, only the flows the change can move are re-solved
-(:func:`maxmin.resolve`; in a small network, their whole component: the flows and links reachable
-from the changed links through shared flows). Flows elsewhere keep their rates and finish times.
+Incremental: when flows start or end, only the flows the change can move are re-solved (:func:`maxmin.resolve`; in a
+small network, their whole component: the flows and links reachable from the changed links through shared flows).
+Flows elsewhere keep their rates and finish times.
 
-Groups: flows with the same links, weights and cap always get the same max-min rate, so they are
-one :class:`Flow` (a group) holding ``count`` of them, with ``count`` times the weight on each link:
-the solver rates groups, not flows. Each member keeps its own size and start: the group tracks its
-*virtual time* (bytes every member has moved since the group began), and a member ends when the
-virtual time passes its start plus its size. So a NIC carrying hundreds of messages to a few peers
-re-solves a few groups, and a wave of identical NVLink copies is one.
+Groups: flows with the same links, weights and cap always get the same max-min rate, so they are one :class:`Flow` (a
+group) holding ``count`` of them, with ``count`` times the weight on each link: the solver rates groups, not flows.
+Each member keeps its own size and start: the group tracks its *virtual time* (bytes every member has moved since the
+group began), and a member ends when the virtual time passes its start plus its size. So a NIC carrying hundreds of
+messages to a few peers re-solves a few groups, and a wave of identical NVLink copies is one.
 
-Cost: each group's next finish sits in one heap with lazy deletion, and a single timer is
-armed for the earliest, so the event count grows with the number of finishes, not with flows x
-re-rates. Re-solves are batched per instant: flows that start or end at the same simulated time (a
-wave of tiles finishing together) mark their links, and one zero-delay event re-solves every marked
-component once. No time passes in between, so no byte moves at a stale rate.
+Cost: each group's next finish sits in one heap with lazy deletion, and a single timer is armed for the earliest, so
+the event count grows with the number of finishes, not with flows x re-rates. Re-solves are batched per instant: flows
+that start or end at the same simulated time (a wave of tiles finishing together) mark their links, and one zero-delay
+event re-solves every marked component once. No time passes in between, so no byte moves at a stale rate.
 """
 from __future__ import annotations
 
@@ -38,26 +34,27 @@ from typing import Any, Final, NamedTuple
 import simpy
 
 from .environment import CountingEnvironment, Entry, pop, push
-from .maxmin import Solves, resolve
+from .maxmin import Solves, Weights, resolve
 
 _BORN: Final = [0]  # groups made so far (Flow.born): an item, where itertools.count's next cost two lookups and a call
 HEAP_SLACK = 4096  # superseded entries the heap may hold past twice its groups' count before _arm drops them
 EPS_US: Final = 1e-9
 WHOLE: Final = 2.0 ** 53  # float sums of whole numbers >= 0 below this are exact: the same bits in any grouping
-INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below,
-# whole components as always, filled from scratch or found remembered (maxmin.Solves): the same max-min
-# rates, but rounded as before, to the bit
+INCREMENTAL_GROUPS = 256  # from this many live groups on, re-rate incrementally (maxmin.resolve); below, whole
+# components as always, filled from scratch or found remembered (maxmin.Solves): the same rates, to the bit
 
 
 class Link:
     """One direction of one port. ``samples`` records (time, total rate) when tracing.
 
-    ``bytes``: the payload carried so far; ``busy_bytes``: payload plus per-message overhead, what
-    occupies the link. Each is what was added to it (``added``, ``added_busy``) plus what the flows
-    of whole-number plans owe it (``owed``: per plan, the flows started and each one's payload and
-    busy bytes; :meth:`FlowNet.transfer_plan` counts flows there rather than adding per link)."""
+    ``bytes``: the payload carried so far; ``busy_bytes``: payload plus per-message overhead, what occupies the link.
+    Each is what was added to it (``added``, ``added_busy``) plus what the flows of whole-number plans owe it
+    (``owed``: per plan, the flows started and each one's payload and busy bytes; :meth:`FlowNet.transfer_plan` counts
+    flows there rather than adding per link). ``units``: its groups in the order they came, each one's weight per member
+    (times its ``count``: :attr:`flows`), written as a group comes or goes (a weight per group was a write per start and
+    end: the 2 x 8 every-node GEMM+AR's 56k transfers and 27k wake-ups, 60 M instructions)."""
 
-    __slots__ = ("name", "capacity", "flows", "weight", "added", "added_busy", "owed", "samples", "batch", "seen",
+    __slots__ = ("name", "capacity", "units", "weight", "added", "added_busy", "owed", "samples", "batch", "seen",
                  "reached", "fill_tag", "fill_seq", "fill_left", "fill_weight")  # (maxmin's working state)
     reached: int  # (set by maxmin.component where it tags the link, before it reads it)
     fill_seq: int  # (set by max_min where it tags the link, before it reads them)
@@ -67,7 +64,7 @@ class Link:
     def __init__(self, name: str, bytes_per_us: float) -> None:
         self.name = name
         self.capacity = bytes_per_us
-        self.flows: dict[Flow, float] = {}  # flow -> weight; insertion-ordered, so runs are reproducible
+        self.units: dict[Flow, float] = {}  # group -> weight per member; insertion-ordered, so runs are reproducible
         self.weight = 0.0  # total weight of the flows on the link
         self.added = self.added_busy = 0.0
         self.owed: list[tuple[list[int], float, float]] = []
@@ -76,8 +73,12 @@ class Link:
         self.seen: object = None  # (the search that last reached the link: maxmin.component)
         self.fill_tag: object = None  # (the max_min that last counted the link as one that can fill)
 
-    # (while anything is owed, every amount on the link is a whole number and all together stay below
-    # WHOLE: these sums are exact, the bits of the amounts added one by one in any order)
+    @property
+    def flows(self) -> Weights:  # (each group and its weight on the link)
+        return Weights(self.units)
+
+    # (while anything is owed, every amount on the link is a whole number and all together stay below WHOLE: these
+    # sums are exact, the bits of the amounts added one by one in any order)
     @property
     def bytes(self) -> float:
         return self.added + sum(payload * flows[0] for flows, payload, _ in self.owed) if self.owed else self.added
@@ -88,13 +89,12 @@ class Link:
 
 
 class Flow:
-    """A group of flows with the same links, weights (``unit``: link -> weight of one flow) and
-    cap, all moving at ``rate`` each. ``vtime``: bytes each member has moved since the group began,
-    as of ``stamp`` (brought up to a later ``now`` as ``vtime += rate * (now - stamp)``, then ``stamp
-    = now``: written out where it happens, the hot path); ``ends``: a heap of :class:`Entry` per
-    transfer (its virtual end, its sequence number, (members, done event)); ``due``: the group's live
-    entry in the network's heap of next finishes (one a re-rate replaced or a retired group's is
-    left there, and skipped)."""
+    """A group of flows with the same links, weights (``unit``: link -> weight of one flow) and cap, all moving at
+    ``rate`` each. ``vtime``: bytes each member has moved since the group began, as of ``stamp`` (brought up to a
+    later ``now`` as ``vtime += rate * (now - stamp)``, then ``stamp = now``: written out where it happens, the hot
+    path); ``ends``: a heap of :class:`Entry` per transfer (its virtual end, its sequence number, (members, done
+    event)); ``due``: the group's live entry in the network's heap of next finishes (one a re-rate replaced or a
+    retired group's is left there, and skipped)."""
 
     __slots__ = ("links", "weights", "unit", "cap", "count", "vtime", "rate", "stamp", "due", "ends", "key", "born",
                  "shape", "batch", "seen")
@@ -125,9 +125,12 @@ class Flow:
         """``n`` more members (or fewer, for n < 0): ``count`` times the unit weight on every link."""
         before = self.count
         self.count = after = before + n
+        if before == 0:  # (enters its links, or is on them from a start of no members: a write in place)
+            weights: tuple = self.weights  # (items as the objects they are: no unboxing and boxing again)
+            for link, unit in zip(self.links, weights):
+                link.units[self] = unit
         for link, w in zip(self.links, self.weights):  # (w * before: what the link holds for it, to the bit)
-            now = link.flows[self] = w * after
-            link.weight += now - w * before
+            link.weight += w * after - w * before
 
 
 class Shape:
@@ -155,9 +158,8 @@ class Plan(NamedTuple):
 
 
 def _per_link(legs: list[tuple[Link, float, float]]) -> tuple[dict[Link, tuple[float, float]], float]:
-    """Each link's legs summed into one (payload, busy) per flow, and the bytes all legs put on links
-    per flow: inf unless every number is whole and >= 0 (only then may a plan's flows be counted
-    rather than their bytes added: see Link)."""
+    """Each link's legs summed into one (payload, busy) per flow, and the bytes all legs put on links per flow: inf
+    unless every number is whole and >= 0 (only then may a plan's flows be counted rather than their bytes added)."""
     sums: dict[Link, tuple[float, float]] = {}
     for link, payload, busy in legs:
         was = sums.get(link, (0.0, 0.0))
@@ -185,12 +187,11 @@ class FlowNet:
         self.dirty: list[Link] = []  # links whose flows need a re-rate at this instant, each once
         self.touched: dict[Flow, None] = {}  # groups whose members changed at this instant
         self.flush_pending = False
-        self.groups: dict[int, Flow] = {}  # the live group of each plan key (weights, cap), by id(key)
+        self.groups: dict[Shape, Flow] = {}  # the live group of each plan key (weights, cap), by its Shape
         self.keys: dict[tuple, Shape] = {}  # each plan key made, once: equal keys are one object (plan_legs)
-        # bytes the links may still take as flows counted (transfer_plan, Link.owed): while every
-        # amount is whole and all of them together stay below WHOLE, each link's totals are exact
-        # whichever way they are summed; -inf from the first amount that is not (a link takes bytes
-        # from one net only: the model's links are its own)
+        # bytes the links may still take as flows counted (transfer_plan, Link.owed): while every amount is whole and
+        # all of them together stay below WHOLE, each link's totals are exact whichever way they are summed; -inf from
+        # the first amount that is not (a link takes bytes from one net only: the model's links are its own)
         self.whole_left = WHOLE
         self.owing: dict[Link, None] = {}  # the links that plans' flows owe bytes
         self.events = 0  # live transfers that end with an event, not a call (_wake: none, no search)
@@ -251,7 +252,7 @@ class FlowNet:
         if group is None:  # (its shape's retired group revived, or a new one)
             key = shape.key
             group = shape.group = shape.spare.revive(now) if shape.spare else Flow(plan.unit, key[1], now, key, shape)
-            self.groups[id(shape.key)] = group
+            self.groups[shape] = group
         if now > group.stamp:  # (the group's vtime brought up to now: see Flow)
             group.vtime += group.rate * (now - group.stamp)
         group.stamp = now
@@ -319,7 +320,7 @@ class FlowNet:
             for link in dict.fromkeys(link for flow in flows for link in flow.links):
                 if link.samples is None:
                     link.samples = []
-                link.samples.append((now, sum(f.rate * w for f, w in link.flows.items())))
+                link.samples.append((now, sum([f.rate * w for f, w in link.flows.items()])))
 
     def _arm(self) -> None:
         heap = self.heap
@@ -361,17 +362,16 @@ class FlowNet:
             flow.count = after = before - ended  # group leaving each link as its weight there drops)
             if ends:
                 for link, w in zip(flow.links, flow.weights):
-                    held = link.flows[flow] = w * after
-                    link.weight += held - w * before
+                    link.weight += w * after - w * before
             else:
                 for link, w in zip(flow.links, flow.weights):
                     link.weight += w * after - w * before
-                    del link.flows[flow]
-                    if not link.flows:
+                    del link.units[flow]
+                    if not link.units:
                         link.weight = 0.0  # no drift from float sums
-                del self.groups[id(flow.key)]
                 flow.due = None  # retired: no heap entry of it counts any more
-                if flow.shape is not None:
+                if flow.shape is not None:  # (a group transfer_plan started: always)
+                    del self.groups[flow.shape]
                     flow.shape.group, flow.shape.spare = None, flow
         # calls only, and nothing else due now: their events would be the next ones processed, each
         # call what it would do when processed (after the re-rate is scheduled, as events would be)
@@ -385,7 +385,7 @@ class FlowNet:
         if self.record:
             for flow in changed:
                 for link in flow.links:
-                    if not link.flows:
+                    if not link.units:
                         link.samples.append((now, 0.0))  # type: ignore[union-attr]
         if changed:
             batch, touched = self.batch, self.touched

@@ -14,7 +14,7 @@ of them change rate). A network of fewer groups re-solves each changed component
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -25,6 +25,31 @@ SLACK: Final = 1e-9  # of a link's capacity: the room a link must keep to count 
 SOLVES_KEPT = 4096  # whole-component solves a network remembers (Solves); the 2 x 8 every-node GEMM+AR has 278
 SOLVES_TRIAL = 64  # after this many solves, a network that found under a tenth of them remembered stops remembering
 SOLVES_FROM = 4  # groups a component needs to be remembered: a smaller one fills in about what its state costs
+
+
+class Weights:
+    """:attr:`Link.flows`: the link's groups and their weights there, read off its ``units`` (a view for a
+    trace and tests: dropping a group drops it from the link)."""
+
+    __slots__ = ("units",)
+
+    def __init__(self, units: dict[Flow, float]) -> None:
+        self.units = units
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def __iter__(self) -> Iterator[Flow]:
+        return iter(self.units)
+
+    def __getitem__(self, flow: Flow) -> float:
+        return self.units[flow] * flow.count
+
+    def __delitem__(self, flow: Flow) -> None:
+        del self.units[flow]
+
+    def items(self) -> list[tuple[Flow, float]]:
+        return [(flow, u * flow.count) for flow, u in self.units.items()]
 
 
 def resolve(links: dict[Link, None], touched: dict[Flow, None]) -> tuple[dict[Flow, None], tuple[float, ...]]:
@@ -44,7 +69,8 @@ def resolve(links: dict[Link, None], touched: dict[Flow, None]) -> tuple[dict[Fl
 
     def unheld(link: Link) -> list[Flow]:
         rest, demand, mine = link.capacity, 0.0, []
-        for flow, w in link.flows.items():
+        for flow, u in link.units.items():
+            w = u * flow.count
             if flow in touched or not flow.rate < level:
                 demand += w * flow.cap  # nan for a 0-weight uncapped flow: then the link can fill
                 mine.append(flow)
@@ -71,7 +97,7 @@ class Solves:
     times its count) and cap, in the component's order (the group's interned plan key, ``Flow.key``,
     and its count); each link's capacity (fixed: the link is named by the keys), its weight (a float
     whose bits depend on the link's history: read as it is) and the order of its groups in
-    ``Link.flows``, which is the order the groups were made (a group enters its links when it is
+    ``Link.units``, which is the order the groups were made (a group enters its links when it is
     made and leaves them when it ends; ``Flow.born``), given here as the component's groups sorted
     by birth. Equal inputs, equal rates, to the bit: the filling is a function of them alone. (Plan
     keys are named by id: the network keeps every key it made, ``FlowNet.keys``, so no id is reused.)
@@ -146,7 +172,8 @@ def floor(links: dict[Link, None], touched: dict[Flow, None]) -> float:
     for link in links:
         held: list[tuple[float, float]] = []  # (the rate the flow stops rising at, its weight)
         top = -math.inf  # the highest rate of an untouched flow
-        for flow, w in link.flows.items():
+        for flow, u in link.units.items():
+            w = u * flow.count
             if flow in touched:
                 held.append((flow.cap, w))
             else:
@@ -175,9 +202,9 @@ def component(links: Iterable[Link]) -> dict[Flow, None]:
     todo = _start(links, tag)
     while todo:
         link = todo.pop()
-        if link.reached == len(link.flows):
+        if link.reached == len(link.units):
             continue
-        for flow in link.flows:
+        for flow in link.units:
             if flow.seen is not tag:
                 flow.seen = tag
                 flows[flow] = None
@@ -274,9 +301,9 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
         link.fill_left, link.fill_weight = (link.capacity, link.weight) if left is None else (left[link], 0.0)
     if left is not None:
         for flow in flows:
-            for link in flow.links:
+            for link, u in zip(flow.links, flow.weights):
                 if link.fill_tag is tag:
-                    link.fill_weight += link.flows[flow]
+                    link.fill_weight += u * flow.count
     levels = {link: link.fill_left / link.fill_weight for link in links if link.fill_weight > 0}
     seq = len(levels)
     active = dict(flows)
@@ -321,7 +348,7 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
         for link in full:
             link.fill_tag = None  # full: its flows freeze now, and nothing reads it again
             del levels[link]
-            for f in link.flows:
+            for f in link.units:
                 if f in active:
                     del active[f]
                     frozen.append(f)
@@ -331,9 +358,9 @@ def max_min(flows: dict[Flow, None], left: dict[Link, float] | None = None) -> d
             return rates
         touched: dict[Link, None] = {}
         for flow in frozen:
-            for link in flow.links:
+            for link, u in zip(flow.links, flow.weights):
                 if link.fill_tag is tag:  # (else full, or one that cannot fill: nothing to track)
-                    w = link.flows[flow]
+                    w = u * flow.count
                     rest = link.fill_left - w * level
                     link.fill_left = rest if rest > 0.0 else 0.0
                     link.fill_weight -= w

@@ -18,6 +18,7 @@ from mkernel.members import RegionTable
 
 if TYPE_CHECKING:
     from .engine import Model
+    from .runs import Run
 
 
 class Shapes:
@@ -30,11 +31,20 @@ class Shapes:
     An entry is found by its id, which is its position in a built schedule (checked: any other task
     is keyed by its regions, :func:`shared`: five items and a tuple per region, never six items the
     last a number). The numbers are made at the first key asked for: a run with no NVLink entry
-    makes none."""
+    makes none.
+
+    Each entry's plan is kept at its position (:meth:`plan`): the 2 x 8 every-node GEMM+AR runs most of
+    its 49,152 NVLink entries once, so a plan kept by ``id(entry)`` in a dict was a miss, a key and a store
+    per entry (with :func:`shared`'s, about 5 k instructions an entry); the read count and whether the
+    members reach other ranks (a region's rank steps: each run is then one member, with its own plan)
+    come from the table with the numbers."""
 
     def __init__(self, s: Schedule, regions: RegionTable) -> None:
         self.tasks, self._table = s.tasks, regions
         self.ids: list[int] | None = None  # per entry: its regions' sequence's number (made by _read)
+        self.reads: list[int] = []  # per entry: its read count (made by _read)
+        self.moves: list[bool] = []  # per entry: whether a region's rank steps from member to member
+        self.plans: list[tuple | None] = []  # per entry: its plan, once made (plan())
 
     def _read(self) -> None:
         recs, fields, _ = self._table
@@ -60,6 +70,10 @@ class Shapes:
             ids[at[order]] = base + np.cumsum(new) - 1
             base += int(new.sum())
         self.ids = ids.tolist()
+        entry = fields["entry"]
+        self.reads = np.bincount(entry[fields["read"]], minlength=len(per)).tolist()
+        self.moves = (np.bincount(entry[recs[:, 6] != 0], minlength=len(per)) > 0).tolist()
+        self.plans = [None] * len(per)
         self._table = None
 
     def key(self, task: Task) -> tuple | None:
@@ -69,7 +83,26 @@ class Shapes:
             return None
         if self.ids is None:
             self._read()
-        return task.op, task.rank, task.accumulate, len(task.index), len(task.reads), self.ids[p]  # type: ignore[index]
+        return self._key(task, p)
+
+    def _key(self, task: Task, p: int) -> tuple:
+        return task.op, task.rank, task.accumulate, len(task.index), self.reads[p], self.ids[p]  # type: ignore[index]
+
+    def plan(self, m: Model, task: Task) -> tuple | None:
+        """Entry ``task``'s runs' plan (:func:`shared`'s), made at the first ask and kept; None where its
+        members reach other ranks or ``task`` is not the entry at its id's position (then :meth:`Model._nvlink`
+        takes each run's as it did without a table)."""
+        p: int = task.id
+        tasks: tuple = self.tasks
+        if not 0 <= p < len(tasks) or tasks[p] is not task:
+            return None
+        if self.ids is None:
+            self._read()
+        made = self.plans[p]
+        if made is None and not self.moves[p]:
+            key = self._key(task, p)
+            made = self.plans[p] = m._nv_plans.get(key) or m._nv_plans.setdefault(key, plan(m, task))
+        return made
 
 
 def shared(m: Model, task: Task) -> tuple:
@@ -102,3 +135,16 @@ def plan(m: Model, task: Task) -> tuple:
     paid, step_us = cost.touches_peer(task), cost.step_us(task, m.c)
     tail = m.c.gpu.fused_peer_task_us if paid else 0.0  # the fused kernel's fixed cost of a peer task
     return paid, local_us, step_us, flows, tail if m.quiet else 0.0, m.c.nvlink.latency_us + step_us
+
+
+class Moved:
+    """The call at the end of an NVLink run's flow: :meth:`Model._moved` of the run, when its local bytes
+    have streamed (``streamed``), its round trip and its merged cost. A native object, called through
+    vectorcall, where a ``functools.partial`` of a bound method cost about 1.5 k instructions a run (the
+    2 x 8 every-node GEMM+AR has 39.5k such flows)."""
+
+    def __init__(self, m: Model, run: Run, streamed: float, rtt: float, merged: float) -> None:
+        self.m, self.run, self.streamed, self.rtt, self.merged = m, run, streamed, rtt, merged
+
+    def __call__(self, _ev: object) -> None:
+        self.m._moved(self.run, self.streamed, self.rtt, self.merged)
