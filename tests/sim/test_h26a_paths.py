@@ -11,28 +11,14 @@ import pytest
 
 from mkernel import Cluster, Workload
 from mkernel.builders import get
-from mkernel.ir import Op, Region, Role, Step
-from mkernel.schedule_builder import ScheduleBuilder
+from mkernel.ir import Op
 from mkernel.sim import nvplan
 from mkernel.sim.engine import Model
 from mkernel.sim.environment import CountingEnvironment
 from mkernel.sim.flows import FlowNet, Link
+from test_nvflow_paths import _copies  # (rank 0 copies to ranks 1-3, or columns step; rank 1 reduces)
 
 NVLINK = (Op.COPY, Op.REDUCE, Op.GATHER)
-
-
-def _copies(step_rank: int):
-    """Rank 0 copies a tile to ranks 1, 2, 3 (the write's rank steps: each member its own plan) or three
-    tiles to rank 1 (columns step: the entry's plan), and rank 1 reduces two tiles."""
-    sb = ScheduleBuilder("t", "fused", 4, 4, 8, grouped=True)
-    sb.buffer("X", 4, 64)
-    sb.launch("l", {Role.INTRA: 2})
-    sb.add(0, Role.INTRA, Op.COPY, reads=(Region("X", 0, 0, 1, 0, 8),), writes=(Region("X", 1, 0, 1, 0, 8),),
-           label="c {}", count=3, step=Step(((0, 0, 8), (step_rank, 0, 8 - 8 * step_rank)), label=(0, 1)))
-    sb.add(1, Role.INTRA, Op.REDUCE, reads=(Region("X", 2, 1, 2, 0, 8), Region("X", 3, 1, 2, 0, 8)),
-           writes=(Region("X", 1, 1, 2, 0, 8),), label="r {}", count=2,
-           step=Step(((0, 0, 8), (0, 0, 8), (0, 0, 8)), label=(0, 1)))
-    return sb.build(0.0)
 
 
 def _builds():
@@ -42,7 +28,7 @@ def _builds():
                       ("ag_gemm", Workload(kernel="ag_gemm", m=512, n=512, k=64))):
         yield get(kernel).build(w, c, grouped=True), c
     for step_rank in (1, 0):
-        yield _copies(step_rank), Cluster("t", 1, 4)
+        yield _copies(step_rank).build(0.0), Cluster("t", 1, 4)
 
 
 def _legs(m: Model, plan) -> list[tuple]:
