@@ -64,8 +64,6 @@ class Dispatch(Waits):
         ``run`` is None), one after the other: each closes its last member and takes its next; then
         the runs they form start, or wait."""
         runs: list[Run] = []
-        if lane.due is None:
-            self._bound(lane)
         for slot, role, ended, j in sms:
             if ended is not None:
                 self._boundary(ended, j)
@@ -83,8 +81,6 @@ class Dispatch(Waits):
         pool, rank = lane.pool, lane.rank
         runs: list[Run] = []
         cells, roles = self.board.cells, pool.roles
-        if lane.due is None:
-            self._bound(lane)
         for role, n, ended in chunks:
             compute = role is COMPUTE
             q = roles[role]
@@ -144,9 +140,6 @@ class Dispatch(Waits):
                 else:
                     self._take(lane, runs, -1, *picked)
         self._go(lane, runs)
-
-    def _bound(self, lane: Lane) -> None:
-        lane.due, lane.wake = self._due, self._wake
 
     def _ready_split(self, runs: list[Run], lane: Lane, role: Role, item: Item, first: int, n: int) -> None:
         """``n`` members start on compute SMs, each counting itself in: runs split by GEMM speed."""
@@ -242,7 +235,7 @@ class Dispatch(Waits):
             runs.append(Run(lane, role, item, i, slot, wait, key, need, speed))
 
     def _spans(self, done: Task, item: Item) -> bool:
-        """Whether ready members of ``task`` may join a run that holds the last members of ``done``,
+        """Whether ready members of ``item``'s entry may join a run that holds the last members of ``done``,
         the entry before it: GEMM tiles of one cost in a bulk run (no SM is named) without data, so
         they would start and end at the same instants as that run and be handled right after it at
         each (their reads checked and writes landed after its, as the hazard tracker sees them); as
@@ -298,6 +291,8 @@ class Dispatch(Waits):
             if timers[j] is timer:  # (list.remove, by identity: its generic call cost ~320 instructions)
                 timers.pop(j)
                 break
+        else:  # (a step due twice would run twice)
+            raise AssertionError(f"rank {timer.runs[0].lane.rank}: a timer due at {timer.at} us is not pending")
         timer.then(self, timer.runs)
 
     def _until(self, at: float, then, run: Run) -> None:

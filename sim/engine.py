@@ -200,7 +200,7 @@ class Model(Dispatch):
             if self.controller is not None:  # the initial split is the controller's too
                 self.controller(rank, pool, self.env.now)
             roles = pool.initial_roles()
-            lane = Lane(rank, pool, len(roles), self.env.event())
+            lane = Lane(rank, pool, len(roles), self.env.event(), self._due, self._wake)
             if self._one_by_one:
                 self._pass(lane, [(slot, role, None, 0) for slot, role in enumerate(roles)])
             else:
@@ -340,11 +340,11 @@ class Model(Dispatch):
         task = run.task
         plan = self.nv_shapes.plan(self, task) if self.nv_shapes is not None else None  # (kept by position)
         if plan is None:
-            plan = self._nv_entries.get(id(task))  # an entry's plan, found by the entry
-            if plan is None:
-                if task.count > 1 and not self._joins(task):  # (never kept by entry: then each run is
-                    plan = nvplan.shared(self, run.member())  # one member, made for it, with its own ranks)
-                else:
+            if task.count > 1 and not run.item.joins:  # (never kept by entry: then each run is one member,
+                plan = nvplan.shared(self, run.member())  # made for it, with its own ranks)
+            else:
+                plan = self._nv_entries.get(id(task))  # an entry's plan, found by the entry
+                if plan is None:
                     plan = self._nv_entries[id(task)] = nvplan.shared(self, task)
         run.paid, local_us, step_us, flows, merged, rtt = plan
         local_us = local_us * slow  # (an injected slowdown of the rank)

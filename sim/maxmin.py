@@ -29,7 +29,8 @@ SOLVES_FROM = 4  # groups a component needs to be remembered: a smaller one fill
 
 class Weights:
     """:attr:`Link.flows`: the link's groups and their weights there, read off its ``units`` (a view for a
-    trace and tests: dropping a group drops it from the link)."""
+    trace and tests: dropping a group drops it from the link). Kept here, beside the solver that reads the
+    links' weights, where flows.py, the links' module, is at the 400-line limit."""
 
     __slots__ = ("units",)
 

@@ -23,19 +23,16 @@ class Lane:
     ``released``: the runs released at this instant that wait for their resume slot, or None
     (:meth:`~mkernel.sim.dispatch.Dispatch._released`); ``timers``: its pending :class:`Timer` s, oldest
     first (:meth:`~mkernel.sim.dispatch.Dispatch._later`). ``due`` and ``wake``: the model's ``_due`` and
-    ``_wake`` bound once, at the lane's first boundary (:meth:`~mkernel.sim.dispatch.Dispatch._bound`), for the
-    timers and resume slots it queues: ``self._due`` read from compiled code binds a new method object
-    each time (~340 instructions: 108k times in the 2 x 8 every-node run). Held by the lane, not the
-    model, which would then point at itself."""
+    ``_wake`` bound once, as the lane is made, for the timers and resume slots it queues: ``self._due``
+    read from compiled code binds a new method object each time (~340 instructions: 108k times in the
+    2 x 8 every-node run). Held by the lane, not the model, which would then point at itself."""
 
     __slots__ = ("rank", "pool", "alive", "done", "released", "timers", "due", "wake")
 
-    def __init__(self, rank: int, pool: RolePool, alive: int, done) -> None:
-        self.rank, self.pool, self.alive, self.done = rank, pool, alive, done
+    def __init__(self, rank: int, pool: RolePool, alive: int, done, due: Any, wake: Any) -> None:
+        self.rank, self.pool, self.alive, self.done, self.due, self.wake = rank, pool, alive, done, due, wake
         self.released: list[Run] | None = None
         self.timers: list[Timer] = []
-        self.due: Any = None
-        self.wake: Any = None
 
 
 class Timer:
@@ -115,13 +112,6 @@ class Waits:
         # generic iterator; dxs: one a wait, Step's contract)
         return Item(task, op, count, parts, steps, joins(op, count, step, self.stress),
                     op is COPY or op is REDUCE or op is GATHER)
-
-    def _joins(self, task: Task) -> bool:
-        """Whether members of ``task`` may share a run (:func:`joins`; a run's entry has it in ``run.item.joins``).
-        Not kept: each entry is asked about once (by Model._nvlink, as it makes the entry's plan), so a cache
-        by id(task) missed at nearly each of its 49k calls in the 2 x 8 every-node run."""
-        count = task.count
-        return joins(task.op, count, task.step if count > 1 else None, self.stress)
 
     def _waits_of(self, item: Item, first: int, n: int) -> list[tuple]:
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in

@@ -262,7 +262,7 @@ class CellTable:
             cells.extend(gap)
             cells[i] = cell
         elif i < 0 and n - i <= limit:  # before the start
-            front = min(max(-i, n), limit - n)
+            front = min(max(-i, n), limit - n, block.lo)  # (no slot below index field 0)
             pad: list[Cell | None] = [None] * front
             block.cells = cells = pad + cells
             block.lo -= front

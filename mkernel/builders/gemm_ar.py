@@ -128,6 +128,10 @@ def build(w: Workload, c: Cluster, first_nodes: int = 0, grouped: bool = False, 
     """The fused schedule (only the first nodes' tasks with ``first_nodes``, and only their local rank
     0's with ``local_fold``: see ScheduleBuilder)."""
     check(w, c)
+    if local_fold and not local_symmetric(w, c):  # (its local ranks' queues differ: the folded run would deadlock)
+        raise ProblemError(f"gemm_ar m={w.m} n={w.n} on {c.gpus_per_node} GPUs a node: a build of local rank 0 alone "
+                           f"(local_fold) needs every slot of {c.gpus_per_node} tiles to hold tiles of one shape "
+                           f"(gemm_ar.local_symmetric); build every local rank")
     g, nodes, ct = c.gpus_per_node, c.nodes, w.chunk_tiles
     pushed = g > 1 and w.node_reduce == "push"
     algorithm, whole, shared = plan(w, c)

@@ -214,3 +214,40 @@ def test_a_controller_sees_the_blocked_sms_counted():
         model.run()
         assert min(seen) == 0 and all(n == 0 for n in model.pools[0].blocked.values())
         assert max(seen) > 0 or schedule.kernel == "found"
+
+
+class _FreshItems(Model):
+    """The model with every take on the SM-by-SM path (``Dispatch._take``) making its entry's record
+    anew, where the path keeps the one its queue made at the entry's first member."""
+
+    def _take(self, lane, runs, slot, role, task, i):
+        lane.pool.roles[role].item = None
+        super()._take(lane, runs, slot, role, task, i)
+
+
+@pytest.mark.python_core
+@pytest.mark.parametrize("how", ["controller", "trace"])
+def test_the_sm_by_sm_path_keeps_an_entrys_record_as_one_made_per_take_would(how):
+    """With a controller or a trace the SMs take members one by one (``Dispatch._pass``), reading the
+    record (``sms.Item``) their queue made at the entry's first member. Each take's own record must give
+    the same run: the same end per rank, event count, hazards and spans, on GEMM+AR, GEMM+RS and ring
+    attention builds with blocked members. (Planted: a queue's record kept for the next entry's first
+    member too; caught.)"""
+    from mkernel import Workload
+    from mkernel.builders import get
+
+    c = Cluster("t", 2, 2, transport="ib_rc")
+    for kernel, w in (("gemm_ar", Workload(m=576, n=1024, k=64, chunk_tiles=2)),
+                      ("gemm_rs", Workload(kernel="gemm_rs", m=512, n=512, k=64)),
+                      ("ring_attention", Workload(kernel="ring_attention", m=256, n=64, k=64))):
+        s = get(kernel).build(w, c, grouped=True)
+        got = []
+        for cls in (Model, _FreshItems):
+            spans: list = []
+            kw = ({"controller": lambda rank, pool, now: spans.append((rank, now, dict(pool.target)))}
+                  if how == "controller" else {"trace": True})
+            model = cls(s, c, None, **kw)
+            model.run()
+            got.append((model.finish, model.env.events, model.tracker.hazards, spans or model.spans))
+        assert got[0] == got[1], kernel
+        assert got[0][1] > 0 and got[0][3]

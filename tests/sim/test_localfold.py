@@ -194,3 +194,16 @@ def test_queues_of_other_lengths_are_refused_before_any_member_is_read(monkeypat
         m.setattr(localfold._Fold, "_shape", unread)
         with pytest.raises(NotFoldable, match="of rank 1 has .* members, rank 0's"):
             localfold.fold_locals(s)
+
+
+def test_a_gemm_ar_build_of_local_rank_0_is_refused_where_its_ranks_differ():
+    """A 300 x 520 GEMM+AR on 2 GPUs a node deals slots of tiles of two shapes, so its local ranks run
+    different queues: a build of local rank 0 alone is refused (the folded run deadlocked), and the
+    shape that deals evenly still builds."""
+    from mkernel import ProblemError, Workload
+    from mkernel.builders import gemm_ar
+
+    c = Cluster("t", 2, 2)
+    with pytest.raises(ProblemError, match="local_fold"):
+        gemm_ar.build(Workload(m=300, n=520, k=72), c, first_nodes=1, grouped=True, local_fold=True)
+    assert gemm_ar.build(Workload(m=256, n=512, k=64), c, first_nodes=1, grouped=True, local_fold=True).local_fold

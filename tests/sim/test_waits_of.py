@@ -6,20 +6,20 @@ key and count): each run of ready members one span, each blocked member alone. A
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
-
 import pytest
 
 from mkernel.ir import Op, Role, Signal, Step, Task, Wait
 from mkernel.sim.dispatch import READY, Dispatch
-from mkernel.sim.signals import NEVER, Cell, key_of
+from mkernel.sim.signals import NEVER, Cell, SignalBoard, key_of
 
 
 class _Board(Dispatch):
-    """A dispatcher with a board of given counters and nothing else."""
+    """A dispatcher with a board of given counters (the simulator's own board) and nothing else."""
 
     def __init__(self, values: dict) -> None:
-        self.board = SimpleNamespace(cells={key_of(*key): Cell(count, None, NEVER) for key, count in values.items()})
+        self.board = SignalBoard(1, lambda waiter: None)
+        for key, count in values.items():
+            self.board.cells.add(key_of(*key), Cell(count, None, NEVER))
         self.stress = 0.0
 
 

@@ -99,7 +99,7 @@ def jitter(seq: int, kvs: list[int], amp: float) -> None:
 def _overlapped_nvlink(self, run, slow: float) -> None:
     """What-if ``Model._nvlink`` for a timing run: round trips overlapped with the copy's transfer
     (``slow``, an injected slowdown, is 1 here: the study injects none)."""
-    task = run.task if run.task.count == 1 or self._joins(run.task) else run.member()
+    task = run.task if run.task.count == 1 or run.item.joins else run.member()
     run.paid = cost.touches_peer(task)
     transfers = cost.remote_transfers(task, self.itemsize)
     local_us = cost.local_bytes(task, self.itemsize) / self.sm_stream
