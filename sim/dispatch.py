@@ -89,9 +89,7 @@ class Dispatch(Waits):
             while n and q.entry < len(q.tasks) and q.active < q.target:
                 room = q.target - q.active
                 first = q.member
-                item = q.item if first else None  # (made as its first member is taken)
-                if item is None:
-                    item = q.item = self._item(q.tasks[q.entry])
+                item = self._entry_item(q, q.tasks[q.entry], first)
                 m = pool.take_many(role, q, item, n if n < room else room)
                 n -= m
                 lone = item.lone
@@ -217,10 +215,7 @@ class Dispatch(Waits):
     def _take(self, lane: Lane, runs: list[Run], slot: int, role: Role, task: Task, i: int) -> None:
         """One SM takes member ``i`` of ``task``: it joins the last run if that is the member before,
         in the same state, else it opens a run."""
-        q = lane.pool.roles[role]
-        item = q.item if i else None  # (made as its first member is taken, as _bulk does)
-        if item is None:
-            item = q.item = self._item(task)
+        item = self._entry_item(lane.pool.roles[role], task, i)
         wait, key, need = self._blocking(item, i, 0)
         speed = 0.0
         if wait < 0 and self.stress <= 0:

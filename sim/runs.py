@@ -8,7 +8,7 @@ from typing import Any, Final
 from mkernel.ir import Op, Role, Step, Task, Wait
 
 from .signals import SignalBoard, key_of
-from .sms import Item, RolePool
+from .sms import Item, RolePool, RoleQueue
 
 PUT: Final = Op.PUT  # (Final: compiled, a C static; see mkernel.sim.dispatch)
 COPY: Final = Op.COPY
@@ -112,6 +112,14 @@ class Waits:
         # generic iterator; dxs: one a wait, Step's contract)
         return Item(task, op, count, parts, steps, joins(op, count, step, self.stress),
                     op is COPY or op is REDUCE or op is GATHER)
+
+    def _entry_item(self, q: RoleQueue, task: Task, i: int) -> Item:
+        """The record of ``task``, the entry of ``q`` whose member ``i`` an SM takes: the one ``q`` holds past
+        member 0 (members are taken in order, so it is this entry's), else made now and held there."""
+        item = q.item if i else None
+        if item is None:
+            item = q.item = self._item(task)
+        return item
 
     def _waits_of(self, item: Item, first: int, n: int) -> list[tuple]:
         """(first member, members, (wait, key, need)) for spans of members ``first .. first+n-1`` in
